@@ -1,0 +1,83 @@
+"""The brain: pure data, no IO. Nothing in this package may import asyncio, httpx, the clock,
+randomness, the OS or any module of the driver or the providers (an import-linter contract in CI
+keeps it so)."""
+
+from loopctl.core.errors import ErrorKind, LoopError, ProtocolError
+from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge
+from loopctl.core.machine import (
+    FEEDS,
+    STATES,
+    STEP_TRANSITIONS,
+    TRANSITIONS,
+    Exchange,
+    LoopMachine,
+    MachineSnapshot,
+)
+from loopctl.core.messages import MESSAGES, Message, Part, Role, TextPart, ToolCall, ToolResult
+from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
+from loopctl.core.salvage import coherence_problem, coherent_prefix_length
+from loopctl.core.steps import (
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    CallLLM,
+    CallTools,
+    Cancelled,
+    Compact,
+    CompactReason,
+    Completed,
+    Done,
+    Failed,
+    MachineOutcome,
+    MachineState,
+    MachineStep,
+    MaxTurnsExceeded,
+    Start,
+    Terminal,
+)
+
+__all__ = [
+    "FEEDS",
+    "MAX_LOOP_WINDOW",
+    "MESSAGES",
+    "STATES",
+    "STEP_TRANSITIONS",
+    "TRANSITIONS",
+    "AwaitingCompaction",
+    "AwaitingModel",
+    "AwaitingTools",
+    "CallLLM",
+    "CallTools",
+    "Cancelled",
+    "Compact",
+    "CompactReason",
+    "Completed",
+    "Done",
+    "ErrorKind",
+    "Exchange",
+    "Failed",
+    "LoopAction",
+    "LoopError",
+    "LoopMachine",
+    "LoopVerdict",
+    "LoopWindow",
+    "MachineOutcome",
+    "MachinePolicy",
+    "MachineSnapshot",
+    "MachineState",
+    "MachineStep",
+    "MaxTurnsExceeded",
+    "Message",
+    "Part",
+    "ProtocolError",
+    "Role",
+    "Start",
+    "Terminal",
+    "TextPart",
+    "ToolCall",
+    "ToolResult",
+    "call_key",
+    "coherence_problem",
+    "coherent_prefix_length",
+    "judge",
+]

@@ -1,0 +1,668 @@
+"""``LoopMachine``: the brain. Pure data; one question, eleven feeds.
+
+Theory of operation
+-------------------
+The driver asks ``next_step(policy)`` and gets one of four steps (``CallLLM``, ``CallTools``,
+``Compact``, ``Done``). It does the work in the world and reports what happened through exactly one
+feed. Nothing else enters: no clock, no network, no randomness, no stored settings (the policy is
+handed in on every step). Hence the machine serializes whole, and a restored machine makes identical
+decisions.
+
+Rules this module keeps:
+- Every transition is listed in ``TRANSITIONS`` below, keyed by (state, feed). A pair that is not
+  listed is a ``ProtocolError`` naming the feed and the state.
+- A handler validates everything before it changes anything, so a ``ProtocolError`` leaves the
+  machine exactly as it was.
+- ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal verdict,
+  a loop warning), but asking again at once answers the same and changes nothing.
+- Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
+- No handler and no step scans the whole history: each costs O(size of the exchange).
+- History never holds a call without its result, nor a result without its call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from loopctl.core.errors import LoopError, ProtocolError
+from loopctl.core.loopdetect import LoopWindow, judge
+from loopctl.core.messages import Message, ToolCall, ToolResult
+from loopctl.core.policy import MachinePolicy
+from loopctl.core.salvage import coherence_problem, coherent_prefix_length
+from loopctl.core.steps import (
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    CallLLM,
+    CallTools,
+    Cancelled,
+    Compact,
+    CompactReason,
+    Completed,
+    Done,
+    Failed,
+    MachineState,
+    MachineStep,
+    MaxTurnsExceeded,
+    Start,
+    Terminal,
+)
+
+__all__ = [
+    "FEEDS",
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_VERSION",
+    "STATES",
+    "STEP_TRANSITIONS",
+    "TRANSITIONS",
+    "Exchange",
+    "LoopMachine",
+    "MachineSnapshot",
+]
+
+StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]
+STATES: Final[tuple[StateKind, ...]] = (
+    "start",
+    "awaiting_model",
+    "awaiting_tools",
+    "awaiting_compaction",
+    "terminal",
+)
+FEEDS: Final = (
+    "accept_input",
+    "model_response",
+    "tool_results",
+    "compaction_result",
+    "compaction_noop",
+    "set_context_tokens",
+    "inject",
+    "cancel",
+    "fail",
+    "commit_pending",
+    "discard_pending",
+)
+
+
+class Transition(NamedTuple):
+    handler: str
+    targets: tuple[StateKind, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# THE TABLE. (state, feed) -> handler and the states it may lead to. Anything not here is invalid.
+# ---------------------------------------------------------------------------------------------
+TRANSITIONS: Final[dict[tuple[StateKind, str], Transition]] = {
+    ("start", "accept_input"): Transition("_accept_input", ("start",)),
+    ("start", "inject"): Transition("_inject", ("start",)),
+    ("start", "set_context_tokens"): Transition("_set_context_tokens", ("start",)),
+    ("start", "cancel"): Transition("_cancel", ("terminal",)),
+    ("start", "fail"): Transition("_fail", ("terminal",)),
+    # -- the model was asked
+    ("awaiting_model", "model_response"): Transition(
+        "_model_response", ("awaiting_tools", "start", "terminal")
+    ),
+    ("awaiting_model", "set_context_tokens"): Transition(
+        "_set_context_tokens", ("awaiting_model",)
+    ),
+    ("awaiting_model", "cancel"): Transition("_cancel", ("terminal",)),
+    ("awaiting_model", "fail"): Transition("_fail", ("terminal",)),
+    # -- tools were asked
+    ("awaiting_tools", "tool_results"): Transition("_tool_results", ("start",)),
+    ("awaiting_tools", "set_context_tokens"): Transition(
+        "_set_context_tokens", ("awaiting_tools",)
+    ),
+    ("awaiting_tools", "cancel"): Transition("_cancel", ("terminal",)),
+    ("awaiting_tools", "fail"): Transition("_fail", ("terminal",)),
+    # -- a compaction was asked
+    ("awaiting_compaction", "compaction_result"): Transition("_compaction_result", ("start",)),
+    ("awaiting_compaction", "compaction_noop"): Transition(
+        "_compaction_noop", ("start", "terminal")
+    ),
+    ("awaiting_compaction", "set_context_tokens"): Transition(
+        "_set_context_tokens", ("awaiting_compaction",)
+    ),
+    ("awaiting_compaction", "cancel"): Transition("_cancel", ("terminal",)),
+    ("awaiting_compaction", "fail"): Transition("_fail", ("terminal",)),
+    # -- finished: only the exit door's two calls; cancel and fail are no-ops
+    ("terminal", "commit_pending"): Transition("_commit_pending", ("terminal",)),
+    ("terminal", "discard_pending"): Transition("_discard_pending", ("terminal",)),
+    ("terminal", "cancel"): Transition("_noop", ("terminal",)),
+    ("terminal", "fail"): Transition("_noop", ("terminal",)),
+}
+
+# next_step(policy) in each state -> handler and the states it may lead to.
+STEP_TRANSITIONS: Final[dict[StateKind, Transition]] = {
+    "start": Transition(
+        "_step_start", ("start", "awaiting_model", "awaiting_compaction", "terminal")
+    ),
+    "awaiting_model": Transition("_step_awaiting_model", ("awaiting_model", "awaiting_compaction")),
+    "awaiting_tools": Transition("_step_awaiting_tools", ("awaiting_tools",)),
+    "awaiting_compaction": Transition("_step_awaiting_compaction", ("awaiting_compaction",)),
+    "terminal": Transition("_step_terminal", ("terminal",)),
+}
+
+SNAPSHOT_FORMAT: Final = "loopctl-machine"
+SNAPSHOT_VERSION: Final = 1
+
+LOOP_NOTE = (
+    "[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give your "
+    "final answer. A further repeat ends the run."
+)
+
+
+class Exchange(BaseModel):
+    """The tool calls of the latest model reply, waiting for their results."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    turn: int
+    calls: tuple[ToolCall, ...]
+    preanswered: tuple[ToolResult, ...] = ()
+
+    @property
+    def dispatch(self) -> tuple[ToolCall, ...]:
+        answered = {r.call_id for r in self.preanswered}
+        return tuple(c for c in self.calls if c.id not in answered)
+
+
+class MachineSnapshot(BaseModel):
+    """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT
+    version: int = SNAPSHOT_VERSION
+    state: MachineState
+    history: tuple[Message, ...] = ()
+    pending: tuple[Message, ...] = ()
+    turns_taken: int = 0
+    context_tokens: int = 0
+    exchange: Exchange | None = None
+    advertised: tuple[str, ...] = ()
+    started: bool = False
+    finalized: bool = False
+    noop_floor: int | None = None
+    loop: LoopWindow = LoopWindow()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_format(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            fmt = data.get("format", SNAPSHOT_FORMAT)
+            if fmt != SNAPSHOT_FORMAT:
+                raise ValueError(f"not a loopctl machine snapshot (format {fmt!r})")
+            version = data.get("version", SNAPSHOT_VERSION)
+            if version != SNAPSHOT_VERSION:
+                raise ValueError(
+                    f"snapshot format version {version!r} is not supported by this loopctl "
+                    f"(it reads version {SNAPSHOT_VERSION}); upgrade loopctl to restore it"
+                )
+        return data
+
+
+_START: Final = Start()
+
+
+class LoopMachine:
+    """The brain. See the module docstring for the rules it keeps."""
+
+    __slots__ = (
+        "_advertised",
+        "_context_tokens",
+        "_exchange",
+        "_finalized",
+        "_history",
+        "_loop",
+        "_noop_floor",
+        "_pending",
+        "_started",
+        "_state",
+        "_turns_taken",
+    )
+
+    def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
+        history = list(history)
+        problem = coherence_problem(history)
+        if problem is not None:
+            raise ValueError(f"history is not provider-valid: {problem}")
+        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = _START
+        self._history: list[Message] = history
+        self._pending: list[Message] = []
+        self._turns_taken = 0
+        self._context_tokens = context_tokens
+        self._exchange: Exchange | None = None
+        self._advertised: tuple[str, ...] = ()
+        self._started = False
+        self._finalized = False
+        self._noop_floor: int | None = None
+        self._loop = LoopWindow()
+
+    # --- read-only views -----------------------------------------------------------------
+
+    @property
+    def state(self) -> MachineState:
+        return self._state
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        return tuple(self._history)
+
+    @property
+    def pending(self) -> tuple[Message, ...]:
+        return tuple(self._pending)
+
+    @property
+    def turns_taken(self) -> int:
+        return self._turns_taken
+
+    @property
+    def context_tokens(self) -> int:
+        return self._context_tokens
+
+    @property
+    def exchange(self) -> Exchange | None:
+        return self._exchange
+
+    @property
+    def is_terminal(self) -> bool:
+        return isinstance(self._state, Terminal)
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    @property
+    def loop_window(self) -> LoopWindow:
+        return self._loop
+
+    def messages(self) -> list[Message]:
+        """History plus pending: what the model is shown next (a copy)."""
+        return self._history + self._pending
+
+    def history_len(self) -> int:
+        return len(self._history)
+
+    def pending_len(self) -> int:
+        return len(self._pending)
+
+    # --- the one question ----------------------------------------------------------------
+
+    def next_step(self, policy: MachinePolicy) -> MachineStep:
+        """What should happen next. Idempotent; see the module docstring."""
+        entry = STEP_TRANSITIONS[self._state.kind]
+        step: MachineStep = getattr(self, entry.handler)(policy)
+        return step
+
+    def _step_start(self, policy: MachinePolicy) -> MachineStep:
+        if not self._started:
+            raise ProtocolError(
+                "next_step() asked before any input was accepted; call accept_input() first",
+                feed="next_step",
+                state="start",
+            )
+        verdict = judge(self._loop, policy)
+        if verdict is not None:
+            if policy.loop_action == "fail" or self._loop.warned:
+                error = LoopError(
+                    kind="loop_detected",
+                    message=f"loop detected: {verdict.describe()}",
+                    details={"pattern": verdict.pattern, "tool": verdict.tool},
+                )
+                return self._finish(Failed(error=error))
+            self._pending.append(Message.user(LOOP_NOTE.format(what=verdict.describe())))
+            self._loop = LoopWindow(calls=self._loop.calls, unjudged=0, warned=True)
+        elif self._loop.unjudged:
+            self._loop = LoopWindow(calls=self._loop.calls, unjudged=0, warned=self._loop.warned)
+
+        if self._turns_taken >= policy.max_turns:
+            return self._finish(MaxTurnsExceeded())
+        reason = self._compaction_due(policy)
+        if reason is not None:
+            self._state = AwaitingCompaction(reason=reason)
+            return Compact(reason=reason)
+        turn = self._turns_taken + 1
+        self._advertised = policy.tools
+        self._state = AwaitingModel(turn=turn)
+        return CallLLM(turn=turn)
+
+    def _compaction_due(self, policy: MachinePolicy) -> CompactReason | None:
+        if policy.compact_now:
+            return CompactReason.MANUAL
+        tokens = self._context_tokens
+        if tokens >= policy.emergency_tokens:
+            return CompactReason.EMERGENCY
+        if tokens >= policy.threshold_tokens and (
+            self._noop_floor is None or tokens > self._noop_floor
+        ):
+            return CompactReason.THRESHOLD_EXCEEDED
+        return None
+
+    def _step_awaiting_model(self, policy: MachinePolicy) -> MachineStep:
+        assert isinstance(self._state, AwaitingModel)
+        if self._context_tokens >= policy.emergency_tokens:
+            # A context-overflow count arrived while the model was asked: withdraw the call
+            # (the turn is not counted) and compact first.
+            self._state = AwaitingCompaction(reason=CompactReason.EMERGENCY)
+            return Compact(reason=CompactReason.EMERGENCY)
+        return CallLLM(turn=self._state.turn)
+
+    def _step_awaiting_tools(self, policy: MachinePolicy) -> MachineStep:
+        assert self._exchange is not None
+        return CallTools(turn=self._exchange.turn, calls=self._exchange.dispatch)
+
+    def _step_awaiting_compaction(self, policy: MachinePolicy) -> MachineStep:
+        assert isinstance(self._state, AwaitingCompaction)
+        return Compact(reason=self._state.reason)
+
+    def _step_terminal(self, policy: MachinePolicy) -> MachineStep:
+        assert isinstance(self._state, Terminal)
+        return Done(outcome=self._state.outcome)
+
+    def _finish(self, outcome: Completed | Cancelled | MaxTurnsExceeded | Failed) -> Done:
+        self._state = Terminal(outcome=outcome)
+        self._exchange = None
+        return Done(outcome=outcome)
+
+    # --- the eleven feeds ----------------------------------------------------------------
+
+    def accept_input(self, input: str | Message) -> None:
+        """Start a run with the user's input (a fresh machine, or one from ``next_run()``)."""
+        self._feed("accept_input", input)
+
+    def model_response(self, response: Message, context_tokens: int) -> None:
+        """The model's reply and the context size the provider reported with it."""
+        self._feed("model_response", response, context_tokens)
+
+    def tool_results(self, message: Message) -> None:
+        """One user message answering exactly the dispatched calls, each id once."""
+        self._feed("tool_results", message)
+
+    def compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+        """History was rewritten: a commit point (pending is folded in and emptied)."""
+        self._feed("compaction_result", compacted, before, after)
+
+    def compaction_noop(self, before: int, after: int) -> None:
+        """The compactor found nothing to cut."""
+        self._feed("compaction_noop", before, after)
+
+    def set_context_tokens(self, n: int) -> None:
+        """The driver's own count (an estimate, or a provider's overflow report)."""
+        self._feed("set_context_tokens", n)
+
+    def inject(self, message: Message) -> None:
+        """Append a message to pending during a run (steering, a reflector's note)."""
+        self._feed("inject", message)
+
+    def cancel(self) -> None:
+        self._feed("cancel")
+
+    def fail(self, error: LoopError) -> None:
+        self._feed("fail", error)
+
+    def commit_pending(self) -> None:
+        """Success exit: pending is glued onto history."""
+        self._feed("commit_pending")
+
+    def discard_pending(self) -> None:
+        """Failure exit: the coherent prefix of pending is salvaged, the in-flight tail dropped."""
+        self._feed("discard_pending")
+
+    def _feed(self, feed: str, *args: Any) -> None:
+        kind = self._state.kind
+        entry = TRANSITIONS.get((kind, feed))
+        if entry is None:
+            raise ProtocolError(f"{feed}() is not valid in state {kind}", feed=feed, state=kind)
+        handler: Callable[..., None] = getattr(self, entry.handler)
+        handler(*args)
+
+    def _refuse(self, feed: str, why: str) -> ProtocolError:
+        kind = self._state.kind
+        return ProtocolError(f"{feed}() refused in state {kind}: {why}", feed=feed, state=kind)
+
+    # --- handlers: validate first, then change ------------------------------------------
+
+    def _accept_input(self, input: str | Message) -> None:
+        if self._started:
+            raise self._refuse("accept_input", "a run is already under way; use next_run()")
+        message = Message.user(input) if isinstance(input, str) else input
+        if not isinstance(message, Message) or message.role != "user":
+            raise self._refuse("accept_input", "the input must be text or a user message")
+        if message.tool_results or message.tool_calls:
+            raise self._refuse("accept_input", "the input may not hold tool calls or results")
+        self._pending.append(message)
+        self._started = True
+
+    def _inject(self, message: Message) -> None:
+        if not self._started:
+            raise self._refuse("inject", "no run is under way")
+        if not isinstance(message, Message) or message.tool_calls or message.tool_results:
+            raise self._refuse("inject", "only a plain message without tool parts can be injected")
+        self._pending.append(message)
+
+    def _set_context_tokens(self, n: int) -> None:
+        if not isinstance(n, int) or n < 0:
+            raise self._refuse("set_context_tokens", f"not a token count: {n!r}")
+        self._context_tokens = n
+
+    def _cancel(self) -> None:
+        self._finish(Cancelled())
+
+    def _fail(self, error: LoopError) -> None:
+        if not isinstance(error, LoopError):
+            raise self._refuse("fail", f"expected a LoopError, got {type(error).__name__}")
+        self._finish(Failed(error=error))
+
+    def _noop(self, *args: Any) -> None:
+        return None
+
+    def _model_response(self, response: Message, context_tokens: int) -> None:
+        assert isinstance(self._state, AwaitingModel)
+        if not isinstance(response, Message) or response.role != "assistant":
+            raise self._refuse("model_response", "the response must be an assistant message")
+        if response.tool_results:
+            raise self._refuse("model_response", "an assistant message cannot hold tool results")
+        if not isinstance(context_tokens, int) or context_tokens < 0:
+            raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
+        calls = response.tool_calls
+        ids = [c.id for c in calls]
+        if any(not i for i in ids) or len(set(ids)) != len(ids):
+            raise self._refuse(
+                "model_response", f"tool call ids must be unique and non-empty: {ids}"
+            )
+
+        turn = self._state.turn
+        self._turns_taken += 1
+        self._context_tokens = context_tokens
+        self._pending.append(response)
+        if not calls:
+            self._finish(Completed(final_text=response.text))
+            return
+        advertised = self._advertised
+        preanswered = tuple(
+            ToolResult(
+                call_id=c.id,
+                name=c.name,
+                content=f"tool '{c.name}' is not available; available tools: "
+                + (", ".join(advertised) or "none"),
+                is_error=True,
+            )
+            for c in calls
+            if c.name not in advertised
+        )
+        if len(preanswered) == len(calls):
+            # Every call is unknown: the exchange completes at once, nothing is dispatched.
+            self._pending.append(Message.from_results(preanswered))
+            self._loop = self._loop.record(calls)
+            self._state = _START
+            return
+        self._exchange = Exchange(turn=turn, calls=tuple(calls), preanswered=preanswered)
+        self._state = AwaitingTools(turn=turn)
+
+    def _tool_results(self, message: Message) -> None:
+        exchange = self._exchange
+        assert exchange is not None
+        if not isinstance(message, Message) or message.role != "user":
+            raise self._refuse("tool_results", "results must come in one user message")
+        results = message.tool_results
+        if len(results) != len(message.parts):
+            raise self._refuse("tool_results", "the results message may hold only tool results")
+        by_id = {r.call_id: r for r in results}
+        expected = [c.id for c in exchange.dispatch]
+        if len(by_id) != len(results) or sorted(by_id) != sorted(expected):
+            got = [r.call_id for r in results]
+            raise self._refuse(
+                "tool_results", f"results {got} do not answer the dispatched calls {expected}"
+            )
+        if exchange.preanswered or [r.call_id for r in results] != expected:
+            by_id.update((r.call_id, r) for r in exchange.preanswered)
+            message = Message.from_results([by_id[c.id] for c in exchange.calls])
+        self._pending.append(message)
+        self._loop = self._loop.record(exchange.calls)
+        self._exchange = None
+        self._state = _START
+
+    def _compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+        new_history = list(compacted)
+        problem = coherence_problem(new_history)
+        if problem is not None:
+            raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")
+        if not isinstance(after, int) or after < 0:
+            raise self._refuse("compaction_result", f"not a token count: {after!r}")
+        self._history = new_history
+        self._pending = []
+        self._context_tokens = after
+        self._noop_floor = None
+        self._state = _START
+
+    def _compaction_noop(self, before: int, after: int) -> None:
+        assert isinstance(self._state, AwaitingCompaction)
+        if not isinstance(after, int) or after < 0:
+            raise self._refuse("compaction_noop", f"not a token count: {after!r}")
+        reason = self._state.reason
+        self._context_tokens = after
+        if reason is CompactReason.EMERGENCY:
+            error = LoopError(
+                kind="context_overflow",
+                message=(
+                    f"the context ({after} tokens) is over the emergency line and compaction "
+                    "found nothing more to cut; raise context_window or shorten the input"
+                ),
+                details={"before": before, "after": after},
+            )
+            self._finish(Failed(error=error))
+            return
+        if reason is CompactReason.THRESHOLD_EXCEEDED:
+            self._noop_floor = after
+        self._state = _START
+
+    def _commit_pending(self) -> None:
+        assert isinstance(self._state, Terminal)
+        if not isinstance(self._state.outcome, Completed):
+            raise self._refuse(
+                "commit_pending", "only a completed run commits; use discard_pending()"
+            )
+        if self._finalized:
+            raise self._refuse("commit_pending", "pending was already committed")
+        self._history.extend(self._pending)
+        self._pending = []
+        self._finalized = True
+
+    def _discard_pending(self) -> None:
+        assert isinstance(self._state, Terminal)
+        if isinstance(self._state.outcome, Completed):
+            raise self._refuse("discard_pending", "a completed run commits; use commit_pending()")
+        if self._finalized:
+            raise self._refuse("discard_pending", "pending was already discarded")
+        keep = coherent_prefix_length(self._pending)
+        self._history.extend(self._pending[:keep])
+        self._pending = []
+        self._finalized = True
+
+    # --- the next run --------------------------------------------------------------------
+
+    def next_run(self) -> LoopMachine:
+        """A fresh brain in ``Start`` holding this one's history (after the exit door)."""
+        if not (isinstance(self._state, Terminal) and self._finalized):
+            raise ProtocolError(
+                "next_run() needs a terminal machine whose pending was committed or discarded",
+                feed="next_run",
+                state=self._state.kind,
+            )
+        fresh = LoopMachine((), self._context_tokens)
+        fresh._history = list(self._history)
+        return fresh
+
+    # --- saving and restoring ------------------------------------------------------------
+
+    def snapshot(self) -> MachineSnapshot:
+        return MachineSnapshot.model_construct(
+            format=SNAPSHOT_FORMAT,
+            version=SNAPSHOT_VERSION,
+            state=self._state,
+            history=tuple(self._history),
+            pending=tuple(self._pending),
+            turns_taken=self._turns_taken,
+            context_tokens=self._context_tokens,
+            exchange=self._exchange,
+            advertised=self._advertised,
+            started=self._started,
+            finalized=self._finalized,
+            noop_floor=self._noop_floor,
+            loop=self._loop,
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: MachineSnapshot) -> LoopMachine:
+        problem = coherence_problem(
+            snap.history + snap.pending, open_tail=isinstance(snap.state, AwaitingTools)
+        )
+        if problem is not None:
+            raise ValueError(f"snapshot is not coherent: {problem}")
+        machine = cls.__new__(cls)
+        machine._state = snap.state
+        machine._history = list(snap.history)
+        machine._pending = list(snap.pending)
+        machine._turns_taken = snap.turns_taken
+        machine._context_tokens = snap.context_tokens
+        machine._exchange = snap.exchange
+        machine._advertised = snap.advertised
+        machine._started = snap.started
+        machine._finalized = snap.finalized
+        machine._noop_floor = snap.noop_floor
+        machine._loop = snap.loop
+        return machine
+
+    def model_dump_json(self) -> str:
+        """The whole brain as JSON: save a run at any decision boundary."""
+        return self.snapshot().model_dump_json()
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> LoopMachine:
+        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
+        return cls.from_snapshot(MachineSnapshot.model_validate_json(text))
+
+    def model_dump(self) -> dict[str, Any]:
+        return self.snapshot().model_dump(mode="json")
+
+    @classmethod
+    def model_validate(cls, data: Any) -> LoopMachine:
+        return cls.from_snapshot(MachineSnapshot.model_validate(data))
+
+    def digest(self) -> str:
+        """A short stable hash of the canonical JSON; traces compare it after every feed."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoopMachine):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
+            f"history={len(self._history)} pending={len(self._pending)}>"
+        )

@@ -1,0 +1,1 @@
+"""Model providers over httpx, one module each, behind ``loopctl.api.ApiClient``."""
