@@ -1,0 +1,59 @@
+"""Observers: what the driver reports while it works.
+
+An observer receives every step the brain answered, every feed the driver gave it (the machine as
+it is right after), and every IO event (model requests and replies, retries, tool calls, compaction).
+The trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot change the run. Subclass
+``LoopObserver`` and override what you need: every method is a no-op by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loopctl.core import LoopMachine, MachinePolicy, MachineStep
+
+__all__ = ["IoEvent", "IoKind", "LoopObserver"]
+
+IoKind = Literal[
+    "model_request",
+    "model_reply",
+    "model_error",
+    "retry",
+    "tool_call",
+    "tool_result",
+    "compaction",
+    "reflection",
+    "cancel",
+]
+
+
+class IoEvent(BaseModel):
+    """One thing the driver did in the world. Durations and times live only here."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: IoKind
+    turn: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float | None = None
+
+
+class LoopObserver:
+    """Base class with no-op hooks; the driver calls them in order, synchronously."""
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        """A run begins; ``machine`` is the brain before ``accept_input``."""
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        """The brain answered ``step`` to ``next_step(policy)``."""
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        """The driver gave the brain a feed; ``machine`` is the brain right after it."""
+
+    def io(self, event: IoEvent) -> None:
+        """The driver did something in the world."""
+
+    def run_ended(self, machine: LoopMachine) -> None:
+        """The run went through the exit door (after commit or discard)."""
