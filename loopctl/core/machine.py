@@ -274,6 +274,11 @@ class LoopMachine:
         return self._finalized
 
     @property
+    def started(self) -> bool:
+        """True once this run accepted its input (a run is under way or over)."""
+        return self._started
+
+    @property
     def loop_window(self) -> LoopWindow:
         return self._loop
 
