@@ -1,0 +1,268 @@
+"""``@tool``: a typed Python function becomes something the model can call.
+
+The signature is the single source of truth. A pydantic model is built from the parameters'
+type hints; its JSON Schema is what the model is told (``Tool.spec``) and the same model
+validates what the model sends back, so the schema and the validation can never disagree.
+
+A ``Tool`` stays callable exactly like the function it wraps (``add(1, 2)`` still returns 3, an
+async tool still returns a coroutine), so decorating a function never breaks its direct callers
+or its unit tests. The model-facing path is ``parse_arguments`` -> ``execute`` ->
+``encode_result``, which ``dispatch`` drives.
+
+Sync functions run in a worker thread (``asyncio.to_thread``) so a slow tool never blocks the
+event loop. A thread cannot be interrupted: when a sync tool times out or the run is cancelled,
+the loop moves on at once but the thread finishes in the background. Async tools are
+cancelled for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from loopctl.api import ToolSpec
+from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
+
+__all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""The tool names every supported provider accepts (OpenAI's rule is the strictest)."""
+
+
+class ToolError(Exception):
+    """Raise inside a tool to send the model an error result with exactly this message.
+
+    Any other exception also becomes an error result, prefixed with its type
+    (``tool 'x' raised ValueError: ...``); ``ToolError`` is for messages written for the model.
+    """
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not fit the tool's signature; ``str()`` is written for the model."""
+
+
+class Tool(Generic[P, R]):
+    """A function the model can call: its spec, its argument model, and how to run it.
+
+    Build one with ``@tool``; don't construct it directly. Calling a ``Tool`` calls the
+    wrapped function unchanged.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        parallel_safe: bool = True,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = name if name is not None else getattr(fn, "__name__", "")
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} is not valid: use 1-64 letters, digits, '_' or '-'"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"tool '{self.name}': timeout must be positive, got {timeout}")
+        doc = inspect.getdoc(fn)
+        self.description = description if description is not None else docstring_summary(doc)
+        self.timeout = timeout
+        self.parallel_safe = parallel_safe
+        self.is_async = _is_async(fn)
+        self.arguments_model, self._fields = _arguments_model(fn, self.name, doc)
+        parameters = clean_schema(self.arguments_model.model_json_schema())
+        self._spec = ToolSpec(name=self.name, description=self.description, parameters=parameters)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return self._spec
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r} parallel_safe={self.parallel_safe} timeout={self.timeout}>"
+
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
+        """Validate the model's arguments; raise ``ToolArgumentsError`` saying what to fix."""
+        try:
+            return self.arguments_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ToolArgumentsError(describe_validation_error(self.name, exc)) from None
+
+    async def execute(self, validated: BaseModel) -> Any:
+        """Run the function with validated arguments (sync functions in a worker thread)."""
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for field, param in self._fields:
+            value = getattr(validated, field)
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                args.append(value)
+            else:
+                kwargs[param.name] = value
+        fn: Callable[..., Any] = self.fn
+        if self.is_async:
+            return await fn(*args, **kwargs)
+        result = await asyncio.to_thread(fn, *args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def run(self, arguments: Mapping[str, Any]) -> str:
+        """Validate, execute and encode: the whole model-facing call, without timeout or hooks.
+
+        Handy for testing a tool the way the model will use it.
+        """
+        return encode_result(self.name, await self.execute(self.parse_arguments(arguments)))
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    parallel_safe: bool = True,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    parallel_safe: bool = True,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Turn a typed function (sync or async) into a ``Tool``.
+
+    ``name`` defaults to the function's name and ``description`` to the first paragraph of its
+    docstring; parameter descriptions come from an ``Args:`` section (or ``Annotated[...,
+    Field(description=...)]``). ``timeout`` (seconds) bounds one execution; without it
+    ``dispatch``'s ``default_timeout`` applies. ``parallel_safe=False`` makes every call of
+    this tool run alone, after the calls before it and before the calls after it.
+    """
+
+    def wrap(f: Callable[P, R]) -> Tool[P, R]:
+        return Tool(
+            f, name=name, description=description, timeout=timeout, parallel_safe=parallel_safe
+        )
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+def encode_result(tool_name: str, value: Any) -> str:
+    """A tool's return value as the text the model receives: a str as is, else JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise ToolError(
+            f"tool '{tool_name}' returned a {type(value).__name__} that cannot be encoded as "
+            f"JSON: {exc}"
+        ) from None
+
+
+def describe_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """One line per problem, naming the argument, what was wrong and what was sent."""
+    problems: list[str] = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in err["loc"]) or "(arguments)"
+        if err["type"] == "missing":
+            problems.append(f"- {where}: missing (required)")
+        elif err["type"] == "extra_forbidden":
+            problems.append(f"- {where}: unexpected argument")
+        else:
+            problems.append(f"- {where}: {err['msg']} (got {_short_repr(err.get('input'))})")
+    return f"invalid arguments for tool '{tool_name}':\n" + "\n".join(problems)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return True
+    call = getattr(target, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return inspect.iscoroutinefunction(call)
+
+
+_Fields = tuple[tuple[str, inspect.Parameter], ...]
+
+
+def _arguments_model(
+    fn: Callable[..., Any], tool_name: str, doc: str | None
+) -> tuple[type[BaseModel], _Fields]:
+    """A pydantic model with one field per parameter.
+
+    Fields get neutral internal names (``p0``, ``p1``...) and the parameter's name as alias, so
+    a parameter may be called ``json``, ``copy`` or ``model_config`` without clashing with
+    ``BaseModel``'s own attributes. Unknown arguments are rejected (``extra="forbid"``) so the
+    model learns about a misspelt argument instead of having it silently ignored.
+    """
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise TypeError(
+            f"tool '{tool_name}': cannot resolve the type hints ({exc}); define the types at "
+            f"module level"
+        ) from None
+    described = docstring_params(doc)
+    definitions: dict[str, Any] = {}
+    fields: list[tuple[str, inspect.Parameter]] = []
+    for index, param in enumerate(signature.parameters.values()):
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(
+                f"tool '{tool_name}': *args and **kwargs are not supported; name every parameter"
+            )
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        extra: dict[str, Any] = {}
+        if param.name in described and not _has_description(annotation):
+            extra["description"] = described[param.name]
+        field = f"p{index}"
+        definitions[field] = (annotation, Field(default, alias=param.name, **extra))
+        fields.append((field, param))
+    model = create_model(
+        f"{tool_name}_arguments",
+        __config__=ConfigDict(extra="forbid", protected_namespaces=(), populate_by_name=False),
+        **definitions,
+    )
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model, tuple(fields)
+
+
+def _has_description(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(isinstance(meta, FieldInfo) and meta.description for meta in annotation.__metadata__)

@@ -1,0 +1,322 @@
+"""``dispatch``: run one exchange's tool calls and answer every one of them.
+
+Waves. The calls are cut into waves (``plan_waves``, pure): consecutive parallel-safe calls
+share a wave and run concurrently; a call whose tool is not parallel-safe is a wave of its own.
+Waves run in order, so a non-parallel-safe call sees the effects of every call before it and
+none after it. Results always come back in call order, whatever order the calls finish in.
+
+Pipeline per call: pre-tool hooks -> middleware around (argument validation -> execution under
+the tool's timeout, else ``default_timeout``) -> post-tool hooks. A name missing from the
+registry is answered at once, without hooks.
+
+Recovery. The brain needs exactly one result per call, and a tool must never crash the run, so
+everything that can go wrong (an exception in a tool, a hook or a middleware; a timeout;
+invalid arguments; a denial; an unknown name) becomes ``ToolResult(is_error=True)`` with a
+message written for the model. The one exception is cancellation: when the task running
+``dispatch`` is cancelled, every running tool task is cancelled and ``CancelledError``
+propagates, so a user's cancel stops the run promptly.
+
+Events. ``on_event`` receives ``tool_call`` events for a wave's calls (in call order) when the
+wave starts, and ``tool_result`` events (in call order, with each call's duration) when the
+wave has finished. Reporting in call order keeps traces identical from run to run even when
+concurrent calls finish in a different order; only ``duration_s`` varies. An exception raised
+by ``on_event`` is a bug in the observer and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loopctl.core import ToolCall, ToolResult
+from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
+from loopctl.tools.hooks import (
+    Allow,
+    Deny,
+    NextTool,
+    PostToolHook,
+    PreToolHook,
+    Replace,
+    ToolMiddleware,
+)
+from loopctl.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from loopctl.driver.observe import IoEvent
+
+__all__ = ["dispatch", "plan_waves"]
+
+logger = logging.getLogger("loopctl.tools")
+
+OnEvent = Callable[["IoEvent"], None]
+
+
+def plan_waves(calls: Sequence[ToolCall], registry: ToolRegistry) -> list[tuple[int, ...]]:
+    """Indices of ``calls`` grouped into waves, in order.
+
+    A name missing from the registry counts as parallel-safe: it is answered without running
+    anything, so it cannot conflict with another call.
+    """
+    waves: list[tuple[int, ...]] = []
+    current: list[int] = []
+    for index, call in enumerate(calls):
+        found = registry.get(call.name)
+        if found is None or found.parallel_safe:
+            current.append(index)
+            continue
+        if current:
+            waves.append(tuple(current))
+            current = []
+        waves.append((index,))
+    if current:
+        waves.append(tuple(current))
+    return waves
+
+
+async def dispatch(
+    calls: Sequence[ToolCall],
+    registry: ToolRegistry,
+    *,
+    pre_hooks: Sequence[PreToolHook] = (),
+    post_hooks: Sequence[PostToolHook] = (),
+    middleware: Sequence[ToolMiddleware] = (),
+    default_timeout: float | None = None,
+    on_event: OnEvent | None = None,
+    turn: int | None = None,
+) -> list[ToolResult]:
+    """Run ``calls`` in waves and return one result per call, in call order.
+
+    ``turn`` only labels the emitted events. Cancellation of the calling task propagates
+    (after every running tool task has been cancelled); nothing else raises.
+    """
+    # Imported here, not at module level: ``loopctl.driver`` imports this package, and a
+    # module-level import back into it would make the import order matter.
+    from loopctl.driver.observe import IoEvent
+
+    pipeline = _Pipeline(registry, pre_hooks, post_hooks, middleware, default_timeout)
+    results: list[ToolResult | None] = [None] * len(calls)
+    for wave in plan_waves(calls, registry):
+        if on_event is not None:
+            for index in wave:
+                call = calls[index]
+                on_event(
+                    IoEvent(
+                        kind="tool_call",
+                        turn=turn,
+                        data={"id": call.id, "name": call.name, "arguments": call.arguments},
+                    )
+                )
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(pipeline.timed(calls[index])) for index in wave]
+        for index, task in zip(wave, tasks, strict=True):
+            result, duration = task.result()
+            results[index] = result
+            if on_event is not None:
+                on_event(
+                    IoEvent(
+                        kind="tool_result",
+                        turn=turn,
+                        data={
+                            "id": result.call_id,
+                            "name": result.name,
+                            "content": result.content,
+                            "is_error": result.is_error,
+                        },
+                        duration_s=duration,
+                    )
+                )
+    return [result for result in results if result is not None]
+
+
+class _Pipeline:
+    """The per-call pipeline with its hooks bound; one per ``dispatch``."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        pre_hooks: Sequence[PreToolHook],
+        post_hooks: Sequence[PostToolHook],
+        middleware: Sequence[ToolMiddleware],
+        default_timeout: float | None,
+    ) -> None:
+        self.registry = registry
+        self.pre_hooks = tuple(pre_hooks)
+        self.post_hooks = tuple(post_hooks)
+        self.default_timeout = default_timeout
+        handler: NextTool = self.execute
+        for layer in reversed(tuple(middleware)):
+            handler = _wrap(layer, handler)
+        self.handler = handler
+
+    async def timed(self, call: ToolCall) -> tuple[ToolResult, float]:
+        started = time.perf_counter()
+        result = await self.run(call)
+        if result.call_id != call.id or result.name != call.name:
+            # a hook or middleware built a result for another call: answer the one asked
+            result = result.model_copy(update={"call_id": call.id, "name": call.name})
+        return result, time.perf_counter() - started
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        if call.name not in self.registry:
+            return _unknown(call, self.registry)
+        effective = call
+        result: ToolResult | None = None
+        for hook in self.pre_hooks:
+            try:
+                decision = await _maybe_await(hook(effective))
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
+                result = _error(effective, f"tool '{call.name}' was cancelled by a pre-tool hook")
+                break
+            except Exception as exc:
+                logger.warning("pre-tool hook %s failed", _label(hook), exc_info=True)
+                result = _error(
+                    effective,
+                    f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} raised "
+                    f"{_describe(exc)}",
+                )
+                break
+            if decision is None or isinstance(decision, Allow):
+                continue
+            if isinstance(decision, Deny):
+                result = _error(effective, f"tool '{call.name}' was denied: {decision.reason}")
+                break
+            if isinstance(decision, Replace):
+                effective = effective.model_copy(update={"arguments": dict(decision.arguments)})
+                continue
+            result = _error(
+                effective,
+                f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} returned "
+                f"{type(decision).__name__}, expected Allow(), Deny(reason) or Replace(arguments)",
+            )
+            break
+        if result is None:
+            result = await self.handler(effective)
+        for post in self.post_hooks:
+            try:
+                rewritten = await _maybe_await(post(effective, result))
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
+                result = _error(effective, f"tool '{call.name}': a post-tool hook was cancelled")
+                continue
+            except Exception as exc:
+                logger.warning("post-tool hook %s failed", _label(post), exc_info=True)
+                result = _error(
+                    effective,
+                    f"tool '{call.name}' ran but post-tool hook {_label(post)} raised "
+                    f"{_describe(exc)}",
+                )
+                continue
+            if rewritten is None:
+                continue
+            if isinstance(rewritten, ToolResult):
+                result = rewritten
+            else:
+                result = _error(
+                    effective,
+                    f"tool '{call.name}' ran but post-tool hook {_label(post)} returned "
+                    f"{type(rewritten).__name__}, expected a ToolResult or None",
+                )
+        return result
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """The innermost step: validate the arguments, run the tool under its timeout."""
+        found = self.registry.get(call.name)
+        if found is None:
+            return _unknown(call, self.registry)
+        try:
+            validated = found.parse_arguments(call.arguments)
+        except ToolArgumentsError as exc:
+            return _error(call, str(exc))
+        limit = found.timeout if found.timeout is not None else self.default_timeout
+        deadline = asyncio.timeout(limit)
+        try:
+            async with deadline:
+                value = await found.execute(validated)
+            return _ok(call, encode_result(found.name, value))
+        except TimeoutError as exc:
+            if deadline.expired():
+                return _error(call, f"tool '{call.name}' timed out after {float(limit or 0)} s")
+            logger.warning("tool %s failed", call.name, exc_info=True)
+            return _error(call, f"tool '{call.name}' raised {_describe(exc)}")
+        except ToolError as exc:
+            return _error(call, str(exc) or f"tool '{call.name}' failed")
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            return _error(call, f"tool '{call.name}' was cancelled")
+        except Exception as exc:
+            logger.warning("tool %s failed", call.name, exc_info=True)
+            return _error(call, f"tool '{call.name}' raised {_describe(exc)}")
+
+
+def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
+    """One middleware layer whose own failures become error results, so ``next`` never raises."""
+
+    async def handler(call: ToolCall) -> ToolResult:
+        try:
+            result = await layer(call, inner)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            return _error(call, f"tool '{call.name}' was cancelled by middleware {_label(layer)}")
+        except Exception as exc:
+            logger.warning("tool middleware %s failed", _label(layer), exc_info=True)
+            return _error(
+                call, f"tool '{call.name}' failed in middleware {_label(layer)}: {_describe(exc)}"
+            )
+        if not isinstance(result, ToolResult):
+            return _error(
+                call,
+                f"tool '{call.name}' failed: middleware {_label(layer)} returned "
+                f"{type(result).__name__}, expected a ToolResult",
+            )
+        return result
+
+    return handler
+
+
+def _cancelling() -> bool:
+    """Whether this task is really being cancelled (then ``CancelledError`` must propagate).
+
+    A tool may raise ``CancelledError`` on its own (awaiting a future someone else cancelled);
+    that is the tool's failure, reported like any other. Only a cancel aimed at this task (the
+    user's, via the dispatch task) must propagate.
+    """
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _ok(call: ToolCall, content: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=content)
+
+
+def _error(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=message, is_error=True)
+
+
+def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:
+    names = ", ".join(registry.names()) or "none"
+    return _error(call, f"tool '{call.name}' is not available (available tools: {names})")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _label(obj: object) -> str:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return str(name) if name else type(obj).__name__
