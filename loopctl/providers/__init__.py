@@ -1,1 +1,26 @@
-"""Model providers over httpx, one module each, behind ``loopctl.api.ApiClient``."""
+"""Model providers over httpx, one module each, behind ``loopctl.api.ApiClient``.
+
+- ``OpenAIClient``: OpenAI Chat Completions and the servers that speak it (vLLM, llama.cpp,
+  LM Studio, OpenRouter, Ollama's ``/v1``) via ``base_url``.
+- ``AnthropicClient``: Anthropic Messages.
+- ``OllamaClient``: Ollama's native ``/api/chat``.
+
+Each takes ``model`` and optional ``api_key``, ``base_url``, ``http_client`` (an injected
+``httpx.AsyncClient``), ``stream`` (False: one non-streaming request, the same events) and
+``options``. Every failure is an ``ApiError`` whose ``LoopError`` kind classifies it; the retry
+hints of the response ride along. See docs/providers.md.
+"""
+
+from loopctl.providers._anthropic import AnthropicClient
+from loopctl.providers._common import MissingApiKeyError, classify, parse_retry_hints
+from loopctl.providers._ollama import OllamaClient
+from loopctl.providers._openai import OpenAIClient
+
+__all__ = [
+    "AnthropicClient",
+    "MissingApiKeyError",
+    "OllamaClient",
+    "OpenAIClient",
+    "classify",
+    "parse_retry_hints",
+]

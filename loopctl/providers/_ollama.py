@@ -1,0 +1,276 @@
+"""Ollama's native chat API (``POST {host}/api/chat``): NDJSON streaming or one JSON body.
+
+A tool call arrives whole, with ``arguments`` as a JSON object; it becomes one start, one
+argument fragment (the object as JSON text) and one end. Ids: the server's ``id`` when it sends
+one, else ``call_{turn}_{n}``. ``done_reason`` stays ``stop`` even after tool calls, so the stop
+reason is ``tool_use`` whenever a call arrived. A ``{"error": ...}`` line (HTTP status still 200)
+is classified like an HTTP error; a stream that ends before ``done: true`` is a ``network`` error.
+
+Context tokens: ``prompt_eval_count + eval_count``; when ``prompt_eval_count`` is missing (a
+cached prompt) the context size is unknown and left as None (the driver keeps its estimate).
+
+History: tool results go back as ``{"role": "tool", "content", "tool_name", "tool_call_id"}``;
+assistant calls carry their ids (older servers ignore the extra fields).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from loopctl.api import (
+    ModelRequest,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+    UsageEvent,
+)
+from loopctl.core import Message, ToolCall, ToolResult
+from loopctl.providers._common import (
+    HttpProvider,
+    ProviderInfo,
+    classify,
+    malformed,
+    ndjson_objects,
+    stream_ended_early,
+)
+from loopctl.providers._openai import tools_to_wire
+
+__all__ = [
+    "OllamaClient",
+    "host_from_env",
+    "messages_from_wire",
+    "messages_to_wire",
+    "usage_from_wire",
+]
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+_TOP_LEVEL = {"think", "format", "keep_alive"}
+
+
+def host_from_env(value: str | None) -> str:
+    """``OLLAMA_HOST`` as a base URL: a scheme and the default port added, 0.0.0.0 -> 127.0.0.1."""
+    if not value:
+        return DEFAULT_HOST
+    value = value.strip().rstrip("/")
+    if "://" not in value:
+        value = f"http://{value}"
+    url = httpx.URL(value)
+    host = "127.0.0.1" if url.host in ("0.0.0.0", "") else url.host
+    port = url.port or (443 if url.scheme == "https" else 11434)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{url.scheme}://{host}:{port}{url.path.rstrip('/')}"
+
+
+def messages_to_wire(
+    messages: Sequence[Message], system: str | None = None
+) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    if system:
+        wire.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in message.tool_calls
+                ]
+            wire.append(entry)
+        elif message.role == "system":
+            wire.append({"role": "system", "content": message.text})
+        else:
+            for r in message.tool_results:
+                wire.append(
+                    {
+                        "role": "tool",
+                        "content": r.content,
+                        "tool_name": r.name,
+                        "tool_call_id": r.call_id,
+                    }
+                )
+            if message.text or not message.tool_results:
+                wire.append({"role": "user", "content": message.text})
+    return wire
+
+
+def messages_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Message]]:
+    """The inverse of ``messages_to_wire``; consecutive tool messages form one results message."""
+    system: str | None = None
+    messages: list[Message] = []
+    results: list[ToolResult] = []
+    for i, entry in enumerate(wire):
+        role = entry["role"]
+        if role != "tool" and results:
+            messages.append(Message.from_results(results))
+            results = []
+        content = entry.get("content") or ""
+        if role == "system":
+            if i == 0:
+                system = content
+            else:
+                messages.append(Message.system(content))
+        elif role == "assistant":
+            calls = [
+                ToolCall(
+                    id=tc.get("id", ""),
+                    name=tc["function"]["name"],
+                    arguments=tc["function"].get("arguments") or {},
+                )
+                for tc in entry.get("tool_calls") or []
+            ]
+            messages.append(Message.assistant(content, calls))
+        elif role == "tool":
+            results.append(
+                ToolResult(
+                    call_id=entry.get("tool_call_id", ""),
+                    name=entry.get("tool_name", ""),
+                    content=content,
+                )
+            )
+        else:
+            messages.append(Message.user(content))
+    if results:
+        messages.append(Message.from_results(results))
+    return system, messages
+
+
+def usage_from_wire(data: Mapping[str, Any]) -> Usage:
+    prompt = data.get("prompt_eval_count")
+    output = int(data.get("eval_count") or 0)
+    return Usage(
+        input_tokens=int(prompt or 0),
+        output_tokens=output,
+        context_tokens=int(prompt) + output if prompt is not None else None,
+    )
+
+
+class _Reply:
+    """Turns the objects of one reply (stream lines or the whole body) into events."""
+
+    def __init__(self, info: ProviderInfo, turn: int) -> None:
+        self.info = info
+        self.turn = turn
+        self.count = 0
+        self.ids: set[str] = set()
+        self.done = False
+
+    def feed(self, obj: Any) -> Iterator[StreamEvent]:
+        if not isinstance(obj, Mapping):
+            raise malformed(self.info, f"a line that is not an object: {str(obj)[:200]!r}")
+        if "error" in obj:
+            raise classify(self.info, None, obj)
+        message = obj.get("message") or {}
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            yield TextDelta(text=content)
+        for tc in message.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            if not fn.get("name"):
+                raise malformed(self.info, "a tool call without a function name")
+            ours = self.count
+            self.count += 1
+            call_id = tc.get("id") or ""
+            if not call_id or call_id in self.ids:
+                call_id = f"call_{self.turn}_{ours}"
+            self.ids.add(call_id)
+            args = fn.get("arguments")
+            text = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+            yield ToolCallStart(index=ours, id=call_id, name=fn["name"])
+            yield ToolCallDelta(index=ours, arguments=text)
+            yield ToolCallEnd(index=ours)
+        if obj.get("done"):
+            self.done = True
+            reason = obj.get("done_reason") or "stop"
+            if self.count:
+                normalized = "tool_use"
+            else:
+                normalized = {"stop": "end_turn", "length": "max_tokens"}.get(reason, reason)
+            yield StopEvent(reason=normalized)
+            yield UsageEvent(usage=usage_from_wire(obj))
+
+
+class OllamaClient(HttpProvider):
+    """An Ollama native-API client. The host comes from ``base_url``, else ``OLLAMA_HOST``,
+    else ``http://127.0.0.1:11434``; no key is needed (``api_key``, if given, is sent as a
+    bearer token, for a proxy in front of Ollama).
+
+    ``num_ctx`` sets the context size (``options.num_ctx``); ``options`` are Ollama model options
+    (``temperature``, ``num_predict``, ...). A request's ``options`` go into ``options`` too,
+    except ``think``, ``format`` and ``keep_alive``, which are top-level fields.
+    """
+
+    info = ProviderInfo("Ollama", None)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        num_ctx: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        timeout: httpx.Timeout | float | None = None,
+    ) -> None:
+        url = base_url or host_from_env(os.environ.get("OLLAMA_HOST"))
+        super().__init__(base_url=url, http_client=http_client, stream=stream, timeout=timeout)
+        self.model = model
+        self.api_key = api_key
+        self.options = dict(options or {})
+        if num_ctx is not None:
+            self.options["num_ctx"] = num_ctx
+
+    def url(self) -> str:
+        return f"{self.base_url}/api/chat"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_to_wire(request.messages, request.system),
+            "stream": self.streaming,
+        }
+        if request.tools:
+            body["tools"] = tools_to_wire(request.tools)
+        options = dict(self.options)
+        for key, value in request.options.items():
+            if key in _TOP_LEVEL:
+                body[key] = value
+            else:
+                options[key] = value
+        if options:
+            body["options"] = options
+        return body
+
+    async def parse_stream(
+        self, response: httpx.Response, request: ModelRequest
+    ) -> AsyncIterator[StreamEvent]:
+        reply = _Reply(self.info, request.turn)
+        async for obj in ndjson_objects(self.info, response.aiter_text()):
+            for event in reply.feed(obj):
+                yield event
+            if reply.done:
+                return
+        raise stream_ended_early(self.info, '"done": true')
+
+    def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
+        reply = _Reply(self.info, request.turn)
+        yield from reply.feed(data)
+        if not reply.done:
+            raise malformed(self.info, 'a non-streaming reply without "done": true')
