@@ -1,0 +1,53 @@
+"""loopctl_sim: record, replay and simulate loopctl runs.
+
+- ``trace``: the trace format (JSON Lines, v1), its writer and streaming reader.
+- ``feeds``: the feed codec (a feed's arguments as data, and back onto a machine).
+- ``record``: ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (a bare brain).
+- ``replay``: machine-level replay with divergence reports.
+- ``world``, ``scenario``, ``sim``: scripted worlds with faults, YAML scenarios, the simulator.
+- ``cli``: the ``loopctl-sim`` command.
+"""
+
+from loopctl_sim.feeds import apply_feed, decode_feed_args, encode_feed_args
+from loopctl_sim.record import RecordingMachine, TraceRecorder
+from loopctl_sim.replay import Divergence, ReplayResult, replay_trace
+from loopctl_sim.scenario import Scenario, ScenarioError, load_scenario
+from loopctl_sim.sim import SimError, SimResult, simulate
+from loopctl_sim.trace import (
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    TraceFormatError,
+    TraceReader,
+    TraceWriter,
+    read_trace,
+    trace_json_schema,
+)
+from loopctl_sim.world import Fault, FaultPlan, ModelScript, World
+
+__all__ = [
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "Divergence",
+    "Fault",
+    "FaultPlan",
+    "ModelScript",
+    "RecordingMachine",
+    "ReplayResult",
+    "Scenario",
+    "ScenarioError",
+    "SimError",
+    "SimResult",
+    "TraceFormatError",
+    "TraceReader",
+    "TraceRecorder",
+    "TraceWriter",
+    "World",
+    "apply_feed",
+    "decode_feed_args",
+    "encode_feed_args",
+    "load_scenario",
+    "read_trace",
+    "replay_trace",
+    "simulate",
+    "trace_json_schema",
+]

@@ -1,0 +1,179 @@
+"""Recorders: write a trace of a run, from the driver or around a bare machine.
+
+- ``TraceRecorder`` is a ``LoopObserver``: hand it to ``BareLoop(observers=[...])``.
+- ``RecordingMachine`` wraps a bare ``LoopMachine`` and records every ``next_step`` and feed; the
+  machine-level simulator drives one.
+
+Every feed record carries ``machine.digest()`` after the feed. The digest serializes the whole
+brain, so recording costs O(history) per feed (see ``benchmarks/bench_replay.py`` for figures).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import IO, Any
+
+from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
+from loopctl.driver.observe import IoEvent, LoopObserver
+from loopctl_sim.feeds import FeedArgs
+from loopctl_sim.trace import TraceWriter
+
+__all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
+
+
+def _writer(target: str | os.PathLike[str] | IO[str] | TraceWriter, fsync: bool) -> TraceWriter:
+    if isinstance(target, TraceWriter):
+        return target
+    return TraceWriter(target, fsync=fsync)
+
+
+def end_outcome(machine: LoopMachine) -> Any:
+    state = machine.state
+    return state.outcome if isinstance(state, Terminal) else None
+
+
+class TraceRecorder(LoopObserver):
+    """Observer that writes one trace (one header per run) for a ``BareLoop``."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | IO[str] | TraceWriter,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        fsync: bool = False,
+        created: str | None = None,
+    ) -> None:
+        self.writer = _writer(target, fsync)
+        self.metadata = dict(metadata or {})
+        self._created = created
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        self.writer.header(machine.snapshot(), self.metadata, created=self._created)
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self.writer.step(policy, step)
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        self.writer.feed(name, args, machine.digest())
+
+    def io(self, event: IoEvent) -> None:
+        self.writer.io(event)
+
+    def run_ended(self, machine: LoopMachine) -> None:
+        self.writer.end(end_outcome(machine), machine.digest())
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class RecordingMachine:
+    """A bare ``LoopMachine`` that records every ``next_step`` and feed it is given.
+
+    The header is written at once (with the machine's snapshot as it is now); the end record is
+    written after the exit door (``commit_pending``/``discard_pending``) or by ``end()``. A feed
+    the machine refuses (``ProtocolError``) records nothing. Read-only views (``state``,
+    ``history``, ``digest()`` ...) pass through to the wrapped machine.
+    """
+
+    def __init__(
+        self,
+        machine: LoopMachine | None = None,
+        target: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        fsync: bool = False,
+        created: str | None = None,
+    ) -> None:
+        self.machine = machine if machine is not None else LoopMachine()
+        self.writer: TraceWriter | None = None if target is None else _writer(target, fsync)
+        self.ended = False
+        if self.writer is not None:
+            self.writer.header(self.machine.snapshot(), metadata, created=created)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.machine, name)
+
+    # --- the question -----------------------------------------------------------------
+
+    def next_step(self, policy: MachinePolicy) -> MachineStep:
+        step = self.machine.next_step(policy)
+        if self.writer is not None:
+            self.writer.step(policy, step)
+        return step
+
+    # --- feeds ------------------------------------------------------------------------
+
+    def _record(self, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
+        if self.writer is not None:
+            self.writer.feed(name, args, self.machine.digest())
+
+    def accept_input(self, input: str | Message) -> None:
+        self.machine.accept_input(input)
+        self._record("accept_input", {"input": input})
+
+    def model_response(self, response: Message, context_tokens: int) -> None:
+        self.machine.model_response(response, context_tokens)
+        self._record("model_response", {"response": response, "context_tokens": context_tokens})
+
+    def tool_results(self, message: Message) -> None:
+        self.machine.tool_results(message)
+        self._record("tool_results", {"message": message})
+
+    def compaction_result(self, compacted: list[Message], before: int, after: int) -> None:
+        compacted = list(compacted)
+        self.machine.compaction_result(compacted, before, after)
+        self._record(
+            "compaction_result", {"compacted": compacted, "before": before, "after": after}
+        )
+
+    def compaction_noop(self, before: int, after: int) -> None:
+        self.machine.compaction_noop(before, after)
+        self._record("compaction_noop", {"before": before, "after": after})
+
+    def set_context_tokens(self, n: int) -> None:
+        self.machine.set_context_tokens(n)
+        self._record("set_context_tokens", {"n": n})
+
+    def inject(self, message: Message) -> None:
+        self.machine.inject(message)
+        self._record("inject", {"message": message})
+
+    def cancel(self) -> None:
+        self.machine.cancel()
+        self._record("cancel", {})
+
+    def fail(self, error: LoopError) -> None:
+        self.machine.fail(error)
+        self._record("fail", {"error": error})
+
+    def commit_pending(self) -> None:
+        self.machine.commit_pending()
+        self._record("commit_pending", {})
+        self.end()
+
+    def discard_pending(self) -> None:
+        self.machine.discard_pending()
+        self._record("discard_pending", {})
+        self.end()
+
+    # --- the rest ---------------------------------------------------------------------
+
+    def io(self, event: IoEvent | str, **fields: Any) -> None:
+        """Record what the world did (model errors, retries, tool calls, a crash)."""
+        if self.writer is not None:
+            self.writer.io(event, **fields)
+
+    def replace(self, machine: LoopMachine) -> None:
+        """Swap in a restored machine (a crash and restore); the trace goes on."""
+        self.machine = machine
+
+    def end(self) -> None:
+        """Write the end record (once)."""
+        if self.writer is not None and not self.ended:
+            self.writer.end(end_outcome(self.machine), self.machine.digest())
+        self.ended = True
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

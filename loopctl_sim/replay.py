@@ -1,0 +1,302 @@
+"""Machine-level replay: re-ask every recorded step, re-apply every feed, compare everything.
+
+The brain is deterministic, so a trace is a complete explanation of a run: a fresh machine from
+the header's snapshot, asked the recorded steps with the recorded policies and given the recorded
+feeds, must answer the same steps and reach the same digests. The first record where it does not
+is a *divergence*: a change in the engine's decisions (or a damaged trace). IO records are not
+replayed (a replayer that re-runs effects is not a replayer).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopctl.core import LoopMachine, ProtocolError
+from loopctl_sim.feeds import apply_feed
+from loopctl_sim.record import end_outcome
+from loopctl_sim.trace import EndRecord, HeaderRecord, StepRecord, TraceReader
+
+__all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
+
+
+def pretty(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def unified_diff(expected: Any, actual: Any, *, a: str = "expected", b: str = "actual") -> str:
+    """A unified diff of the pretty JSON of two values."""
+    lines = difflib.unified_diff(
+        pretty(expected).splitlines(), pretty(actual).splitlines(), a, b, lineterm=""
+    )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RecentFeed:
+    seq: int
+    line: int
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass
+class Divergence:
+    """The first record where the replayed brain does not match the trace."""
+
+    seq: int
+    line: int
+    what: str  # "step", "digest", "protocol_error", "outcome", "snapshot"
+    message: str
+    expected: Any
+    actual: Any
+    recent_feeds: list[RecentFeed] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def diff(self) -> str:
+        return unified_diff(self.expected, self.actual)
+
+    def report(self, path: str = "") -> str:
+        where = f"{path}:{self.line}" if path else f"line {self.line}"
+        out = [f"divergence at seq {self.seq} ({where}): {self.message}"]
+        if self.note:
+            out.append(f"note: {self.note}")
+        if self.recent_feeds:
+            out.append("feeds before it:")
+            for f in self.recent_feeds:
+                out.append(f"  seq {f.seq} (line {f.line}): {f.name} {_short(f.args)}")
+        out.append(self.diff)
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "line": self.line,
+            "what": self.what,
+            "message": self.message,
+            "expected": self.expected,
+            "actual": self.actual,
+            "diff": self.diff,
+            "recent_feeds": [
+                {"seq": f.seq, "line": f.line, "name": f.name, "args": f.args}
+                for f in self.recent_feeds
+            ],
+            "note": self.note,
+        }
+
+
+def _short(args: dict[str, Any], limit: int = 100) -> str:
+    text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class ReplayResult:
+    path: str
+    records: int = 0
+    runs: int = 0
+    steps: int = 0
+    feeds: int = 0
+    io: int = 0
+    divergence: Divergence | None = None
+    final_digest: str | None = None
+    outcome: Any = None
+    complete: bool = False  # the last run has its end record
+    stopped_at: int | None = None  # --until
+    warnings: list[str] = field(default_factory=list)
+    machine: LoopMachine | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+    def summary(self) -> str:
+        if self.divergence is not None:
+            return self.divergence.report(self.path)
+        outcome = self.outcome.get("kind") if isinstance(self.outcome, dict) else "none"
+        text = (
+            f"ok: {self.path}: {self.records} records replayed ({self.runs} run(s), "
+            f"{self.steps} steps, {self.feeds} feeds, {self.io} io); outcome {outcome}; "
+            f"digest {self.final_digest}"
+        )
+        if self.stopped_at is not None:
+            text += f"; stopped at seq {self.stopped_at}"
+        elif not self.complete:
+            text += "; the trace has no end record (incomplete run)"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "records": self.records,
+            "runs": self.runs,
+            "steps": self.steps,
+            "feeds": self.feeds,
+            "io": self.io,
+            "final_digest": self.final_digest,
+            "outcome": self.outcome,
+            "complete": self.complete,
+            "stopped_at": self.stopped_at,
+            "warnings": self.warnings,
+            "divergence": None if self.divergence is None else self.divergence.to_json(),
+        }
+
+
+def replay_trace(
+    path: str | os.PathLike[str], *, until: int | None = None, recent: int = 3
+) -> ReplayResult:
+    """Replay the trace at ``path`` against the brain. Raises ``TraceFormatError`` when the trace
+    cannot be read; a divergence is reported in the result, not raised."""
+    reader = TraceReader(path)
+    result = ReplayResult(path=reader.path)
+    machine: LoopMachine | None = None
+    feeds: deque[RecentFeed] = deque(maxlen=recent)
+    scrubbed_at: int | None = None
+
+    def diverge(
+        seq: int, line: int, what: str, message: str, expected: Any, actual: Any
+    ) -> ReplayResult:
+        note = None
+        if scrubbed_at is not None:
+            note = (
+                f"secrets were scrubbed from this trace at seq {scrubbed_at}; "
+                "replay past that point cannot be exact"
+            )
+        result.divergence = Divergence(
+            seq, line, what, message, expected, actual, list(feeds), note=note
+        )
+        result.machine = machine
+        result.warnings = reader.warnings
+        return result
+
+    for line, record in reader.numbered():
+        result.records += 1
+        seq = record.seq
+        if isinstance(record, HeaderRecord):
+            result.runs += 1
+            result.complete = False
+            feeds.clear()
+            if record.scrubbed:
+                scrubbed_at = seq
+            previous = machine
+            try:
+                machine = record.machine()
+            except ValueError as exc:
+                return diverge(
+                    seq,
+                    line,
+                    "snapshot",
+                    "the header's snapshot does not restore",
+                    "a restorable snapshot",
+                    str(exc),
+                )
+            if previous is not None and previous.is_terminal and previous.finalized:
+                expected_next = previous.next_run()
+                if expected_next != machine:
+                    return diverge(
+                        seq,
+                        line,
+                        "snapshot",
+                        "the next run's snapshot is not the previous run's next_run()",
+                        expected_next.model_dump(),
+                        machine.model_dump(),
+                    )
+        elif machine is None:  # pragma: no cover - the reader guarantees a header first
+            raise AssertionError("record before header")
+        elif isinstance(record, StepRecord):
+            result.steps += 1
+            try:
+                actual = machine.next_step(record.policy)
+            except ProtocolError as exc:
+                return diverge(
+                    seq,
+                    line,
+                    "protocol_error",
+                    f"next_step() raised: {exc}",
+                    record.step.model_dump(mode="json"),
+                    {"ProtocolError": str(exc)},
+                )
+            if actual != record.step:
+                return diverge(
+                    seq,
+                    line,
+                    "step",
+                    f"the brain answered {actual.kind}, the trace says {record.step.kind}",
+                    record.step.model_dump(mode="json"),
+                    actual.model_dump(mode="json"),
+                )
+        elif record.type == "feed":
+            result.feeds += 1
+            name = record.name
+            if record.scrubbed and scrubbed_at is None:
+                scrubbed_at = seq
+            feeds.append(RecentFeed(seq, line, name, record.args.model_dump(mode="json")))
+            try:
+                apply_feed(machine, name, record.args)
+            except ProtocolError as exc:
+                return diverge(
+                    seq,
+                    line,
+                    "protocol_error",
+                    f"{name}() was refused: {exc}",
+                    {"digest": record.digest},
+                    {"ProtocolError": str(exc)},
+                )
+            digest = machine.digest()
+            if digest != record.digest:
+                return diverge(
+                    seq,
+                    line,
+                    "digest",
+                    f"the machine after {name}() is not the recorded one "
+                    f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
+                    f"context {machine.context_tokens})",
+                    {"digest": record.digest},
+                    {"digest": digest},
+                )
+        elif isinstance(record, EndRecord):
+            outcome = end_outcome(machine)
+            actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
+            expected_outcome = (
+                None if record.outcome is None else record.outcome.model_dump(mode="json")
+            )
+            if actual_outcome != expected_outcome:
+                return diverge(
+                    seq,
+                    line,
+                    "outcome",
+                    "the run ended with another outcome",
+                    expected_outcome,
+                    actual_outcome,
+                )
+            digest = machine.digest()
+            if digest != record.digest:
+                return diverge(
+                    seq,
+                    line,
+                    "digest",
+                    "the final machine is not the recorded one",
+                    {"digest": record.digest},
+                    {"digest": digest},
+                )
+            result.complete = True
+            result.outcome = actual_outcome
+        else:
+            result.io += 1
+        if until is not None and seq >= until:
+            result.stopped_at = seq
+            break
+    result.warnings = reader.warnings
+    result.machine = machine
+    if machine is not None:
+        result.final_digest = machine.digest()
+        if result.outcome is None:
+            outcome = end_outcome(machine)
+            result.outcome = None if outcome is None else outcome.model_dump(mode="json")
+    return result

@@ -1,0 +1,223 @@
+"""Scenario files: a ``World`` as YAML, validated by pydantic.
+
+.. code-block:: yaml
+
+    name: rate-limited
+    description: the first request is rate limited, then the run completes
+    input: What is 2 + 3?
+    policy: {max_turns: 10}          # any MachinePolicy field but tools
+    max_retries: 3
+    tool_timeout: 30                 # null: a hung tool can only be cancelled
+    tools:
+      add: {builtin: add}            # add | echo | concat | upper | length
+      lookup: {returns: "42"}        # a constant
+      weather: {results: [sunny, rainy]}   # successive calls (the last repeats)
+      broken: {raises: boom}         # raises RuntimeError("boom")
+    model:                           # replies, in order (ids default to call_<reply>_<n>)
+      - text: Let me add.
+        calls: [{name: add, arguments: {a: 2, b: 3}}]
+      - {text: "5", context_tokens: 900}
+    faults:
+      - {kind: rate_limited, model_call: 1, retry_after: 2}
+
+Errors name the file and the field: ``scenario.yaml: faults.0.model_call: ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from loopctl.core import MachinePolicy, Message, ToolCall
+from loopctl_sim.world import Fault, ModelScript, ToolFn, World
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario"]
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be loaded; the message names the file and the field."""
+
+
+def _add(args: dict[str, Any]) -> str:
+    return str(args.get("a", 0) + args.get("b", 0))
+
+
+def _echo(args: dict[str, Any]) -> str:
+    return json.dumps(args, sort_keys=True)
+
+
+def _concat(args: dict[str, Any]) -> str:
+    return "".join(str(v) for _, v in sorted(args.items()))
+
+
+def _upper(args: dict[str, Any]) -> str:
+    return str(args.get("text", "")).upper()
+
+
+def _length(args: dict[str, Any]) -> str:
+    return str(len(str(args.get("text", ""))))
+
+
+BUILTINS: dict[str, ToolFn] = {
+    "add": _add,
+    "echo": _echo,
+    "concat": _concat,
+    "upper": _upper,
+    "length": _length,
+}
+
+
+class ToolScenario(BaseModel):
+    model_config = _STRICT
+    builtin: Literal["add", "echo", "concat", "upper", "length"] | None = None
+    returns: str | None = None
+    results: list[str] | None = Field(None, min_length=1)
+    raises: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ToolScenario:
+        given = [
+            k for k in ("builtin", "returns", "results", "raises") if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                f"a tool takes exactly one of builtin, returns, results, raises (got {given})"
+            )
+        return self
+
+    def function(self) -> ToolFn:
+        if self.builtin is not None:
+            return BUILTINS[self.builtin]
+        if self.returns is not None:
+            value = self.returns
+            return lambda args: value
+        if self.results is not None:
+            results = list(self.results)
+            calls = [0]
+
+            def next_result(args: dict[str, Any]) -> str:
+                i = min(calls[0], len(results) - 1)
+                calls[0] += 1
+                return results[i]
+
+            return next_result
+        message = self.raises or "boom"
+
+        def raiser(args: dict[str, Any]) -> str:
+            raise RuntimeError(message)
+
+        return raiser
+
+
+class CallScenario(BaseModel):
+    model_config = _STRICT
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ReplyScenario(BaseModel):
+    model_config = _STRICT
+    text: str = ""
+    calls: list[CallScenario] = Field(default_factory=list)
+    context_tokens: int | None = Field(None, ge=0)
+
+    def message(self, index: int) -> Message:
+        calls = [
+            ToolCall(id=c.id or f"call_{index + 1}_{j + 1}", name=c.name, arguments=c.arguments)
+            for j, c in enumerate(self.calls)
+        ]
+        return Message.assistant(self.text, calls)
+
+
+class PolicyScenario(BaseModel):
+    """``MachinePolicy`` fields but ``tools`` (those are the scenario's tools)."""
+
+    model_config = _STRICT
+    max_turns: int = Field(200, ge=0)
+    context_window: int = Field(128_000, gt=0)
+    compact_threshold: float = Field(0.8, gt=0)
+    emergency_threshold: float = Field(0.95, gt=0)
+    loop_window: int = 12
+    loop_repeat_limit: int = 3
+    loop_action: Literal["warn", "fail", "off"] = "warn"
+
+    def policy(self) -> MachinePolicy:
+        return MachinePolicy(**self.model_dump())
+
+
+class Scenario(BaseModel):
+    model_config = _STRICT
+    name: str
+    description: str = ""
+    input: str
+    history: list[Message] = Field(default_factory=list)
+    policy: PolicyScenario = Field(default_factory=PolicyScenario)
+    tools: dict[str, ToolScenario] = Field(default_factory=dict)
+    model: list[ReplyScenario] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)
+    max_retries: int = Field(3, ge=0)
+    tool_timeout: float | None = Field(30.0, gt=0)
+    keep_last: int = Field(4, ge=1)
+    expect: Literal["completed", "cancelled", "max_turns_exceeded", "failed"] | None = None
+
+    @model_validator(mode="after")
+    def _policy_valid(self) -> Scenario:
+        self.policy.policy()  # thresholds in order, loop settings in range
+        return self
+
+    def world(self) -> World:
+        """A fresh world (tools with state, like ``results``, start over)."""
+        fns: dict[str, Callable[[dict[str, Any]], str]] = {
+            name: t.function() for name, t in self.tools.items()
+        }
+        return World(
+            input=self.input,
+            model=ModelScript(
+                [r.message(i) for i, r in enumerate(self.model)],
+                tokens=[r.context_tokens for r in self.model],
+            ),
+            tools=fns,
+            faults=tuple(self.faults),
+            policy=self.policy.policy(),
+            history=tuple(self.history),
+            max_retries=self.max_retries,
+            tool_timeout=self.tool_timeout,
+            keep_last=self.keep_last,
+            name=self.name,
+            metadata={"scenario": self.name},
+        )
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and validate a scenario file; ``ScenarioError`` names the file and the field."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{p}{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{p}: a scenario is a mapping (name, input, model, ...)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors(include_url=False):
+            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            lines.append(f"{p}: {loc}: {err['msg']}")
+        raise ScenarioError("\n".join(lines)) from None

@@ -1,0 +1,324 @@
+"""The machine-level simulator: drive a bare ``LoopMachine`` synchronously against a ``World``.
+
+This is what the driver does, minus the IO: ask the brain, do what it says in the scripted world,
+report back through exactly one feed. Model-side faults become what the driver would feed:
+retryable errors are retried up to ``world.max_retries`` and then ``fail(LoopError)``; a context
+overflow becomes ``set_context_tokens`` over the emergency line, so the brain withdraws the call
+and asks ``Compact(EMERGENCY)``; duplicate call ids become ``fail`` with a provider error (the
+brain would refuse them). Every step, feed and IO event can be recorded as a trace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import IO, Any
+
+from loopctl.api import ApiError, Usage, fold_events
+from loopctl.core import (
+    CallLLM,
+    CallTools,
+    Compact,
+    Completed,
+    Done,
+    Failed,
+    LoopError,
+    LoopMachine,
+    MachineOutcome,
+    MachinePolicy,
+    Message,
+    Start,
+)
+from loopctl_sim.record import RecordingMachine
+from loopctl_sim.trace import TraceWriter
+from loopctl_sim.world import (
+    FaultPlan,
+    ToolHang,
+    World,
+    estimate_tokens,
+    fault_error,
+    faulty_reply,
+    middle_out,
+    run_tool,
+)
+
+__all__ = ["SimError", "SimResult", "simulate"]
+
+
+class SimError(Exception):
+    """The simulation itself went wrong (not the run): a restore that differs, a runaway loop."""
+
+
+@dataclass
+class SimResult:
+    world: str
+    outcome: MachineOutcome
+    machine: LoopMachine
+    steps: int = 0
+    model_requests: int = 0
+    replies: int = 0
+    retries: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    crashes: int = 0
+    trace: str | None = None
+
+    @property
+    def final_text(self) -> str | None:
+        return self.outcome.final_text if isinstance(self.outcome, Completed) else None
+
+    @property
+    def digest(self) -> str:
+        return self.machine.digest()
+
+    def summary(self) -> str:
+        outcome: str = self.outcome.kind
+        if isinstance(self.outcome, Failed):
+            outcome += f" ({self.outcome.error})"
+        return (
+            f"{self.world}: {outcome}; {self.steps} steps, {self.model_requests} model requests "
+            f"({self.retries} retries), {self.tool_calls} tool calls, {self.compactions} "
+            f"compactions, {self.crashes} crash-restores; digest {self.digest}"
+        )
+
+
+class _Run:
+    def __init__(self, world: World, rec: RecordingMachine) -> None:
+        self.world = world
+        self.rec = rec
+        self.plan = FaultPlan(world.faults)
+        self.policy = world.run_policy()
+        self.result = SimResult(
+            world=world.name, outcome=Completed(final_text=""), machine=rec.machine
+        )
+        self.per_tool: Counter[str] = Counter()
+        self.injects: list[str] = []
+
+    def go(self) -> SimResult:
+        rec, world, result = self.rec, self.world, self.result
+        rec.accept_input(world.input)
+        while True:
+            result.steps += 1
+            if result.steps > world.max_steps:
+                raise SimError(f"{world.name}: no Done after {world.max_steps} steps")
+            policy = self._run_faults(result.steps)
+            if self.injects and isinstance(rec.machine.state, Start):
+                for text in self.injects:
+                    rec.inject(Message.user(text))
+                self.injects.clear()
+            step = rec.next_step(policy)
+            if isinstance(step, CallLLM):
+                self._call_model(step.turn, policy)
+            elif isinstance(step, CallTools):
+                self._call_tools(step)
+            elif isinstance(step, Compact):
+                self._compact(step)
+            else:
+                assert isinstance(step, Done)
+                if isinstance(step.outcome, Completed):
+                    rec.commit_pending()
+                else:
+                    rec.discard_pending()
+                result.outcome = step.outcome
+                result.machine = rec.machine
+                return result
+
+    def _run_faults(self, step: int) -> MachinePolicy:
+        policy = self.policy
+        rec = self.rec
+        for fault in self.plan.run_faults(step):
+            if fault.kind == "cancel":
+                rec.io("cancel", data={"step": step, "reason": fault.message or "scheduled"})
+                rec.cancel()
+            elif fault.kind == "crash":
+                saved = rec.machine.model_dump_json()
+                restored = LoopMachine.model_validate_json(saved)
+                if restored != rec.machine:
+                    raise SimError(f"step {step}: the restored machine differs from the saved one")
+                rec.io(
+                    "crash",
+                    data={"step": step, "snapshot_bytes": len(saved), "digest": restored.digest()},
+                )
+                rec.replace(restored)
+                self.result.crashes += 1
+            elif fault.kind == "compact_now":
+                policy = policy.model_copy(update={"compact_now": True})
+            elif fault.kind == "inject":
+                assert fault.text is not None
+                self.injects.append(fault.text)
+        return policy
+
+    def _call_model(self, turn: int, policy: MachinePolicy) -> None:
+        rec, world, result = self.rec, self.world, self.result
+        retry = 0
+        while True:
+            result.model_requests += 1
+            request = result.model_requests
+            fault = self.plan.model_fault(request)
+            conversation = rec.machine.messages()
+            rec.io(
+                "model_request",
+                turn=turn,
+                data={
+                    "request": request,
+                    "messages": len(conversation),
+                    "tools": list(policy.tools),
+                },
+            )
+            try:
+                error = fault_error(fault, policy) if fault is not None else None
+                if error is not None:
+                    raise error
+                message = world.model.reply(conversation, result.replies)
+                tokens = world.model.context_tokens(conversation, message, result.replies)
+                reply = fold_events(faulty_reply(fault, message, Usage(context_tokens=tokens)))
+            except ApiError as exc:
+                rec.io(
+                    "model_error",
+                    turn=turn,
+                    data={
+                        "request": request,
+                        "fault": fault.kind if fault is not None else None,
+                        "error": exc.error.model_dump(mode="json"),
+                        "retry_after": exc.retry_after,
+                    },
+                )
+                if exc.error.kind == "context_overflow":
+                    rec.set_context_tokens(world.emergency_count(policy))
+                    return
+                retryable = exc.error.retryable if exc.should_retry is None else exc.should_retry
+                if retryable and retry < world.max_retries:
+                    retry += 1
+                    result.retries += 1
+                    rec.io(
+                        "retry",
+                        turn=turn,
+                        data={
+                            "retry": retry,
+                            "kind": exc.error.kind,
+                            "delay_s": world.backoff(exc, retry),
+                        },
+                    )
+                    continue
+                err = exc.error
+                if retryable:
+                    err = err.model_copy(update={"details": {**err.details, "retries": retry}})
+                rec.fail(err)
+                return
+            result.replies += 1
+            ids = [c.id for c in reply.message.tool_calls]
+            if len(set(ids)) != len(ids) or not all(ids):
+                error_rec = LoopError(
+                    kind="provider",
+                    message=f"the model sent duplicate or empty tool call ids: {ids}",
+                    details={"ids": ids},
+                )
+                rec.io(
+                    "model_error",
+                    turn=turn,
+                    data={
+                        "request": request,
+                        "fault": fault.kind if fault is not None else None,
+                        "error": error_rec.model_dump(mode="json"),
+                        "retry_after": None,
+                    },
+                )
+                rec.fail(error_rec)
+                return
+            rec.io(
+                "model_reply",
+                turn=turn,
+                data={
+                    "message": reply.message,
+                    "usage": reply.usage,
+                    "stop_reason": reply.stop_reason,
+                },
+            )
+            context = reply.usage.context_tokens
+            if context is None:
+                context = estimate_tokens([*conversation, reply.message])
+            rec.model_response(reply.message, context)
+            return
+
+    def _call_tools(self, step: CallTools) -> None:
+        rec, world = self.rec, self.world
+        results = []
+        for call in step.calls:
+            self.result.tool_calls += 1
+            self.per_tool[call.name] += 1
+            fault = self.plan.tool_fault(
+                self.result.tool_calls, call.name, self.per_tool[call.name]
+            )
+            rec.io(
+                "tool_call",
+                turn=step.turn,
+                data={"id": call.id, "name": call.name, "arguments": call.arguments},
+            )
+            try:
+                res = run_tool(call, world.tools.get(call.name), fault, world.tool_timeout)
+            except ToolHang:
+                rec.io(
+                    "cancel",
+                    turn=step.turn,
+                    data={"reason": f"tool '{call.name}' hung and has no timeout"},
+                )
+                rec.cancel()
+                return
+            rec.io(
+                "tool_result",
+                turn=step.turn,
+                data={
+                    "id": res.call_id,
+                    "name": res.name,
+                    "content": res.content,
+                    "is_error": res.is_error,
+                    "fault": fault.kind if fault is not None else None,
+                },
+            )
+            results.append(res)
+        rec.tool_results(Message.from_results(results))
+
+    def _compact(self, step: Compact) -> None:
+        rec = self.rec
+        before = rec.machine.context_tokens
+        messages = rec.machine.messages()
+        compacted = middle_out(messages, self.world.keep_last)
+        rec.io(
+            "compaction",
+            data={
+                "reason": step.reason.value,
+                "before": before,
+                "messages": len(messages),
+                "kept": None if compacted is None else len(compacted),
+            },
+        )
+        if compacted is None:
+            rec.compaction_noop(before, before)
+        else:
+            self.result.compactions += 1
+            rec.compaction_result(compacted, before, estimate_tokens(compacted))
+
+
+def simulate(
+    world: World,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    created: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    fsync: bool = False,
+) -> SimResult:
+    """Run ``world`` against a fresh brain (holding ``world.history``), recording a trace to
+    ``trace`` when given. Deterministic: the same world gives the same trace (pass ``created``
+    to fix the header's time too)."""
+    meta = {"world": world.name, "simulated": True, **world.metadata, **(metadata or {})}
+    rec = RecordingMachine(
+        LoopMachine(world.history), trace, metadata=meta, fsync=fsync, created=created
+    )
+    try:
+        result = _Run(world, rec).go()
+    finally:
+        if trace is not None and not isinstance(trace, TraceWriter):
+            rec.close()
+    result.trace = None if rec.writer is None else rec.writer.path
+    return result

@@ -1,0 +1,496 @@
+"""Trace format v1: JSON Lines, one record a line, each with a consecutive ``seq`` and a ``type``.
+
+========  =====================================================================================
+type      fields
+========  =====================================================================================
+header    ``format`` ("loopctl-trace"), ``version`` (1), ``engine_version``, ``created``, the
+          starting machine ``snapshot`` (or null: a fresh ``LoopMachine()``), free ``metadata``
+step      the ``policy`` handed in and the ``step`` the brain answered
+feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.feeds``) and the machine's
+          ``digest`` right after it
+io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``duration_s``
+end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``
+========  =====================================================================================
+
+A trace may hold several runs: a new ``header`` may follow an ``end`` (the next run's brain);
+``seq`` runs on across them. Times and durations live only in ``header`` and ``io`` records:
+replay never depends on them.
+
+The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
+record being written. The reader streams line by line: a malformed line is a ``TraceFormatError``
+naming ``file:line``; an unparseable last line without a newline (a write cut short) is reported
+as a warning and skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+import loopctl
+from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
+from loopctl.driver.observe import IoEvent
+from loopctl_sim.feeds import (
+    AcceptInputArgs,
+    CompactionNoopArgs,
+    CompactionResultArgs,
+    FailArgs,
+    FeedArgs,
+    InjectArgs,
+    ModelResponseArgs,
+    NoArgs,
+    SetContextTokensArgs,
+    ToolResultsArgs,
+    decode_feed_args,
+)
+from loopctl_sim.scrub import scrub
+
+__all__ = [
+    "RECORD",
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "EndRecord",
+    "FeedRecord",
+    "HeaderRecord",
+    "IoRecord",
+    "Record",
+    "StepRecord",
+    "TraceFormatError",
+    "TraceReader",
+    "TraceWriter",
+    "feed_record",
+    "read_trace",
+    "trace_json_schema",
+]
+
+TRACE_FORMAT: Final = "loopctl-trace"
+TRACE_VERSION: Final = 1
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Record(BaseModel):
+    model_config = _FROZEN
+    seq: int = Field(ge=0)
+
+
+class HeaderRecord(_Record):
+    type: Literal["header"] = "header"
+    format: Literal["loopctl-trace"] = TRACE_FORMAT
+    version: Literal[1] = TRACE_VERSION
+    engine_version: str
+    created: str
+    snapshot: MachineSnapshot | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    scrubbed: bool = False
+
+    def machine(self) -> LoopMachine:
+        """The run's starting brain (a fresh one when the header holds no snapshot)."""
+        if self.snapshot is None:
+            return LoopMachine()
+        return LoopMachine.from_snapshot(self.snapshot)
+
+
+class StepRecord(_Record):
+    type: Literal["step"] = "step"
+    policy: MachinePolicy
+    step: MachineStep
+
+
+class _FeedBase(_Record):
+    type: Literal["feed"] = "feed"
+    digest: str
+    #: True when secrets were scrubbed from the args: replay past this record cannot be exact.
+    scrubbed: bool = False
+
+
+class AcceptInputFeed(_FeedBase):
+    name: Literal["accept_input"] = "accept_input"
+    args: AcceptInputArgs
+
+
+class ModelResponseFeed(_FeedBase):
+    name: Literal["model_response"] = "model_response"
+    args: ModelResponseArgs
+
+
+class ToolResultsFeed(_FeedBase):
+    name: Literal["tool_results"] = "tool_results"
+    args: ToolResultsArgs
+
+
+class CompactionResultFeed(_FeedBase):
+    name: Literal["compaction_result"] = "compaction_result"
+    args: CompactionResultArgs
+
+
+class CompactionNoopFeed(_FeedBase):
+    name: Literal["compaction_noop"] = "compaction_noop"
+    args: CompactionNoopArgs
+
+
+class SetContextTokensFeed(_FeedBase):
+    name: Literal["set_context_tokens"] = "set_context_tokens"
+    args: SetContextTokensArgs
+
+
+class InjectFeed(_FeedBase):
+    name: Literal["inject"] = "inject"
+    args: InjectArgs
+
+
+class CancelFeed(_FeedBase):
+    name: Literal["cancel"] = "cancel"
+    args: NoArgs = NoArgs()
+
+
+class FailFeed(_FeedBase):
+    name: Literal["fail"] = "fail"
+    args: FailArgs
+
+
+class CommitPendingFeed(_FeedBase):
+    name: Literal["commit_pending"] = "commit_pending"
+    args: NoArgs = NoArgs()
+
+
+class DiscardPendingFeed(_FeedBase):
+    name: Literal["discard_pending"] = "discard_pending"
+    args: NoArgs = NoArgs()
+
+
+FeedRecord = Annotated[
+    AcceptInputFeed
+    | ModelResponseFeed
+    | ToolResultsFeed
+    | CompactionResultFeed
+    | CompactionNoopFeed
+    | SetContextTokensFeed
+    | InjectFeed
+    | CancelFeed
+    | FailFeed
+    | CommitPendingFeed
+    | DiscardPendingFeed,
+    Field(discriminator="name"),
+]
+
+_FEED_RECORDS: Final[dict[str, type[_FeedBase]]] = {
+    "accept_input": AcceptInputFeed,
+    "model_response": ModelResponseFeed,
+    "tool_results": ToolResultsFeed,
+    "compaction_result": CompactionResultFeed,
+    "compaction_noop": CompactionNoopFeed,
+    "set_context_tokens": SetContextTokensFeed,
+    "inject": InjectFeed,
+    "cancel": CancelFeed,
+    "fail": FailFeed,
+    "commit_pending": CommitPendingFeed,
+    "discard_pending": DiscardPendingFeed,
+}
+
+
+def feed_record(
+    seq: int,
+    name: str,
+    args: Mapping[str, Any] | FeedArgs,
+    digest: str,
+    *,
+    scrubbed: bool = False,
+) -> FeedRecord:
+    """Build the feed record for ``name`` (args as data or typed)."""
+    cls = _FEED_RECORDS[name]
+    record: FeedRecord = cls(  # type: ignore[assignment]
+        seq=seq, args=decode_feed_args(name, args), digest=digest, scrubbed=scrubbed
+    )
+    return record
+
+
+class IoRecord(_Record):
+    """One IO event (``loopctl.driver.observe.IoEvent``); kinds are open-ended here."""
+
+    type: Literal["io"] = "io"
+    kind: str
+    turn: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float | None = None
+
+
+class EndRecord(_Record):
+    type: Literal["end"] = "end"
+    outcome: MachineOutcome | None = None
+    digest: str
+
+
+Record = Annotated[
+    HeaderRecord | StepRecord | FeedRecord | IoRecord | EndRecord,
+    Field(discriminator="type"),
+]
+RECORD: TypeAdapter[Record] = TypeAdapter(Record)
+
+
+def trace_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one trace line (the union of the record types)."""
+    schema = RECORD.json_schema()
+    schema["title"] = f"loopctl trace record (format {TRACE_FORMAT!r}, version {TRACE_VERSION})"
+    return schema
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class TraceWriter:
+    """Append-only trace writer: builds each record with the next ``seq``, writes it, flushes.
+
+    ``target`` is a path (opened for writing, truncated) or an open text file. ``fsync=True``
+    also syncs every record to disk. Secrets are scrubbed from everything written.
+    """
+
+    def __init__(self, target: str | os.PathLike[str] | IO[str], *, fsync: bool = False) -> None:
+        if isinstance(target, str | os.PathLike):
+            self._file: IO[str] = open(target, "w", encoding="utf-8")  # noqa: SIM115
+            self._owned = True
+            self.path: str = os.fspath(target)
+        else:
+            self._file = target
+            self._owned = False
+            self.path = getattr(target, "name", "<stream>")
+        self._fsync = fsync
+        self.seq = 0
+        self.closed = False
+
+    # context manager
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._owned:
+            self._file.close()
+        else:
+            self._file.flush()
+
+    def write(self, record: BaseModel) -> None:
+        """Write one record built by the caller; its ``seq`` must be the next one."""
+        seq = getattr(record, "seq", None)
+        if seq != self.seq:
+            raise ValueError(f"record seq {seq} is not the next seq {self.seq}")
+        self._file.write(record.model_dump_json() + "\n")
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
+        self.seq += 1
+
+    def header(
+        self,
+        snapshot: MachineSnapshot | None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        created: str | None = None,
+        engine_version: str | None = None,
+    ) -> HeaderRecord:
+        meta = dict(metadata or {})
+        clean_meta = scrub(meta)
+        scrubbed = clean_meta is not meta
+        snap = snapshot
+        if snap is not None:
+            data = snap.model_dump(mode="json")
+            clean = scrub(data)
+            if clean is not data:
+                scrubbed = True
+                snap = MachineSnapshot.model_validate(clean)
+        record = HeaderRecord(
+            seq=self.seq,
+            engine_version=engine_version or loopctl.__version__,
+            created=created or _now(),
+            snapshot=snap,
+            metadata=clean_meta,
+            scrubbed=scrubbed,
+        )
+        self.write(record)
+        return record
+
+    def step(self, policy: MachinePolicy, step: MachineStep) -> StepRecord:
+        record = StepRecord(seq=self.seq, policy=policy, step=step)
+        self.write(record)
+        return record
+
+    def feed(self, name: str, args: Mapping[str, Any] | FeedArgs, digest: str) -> FeedRecord:
+        typed = decode_feed_args(name, args)
+        scrubbed = False
+        if not isinstance(typed, NoArgs):
+            data = typed.model_dump(mode="json")
+            clean = scrub(data)
+            if clean is not data:
+                scrubbed = True
+                typed = decode_feed_args(name, clean)
+        record = feed_record(self.seq, name, typed, digest, scrubbed=scrubbed)
+        self.write(record)
+        return record
+
+    def io(
+        self,
+        event: IoEvent | str,
+        *,
+        turn: int | None = None,
+        data: Mapping[str, Any] | None = None,
+        duration_s: float | None = None,
+    ) -> IoRecord:
+        kind: str
+        if isinstance(event, IoEvent):
+            kind, turn, data, duration_s = event.kind, event.turn, event.data, event.duration_s
+        else:
+            kind = event
+        clean = scrub(_jsonable(dict(data or {})))
+        record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=clean, duration_s=duration_s)
+        self.write(record)
+        return record
+
+    def end(self, outcome: Any, digest: str) -> EndRecord:
+        record = EndRecord(seq=self.seq, outcome=outcome, digest=digest)
+        self.write(record)
+        return record
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn pydantic models (messages, errors, usage) inside IO data into JSON data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return repr(value)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+class TraceFormatError(Exception):
+    """A trace line that cannot be read; ``str()`` is ``file:line: reason``."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+def _explain(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False)[0]
+    if first["type"] == "json_invalid":
+        return f"not valid JSON ({first['msg']})"
+    loc = ".".join(str(p) for p in first["loc"])
+    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    return f"invalid record: {loc or 'record'}: {first['msg']}{more}"
+
+
+def _header_problem(raw: bytes) -> str | None:
+    """A clear reason when ``raw`` is a header of another format or version."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "header":
+        return None
+    fmt = data.get("format")
+    if fmt != TRACE_FORMAT:
+        return f"not a loopctl trace (format {fmt!r}, expected {TRACE_FORMAT!r})"
+    version = data.get("version")
+    if version != TRACE_VERSION:
+        return (
+            f"trace format version {version!r} is not supported: this loopctl_sim reads "
+            f"version {TRACE_VERSION}; use the loopctl that wrote it, or upgrade"
+        )
+    return None
+
+
+class TraceReader:
+    """Stream a trace's records, checking ``seq`` and the header; memory stays flat.
+
+    Iterate to get records; ``numbered()`` also gives each one's line number. ``warnings``
+    collects non-fatal problems (a truncated last line).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.warnings: list[str] = []
+        self.header: HeaderRecord | None = None
+        self.line = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        for _, record in self.numbered():
+            yield record
+
+    def numbered(self) -> Iterator[tuple[int, Record]]:
+        path = self.path
+        expected_seq = 0
+        previous: str | None = None
+        try:
+            f = open(path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise TraceFormatError(path, 0, f"cannot open: {exc.strerror or exc}") from None
+        with f:
+            for lineno, raw in enumerate(f, 1):
+                self.line = lineno
+                complete = raw.endswith(b"\n")
+                try:
+                    record = RECORD.validate_json(raw)
+                except ValidationError as exc:
+                    if not complete and raw.strip():
+                        self.warnings.append(
+                            f"{path}:{lineno}: truncated last line (no newline at end of file, "
+                            f"{len(raw)} bytes) skipped"
+                        )
+                        return
+                    if not raw.strip():
+                        raise TraceFormatError(path, lineno, "empty line") from None
+                    reason = _header_problem(raw) or _explain(exc)
+                    raise TraceFormatError(path, lineno, reason) from None
+                if record.seq != expected_seq:
+                    raise TraceFormatError(
+                        path,
+                        lineno,
+                        f"seq {record.seq} is not consecutive (expected {expected_seq})",
+                    )
+                kind = record.type
+                if previous is None and kind != "header":
+                    raise TraceFormatError(
+                        path, lineno, f"a trace starts with a header record, not {kind!r}"
+                    )
+                if kind == "header" and previous not in (None, "end"):
+                    raise TraceFormatError(
+                        path, lineno, "a header record may only start the trace or follow an end"
+                    )
+                if previous == "end" and kind != "header":
+                    raise TraceFormatError(
+                        path, lineno, f"a {kind!r} record after the end of a run (no header)"
+                    )
+                if isinstance(record, HeaderRecord):
+                    self.header = record
+                previous = kind
+                expected_seq += 1
+                yield lineno, record
+        if previous is None:
+            raise TraceFormatError(path, 1, "empty trace (no header record)")
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[Record]:
+    """All records of a (small) trace; prefer ``TraceReader`` to stream big ones."""
+    return list(TraceReader(Path(path)))

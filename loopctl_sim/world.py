@@ -1,0 +1,418 @@
+"""Worlds: everything outside the brain, scripted. Reused by the simulator, the fuzzer and the
+driver-level scripted client.
+
+A ``World`` holds the user's input, a scripted model (a list of replies or a function of the
+conversation), scripted tools (name -> function of the arguments returning ``str``, or raising),
+and a fault schedule (``Fault`` records). Everything here is deterministic: the same world gives
+the same run, byte for byte.
+
+Fault kinds and where they strike:
+
+- model side, at the ``model_call``-th request (1-based, every attempt counts, retries included)
+  and the ``times - 1`` requests after it: ``network``, ``timeout``, ``rate_limited`` (429 with
+  ``retry_after``), ``server_error`` (5xx, ``status``), ``overloaded`` (529), ``context_overflow``,
+  ``malformed_stream``, ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
+- tool side, at the ``tool_call``-th dispatched call (1-based) or every call of ``tool``:
+  ``tool_exception``, ``tool_timeout``, ``tool_hang``;
+- run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (snapshot the
+  brain, drop it, restore a fresh one from the bytes), ``compact_now`` (a user's manual compaction),
+  ``inject`` (a steering message, in the next ``Start`` state).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from loopctl.api import (
+    ApiError,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+    UsageEvent,
+)
+from loopctl.core import (
+    LoopError,
+    MachinePolicy,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    coherence_problem,
+)
+
+__all__ = [
+    "MODEL_FAULTS",
+    "RUN_FAULTS",
+    "TOOL_FAULTS",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
+    "ModelScript",
+    "ToolFn",
+    "ToolHang",
+    "World",
+    "estimate_tokens",
+    "fault_error",
+    "faulty_reply",
+    "message_events",
+    "middle_out",
+    "run_tool",
+]
+
+FaultKind = Literal[
+    "network",
+    "timeout",
+    "rate_limited",
+    "server_error",
+    "overloaded",
+    "context_overflow",
+    "malformed_stream",
+    "invalid_tool_json",
+    "unknown_tool",
+    "duplicate_call_ids",
+    "tool_exception",
+    "tool_timeout",
+    "tool_hang",
+    "cancel",
+    "crash",
+    "compact_now",
+    "inject",
+]
+MODEL_FAULTS: Final = frozenset(
+    {
+        "network",
+        "timeout",
+        "rate_limited",
+        "server_error",
+        "overloaded",
+        "context_overflow",
+        "malformed_stream",
+        "invalid_tool_json",
+        "unknown_tool",
+        "duplicate_call_ids",
+    }
+)
+TOOL_FAULTS: Final = frozenset({"tool_exception", "tool_timeout", "tool_hang"})
+RUN_FAULTS: Final = frozenset({"cancel", "crash", "compact_now", "inject"})
+
+#: The name an ``unknown_tool`` fault gives the model's call.
+UNKNOWN_TOOL: Final = "no_such_tool"
+
+
+class Fault(BaseModel):
+    """One scheduled fault. Exactly one place: ``model_call``, ``tool_call``/``tool``, ``step``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: FaultKind
+    model_call: int | None = Field(None, ge=1)
+    tool_call: int | None = Field(None, ge=1)
+    tool: str | None = None
+    step: int | None = Field(None, ge=1)
+    times: int = Field(1, ge=1)
+    status: int | None = None
+    retry_after: float | None = Field(None, ge=0)
+    message: str | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _placed(self) -> Fault:
+        if self.kind in MODEL_FAULTS:
+            if self.model_call is None:
+                raise ValueError(f"a {self.kind} fault needs model_call (1-based request index)")
+            if self.tool_call is not None or self.tool is not None or self.step is not None:
+                raise ValueError(f"a {self.kind} fault is placed by model_call only")
+        elif self.kind in TOOL_FAULTS:
+            if (self.tool_call is None) == (self.tool is None):
+                raise ValueError(f"a {self.kind} fault needs exactly one of tool_call or tool")
+            if self.model_call is not None or self.step is not None:
+                raise ValueError(f"a {self.kind} fault is placed by tool_call or tool only")
+        else:
+            if self.step is None:
+                raise ValueError(f"a {self.kind} fault needs step (1-based next_step index)")
+            if self.model_call is not None or self.tool_call is not None or self.tool:
+                raise ValueError(f"a {self.kind} fault is placed by step only")
+            if self.kind == "inject" and not self.text:
+                raise ValueError("an inject fault needs text")
+        return self
+
+    def hits(self, index: int, start: int | None) -> bool:
+        return start is not None and start <= index < start + self.times
+
+
+class FaultPlan:
+    """Look up the fault scheduled at a model request, tool call or step (first listed wins)."""
+
+    def __init__(self, faults: Sequence[Fault] = ()) -> None:
+        self.faults = tuple(faults)
+
+    def model_fault(self, request: int) -> Fault | None:
+        for f in self.faults:
+            if f.kind in MODEL_FAULTS and f.hits(request, f.model_call):
+                return f
+        return None
+
+    def tool_fault(self, index: int, name: str, nth_of_name: int) -> Fault | None:
+        for f in self.faults:
+            if f.kind not in TOOL_FAULTS:
+                continue
+            if f.hits(index, f.tool_call) or (f.tool == name and nth_of_name <= f.times):
+                return f
+        return None
+
+    def run_faults(self, step: int) -> list[Fault]:
+        return [f for f in self.faults if f.kind in RUN_FAULTS and f.step == step]
+
+
+# --- the model --------------------------------------------------------------------------------
+
+ModelFn = Callable[[Sequence[Message], int], Message]
+
+
+class ModelScript:
+    """The scripted model: the ``i``-th successful reply (0-based) is ``replies[i]`` or
+    ``fn(conversation, i)``. Past the end of the list it answers ``exhausted_text``."""
+
+    def __init__(
+        self,
+        replies: Sequence[Message] | ModelFn = (),
+        *,
+        tokens: Sequence[int | None] = (),
+        exhausted_text: str = "[the scripted model has nothing more to say]",
+    ) -> None:
+        self.fn: ModelFn | None = replies if callable(replies) else None
+        self.replies: tuple[Message, ...] = () if callable(replies) else tuple(replies)
+        self.tokens = tuple(tokens)
+        self.exhausted_text = exhausted_text
+
+    def context_tokens(self, conversation: Sequence[Message], reply: Message, index: int) -> int:
+        """The context size the provider reports with reply ``index``: scripted, or estimated."""
+        if index < len(self.tokens) and self.tokens[index] is not None:
+            return int(self.tokens[index])  # type: ignore[arg-type]
+        return estimate_tokens([*conversation, reply])
+
+    def reply(self, conversation: Sequence[Message], index: int) -> Message:
+        if self.fn is not None:
+            return self.fn(conversation, index)
+        if index < len(self.replies):
+            return self.replies[index]
+        return Message.assistant(self.exhausted_text)
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A deterministic estimate: four characters a token plus four tokens a message."""
+    chars = 0
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                chars += len(p.text)
+            elif isinstance(p, ToolCall):
+                chars += len(p.name) + len(json.dumps(p.arguments, sort_keys=True))
+            else:
+                chars += len(p.name) + len(p.content)
+    return chars // 4 + 4 * len(messages)
+
+
+def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
+    """The stream a provider would send for ``message`` (text in two deltas, arguments split)."""
+    events: list[StreamEvent] = []
+    text = message.text
+    if text:
+        half = len(text) // 2
+        events += [TextDelta(text=t) for t in (text[:half], text[half:]) if t]
+    for i, call in enumerate(message.tool_calls):
+        args = json.dumps(call.arguments, sort_keys=True)
+        half = len(args) // 2
+        events.append(ToolCallStart(index=i, id=call.id, name=call.name))
+        events += [ToolCallDelta(index=i, arguments=a) for a in (args[:half], args[half:]) if a]
+        events.append(ToolCallEnd(index=i))
+    if usage is not None:
+        events.append(UsageEvent(usage=usage))
+    events.append(StopEvent(reason="tool_use" if message.tool_calls else "end_turn"))
+    return events
+
+
+def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
+    """The ``ApiError`` a provider raises for an error-kind model fault; None for the others."""
+    msg = fault.message
+    kind = fault.kind
+    if kind == "network":
+        return ApiError(
+            LoopError(kind="network", message=msg or "connection reset by peer", retryable=True)
+        )
+    if kind == "timeout":
+        return ApiError(
+            LoopError(kind="timeout", message=msg or "the request timed out", retryable=True)
+        )
+    if kind == "rate_limited":
+        return ApiError(
+            LoopError(
+                kind="rate_limited",
+                message=msg or "rate limit exceeded",
+                retryable=True,
+                status=fault.status or 429,
+            ),
+            retry_after=fault.retry_after,
+        )
+    if kind == "server_error":
+        return ApiError(
+            LoopError(
+                kind="provider",
+                message=msg or "internal server error",
+                retryable=True,
+                status=fault.status or 500,
+            ),
+            retry_after=fault.retry_after,
+        )
+    if kind == "overloaded":
+        return ApiError(
+            LoopError(
+                kind="overloaded",
+                message=msg or "overloaded",
+                retryable=True,
+                status=fault.status or 529,
+            ),
+            retry_after=fault.retry_after,
+        )
+    if kind == "context_overflow":
+        return ApiError(
+            LoopError(
+                kind="context_overflow",
+                message=msg or "prompt is too long for the model's context window",
+                status=fault.status or 400,
+                details={"context_window": policy.context_window},
+            )
+        )
+    return None
+
+
+def faulty_reply(fault: Fault | None, message: Message, usage: Usage) -> list[StreamEvent]:
+    """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
+    if fault is None:
+        return message_events(message, usage)
+    kind = fault.kind
+    if kind == "unknown_tool":
+        calls = message.tool_calls or [ToolCall(id="call_unknown", name=UNKNOWN_TOOL)]
+        calls = [calls[0].model_copy(update={"name": UNKNOWN_TOOL}), *calls[1:]]
+        text = [p for p in message.parts if isinstance(p, TextPart)]
+        return message_events(Message(role="assistant", parts=(*text, *calls)), usage)
+    if kind == "duplicate_call_ids":
+        calls = message.tool_calls or [ToolCall(id="call_dup", name=UNKNOWN_TOOL)]
+        first = calls[0]
+        twin = calls[1] if len(calls) > 1 else first
+        calls = [first, twin.model_copy(update={"id": first.id}), *calls[2:]]
+        text = [p for p in message.parts if isinstance(p, TextPart)]
+        return message_events(Message(role="assistant", parts=(*text, *calls)), usage)
+    if kind == "invalid_tool_json":
+        name = message.tool_calls[0].name if message.tool_calls else "unknown"
+        return [
+            ToolCallStart(index=0, id="call_badjson", name=name),
+            ToolCallDelta(index=0, arguments='{"a": 1, "b": '),
+            ToolCallEnd(index=0),
+            StopEvent(reason="tool_use"),
+        ]
+    if kind == "malformed_stream":
+        # Arguments for a call that never started: the fold refuses the stream.
+        return [TextDelta(text="Let me"), ToolCallDelta(index=3, arguments='{"x": 1}')]
+    return message_events(message, usage)
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+ToolFn = Callable[[dict[str, Any]], str]
+
+
+class ToolHang(Exception):
+    """A tool that never returns (the driver's deadline or a cancel must end it)."""
+
+
+def run_tool(
+    call: ToolCall, fn: ToolFn | None, fault: Fault | None, timeout: float | None
+) -> ToolResult:
+    """Run one scripted tool call as the driver would: errors become ``is_error`` results.
+
+    Raises ``ToolHang`` for a hang with no timeout (the run can only be cancelled)."""
+
+    def error(text: str) -> ToolResult:
+        return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+    if fault is not None:
+        if fault.kind == "tool_exception":
+            return error(f"tool '{call.name}' raised RuntimeError: {fault.message or 'boom'}")
+        if fault.kind == "tool_timeout":
+            return error(f"tool '{call.name}' timed out after {timeout or 30}s")
+        if fault.kind == "tool_hang":
+            if timeout is None:
+                raise ToolHang(call.name)
+            return error(f"tool '{call.name}' did not return within {timeout}s (hung)")
+    if fn is None:
+        return error(f"tool '{call.name}' is not available")
+    try:
+        content = fn(dict(call.arguments))
+    except Exception as exc:
+        return error(f"tool '{call.name}' raised {type(exc).__name__}: {exc}")
+    return ToolResult(call_id=call.id, name=call.name, content=str(content))
+
+
+# --- compaction -------------------------------------------------------------------------------
+
+
+def middle_out(messages: Sequence[Message], keep_last: int = 4) -> list[Message] | None:
+    """The default compaction: keep the first message and a coherent tail of about
+    ``keep_last`` messages, replace the middle with a note. None when nothing can be cut."""
+    msgs = list(messages)
+    n = len(msgs)
+    head = msgs[:1]
+    if head and head[0].tool_calls:
+        head = msgs[:2]
+    for start in range(max(len(head) + 1, n - keep_last), n + 1):
+        removed = start - len(head)
+        if removed < 2:
+            continue
+        note = Message.user(f"[compacted: {removed} earlier messages were removed]")
+        candidate = [*head, note, *msgs[start:]]
+        if len(candidate) < n and coherence_problem(candidate) is None:
+            return candidate
+    return None
+
+
+# --- the world --------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """A scripted world. ``policy.tools`` is replaced by the names of ``tools``."""
+
+    input: str | Message
+    model: ModelScript = field(default_factory=ModelScript)
+    tools: dict[str, ToolFn] = field(default_factory=dict)
+    faults: Sequence[Fault] = ()
+    policy: MachinePolicy = field(default_factory=MachinePolicy)
+    history: Sequence[Message] = ()
+    max_retries: int = 3
+    tool_timeout: float | None = 30.0
+    keep_last: int = 4
+    max_steps: int = 10_000
+    name: str = "world"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def run_policy(self) -> MachinePolicy:
+        return self.policy.model_copy(update={"tools": tuple(self.tools)})
+
+    def emergency_count(self, policy: MachinePolicy) -> int:
+        """A token count at or over the emergency line (a provider's overflow report)."""
+        return max(math.ceil(policy.emergency_tokens), 1)
+
+    def backoff(self, fault_error: ApiError, retry: int) -> float:
+        if fault_error.retry_after is not None:
+            return fault_error.retry_after
+        return float(0.5 * 2 ** (retry - 1))
