@@ -61,6 +61,10 @@ class Tool(Generic[P, R]):
     wrapped function unchanged.
     """
 
+    # set by ``functools.update_wrapper``, declared for type checkers
+    __name__: str
+    __wrapped__: Callable[P, R]
+
     def __init__(
         self,
         fn: Callable[P, R],

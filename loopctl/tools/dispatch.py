@@ -318,5 +318,6 @@ def _describe(exc: BaseException) -> str:
 
 
 def _label(obj: object) -> str:
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    """A hook's name for messages: the function's ``__name__``, else its class's name."""
+    name = getattr(obj, "__name__", None)
     return str(name) if name else type(obj).__name__
