@@ -4,26 +4,33 @@ The brain records every call of each completed exchange as a key (name plus cano
 arguments). ``tool_results`` only records; the verdict is taken in ``next_step``, where the policy
 is at hand, and only once per exchange (``unjudged`` counts the calls not judged yet).
 
-Two patterns are loops:
-- repeat: a call of the latest exchange occurs ``loop_repeat_limit`` times or more within the last
-  ``loop_window`` recorded calls;
+Two patterns are loops, both looked for within the last ``loop_window`` recorded calls:
+- repeat: a call of the latest exchange occurs ``loop_repeat_limit`` times or more;
 - ping-pong: the last four recorded calls are A, B, A, B with A != B.
 
 Judging only the latest exchange means a model that changes course after a warning is not failed
 for the repeats still sitting in the window.
+
+The brain keeps the window as plain fields on its hot path (``judge_keys``); ``LoopWindow`` is the
+same data as a model, for snapshots and for readers such as the driver.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core.messages import ToolCall
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
-__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge"]
+__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys", "record_keys"]
+
+# One encoder, built once: ``json.dumps`` with options builds a new encoder on every call, which
+# was a tenth of a tool-using turn.
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 def call_key(call: ToolCall) -> str:
@@ -32,20 +39,31 @@ def call_key(call: ToolCall) -> str:
 
 
 def _canonical(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return _CANONICAL.encode(arguments) if arguments else "{}"
+
+
+def _tool_of(key: str) -> str:
+    return key.split("\x00", 1)[0]
+
+
+def record_keys(keys: tuple[str, ...], calls: Sequence[ToolCall]) -> tuple[str, ...]:
+    """``keys`` with the calls of one exchange appended, keeping the last ``MAX_LOOP_WINDOW``."""
+    new = keys + tuple(call_key(c) for c in calls)
+    return new if len(new) <= MAX_LOOP_WINDOW else new[-MAX_LOOP_WINDOW:]
 
 
 class LoopWindow(BaseModel):
     """The detector's part of the brain's saved state."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    calls: tuple[str, ...] = ()
-    unjudged: int = 0
+    calls: tuple[str, ...] = Field(default=(), max_length=MAX_LOOP_WINDOW)
+    unjudged: int = Field(default=0, ge=0)
     warned: bool = False
 
     def record(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> LoopWindow:
-        keys = self.calls + tuple(call_key(c) for c in calls)
-        return LoopWindow(calls=keys[-MAX_LOOP_WINDOW:], unjudged=len(calls), warned=self.warned)
+        return LoopWindow(
+            calls=record_keys(self.calls, calls), unjudged=len(calls), warned=self.warned
+        )
 
 
 class LoopVerdict(BaseModel):
@@ -62,16 +80,22 @@ class LoopVerdict(BaseModel):
 
 def judge(window: LoopWindow, policy: MachinePolicy) -> LoopVerdict | None:
     """The verdict on the latest exchange, or None. Cost is bounded by the window, not history."""
-    if policy.loop_action == "off" or window.unjudged == 0:
+    return judge_keys(window.calls, window.unjudged, policy)
+
+
+def judge_keys(calls: tuple[str, ...], unjudged: int, policy: MachinePolicy) -> LoopVerdict | None:
+    """``judge`` on the window's plain fields (the brain's hot path builds no model)."""
+    if policy.loop_action == "off" or unjudged == 0:
         return None
-    recent = window.calls[-policy.loop_window :]
-    latest = window.calls[-window.unjudged :]
+    recent = calls[-policy.loop_window :]
+    latest = calls[-unjudged:]
     for key in dict.fromkeys(latest):
         count = recent.count(key)
         if count >= policy.loop_repeat_limit:
-            return LoopVerdict(pattern="repeat", tool=key.split("\x00", 1)[0], count=count)
-    tail = window.calls[-4:]
+            return LoopVerdict(pattern="repeat", tool=_tool_of(key), count=count)
+    tail = recent[-4:]
     if len(tail) == 4 and tail[0] == tail[2] and tail[1] == tail[3] and tail[0] != tail[1]:
-        names = f"{tail[0].split(chr(0), 1)[0]} <-> {tail[1].split(chr(0), 1)[0]}"
-        return LoopVerdict(pattern="ping_pong", tool=names, count=2)
+        return LoopVerdict(
+            pattern="ping_pong", tool=f"{_tool_of(tail[0])} <-> {_tool_of(tail[1])}", count=2
+        )
     return None

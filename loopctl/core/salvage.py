@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopctl.core.messages import Message
+from loopctl.core.messages import Message, ToolCall, ToolResult
 
 __all__ = ["coherence_problem", "coherent_prefix_length"]
 
@@ -32,10 +32,18 @@ def coherence_problem(messages: Sequence[Message], *, open_tail: bool = False) -
     """Why ``messages`` is not provider-valid, or None when it is. Linear in the messages.
 
     ``open_tail`` allows the last message's calls to be still unanswered (tools in flight).
+    Restoring a snapshot runs this over the whole conversation, so it walks the parts once and
+    builds lists only for messages that hold tool parts.
     """
     expected: list[str] | None = None
     for i, msg in enumerate(messages):
-        results = [r.call_id for r in msg.tool_results]
+        results: list[str] = []
+        calls: list[str] = []
+        for part in msg.parts:
+            if isinstance(part, ToolResult):
+                results.append(part.call_id)
+            elif isinstance(part, ToolCall):
+                calls.append(part.id)
         if expected is not None:
             if msg.role != "user" or sorted(results) != sorted(expected):
                 return f"message {i} does not answer the tool calls {expected} before it"
@@ -44,10 +52,11 @@ def coherence_problem(messages: Sequence[Message], *, open_tail: bool = False) -
             return f"message {i} holds results {results} for no tool call before it"
         if results and msg.role != "user":
             return f"message {i} holds tool results outside a user message"
-        calls = [c.id for c in msg.tool_calls]
         if calls:
             if msg.role != "assistant":
                 return f"message {i} holds tool calls outside an assistant message"
+            if len(set(calls)) != len(calls) or not all(calls):
+                return f"message {i} holds duplicate or empty tool call ids {calls}"
             expected = calls
     if expected is not None and not open_tail:
         return f"the last message's tool calls {expected} have no results"
