@@ -1,4 +1,44 @@
 """The hands: ``BareLoop`` and what it uses to do the brain's bidding.
 
-Tools, retries, cancel, compaction: everything that does IO for the brain.
+Tools, retries, cancel, compaction: everything that does IO for the brain lives here or in
+``loopctl.tools`` and ``loopctl.providers``; nothing here decides what happens next.
 """
+
+from loopctl.driver.cancel import CancelSignal
+from loopctl.driver.compaction import (
+    ContextCompactor,
+    MiddleOutCompactor,
+    SummarizingCompactor,
+    plan_cut,
+)
+from loopctl.driver.config import RetryConfig, RunConfig, SessionConfig, build_policy
+from loopctl.driver.estimate import CharEstimator, TokenEstimator
+from loopctl.driver.loop import BareLoop, Hooks, RunResult
+from loopctl.driver.model import ModelMiddleware
+from loopctl.driver.observe import IoEvent, LoopObserver
+from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
+from loopctl.driver.retry import retry_delay
+
+__all__ = [
+    "BareLoop",
+    "CancelSignal",
+    "CharEstimator",
+    "ContextCompactor",
+    "Hooks",
+    "IoEvent",
+    "LoopObserver",
+    "MiddleOutCompactor",
+    "ModelMiddleware",
+    "NoReflector",
+    "ReflectionContext",
+    "Reflector",
+    "RetryConfig",
+    "RunConfig",
+    "RunResult",
+    "SessionConfig",
+    "SummarizingCompactor",
+    "TokenEstimator",
+    "build_policy",
+    "plan_cut",
+    "retry_delay",
+]

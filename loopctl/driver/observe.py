@@ -1,7 +1,8 @@
 """Observers: what the driver reports while it works.
 
-An observer receives every step the brain answered, every feed the driver gave it (the machine as
-it is right after), and every IO event (model requests and replies, retries, tool calls, compaction).
+An observer receives every step the brain answered, every feed the driver gave it (the machine
+as it is right after), and every IO event (model requests and replies, retries, tool calls,
+compaction).
 The trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot change the run. Subclass
 ``LoopObserver`` and override what you need: every method is a no-op by default.
 """

@@ -1,5 +1,13 @@
 """Offline helpers for tests: scripted model clients and a network guard."""
 
 from loopctl.testing.guard import NetworkBlockedError, block_network
+from loopctl.testing.scripted import FunctionClient, Reply, ScriptedClient, reply_events
 
-__all__ = ["NetworkBlockedError", "block_network"]
+__all__ = [
+    "FunctionClient",
+    "NetworkBlockedError",
+    "Reply",
+    "ScriptedClient",
+    "block_network",
+    "reply_events",
+]

@@ -1,0 +1,54 @@
+"""``CancelSignal``: a thread-safe stop request the driver honours promptly.
+
+``cancel()`` may be called from any thread (a signal handler, a UI thread, another task). The
+driver checks the flag between steps and also races every in-flight model stream, tool wave and
+retry sleep against ``wait()``, so a hung tool or a slow stream is cut off at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+__all__ = ["CancelSignal"]
+
+
+class CancelSignal:
+    """Fire once with ``cancel()``; observe with ``cancelled`` or ``await wait()``."""
+
+    def __init__(self) -> None:
+        self._flag = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._flag.is_set()
+
+    def cancel(self) -> None:
+        """Request a stop. Safe from any thread; idempotent."""
+        with self._lock:
+            self._flag.set()
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            # A closed loop raises RuntimeError: nobody waits there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self) -> None:
+        """Return once ``cancel()`` has been called."""
+        if self._flag.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        entry = (loop, event)
+        with self._lock:
+            if self._flag.is_set():
+                return
+            self._waiters.append(entry)
+        try:
+            await event.wait()
+        finally:
+            with self._lock:
+                self._waiters.remove(entry)

@@ -1,0 +1,42 @@
+"""Token estimates for the times the provider has not reported usage.
+
+The provider's own count, reported after every model call, always wins. Between calls (after
+tool results, after a compaction) the driver adds an estimate so the brain's threshold checks see
+the context grow. The default is the usual rule of thumb of about 4 characters a token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Protocol
+
+from loopctl.core import Message, TextPart, ToolCall, ToolResult
+
+__all__ = ["CharEstimator", "TokenEstimator"]
+
+
+class TokenEstimator(Protocol):
+    def count(self, messages: Iterable[Message]) -> int: ...
+
+
+class CharEstimator:
+    """About ``chars_per_token`` characters a token, plus a small overhead per message."""
+
+    def __init__(self, chars_per_token: float = 4.0, per_message: int = 4) -> None:
+        self.chars_per_token = chars_per_token
+        self.per_message = per_message
+
+    def count(self, messages: Iterable[Message]) -> int:
+        chars = 0
+        n = 0
+        for message in messages:
+            n += 1
+            for part in message.parts:
+                if isinstance(part, TextPart):
+                    chars += len(part.text)
+                elif isinstance(part, ToolCall):
+                    chars += len(part.name) + len(json.dumps(part.arguments))
+                elif isinstance(part, ToolResult):
+                    chars += len(part.content)
+        return int(chars / self.chars_per_token) + n * self.per_message

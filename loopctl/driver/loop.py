@@ -1,0 +1,426 @@
+"""``BareLoop``: the hands. Asks the brain, does what it says, reports back.
+
+    while True:
+        step = machine.next_step(policy)      # policy rebuilt on every iteration
+        CallLLM   -> model call (middleware, stream, retries)   -> model_response / fail
+        CallTools -> tool waves (hooks, middleware, timeouts)   -> tool_results
+        Compact   -> the compactor                              -> compaction_result / _noop
+        Done      -> leave the loop
+    finalize()                                # the one exit door: commit or discard pending
+
+The driver never decides turn order, compaction timing or termination; it only reports. Every feed
+goes through ``_feed``, which tells the observers, so a trace holds every (step, feed) pair. Cancel
+is honoured between steps and, by racing every wait against the signal, inside model streams, tool
+waves and retry sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent, Usage
+from loopctl.core import (
+    CallLLM,
+    CallTools,
+    Compact,
+    CompactReason,
+    Completed,
+    Done,
+    Failed,
+    LoopError,
+    LoopMachine,
+    MachineOutcome,
+    MachinePolicy,
+    Message,
+    Terminal,
+    ToolResult,
+    judge,
+)
+from loopctl.driver.cancel import CancelSignal
+from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
+from loopctl.driver.config import RunConfig, SessionConfig, build_policy
+from loopctl.driver.estimate import CharEstimator, TokenEstimator
+from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep
+from loopctl.driver.observe import IoEvent, LoopObserver
+from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
+from loopctl.tools import (
+    PostToolHook,
+    PreToolHook,
+    Tool,
+    ToolMiddleware,
+    ToolRegistry,
+    dispatch,
+)
+
+__all__ = ["BareLoop", "Hooks", "RunResult"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Tool hooks: pre-tool (allow, deny, replace the arguments) and post-tool (rewrite)."""
+
+    pre_tool: Sequence[PreToolHook] = ()
+    post_tool: Sequence[PostToolHook] = ()
+
+
+class RunResult(BaseModel):
+    """How a run ended, what it said, and what it cost."""
+
+    model_config = ConfigDict(frozen=True)
+    outcome: MachineOutcome
+    final_text: str | None
+    messages: tuple[Message, ...]
+    turns: int
+    usage: Usage
+    error: LoopError | None
+
+    @property
+    def completed(self) -> bool:
+        return isinstance(self.outcome, Completed)
+
+
+class _Cancelled(Exception):
+    """The cancel signal fired while the driver was waiting on the world."""
+
+
+class BareLoop:
+    """The driver. See the module docstring."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        tools: Sequence[Tool[..., Any]] | ToolRegistry = (),
+        config: RunConfig | None = None,
+        session: SessionConfig | None = None,
+        *,
+        compactor: ContextCompactor | None = None,
+        hooks: Hooks | None = None,
+        middleware: Sequence[ToolMiddleware] = (),
+        model_middleware: Sequence[ModelMiddleware] = (),
+        observers: Sequence[LoopObserver] = (),
+        reflector: Reflector | None = None,
+        estimator: TokenEstimator | None = None,
+        sleep: Sleep | None = None,
+        rng: Callable[[], float] | None = None,
+        on_stream: Callable[[StreamEvent], None] | None = None,
+        machine: LoopMachine | None = None,
+    ) -> None:
+        self.client = client
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools))
+        self.config = config or RunConfig()
+        self.session = session or SessionConfig()
+        self.compactor: ContextCompactor = compactor or MiddleOutCompactor()
+        self.hooks = hooks or Hooks()
+        self.middleware = tuple(middleware)
+        self.observers = list(observers)
+        self.reflector: Reflector = reflector or NoReflector()
+        self.estimator: TokenEstimator = estimator or CharEstimator()
+        self._machine = machine if machine is not None else LoopMachine()
+        self._compact_requested = False
+        self._model = ModelCaller(
+            client,
+            model_middleware,
+            sleep or asyncio.sleep,
+            rng or random.random,
+            self._emit,
+            on_stream,
+        )
+
+    # --- the brain in and out ------------------------------------------------------------
+
+    @property
+    def machine(self) -> LoopMachine:
+        return self._machine
+
+    def into_machine(self) -> LoopMachine:
+        """Take the brain out (to save it); this loop is left with a fresh one."""
+        machine, self._machine = self._machine, LoopMachine()
+        return machine
+
+    @classmethod
+    def from_machine(
+        cls,
+        machine: LoopMachine,
+        client: ApiClient,
+        tools: Sequence[Tool[..., Any]] | ToolRegistry = (),
+        config: RunConfig | None = None,
+        **kwargs: Any,
+    ) -> BareLoop:
+        """Put a brain into a fresh body; a mid-run brain resumes with ``run()`` (no input)."""
+        return cls(client, tools, config, machine=machine, **kwargs)
+
+    def request_compaction(self) -> None:
+        """Ask for a manual compaction before the next model call."""
+        self._compact_requested = True
+
+    def policy(self) -> MachinePolicy:
+        return build_policy(
+            self.session,
+            self.config,
+            tools=self.registry.names(),
+            compact_now=self._compact_requested,
+        )
+
+    # --- running ---------------------------------------------------------------------------
+
+    def run_sync(
+        self, input: str | Message | None = None, cancel: CancelSignal | None = None
+    ) -> RunResult:
+        """``run`` for scripts without an event loop."""
+        return asyncio.run(self.run(input, cancel))
+
+    async def run(
+        self, input: str | Message | None = None, cancel: CancelSignal | None = None
+    ) -> RunResult:
+        """Run until the brain says ``Done``. ``input=None`` resumes a brain saved mid-run."""
+        cancel = cancel or CancelSignal()
+        machine = self._machine
+        if machine.is_terminal and machine.finalized:
+            machine = self._machine = machine.next_run()
+        resuming = machine.started
+        if resuming and input is not None:
+            raise ValueError("this loop holds a run under way; call run() without input to resume")
+        if not resuming and input is None:
+            raise ValueError("run() needs an input to start a run")
+        self._usage = Usage()
+        self._carried: list[Message] = []
+        self._notify(lambda o: o.run_started(machine, input))
+        if input is not None:
+            message = Message.user(input) if isinstance(input, str) else input
+            self._feed("accept_input", input=message)
+
+        while True:
+            if cancel.cancelled and not self._machine.is_terminal:
+                self._emit(IoEvent(kind="cancel"))
+                self._feed("cancel")
+            policy = self.policy()
+            step = self._machine.next_step(policy)
+            for observer in self.observers:
+                observer.step(policy, step, self._machine)
+            try:
+                if isinstance(step, CallLLM):
+                    await self._call_llm(step, policy, cancel)
+                elif isinstance(step, CallTools):
+                    await self._call_tools(step, policy, cancel)
+                elif isinstance(step, Compact):
+                    await self._compact(step, cancel)
+                elif isinstance(step, Done):
+                    break
+            except _Cancelled:
+                self._emit(IoEvent(kind="cancel"))
+                self._feed("cancel")
+        return self._finalize()
+
+    # --- the steps -------------------------------------------------------------------------
+
+    async def _call_llm(self, step: CallLLM, policy: MachinePolicy, cancel: CancelSignal) -> None:
+        machine = self._machine
+        request = ModelRequest.model_construct(
+            messages=tuple(machine.messages()),
+            tools=self.registry.specs(),
+            system=self.session.system_prompt,
+            options=dict(self.session.options),
+            turn=step.turn,
+        )
+        self._emit(
+            IoEvent(
+                kind="model_request",
+                turn=step.turn,
+                data={
+                    "n_messages": len(request.messages),
+                    "tools": [t.name for t in request.tools],
+                    "last": request.messages[-1].model_dump(mode="json")
+                    if request.messages
+                    else None,
+                },
+            )
+        )
+        try:
+            reply = await self._race(self._model.call(request, self.config.retry), cancel)
+        except ApiError as exc:
+            if exc.error.kind == "context_overflow":
+                # Withdraw the call: the brain turns an over-the-line count into Compact(EMERGENCY).
+                line = math.ceil(policy.emergency_tokens)
+                reported = exc.error.details.get("prompt_tokens")
+                n = max(line, reported if isinstance(reported, int) else 0)
+                self._feed("set_context_tokens", n=n)
+                return
+            self._feed("fail", error=exc.error)
+            return
+        self._usage = self._usage + reply.usage
+        tokens = reply.usage.context_tokens
+        if tokens is None:
+            tokens = machine.context_tokens + self.estimator.count([reply.message])
+        self._feed("model_response", response=reply.message, context_tokens=tokens)
+        if reply.message.tool_calls and machine.state.kind == "start":
+            # Every call was unknown: the brain answered them all itself.
+            answered = machine.messages()[-1].tool_results
+            await self._maybe_reflect(step.turn, answered, policy, cancel)
+
+    async def _call_tools(
+        self, step: CallTools, policy: MachinePolicy, cancel: CancelSignal
+    ) -> None:
+        exchange = self._machine.exchange
+        preanswered = exchange.preanswered if exchange is not None else ()
+        results = await self._race(
+            dispatch(
+                step.calls,
+                self.registry,
+                pre_hooks=self.hooks.pre_tool,
+                post_hooks=self.hooks.post_tool,
+                middleware=self.middleware,
+                default_timeout=self.config.tool_timeout,
+                on_event=self._emit,
+                turn=step.turn,
+            ),
+            cancel,
+        )
+        message = Message.from_results(results)
+        self._feed("tool_results", message=message)
+        machine = self._machine
+        tokens = machine.context_tokens + self.estimator.count([message])
+        self._feed("set_context_tokens", n=tokens)
+        await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
+
+    async def _maybe_reflect(
+        self,
+        turn: int,
+        answered: Sequence[ToolResult],
+        policy: MachinePolicy,
+        cancel: CancelSignal,
+    ) -> None:
+        """After an exchange: consult the reflector on tool errors or a coming loop warning."""
+        window = self._machine.loop_window
+        verdict = None if window.warned else judge(window, policy)
+        if not reflection_due(answered, verdict):
+            return
+        context = ReflectionContext(
+            turn=turn,
+            errors=tuple(r for r in answered if r.is_error),
+            loop=verdict,
+            messages=tuple(self._machine.messages()),
+        )
+        note = await self._race(self.reflector.reflect(context), cancel)
+        if note is not None:
+            self._emit(IoEvent(kind="reflection", turn=turn, data={"text": note.text}))
+            self._feed("inject", message=note)
+
+    async def _compact(self, step: Compact, cancel: CancelSignal) -> None:
+        if step.reason is CompactReason.MANUAL:
+            self._compact_requested = False
+        machine = self._machine
+        before = machine.context_tokens
+        messages = machine.messages()
+        started = time.perf_counter()
+        try:
+            compacted = await self._race(self.compactor.compact(messages, step.reason), cancel)
+        except (_Cancelled, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            self._feed(
+                "fail",
+                error=LoopError(
+                    kind="compaction",
+                    message=f"the compactor failed: {type(exc).__name__}: {exc}",
+                ),
+            )
+            return
+        duration = time.perf_counter() - started
+        if compacted is None:
+            self._emit(
+                IoEvent(
+                    kind="compaction",
+                    data={"reason": step.reason.value, "noop": True, "before": before},
+                    duration_s=duration,
+                )
+            )
+            self._feed("compaction_noop", before=before, after=before)
+            return
+        after = self.estimator.count(compacted)
+        self._emit(
+            IoEvent(
+                kind="compaction",
+                data={
+                    "reason": step.reason.value,
+                    "noop": False,
+                    "before": before,
+                    "after": after,
+                    "messages_before": len(messages),
+                    "messages_after": len(compacted),
+                },
+                duration_s=duration,
+            )
+        )
+        self._carried.extend(machine.pending)
+        self._feed("compaction_result", compacted=compacted, before=before, after=after)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
+        """Await ``work`` unless the cancel signal fires first; then cancel it and raise."""
+        if cancel.cancelled:
+            if asyncio.iscoroutine(work):
+                work.close()
+            raise _Cancelled
+        task = asyncio.ensure_future(work)
+        stopper = asyncio.ensure_future(cancel.wait())
+        try:
+            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not stopper.done():
+                stopper.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # the work failed while being cancelled: the cancel wins
+            pass
+        raise _Cancelled
+
+    def _feed(self, name: str, **args: Any) -> None:
+        getattr(self._machine, name)(**args)
+        machine = self._machine
+        for observer in self.observers:
+            observer.feed(name, args, machine)
+
+    def _emit(self, event: IoEvent) -> None:
+        for observer in self.observers:
+            observer.io(event)
+
+    def _notify(self, call: Callable[[LoopObserver], None]) -> None:
+        for observer in self.observers:
+            call(observer)
+
+    def _finalize(self) -> RunResult:
+        """The one exit door: commit on success, salvage and discard otherwise."""
+        machine = self._machine
+        state = machine.state
+        assert isinstance(state, Terminal)
+        outcome = state.outcome
+        messages = (*self._carried, *machine.pending)
+        if isinstance(outcome, Completed):
+            self._feed("commit_pending")
+        else:
+            self._feed("discard_pending")
+        self._notify(lambda o: o.run_ended(self._machine))
+        return RunResult(
+            outcome=outcome,
+            final_text=outcome.final_text if isinstance(outcome, Completed) else None,
+            messages=messages,
+            turns=machine.turns_taken,
+            usage=self._usage,
+            error=outcome.error if isinstance(outcome, Failed) else None,
+        )

@@ -1,0 +1,137 @@
+"""Calling the model: middleware chain, streaming fold, retries with backoff, cancel.
+
+The driver asks this module for one reply per ``CallLLM``. Each attempt goes through the model
+middleware (outermost first) to the client's stream; the events are folded into one message. A
+retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
+simulation stays deterministic); the last error is raised for the driver to feed to the brain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from loopctl.api import ApiClient, ApiError, ModelReply, ModelRequest, StreamEvent, fold_events
+from loopctl.core import LoopError
+from loopctl.driver.config import RetryConfig
+from loopctl.driver.observe import IoEvent
+from loopctl.driver.retry import retry_delay
+
+__all__ = ["ModelCaller", "ModelMiddleware", "Sleep"]
+
+CallNext = Callable[[ModelRequest], Awaitable[ModelReply]]
+ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _check_ids(reply: ModelReply) -> None:
+    ids = [c.id for c in reply.message.tool_calls]
+    if any(not i for i in ids) or len(set(ids)) != len(ids):
+        raise ApiError(
+            LoopError(
+                kind="provider",
+                message=f"the model returned empty or duplicate tool call ids: {ids}",
+                retryable=True,
+            )
+        )
+
+
+class ModelCaller:
+    """One model call with middleware, streaming and retries; reports IO events."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        middleware: Sequence[ModelMiddleware],
+        sleep: Sleep,
+        draw: Callable[[], float],
+        emit: Callable[[IoEvent], None],
+        on_stream: Callable[[StreamEvent], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.middleware = tuple(middleware)
+        self.sleep = sleep
+        self.draw = draw
+        self.emit = emit
+        self.on_stream = on_stream
+
+    async def _stream(self, request: ModelRequest) -> ModelReply:
+        events: list[StreamEvent] = []
+        on_stream = self.on_stream
+        try:
+            async for event in self.client.stream(request):
+                events.append(event)
+                if on_stream is not None:
+                    on_stream(event)
+        except (ApiError, GeneratorExit):
+            raise
+        except Exception as exc:  # a client bug or an unclassified transport failure
+            raise ApiError(
+                LoopError(
+                    kind="provider",
+                    message=f"the model stream broke: {type(exc).__name__}: {exc}",
+                    retryable=False,
+                )
+            ) from exc
+        reply = fold_events(events)
+        _check_ids(reply)
+        return reply
+
+    def _chain(self) -> CallNext:
+        call: CallNext = self._stream
+        for middleware in reversed(self.middleware):
+            call = _bind(middleware, call)
+        return call
+
+    async def call(self, request: ModelRequest, retry: RetryConfig) -> ModelReply:
+        """The reply, or the last ``ApiError`` once retries are exhausted or the error is fatal."""
+        chain = self._chain()
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                reply = await chain(request)
+            except ApiError as exc:
+                elapsed = time.perf_counter() - started
+                self.emit(
+                    IoEvent(
+                        kind="model_error",
+                        turn=request.turn,
+                        data={"attempt": attempt, "error": exc.error.model_dump(mode="json")},
+                        duration_s=elapsed,
+                    )
+                )
+                delay = retry_delay(exc, attempt, retry, self.draw())
+                if delay is None:
+                    raise
+                self.emit(
+                    IoEvent(
+                        kind="retry",
+                        turn=request.turn,
+                        data={"attempt": attempt + 1, "delay_s": delay, "kind": exc.error.kind},
+                    )
+                )
+                await self.sleep(delay)
+                attempt += 1
+                continue
+            self.emit(
+                IoEvent(
+                    kind="model_reply",
+                    turn=request.turn,
+                    data={
+                        "message": reply.message.model_dump(mode="json"),
+                        "usage": reply.usage.model_dump(mode="json"),
+                        "stop_reason": reply.stop_reason,
+                        "attempts": attempt + 1,
+                    },
+                    duration_s=time.perf_counter() - started,
+                )
+            )
+            return reply
+
+
+def _bind(middleware: ModelMiddleware, call_next: CallNext) -> CallNext:
+    async def bound(request: ModelRequest) -> ModelReply:
+        return await middleware(request, call_next)
+
+    return bound

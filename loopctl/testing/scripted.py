@@ -1,0 +1,109 @@
+"""Offline model clients for tests, shipped in the library (like pydantic-ai's TestModel and
+FunctionModel): ``ScriptedClient`` plays a list of replies; ``FunctionClient`` asks a function.
+
+Both stream their replies as real event sequences (text in small deltas, tool-call arguments as
+JSON fragments), so the driver's fold, middleware and cancel paths are exercised exactly as with a
+provider. A reply may also be a ``LoopError`` (or an ``ApiError``), which fails that call as a
+provider would, so retries and emergency compaction can be scripted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TypeAlias
+
+from loopctl.api import (
+    ApiError,
+    ModelReply,
+    ModelRequest,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+    UsageEvent,
+)
+from loopctl.core import LoopError, Message, TextPart, ToolCall
+
+__all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
+
+Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
+
+
+def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
+    """The event stream a provider would send for ``reply``."""
+    folded = reply if isinstance(reply, ModelReply) else ModelReply(message=reply)
+    message = folded.message
+    index = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            for i in range(0, len(part.text), chunk):
+                yield TextDelta(text=part.text[i : i + chunk])
+        elif isinstance(part, ToolCall):
+            yield ToolCallStart(index=index, id=part.id, name=part.name)
+            raw = json.dumps(part.arguments)
+            for i in range(0, len(raw), chunk):
+                yield ToolCallDelta(index=index, arguments=raw[i : i + chunk])
+            yield ToolCallEnd(index=index)
+            index += 1
+    if folded.usage != Usage():
+        yield UsageEvent(usage=folded.usage)
+    yield StopEvent(reason=folded.stop_reason or ("tool_use" if index else "end_turn"))
+
+
+def _raise_for(reply: LoopError | ApiError) -> ApiError:
+    return reply if isinstance(reply, ApiError) else ApiError(reply)
+
+
+class ScriptedClient:
+    """Plays ``replies`` in order, one per model call; records every request it receives."""
+
+    def __init__(self, replies: Sequence[Reply]) -> None:
+        self.replies = list(replies)
+        self.requests: list[ModelRequest] = []
+        self._next = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.replies) - self._next
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        if self._next >= len(self.replies):
+            raise ApiError(
+                LoopError(
+                    kind="internal",
+                    message=f"ScriptedClient ran out of replies after {len(self.replies)} calls",
+                )
+            )
+        reply = self.replies[self._next]
+        self._next += 1
+        if isinstance(reply, LoopError | ApiError):
+            raise _raise_for(reply)
+        for event in reply_events(reply):
+            yield event
+
+
+ReplyFn = Callable[[ModelRequest], Reply | Awaitable[Reply]]
+
+
+class FunctionClient:
+    """Asks ``fn(request)`` for each reply (sync or async); records every request."""
+
+    def __init__(self, fn: ReplyFn) -> None:
+        self.fn = fn
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        reply = self.fn(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if isinstance(reply, LoopError | ApiError):
+            raise _raise_for(reply)
+        for event in reply_events(reply):
+            yield event
