@@ -186,8 +186,8 @@ def encode_result(tool_name: str, value: Any) -> str:
         return json.dumps(to_jsonable_python(value), ensure_ascii=False)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise ToolError(
-            f"tool '{tool_name}' returned a {type(value).__name__} that cannot be encoded as "
-            f"JSON: {exc}"
+            f"tool '{tool_name}' returned a value of type {type(value).__name__} that cannot "
+            f"be encoded as JSON: {exc}"
         ) from None
 
 

@@ -19,8 +19,10 @@ propagates, so a user's cancel stops the run promptly.
 Events. ``on_event`` receives ``tool_call`` events for a wave's calls (in call order) when the
 wave starts, and ``tool_result`` events (in call order, with each call's duration) when the
 wave has finished. Reporting in call order keeps traces identical from run to run even when
-concurrent calls finish in a different order; only ``duration_s`` varies. An exception raised
-by ``on_event`` is a bug in the observer and propagates.
+concurrent calls finish in a different order; only ``duration_s`` varies. A ``tool_call`` event
+carries the model's arguments, even when a pre-tool hook replaced them. A cancelled wave
+reports no ``tool_result`` events. An exception raised by ``on_event`` is a bug in the observer
+and propagates.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ from loopctl.tools.hooks import (
     PreToolHook,
     Replace,
     ToolMiddleware,
+)
+from loopctl.tools.messages import (
+    cancelled_message,
+    denied_message,
+    describe_exception,
+    raised_message,
+    timed_out_message,
+    unknown_tool_message,
 )
 from loopctl.tools.registry import ToolRegistry
 
@@ -98,7 +108,7 @@ async def dispatch(
     from loopctl.driver.observe import IoEvent
 
     pipeline = _Pipeline(registry, pre_hooks, post_hooks, middleware, default_timeout)
-    results: list[ToolResult | None] = [None] * len(calls)
+    results: dict[int, ToolResult] = {}
     for wave in plan_waves(calls, registry):
         if on_event is not None:
             for index in wave:
@@ -107,7 +117,7 @@ async def dispatch(
                     IoEvent(
                         kind="tool_call",
                         turn=turn,
-                        data={"id": call.id, "name": call.name, "arguments": call.arguments},
+                        data={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
                     )
                 )
         async with asyncio.TaskGroup() as group:
@@ -129,7 +139,7 @@ async def dispatch(
                         duration_s=duration,
                     )
                 )
-    return [result for result in results if result is not None]
+    return [results[index] for index in range(len(calls))]
 
 
 class _Pipeline:
@@ -178,13 +188,13 @@ class _Pipeline:
                 result = _error(
                     effective,
                     f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} raised "
-                    f"{_describe(exc)}",
+                    f"{describe_exception(exc)}",
                 )
                 break
             if decision is None or isinstance(decision, Allow):
                 continue
             if isinstance(decision, Deny):
-                result = _error(effective, f"tool '{call.name}' was denied: {decision.reason}")
+                result = _error(effective, denied_message(call.name, decision.reason))
                 break
             if isinstance(decision, Replace):
                 effective = effective.model_copy(update={"arguments": dict(decision.arguments)})
@@ -210,7 +220,7 @@ class _Pipeline:
                 result = _error(
                     effective,
                     f"tool '{call.name}' ran but post-tool hook {_label(post)} raised "
-                    f"{_describe(exc)}",
+                    f"{describe_exception(exc)}",
                 )
                 continue
             if rewritten is None:
@@ -242,18 +252,18 @@ class _Pipeline:
             return _ok(call, encode_result(found.name, value))
         except TimeoutError as exc:
             if deadline.expired():
-                return _error(call, f"tool '{call.name}' timed out after {float(limit or 0)} s")
+                return _error(call, timed_out_message(call.name, limit or 0.0))
             logger.warning("tool %s failed", call.name, exc_info=True)
-            return _error(call, f"tool '{call.name}' raised {_describe(exc)}")
+            return _error(call, raised_message(call.name, exc))
         except ToolError as exc:
             return _error(call, str(exc) or f"tool '{call.name}' failed")
         except asyncio.CancelledError:
             if _cancelling():
                 raise
-            return _error(call, f"tool '{call.name}' was cancelled")
+            return _error(call, cancelled_message(call.name))
         except Exception as exc:
             logger.warning("tool %s failed", call.name, exc_info=True)
-            return _error(call, f"tool '{call.name}' raised {_describe(exc)}")
+            return _error(call, raised_message(call.name, exc))
 
 
 def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
@@ -269,7 +279,9 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
         except Exception as exc:
             logger.warning("tool middleware %s failed", _label(layer), exc_info=True)
             return _error(
-                call, f"tool '{call.name}' failed in middleware {_label(layer)}: {_describe(exc)}"
+                call,
+                f"tool '{call.name}' failed in middleware {_label(layer)}: "
+                f"{describe_exception(exc)}",
             )
         if not isinstance(result, ToolResult):
             return _error(
@@ -308,13 +320,7 @@ def _error(call: ToolCall, message: str) -> ToolResult:
 
 
 def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:
-    names = ", ".join(registry.names()) or "none"
-    return _error(call, f"tool '{call.name}' is not available (available tools: {names})")
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return _error(call, unknown_tool_message(call.name, registry.names()))
 
 
 def _label(obj: object) -> str:

@@ -283,7 +283,9 @@ def test_encode_result(value: Any, expected: str) -> None:
 
 
 def test_encode_result_of_an_unencodable_value_is_a_tool_error() -> None:
-    with pytest.raises(ToolError, match=r"tool 't' returned a object that cannot be encoded"):
+    with pytest.raises(
+        ToolError, match=r"tool 't' returned a value of type object that cannot be encoded"
+    ):
         encode_result("t", object())
 
 

@@ -196,7 +196,10 @@ def return_unencodable() -> object:
         (raise_bare, "tool 'broken' raised Boom"),
         (raise_tool_error, "the file is locked; try again later"),
         (raise_own_timeout, "tool 'broken' raised TimeoutError: upstream timed out"),
-        (return_unencodable, "tool 'broken' returned a object that cannot be encoded as JSON"),
+        (
+            return_unencodable,
+            "tool 'broken' returned a value of type object that cannot be encoded as JSON",
+        ),
     ],
     ids=lambda v: getattr(v, "__name__", "content"),
 )
