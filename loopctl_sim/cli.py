@@ -1,0 +1,180 @@
+"""``loopctl-sim``: replay, show and diff traces; run scenarios; print the trace schema.
+
+Exit codes: 0 success; 1 a divergence (replay, diff) or an unexpected outcome (run); 2 an
+unreadable trace or scenario (the message names ``file:line`` or the field; never a traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from loopctl_sim.diff import diff_traces
+from loopctl_sim.replay import pretty, replay_trace
+from loopctl_sim.scenario import ScenarioError, load_scenario
+from loopctl_sim.show import timeline
+from loopctl_sim.sim import SimError, simulate
+from loopctl_sim.trace import TraceFormatError, trace_json_schema
+
+__all__ = ["main"]
+
+
+def _die(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _driver_module() -> Any:
+    try:
+        return importlib.import_module("loopctl_sim.driver")
+    except ImportError as exc:  # the driver (BareLoop) is not there yet
+        _die(f"driver-level simulation is not available: {exc}")
+
+
+@click.group()
+def main() -> None:
+    """Record, replay and simulate loopctl runs."""
+
+
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option(
+    "--until",
+    "until",
+    type=int,
+    default=None,
+    help="Stop after the record with this seq and print the brain's state there.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--driver",
+    is_flag=True,
+    help="Replay through BareLoop: client and tools answer from the trace's io records.",
+)
+def replay(trace: str, until: int | None, as_json: bool, driver: bool) -> None:
+    """Replay TRACE against the brain; exit 1 at the first divergence."""
+    try:
+        if driver:
+            result = _driver_module().replay_driver(trace)
+        else:
+            result = replay_trace(trace, until=until)
+    except TraceFormatError as exc:
+        _die(str(exc))
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if result.records == 0:
+        _die(f"{trace}: no complete record to replay")
+    if as_json:
+        data = result.to_json()
+        if until is not None and result.machine is not None:
+            data["machine"] = result.machine.model_dump()
+        _emit_json(data)
+    else:
+        if until is not None and result.ok and result.machine is not None:
+            click.echo(pretty(result.machine.model_dump()))
+            if result.stopped_at is None:
+                click.echo(f"note: the trace ends before seq {until}", err=True)
+        click.echo(result.summary())
+    sys.exit(0 if result.ok else 1)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+def show(trace: str) -> None:
+    """Print a readable timeline of TRACE."""
+    try:
+        for line in timeline(trace):
+            click.echo(line)
+    except TraceFormatError as exc:
+        _die(str(exc))
+
+
+@main.command()
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+@click.option("--ignore-io", is_flag=True, help="Compare only headers, steps, feeds and ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def diff(a: str, b: str, ignore_io: bool, as_json: bool) -> None:
+    """Show the first divergence between traces A and B (times and durations ignored)."""
+    try:
+        found = diff_traces(a, b, ignore_io=ignore_io)
+    except TraceFormatError as exc:
+        _die(str(exc))
+    if as_json:
+        _emit_json(
+            {"same": found is None, "divergence": None if found is None else found.to_json()}
+        )
+    elif found is None:
+        click.echo(f"same: {a} and {b} hold the same records")
+    else:
+        click.echo(found.report())
+    sys.exit(0 if found is None else 1)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of a trace record (one line of a trace)."""
+    _emit_json(trace_json_schema())
+
+
+@main.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the run's trace here.",
+)
+@click.option("--driver", is_flag=True, help="Run through BareLoop with a scripted client.")
+@click.option("--created", default=None, help="Fix the header's creation time (reproducible).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run(
+    scenario: str, trace_path: str | None, driver: bool, created: str | None, as_json: bool
+) -> None:
+    """Run a SCENARIO (YAML world) and print its outcome; exit 1 if it differs from `expect`."""
+    try:
+        sc = load_scenario(scenario)
+    except ScenarioError as exc:
+        _die(str(exc))
+    try:
+        if driver:
+            result = _driver_module().simulate_driver(sc.world(), trace_path, created=created)
+        else:
+            result = simulate(sc.world(), trace_path, created=created)
+    except SimError as exc:
+        _die(f"{scenario}: {exc}")
+    outcome = result.outcome.kind
+    ok = sc.expect is None or sc.expect == outcome
+    if as_json:
+        _emit_json(
+            {
+                "scenario": sc.name,
+                "outcome": result.outcome.model_dump(mode="json"),
+                "expected": sc.expect,
+                "ok": ok,
+                "steps": result.steps,
+                "model_requests": result.model_requests,
+                "retries": result.retries,
+                "tool_calls": result.tool_calls,
+                "compactions": result.compactions,
+                "crashes": result.crashes,
+                "digest": result.digest,
+                "trace": trace_path,
+            }
+        )
+    else:
+        click.echo(result.summary())
+        if trace_path:
+            click.echo(f"trace written to {trace_path}")
+        if not ok:
+            click.echo(f"unexpected outcome: {outcome} (the scenario expects {sc.expect})")
+    sys.exit(0 if ok else 1)

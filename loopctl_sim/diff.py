@@ -1,0 +1,94 @@
+"""The first divergence between two traces (times and durations ignored).
+
+Both traces are streamed side by side; records are compared as data, without the header's
+``created`` and the IO records' ``duration_s`` (times never decide anything). ``ignore_io`` skips
+IO records altogether (compare only what the brain was asked and told).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from loopctl_sim.replay import unified_diff
+from loopctl_sim.trace import Record, TraceReader
+
+__all__ = ["TraceDiff", "diff_traces"]
+
+
+@dataclass
+class TraceDiff:
+    seq_a: int | None
+    line_a: int | None
+    seq_b: int | None
+    line_b: int | None
+    expected: Any
+    actual: Any
+    path_a: str
+    path_b: str
+
+    @property
+    def diff(self) -> str:
+        return unified_diff(self.expected, self.actual, a=self.path_a, b=self.path_b)
+
+    def report(self) -> str:
+        def where(path: str, line: int | None, seq: int | None) -> str:
+            return f"{path}: ended" if line is None else f"{path}:{line} (seq {seq})"
+
+        return (
+            "traces diverge at\n"
+            f"  {where(self.path_a, self.line_a, self.seq_a)}\n"
+            f"  {where(self.path_b, self.line_b, self.seq_b)}\n{self.diff}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": {"path": self.path_a, "line": self.line_a, "seq": self.seq_a},
+            "b": {"path": self.path_b, "line": self.line_b, "seq": self.seq_b},
+            "expected": self.expected,
+            "actual": self.actual,
+            "diff": self.diff,
+        }
+
+
+def _normalized(record: Record) -> dict[str, Any]:
+    data = record.model_dump(mode="json")
+    if data["type"] == "header":
+        data.pop("created", None)
+    elif data["type"] == "io":
+        data.pop("duration_s", None)
+    return data
+
+
+def _stream(reader: TraceReader, ignore_io: bool) -> Iterator[tuple[int, Record]]:
+    for line, record in reader.numbered():
+        if ignore_io and record.type == "io":
+            continue
+        yield line, record
+
+
+def diff_traces(
+    a: str | os.PathLike[str], b: str | os.PathLike[str], *, ignore_io: bool = False
+) -> TraceDiff | None:
+    """None when the traces hold the same records; else where they first differ."""
+    ra, rb = TraceReader(a), TraceReader(b)
+    ia, ib = _stream(ra, ignore_io), _stream(rb, ignore_io)
+    while True:
+        na, nb = next(ia, None), next(ib, None)
+        if na is None and nb is None:
+            return None
+        da = None if na is None else _normalized(na[1])
+        db = None if nb is None else _normalized(nb[1])
+        if da != db:
+            return TraceDiff(
+                seq_a=None if na is None else na[1].seq,
+                line_a=None if na is None else na[0],
+                seq_b=None if nb is None else nb[1].seq,
+                line_b=None if nb is None else nb[0],
+                expected=da,
+                actual=db,
+                path_a=ra.path,
+                path_b=rb.path,
+            )
