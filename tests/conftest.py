@@ -1,4 +1,5 @@
-"""Every test runs with the network blocked: an accidental provider call fails loudly."""
+"""Every test runs with the network blocked (an accidental provider call fails loudly), and the
+hypothesis profile comes from HYPOTHESIS_PROFILE (dev by default; CI sets ci)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from loopctl.testing import block_network
+from loopctl_sim.profiles import load_profile
+
+load_profile()
 
 
 @pytest.fixture(autouse=True)
