@@ -64,6 +64,7 @@ class Tool(Generic[P, R]):
     # set by ``functools.update_wrapper``, declared for type checkers
     __name__: str
     __wrapped__: Callable[P, R]
+    fn: Callable[P, R]
 
     def __init__(
         self,
@@ -74,9 +75,13 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         parallel_safe: bool = True,
     ) -> None:
+        if isinstance(fn, Tool):  # re-decorating: wrap the original function with new options
+            fn = fn.fn
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "")
+        if name is None and not self.name:
+            raise ValueError(f"{fn!r} has no __name__: give the tool one with name=...")
         if not _NAME.match(self.name):
             raise ValueError(
                 f"tool name {self.name!r} is not valid: use 1-64 letters, digits, '_' or '-'"
@@ -211,13 +216,20 @@ def _short_repr(value: Any, limit: int = 80) -> str:
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(_underlying(fn))
+
+
+def _underlying(fn: Callable[..., Any]) -> Any:
+    """The function that holds the code and the annotations: through partials, and to
+    ``__call__`` for a callable object."""
     target: Any = fn
     while isinstance(target, functools.partial):
         target = target.func
-    if inspect.iscoroutinefunction(target):
-        return True
-    call = getattr(target, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return inspect.iscoroutinefunction(call)
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        call = getattr(target, "__call__", None)  # noqa: B004 - a callable object's method
+        if call is not None:
+            target = call
+    return target
 
 
 _Fields = tuple[tuple[str, inspect.Parameter], ...]
@@ -235,7 +247,7 @@ def _arguments_model(
     """
     signature = inspect.signature(fn)
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(_underlying(fn), include_extras=True)
     except NameError as exc:
         raise TypeError(
             f"tool '{tool_name}': cannot resolve the type hints ({exc}); define the types at "

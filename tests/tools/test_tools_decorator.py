@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import threading
 from typing import Annotated, Any
@@ -357,3 +358,48 @@ def test_options_are_kept() -> None:
     slow = tool(timeout=2.5, parallel_safe=False)(f_int)
     assert (slow.timeout, slow.parallel_safe) == (2.5, False)
     assert (tool(f_int).timeout, tool(f_int).parallel_safe) == (None, True)
+
+
+class Counter:
+    """Count things."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, n: int) -> int:
+        """Add to the running total."""
+        self.total += n
+        return self.total
+
+    async def __call__(self, label: str) -> str:
+        return label.upper()
+
+
+async def test_bound_methods_partials_and_callable_objects_are_tools() -> None:
+    counter = Counter()
+    method = tool(counter.add)
+    assert (method.name, method.description) == ("add", "Add to the running total.")
+    assert method.spec.parameters["required"] == ["n"]
+    assert await method.run({"n": 2}) == "2"
+
+    partial = tool(name="fixed_limit")(functools.partial(f_mixed, limit=5))
+    assert partial.spec.parameters["properties"]["limit"] == {"type": "integer", "default": 5}
+    assert await partial.run({"query": "q"}) == "q"
+
+    obj = tool(name="shout")(counter)
+    assert obj.is_async
+    assert obj.description == "Count things."
+    assert await obj.run({"label": "hi"}) == "HI"
+
+
+def test_a_callable_without_a_name_needs_name() -> None:
+    with pytest.raises(ValueError, match=r"has no __name__: give the tool one with name="):
+        tool(functools.partial(f_mixed, limit=5))
+
+
+def test_redecorating_a_tool_wraps_the_original_function() -> None:
+    first = tool(f_int)
+    second = tool(name="renamed", timeout=1.0)(first)
+    assert second.fn is f_int
+    assert (second.name, second.timeout) == ("renamed", 1.0)
+    assert second.spec.parameters == first.spec.parameters
