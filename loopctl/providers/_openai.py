@@ -186,10 +186,9 @@ class _Calls:
         self.ids: set[str] = set()
         self.open: list[int] = []
 
-    def _new_id(self, wire_id: str | None) -> str:
+    def _new_id(self, wire_id: str | None, n: int) -> str:
         if wire_id and wire_id not in self.ids:
             return wire_id
-        n = self.count
         candidate = f"call_{self.turn}_{n}"
         while candidate in self.ids:
             n += 1
@@ -218,7 +217,7 @@ class _Calls:
                 self.open.remove(current[0])
             ours = self.count
             self.count += 1
-            call_id = self._new_id(wire_id)
+            call_id = self._new_id(wire_id, ours)
             self.ids.add(call_id)
             self.by_wire_index[wire_index] = (ours, wire_id, bool(args))
             self.open.append(ours)

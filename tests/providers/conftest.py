@@ -18,3 +18,12 @@ def _no_network() -> Iterator[None]:
         return
     with block_network():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see no provider settings from the developer's shell (kept while recording)."""
+    if record_mode() != "none":
+        return
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
