@@ -77,7 +77,7 @@ class Tool(Generic[P, R]):
     ) -> None:
         if isinstance(fn, Tool):  # re-decorating: wrap the original function with new options
             fn = fn.fn
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())  # not the function's __dict__
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "")
         if name is None and not self.name:

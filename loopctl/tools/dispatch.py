@@ -97,17 +97,23 @@ async def dispatch(
     default_timeout: float | None = None,
     on_event: OnEvent | None = None,
     turn: int | None = None,
+    max_concurrency: int | None = None,
 ) -> list[ToolResult]:
     """Run ``calls`` in waves and return one result per call, in call order.
 
-    ``turn`` only labels the emitted events. Cancellation of the calling task propagates
-    (after every running tool task has been cancelled); nothing else raises.
+    ``turn`` only labels the emitted events. ``max_concurrency`` caps how many calls of one
+    wave run at once (None: no cap); the rest wait their turn in call order. Cancellation of
+    the calling task propagates (after every running tool task has been cancelled); no failure
+    of a tool, hook or middleware ever raises out of here.
     """
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
     # Imported here, not at module level: ``loopctl.driver`` imports this package, and a
     # module-level import back into it would make the import order matter.
     from loopctl.driver.observe import IoEvent
 
     pipeline = _Pipeline(registry, pre_hooks, post_hooks, middleware, default_timeout)
+    limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
     results: dict[int, ToolResult] = {}
     for wave in plan_waves(calls, registry):
         if on_event is not None:
@@ -121,7 +127,7 @@ async def dispatch(
                     )
                 )
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(pipeline.timed(calls[index])) for index in wave]
+            tasks = [group.create_task(pipeline.timed(calls[index], limit)) for index in wave]
         for index, task in zip(wave, tasks, strict=True):
             result, duration = task.result()
             results[index] = result
@@ -162,9 +168,17 @@ class _Pipeline:
             handler = _wrap(layer, handler)
         self.handler = handler
 
-    async def timed(self, call: ToolCall) -> tuple[ToolResult, float]:
-        started = time.perf_counter()
-        result = await self.run(call)
+    async def timed(
+        self, call: ToolCall, limit: asyncio.Semaphore | None
+    ) -> tuple[ToolResult, float]:
+        """The pipeline for one call, with its duration (waiting for a slot not included)."""
+        if limit is None:
+            started = time.perf_counter()
+            result = await self.run(call)
+        else:
+            async with limit:
+                started = time.perf_counter()
+                result = await self.run(call)
         if result.call_id != call.id or result.name != call.name:
             # a hook or middleware built a result for another call: answer the one asked
             result = result.model_copy(update={"call_id": call.id, "name": call.name})

@@ -118,6 +118,32 @@ async def test_a_non_parallel_safe_call_runs_alone_and_in_order() -> None:
     assert peers == {"f1": {"f2"}, "f2": {"f1"}, "x": set(), "f3": set()}
 
 
+async def test_max_concurrency_caps_a_wave_and_keeps_call_order() -> None:
+    running: set[str] = set()
+    peers: dict[str, set[str]] = {}
+
+    @tool
+    async def work(label: str) -> str:
+        running.add(label)
+        peers[label] = set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+            peers[label] |= running - {label}
+        running.discard(label)
+        return label
+
+    calls = [call("work", id=str(i), label=label) for i, label in enumerate("abcd")]
+    results = await dispatch(calls, ToolRegistry([work]), max_concurrency=2)
+    assert [r.content for r in results] == ["a", "b", "c", "d"]
+    assert all(len(p) <= 1 for p in peers.values())
+    assert peers["a"] == {"b"}
+
+
+async def test_max_concurrency_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_concurrency must be at least 1"):
+        await dispatch([call("safe_a")], ToolRegistry([safe_a]), max_concurrency=0)
+
+
 async def test_results_come_back_in_call_order_not_finish_order() -> None:
     gates = {name: asyncio.Event() for name in "abc"}
 
