@@ -376,6 +376,9 @@ class BareLoop:
         stopper = asyncio.ensure_future(cancel.wait())
         try:
             await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this task itself was cancelled: take the work down with it
+            task.cancel()
+            raise
         finally:
             if not stopper.done():
                 stopper.cancel()

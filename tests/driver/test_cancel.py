@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 from loopctl.api import ModelRequest, StopEvent, TextDelta
@@ -120,3 +121,28 @@ async def test_a_cancelled_loop_can_run_again() -> None:
     await loop.run("first", cancel)
     result = await loop.run("again")
     assert result.final_text == "second"
+
+
+async def test_cancelling_the_run_task_cancels_the_tools_too() -> None:
+    entered = asyncio.Event()
+    tool_cancelled = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Sleeps forever."""
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            tool_cancelled.set()
+            raise
+        return "never"
+
+    loop = BareLoop(ScriptedClient([ask(call("c1", "hang"))]), tools=[hang])
+    run = asyncio.ensure_future(loop.run("x"))
+    await entered.wait()
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    await asyncio.wait_for(tool_cancelled.wait(), timeout=5)
+    assert tool_cancelled.is_set()
