@@ -8,6 +8,8 @@
     policy: {max_turns: 10}          # any MachinePolicy field but tools
     max_retries: 3
     tool_timeout: 30                 # null: a hung tool can only be cancelled
+    keep_head: 2                     # the middle-out compactor keeps 2 first, 6 last messages
+    keep_tail: 6
     tools:
       add: {builtin: add}            # add | echo | concat | upper | length
       lookup: {returns: "42"}        # a constant
@@ -166,7 +168,8 @@ class Scenario(BaseModel):
     faults: list[Fault] = Field(default_factory=list)
     max_retries: int = Field(3, ge=0)
     tool_timeout: float | None = Field(30.0, gt=0)
-    keep_last: int = Field(4, ge=1)
+    keep_head: int = Field(2, ge=0)
+    keep_tail: int = Field(6, ge=0)
     expect: Literal["completed", "cancelled", "max_turns_exceeded", "failed"] | None = None
 
     @model_validator(mode="after")
@@ -191,7 +194,8 @@ class Scenario(BaseModel):
             history=tuple(self.history),
             max_retries=self.max_retries,
             tool_timeout=self.tool_timeout,
-            keep_last=self.keep_last,
+            keep_head=self.keep_head,
+            keep_tail=self.keep_tail,
             name=self.name,
             metadata={"scenario": self.name},
         )

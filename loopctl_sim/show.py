@@ -118,7 +118,7 @@ def _io(record: IoRecord) -> str | None:
         status = f" HTTP {err.get('status')}" if err.get("status") else ""
         return f"model error{status}: {err.get('kind')}: {err.get('message')}{took}"
     if kind == "retry":
-        return f"retry {d.get('retry')} after {d.get('delay_s')}s ({d.get('kind')})"
+        return f"retry {d.get('attempt')} after {d.get('delay_s')}s ({d.get('kind')})"
     if kind == "crash":
         size = d.get("snapshot_bytes")
         return f"crash at step {d.get('step')}; restored from a {size}-byte snapshot"
@@ -127,5 +127,10 @@ def _io(record: IoRecord) -> str | None:
     if kind == "tool_result" and d.get("fault"):
         return f"tool fault {d.get('fault')} in {d.get('name')}"
     if kind == "compaction":
-        return f"compaction ({d.get('reason')}): {d.get('messages')} messages -> {d.get('kept')}"
+        if d.get("noop"):
+            return f"compaction ({d.get('reason')}): nothing to cut"
+        return (
+            f"compaction ({d.get('reason')}): {d.get('messages_before')} messages -> "
+            f"{d.get('messages_after')}"
+        )
     return None

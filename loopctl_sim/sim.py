@@ -30,6 +30,7 @@ from loopctl.core import (
     Message,
     Start,
 )
+from loopctl.driver.retry import retry_delay
 from loopctl_sim.record import RecordingMachine
 from loopctl_sim.trace import TraceWriter
 from loopctl_sim.world import (
@@ -151,21 +152,21 @@ class _Run:
 
     def _call_model(self, turn: int, policy: MachinePolicy) -> None:
         rec, world, result = self.rec, self.world, self.result
-        retry = 0
+        retry_config = world.retry_config()
+        attempt = 0
+        conversation = rec.machine.messages()
+        rec.io(
+            "model_request",
+            turn=turn,
+            data={
+                "n_messages": len(conversation),
+                "tools": list(policy.tools),
+                "last": conversation[-1].model_dump(mode="json") if conversation else None,
+            },
+        )
         while True:
             result.model_requests += 1
-            request = result.model_requests
-            fault = self.plan.model_fault(request)
-            conversation = rec.machine.messages()
-            rec.io(
-                "model_request",
-                turn=turn,
-                data={
-                    "request": request,
-                    "messages": len(conversation),
-                    "tools": list(policy.tools),
-                },
-            )
+            fault = self.plan.model_fault(result.model_requests)
             try:
                 error = fault_error(fault, policy) if fault is not None else None
                 if error is not None:
@@ -173,59 +174,35 @@ class _Run:
                 message = world.model.reply(conversation, result.replies)
                 tokens = world.model.context_tokens(conversation, message, result.replies)
                 reply = fold_events(faulty_reply(fault, message, Usage(context_tokens=tokens)))
+                _check_ids(reply.message)
             except ApiError as exc:
                 rec.io(
                     "model_error",
                     turn=turn,
                     data={
-                        "request": request,
-                        "fault": fault.kind if fault is not None else None,
+                        "attempt": attempt,
                         "error": exc.error.model_dump(mode="json"),
-                        "retry_after": exc.retry_after,
+                        "fault": fault.kind if fault is not None else None,
                     },
                 )
-                if exc.error.kind == "context_overflow":
-                    rec.set_context_tokens(world.emergency_count(policy))
-                    return
-                retryable = exc.error.retryable if exc.should_retry is None else exc.should_retry
-                if retryable and retry < world.max_retries:
-                    retry += 1
+                delay = retry_delay(exc, attempt, retry_config, 0.0)
+                if delay is not None:
+                    attempt += 1
                     result.retries += 1
                     rec.io(
                         "retry",
                         turn=turn,
-                        data={
-                            "retry": retry,
-                            "kind": exc.error.kind,
-                            "delay_s": world.backoff(exc, retry),
-                        },
+                        data={"attempt": attempt, "delay_s": delay, "kind": exc.error.kind},
                     )
                     continue
-                err = exc.error
-                if retryable:
-                    err = err.model_copy(update={"details": {**err.details, "retries": retry}})
-                rec.fail(err)
+                if exc.error.kind == "context_overflow":
+                    # Withdraw the call: the brain turns an over-the-line count into
+                    # Compact(EMERGENCY).
+                    rec.set_context_tokens(world.emergency_count(policy))
+                    return
+                rec.fail(exc.error)
                 return
             result.replies += 1
-            ids = [c.id for c in reply.message.tool_calls]
-            if len(set(ids)) != len(ids) or not all(ids):
-                error_rec = LoopError(
-                    kind="provider",
-                    message=f"the model sent duplicate or empty tool call ids: {ids}",
-                    details={"ids": ids},
-                )
-                rec.io(
-                    "model_error",
-                    turn=turn,
-                    data={
-                        "request": request,
-                        "fault": fault.kind if fault is not None else None,
-                        "error": error_rec.model_dump(mode="json"),
-                        "retry_after": None,
-                    },
-                )
-                rec.fail(error_rec)
-                return
             rec.io(
                 "model_reply",
                 turn=turn,
@@ -233,11 +210,12 @@ class _Run:
                     "message": reply.message,
                     "usage": reply.usage,
                     "stop_reason": reply.stop_reason,
+                    "attempts": attempt + 1,
                 },
             )
             context = reply.usage.context_tokens
             if context is None:
-                context = estimate_tokens([*conversation, reply.message])
+                context = rec.machine.context_tokens + estimate_tokens([reply.message])
             rec.model_response(reply.message, context)
             return
 
@@ -277,27 +255,46 @@ class _Run:
                 },
             )
             results.append(res)
-        rec.tool_results(Message.from_results(results))
+        message = Message.from_results(results)
+        rec.tool_results(message)
+        rec.set_context_tokens(rec.machine.context_tokens + estimate_tokens([message]))
 
     def _compact(self, step: Compact) -> None:
-        rec = self.rec
+        rec, world = self.rec, self.world
         before = rec.machine.context_tokens
         messages = rec.machine.messages()
-        compacted = middle_out(messages, self.world.keep_last)
+        compacted = middle_out(messages, world.keep_head, world.keep_tail)
+        if compacted is None:
+            rec.io("compaction", data={"reason": step.reason.value, "noop": True, "before": before})
+            rec.compaction_noop(before, before)
+            return
+        after = estimate_tokens(compacted)
         rec.io(
             "compaction",
             data={
                 "reason": step.reason.value,
+                "noop": False,
                 "before": before,
-                "messages": len(messages),
-                "kept": None if compacted is None else len(compacted),
+                "after": after,
+                "messages_before": len(messages),
+                "messages_after": len(compacted),
             },
         )
-        if compacted is None:
-            rec.compaction_noop(before, before)
-        else:
-            self.result.compactions += 1
-            rec.compaction_result(compacted, before, estimate_tokens(compacted))
+        self.result.compactions += 1
+        rec.compaction_result(compacted, before, after)
+
+
+def _check_ids(message: Message) -> None:
+    """The driver's check: providers guarantee unique, non-empty call ids (retryable)."""
+    ids = [c.id for c in message.tool_calls]
+    if any(not i for i in ids) or len(set(ids)) != len(ids):
+        raise ApiError(
+            LoopError(
+                kind="provider",
+                message=f"the model returned empty or duplicate tool call ids: {ids}",
+                retryable=True,
+            )
+        )
 
 
 def simulate(

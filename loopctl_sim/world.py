@@ -41,14 +41,18 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import (
+    CompactReason,
     LoopError,
     MachinePolicy,
     Message,
     TextPart,
     ToolCall,
     ToolResult,
-    coherence_problem,
 )
+from loopctl.driver.compaction import MiddleOutCompactor
+from loopctl.driver.config import RetryConfig
+from loopctl.driver.estimate import CharEstimator
+from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
 
 __all__ = [
     "MODEL_FAULTS",
@@ -208,18 +212,12 @@ class ModelScript:
         return Message.assistant(self.exhausted_text)
 
 
+_ESTIMATOR: Final = CharEstimator()
+
+
 def estimate_tokens(messages: Sequence[Message]) -> int:
-    """A deterministic estimate: four characters a token plus four tokens a message."""
-    chars = 0
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, TextPart):
-                chars += len(p.text)
-            elif isinstance(p, ToolCall):
-                chars += len(p.name) + len(json.dumps(p.arguments, sort_keys=True))
-            else:
-                chars += len(p.name) + len(p.content)
-    return chars // 4 + 4 * len(messages)
+    """The driver's default estimate (``CharEstimator``): deterministic."""
+    return _ESTIMATOR.count(messages)
 
 
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
@@ -338,7 +336,8 @@ class ToolHang(Exception):
 def run_tool(
     call: ToolCall, fn: ToolFn | None, fault: Fault | None, timeout: float | None
 ) -> ToolResult:
-    """Run one scripted tool call as the driver would: errors become ``is_error`` results.
+    """Run one scripted tool call as the driver would: errors become ``is_error`` results with
+    the driver's own texts (``loopctl.tools.messages``).
 
     Raises ``ToolHang`` for a hang with no timeout (the run can only be cancelled)."""
 
@@ -347,42 +346,38 @@ def run_tool(
 
     if fault is not None:
         if fault.kind == "tool_exception":
-            return error(f"tool '{call.name}' raised RuntimeError: {fault.message or 'boom'}")
+            return error(raised_message(call.name, RuntimeError(fault.message or "boom")))
         if fault.kind == "tool_timeout":
-            return error(f"tool '{call.name}' timed out after {timeout or 30}s")
+            return error(timed_out_message(call.name, timeout or 60.0))
         if fault.kind == "tool_hang":
             if timeout is None:
                 raise ToolHang(call.name)
-            return error(f"tool '{call.name}' did not return within {timeout}s (hung)")
+            return error(timed_out_message(call.name, timeout))
     if fn is None:
-        return error(f"tool '{call.name}' is not available")
+        return error(unknown_tool_message(call.name, ()))
     try:
         content = fn(dict(call.arguments))
     except Exception as exc:
-        return error(f"tool '{call.name}' raised {type(exc).__name__}: {exc}")
+        return error(raised_message(call.name, exc))
     return ToolResult(call_id=call.id, name=call.name, content=str(content))
 
 
 # --- compaction -------------------------------------------------------------------------------
 
 
-def middle_out(messages: Sequence[Message], keep_last: int = 4) -> list[Message] | None:
-    """The default compaction: keep the first message and a coherent tail of about
-    ``keep_last`` messages, replace the middle with a note. None when nothing can be cut."""
-    msgs = list(messages)
-    n = len(msgs)
-    head = msgs[:1]
-    if head and head[0].tool_calls:
-        head = msgs[:2]
-    for start in range(max(len(head) + 1, n - keep_last), n + 1):
-        removed = start - len(head)
-        if removed < 2:
-            continue
-        note = Message.user(f"[compacted: {removed} earlier messages were removed]")
-        candidate = [*head, note, *msgs[start:]]
-        if len(candidate) < n and coherence_problem(candidate) is None:
-            return candidate
-    return None
+def middle_out(
+    messages: Sequence[Message], keep_head: int = 2, keep_tail: int = 6
+) -> list[Message] | None:
+    """The driver's default compaction (``MiddleOutCompactor``), run synchronously: keep a head
+    and a tail, replace the middle with one marker message. None when nothing can be cut."""
+    coro = MiddleOutCompactor(keep_head, keep_tail).compact(messages, CompactReason.MANUAL)
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        result: list[Message] | None = stop.value
+        return result
+    coro.close()  # pragma: no cover - the compactor never awaits
+    raise RuntimeError("MiddleOutCompactor awaited something")
 
 
 # --- the world --------------------------------------------------------------------------------
@@ -400,7 +395,8 @@ class World:
     history: Sequence[Message] = ()
     max_retries: int = 3
     tool_timeout: float | None = 30.0
-    keep_last: int = 4
+    keep_head: int = 2
+    keep_tail: int = 6
     max_steps: int = 10_000
     name: str = "world"
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -412,7 +408,6 @@ class World:
         """A token count at or over the emergency line (a provider's overflow report)."""
         return max(math.ceil(policy.emergency_tokens), 1)
 
-    def backoff(self, fault_error: ApiError, retry: int) -> float:
-        if fault_error.retry_after is not None:
-            return fault_error.retry_after
-        return float(0.5 * 2 ** (retry - 1))
+    def retry_config(self) -> RetryConfig:
+        """The driver's retry settings for this world (no jitter: deterministic delays)."""
+        return RetryConfig(max_retries=self.max_retries, jitter=0.0)
