@@ -1,0 +1,194 @@
+"""Misuse of the brain: every feed outside its states, and every guard inside them.
+
+A refused feed raises ``ProtocolError`` naming the feed and the state, and leaves the machine
+exactly as it was. The table of invalid (state, feed) pairs is generated from the brain's own
+``TRANSITIONS``, so a transition added or removed there is tested here without an edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from brain_helpers import (
+    BY_STATE,
+    POLICY,
+    after_exchange,
+    answer,
+    ask,
+    awaiting_compaction,
+    awaiting_model,
+    awaiting_tools,
+    call,
+    completed,
+    failed_mid_model,
+    started,
+)
+
+from loopctl import (
+    FEEDS,
+    STATES,
+    TRANSITIONS,
+    CompactReason,
+    LoopError,
+    LoopMachine,
+    Message,
+    ProtocolError,
+    TextPart,
+    ToolResult,
+)
+
+SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
+    "accept_input": ("hello",),
+    "model_response": (Message.assistant("hi"), 10),
+    "tool_results": (answer(call("k1")),),
+    "compaction_result": ([Message.user("summary")], 100, 10),
+    "compaction_noop": (100, 100),
+    "set_context_tokens": (10,),
+    "inject": (Message.user("steer"),),
+    "cancel": (),
+    "fail": (LoopError(kind="internal", message="x"),),
+    "commit_pending": (),
+    "discard_pending": (),
+}
+
+INVALID = [(s, f) for s in STATES for f in FEEDS if (s, f) not in TRANSITIONS]
+
+
+def test_the_tables_cover_the_contract() -> None:
+    assert set(SAMPLE_ARGS) == set(FEEDS)
+    assert len(FEEDS) == 11
+    assert set(BY_STATE) == set(STATES)
+    assert {s for s, _ in TRANSITIONS} == set(STATES)
+    assert {f for _, f in TRANSITIONS} == set(FEEDS)
+    assert len(INVALID) + len(TRANSITIONS) == len(STATES) * len(FEEDS)
+
+
+def _refused(m: LoopMachine, feed: str, args: tuple[Any, ...], state: str) -> ProtocolError:
+    before_json = m.model_dump_json()
+    before = LoopMachine.model_validate_json(before_json)
+    with pytest.raises(ProtocolError) as raised:
+        getattr(m, feed)(*args)
+    assert raised.value.feed == feed
+    assert raised.value.state == state
+    assert feed in str(raised.value) and state in str(raised.value)
+    assert m == before
+    assert m.model_dump_json() == before_json
+    return raised.value
+
+
+@pytest.mark.parametrize(("state", "feed"), INVALID, ids=[f"{s}-{f}" for s, f in INVALID])
+def test_feed_outside_its_states_is_refused(state: str, feed: str) -> None:
+    m = BY_STATE[state]()
+    assert m.state.kind == state
+    _refused(m, feed, SAMPLE_ARGS[feed], state)
+
+
+# --- guards inside valid states ---------------------------------------------------------------
+
+_k1, _u1, _k2 = call("k1", x=1), call("u1", "nope"), call("k2", "write", y=2)
+_bad = ToolResult(call_id="zz", name="read", content="?")
+
+GUARDS: list[tuple[str, Callable[[], LoopMachine], str, tuple[Any, ...]]] = [
+    ("input-twice", started, "accept_input", ("again",)),
+    ("input-assistant", LoopMachine, "accept_input", (Message.assistant("x"),)),
+    ("input-results", LoopMachine, "accept_input", (answer(_k1),)),
+    ("input-not-a-message", LoopMachine, "accept_input", (42,)),
+    ("inject-before-input", LoopMachine, "inject", (Message.user("x"),)),
+    ("inject-calls", after_exchange, "inject", (ask(call("q")),)),
+    ("inject-results", after_exchange, "inject", (answer(call("q")),)),
+    ("inject-text", after_exchange, "inject", ("plain text",)),
+    ("reply-from-user", awaiting_model, "model_response", (Message.user("x"), 1)),
+    (
+        "reply-with-results",
+        awaiting_model,
+        "model_response",
+        (Message(role="assistant", parts=answer(_k1).parts), 1),
+    ),
+    ("reply-duplicate-ids", awaiting_model, "model_response", (ask(call("a"), call("a", n=2)), 1)),
+    ("reply-empty-id", awaiting_model, "model_response", (ask(call("")), 1)),
+    ("reply-negative-tokens", awaiting_model, "model_response", (Message.assistant("x"), -1)),
+    ("reply-bool-tokens", awaiting_model, "model_response", (Message.assistant("x"), True)),
+    ("reply-float-tokens", awaiting_model, "model_response", (Message.assistant("x"), 1.5)),
+    ("reply-not-a-message", awaiting_model, "model_response", ("text", 1)),
+    ("results-missing-one", awaiting_tools, "tool_results", (answer(_k1),)),
+    ("results-extra", awaiting_tools, "tool_results", (answer(_k1, _k2, call("k3")),)),
+    (
+        "results-wrong-id",
+        awaiting_tools,
+        "tool_results",
+        (Message.from_results([*answer(_k1).tool_results, _bad]),),
+    ),
+    ("results-twice", awaiting_tools, "tool_results", (answer(_k1, _k1, _k2),)),
+    ("results-answer-preanswered", awaiting_tools, "tool_results", (answer(_k1, _u1, _k2),)),
+    (
+        "results-from-assistant",
+        awaiting_tools,
+        "tool_results",
+        (Message(role="assistant", parts=answer(_k1, _k2).parts),),
+    ),
+    (
+        "results-with-text",
+        awaiting_tools,
+        "tool_results",
+        (Message(role="user", parts=(*answer(_k1, _k2).parts, TextPart(text="also"))),),
+    ),
+    ("results-not-a-message", awaiting_tools, "tool_results", ([],)),
+    (
+        "compacted-incoherent",
+        lambda: awaiting_compaction(CompactReason.MANUAL),
+        "compaction_result",
+        ([Message.user("x"), ask(call("open"))], 10, 5),
+    ),
+    (
+        "compacted-negative",
+        lambda: awaiting_compaction(CompactReason.MANUAL),
+        "compaction_result",
+        ([Message.user("x")], 10, -5),
+    ),
+    (
+        "noop-negative",
+        lambda: awaiting_compaction(CompactReason.MANUAL),
+        "compaction_noop",
+        (10, -1),
+    ),
+    ("tokens-negative", started, "set_context_tokens", (-1,)),
+    ("tokens-float", awaiting_tools, "set_context_tokens", (3.0,)),
+    ("tokens-none", awaiting_model, "set_context_tokens", (None,)),
+    ("fail-not-an-error", awaiting_model, "fail", (RuntimeError("x"),)),
+    ("commit-not-completed", failed_mid_model, "commit_pending", ()),
+    ("discard-completed", completed, "discard_pending", ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "feed", "args"), [g[1:] for g in GUARDS], ids=[g[0] for g in GUARDS]
+)
+def test_guard_refuses_and_changes_nothing(
+    build: Callable[[], LoopMachine], feed: str, args: tuple[Any, ...]
+) -> None:
+    m = build()
+    _refused(m, feed, args, m.state.kind)
+
+
+@pytest.mark.parametrize("feed", ["commit_pending", "discard_pending"])
+def test_the_exit_door_opens_once(feed: str) -> None:
+    m = completed() if feed == "commit_pending" else failed_mid_model()
+    getattr(m, feed)()
+    _refused(m, feed, (), "terminal")
+
+
+def test_next_run_needs_the_exit_door() -> None:
+    for m in (started(), completed()):
+        with pytest.raises(ProtocolError) as raised:
+            m.next_run()
+        assert raised.value.feed == "next_run"
+
+
+def test_the_machine_still_works_after_a_refusal() -> None:
+    m = awaiting_tools()
+    with pytest.raises(ProtocolError):
+        m.tool_results(answer(_k1))
+    m.tool_results(answer(_k1, _k2))
+    assert m.next_step(POLICY).kind == "call_llm"

@@ -1,0 +1,186 @@
+"""Saving and restoring the brain: exact, in every state, and loud about damage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from brain_helpers import POLICY, SCENARIOS, answer, call, drive
+from pydantic import ValidationError
+
+from loopctl import LoopMachine, MachineSnapshot, Message
+from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+
+RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
+
+
+@pytest.mark.parametrize("build", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_restore_gives_an_equal_machine(build: Callable[[], LoopMachine]) -> None:
+    m = build()
+    text = m.model_dump_json()
+    restored = LoopMachine.model_validate_json(text)
+    assert restored == m
+    assert restored.model_dump_json() == text
+    assert LoopMachine.model_validate(m.model_dump()) == m
+    assert LoopMachine.from_snapshot(m.snapshot()) == m
+
+
+@pytest.mark.parametrize("build", RUNNABLE.values(), ids=RUNNABLE.keys())
+def test_a_restored_machine_makes_identical_decisions(build: Callable[[], LoopMachine]) -> None:
+    m = build()
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    played = drive(m)
+    assert played  # something was decided
+    assert drive(restored) == played
+    assert restored == m
+
+
+def test_restored_decisions_follow_the_restored_state_not_a_fresh_one() -> None:
+    m = SCENARIOS["awaiting_tools"]()
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    step = restored.next_step(POLICY)
+    assert step == m.next_step(POLICY)
+    assert step.kind == "call_tools"
+
+
+@pytest.mark.parametrize("build", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_digest_is_stable_across_save_and_restore(build: Callable[[], LoopMachine]) -> None:
+    m = build()
+    digest = m.digest()
+    assert len(digest) == 16 and int(digest, 16) >= 0
+    assert m.digest() == digest
+    assert LoopMachine.model_validate_json(m.model_dump_json()).digest() == digest
+
+
+def test_digests_tell_the_scenarios_apart() -> None:
+    digests = {name: build().digest() for name, build in SCENARIOS.items()}
+    assert len(set(digests.values())) == len(digests)
+
+
+def test_digest_changes_with_every_change_of_state() -> None:
+    m = LoopMachine()
+    seen = [m.digest()]
+    m.accept_input("go")
+    seen.append(m.digest())
+    seen += [digest for _, digest in drive(m)]
+    # every feed of the drive changed the machine: no two consecutive digests are equal
+    assert all(a != b for a, b in pairwise(seen))
+    m2 = LoopMachine()
+    m2.accept_input("go")
+    m2.set_context_tokens(1)
+    assert m2.digest() != seen[1]
+
+
+def test_snapshot_names_its_format_and_version() -> None:
+    data = json.loads(SCENARIOS["started"]().model_dump_json())
+    assert data["format"] == SNAPSHOT_FORMAT == "loopctl-machine"
+    assert data["version"] == SNAPSHOT_VERSION == 1
+
+
+# --- damaged snapshots --------------------------------------------------------------------------
+
+
+def _data(scenario: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SCENARIOS[scenario]().model_dump_json())
+    return data
+
+
+def _edit(scenario: str, **changes: Any) -> str:
+    data = _data(scenario)
+    data.update(changes)
+    return json.dumps(data)
+
+
+def _drop(scenario: str, key: str) -> str:
+    data = _data(scenario)
+    del data[key]
+    return json.dumps(data)
+
+
+def _open_call_in_history() -> str:
+    data = _data("after_exchange")
+    data["history"] = [{"role": "assistant", "parts": [call("x").model_dump()]}]
+    return json.dumps(data)
+
+
+def _exchange_mismatch() -> str:
+    data = _data("awaiting_tools")
+    data["exchange"]["calls"] = data["exchange"]["calls"][:1]
+    return json.dumps(data)
+
+
+def _result_without_call() -> str:
+    data = _data("after_exchange")
+    data["pending"].append(json.loads(answer(call("ghost")).model_dump_json()))
+    return json.dumps(data)
+
+
+DAMAGED: dict[str, Callable[[], str]] = {
+    "not-json": lambda: "{not json",
+    "truncated": lambda: SCENARIOS["awaiting_tools"]().model_dump_json()[:-40],
+    "empty-object": lambda: "{}",
+    "a-list": lambda: "[]",
+    "missing-state": lambda: _drop("started", "state"),
+    "unknown-field": lambda: _edit("started", temperature=0.3),
+    "unknown-state": lambda: _edit("started", state={"kind": "dreaming"}),
+    "wrong-type": lambda: _edit("started", turns_taken="three"),
+    "negative-turns": lambda: _edit("started", turns_taken=-1),
+    "negative-tokens": lambda: _edit("started", context_tokens=-5),
+    "other-format": lambda: _edit("started", format="someone-elses-machine"),
+    "future-version": lambda: _edit("started", version=SNAPSHOT_VERSION + 1),
+    "tools-without-exchange": lambda: _edit("awaiting_tools", exchange=None),
+    "exchange-outside-tools": lambda: _edit(
+        "after_exchange", exchange=_data("awaiting_tools")["exchange"]
+    ),
+    "exchange-mismatch": _exchange_mismatch,
+    "open-call-in-history": _open_call_in_history,
+    "result-without-call": _result_without_call,
+    "finalized-but-running": lambda: _edit("after_exchange", finalized=True),
+    "pending-before-input": lambda: _edit("after_exchange", started=False),
+    "model-turn-mismatch": lambda: _edit("awaiting_model", turns_taken=4),
+    "loop-unjudged-overflow": lambda: _edit(
+        "started", loop={"calls": [], "unjudged": 2, "warned": False}
+    ),
+}
+
+
+@pytest.mark.parametrize("text", DAMAGED.values(), ids=DAMAGED.keys())
+def test_damaged_snapshot_is_a_validation_error(text: Callable[[], str]) -> None:
+    with pytest.raises(ValidationError):
+        LoopMachine.model_validate_json(text())
+
+
+def test_future_version_says_what_to_do() -> None:
+    with pytest.raises(ValidationError) as raised:
+        LoopMachine.model_validate_json(_edit("started", version=2))
+    assert "version 2 is not supported" in str(raised.value)
+    assert "upgrade loopctl" in str(raised.value)
+
+
+def test_snapshot_model_checks_consistency_on_construction_too() -> None:
+    good = SCENARIOS["awaiting_tools"]().snapshot()
+    with pytest.raises(ValidationError):
+        MachineSnapshot(**{**dict(good), "exchange": None})
+
+
+@pytest.mark.parametrize(
+    "scenario", ["cancelled_mid_tools", "awaiting_tools", "failed_mid_tools_discarded"]
+)
+def test_open_calls_are_allowed_only_where_tools_are_in_flight(scenario: str) -> None:
+    """A run cancelled while its tools ran keeps the open call until the exit door drops it."""
+    m = SCENARIOS[scenario]()
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    assert restored == m
+    if not restored.finalized and restored.is_terminal:
+        restored.discard_pending()
+        assert restored.history[-1].tool_results
+
+
+def test_restore_does_not_share_buffers_with_the_original() -> None:
+    m = SCENARIOS["after_exchange"]()
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    restored.inject(Message.user("more"))
+    assert restored.pending_len() == m.pending_len() + 1
