@@ -1,0 +1,195 @@
+"""Shrinking a failing world to a minimal reproducer: delta debugging (ddmin).
+
+The oracle is the deterministic simulator: a candidate world "fails" when running it shows the
+same failure as the original (the caller's predicate decides what "the same" means, usually the
+failure kind and the invariant's code). ``ddmin`` (Zeller and Hildebrandt, 2002) removes chunks
+of a list, halving the chunk size whenever no chunk can go, until no single element can be
+removed: the result is 1-minimal.
+
+``shrink_scenario`` applies it to a ``Scenario``: one list of units made of the scripted model
+replies and the scheduled faults, so a reply and the fault it needs shrink together; then it
+tries to lower each remaining fault's ``times``. A removed reply shifts the later ones up: a
+fault placed by ``model_call`` then strikes another reply, which is fine, because the oracle
+re-runs every candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from loopctl_sim.scenario import ReplyScenario, Scenario
+from loopctl_sim.world import Fault
+
+__all__ = ["DEFAULT_MAX_TESTS", "ShrinkResult", "ddmin", "fault_places", "shrink_scenario"]
+
+T = TypeVar("T")
+
+#: The most oracle runs one shrink may spend (each is one simulated run).
+DEFAULT_MAX_TESTS: Final = 2_000
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def spend(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+
+def ddmin(
+    items: Sequence[T],
+    fails: Callable[[list[T]], bool],
+    *,
+    max_tests: int = DEFAULT_MAX_TESTS,
+    _budget: _Budget | None = None,
+) -> list[T]:
+    """A 1-minimal sublist of ``items`` (order kept) for which ``fails`` still holds.
+
+    ``fails(list(items))`` is assumed true and not asked. Stops early (returning the smallest
+    failing list found so far) after ``max_tests`` calls of ``fails``.
+    """
+    budget = _budget or _Budget(max_tests)
+    current = list(items)
+    n = 2
+    while len(current) >= 2:
+        size = len(current)
+        chunk = -(-size // n)  # ceil
+        subsets = [current[i : i + chunk] for i in range(0, size, chunk)]
+        reduced = False
+        # try each subset alone, then each complement
+        for subset in subsets:
+            if len(subsets) > 1 and budget.spend() and fails(subset):
+                current, n, reduced = subset, 2, True
+                break
+        if not reduced:
+            for i in range(len(subsets)):
+                complement = [x for j, s in enumerate(subsets) if j != i for x in s]
+                if budget.spend() and fails(complement):
+                    current, n, reduced = complement, max(n - 1, 2), True
+                    break
+        if budget.used >= budget.limit:
+            break
+        if not reduced:
+            if n >= size:
+                break
+            n = min(size, 2 * n)
+    if len(current) == 1 and budget.spend() and fails([]):
+        return []
+    return current
+
+
+@dataclass(frozen=True)
+class ShrinkResult:
+    """The smallest failing scenario found and what it took."""
+
+    scenario: Scenario
+    tests: int
+    replies_before: int
+    faults_before: int
+
+    @property
+    def replies(self) -> int:
+        return len(self.scenario.model)
+
+    @property
+    def faults(self) -> int:
+        return len(self.scenario.faults)
+
+    def summary(self) -> str:
+        return (
+            f"shrunk from {self.replies_before} replies and {self.faults_before} faults to "
+            f"{self.replies} replies and {self.faults} faults in {self.tests} runs"
+        )
+
+
+_Unit = tuple[str, int]
+
+
+def _build(scenario: Scenario, units: Sequence[_Unit]) -> Scenario:
+    keep_replies = [i for kind, i in units if kind == "reply"]
+    keep_faults = [i for kind, i in units if kind == "fault"]
+    return scenario.model_copy(
+        update={
+            "model": [scenario.model[i] for i in keep_replies],
+            "faults": [scenario.faults[i] for i in keep_faults],
+        }
+    )
+
+
+def _pin_ids(replies: Sequence[ReplyScenario]) -> list[ReplyScenario]:
+    """Give every call its current default id, so removing a reply does not rename the calls
+    of the ones after it (ids default to the reply's position)."""
+    out = []
+    for index, reply in enumerate(replies):
+        calls = [
+            c if c.id is not None else c.model_copy(update={"id": f"call_{index + 1}_{j + 1}"})
+            for j, c in enumerate(reply.calls)
+        ]
+        out.append(reply.model_copy(update={"calls": calls}))
+    return out
+
+
+def shrink_scenario(
+    scenario: Scenario,
+    fails: Callable[[Scenario], bool],
+    *,
+    max_tests: int = DEFAULT_MAX_TESTS,
+) -> ShrinkResult:
+    """The smallest sub-scenario (replies and faults) for which ``fails`` holds.
+
+    ``fails(scenario)`` is assumed true. Each oracle call must be deterministic.
+    """
+    budget = _Budget(max_tests)
+    base = scenario.model_copy(update={"model": _pin_ids(scenario.model)})
+    if not fails(base):  # pinning ids changed nothing for the run: it must still fail
+        base = scenario
+    units: list[_Unit] = [("reply", i) for i in range(len(base.model))]
+    units += [("fault", i) for i in range(len(base.faults))]
+
+    def test(candidate: list[_Unit]) -> bool:
+        return fails(_build(base, candidate))
+
+    kept = ddmin(units, test, max_tests=max_tests, _budget=budget)
+    best = _build(base, kept)
+    # lower each fault's repeat count
+    faults = list(best.faults)
+    for i, fault in enumerate(faults):
+        for times in range(1, fault.times):
+            if not budget.spend():
+                break
+            trial = [*faults[:i], fault.model_copy(update={"times": times}), *faults[i + 1 :]]
+            candidate = best.model_copy(update={"faults": trial})
+            if fails(candidate):
+                faults = trial
+                best = candidate
+                break
+    return ShrinkResult(
+        scenario=best,
+        tests=budget.used,
+        replies_before=len(scenario.model),
+        faults_before=len(scenario.faults),
+    )
+
+
+def fault_places(faults: Sequence[Fault]) -> list[str]:
+    """Short descriptions of where faults strike (for reports)."""
+    out = []
+    for f in faults:
+        where = (
+            f"model_call {f.model_call}"
+            if f.model_call is not None
+            else f"tool_call {f.tool_call}"
+            if f.tool_call is not None
+            else f"tool {f.tool}"
+            if f.tool is not None
+            else f"step {f.step}"
+        )
+        times = f" x{f.times}" if f.times > 1 else ""
+        out.append(f"{f.kind} at {where}{times}")
+    return out
