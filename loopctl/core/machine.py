@@ -137,11 +137,11 @@ TRANSITIONS: Final[dict[tuple[StateKind, str], Transition]] = {
     ("terminal", "fail"): Transition("_noop", ("terminal",)),
 }
 
-# next_step(policy) in each state -> handler and the states it may lead to.
+# next_step(policy) in each state -> handler and the states it may lead to. In Start it always
+# leaves Start (a loop warning appends its note and goes on to ask); asked before any input it
+# raises ProtocolError, which is not a transition.
 STEP_TRANSITIONS: Final[dict[StateKind, Transition]] = {
-    "start": Transition(
-        "_step_start", ("start", "awaiting_model", "awaiting_compaction", "terminal")
-    ),
+    "start": Transition("_step_start", ("awaiting_model", "awaiting_compaction", "terminal")),
     "awaiting_model": Transition("_step_awaiting_model", ("awaiting_model", "awaiting_compaction")),
     "awaiting_tools": Transition("_step_awaiting_tools", ("awaiting_tools",)),
     "awaiting_compaction": Transition("_step_awaiting_compaction", ("awaiting_compaction",)),
