@@ -96,8 +96,9 @@ TABLE_CODE: Final = "table"
 REFUSAL_CODE: Final = "refusal"
 NEXT_RUN_CODE: Final = "next-run"
 RESUME_CODE: Final = "resume"
-#: Restoring a terminal machine whose pending still ends with unanswered calls (cancelled or failed
-#: while tools ran, before the exit door) fails. See tests/sim/test_invariants.py for the xfail.
+#: A terminal machine whose pending still ends with unanswered calls (cancelled or failed while
+#: tools ran, before the exit door) does not restore. The brain once had this bug (fixed in
+#: 03137d1); the code stays so that a regression is named precisely.
 RESTORE_OPEN_TAIL_CODE: Final = "restore-terminal-open-tail"
 IDEMPOTENCE_CODE: Final = "idempotence"
 

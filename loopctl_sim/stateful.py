@@ -30,6 +30,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final, TypeAlias
 
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -47,10 +48,12 @@ from loopctl.core import (
     AwaitingTools,
     CallLLM,
     CallTools,
+    Cancelled,
     Compact,
     CompactReason,
     Completed,
     Done,
+    Failed,
     LoopError,
     LoopMachine,
     MachinePolicy,
@@ -112,12 +115,13 @@ def policies(draw: st.DrawFn, tool_names: Sequence[str] = TOOL_NAMES) -> Machine
     compact = draw(st.sampled_from([0.5, 0.7, 0.8, 0.9]))
     emergency = draw(st.sampled_from([compact, 0.9, 0.95, 1.0, 1.2]).filter(lambda e: e >= compact))
     window = draw(st.integers(2, 12))
+    n_tools = draw(st.sampled_from([0, 1, 2, 3, 3]))
     return MachinePolicy(
-        max_turns=draw(st.integers(0, 6)),
+        max_turns=draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 8])),
         context_window=draw(st.sampled_from([100, 1000, 128_000])),
         compact_threshold=compact,
         emergency_threshold=emergency,
-        tools=tuple(draw(st.lists(st.sampled_from(tool_names), unique=True, max_size=3))),
+        tools=tuple(draw(st.lists(st.sampled_from(tool_names), unique=True, max_size=n_tools))),
         loop_window=min(window, MAX_LOOP_WINDOW),
         loop_repeat_limit=draw(st.integers(2, 4)),
         loop_action=draw(st.sampled_from(["warn", "fail", "off"])),
@@ -183,6 +187,7 @@ def compaction_of(messages: Sequence[Message], mode: str) -> list[Message]:
     raise ValueError(f"unknown compaction mode {mode!r}")
 
 
+_PATIENCE: Final = st.sampled_from([0, 1, 2, 2, 3, 4])
 _TOKEN_FRACTIONS: Final = st.sampled_from(
     [0.0, 0.1, 0.5, 0.69, 0.7, 0.79, 0.8, 0.85, 0.9, 0.94, 0.95, 1.0, 1.3]
 )
@@ -193,7 +198,24 @@ _ERRORS: Final = st.builds(
     message=st.sampled_from(["boom", "reset by peer"]),
     retryable=st.booleans(),
 )
-_CALLS: Final = st.lists(st.tuples(st.booleans(), st.integers(0, 7), tool_arguments()), max_size=3)
+
+
+@st.composite
+def _calls(draw: st.DrawFn) -> list[CallSpec]:
+    """0 to 3 calls, each a known tool (by index into the advertised names) 3 times in 4."""
+    n = draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3]))
+    known = st.sampled_from([True, True, True, False])
+    return [draw(st.tuples(known, st.integers(0, 7), tool_arguments())) for _ in range(n)]
+
+
+_CALLS: Final = _calls()
+
+#: One iteration of the driver: (reply text, reply calls, token fraction, compaction mode).
+Move: TypeAlias = tuple[str, list[CallSpec], float, str]
+_MOVE_TOKENS: Final = st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0])
+_MOVES: Final = st.tuples(
+    _TEXTS, _CALLS, _MOVE_TOKENS, st.sampled_from((*COMPACTION_MODES, "noop"))
+)
 
 # --- the machine -------------------------------------------------------------------------------
 
@@ -211,7 +233,7 @@ class BrainMachine(RuleBasedStateMachine):
 
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()
     histories: ClassVar[st.SearchStrategy[list[Message]]] = histories()
-    tolerated: ClassVar[frozenset[str]] = frozenset({inv.RESTORE_OPEN_TAIL_CODE})
+    tolerated: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         super().__init__()
@@ -223,6 +245,9 @@ class BrainMachine(RuleBasedStateMachine):
         self.turns = 0
         self.tokens = 0
         self.outcome: Any = None
+        # cancel and fail wait until this many turns were taken in the run, so that runs get
+        # somewhere before they are interrupted (drawn per run)
+        self.patience = 0
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -233,6 +258,13 @@ class BrainMachine(RuleBasedStateMachine):
     @property
     def started(self) -> bool:
         return self.machine.snapshot().started
+
+    @property
+    def interruptible(self) -> bool:
+        """cancel and fail are enabled: a run under way, past its drawn patience."""
+        return (
+            self.kind != "terminal" and self.started and self.machine.turns_taken >= self.patience
+        )
 
     def asking_policy(self) -> MachinePolicy:
         if self.manual:
@@ -252,6 +284,7 @@ class BrainMachine(RuleBasedStateMachine):
         the machine before it, for feed-specific checks."""
         before = copy.deepcopy(self.machine)
         do(self.machine)
+        event(f"feed {feed} in {before.state.kind}")
         problems = inv.check_transition(before.state.kind, feed, self.kind)
         problems += inv.check_terminal_sticky(before, self.machine)
         self._fail_on(problems, feed)
@@ -272,6 +305,11 @@ class BrainMachine(RuleBasedStateMachine):
         self.policy = data.draw(self.policies, label="policy")
         history = data.draw(self.histories, label="history")
         self.machine = LoopMachine(history)
+        self.patience = data.draw(_PATIENCE, label="patience")
+        # most programs start with the run under way (swarm testing may disable both rules that
+        # start one); the rest leave accept_input to the rules
+        if data.draw(st.sampled_from([True, True, True, False]), label="start the run"):
+            self.accept_input("hello", False)
 
     # --- the question -------------------------------------------------------------------------
 
@@ -281,6 +319,7 @@ class BrainMachine(RuleBasedStateMachine):
         policy = self.asking_policy()
         before = self.machine.snapshot()
         step: MachineStep = self.machine.next_step(policy)
+        event(f"step {step!r}" if isinstance(step, Compact) else f"step {step.kind}")
         problems = inv.check_step(self.machine, step, policy)
         problems += inv.check_transition(before.state.kind, "next_step", self.kind)
         problems += inv.check_start_decision(before, policy, step)
@@ -393,19 +432,28 @@ class BrainMachine(RuleBasedStateMachine):
         self._feed("inject", lambda m: m.inject(message))
         assert self.machine.pending[-1] == message
 
+    @precondition(lambda self: self.interruptible)
     @rule()
     def cancel(self) -> None:
         self._feed("cancel", lambda m: m.cancel())
-        assert self.kind == "terminal"
+        assert self.machine.state == Terminal(outcome=Cancelled())
 
+    @precondition(lambda self: self.interruptible)
     @rule(error=_ERRORS)
     def fail(self, error: LoopError) -> None:
-        was_terminal = self.kind == "terminal"
         self._feed("fail", lambda m: m.fail(error))
-        assert isinstance(self.machine.state, Terminal)
-        if not was_terminal:
-            assert self.machine.state.outcome.kind == "failed"
-            assert self.machine.state.outcome.error == error
+        assert self.machine.state == Terminal(outcome=Failed(error=error))
+
+    @precondition(lambda self: self.kind == "terminal")
+    @rule(error=st.none() | _ERRORS)
+    def cancel_or_fail_when_terminal(self, error: LoopError | None) -> None:
+        """Both are no-ops on a finished machine: nothing at all changes."""
+        before = self.machine.model_dump_json()
+        if error is None:
+            self._feed("cancel", lambda m: m.cancel())
+        else:
+            self._feed("fail", lambda m: m.fail(error))
+        assert self.machine.model_dump_json() == before, "a terminal machine changed"
 
     @precondition(
         lambda self: (
@@ -436,13 +484,52 @@ class BrainMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.kind == "terminal" and self.machine.finalized)
     @rule(data=st.data())
     def next_run(self, data: st.DataObject) -> None:
+        self._next_run(data.draw(self.policies, label="policy"))
+        self.patience = data.draw(_PATIENCE, label="patience")
+
+    def _next_run(self, policy: MachinePolicy) -> None:
         fresh = self.machine.next_run()
         self._fail_on(inv.check_next_run(self.machine, fresh), "next_run")
         self.machine = fresh
-        self.policy = data.draw(self.policies, label="policy")
+        self.policy = policy
         self.manual = False
         self.turns = 0
         self.outcome = None
+
+    @precondition(lambda self: not (self.kind == "terminal" and self.machine.finalized))
+    @rule(moves=st.lists(_MOVES, min_size=1, max_size=6))
+    def drive(self, moves: list[Move]) -> None:
+        """Iterations of a well-behaved driver: ask, do what was asked and report it (the
+        reply, results or compaction drawn in the move); at the end, the exit door. The
+        invariants are checked after every move, as after every rule."""
+        for i, move in enumerate(moves):
+            if self.kind == "terminal" and self.machine.finalized:
+                return
+            if i:
+                self.check_all()
+            self._move(*move)
+
+    def _move(self, text: str, calls: list[CallSpec], tokens: float, compaction: str) -> None:
+        if self.kind == "start" and not self.started:
+            self.accept_input(text, False)
+            return
+        if self.kind == "terminal":
+            assert isinstance(self.machine.state, Terminal)
+            if isinstance(self.machine.state.outcome, Completed):
+                self.commit_pending()
+            else:
+                self.discard_pending()
+            return
+        self.next_step()
+        kind = self.kind
+        if kind == "awaiting_model":
+            self.model_response(text, calls, tokens)
+        elif kind == "awaiting_tools":
+            self.tool_results(len(calls), [])
+        elif kind == "awaiting_compaction" and compaction == "noop":
+            self.compaction_noop(tokens)
+        elif kind == "awaiting_compaction":
+            self.compaction_result(compaction, tokens)
 
     @rule()
     def save_and_restore(self) -> None:
@@ -621,6 +708,15 @@ class BrainMachine(RuleBasedStateMachine):
 
     # --- invariants, after every rule ---------------------------------------------------------
 
+    def check_all(self) -> None:
+        """All the invariants at once (hypothesis runs them after every rule; ``drive`` also
+        between its moves)."""
+        self.machine_is_sound()
+        self.matches_reference_counts()
+        self.terminal_is_sticky()
+        self.resumes_exactly()
+        self.awaiting_tools_has_an_exchange()
+
     @invariant()
     def machine_is_sound(self) -> None:
         self._fail_on(inv.check_machine(self.machine, self.policy), "check_machine")
@@ -640,6 +736,8 @@ class BrainMachine(RuleBasedStateMachine):
             assert isinstance(state, Terminal) and state.outcome == self.outcome, state
         elif isinstance(state, Terminal):
             self.outcome = state.outcome
+            error = getattr(state.outcome, "error", None)
+            event(f"outcome {state.outcome.kind}" + (f" ({error.kind})" if error else ""))
 
     @invariant()
     def resumes_exactly(self) -> None:
