@@ -1,0 +1,188 @@
+"""The feed codec (every feed, both ways, onto a machine) and secret scrubbing."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from loopctl import (
+    FEEDS,
+    LoopError,
+    LoopMachine,
+    MachinePolicy,
+    Message,
+    ProtocolError,
+    ToolCall,
+    ToolResult,
+)
+from loopctl_sim.feeds import (
+    FEED_ARGS,
+    FeedCodecError,
+    apply_feed,
+    decode_feed_args,
+    encode_feed_args,
+)
+from loopctl_sim.scrub import REDACTED, scrub
+from loopctl_sim.trace import RECORD, TraceWriter
+
+CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
+ERROR = LoopError(kind="rate_limited", message="slow down", retryable=True, status=429)
+
+# feed name -> the driver's canonical args
+CANONICAL: dict[str, dict[str, Any]] = {
+    "accept_input": {"input": Message.user("hi")},
+    "model_response": {"response": Message.assistant("", [CALL]), "context_tokens": 12},
+    "tool_results": {
+        "message": Message.from_results([ToolResult(call_id="c1", name="add", content="3")])
+    },
+    "compaction_result": {"compacted": [Message.user("x")], "before": 10, "after": 2},
+    "compaction_noop": {"before": 10, "after": 10},
+    "set_context_tokens": {"n": 99},
+    "inject": {"message": Message.user("steer")},
+    "cancel": {},
+    "fail": {"error": ERROR},
+    "commit_pending": {},
+    "discard_pending": {},
+}
+
+
+def test_the_codec_covers_exactly_the_brains_feeds() -> None:
+    assert tuple(FEED_ARGS) == FEEDS == tuple(CANONICAL)
+
+
+@pytest.mark.parametrize("name", list(CANONICAL))
+def test_encode_then_decode_is_identity(name: str) -> None:
+    data = encode_feed_args(name, CANONICAL[name])
+    assert isinstance(data, dict)
+    decoded = decode_feed_args(name, data)
+    assert decoded == decode_feed_args(name, CANONICAL[name])
+    assert encode_feed_args(name, decoded) == data
+
+
+def test_text_input_is_taken_as_a_user_message() -> None:
+    assert decode_feed_args("accept_input", {"input": "hi"}).input == Message.user("hi")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("fly", {}, "unknown feed 'fly'"),
+        ("set_context_tokens", {"n": "many"}, "bad arguments for feed 'set_context_tokens': n"),
+        ("cancel", {"why": 1}, "bad arguments for feed 'cancel'"),
+        ("model_response", {"response": Message.assistant("x")}, "context_tokens"),
+    ],
+)
+def test_bad_feeds_are_refused_clearly(name: str, args: dict[str, Any], message: str) -> None:
+    with pytest.raises(FeedCodecError, match=message):
+        decode_feed_args(name, args)
+
+
+def _machine_in(state: str) -> LoopMachine:
+    m = LoopMachine()
+    m.accept_input("hi")
+    if state == "start":
+        return m
+    policy = MachinePolicy(tools=("add",), context_window=100, compact_threshold=0.5)
+    if state == "awaiting_model":
+        m.next_step(policy)
+    elif state == "awaiting_tools":
+        m.next_step(policy)
+        m.model_response(Message.assistant("", [CALL]), 5)
+    elif state == "awaiting_compaction":
+        m.set_context_tokens(60)
+        m.next_step(policy)
+    elif state == "terminal":
+        m.next_step(policy)
+        m.model_response(Message.assistant("done"), 5)
+        m.next_step(policy)
+    return m
+
+
+# feed -> state it is valid in (a fresh machine in that state, fed directly and via the codec)
+VALID_IN = {
+    "model_response": "awaiting_model",
+    "tool_results": "awaiting_tools",
+    "compaction_result": "awaiting_compaction",
+    "compaction_noop": "awaiting_compaction",
+    "set_context_tokens": "start",
+    "inject": "start",
+    "cancel": "awaiting_model",
+    "fail": "awaiting_tools",
+    "commit_pending": "terminal",
+}
+
+
+@pytest.mark.parametrize(("name", "state"), list(VALID_IN.items()))
+def test_apply_feed_from_data_equals_the_direct_call(name: str, state: str) -> None:
+    direct, via_codec = _machine_in(state), _machine_in(state)
+    getattr(direct, name)(**CANONICAL[name])
+    apply_feed(via_codec, name, encode_feed_args(name, CANONICAL[name]))
+    assert via_codec == direct
+    assert via_codec.digest() == direct.digest()
+
+
+def test_apply_accept_input_and_discard() -> None:
+    m = LoopMachine()
+    apply_feed(
+        m, "accept_input", {"input": {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}}
+    )
+    assert m.pending == (Message.user("hi"),)
+    apply_feed(m, "cancel", {})
+    apply_feed(m, "discard_pending", {})
+    assert m.finalized
+
+
+def test_apply_feed_passes_protocol_errors_through() -> None:
+    with pytest.raises(ProtocolError, match="tool_results"):
+        apply_feed(_machine_in("start"), "tool_results", CANONICAL["tool_results"])
+
+
+# --- scrubbing ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"Authorization": "Bearer abc"}, {"Authorization": REDACTED}),
+        ({"authorization": "x", "other": 1}, {"authorization": REDACTED, "other": 1}),
+        ({"x-api-key": "k"}, {"x-api-key": REDACTED}),
+        ({"api_key": "k", "API-Key": "k"}, {"api_key": REDACTED, "API-Key": REDACTED}),
+        ({"proxy-authorization": "k"}, {"proxy-authorization": REDACTED}),
+        ({"headers": {"Authorization": "b"}}, {"headers": {"Authorization": REDACTED}}),
+        ("key sk-abcdefghijklmnop here", f"key {REDACTED} here"),
+        (["sk-proj-ABCDEFGH12345678"], [REDACTED]),
+        ({"context_tokens": 5, "tokens": 3}, {"context_tokens": 5, "tokens": 3}),
+        ("skeleton sk-short", "skeleton sk-short"),
+        ({"api_key": None}, {"api_key": None}),
+    ],
+)
+def test_scrub_table(value: Any, expected: Any) -> None:
+    assert scrub(value) == expected
+
+
+def test_scrub_returns_the_same_object_when_clean() -> None:
+    clean = {"a": [1, "two", {"b": None}]}
+    assert scrub(clean) is clean
+
+
+def test_secrets_never_land_in_a_trace() -> None:
+    buf = io.StringIO()
+    w = TraceWriter(buf)
+    w.header(None, {"api_key": "sk-live-1234567890abcdef", "Authorization": "Bearer xyz"})
+    m = LoopMachine()
+    m.accept_input("my key is sk-abcdefghijklmnopqrstuv")
+    w.feed("accept_input", {"input": "my key is sk-abcdefghijklmnopqrstuv"}, m.digest())
+    w.io(
+        "model_request",
+        data={
+            "headers": {"x-api-key": "secret", "Authorization": "Bearer t"},
+            "body": "sk-abcdefghijklmnopqrstuv",
+        },
+    )
+    text = buf.getvalue()
+    for secret in ("sk-live", "sk-abcdefghij", "Bearer", "secret"):
+        assert secret not in text
+    records = [RECORD.validate_json(line) for line in text.splitlines()]
+    assert records[0].scrubbed and records[1].scrubbed  # type: ignore[union-attr]

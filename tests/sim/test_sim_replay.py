@@ -1,0 +1,206 @@
+"""Recorders and machine-level replay: exact replays pass, any change is a divergence."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from sim_helpers import adding_world, lines, write_lines
+
+from loopctl import LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall, ToolResult
+from loopctl.driver.observe import IoEvent
+from loopctl_sim.record import RecordingMachine, TraceRecorder
+from loopctl_sim.replay import replay_trace
+from loopctl_sim.sim import simulate
+from loopctl_sim.trace import HeaderRecord, read_trace
+from loopctl_sim.world import Fault
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "run.jsonl"
+    simulate(adding_world(Fault(kind="rate_limited", model_call=2)), path, created="t")
+    return path
+
+
+def test_a_recorded_run_replays_exactly(trace: Path) -> None:
+    result = replay_trace(trace)
+    assert result.ok, result.summary()
+    assert result.complete and result.runs == 1
+    assert result.steps == 6 and result.feeds == 9
+    assert result.outcome == {"kind": "completed", "final_text": "15"}
+    assert result.final_digest == read_trace(trace)[-1].digest  # type: ignore[union-attr]
+    assert result.summary().startswith(f"ok: {trace}: ")
+
+
+def _edit(trace: Path, tmp_path: Path, seq: int, **changes: object) -> Path:
+    records = lines(trace)
+    target = records[seq]
+    for dotted, value in changes.items():
+        node = target
+        *path, last = dotted.split("__")
+        for key in path:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[last] = value
+    out = tmp_path / "edited.jsonl"
+    write_lines(out, records)
+    return out
+
+
+def _seq_of(trace: Path, predicate) -> int:  # type: ignore[no-untyped-def]
+    return next(r["seq"] for r in lines(trace) if predicate(r))
+
+
+def test_a_changed_step_is_a_divergence_with_a_diff(trace: Path, tmp_path: Path) -> None:
+    seq = _seq_of(trace, lambda r: r["type"] == "step" and r["step"]["kind"] == "call_tools")
+    edited = _edit(trace, tmp_path, seq, step__turn=7)
+    result = replay_trace(edited)
+    assert not result.ok and result.divergence is not None
+    d = result.divergence
+    assert (d.seq, d.line, d.what) == (seq, seq + 1, "step")
+    assert '-  "turn": 7' in d.diff and '+  "turn": 1' in d.diff
+    assert d.recent_feeds and d.recent_feeds[-1].name == "model_response"
+    assert d.report(str(edited)).startswith(f"divergence at seq {seq} ({edited}:{seq + 1})")
+
+
+def test_a_changed_policy_changes_the_answer(trace: Path, tmp_path: Path) -> None:
+    seq = _seq_of(trace, lambda r: r["type"] == "step")
+    edited = _edit(trace, tmp_path, seq, policy__max_turns=0)
+    d = replay_trace(edited).divergence
+    assert d is not None and d.what == "step" and "max_turns_exceeded" in d.diff
+
+
+def test_a_changed_feed_is_a_digest_divergence(trace: Path, tmp_path: Path) -> None:
+    seq = _seq_of(trace, lambda r: r.get("name") == "tool_results")
+    records = lines(trace)
+    records[seq]["args"]["message"]["parts"][0]["content"] = "6"
+    edited = tmp_path / "e.jsonl"
+    write_lines(edited, records)
+    d = replay_trace(edited).divergence
+    assert d is not None and (d.seq, d.what) == (seq, "digest")
+    assert d.expected == {"digest": records[seq]["digest"]}
+    assert d.recent_feeds[-1].args["message"]["parts"][0]["content"] == "6"
+
+
+def test_a_feed_the_brain_refuses_is_a_divergence(trace: Path, tmp_path: Path) -> None:
+    seq = _seq_of(trace, lambda r: r.get("name") == "tool_results")
+    edited = _edit(trace, tmp_path, seq, args__message__parts__0__call_id="nope")
+    d = replay_trace(edited).divergence
+    assert d is not None and d.what == "protocol_error" and "tool_results" in d.message
+
+
+def test_a_changed_outcome_is_a_divergence(trace: Path, tmp_path: Path) -> None:
+    seq = len(lines(trace)) - 1
+    edited = _edit(trace, tmp_path, seq, outcome={"kind": "cancelled"})
+    d = replay_trace(edited).divergence
+    assert d is not None and d.what == "outcome"
+
+
+def test_until_stops_and_keeps_the_machine(trace: Path) -> None:
+    seq = _seq_of(trace, lambda r: r.get("name") == "model_response")
+    result = replay_trace(trace, until=seq)
+    assert result.ok and result.stopped_at == seq
+    assert result.machine is not None and result.machine.turns_taken == 1
+    assert result.machine.state.kind == "awaiting_tools"
+
+
+def test_an_incomplete_trace_replays_what_it_has(trace: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(trace.read_text().splitlines(keepends=True)[:12]))
+    result = replay_trace(cut)
+    assert result.ok and not result.complete
+    assert "no end record" in result.summary()
+
+
+def test_scrubbed_traces_say_why_they_cannot_replay_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "secret.jsonl"
+    world = adding_world()
+    world.input = "use key sk-abcdefghijklmnopqrstuvwx"
+    simulate(world, path)
+    assert "sk-abcdefghij" not in path.read_text()
+    d = replay_trace(path).divergence
+    assert d is not None and d.note is not None and "scrubbed" in d.note
+
+
+# --- recorders ---------------------------------------------------------------------------------
+
+
+def test_recording_machine_records_nothing_for_a_refused_feed() -> None:
+    buf = io.StringIO()
+    rec = RecordingMachine(LoopMachine(), buf)
+    with pytest.raises(ProtocolError):
+        rec.tool_results(Message.user("x"))
+    assert len(buf.getvalue().splitlines()) == 1  # the header only
+    assert rec.state.kind == "start"  # views pass through
+
+
+def test_recording_machine_without_a_target_just_drives() -> None:
+    rec = RecordingMachine()
+    rec.accept_input("hi")
+    rec.next_step(MachinePolicy())
+    rec.model_response(Message.assistant("ok"), 3)
+    rec.next_step(MachinePolicy())
+    rec.commit_pending()
+    assert rec.ended and rec.machine.history_len() == 2
+
+
+class _FakeDriver:
+    """The observer calls BareLoop makes, in its order, around a bare machine."""
+
+    def __init__(self, observer: TraceRecorder) -> None:
+        self.o = observer
+        self.m = LoopMachine()
+
+    def feed(self, name: str, **args: object) -> None:
+        getattr(self.m, name)(**args)
+        self.o.feed(name, args, self.m)
+
+    def run(self, text: str) -> None:
+        policy = MachinePolicy(tools=("add",))
+        self.o.run_started(self.m, text)
+        self.feed("accept_input", input=Message.user(text))
+        call = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
+        for reply in (Message.assistant("", [call]), Message.assistant("3")):
+            step = self.m.next_step(policy)
+            self.o.step(policy, step, self.m)
+            self.o.io(IoEvent(kind="model_request", turn=1, duration_s=0.01))
+            self.feed("model_response", response=reply, context_tokens=10)
+            step = self.m.next_step(policy)
+            self.o.step(policy, step, self.m)
+            if step.kind == "call_tools":
+                result = ToolResult(call_id="c1", name="add", content="3")
+                self.feed("tool_results", message=Message.from_results([result]))
+        self.feed("commit_pending")
+        self.o.run_ended(self.m)
+        self.m = self.m.next_run()
+
+
+def test_trace_recorder_writes_a_replayable_trace_per_run(tmp_path: Path) -> None:
+    path = tmp_path / "driver.jsonl"
+    recorder = TraceRecorder(path, metadata={"model": "scripted", "api_key": "sk-1234567890ab"})
+    driver = _FakeDriver(recorder)
+    driver.run("add 1 and 2")
+    driver.run("again")
+    recorder.close()
+    records = read_trace(path)
+    headers = [r for r in records if isinstance(r, HeaderRecord)]
+    assert len(headers) == 2
+    assert headers[0].metadata == {"model": "scripted", "api_key": "[REDACTED]"}
+    assert headers[0].snapshot is not None and not headers[0].snapshot.started
+    assert len(headers[1].snapshot.history) == 4  # type: ignore[union-attr]
+    result = replay_trace(path)
+    assert result.ok, result.summary()
+    assert result.runs == 2 and result.complete
+
+
+def test_a_next_run_header_must_continue_the_previous_run(tmp_path: Path) -> None:
+    path = tmp_path / "driver.jsonl"
+    recorder = TraceRecorder(path)
+    driver = _FakeDriver(recorder)
+    driver.run("one")
+    driver.m = LoopMachine()  # the second run forgets the history
+    driver.run("two")
+    recorder.close()
+    d = replay_trace(path).divergence
+    assert d is not None and d.what == "snapshot" and "next_run" in d.message

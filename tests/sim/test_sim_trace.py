@@ -1,0 +1,254 @@
+"""Trace format v1: writer, streaming reader, errors naming file:line, schema, scrubbing."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from sim_helpers import adding_world, lines, write_lines
+
+from loopctl import LoopError, LoopMachine, MachinePolicy, Message
+from loopctl.driver.observe import IoEvent
+from loopctl_sim.sim import simulate
+from loopctl_sim.trace import (
+    RECORD,
+    EndRecord,
+    FeedRecord,
+    HeaderRecord,
+    IoRecord,
+    StepRecord,
+    TraceFormatError,
+    TraceReader,
+    TraceWriter,
+    read_trace,
+    trace_json_schema,
+)
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "run.jsonl"
+    simulate(adding_world(), path, created="2026-01-01T00:00:00+00:00")
+    return path
+
+
+def test_records_have_consecutive_seq_and_types(trace: Path) -> None:
+    records = read_trace(trace)
+    assert [r.seq for r in records] == list(range(len(records)))
+    assert isinstance(records[0], HeaderRecord)
+    assert isinstance(records[-1], EndRecord)
+    kinds = {r.type for r in records}
+    assert kinds == {"header", "step", "feed", "io", "end"}
+    header = records[0]
+    assert header.format == "loopctl-trace" and header.version == 1
+    assert header.engine_version == "0.1.0"
+    assert header.created == "2026-01-01T00:00:00+00:00"
+    assert header.metadata["world"] == "adding"
+
+
+def test_every_line_round_trips_through_the_record_union(trace: Path) -> None:
+    for raw in trace.read_text().splitlines():
+        record = RECORD.validate_json(raw)
+        assert json.loads(record.model_dump_json()) == json.loads(raw)
+
+
+def test_writer_flushes_each_record_before_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path) as w:
+        w.header(None, {"k": "v"})
+        assert len(path.read_text().splitlines()) == 1  # on disk already
+        machine = LoopMachine()
+        machine.accept_input("hi")
+        w.feed("accept_input", {"input": Message.user("hi")}, machine.digest())
+        assert len(path.read_text().splitlines()) == 2
+
+
+def test_writer_with_fsync_writes_the_same(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    simulate(adding_world(), a, created="x")
+    simulate(adding_world(), b, created="x", fsync=True)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_writer_refuses_out_of_order_records() -> None:
+    w = TraceWriter(io.StringIO())
+    with pytest.raises(ValueError, match="not the next seq"):
+        w.write(EndRecord(seq=3, digest="x"))
+
+
+def test_reader_streams_records_with_line_numbers(trace: Path) -> None:
+    reader = TraceReader(trace)
+    numbered = list(reader.numbered())
+    assert [line for line, _ in numbered] == list(range(1, len(numbered) + 1))
+    assert reader.header is not None and reader.warnings == []
+
+
+def _broken(tmp_path: Path, trace: Path, index: int, replacement: str) -> Path:
+    raw = trace.read_text().splitlines()
+    raw[index] = replacement
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join(raw) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("index", "replacement", "reason"),
+    [
+        (3, "{not json", "not valid JSON"),
+        (3, '{"seq": 3, "type": "bogus"}', "invalid record"),
+        (3, "", "empty line"),
+        (1, '{"seq": 1, "type": "feed", "name": "fly", "args": {}, "digest": "x"}', "fly"),
+    ],
+)
+def test_a_malformed_line_names_file_and_line(
+    tmp_path: Path, trace: Path, index: int, replacement: str, reason: str
+) -> None:
+    path = _broken(tmp_path, trace, index, replacement)
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert info.value.line == index + 1
+    assert str(info.value).startswith(f"{path}:{index + 1}: ")
+    assert reason in str(info.value)
+
+
+def test_non_consecutive_seq_is_an_error(tmp_path: Path, trace: Path) -> None:
+    records = lines(trace)
+    del records[4]
+    path = tmp_path / "gap.jsonl"
+    write_lines(path, records)
+    with pytest.raises(TraceFormatError, match=r":5: seq 5 is not consecutive \(expected 4\)"):
+        read_trace(path)
+
+
+def test_a_truncated_last_line_is_a_warning_and_skipped(tmp_path: Path, trace: Path) -> None:
+    text = trace.read_text()
+    cut = text[: len(text) - 20]  # the end record loses its tail and its newline
+    path = tmp_path / "cut.jsonl"
+    path.write_text(cut)
+    reader = TraceReader(path)
+    records = list(reader)
+    assert len(records) == len(text.splitlines()) - 1
+    assert len(reader.warnings) == 1 and "truncated last line" in reader.warnings[0]
+    assert f":{len(text.splitlines())}:" in reader.warnings[0]
+
+
+def test_a_complete_last_line_without_newline_is_accepted(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "nonl.jsonl"
+    path.write_text(trace.read_text().rstrip("\n"))
+    reader = TraceReader(path)
+    assert isinstance(list(reader)[-1], EndRecord)
+    assert reader.warnings == []
+
+
+def test_a_truncated_line_in_the_middle_is_an_error(tmp_path: Path, trace: Path) -> None:
+    path = _broken(tmp_path, trace, 2, trace.read_text().splitlines()[2][:30])
+    with pytest.raises(TraceFormatError, match=":3: not valid JSON"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": 2}, "trace format version 2 is not supported"),
+        ({"format": "other"}, "not a loopctl trace"),
+    ],
+)
+def test_unknown_format_or_version_is_refused_clearly(
+    tmp_path: Path, trace: Path, change: dict[str, object], message: str
+) -> None:
+    records = lines(trace)
+    records[0].update(change)
+    path = tmp_path / "v2.jsonl"
+    write_lines(path, records)
+    with pytest.raises(TraceFormatError, match=f":1: {message}"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda rs: rs[1:], "starts with a header"),
+        (lambda rs: [*rs, {**rs[2], "seq": len(rs)}], "after the end of a run"),
+    ],
+)
+def test_record_order_is_checked(tmp_path: Path, trace: Path, mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    records = mutate(lines(trace))
+    for i, r in enumerate(records):
+        r["seq"] = i
+    path = tmp_path / "order.jsonl"
+    write_lines(path, records)
+    with pytest.raises(TraceFormatError, match=message):
+        read_trace(path)
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(TraceFormatError, match="empty trace"):
+        read_trace(empty)
+    with pytest.raises(TraceFormatError, match="cannot open"):
+        read_trace(tmp_path / "missing.jsonl")
+
+
+def test_a_header_may_follow_an_end(tmp_path: Path) -> None:
+    path = tmp_path / "two.jsonl"
+    with TraceWriter(path) as w:
+        for _ in range(2):
+            m = LoopMachine()
+            w.header(m.snapshot())
+            w.end(None, m.digest())
+    assert [r.type for r in read_trace(path)] == ["header", "end", "header", "end"]
+
+
+def test_the_schema_covers_every_record_type_and_feed() -> None:
+    schema = trace_json_schema()
+    text = json.dumps(schema)
+    for name in (
+        "HeaderRecord",
+        "StepRecord",
+        "IoRecord",
+        "EndRecord",
+        "AcceptInputFeed",
+        "CompactionResultFeed",
+        "FailFeed",
+        "DiscardPendingFeed",
+    ):
+        assert name in schema["$defs"], name
+    assert "loopctl-trace" in text and schema["title"].startswith("loopctl trace record")
+
+
+def test_io_records_accept_driver_events_and_models() -> None:
+    buf = io.StringIO()
+    w = TraceWriter(buf)
+    w.header(None)
+    w.io(
+        IoEvent(
+            kind="model_reply", turn=1, data={"message": Message.assistant("x")}, duration_s=0.5
+        )
+    )
+    w.io("crash", data={"step": 3})
+    records = [RECORD.validate_json(line) for line in buf.getvalue().splitlines()]
+    assert isinstance(records[1], IoRecord) and records[1].duration_s == 0.5
+    assert records[1].data["message"]["role"] == "assistant"
+    assert isinstance(records[2], IoRecord) and records[2].kind == "crash"
+
+
+def test_step_and_feed_records_keep_typed_data() -> None:
+    buf = io.StringIO()
+    w = TraceWriter(buf)
+    w.header(None)
+    machine = LoopMachine()
+    machine.accept_input("hi")
+    w.feed("accept_input", {"input": "hi"}, machine.digest())
+    step = machine.next_step(MachinePolicy())
+    w.step(MachinePolicy(), step)
+    error = LoopError(kind="network", message="down", retryable=True)
+    machine.fail(error)
+    w.feed("fail", {"error": error}, machine.digest())
+    records = [RECORD.validate_json(line) for line in buf.getvalue().splitlines()]
+    feed: FeedRecord = records[1]  # type: ignore[assignment]
+    assert feed.name == "accept_input" and feed.args.input == Message.user("hi")  # type: ignore[union-attr]
+    assert isinstance(records[2], StepRecord) and records[2].step == step
+    assert records[3].args.error == error  # type: ignore[union-attr]

@@ -1,0 +1,360 @@
+"""The machine-level simulator against scripted worlds, faults and YAML scenarios."""
+
+from __future__ import annotations
+
+import io
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+from sim_helpers import CREATED, SCENARIOS, adding_world
+
+from loopctl import Cancelled, Completed, Failed, MachinePolicy, Message, ToolCall
+from loopctl.tools.messages import raised_message, timed_out_message
+from loopctl_sim.replay import replay_trace
+from loopctl_sim.scenario import ScenarioError, load_scenario
+from loopctl_sim.sim import SimError, simulate
+from loopctl_sim.trace import read_trace
+from loopctl_sim.world import Fault, FaultKind, ModelScript, World, middle_out
+
+SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_every_example_scenario_ends_as_it_expects_and_replays(path: Path, tmp_path: Path) -> None:
+    scenario = load_scenario(path)
+    assert scenario.expect is not None, "every example states its expected outcome"
+    trace = tmp_path / "t.jsonl"
+    result = simulate(scenario.world(), trace)
+    assert result.outcome.kind == scenario.expect
+    replayed = replay_trace(trace)
+    assert replayed.ok, replayed.summary()
+    assert replayed.final_digest == result.digest
+
+
+def test_the_examples_cover_every_fault_kind() -> None:
+    used = {f.kind for p in SCENARIO_FILES for f in load_scenario(p).faults}
+    assert used == set(typing.get_args(FaultKind))
+
+
+def test_the_same_world_gives_the_same_trace_byte_for_byte() -> None:
+    a, b = io.StringIO(), io.StringIO()
+    world = load_scenario(SCENARIOS / "crash_restore.yaml")
+    simulate(world.world(), a, created=CREATED)
+    simulate(world.world(), b, created=CREATED)
+    assert a.getvalue() == b.getvalue()
+
+
+def _io(trace: Path, kind: str) -> list[dict[str, object]]:
+    return [r.data for r in read_trace(trace) if r.type == "io" and r.kind == kind]  # type: ignore[union-attr]
+
+
+def _feeds(trace: Path, name: str) -> list[object]:
+    return [r.args for r in read_trace(trace) if r.type == "feed" and r.name == name]  # type: ignore[union-attr]
+
+
+def test_rate_limit_is_retried_after_the_servers_delay(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    result = simulate(
+        adding_world(Fault(kind="rate_limited", model_call=1, retry_after=2.5)), trace
+    )
+    assert isinstance(result.outcome, Completed)
+    assert result.retries == 1 and result.model_requests == 4
+    assert _io(trace, "retry") == [{"attempt": 1, "delay_s": 2.5, "kind": "rate_limited"}]
+    assert _io(trace, "model_error")[0]["error"]["status"] == 429  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("kind", "error_kind", "status"),
+    [
+        ("network", "network", None),
+        ("timeout", "timeout", None),
+        ("rate_limited", "rate_limited", 429),
+        ("server_error", "provider", 500),
+        ("overloaded", "overloaded", 529),
+    ],
+)
+def test_retryable_faults_fail_the_run_after_the_retry_limit(
+    kind: FaultKind, error_kind: str, status: int | None
+) -> None:
+    world = adding_world(Fault(kind=kind, model_call=1, times=10), max_retries=2)
+    result = simulate(world)
+    assert isinstance(result.outcome, Failed)
+    assert result.outcome.error.kind == error_kind and result.outcome.error.status == status
+    assert result.retries == 2 and result.model_requests == 3
+    assert result.machine.history == ()  # nothing completed, nothing salvaged
+
+
+def test_context_overflow_becomes_an_emergency_compaction(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    world = adding_world(Fault(kind="context_overflow", model_call=3), keep_head=1, keep_tail=2)
+    result = simulate(world, trace)
+    assert isinstance(result.outcome, Completed) and result.compactions == 1
+    line = int(world.policy.emergency_tokens)
+    assert [a.n for a in _feeds(trace, "set_context_tokens")][-1] == line  # type: ignore[attr-defined]
+    steps = [r.step for r in read_trace(trace) if r.type == "step"]  # type: ignore[union-attr]
+    assert [s.kind for s in steps] == [
+        "call_llm",
+        "call_tools",
+        "call_llm",
+        "call_tools",
+        "call_llm",
+        "compact",
+        "call_llm",
+        "done",
+    ]
+    assert steps[5].reason.value == "emergency"
+    assert steps[4].turn == steps[6].turn == 3  # the withdrawn call is issued again
+
+
+def test_context_overflow_with_nothing_to_cut_fails_the_run() -> None:
+    result = simulate(adding_world(Fault(kind="context_overflow", model_call=1)))
+    assert isinstance(result.outcome, Failed)
+    assert result.outcome.error.kind == "context_overflow"
+
+
+def test_unknown_tool_is_preanswered_by_the_brain(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    result = simulate(adding_world(Fault(kind="unknown_tool", model_call=1)), trace)
+    assert isinstance(result.outcome, Completed) and result.tool_calls == 1
+    first_exchange = result.machine.history[2]
+    assert first_exchange.tool_results[0].is_error
+    assert "no_such_tool' is not available" in first_exchange.tool_results[0].content
+
+
+@pytest.mark.parametrize(
+    ("kind", "times", "outcome", "message"),
+    [
+        ("duplicate_call_ids", 1, "completed", None),
+        ("duplicate_call_ids", 5, "failed", "duplicate tool call ids"),
+        ("invalid_tool_json", 1, "completed", None),
+        ("invalid_tool_json", 5, "failed", "invalid JSON arguments"),
+        ("malformed_stream", 1, "failed", "before its start"),
+    ],
+)
+def test_stream_shaped_faults(
+    kind: FaultKind, times: int, outcome: str, message: str | None
+) -> None:
+    result = simulate(adding_world(Fault(kind=kind, model_call=2, times=times)))
+    assert result.outcome.kind == outcome
+    if message is not None:
+        assert isinstance(result.outcome, Failed)
+        assert result.outcome.error.kind == "provider"
+        assert message in result.outcome.error.message
+
+
+@pytest.mark.parametrize(
+    ("fault", "timeout", "content"),
+    [
+        (
+            Fault(kind="tool_exception", tool_call=1, message="disk full"),
+            30.0,
+            raised_message("add", RuntimeError("disk full")),
+        ),
+        (Fault(kind="tool_timeout", tool="add"), 30.0, timed_out_message("add", 30.0)),
+        (Fault(kind="tool_hang", tool_call=1), 5.0, timed_out_message("add", 5.0)),
+    ],
+)
+def test_tool_faults_become_error_results_with_the_drivers_texts(
+    fault: Fault, timeout: float, content: str
+) -> None:
+    result = simulate(adding_world(fault, tool_timeout=timeout))
+    assert isinstance(result.outcome, Completed)
+    first = result.machine.history[2].tool_results[0]
+    assert first.is_error and first.content == content
+
+
+def test_a_hung_tool_without_timeout_can_only_be_cancelled() -> None:
+    result = simulate(adding_world(Fault(kind="tool_hang", tool_call=2), tool_timeout=None))
+    assert isinstance(result.outcome, Cancelled)
+    assert len(result.machine.history) == 3  # the first exchange was salvaged
+
+
+def test_a_scripted_tool_that_raises_is_an_error_result() -> None:
+    def broken(args: dict[str, object]) -> str:
+        raise ValueError("no")
+
+    world = adding_world()
+    world.tools = {"add": broken}
+    result = simulate(world)
+    assert result.machine.history[2].tool_results[0].content == raised_message(
+        "add", ValueError("no")
+    )
+
+
+def test_cancel_at_a_step_salvages_the_completed_exchanges() -> None:
+    result = simulate(adding_world(Fault(kind="cancel", step=4)))
+    assert isinstance(result.outcome, Cancelled)
+    assert [m.role for m in result.machine.history] == ["user", "assistant", "user"]
+
+
+def test_crashes_restore_into_a_fresh_machine_and_change_nothing(tmp_path: Path) -> None:
+    plain = simulate(adding_world())
+    trace = tmp_path / "t.jsonl"
+    crashed = simulate(adding_world(*(Fault(kind="crash", step=k) for k in range(1, 7))), trace)
+    assert crashed.crashes == 6
+    assert crashed.digest == plain.digest
+    assert len(_io(trace, "crash")) == 6
+    assert replay_trace(trace).ok
+
+
+def test_manual_compaction_and_injection() -> None:
+    world = adding_world(
+        Fault(kind="compact_now", step=5),
+        Fault(kind="inject", step=3, text="show your working"),
+        keep_head=1,
+        keep_tail=2,
+    )
+    result = simulate(world)
+    assert isinstance(result.outcome, Completed) and result.compactions == 1
+    texts = [m.text for m in result.machine.history]
+    assert any("earlier messages were removed" in t for t in texts)
+
+
+def test_a_function_model_sees_the_conversation() -> None:
+    seen: list[int] = []
+
+    def model(conversation: Sequence[Message], index: int) -> Message:
+        seen.append(len(conversation))
+        if index < 2:
+            call = ToolCall(id=f"c{index}", name="add", arguments={"a": index, "b": 1})
+            return Message.assistant("", [call])
+        return Message.assistant("done")
+
+    world = World(input="go", model=ModelScript(model), tools={"add": lambda a: "1"})
+    result = simulate(world)
+    assert result.final_text == "done" and seen == [1, 3, 5]
+
+
+def test_an_exhausted_script_answers_a_final_text() -> None:
+    result = simulate(World(input="hi"))
+    assert result.final_text == "[the scripted model has nothing more to say]"
+
+
+def test_a_runaway_world_is_stopped() -> None:
+    def always_call(conversation: Sequence[Message], index: int) -> Message:
+        return Message.assistant(
+            "", [ToolCall(id=f"c{index}", name="add", arguments={"a": index, "b": 0})]
+        )
+
+    world = World(
+        input="go",
+        model=ModelScript(always_call),
+        tools={"add": lambda a: "x"},
+        policy=MachinePolicy(loop_action="off"),
+        max_steps=20,
+    )
+    with pytest.raises(SimError, match="no Done after 20 steps"):
+        simulate(world)
+
+
+def test_middle_out_keeps_exchanges_whole() -> None:
+    call = ToolCall(id="c", name="add", arguments={})
+    from loopctl import ToolResult
+
+    exchange = [
+        Message.assistant("", [call]),
+        Message.from_results([ToolResult(call_id="c", name="add", content="1")]),
+    ]
+    messages = [Message.user("q"), *exchange * 4]
+    assert middle_out(messages[:3], 1, 2) is None
+    cut = middle_out(messages, 1, 2)
+    assert cut is not None and cut[0] == messages[0] and cut[-2:] == exchange
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "network"}, "needs model_call"),
+        ({"kind": "network", "model_call": 1, "step": 2}, "placed by model_call only"),
+        ({"kind": "tool_hang"}, "exactly one of tool_call or tool"),
+        ({"kind": "tool_hang", "tool_call": 1, "tool": "x"}, "exactly one of tool_call or tool"),
+        ({"kind": "crash"}, "needs step"),
+        ({"kind": "inject", "step": 1}, "needs text"),
+        ({"kind": "explode", "step": 1}, "kind"),
+        ({"kind": "network", "model_call": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_fault_placement_is_validated(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Fault.model_validate(data)
+
+
+# --- scenario files ----------------------------------------------------------------------------
+
+
+def _scenario(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\n", "s.yaml: input: Field required"),
+        ("name: x\ninput: hi\nfaults: [{kind: network}]\n", "s.yaml: faults.0: Value error"),
+        ("name: x\ninput: hi\ntools: {t: {returns: a, raises: b}}\n", "s.yaml: tools.t: "),
+        ("name: x\ninput: hi\npolicy: {max_turns: -1}\n", "s.yaml: policy.max_turns: "),
+        (
+            "name: x\ninput: hi\npolicy: {compact_threshold: 0.9, emergency_threshold: 0.5}\n",
+            "compact_threshold must not exceed",
+        ),
+        ("name: x\ninput: hi\nmodel: [{txt: hi}]\n", "s.yaml: model.0.txt: Extra inputs"),
+        ("name: x\ninput: [unclosed\n", "s.yaml:3: not valid YAML"),
+        ("- a list\n", "a scenario is a mapping"),
+    ],
+)
+def test_scenario_errors_name_the_file_and_the_field(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, text))
+    assert message in str(info.value)
+
+
+def test_scenario_tools_and_replies(tmp_path: Path) -> None:
+    path = _scenario(
+        tmp_path,
+        yaml.safe_dump(
+            {
+                "name": "tools",
+                "input": "hi",
+                "tools": {
+                    "a": {"builtin": "add"},
+                    "e": {"builtin": "echo"},
+                    "c": {"builtin": "concat"},
+                    "u": {"builtin": "upper"},
+                    "n": {"builtin": "length"},
+                    "r": {"returns": "42"},
+                    "s": {"results": ["x", "y"]},
+                },
+                "model": [
+                    {
+                        "text": "t",
+                        "calls": [
+                            {"name": "a", "arguments": {"a": 1, "b": 2}},
+                            {"name": "r", "id": "mine"},
+                        ],
+                    }
+                ],
+            }
+        ),
+    )
+    world = load_scenario(path).world()
+    t = world.tools
+    assert t["a"]({"a": 1, "b": 2}) == "3" and t["e"]({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
+    assert t["c"]({"b": "y", "a": "x"}) == "xy" and t["u"]({"text": "ab"}) == "AB"
+    assert t["n"]({"text": "abc"}) == "3" and t["r"]({}) == "42"
+    assert [t["s"]({}) for _ in range(3)] == ["x", "y", "y"]
+    reply = world.model.reply([], 0)
+    assert [c.id for c in reply.tool_calls] == ["call_1_1", "mine"]
+    assert set(world.run_policy().tools) == {"a", "e", "c", "u", "n", "r", "s"}
+
+
+def test_missing_scenario_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.yaml")
