@@ -1,0 +1,326 @@
+"""``python -m benchmarks [--smoke] [--json out.json] [--only NAME ...]``: all benchmarks.
+
+Sections (``--only`` takes these names):
+
+- ``brain``    the brain's cost per turn against history size (``benchmarks.bench_brain``);
+- ``driver``   loopctl's driver overhead per tool-using turn, three variants (``bench_driver``);
+- ``peers``    loopctl beside pydantic-ai, the OpenAI Agents SDK and LangGraph, same workload, one
+               invocation (``bench_peers``); peers that are not installed are skipped with a note;
+- ``snapshot`` snapshot size and save / restore time against history size (``bench_driver``);
+- ``replay``   replay throughput and memory (``benchmarks.bench_replay``);
+- ``fuzz``     simulation / fuzz throughput (``benchmarks.bench_fuzz``), when it exists.
+
+A section whose module does not exist yet is skipped with a printed note. A section that raises is
+reported (its error goes into the JSON) and the exit status is 1. The JSON (default
+``benchmarks/out/results.json``) holds every section's full result, the machine and the package
+versions; the printed goals compare against the project's targets: loopctl's overhead per turn
+at most a tenth of the fastest peer's, per-turn cost flat in history length, replay at least
+100,000 records/s.
+
+``--smoke`` runs everything at its smallest size (T = 10, one repeat) in a few seconds, for CI:
+the figures are meaningless then, only the structure is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import bench_driver, bench_peers
+
+SECTIONS = ("brain", "driver", "peers", "snapshot", "replay", "fuzz")
+DEFAULT_JSON = Path(__file__).parent / "out" / "results.json"
+
+# the project's targets
+OVERHEAD_SHARE = 0.1  # loopctl's per-turn overhead at most this share of the fastest peer's
+FLAT_GROWTH = 1.5  # per-turn cost T=10 -> T=1000 at most this factor counts as flat
+REPLAY_RECORDS_PER_S = 100_000
+
+
+class Skipped(Exception):
+    """A section cannot run here (its module does not exist yet); not an error."""
+
+
+def _optional(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            raise Skipped(f"{module} does not exist (yet)") from None
+        raise
+
+
+def _external(module: str) -> Callable[[bool], dict[str, Any]]:
+    def section(smoke: bool) -> dict[str, Any]:
+        mod = _optional(module)
+        fn = getattr(mod, "run", None)
+        if fn is None:
+            raise Skipped(f"{module} has no run(smoke) function")
+        result = fn(smoke)
+        return result if isinstance(result, dict) else {"result": result}
+
+    return section
+
+
+def _driver(smoke: bool) -> dict[str, Any]:
+    result = bench_driver.run(smoke)
+    result.pop("snapshot", None)  # its own section
+    return result
+
+
+def _snapshot(smoke: bool) -> dict[str, Any]:
+    sizes = (10, 1_000) if smoke else bench_driver.SNAPSHOT_SIZES
+    return {"rows": bench_driver.snapshot_sizes(sizes, 1 if smoke else bench_driver.REPEATS)}
+
+
+RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "brain": _external("benchmarks.bench_brain"),
+    "driver": _driver,
+    "peers": bench_peers.run,
+    "snapshot": _snapshot,
+    "replay": _external("benchmarks.bench_replay"),
+    "fuzz": _external("benchmarks.bench_fuzz"),
+}
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "load_avg": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "versions": bench_peers.versions(),
+    }
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def run_all(smoke: bool, only: list[str] | None = None) -> dict[str, Any]:
+    """Run the chosen sections; every section's result (or skip note, or error) in one dict."""
+    chosen = only or list(SECTIONS)
+    unknown = [name for name in chosen if name not in RUNNERS]
+    if unknown:
+        raise SystemExit(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    out: dict[str, Any] = {"smoke": smoke, "machine": machine_info(), "sections": {}}
+    for name in chosen:
+        started = time.perf_counter()
+        entry: dict[str, Any]
+        try:
+            entry = {"status": "ok", "result": RUNNERS[name](smoke)}
+        except Skipped as exc:
+            entry = {"status": "skipped", "note": str(exc)}
+        except Exception as exc:
+            entry = {
+                "status": "error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+            }
+        entry["seconds"] = round(time.perf_counter() - started, 2)
+        out["sections"][name] = entry
+    out["goals"] = evaluate_goals(out["sections"])
+    return out
+
+
+def _find_numbers(obj: Any, needle: str) -> list[float]:
+    """Every number under a key containing ``needle`` (recursively)."""
+    found: list[float] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if (
+                needle in str(key)
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+            ):
+                found.append(float(value))
+            else:
+                found.extend(_find_numbers(value, needle))
+    elif isinstance(obj, list):
+        for value in obj:
+            found.extend(_find_numbers(value, needle))
+    return found
+
+
+def evaluate_goals(sections: dict[str, Any]) -> dict[str, Any]:
+    """The project's three targets, judged from whatever sections ran."""
+    goals: dict[str, Any] = {}
+    peers = sections.get("peers", {})
+    if peers.get("status") == "ok":
+        result = peers["result"]
+        for flavour, table in result["tables"].items():
+            judged = result["goals"][flavour]
+            rows = {k: v for k, v in judged.items() if k != "loopctl_growth"}
+            if all(v.get("fastest_peer") is None for v in rows.values()):
+                goals[f"overhead_{flavour}_tool"] = {"met": None, "note": "no peer installed"}
+                continue
+            goals[f"overhead_{flavour}_tool"] = {
+                "target": f"loopctl <= {OVERHEAD_SHARE} x fastest peer",
+                "per_T": rows,
+                "met": all(v["met"] for v in rows.values()),
+            }
+            growth = table["loopctl"]["growth"]
+            goals[f"flat_{flavour}_tool"] = {
+                "target": f"loopctl per-turn growth T=10 -> T=1000 <= {FLAT_GROWTH}x",
+                "loopctl_growth": growth,
+                "peer_growth": {k: v["growth"] for k, v in table.items() if k != "loopctl"},
+                "met": None if growth is None else growth <= FLAT_GROWTH,
+            }
+    driver = sections.get("driver", {})
+    if driver.get("status") == "ok" and "flat_sync_tool" not in goals:
+        main = driver["result"]["variants"][driver["result"]["main_variant"]]
+        growth = main["growth"]
+        goals["flat_driver"] = {
+            "target": f"loopctl per-turn growth T=10 -> T=1000 <= {FLAT_GROWTH}x",
+            "loopctl_growth": growth,
+            "met": None if growth is None else growth <= FLAT_GROWTH,
+        }
+    replay = sections.get("replay", {})
+    if replay.get("status") == "ok":
+        rates = _find_numbers(replay["result"], "records_per_s")
+        goals["replay"] = {
+            "target": f">= {REPLAY_RECORDS_PER_S} records/s",
+            "slowest_records_per_s": min(rates) if rates else None,
+            "met": (min(rates) >= REPLAY_RECORDS_PER_S) if rates else None,
+        }
+    return goals
+
+
+# --- printing ----------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(obj: Any, indent: str = "  ") -> list[str]:
+    """A generic rendering of another engineer's result dict: lists of rows become tables."""
+    lines: list[str] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                lines.append(f"{indent}{key}:")
+                lines.extend(_table(value, indent + "  "))
+            elif isinstance(value, dict):
+                lines.append(f"{indent}{key}:")
+                lines.extend(render(value, indent + "  "))
+            else:
+                lines.append(f"{indent}{key}: {_cell(value)}")
+    else:
+        lines.append(f"{indent}{_cell(obj)}")
+    return lines
+
+
+def _table(rows: list[dict[str, Any]], indent: str) -> list[str]:
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys and not isinstance(row[k], dict | list))
+    cells = [[_cell(row.get(k, "")) for k in keys] for row in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    out = [indent + "  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True))]
+    out.extend(
+        indent + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells
+    )
+    return out
+
+
+def print_report(out: dict[str, Any]) -> None:
+    m = out["machine"]
+    smoke = " (SMOKE: sizes minimal, figures meaningless)" if out["smoke"] else ""
+    print(f"loopctl benchmarks{smoke}")
+    print(f"  {m['cpu']}, {m['nproc']} CPUs, Python {m['python']}, load {m['load_avg']}")
+    print("  " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()))
+    for name, entry in out["sections"].items():
+        print()
+        print(f"== {name} ({entry['seconds']} s) ==")
+        if entry["status"] == "skipped":
+            print(f"  note: skipped: {entry['note']}")
+            continue
+        if entry["status"] == "error":
+            print(f"  ERROR: {entry['error']}")
+            continue
+        result = entry["result"]
+        if name == "driver":
+            _print_driver(result)
+        elif name == "peers":
+            bench_peers.print_table(result)
+        else:
+            print("\n".join(render(result)))
+    print()
+    print("== goals ==")
+    for name, goal in out["goals"].items():
+        met = {True: "MET", False: "NOT MET", None: "n/a"}[goal["met"]]
+        detail = ""
+        if "per_T" in goal:
+            detail = ", ".join(
+                f"T={t}: {v['loopctl_us']:.0f} / {v['fastest_peer_us']:.0f} us "
+                f"({v['fastest_peer']}) = {v['ratio']:.3f}"
+                for t, v in goal["per_T"].items()
+            )
+        elif "loopctl_growth" in goal:
+            growth = goal["loopctl_growth"]
+            detail = "one T only" if growth is None else f"loopctl growth {growth}x"
+            if goal.get("peer_growth"):
+                detail += "; peers " + ", ".join(
+                    f"{k} {v}x" for k, v in goal["peer_growth"].items() if v is not None
+                )
+        elif "slowest_records_per_s" in goal:
+            detail = f"slowest {goal['slowest_records_per_s']} records/s"
+        print(f"  {name:<20} {met:<8} {goal.get('target', '')}  {detail}")
+
+
+def _print_driver(result: dict[str, Any]) -> None:
+    print(f"  driver overhead, us per tool-using turn (median of {result['repeats']})")
+    header = "".join(f"{'T=' + str(t):>11}" for t in result["turns"])
+    print(f"  {'variant':<40}{header}{'growth':>9}")
+    for name, v in result["variants"].items():
+        cells = "".join(f"{r['median_us_per_turn']:>11.1f}" for r in v["rows"])
+        growth = "" if v["growth"] is None else f"{v['growth']:>8.2f}x"
+        print(f"  {name:<40}{cells}{growth}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat (CI)")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"default {DEFAULT_JSON}")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="NAME", help=str(SECTIONS))
+    args = parser.parse_args(argv)
+    out = run_all(args.smoke, args.only)
+    print_report(out)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=2, default=str))
+    print(f"\nwrote {args.json}")
+    return 1 if any(e["status"] == "error" for e in out["sections"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
