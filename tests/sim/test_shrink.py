@@ -1,0 +1,109 @@
+"""ddmin and scenario shrinking (loopctl_sim.shrink)."""
+
+from __future__ import annotations
+
+from loopctl_sim.scenario import ReplyScenario, Scenario
+from loopctl_sim.shrink import ddmin, fault_places, shrink_scenario
+from loopctl_sim.sim import simulate
+from loopctl_sim.world import Fault
+
+
+def test_ddmin_finds_the_two_needed_elements() -> None:
+    calls: list[list[int]] = []
+
+    def fails(xs: list[int]) -> bool:
+        calls.append(xs)
+        return 3 in xs and 7 in xs
+
+    assert ddmin(list(range(20)), fails) == [3, 7]
+    assert all(isinstance(c, list) for c in calls)
+
+
+def test_ddmin_keeps_order_and_is_one_minimal() -> None:
+    items = list("abcdefghij")
+    result = ddmin(items, lambda xs: {"b", "e", "i"} <= set(xs))
+    assert result == ["b", "e", "i"]
+    for i in range(len(result)):
+        smaller = result[:i] + result[i + 1 :]
+        assert not {"b", "e", "i"} <= set(smaller)
+
+
+def test_ddmin_may_remove_everything() -> None:
+    assert ddmin([1, 2, 3], lambda xs: True) == []
+
+
+def test_ddmin_single_culprit_and_empty_input() -> None:
+    assert ddmin(list(range(100)), lambda xs: 42 in xs) == [42]
+    assert ddmin([], lambda xs: True) == []
+
+
+def test_ddmin_respects_its_budget() -> None:
+    count = 0
+
+    def fails(xs: list[int]) -> bool:
+        nonlocal count
+        count += 1
+        return 5 in xs and 50 in xs
+
+    result = ddmin(list(range(64)), fails, max_tests=3)
+    assert count <= 3
+    assert 5 in result and 50 in result  # still failing, just not minimal
+
+
+def _scenario() -> Scenario:
+    replies = [
+        ReplyScenario(text=f"step {i}", calls=[{"name": "add", "arguments": {"a": i, "b": 1}}])
+        for i in range(8)
+    ]
+    replies.append(ReplyScenario(text="done"))
+    return Scenario(
+        name="s",
+        input="go",
+        tools={"add": {"builtin": "add"}},
+        model=replies,
+        faults=[
+            Fault(kind="network", model_call=2, times=3),
+            Fault(kind="tool_exception", tool_call=4),
+            Fault(kind="inject", step=3, text="hi"),
+        ],
+        max_retries=1,
+    )
+
+
+def test_shrink_scenario_keeps_only_what_the_failure_needs() -> None:
+    # "the failure": the run fails with a network error (needs the network fault, 2+ times)
+    def fails(sc: Scenario) -> bool:
+        outcome = simulate(sc.world()).outcome
+        return outcome.kind == "failed" and outcome.error.kind == "network"  # type: ignore[union-attr]
+
+    sc = _scenario()
+    assert fails(sc)
+    result = shrink_scenario(sc, fails)
+    small = result.scenario
+    assert fails(small)
+    assert [f.kind for f in small.faults] == ["network"]
+    assert small.faults[0].times == 2  # max_retries=1: two failures are enough
+    assert len(small.model) == 1  # request 1 must succeed (with a call) for request 2 to fail
+    assert result.tests > 0
+    assert "to 1 replies and 1 faults" in result.summary()
+
+
+def test_shrink_pins_call_ids_so_removing_replies_does_not_rename_calls() -> None:
+    sc = _scenario()
+    seen: list[list[str]] = []
+
+    def fails(candidate: Scenario) -> bool:
+        ids = [c.id for r in candidate.model for c in r.calls]
+        seen.append([i for i in ids if i is not None])
+        return any(i == "call_5_1" for i in ids)
+
+    small = shrink_scenario(sc, fails).scenario
+    assert [c.id for r in small.model for c in r.calls] == ["call_5_1"]
+
+
+def test_fault_places() -> None:
+    assert fault_places(_scenario().faults) == [
+        "network at model_call 2 x3",
+        "tool_exception at tool_call 4",
+        "inject at step 3",
+    ]
