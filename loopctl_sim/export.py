@@ -11,7 +11,6 @@ The generated test imports only ``loopctl_sim.replay``: it runs without the pyte
 
 from __future__ import annotations
 
-import keyword
 import os
 import re
 from pathlib import Path
@@ -68,7 +67,7 @@ def regression_test_name(path: str | os.PathLike[str]) -> str:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
     name = re.sub(r"\W+", "_", stem).strip("_").lower() or "trace"
-    if name[0].isdigit() or keyword.iskeyword(name):
+    if name[0].isdigit():
         name = f"t_{name}"
     return f"test_{name}_replays"
 
