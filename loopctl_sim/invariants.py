@@ -185,8 +185,8 @@ def provider_problems(messages: Sequence[Message], *, open_tail: bool = False) -
             problems.append(f"message {i} holds results {ids} for no call right before it")
         if calls:
             awaiting = [c.id for c in calls]
-            if len(set(awaiting)) != len(awaiting):
-                problems.append(f"message {i} repeats a call id: {awaiting}")
+            if len(set(awaiting)) != len(awaiting) or "" in awaiting:
+                problems.append(f"message {i} repeats a call id or has an empty one: {awaiting}")
     if awaiting is not None and not open_tail:
         problems.append(f"the last message's calls {awaiting} have no results")
     return problems
@@ -497,8 +497,8 @@ def check_next_run(before: LoopMachine, fresh: LoopMachine) -> list[str]:
     return problems
 
 
-def _restore(text: str) -> LoopMachine:
-    return LoopMachine.model_validate_json(text)
+def _restore(text: str, cls: type[LoopMachine] = LoopMachine) -> LoopMachine:
+    return cls.model_validate_json(text)
 
 
 def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
@@ -518,7 +518,7 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     problems: list[str] = []
     text = machine.model_dump_json()
     try:
-        first = _restore(text)
+        first = _restore(text, type(machine))
     except (ValidationError, ValueError) as exc:
         if open_tail_allowed(machine) and isinstance(machine.state, Terminal):
             return [_p(RESTORE_OPEN_TAIL_CODE, f"a terminal machine with calls in flight: {exc}")]
@@ -531,7 +531,7 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
         problems.append(_p(RESUME_CODE, "the snapshot is not a fixed point of save/restore"))
     if policy is None:
         return problems
-    second = _restore(text)
+    second = _restore(text, type(machine))
     a1 = _ask(first, policy)
     after_first = first.model_dump_json()
     a2 = _ask(second, policy)

@@ -67,13 +67,16 @@ from loopctl.core import (
 from loopctl_sim import invariants as inv
 
 __all__ = [
+    "COMMON_ARGUMENTS",
     "JSON_ARGUMENTS",
+    "PROGRAM_WEIGHTS",
     "TOOL_NAMES",
     "BrainMachine",
     "TestBrain",
     "compaction_of",
     "histories",
     "policies",
+    "run_program",
     "tool_arguments",
 ]
 
@@ -101,12 +104,24 @@ JSON_ARGUMENTS: Final = st.dictionaries(
 )
 
 
-def tool_arguments() -> st.SearchStrategy[Args]:
-    """Arguments drawn mostly from a tiny set, so that identical calls (loops) happen often."""
-    return st.one_of(
-        st.sampled_from([{}, {"path": "a"}, {"path": "b"}, {"n": 1}]),
-        JSON_ARGUMENTS,
-    )
+#: A few fixed argument objects (nested ones too): equal calls, hence loops, happen often.
+COMMON_ARGUMENTS: Final[tuple[Args, ...]] = (
+    {},
+    {"path": "a"},
+    {"path": "b"},
+    {"n": 1},
+    {"path": "a", "n": 1},
+    {"q": {"x": [1, 2]}},
+    {"k": [None, True, "s"]},
+)
+
+
+def tool_arguments(rare_json: bool = True) -> st.SearchStrategy[Args]:
+    """Mostly ``COMMON_ARGUMENTS``; with ``rare_json``, now and then any JSON object."""
+    common = st.sampled_from(COMMON_ARGUMENTS)
+    if not rare_json:
+        return common
+    return st.one_of(common, common, common, JSON_ARGUMENTS)
 
 
 @st.composite
@@ -191,7 +206,7 @@ _PATIENCE: Final = st.sampled_from([0, 1, 2, 2, 3, 4])
 _TOKEN_FRACTIONS: Final = st.sampled_from(
     [0.0, 0.1, 0.5, 0.69, 0.7, 0.79, 0.8, 0.85, 0.9, 0.94, 0.95, 1.0, 1.3]
 )
-_TEXTS: Final = st.sampled_from(["", "ok", "done", "let me look"]) | st.text("abc ", max_size=4)
+_TEXTS: Final = st.sampled_from(["", "ok", "done", "let me look", " ", "a\nb", "ünï"])
 _ERRORS: Final = st.builds(
     LoopError,
     kind=st.sampled_from(["network", "timeout", "provider", "tool", "internal"]),
@@ -759,3 +774,64 @@ class BrainMachine(RuleBasedStateMachine):
 
 
 TestBrain = BrainMachine.TestCase
+
+
+# --- a weighted program over the same rules ----------------------------------------------------
+
+#: How often ``run_program`` picks each kind of action (out of the sum).
+PROGRAM_WEIGHTS: Final = {
+    "drive": 12,
+    "set_context_tokens": 2,
+    "inject": 1,
+    "manual": 1,
+    "change_policy": 1,
+    "save_and_restore": 2,
+    "misuse": 2,
+    "cancel": 1,
+    "fail": 1,
+}
+
+
+def run_program(machine: BrainMachine, data: st.DataObject, steps: int) -> None:
+    """Drive ``machine`` (after ``setup``) with ``steps`` actions drawn with ``PROGRAM_WEIGHTS``,
+    checking every invariant after each.
+
+    Hypothesis's stateful runner picks enabled rules uniformly (with swarm testing on top), so
+    runs are often interrupted before they reach deep states (loops, several exchanges, a
+    compaction then a failure). This is the same machine under a driver that mostly behaves, for
+    a ``@given(st.data())`` test or a fuzz campaign. Finished runs go through the exit door and on
+    to the next run.
+    """
+    names = [name for name, weight in PROGRAM_WEIGHTS.items() for _ in range(weight)]
+    for _ in range(steps):
+        m = machine.machine
+        if m.is_terminal and m.finalized:
+            machine.next_run(data)
+            machine.check_all()
+            continue
+        action = data.draw(st.sampled_from(names), label="action")
+        kind, started = machine.kind, machine.started
+        under_way = kind == "start" and started
+        if action == "drive" or (action in ("cancel", "fail") and not machine.interruptible):
+            machine.drive(data.draw(st.lists(_MOVES, min_size=1, max_size=3), label="moves"))
+        elif action == "set_context_tokens" and kind != "terminal":
+            machine.set_context_tokens(data.draw(_TOKEN_FRACTIONS, label="tokens"))
+        elif action == "inject" and under_way:
+            machine.inject(data.draw(st.sampled_from(["user", "system"])), "steer")
+        elif action == "manual" and under_way:
+            machine.request_manual_compaction()
+        elif action == "change_policy" and kind != "terminal":
+            machine.change_policy(data)
+        elif action == "save_and_restore":
+            machine.save_and_restore()
+        elif action == "misuse":
+            index = data.draw(st.integers(0, 30), label="index")
+            if data.draw(st.booleans(), label="wrong feed"):
+                machine.feed_in_wrong_state(index)
+            else:
+                machine.bad_input_in_state(index)
+        elif action == "cancel":
+            machine.cancel()
+        elif action == "fail":
+            machine.fail(data.draw(_ERRORS, label="error"))
+        machine.check_all()

@@ -1,0 +1,532 @@
+"""Every checker of ``loopctl_sim.invariants``, on hand-built good and bad cases.
+
+A checker that never fires is worthless: each one is shown catching the violation it is for.
+Broken machines are forged with ``LoopMachine.from_snapshot(MachineSnapshot.model_construct(...))``,
+which skips validation (the brain itself can never be fed into these states).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopctl import (
+    AwaitingModel,
+    CallLLM,
+    CallTools,
+    Cancelled,
+    Compact,
+    CompactReason,
+    Completed,
+    Done,
+    Exchange,
+    LoopError,
+    LoopMachine,
+    MachinePolicy,
+    MachineSnapshot,
+    Message,
+    ProtocolError,
+    Start,
+    Terminal,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    coherence_problem,
+    coherent_prefix_length,
+)
+from loopctl_sim import invariants as inv
+from loopctl_sim.profiles import profile_settings
+
+POLICY = MachinePolicy(tools=("read", "write"), context_window=1000, max_turns=5)
+
+
+def call(id: str, name: str = "read", **arguments: Any) -> ToolCall:
+    return ToolCall(id=id, name=name, arguments=arguments)
+
+
+def ask(*calls: ToolCall, text: str = "") -> Message:
+    return Message.assistant(text, tool_calls=list(calls))
+
+
+def answer(*calls: ToolCall) -> Message:
+    return Message.from_results(
+        [ToolResult(call_id=c.id, name=c.name, content="ok") for c in calls]
+    )
+
+
+def codes(problems: list[str]) -> set[str]:
+    return {inv.problem_code(p) for p in problems}
+
+
+def forge(machine: LoopMachine, **changes: Any) -> LoopMachine:
+    """``machine`` with some snapshot fields replaced, without any validation."""
+    snap = machine.snapshot()
+    fields = {name: getattr(snap, name) for name in MachineSnapshot.model_fields}
+    fields.update(changes)
+    return LoopMachine.from_snapshot(MachineSnapshot.model_construct(**fields))
+
+
+# --- machines brought into each state by feeds -------------------------------------------------
+
+
+def started() -> LoopMachine:
+    m = LoopMachine([Message.system("sys")])
+    m.accept_input("go")
+    return m
+
+
+def awaiting_model() -> LoopMachine:
+    m = started()
+    assert m.next_step(POLICY) == CallLLM(turn=1)
+    return m
+
+
+def awaiting_tools() -> LoopMachine:
+    m = awaiting_model()
+    m.model_response(ask(call("c1"), call("c2", "nope")), 10)
+    return m
+
+
+def after_one_exchange() -> LoopMachine:
+    m = awaiting_tools()
+    m.tool_results(answer(call("c1")))
+    return m
+
+
+def completed() -> LoopMachine:
+    m = after_one_exchange()
+    assert m.next_step(POLICY) == CallLLM(turn=2)
+    m.model_response(Message.assistant("all done"), 20)
+    return m
+
+
+def cancelled_mid_tools() -> LoopMachine:
+    m = after_one_exchange()
+    m.next_step(POLICY)
+    m.model_response(ask(call("c3")), 20)
+    m.cancel()
+    return m
+
+
+def every_state() -> list[LoopMachine]:
+    done = completed()
+    done.commit_pending()
+    salvaged = cancelled_mid_tools()
+    salvaged.discard_pending()
+    return [
+        LoopMachine(),
+        started(),
+        awaiting_model(),
+        awaiting_tools(),
+        after_one_exchange(),
+        completed(),
+        cancelled_mid_tools(),
+        done,
+        salvaged,
+    ]
+
+
+# --- provider_problems: the independent reference ----------------------------------------------
+
+
+def test_provider_problems_accepts_valid_conversations() -> None:
+    c, d = call("a"), call("b", "write")
+    convo = [
+        Message.system("s"),
+        Message.user("q"),
+        ask(c, d),
+        answer(d, c),
+        Message.assistant("x"),
+    ]
+    assert inv.provider_problems(convo) == []
+    assert inv.provider_problems([]) == []
+    assert inv.provider_problems([Message.user("q"), ask(c)], open_tail=True) == []
+
+
+@pytest.mark.parametrize(
+    ("convo", "fragment"),
+    [
+        ([Message.user("q"), ask(call("a"))], "have no results"),
+        ([Message.user("q"), answer(call("a"))], "for no call"),
+        ([ask(call("a")), answer(call("b"))], "answers ['b']"),
+        ([ask(call("a")), Message.from_results([])], "answers []"),
+        ([ask(call("a")), Message.user("forgot"), answer(call("a"))], "answers []"),
+        ([ask(call("a")), answer(call("a"), call("a"))], "answers ['a', 'a']"),
+        ([Message(role="user", parts=(call("a"),))], "(user) holds tool calls"),
+        (
+            [ask(call("a")), Message(role="assistant", parts=answer(call("a")).parts)],
+            "(assistant) holds tool results",
+        ),
+        ([ask(call("a"), call("a")), answer(call("a"), call("a"))], "repeats a call id"),
+        ([ask(call("")), answer(call(""))], "empty one"),
+    ],
+)
+def test_provider_problems_catches(convo: list[Message], fragment: str) -> None:
+    problems = inv.provider_problems(convo)
+    assert problems, convo
+    assert any(fragment in p for p in problems), problems
+
+
+_ALPHABET = [
+    Message.user("u"),
+    Message.assistant("a"),
+    Message.system("s"),
+    ask(call("x")),
+    ask(call("x"), call("y", "write")),
+    answer(call("x")),
+    answer(call("y")),
+    answer(call("y"), call("x")),
+    Message(role="assistant", parts=(TextPart(text="t"), call("y"))),
+    Message(role="user", parts=(call("x"),)),
+    Message(role="assistant", parts=answer(call("x")).parts),
+]
+
+
+@given(convo=st.lists(st.sampled_from(_ALPHABET), max_size=6), open_tail=st.booleans())
+def test_provider_problems_agrees_with_the_brain(convo: list[Message], open_tail: bool) -> None:
+    """Differential: the reference and the brain's ``coherence_problem`` agree on validity."""
+    mine = inv.provider_problems(convo, open_tail=open_tail)
+    brain = coherence_problem(convo, open_tail=open_tail)
+    assert (mine == []) == (brain is None), (mine, brain)
+
+
+test_provider_problems_agrees_with_the_brain = profile_settings()(
+    test_provider_problems_agrees_with_the_brain
+)
+
+
+# --- salvage reference --------------------------------------------------------------------------
+
+
+def test_maximal_coherent_prefix() -> None:
+    a, b = call("a"), call("b")
+    pending = [Message.user("q"), ask(a), answer(a), Message.user("note"), ask(b)]
+    assert inv.maximal_coherent_prefix([], pending) == 3
+    assert inv.maximal_coherent_prefix([], pending[:2]) == 0
+    assert inv.maximal_coherent_prefix([], [*pending[:4], ask(b), answer(b)]) == 6
+    assert inv.maximal_coherent_prefix([], []) == 0
+
+
+@given(
+    exchanges=st.lists(st.sampled_from(["exchange", "note", "open"]), max_size=6),
+)
+def test_salvage_reference_agrees_with_the_brain(exchanges: list[str]) -> None:
+    """On pendings the brain can build (input, exchanges, notes, maybe an open tail at the end),
+    ``coherent_prefix_length`` is the maximal coherent prefix."""
+    pending = [Message.user("input")]
+    for i, what in enumerate(exchanges):
+        c = call(f"c{i}")
+        if what == "exchange":
+            pending += [ask(c), answer(c)]
+        elif what == "note":
+            pending.append(Message.user(f"note {i}"))
+    if exchanges and exchanges[-1] == "open":
+        pending.append(ask(call("open")))
+    assert coherent_prefix_length(pending) == inv.maximal_coherent_prefix([], pending)
+
+
+test_salvage_reference_agrees_with_the_brain = profile_settings()(
+    test_salvage_reference_agrees_with_the_brain
+)
+
+
+# --- check_machine ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine", every_state(), ids=lambda m: repr(m))
+def test_check_machine_passes_real_machines(machine: LoopMachine) -> None:
+    assert inv.check_machine(machine, POLICY) == []
+    inv.assert_machine(machine, POLICY)
+
+
+def test_open_tail_allowed() -> None:
+    assert inv.open_tail_allowed(awaiting_tools())
+    assert inv.open_tail_allowed(cancelled_mid_tools())
+    assert not inv.open_tail_allowed(started())
+    assert not inv.open_tail_allowed(completed())
+    discarded = cancelled_mid_tools()
+    discarded.discard_pending()
+    assert not inv.open_tail_allowed(discarded)
+
+
+def test_check_machine_catches_an_invalid_history() -> None:
+    bad = forge(started(), history=(Message.user("q"), answer(call("a"))))
+    assert inv.HISTORY_CODE in codes(inv.check_machine(bad))
+    with pytest.raises(inv.InvariantViolation, match="history-invalid"):
+        inv.assert_machine(bad)
+
+
+def test_check_machine_catches_an_open_tail_outside_awaiting_tools() -> None:
+    m = started()
+    bad = forge(m, pending=(*m.pending, ask(call("x"))))
+    assert inv.CONVERSATION_CODE in codes(inv.check_machine(bad))
+
+
+def test_check_machine_catches_awaiting_tools_without_open_calls() -> None:
+    m = awaiting_tools()
+    bad = forge(m, pending=m.pending[:-1])
+    found = codes(inv.check_machine(bad))
+    assert inv.OPEN_TAIL_CODE in found
+
+
+def test_check_machine_catches_too_many_turns() -> None:
+    m = forge(started(), turns_taken=6)
+    assert inv.TURNS_CODE in codes(inv.check_machine(m, POLICY))
+    assert inv.TURNS_CODE not in codes(inv.check_machine(m))  # no policy, no limit
+    wrong_turn = forge(awaiting_model(), state=AwaitingModel(turn=3))
+    assert inv.TURNS_CODE in codes(inv.check_machine(wrong_turn))
+
+
+def test_check_machine_catches_dispatch_of_an_unknown_tool() -> None:
+    m = awaiting_tools()
+    assert m.exchange is not None
+    unknown = Exchange(turn=1, calls=m.exchange.calls, preanswered=())  # "nope" not pre-answered
+    found = codes(inv.check_machine(forge(m, exchange=unknown)))
+    assert inv.DISPATCH_CODE in found
+    known_preanswered = Exchange(
+        turn=1,
+        calls=m.exchange.calls,
+        preanswered=(ToolResult(call_id="c1", name="read", content="", is_error=True),),
+    )
+    assert inv.DISPATCH_CODE in codes(inv.check_machine(forge(m, exchange=known_preanswered)))
+
+
+def test_check_machine_catches_a_call_answered_twice() -> None:
+    a = call("same")
+    history = (Message.user("q"), ask(a), answer(a), Message.user("q2"), ask(a), answer(a))
+    assert inv.provider_problems(history) == []  # each exchange is locally fine
+    bad = forge(started(), history=history)
+    assert inv.ANSWERED_TWICE_CODE in codes(inv.check_machine(bad))
+
+
+def test_check_machine_catches_shape_errors() -> None:
+    m = completed()
+    wrong_text = forge(m, state=Terminal(outcome=Completed(final_text="something else")))
+    assert inv.SHAPE_CODE in codes(inv.check_machine(wrong_text))
+    finalized_with_pending = forge(m, finalized=True)
+    assert inv.SHAPE_CODE in codes(inv.check_machine(finalized_with_pending))
+    stray_exchange = forge(after_one_exchange(), exchange=awaiting_tools().exchange)
+    assert inv.SHAPE_CODE in codes(inv.check_machine(stray_exchange))
+    no_exchange = forge(awaiting_tools(), exchange=None)
+    assert inv.SHAPE_CODE in codes(inv.check_machine(no_exchange))
+
+
+# --- check_step and check_start_decision --------------------------------------------------------
+
+
+def test_check_step_accepts_every_real_answer() -> None:
+    for machine in every_state():
+        if machine.state == Start() and not machine.started:
+            continue
+        step = machine.next_step(POLICY)
+        assert inv.check_step(machine, step, POLICY) == [], (machine, step)
+
+
+def test_check_step_catches_mismatches() -> None:
+    m = awaiting_model()
+    assert inv.STEP_CODE in codes(inv.check_step(m, CallLLM(turn=2), POLICY))
+    assert inv.STEP_CODE in codes(inv.check_step(m, Compact(reason=CompactReason.MANUAL), POLICY))
+    assert inv.STEP_CODE in codes(inv.check_step(m, Done(outcome=Cancelled()), POLICY))
+    t = awaiting_tools()
+    assert inv.DISPATCH_CODE in codes(inv.check_step(t, CallTools(turn=1, calls=()), POLICY))
+    rogue = CallTools(turn=1, calls=(call("c2", "nope"),))
+    found = codes(inv.check_step(t, rogue, POLICY))
+    assert {inv.DISPATCH_CODE, inv.STEP_CODE} <= found
+
+
+def test_check_start_decision() -> None:
+    m = started()
+    before = m.snapshot()
+    assert inv.check_start_decision(before, POLICY, CallLLM(turn=1)) == []
+    assert inv.DECISION_CODE in codes(
+        inv.check_start_decision(before, POLICY, Compact(reason=CompactReason.EMERGENCY))
+    )
+    hot = forge(m, context_tokens=960).snapshot()
+    assert inv.check_start_decision(hot, POLICY, Compact(reason=CompactReason.EMERGENCY)) == []
+    assert inv.check_start_decision(hot, POLICY, CallLLM(turn=1)) != []
+    warm = forge(m, context_tokens=800).snapshot()
+    threshold = Compact(reason=CompactReason.THRESHOLD_EXCEEDED)
+    assert inv.check_start_decision(warm, POLICY, threshold) == []
+    floored = forge(m, context_tokens=800, noop_floor=800).snapshot()
+    assert inv.check_start_decision(floored, POLICY, CallLLM(turn=1)) == []
+    manual = POLICY.model_copy(update={"compact_now": True})
+    assert inv.check_start_decision(hot, manual, Compact(reason=CompactReason.MANUAL)) == []
+    spent = forge(m, turns_taken=5).snapshot()
+    assert inv.check_start_decision(spent, manual, CallLLM(turn=6)) != []
+    # not applicable outside Start
+    assert inv.check_start_decision(awaiting_model().snapshot(), POLICY, CallLLM(turn=9)) == []
+
+
+# --- relational checks --------------------------------------------------------------------------
+
+
+def test_check_salvage_passes_the_brain() -> None:
+    for machine in [cancelled_mid_tools(), started()]:
+        if not machine.is_terminal:
+            machine.cancel()
+        before = LoopMachine.model_validate_json(machine.model_dump_json())
+        machine.discard_pending()
+        assert inv.check_salvage(before, machine) == []
+
+
+def test_check_salvage_catches_bad_salvage() -> None:
+    before = cancelled_mid_tools()
+    pending = before.pending
+    # too little: the completed exchange dropped as well
+    little = forge(before, history=before.history, pending=(), finalized=True)
+    assert any("maximal prefix is" in p for p in inv.check_salvage(before, little))
+    # too much: the open call kept
+    much = forge(before, history=(*before.history, *pending), pending=(), finalized=True)
+    assert inv.SALVAGE_CODE in codes(inv.check_salvage(before, much))
+    # not a prefix
+    other = forge(before, history=(*before.history, Message.user("?")), pending=(), finalized=True)
+    assert any("not a prefix" in p for p in inv.check_salvage(before, other))
+    # the old history rewritten
+    lost = forge(before, history=(), pending=(), finalized=True)
+    assert any("old history" in p for p in inv.check_salvage(before, lost))
+    # pending kept, not finalized
+    kept = forge(before, history=(*before.history, *pending[:3]))
+    assert any("not emptied" in p for p in inv.check_salvage(before, kept))
+
+
+def test_check_commit() -> None:
+    m = completed()
+    before = LoopMachine.model_validate_json(m.model_dump_json())
+    m.commit_pending()
+    assert inv.check_commit(before, m) == []
+    dropped = forge(m, history=before.history)
+    assert inv.COMMIT_CODE in codes(inv.check_commit(before, dropped))
+    assert inv.COMMIT_CODE in codes(inv.check_commit(before, before))
+
+
+def test_check_compaction_commit() -> None:
+    m = started()
+    m.set_context_tokens(900)
+    assert m.next_step(POLICY) == Compact(reason=CompactReason.THRESHOLD_EXCEEDED)
+    before = LoopMachine.model_validate_json(m.model_dump_json())
+    compacted = [Message.user("[summary]")]
+    m.compaction_result(compacted, 900, 100)
+    assert inv.check_compaction_commit(before, m, compacted, 100) == []
+    assert inv.COMPACTION_CODE in codes(inv.check_compaction_commit(before, m, compacted, 99))
+    assert inv.COMPACTION_CODE in codes(inv.check_compaction_commit(before, m, [], 100))
+    kept_pending = forge(m, pending=before.pending)
+    assert inv.COMPACTION_CODE in codes(
+        inv.check_compaction_commit(before, kept_pending, compacted, 100)
+    )
+    wrong_state = forge(m, state=AwaitingModel(turn=1))
+    assert inv.COMPACTION_CODE in codes(
+        inv.check_compaction_commit(before, wrong_state, compacted, 100)
+    )
+
+
+def test_check_terminal_sticky() -> None:
+    done = completed()
+    assert inv.check_terminal_sticky(done, done) == []
+    assert inv.check_terminal_sticky(started(), completed()) == []  # not terminal before
+    escaped = forge(done, state=Start())
+    assert codes(inv.check_terminal_sticky(done, escaped)) == {inv.STICKY_CODE}
+    other = forge(done, state=Terminal(outcome=Cancelled()))
+    assert codes(inv.check_terminal_sticky(done, other)) == {inv.STICKY_CODE}
+
+
+def test_check_transition() -> None:
+    assert inv.check_transition("awaiting_model", "model_response", "awaiting_tools") == []
+    assert inv.check_transition("start", "next_step", "awaiting_model") == []
+    assert codes(inv.check_transition("start", "model_response", "start")) == {inv.TABLE_CODE}
+    assert codes(inv.check_transition("awaiting_tools", "tool_results", "terminal")) == {
+        inv.TABLE_CODE
+    }
+    assert codes(inv.check_transition("terminal", "next_step", "start")) == {inv.TABLE_CODE}
+
+
+def test_check_refused() -> None:
+    assert inv.check_refused(started(), lambda m: m.tool_results(answer(call("x")))) == []
+    assert inv.check_refused(LoopMachine(), lambda m: m.next_step(POLICY)) == []
+    accepted = inv.check_refused(started(), lambda m: m.inject(Message.user("fine")))
+    assert any("accepted" in p for p in accepted)
+    wrong = inv.check_refused(started(), lambda m: m.fail("boom"))  # type: ignore[arg-type]
+    assert wrong == []  # the brain refuses a non-error with ProtocolError
+
+    def other_error(m: LoopMachine) -> None:
+        raise KeyError("x")
+
+    assert any("KeyError" in p for p in inv.check_refused(started(), other_error))
+
+    def changes_then_raises(m: LoopMachine) -> None:
+        m.inject(Message.user("sneaky"))
+        raise ProtocolError("refused, but too late")
+
+    assert any("changed" in p for p in inv.check_refused(started(), changes_then_raises))
+
+
+def test_check_next_run() -> None:
+    m = completed()
+    m.commit_pending()
+    fresh = m.next_run()
+    assert inv.check_next_run(m, fresh) == []
+    assert codes(inv.check_next_run(m, forge(fresh, history=()))) == {inv.NEXT_RUN_CODE}
+    assert codes(inv.check_next_run(m, forge(fresh, turns_taken=2))) == {inv.NEXT_RUN_CODE}
+    assert codes(inv.check_next_run(m, forge(fresh, state=Terminal(outcome=Cancelled())))) == {
+        inv.NEXT_RUN_CODE
+    }
+
+
+# --- check_resume -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine", every_state(), ids=lambda m: repr(m))
+def test_check_resume_passes_real_machines(machine: LoopMachine) -> None:
+    before = machine.model_dump_json()
+    assert inv.check_resume(machine, POLICY) == []
+    assert inv.check_resume(machine) == []
+    assert machine.model_dump_json() == before, "check_resume must not touch the machine"
+
+
+def test_check_resume_catches_a_snapshot_that_does_not_restore() -> None:
+    bad = forge(started(), exchange=awaiting_tools().exchange)  # an exchange in Start
+    assert codes(inv.check_resume(bad, POLICY)) == {inv.RESUME_CODE}
+
+
+def test_check_resume_catches_a_lossy_snapshot() -> None:
+    """Arguments that JSON cannot carry exactly: the restored machine is not equal."""
+    m = awaiting_model()
+    m.model_response(ask(call("t", point=(1, 2))), 5)  # a tuple comes back as a list
+    problems = inv.check_resume(m, POLICY)
+    assert any("not equal" in p for p in problems), problems
+
+
+class _Forgetful(LoopMachine):
+    """A brain whose every other answer differs: not idempotent."""
+
+    asked = 0
+
+    def next_step(self, policy: MachinePolicy) -> Any:
+        type(self).asked += 1
+        step = super().next_step(policy)
+        return step if type(self).asked % 2 else Done(outcome=Cancelled())
+
+
+def test_check_resume_catches_a_non_idempotent_next_step() -> None:
+    m = _Forgetful()
+    m.accept_input("go")
+    problems = inv.check_resume(m, POLICY)
+    assert inv.IDEMPOTENCE_CODE in codes(problems) or inv.RESUME_CODE in codes(problems)
+
+
+def test_problem_codes_are_listed() -> None:
+    for code in inv.CODES:
+        assert inv.problem_code(f"{code}: something") == code
+    with pytest.raises(inv.InvariantViolation) as info:
+        inv.assert_no_problems(["a: 1", "b: 2"], "ctx")
+    assert info.value.problems == ["a: 1", "b: 2"]
+    assert "ctx" in str(info.value)
+    inv.assert_no_problems([])
+
+
+def test_a_loop_error_is_not_a_problem_for_check_machine() -> None:
+    m = started()
+    m.fail(LoopError(kind="network", message="down"))
+    assert inv.check_machine(m, POLICY) == []
