@@ -196,14 +196,18 @@ def replay_trace(
                     "a restorable snapshot",
                     str(exc),
                 )
-            if previous is not None and previous.is_terminal and previous.finalized:
-                expected_next = previous.next_run()
+            if previous is not None:
+                # After an end: the next run's brain. In the middle of a run: a resume after a
+                # crash, which must restore the brain exactly as it was.
+                nxt = previous.is_terminal and previous.finalized
+                expected_next = previous.next_run() if nxt else previous
                 if expected_next != machine:
+                    what = "previous run's next_run()" if nxt else "brain it resumes"
                     return diverge(
                         seq,
                         line,
                         "snapshot",
-                        "the next run's snapshot is not the previous run's next_run()",
+                        f"the header's snapshot is not the {what}",
                         expected_next.model_dump(),
                         machine.model_dump(),
                     )

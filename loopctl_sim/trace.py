@@ -12,9 +12,10 @@ io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``dura
 end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``
 ========  =====================================================================================
 
-A trace may hold several runs: a new ``header`` may follow an ``end`` (the next run's brain);
-``seq`` runs on across them. Times and durations live only in ``header`` and ``io`` records:
-replay never depends on them.
+A trace may hold several runs: a new ``header`` after an ``end`` starts the next run (its
+snapshot is the previous brain's ``next_run()``); a ``header`` in the middle of a run marks a
+resume after a crash (its snapshot is the brain as it was saved). ``seq`` runs on across them.
+Times and durations live only in ``header`` and ``io`` records: replay never depends on them.
 
 The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
 record being written. The reader streams line by line: a malformed line is a ``TraceFormatError``
@@ -473,10 +474,6 @@ class TraceReader:
                 if previous is None and kind != "header":
                     raise TraceFormatError(
                         path, lineno, f"a trace starts with a header record, not {kind!r}"
-                    )
-                if kind == "header" and previous not in (None, "end"):
-                    raise TraceFormatError(
-                        path, lineno, "a header record may only start the trace or follow an end"
                     )
                 if previous == "end" and kind != "header":
                     raise TraceFormatError(
