@@ -25,6 +25,7 @@ import io
 import json
 import pstats
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ class Measurement:
     runs_us_per_turn: list[float]
     tool_calls: int
     final_text: str
+    cpu_runs_us_per_turn: list[float]
 
     @property
     def median_us(self) -> float:
@@ -85,6 +87,8 @@ class Measurement:
             "median_us_per_turn": round(self.median_us, 2),
             "min_us_per_turn": round(min(self.runs_us_per_turn), 2),
             "runs_us_per_turn": [round(x, 2) for x in self.runs_us_per_turn],
+            "cpu_median_us_per_turn": round(statistics.median(self.cpu_runs_us_per_turn), 2),
+            "cpu_runs_us_per_turn": [round(x, 2) for x in self.cpu_runs_us_per_turn],
             "tool_calls": self.tool_calls,
             "expected_tool_calls": self.turns - 1,
             "final_text": self.final_text,
@@ -96,25 +100,29 @@ class Measurement:
 Prepare = Callable[[int, Counter], Callable[[], Awaitable[str]]]
 
 
-def sample(prepare: Prepare, turns: int) -> tuple[float, int, str]:
-    """One timed run in a fresh event loop: (us per turn, tool executions, final text).
+def sample(prepare: Prepare, turns: int) -> tuple[float, float, int, str]:
+    """One timed run in a fresh event loop: (wall us per turn, CPU us per turn, tool executions,
+    final text). CPU time is the process's (all threads): on a shared machine it leaves out the
+    time the process waited for a core, which wall time does not.
 
     Asserts that the tool ran exactly ``turns - 1`` times and that the final text came back.
     The loop's default executor is started before the clock starts (a worker thread is
     spawned once per loop, not per turn).
     """
 
-    async def main() -> tuple[float, int, str]:
+    async def main() -> tuple[float, float, int, str]:
         await asyncio.get_running_loop().run_in_executor(None, int)
         counter = Counter()
         go = prepare(turns, counter)
         gc.collect()
+        cpu_started = time.process_time()
         started = time.perf_counter()
         text = await go()
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         assert counter.n == turns - 1, f"tool ran {counter.n} times, expected {turns - 1}"
         assert text == FINAL_TEXT, f"final text {text!r}, expected {FINAL_TEXT!r}"
-        return elapsed / turns * 1e6, counter.n, text
+        return elapsed / turns * 1e6, cpu / turns * 1e6, counter.n, text
 
     return asyncio.run(main())
 
@@ -133,14 +141,19 @@ def measure_interleaved(
         for name in names:
             sample(prepares[name], min(turns, 10))
     samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     last: dict[str, tuple[int, str]] = {}
     for round_ in range(repeats):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            us, calls, text = sample(prepares[name], turns)
+            us, cpu_us, calls, text = sample(prepares[name], turns)
             samples[name].append(us)
+            cpu[name].append(cpu_us)
             last[name] = (calls, text)
-    return {name: Measurement(turns, samples[name], last[name][0], last[name][1]) for name in names}
+    return {
+        name: Measurement(turns, samples[name], last[name][0], last[name][1], cpu[name])
+        for name in names
+    }
 
 
 def measure(prepare: Prepare, turns: int, repeats: int) -> Measurement:
@@ -281,6 +294,318 @@ def snapshot_sizes(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]
     return rows
 
 
+# --- where the time goes ------------------------------------------------------------------------
+
+
+def _per_call_us(fn: Callable[[], Any], n: int, repeats: int = 5) -> float:
+    """The fastest of ``repeats`` batches of ``n`` calls, in us per call (timeit's rule: on a
+    shared machine the minimum is the least disturbed estimate of a small piece's cost)."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - started) / n * 1e6)
+    return min(samples)
+
+
+async def _per_await_us(make: Callable[[], Awaitable[Any]], n: int, repeats: int = 5) -> float:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(n):
+            await make()
+        samples.append((time.perf_counter() - started) / n * 1e6)
+    return min(samples)
+
+
+def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[str, Any]:
+    """The pieces of one tool-using turn, timed one by one (us per turn, best of 5 batches).
+
+    Each piece is what the driver does once (or as often as noted) per tool-using turn, measured
+    in isolation at several history sizes where it could depend on the history. Their sum is
+    close to, but not exactly, the measured turn (the event loop's scheduling is not in it).
+    """
+    from loopctl.api import ModelReply, Usage, fold_events
+    from loopctl.driver.cancel import CancelSignal
+    from loopctl.driver.config import build_policy
+    from loopctl.driver.estimate import CharEstimator
+    from loopctl.driver.observe import IoEvent
+    from loopctl.testing import reply_events
+    from loopctl.tools import ToolRegistry, dispatch
+
+    counter = Counter()
+    sync_add = _add_tools(counter, is_async=False)[0]
+    async_add = _add_tools(counter, is_async=True)[0]
+    call = ToolCall(id="call_1", name="add", arguments=tool_arguments(1))
+    reply = Message.assistant(tool_calls=[call])
+    result = ToolResult(call_id="call_1", name="add", content="2")
+    results_message = Message.from_results([result])
+    estimator = CharEstimator()
+    session_config, run_config = BareLoop(FunctionClient(lambda r: reply)).session, RunConfig()
+    registry_sync, registry_async = ToolRegistry([sync_add]), ToolRegistry([async_add])
+    folded = ModelReply(message=reply)
+
+    flat: dict[str, float] = {
+        "build_policy (MachinePolicy, 2x per turn)": 2
+        * _per_call_us(
+            lambda: build_policy(session_config, run_config, tools=("add",), compact_now=False),
+            n,
+        ),
+        "reply_events + fold_events (stream of one tool call)": _per_call_us(
+            lambda: fold_events(list(reply_events(reply))), n
+        ),
+        "IoEvent model_reply (message + usage model_dump)": _per_call_us(
+            lambda: IoEvent(
+                kind="model_reply",
+                turn=1,
+                data={
+                    "message": folded.message.model_dump(mode="json"),
+                    "usage": folded.usage.model_dump(mode="json"),
+                    "stop_reason": None,
+                    "attempts": 1,
+                },
+                duration_s=0.0,
+            ),
+            n,
+        ),
+        "IoEvent tool_call + tool_result (dispatch)": _per_call_us(
+            lambda: (
+                IoEvent(kind="tool_call", turn=1, data={"id": "c", "name": "add", "arguments": {}}),
+                IoEvent(
+                    kind="tool_result",
+                    turn=1,
+                    data={"id": "c", "name": "add", "content": "2", "is_error": False},
+                    duration_s=0.0,
+                ),
+            ),
+            n,
+        ),
+        "Message.from_results + ToolResult": _per_call_us(
+            lambda: Message.from_results([ToolResult(call_id="c", name="add", content="2")]), n
+        ),
+        "estimator.count (results message)": _per_call_us(
+            lambda: estimator.count([results_message]), n
+        ),
+        "Usage + Usage (run total)": _per_call_us(lambda: Usage() + Usage(), n),
+    }
+
+    async def awaited() -> dict[str, float]:
+        loop = BareLoop(FunctionClient(lambda r: reply))
+        cancel = CancelSignal()
+
+        async def nothing() -> None:
+            return None
+
+        base = await _per_await_us(nothing, n)
+        out = {
+            "_race (2 tasks + asyncio.wait), 2x per turn": 2
+            * (await _per_await_us(lambda: loop._race(nothing(), cancel), n) - base),
+            "asyncio.to_thread round trip (sync tool)": await _per_await_us(
+                lambda: asyncio.to_thread(int), n // 4
+            ),
+            "dispatch, sync tool (incl. to_thread), no events": await _per_await_us(
+                lambda: dispatch([call], registry_sync), n // 4
+            ),
+            "dispatch, async tool, no events": await _per_await_us(
+                lambda: dispatch([call], registry_async), n
+            ),
+            "dispatch, async tool, with IoEvents": await _per_await_us(
+                lambda: dispatch([call], registry_async, on_event=lambda e: None), n
+            ),
+        }
+        return out
+
+    flat.update(asyncio.run(awaited()))
+
+    by_size: dict[str, dict[str, float]] = {}
+    policy = build_policy(session_config, RunConfig(max_turns=10**9), tools=("add",))
+    for size in sizes:
+        machine = LoopMachine(_history(size))
+        machine.accept_input(Message.user("go on"))
+        machine.next_step(policy)
+        row = {
+            "request: tuple(machine.messages()) + ModelRequest": _per_call_us(
+                lambda machine=machine: ModelRequest.model_construct(
+                    messages=tuple(machine.messages()),
+                    tools=registry_sync.specs(),
+                    system=None,
+                    options={},
+                    turn=1,
+                ),
+                max(n // max(size // 100, 1), 50),
+            ),
+            "IoEvent model_request (last message model_dump)": _per_call_us(
+                lambda machine=machine: IoEvent(
+                    kind="model_request",
+                    turn=1,
+                    data={
+                        "n_messages": len(machine.messages()),
+                        "tools": ["add"],
+                        "last": machine.messages()[-1].model_dump(mode="json"),
+                    },
+                ),
+                max(n // max(size // 100, 1), 50),
+            ),
+        }
+        by_size[str(size)] = {k: round(v, 2) for k, v in row.items()}
+    return {
+        "per_turn_us": {k: round(v, 2) for k, v in flat.items()},
+        "per_turn_us_by_history_size": by_size,
+    }
+
+
+# --- ablations: what a fix would gain ----------------------------------------------------------
+
+
+class _NoEvent:
+    """Stands in for ``IoEvent`` in an ablation: building it costs nothing."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        pass
+
+
+def _patched(*, events: bool) -> Any:
+    from contextlib import ExitStack
+    from unittest import mock
+
+    stack = ExitStack()
+    if not events:
+        for module in ("loopctl.driver.loop", "loopctl.driver.model", "loopctl.driver.observe"):
+            stack.enter_context(mock.patch(f"{module}.IoEvent", _NoEvent))
+    return stack
+
+
+class _PrebuiltClient:
+    """An instant client whose stream events were built before the clock started."""
+
+    def __init__(self, events: list[list[Any]]) -> None:
+        self.events = events
+        self.n = 0
+
+    async def stream(self, request: ModelRequest) -> Any:
+        batch = self.events[self.n]
+        self.n += 1
+        for event in batch:
+            yield event
+
+
+def ablation_prepare(
+    *,
+    race: bool = True,
+    events: bool = True,
+    prebuilt: bool = False,
+    cached_policy: bool = False,
+    history: int = 0,
+) -> Prepare:
+    """loopctl (async tool) with one or more costs taken out by a subclass or a patch.
+
+    ``race=False``: ``_race`` awaits the work directly (no cancel racing); ``events=False``:
+    ``IoEvent`` construction patched out (the ``model_dump`` calls feeding it still run);
+    ``prebuilt``: the model's stream events are built before the clock starts;
+    ``cached_policy``: the ``MachinePolicy`` is built once; ``history``: the brain starts with
+    a conversation of that many messages already in it.
+    """
+    from loopctl.testing import reply_events
+
+    class Ablated(BareLoop):
+        _cached: Any = None
+
+        async def _race(self, work: Any, cancel: Any) -> Any:
+            if race:
+                return await super()._race(work, cancel)
+            return await work
+
+        def policy(self) -> Any:
+            if not cached_policy:
+                return super().policy()
+            if self._cached is None:
+                self._cached = super().policy()
+            return self._cached
+
+    def prepare(turns: int, counter: Counter) -> Callable[[], Awaitable[str]]:
+        client: Any
+        if prebuilt:
+            client = _PrebuiltClient(
+                [list(reply_events(_reply(n, turns))) for n in range(1, turns + 1)]
+            )
+        else:
+            calls = [0]
+
+            def fn(request: ModelRequest) -> Message:
+                calls[0] += 1
+                return _reply(calls[0], turns)
+
+            client = FunctionClient(fn)
+        machine = LoopMachine(_history(history)) if history else None
+        loop = Ablated(
+            client,
+            tools=_add_tools(counter, is_async=True),
+            config=RunConfig(max_turns=turns + 5),
+            machine=machine,
+        )
+
+        async def go() -> str:
+            with _patched(events=events):
+                result = await loop.run("add some numbers")
+            assert result.turns == turns, result.turns
+            return result.final_text or ""
+
+        return go
+
+    return prepare
+
+
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "baseline (async tool)": {},
+    "no _race (await directly)": {"race": False},
+    "no IoEvent objects": {"events": False},
+    "stream events prebuilt": {"prebuilt": True},
+    "policy cached": {"cached_policy": True},
+    "all four": {"race": False, "events": False, "prebuilt": True, "cached_policy": True},
+}
+
+
+def ablations(turns: int = 1000, repeats: int = REPEATS) -> dict[str, Any]:
+    """Per-turn cost with each suspect taken out (interleaved), and the saving against baseline."""
+    subjects = {name: ablation_prepare(**kw) for name, kw in ABLATIONS.items()}
+    measured = measure_interleaved(subjects, turns, repeats)
+    base = measured["baseline (async tool)"].median_us
+    return {
+        "turns": turns,
+        "repeats": repeats,
+        "rows": [
+            {
+                "variant": name,
+                "median_us_per_turn": round(m.median_us, 1),
+                "min_us_per_turn": round(min(m.runs_us_per_turn), 1),
+                "cpu_median_us_per_turn": round(statistics.median(m.cpu_runs_us_per_turn), 1),
+                "saving_us": round(base - m.median_us, 1),
+                "saving_share": round(1 - m.median_us / base, 3),
+            }
+            for name, m in measured.items()
+        ],
+    }
+
+
+def history_growth(
+    turns: int = 100, sizes: tuple[int, ...] = (0, 10_000, 50_000), repeats: int = REPEATS
+) -> list[dict[str, Any]]:
+    """Per-turn cost of a ``turns``-turn run on a brain already holding ``size`` messages."""
+    subjects = {str(size): ablation_prepare(history=size) for size in sizes}
+    measured = measure_interleaved(subjects, turns, repeats)
+    return [
+        {
+            "history_messages": int(size),
+            "turns": turns,
+            "median_us_per_turn": round(m.median_us, 1),
+            "min_us_per_turn": round(min(m.runs_us_per_turn), 1),
+            "cpu_median_us_per_turn": round(statistics.median(m.cpu_runs_us_per_turn), 1),
+        }
+        for size, m in measured.items()
+    ]
+
+
 # --- entry points ------------------------------------------------------------------------------
 
 
@@ -294,8 +619,15 @@ def table(
     """
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in prepares}
     for t in turns:
+        started = time.perf_counter()
         for name, m in measure_interleaved(prepares, t, repeats).items():
             rows[name].append(m.as_dict())
+        took = time.perf_counter() - started
+        print(
+            f"  [measured T={t} for {', '.join(prepares)} in {took:.0f} s]",
+            file=sys.stderr,
+            flush=True,
+        )
     out: dict[str, dict[str, Any]] = {}
     for name, r in rows.items():
         first, last = r[0]["median_us_per_turn"], r[-1]["median_us_per_turn"]
@@ -318,6 +650,11 @@ def run(smoke: bool) -> dict[str, Any]:
         "main_variant": MAIN_VARIANT,
         "variants": variants,
         "snapshot": snapshot_sizes(sizes, 1 if smoke else REPEATS),
+        "breakdown": breakdown(sizes, 200 if smoke else 2_000),
+        "history": history_growth(
+            10 if smoke else 100, (0, 1_000) if smoke else (0, 10_000, 50_000), repeats
+        ),
+        "ablations": ablations(10 if smoke else 1000, repeats),
     }
 
 
@@ -343,24 +680,6 @@ def profile(turns: int = 1000, *, is_async: bool = False, top: int = 25) -> str:
     return out.getvalue()
 
 
-def _print(result: dict[str, Any]) -> None:
-    print(f"driver overhead, us per tool-using turn (median of {result['repeats']})")
-    header = "".join(f"{'T=' + str(t):>12}" for t in result["turns"])
-    print(f"{'variant':<40}{header}{'growth':>10}")
-    for name, v in result["variants"].items():
-        cells = "".join(f"{r['median_us_per_turn']:>12.1f}" for r in v["rows"])
-        growth = "" if v["growth"] is None else f"{v['growth']:>9.2f}x"
-        print(f"{name:<40}{cells}{growth}")
-    print()
-    print("snapshot size and save / restore time against history size")
-    print(f"{'messages':>10}{'bytes':>12}{'save ms':>10}{'restore ms':>12}{'digest ms':>11}")
-    for r in result["snapshot"]:
-        print(
-            f"{r['messages']:>10}{r['bytes']:>12}{r['save_ms']:>10.3f}"
-            f"{r['restore_ms']:>12.3f}{r['digest_ms']:>11.3f}"
-        )
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_driver")
     parser.add_argument("--smoke", action="store_true")
@@ -368,12 +687,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile one T=1000 run")
     parser.add_argument("--async-tool", action="store_true", help="profile the async tool")
     parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--breakdown", action="store_true", help="time the pieces of a turn")
+    parser.add_argument("--ablations", action="store_true", help="take each suspect out")
+    parser.add_argument("--history", action="store_true", help="per-turn cost vs prefilled history")
     args = parser.parse_args(argv)
     if args.profile:
         print(profile(args.turns, is_async=args.async_tool))
         return
+    if args.breakdown:
+        print(json.dumps(breakdown(), indent=2))
+        return
+    if args.ablations:
+        print(json.dumps(ablations(args.turns), indent=2))
+        return
+    if args.history:
+        print(json.dumps(history_growth(), indent=2))
+        return
+    from benchmarks.report import print_driver, render
+
     result = run(args.smoke)
-    _print(result)
+    print_driver(result)
+    print("  snapshot:")
+    print("\n".join(render(result["snapshot"], "    ")))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

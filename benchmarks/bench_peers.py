@@ -42,7 +42,7 @@ from benchmarks.bench_driver import (
     table as measure_table,
 )
 
-__all__ = ["PEERS", "available", "run", "versions"]
+__all__ = ["PEERS", "available", "goals", "run", "versions"]
 
 # pydantic-ai / logfire: never send anything anywhere.
 os.environ.setdefault("LOGFIRE_IGNORE_NO_CONFIG", "1")
@@ -286,7 +286,10 @@ def run(
 
 
 def goals(table: dict[str, Any]) -> dict[str, Any]:
-    """loopctl against the fastest peer at every T: the ratio, and whether it is <= 0.1."""
+    """loopctl against the fastest peer at every T: the ratio, and whether it is <= 0.1.
+
+    Judged on wall-time medians (the brief's measure); the CPU-time ratio is shown beside it.
+    """
     out: dict[str, Any] = {}
     peers = [name for name in table if name != "loopctl"]
     ours = table["loopctl"]
@@ -296,34 +299,21 @@ def goals(table: dict[str, Any]) -> dict[str, Any]:
             out[str(t)] = {"fastest_peer": None}
             continue
         fastest = min(peers, key=lambda p: table[p]["rows"][i]["median_us_per_turn"])
-        theirs = table[fastest]["rows"][i]["median_us_per_turn"]
-        ratio = row["median_us_per_turn"] / theirs
+        theirs = table[fastest]["rows"][i]
+        ratio = row["median_us_per_turn"] / theirs["median_us_per_turn"]
+        cpu_fastest = min(peers, key=lambda p: table[p]["rows"][i]["cpu_median_us_per_turn"])
+        cpu_theirs = table[cpu_fastest]["rows"][i]["cpu_median_us_per_turn"]
         out[str(t)] = {
             "fastest_peer": fastest,
-            "fastest_peer_us": theirs,
+            "fastest_peer_us": theirs["median_us_per_turn"],
             "loopctl_us": row["median_us_per_turn"],
             "ratio": round(ratio, 3),
+            "cpu_fastest_peer": cpu_fastest,
+            "cpu_ratio": round(row["cpu_median_us_per_turn"] / cpu_theirs, 3),
             "met": ratio <= 0.1,
         }
     out["loopctl_growth"] = ours["growth"]
     return out
-
-
-def print_table(result: dict[str, Any]) -> None:
-    for flavour, table in result["tables"].items():
-        print(
-            f"engine overhead, us per tool-using turn, {flavour} tool "
-            f"(median of {result['repeats']})"
-        )
-        header = "".join(f"{'T=' + str(t):>11}" for t in result["turns"])
-        print(f"  {'framework':<16}{header}{'growth':>9}")
-        for name, v in table.items():
-            cells = "".join(f"{r['median_us_per_turn']:>11.1f}" for r in v["rows"])
-            growth = "" if v["growth"] is None else f"{v['growth']:>8.2f}x"
-            print(f"  {name:<16}{cells}{growth}")
-        print()
-    for name, why in result["skipped"].items():
-        print(f"  note: {name} skipped: {why}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -332,7 +322,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     result = run(args.smoke)
-    print_table(result)
+    from benchmarks.report import print_peers
+
+    print_peers(result)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

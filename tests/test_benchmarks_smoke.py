@@ -30,6 +30,7 @@ def _check_row(row: dict[str, Any], turns: int) -> None:
     assert row["final_text"] == bench_driver.FINAL_TEXT
     assert row["median_us_per_turn"] > 0
     assert row["runs_us_per_turn"] and all(x > 0 for x in row["runs_us_per_turn"])
+    assert row["cpu_median_us_per_turn"] >= 0
 
 
 def test_driver_smoke_structure() -> None:
@@ -41,6 +42,13 @@ def test_driver_smoke_structure() -> None:
         assert variant["growth"] is None  # one T only
         [row] = variant["rows"]
         _check_row(row, 10)
+    assert [r["history_messages"] for r in result["history"]] == [0, 1_000]
+    assert all(r["median_us_per_turn"] > 0 for r in result["history"])
+    variants = [r["variant"] for r in result["ablations"]["rows"]]
+    assert variants == list(bench_driver.ABLATIONS)
+    assert result["breakdown"]["per_turn_us"]
+    assert all(isinstance(v, float) for v in result["breakdown"]["per_turn_us"].values())
+    assert set(result["breakdown"]["per_turn_us_by_history_size"]) == {"10", "1000"}
     sizes = [r["messages"] for r in result["snapshot"]]
     assert sizes == [10, 1_000]
     for r in result["snapshot"]:

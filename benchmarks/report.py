@@ -1,0 +1,89 @@
+"""Printing the benchmark results: the driver's and the peers' tables, and a generic rendering
+of other sections' dicts (lists of rows become tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["print_driver", "print_peers", "render"]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(obj: Any, indent: str = "  ") -> list[str]:
+    """A generic rendering of another engineer's result dict: lists of rows become tables."""
+    lines: list[str] = []
+    if isinstance(obj, list) and obj and all(isinstance(v, dict) for v in obj):
+        return _table(obj, indent)
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                lines.append(f"{indent}{key}:")
+                lines.extend(_table(value, indent + "  "))
+            elif isinstance(value, dict):
+                lines.append(f"{indent}{key}:")
+                lines.extend(render(value, indent + "  "))
+            else:
+                lines.append(f"{indent}{key}: {_cell(value)}")
+    else:
+        lines.append(f"{indent}{_cell(obj)}")
+    return lines
+
+
+def _table(rows: list[dict[str, Any]], indent: str) -> list[str]:
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys and not isinstance(row[k], dict | list))
+    cells = [[_cell(row.get(k, "")) for k in keys] for row in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    out = [indent + "  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True))]
+    out.extend(
+        indent + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells
+    )
+    return out
+
+
+def print_driver(result: dict[str, Any]) -> None:
+    print(
+        f"  driver overhead, us per tool-using turn, median of {result['repeats']}: "
+        "wall time | process CPU time"
+    )
+    header = "".join(f"{'T=' + str(t):>10}" for t in result["turns"])
+    print(f"  {'variant':<38}{header}{'growth':>8}  |{header}")
+    for name, v in result["variants"].items():
+        wall = "".join(f"{r['median_us_per_turn']:>10.1f}" for r in v["rows"])
+        cpu = "".join(f"{r['cpu_median_us_per_turn']:>10.1f}" for r in v["rows"])
+        growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
+        print(f"  {name:<38}{wall}{growth:>8}  |{cpu}")
+    for key in ("history", "ablations"):
+        if key in result:
+            print(f"  {key}:")
+            print("\n".join(render(result[key], "    ")))
+    if "breakdown" in result:
+        print("  breakdown (pieces of one turn, us, best of 5 batches):")
+        print("\n".join(render(result["breakdown"], "    ")))
+
+
+def print_peers(result: dict[str, Any]) -> None:
+    turns = result["turns"]
+    for flavour, table in result["tables"].items():
+        print(
+            f"  engine overhead, us per tool-using turn, {flavour} tool, median of "
+            f"{result['repeats']}: wall time | process CPU time"
+        )
+        header = "".join(f"{'T=' + str(t):>10}" for t in turns)
+        print(f"  {'framework':<16}{header}{'growth':>8}  |{header}")
+        for name, v in table.items():
+            wall = "".join(f"{r['median_us_per_turn']:>10.1f}" for r in v["rows"])
+            cpu = "".join(f"{r['cpu_median_us_per_turn']:>10.1f}" for r in v["rows"])
+            growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
+            print(f"  {name:<16}{wall}{growth:>8}  |{cpu}")
+        print()
+    for name, why in result["skipped"].items():
+        print(f"  note: {name} skipped: {why}")
