@@ -7,6 +7,9 @@ which skips validation (the brain itself can never be fed into these states).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -530,3 +533,47 @@ def test_a_loop_error_is_not_a_problem_for_check_machine() -> None:
     m = started()
     m.fail(LoopError(kind="network", message="down"))
     assert inv.check_machine(m, POLICY) == []
+
+
+# --- check_trace --------------------------------------------------------------------------------
+
+TRACES = sorted((Path(__file__).parent.parent / "traces").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_every_recorded_trace_keeps_the_invariants(path: Path) -> None:
+    assert inv.check_trace(path) == []
+
+
+def _edited_basic(tmp_path: Path, edit: Callable[[dict[str, Any]], None], which: str) -> Path:
+    """tests/traces/basic.jsonl with ``edit`` applied to the second record of type ``which``
+    (a feed name, or "step")."""
+    lines = (Path(__file__).parent.parent / "traces" / "basic.jsonl").read_text().splitlines()
+    seen = 0
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if record.get("name") == which or (which == "step" and record["type"] == "step"):
+            seen += 1
+            if seen == 2 or (which != "step" and seen == 1):
+                edit(record)
+                lines[i] = json.dumps(record)
+                break
+    out = tmp_path / "edited.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_check_trace_reports_a_refused_feed(tmp_path: Path) -> None:
+    def wrong_id(record: dict[str, Any]) -> None:
+        record["args"]["message"]["parts"][0]["call_id"] = "someone-else"
+
+    problems = inv.check_trace(_edited_basic(tmp_path, wrong_id, "tool_results"))
+    assert problems and inv.REFUSAL_CODE in problems[-1], problems
+
+
+def test_check_trace_reports_turns_over_the_limit(tmp_path: Path) -> None:
+    def no_turns_left(record: dict[str, Any]) -> None:
+        record["policy"]["max_turns"] = 0
+
+    problems = inv.check_trace(_edited_basic(tmp_path, no_turns_left, "step"))
+    assert any(f"{inv.TURNS_CODE}:" in p for p in problems), problems
