@@ -1,24 +1,30 @@
-"""The regression corpus: one trace per example scenario, in ``tests/traces/``.
+"""The regression corpus: two traces per example scenario, in ``tests/traces/``.
 
     python -m loopctl_sim.corpus --write     # (re)record every trace from examples/scenarios/
-    python -m loopctl_sim.corpus --check     # re-simulate and compare byte for byte (exit 1)
+    python -m loopctl_sim.corpus --check     # re-simulate and compare (exit 1 when stale)
 
-The traces are recorded with a fixed creation time, so recording is reproducible byte for byte.
-``tests/sim/test_corpus.py`` replays every trace there: a change to the engine's decisions shows
-up as a divergence report naming the record. When a change is intended, re-record with
-``--write`` and review the diff of the traces like any other change.
+``tests/traces/<scenario>.jsonl`` is the machine-level simulator's trace (reproducible byte for
+byte: fixed creation time, no durations); ``tests/traces/driver/<scenario>.jsonl`` is the same
+world run through ``BareLoop`` (its io records carry real durations, so the check compares
+records without them). ``tests/sim/test_sim_corpus.py`` replays every trace, machine level and
+driver level: a change to the engine's decisions, or to what the driver feeds, shows up as a
+divergence report naming the record. When a change is intended, re-record with ``--write`` and
+review the diff of the traces like any other change.
 """
 
 from __future__ import annotations
 
 import io
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
+from loopctl_sim.diff import diff_traces
 from loopctl_sim.scenario import load_scenario
 from loopctl_sim.sim import simulate
+from loopctl_sim.trace import TraceFormatError
 
 __all__ = ["CREATED", "record_scenario", "scenario_paths"]
 
@@ -32,11 +38,26 @@ def scenario_paths(directory: Path = SCENARIOS) -> list[Path]:
     return sorted(directory.glob("*.yaml"))
 
 
-def record_scenario(path: Path) -> str:
+def record_scenario(path: Path, *, driver: bool = False) -> str:
     """The trace of the scenario at ``path`` as text (fixed creation time)."""
     buf = io.StringIO()
-    simulate(load_scenario(path).world(), buf, created=CREATED)
+    if driver:
+        from loopctl_sim.driver import simulate_driver
+
+        simulate_driver(load_scenario(path).world(), buf, created=CREATED)
+    else:
+        simulate(load_scenario(path).world(), buf, created=CREATED)
     return buf.getvalue()
+
+
+def _same_records(text: str, stored: Path) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "fresh.jsonl"
+        fresh.write_text(text, encoding="utf-8")
+        try:
+            return diff_traces(fresh, stored) is None
+        except TraceFormatError:
+            return False
 
 
 @click.command()
@@ -54,15 +75,24 @@ def main(mode: str, scenarios: Path, traces: Path) -> None:
     """Record or check the regression corpus of traces."""
     stale = []
     for path in scenario_paths(scenarios):
-        target = traces / f"{path.stem}.jsonl"
-        text = record_scenario(path)
-        if mode == "write":
-            traces.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            click.echo(f"wrote {target}")
-        elif not target.exists() or target.read_text(encoding="utf-8") != text:
-            stale.append(target)
-            click.echo(f"differs: {target}")
+        for driver in (False, True):
+            folder = traces / "driver" if driver else traces
+            target = folder / f"{path.stem}.jsonl"
+            text = record_scenario(path, driver=driver)
+            if mode == "write":
+                folder.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                click.echo(f"wrote {target}")
+                continue
+            if not target.exists():
+                same = False
+            elif driver:
+                same = _same_records(text, target)
+            else:
+                same = target.read_text(encoding="utf-8") == text
+            if not same:
+                stale.append(target)
+                click.echo(f"differs: {target}")
     if stale:
         click.echo(f"{len(stale)} trace(s) differ; re-record with --write if intended")
         sys.exit(1)

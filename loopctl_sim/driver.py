@@ -324,8 +324,10 @@ async def _simulate_driver(
 # --- replay -------------------------------------------------------------------------------------
 
 
-class _Diverged(Exception):
-    pass
+class _Diverged(BaseException):
+    """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
+    driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
+    not swallow it."""
 
 
 @dataclass
@@ -401,6 +403,8 @@ class _Checker(LoopObserver):
     def fail(
         self, line: int, seq: int, what: str, message: str, expected: Any, actual: Any
     ) -> NoReturn:
+        if self.result.divergence is not None:  # the first divergence is the one to report
+            raise _Diverged
         self.result.divergence = Divergence(
             seq, line, what, message, expected, actual, list(self.recent)
         )
@@ -591,7 +595,10 @@ async def _replay_driver(
                 None,
             )
         checker.pos += 1
-        result.runs += 1
+        if rec.snapshot is not None and rec.snapshot.started:
+            result.resumes += 1
+        else:
+            result.runs += 1
         machine = rec.machine()
         if loop is not None:
             previous = loop.machine

@@ -100,6 +100,7 @@ class ReplayResult:
     path: str
     records: int = 0
     runs: int = 0
+    resumes: int = 0  # headers in the middle of a run (a restore after a crash)
     steps: int = 0
     feeds: int = 0
     io: int = 0
@@ -121,6 +122,7 @@ class ReplayResult:
         outcome = self.outcome.get("kind") if isinstance(self.outcome, dict) else "none"
         text = (
             f"ok: {self.path}: {self.records} records replayed ({self.runs} run(s), "
+            f"{self.resumes} resume(s), "
             f"{self.steps} steps, {self.feeds} feeds, {self.io} io); outcome {outcome}; "
             f"digest {self.final_digest}"
         )
@@ -136,6 +138,7 @@ class ReplayResult:
             "ok": self.ok,
             "records": self.records,
             "runs": self.runs,
+            "resumes": self.resumes,
             "steps": self.steps,
             "feeds": self.feeds,
             "io": self.io,
@@ -179,7 +182,10 @@ def replay_trace(
         result.records += 1
         seq = record.seq
         if isinstance(record, HeaderRecord):
-            result.runs += 1
+            if record.snapshot is not None and record.snapshot.started:
+                result.resumes += 1
+            else:
+                result.runs += 1
             result.complete = False
             feeds.clear()
             if record.scrubbed:

@@ -51,6 +51,13 @@ def timeline(path: str | os.PathLike[str]) -> Iterator[str]:
             snap = record.snapshot
             history = 0 if snap is None else len(snap.history)
             meta = ", ".join(f"{k}={v}" for k, v in record.metadata.items())
+            if snap is not None and snap.started:
+                yield (
+                    f"{seq}  run resumed from a snapshot ({record.created}; state "
+                    f"{snap.state.kind}, turns {snap.turns_taken}, {history} + "
+                    f"{len(snap.pending)} messages)"
+                )
+                continue
             yield (
                 f"{seq}  run started ({record.created}, engine {record.engine_version}, "
                 f"history {history} messages){'; ' + meta if meta else ''}"

@@ -1,0 +1,132 @@
+"""Driver level: the same worlds through BareLoop, and replay of traces through BareLoop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sim_helpers import SCENARIOS, adding_world, lines, write_lines
+
+from loopctl import Cancelled, Completed, Failed
+from loopctl_sim.cli import main
+from loopctl_sim.driver import replay_driver, simulate_driver
+from loopctl_sim.replay import replay_trace
+from loopctl_sim.scenario import load_scenario
+from loopctl_sim.sim import simulate
+from loopctl_sim.trace import read_trace
+from loopctl_sim.world import Fault
+
+SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_the_driver_and_the_machine_level_simulator_agree(path: Path, tmp_path: Path) -> None:
+    """The same world ends in the same brain, bit for bit, whether BareLoop or the machine-level
+    simulator drives it: the simulator's model of the driver is faithful for every fault."""
+    scenario = load_scenario(path)
+    trace = tmp_path / "driver.jsonl"
+    by_driver = simulate_driver(scenario.world(), trace)
+    by_machine = simulate(scenario.world())
+    assert by_driver.outcome.kind == scenario.expect
+    assert by_driver.digest == by_machine.digest
+    assert (by_driver.retries, by_driver.tool_calls, by_driver.crashes) == (
+        by_machine.retries,
+        by_machine.tool_calls,
+        by_machine.crashes,
+    )
+    assert replay_trace(trace).ok
+    assert replay_driver(trace).ok
+
+
+def test_a_hung_tool_is_cancelled_through_the_drivers_cancel_path(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    result = simulate_driver(
+        adding_world(Fault(kind="tool_hang", tool_call=1), tool_timeout=None), trace
+    )
+    assert isinstance(result.outcome, Cancelled)
+    kinds = [r.kind for r in read_trace(trace) if r.type == "io"]  # type: ignore[union-attr]
+    assert kinds[-1] == "cancel" and "tool_result" not in kinds
+
+
+def test_driver_retries_use_the_worlds_limit() -> None:
+    result = simulate_driver(
+        adding_world(Fault(kind="overloaded", model_call=1, times=9), max_retries=4)
+    )
+    assert isinstance(result.outcome, Failed) and result.outcome.error.kind == "overloaded"
+    assert result.retries == 4 and result.model_requests == 5
+
+
+def test_driver_crashes_resume_with_from_machine(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    faults = [Fault(kind="crash", step=k) for k in (1, 3, 4)]
+    result = simulate_driver(adding_world(*faults), trace)
+    assert isinstance(result.outcome, Completed) and result.crashes == 3
+    headers = [r for r in read_trace(trace) if r.type == "header"]
+    assert len(headers) == 4
+    replayed = replay_trace(trace)
+    assert replayed.ok and (replayed.runs, replayed.resumes) == (1, 3)
+
+
+def _driver_trace(tmp_path: Path, *faults: Fault) -> Path:
+    trace = tmp_path / "t.jsonl"
+    simulate_driver(adding_world(*faults), trace)
+    return trace
+
+
+def test_driver_replay_notices_a_different_request(tmp_path: Path) -> None:
+    trace = _driver_trace(tmp_path)
+    records = lines(trace)
+    seq = [r["seq"] for r in records if r["type"] == "io" and r["kind"] == "model_request"][1]
+    records[seq]["data"]["n_messages"] = 99
+    write_lines(trace, records)
+    assert replay_trace(trace).ok  # the brain does not see requests
+    d = replay_driver(trace).divergence
+    assert d is not None and d.what == "request" and '-  "n_messages": 99' in d.diff
+
+
+def test_driver_replay_notices_a_different_reply(tmp_path: Path) -> None:
+    trace = _driver_trace(tmp_path)
+    records = lines(trace)
+    seq = next(r["seq"] for r in records if r["type"] == "io" and r["kind"] == "model_reply")
+    records[seq]["data"]["message"]["parts"][0]["text"] = "Let me subtract."
+    write_lines(trace, records)
+    d = replay_driver(trace).divergence
+    assert d is not None and d.what == "feed" and "Let me subtract." in d.diff
+
+
+def test_driver_replay_notices_a_missing_retry(tmp_path: Path) -> None:
+    trace = _driver_trace(tmp_path, Fault(kind="timeout", model_call=1))
+    records = [r for r in lines(trace) if not (r["type"] == "io" and r["kind"] == "retry")]
+    for i, r in enumerate(records):
+        r["seq"] = i
+    write_lines(trace, records)
+    d = replay_driver(trace).divergence  # without the retry the driver fails the run
+    assert d is not None and d.what == "feed" and "fail" in d.diff
+
+
+def test_driver_replay_of_a_truncated_trace(tmp_path: Path) -> None:
+    trace = _driver_trace(tmp_path)
+    records = lines(trace)
+    cut = next(r["seq"] for r in records if r["type"] == "feed" and r["name"] == "tool_results")
+    write_lines(trace, records[:cut])
+    d = replay_driver(trace).divergence
+    assert d is not None and "after the trace ended" in d.message
+
+
+def test_cli_run_and_replay_at_driver_level(tmp_path: Path) -> None:
+    runner = CliRunner()
+    trace = tmp_path / "t.jsonl"
+    ran = runner.invoke(
+        main, ["run", str(SCENARIOS / "context_overflow.yaml"), "--driver", "--trace", str(trace)]
+    )
+    assert ran.exit_code == 0 and ran.output.startswith("context_overflow: completed")
+    assert lines(trace)[0]["metadata"]["level"] == "driver"
+    replayed = runner.invoke(main, ["replay", str(trace), "--driver"])
+    assert replayed.exit_code == 0 and replayed.output.startswith(f"ok: {trace}")
+    records = lines(trace)
+    seq = next(r["seq"] for r in records if r["type"] == "io" and r["kind"] == "model_reply")
+    records[seq]["data"]["message"]["parts"][0]["text"] = "changed"
+    write_lines(trace, records)
+    diverged = runner.invoke(main, ["replay", str(trace), "--driver"])
+    assert diverged.exit_code == 1 and "divergence at seq" in diverged.output
