@@ -24,6 +24,14 @@ bench_peers = importlib.import_module("benchmarks.bench_peers")
 bench_main = importlib.import_module("benchmarks.__main__")
 
 
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
+    """``python -m benchmarks --smoke`` once, in-process: (exit status, the JSON it wrote)."""
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    code = bench_main.main(["--smoke", "--json", str(out)])
+    return code, json.loads(out.read_text())
+
+
 def _check_row(row: dict[str, Any], turns: int) -> None:
     assert row["turns"] == turns
     assert row["tool_calls"] == row["expected_tool_calls"] == turns - 1
@@ -33,8 +41,22 @@ def _check_row(row: dict[str, Any], turns: int) -> None:
     assert row["cpu_median_us_per_turn"] >= 0
 
 
-def test_driver_smoke_structure() -> None:
-    result = bench_driver.run(smoke=True)
+def test_entry_point_smoke(smoke: tuple[int, dict[str, Any]]) -> None:
+    code, data = smoke
+    assert data["smoke"] is True
+    assert set(data["sections"]) == set(bench_main.SECTIONS)
+    for name in ("driver", "peers", "snapshot"):
+        assert data["sections"][name]["status"] == "ok", data["sections"][name]
+    # other engineers' sections: absent is a clean skip, present must run
+    for name in ("brain", "replay", "fuzz"):
+        assert data["sections"][name]["status"] in {"ok", "skipped"}, data["sections"][name]
+    assert code == 0
+    assert data["machine"]["nproc"] >= 1 and data["machine"]["python"]
+    assert "loopctl" in data["machine"]["versions"]
+
+
+def test_driver_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
+    result = smoke[1]["sections"]["driver"]["result"]
     assert result["turns"] == [10]
     assert result["repeats"] == 1
     assert result["main_variant"] in result["variants"]
@@ -49,10 +71,33 @@ def test_driver_smoke_structure() -> None:
     assert result["breakdown"]["per_turn_us"]
     assert all(isinstance(v, float) for v in result["breakdown"]["per_turn_us"].values())
     assert set(result["breakdown"]["per_turn_us_by_history_size"]) == {"10", "1000"}
-    sizes = [r["messages"] for r in result["snapshot"]]
-    assert sizes == [10, 1_000]
-    for r in result["snapshot"]:
+
+
+def test_snapshot_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
+    rows = smoke[1]["sections"]["snapshot"]["result"]["rows"]
+    assert [r["messages"] for r in rows] == [10, 1_000]
+    for r in rows:
         assert r["bytes"] > 0 and r["save_ms"] > 0 and r["restore_ms"] > 0 and r["digest_ms"] > 0
+
+
+def test_peers_smoke_structure_with_or_without_peers(smoke: tuple[int, dict[str, Any]]) -> None:
+    result = smoke[1]["sections"]["peers"]["result"]
+    assert result["turns"] == [10] and result["repeats"] == 1
+    assert set(result["tables"]) == {"sync", "async"}
+    for table in result["tables"].values():
+        assert "loopctl" in table
+        for name, entry in table.items():
+            assert name == "loopctl" or name in bench_peers.PEERS
+            [row] = entry["rows"]
+            _check_row(row, 10)
+    for name in bench_peers.PEERS:
+        ran = all(name in t for t in result["tables"].values())
+        assert ran == (name not in result["skipped"]) == bench_peers.available(name)
+    goals = smoke[1]["goals"]
+    if any(bench_peers.available(name) for name in bench_peers.PEERS):
+        assert goals["overhead_sync_tool"]["per_T"]["10"]["fastest_peer"] in bench_peers.PEERS
+    else:
+        assert goals["overhead_sync_tool"]["met"] is None
 
 
 def test_measure_asserts_the_tool_count() -> None:
@@ -78,37 +123,6 @@ def test_measure_asserts_the_final_text() -> None:
 
     with pytest.raises(AssertionError, match="final text"):
         bench_driver.measure(wrong, 10, 1)
-
-
-def test_peers_smoke_structure_with_or_without_peers() -> None:
-    result = bench_peers.run(smoke=True)
-    assert result["turns"] == [10] and result["repeats"] == 1
-    assert set(result["tables"]) == {"sync", "async"}
-    for table in result["tables"].values():
-        assert "loopctl" in table
-        for name, entry in table.items():
-            assert name == "loopctl" or name in bench_peers.PEERS
-            [row] = entry["rows"]
-            _check_row(row, 10)
-    for name in bench_peers.PEERS:
-        ran = all(name in t for t in result["tables"].values())
-        assert ran == (name not in result["skipped"]) == bench_peers.available(name)
-    assert "loopctl" in result["versions"]
-
-
-def test_entry_point_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "results.json"
-    code = bench_main.main(["--smoke", "--only", "driver", "snapshot", "brain", "--json", str(out)])
-    data = json.loads(out.read_text())
-    assert data["smoke"] is True
-    assert set(data["sections"]) == {"driver", "snapshot", "brain"}
-    for name in ("driver", "snapshot"):
-        assert data["sections"][name]["status"] == "ok", data["sections"][name]
-    # brain is another engineer's module: absent is a clean skip, present must run
-    assert data["sections"]["brain"]["status"] in {"ok", "skipped"}, data["sections"]["brain"]
-    assert code == 0
-    assert data["machine"]["nproc"] >= 1 and data["machine"]["python"]
-    assert "flat_driver" in data["goals"]
 
 
 def test_entry_point_rejects_unknown_sections() -> None:
