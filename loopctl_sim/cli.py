@@ -61,6 +61,8 @@ def main() -> None:
 )
 def replay(trace: str, until: int | None, as_json: bool, driver: bool) -> None:
     """Replay TRACE against the brain; exit 1 at the first divergence."""
+    if driver and until is not None:
+        _die("--until works at machine level only (drop --driver)")
     try:
         if driver:
             result = _driver_module().replay_driver(trace)
