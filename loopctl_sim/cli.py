@@ -180,3 +180,19 @@ def run(
         if not ok:
             click.echo(f"unexpected outcome: {outcome} (the scenario expects {sc.expect})")
     sys.exit(0 if ok else 1)
+
+
+def _register_plugins() -> None:
+    """Commands that live in other modules of ``loopctl_sim`` join the group when present
+    (``loopctl_sim.fuzz`` exposes a click command named ``fuzz`` or ``command``)."""
+    for name in ("loopctl_sim.fuzz",):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        command = getattr(module, "command", None) or getattr(module, "fuzz", None)
+        if isinstance(command, click.Command):
+            main.add_command(command)
+
+
+_register_plugins()

@@ -130,3 +130,40 @@ def test_cli_run_and_replay_at_driver_level(tmp_path: Path) -> None:
     write_lines(trace, records)
     diverged = runner.invoke(main, ["replay", str(trace), "--driver"])
     assert diverged.exit_code == 1 and "divergence at seq" in diverged.output
+
+
+def test_trace_recorder_on_a_real_bare_loop_with_real_tools(tmp_path: Path) -> None:
+    """TraceRecorder as a user installs it: BareLoop, @tool functions, two runs in one trace."""
+    from loopctl import Message, ToolCall
+    from loopctl.driver import BareLoop, RunConfig
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools import tool
+    from loopctl_sim.record import TraceRecorder
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    client = ScriptedClient(
+        [
+            Message.assistant("", [ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3})]),
+            Message.assistant("5"),
+            Message.assistant("", [ToolCall(id="c2", name="add", arguments={"a": 5, "b": "x"})]),
+            Message.assistant("oops"),
+        ]
+    )
+    path = tmp_path / "real.jsonl"
+    recorder = TraceRecorder(path, metadata={"authorization": "Bearer secret"})
+    loop = BareLoop(client, [add], RunConfig(max_turns=5), observers=[recorder])
+    assert loop.run_sync("2 + 3?").final_text == "5"
+    assert loop.run_sync("5 + x?").final_text == "oops"
+    recorder.close()
+    assert "secret" not in path.read_text()
+    records = read_trace(path)
+    assert [r.type for r in records].count("header") == 2
+    machine_level = replay_trace(path)
+    assert machine_level.ok and (machine_level.runs, machine_level.resumes) == (2, 0)
+    driver_level = replay_driver(path)
+    assert driver_level.ok, driver_level.summary()
+    assert driver_level.final_digest == loop.machine.digest()

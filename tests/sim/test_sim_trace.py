@@ -252,3 +252,14 @@ def test_step_and_feed_records_keep_typed_data() -> None:
     assert feed.name == "accept_input" and feed.args.input == Message.user("hi")  # type: ignore[union-attr]
     assert isinstance(records[2], StepRecord) and records[2].step == step
     assert records[3].args.error == error  # type: ignore[union-attr]
+
+
+def test_the_reader_streams_records_before_reading_the_rest(tmp_path: Path, trace: Path) -> None:
+    """Records come out one line at a time: a bad line late in the file is only met when the
+    iteration gets there."""
+    path = _broken(tmp_path, trace, 5, "{broken")
+    records = TraceReader(path).numbered()
+    first = [next(records) for _ in range(5)]
+    assert [line for line, _ in first] == [1, 2, 3, 4, 5]
+    with pytest.raises(TraceFormatError, match=":6: "):
+        next(records)
