@@ -12,11 +12,17 @@ Fault kinds and where they strike:
   and the ``times - 1`` requests after it: ``network``, ``timeout``, ``rate_limited`` (429 with
   ``retry_after``), ``server_error`` (5xx, ``status``), ``overloaded`` (529), ``context_overflow``,
   ``malformed_stream``, ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
-- tool side, at the ``tool_call``-th dispatched call (1-based) or every call of ``tool``:
+- tool side, at the ``tool_call``-th dispatched call (1-based) and the ``times - 1`` after it,
+  or at the first ``times`` calls of the tool named ``tool``:
   ``tool_exception``, ``tool_timeout``, ``tool_hang``;
 - run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (snapshot the
   brain, drop it, restore a fresh one from the bytes), ``compact_now`` (a user's manual compaction),
   ``inject`` (a steering message, in the next ``Start`` state).
+
+A scripted reply is used up only when it is delivered intact (no fault, or an ``unknown_tool``
+rename): a retried request is answered with the same reply, as a provider would answer the same
+question again. The machine-level simulator (``loopctl_sim.sim``) and the driver-level one
+(``loopctl_sim.driver``) share these rules, and end every example scenario with the same brain.
 """
 
 from __future__ import annotations
