@@ -136,10 +136,16 @@ def fuzz(
     show_default=True,
     help="Embed the trace in the test, or reference its path (relative to the test file).",
 )
-def export_test(trace: str, output: str | None, embed: bool) -> None:
+@click.option(
+    "--invariants/--no-invariants",
+    default=True,
+    show_default=True,
+    help="Also check the brain's invariants along the trace (invariants.check_trace).",
+)
+def export_test(trace: str, output: str | None, embed: bool, invariants: bool) -> None:
     """Write a pytest file that replays TRACE and asserts its recorded outcome."""
     try:
-        path = write_test(trace, output, embed=embed)
+        path = write_test(trace, output, embed=embed, invariants=invariants)
     except TraceFormatError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -232,9 +232,9 @@ class DriverMachine(RuleBasedStateMachine):
 
     # --- rules ---------------------------------------------------------------------------------
 
-    @initialize(config=run_configs())
-    def setup(self, config: RunConfig) -> None:
-        self.config = config
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
+        self.config = data.draw(self.configs, label="config")
 
     @rule(
         replies=st.lists(reply_specs(), max_size=6),

@@ -77,11 +77,13 @@ def export_test(
     *,
     embed: bool = True,
     trace_ref: str | None = None,
+    invariants: bool = True,
 ) -> str:
     """The text of a pytest module reproducing ``trace``.
 
     ``embed=False`` makes the test read the trace from ``trace_ref`` (default: the path as
-    given), resolved against the test file's directory when relative.
+    given), resolved against the test file's directory when relative. ``invariants`` also walks
+    the trace with ``loopctl_sim.invariants.check_trace`` (the brain's promises at every step).
     """
     info = _read(trace)
     name = regression_test_name(trace)
@@ -98,6 +100,7 @@ def export_test(
         "",
         "from pathlib import Path",
         "",
+        *(["from loopctl_sim.invariants import check_trace"] if invariants else []),
         "from loopctl_sim.replay import replay_trace",
         "",
     ]
@@ -132,8 +135,10 @@ def export_test(
         "    if COMPLETE:",
         "        assert result.outcome == EXPECTED_OUTCOME, result.outcome",
         "        assert result.final_digest == EXPECTED_DIGEST",
-        "",
     ]
+    if invariants:
+        out += ["    problems = check_trace(trace)", "    assert problems == [], problems"]
+    out += [""]
     if info.scrubbed:
         out.insert(
             6,
@@ -147,6 +152,7 @@ def write_test(
     output: str | os.PathLike[str] | None = None,
     *,
     embed: bool = True,
+    invariants: bool = True,
 ) -> Path:
     """Write the test for ``trace`` to ``output`` (default ``test_<trace name>.py`` next to the
     trace) and return its path. Without embedding, the path to the trace is written relative
@@ -158,5 +164,6 @@ def write_test(
     ref = None
     if not embed:
         ref = os.path.relpath(trace_path.resolve(), out.resolve().parent)
-    out.write_text(export_test(trace_path, embed=embed, trace_ref=ref), encoding="utf-8")
+    text = export_test(trace_path, embed=embed, trace_ref=ref, invariants=invariants)
+    out.write_text(text, encoding="utf-8")
     return out

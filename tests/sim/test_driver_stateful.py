@@ -39,7 +39,7 @@ class _Forgetful(DriverMachine):
 
 
 def _one_run(machine: DriverMachine, replies: list[Any], interrupts: list[Any]) -> None:
-    machine.setup(RunConfig(max_turns=4, tool_timeout=0.02))
+    machine.config = RunConfig(max_turns=4, tool_timeout=0.02)
     machine.run(replies=replies, interrupts=interrupts, text="go")
 
 

@@ -30,6 +30,8 @@ def test_the_text_embeds_the_trace_and_the_recorded_end() -> None:
     assert "TRACE_LINES = [" in text
     assert "EXPECTED_OUTCOME = {'kind': 'completed'" in text
     assert "def test_basic_replays(tmp_path: Path) -> None:" in text
+    assert "check_trace(trace)" in text  # the brain's promises along the trace, too
+    assert "check_trace" not in export_test(TRACES / "basic.jsonl", invariants=False)
 
 
 @pytest.mark.parametrize("name", ["basic.jsonl", "cancel.jsonl", "crash_restore.jsonl"])
