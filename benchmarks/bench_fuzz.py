@@ -123,8 +123,8 @@ def _profile(fn: Callable[[], Any], runs: int, top: int = 12) -> dict[str, Any]:
         for (path, line, name), v in rows
     ]
     by_package: dict[str, float] = defaultdict(float)
-    for (path, _, _), v in raw.items():
-        by_package[_package(path)] += v[2]
+    for (path, _, name), v in raw.items():
+        by_package[_package(path, name)] += v[2]
     packages = {
         k: round(t / total, 3) for k, t in sorted(by_package.items(), key=lambda kv: -kv[1])
     }
@@ -138,7 +138,13 @@ def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def _package(path: str) -> str:
+def _package(path: str, name: str = "") -> str:
+    if "pydantic_core" in name:
+        return "pydantic-core (validate, serialize)"
+    if "hashlib" in name or "sha256" in name:
+        return "hashlib"
+    if "pydantic" in path:
+        return "pydantic"
     if "/loopctl_sim/" in path:
         return "loopctl_sim." + path.rsplit("/", 1)[-1].removesuffix(".py")
     if "/loopctl/" in path:
@@ -199,6 +205,8 @@ def run(smoke: bool) -> dict[str, Any]:
             "failures": len(summary.failures),
         }
     profile = _profile(lambda: simulate(world_plain), 20 if smoke else 200)
+    cases = iter([fz.make_case(s) for s in range(3 if smoke else 60)])
+    fuzz_profile = _profile(lambda: fz.check_case(next(cases)), 3 if smoke else 60)
     return {
         "goal_runs_per_s_per_core": GOAL,
         "turns": TURNS,
@@ -210,6 +218,7 @@ def run(smoke: bool) -> dict[str, Any]:
         "meets_goal": sim_row["runs_per_s"] >= GOAL,
         "campaign": campaign,
         "profile": profile,
+        "fuzz_profile": fuzz_profile,
     }
 
 
@@ -240,6 +249,9 @@ def _table(report: dict[str, Any]) -> str:
         out.append(
             f"  {f['function']:<60}{f['tottime_share']:>7.1%}  {f['calls_per_run']} calls/run"
         )
+    out.append("where a fuzz seed's time goes (cProfile, own time):")
+    for k, v in list(report["fuzz_profile"]["by_package"].items())[:8]:
+        out.append(f"  {k:<32}{v:>7.1%}")
     return "\n".join(out)
 
 
