@@ -1,0 +1,244 @@
+"""The ``loopctl`` command: run one agent loop against a real provider from the terminal.
+
+    loopctl run "What is 17 * 23?" --provider openai --model gpt-4o-mini
+    loopctl run "Summarize README.md" --provider ollama --model llama3.2 --trace run.jsonl
+
+The answer streams to stdout as it arrives. Two example tools are offered to the model:
+``calculator`` (arithmetic evaluated safely from the syntax tree, never ``eval``) and
+``read_file`` (a text file under the current directory; paths outside it are refused).
+
+Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit, cancelled);
+2 a configuration or connection problem (missing key, unreachable server, refused credentials),
+reported in one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import operator
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+
+from loopctl.api import ApiClient, ApiError, StreamEvent, TextDelta
+from loopctl.core import Completed, Failed, MaxTurnsExceeded
+from loopctl.providers import AnthropicClient, OllamaClient, OpenAIClient
+from loopctl.providers._common import HttpProvider
+from loopctl.tools import tool
+
+__all__ = ["CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
+
+PROVIDERS = ("openai", "anthropic", "ollama")
+MAX_FILE_BYTES = 100_000
+
+# --- example tools ---------------------------------------------------------------------------
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_MAX_EXPONENT = 1000
+_MAX_MAGNITUDE = 10**300
+
+
+def evaluate(expression: str) -> int | float:
+    """The value of an arithmetic expression: numbers, + - * / // % ** and parentheses only."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an arithmetic expression: {exc.msg}") from None
+    return _eval(tree.body)
+
+
+def _eval(node: ast.AST) -> int | float:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        value = node.value
+        assert isinstance(value, int | float)
+        return value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        result: int | float = _UNARY[type(node.op)](_eval(node.operand))
+        return result
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+            raise ValueError(f"exponent {right} is too large (limit {_MAX_EXPONENT})")
+        try:
+            result = _BINARY[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise ValueError("division by zero") from None
+        except OverflowError:
+            raise ValueError("the result is too large") from None
+        if isinstance(result, complex):
+            raise ValueError("the result is not a real number")
+        if abs(result) > _MAX_MAGNITUDE:
+            raise ValueError("the result is too large")
+        return result
+    raise ValueError(
+        f"unsupported syntax: {type(node).__name__} (numbers and + - * / // % ** only)"
+    )
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression such as "(17 * 23) / 4"; returns the value."""
+    return str(evaluate(expression))
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a text file under the current directory (at most 100 kB)."""
+    root = Path.cwd().resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise PermissionError(f"{path!r} is outside the current directory")
+    if not target.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    data = target.read_bytes()
+    suffix = ""
+    if len(data) > MAX_FILE_BYTES:
+        data, suffix = data[:MAX_FILE_BYTES], f"\n[truncated at {MAX_FILE_BYTES} bytes]"
+    return data.decode("utf-8", errors="replace") + suffix
+
+
+# --- wiring ----------------------------------------------------------------------------------
+
+
+@dataclass
+class CliDeps:
+    """What tests inject through ``CliRunner.invoke(main, ..., obj=CliDeps(...))``."""
+
+    http_client: httpx.AsyncClient | None = None
+    sleep: Callable[[float], Awaitable[None]] | None = None
+
+
+def make_client(
+    provider: str,
+    model: str,
+    *,
+    base_url: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+) -> OpenAIClient | AnthropicClient | OllamaClient:
+    """The provider's client; raises ``MissingApiKeyError`` when its key is not set."""
+    if provider == "openai":
+        return OpenAIClient(model, base_url=base_url, http_client=http_client)
+    if provider == "anthropic":
+        return AnthropicClient(model, base_url=base_url, http_client=http_client)
+    if provider == "ollama":
+        return OllamaClient(model, base_url=base_url, http_client=http_client)
+    raise ValueError(f"unknown provider {provider!r}")
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(code)
+
+
+@click.group()
+@click.version_option(package_name="loopctl")
+def main() -> None:
+    """loopctl: a sans-IO agent-loop engine."""
+
+
+@main.command()
+@click.argument("prompt")
+@click.option("--provider", type=click.Choice(PROVIDERS), default="openai", show_default=True)
+@click.option("--model", required=True, help="Model name, e.g. gpt-4o-mini or llama3.2.")
+@click.option("--base-url", default=None, help="Server URL (OpenAI-compatible servers, Ollama).")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None, help="Write a trace.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--system", default=None, help="A system prompt.")
+@click.pass_context
+def run(
+    ctx: click.Context,
+    prompt: str,
+    provider: str,
+    model: str,
+    base_url: str | None,
+    trace: str | None,
+    max_turns: int,
+    system: str | None,
+) -> None:
+    """Run PROMPT through one agent loop, streaming the answer."""
+    from loopctl.driver import BareLoop, LoopObserver, RunConfig, SessionConfig
+
+    deps = ctx.find_object(CliDeps) or CliDeps()
+    try:
+        client: ApiClient = make_client(
+            provider, model, base_url=base_url, http_client=deps.http_client
+        )
+    except ApiError as exc:
+        _fail(exc.error.message, 2)
+        return
+    observers: list[LoopObserver] = []
+    recorder: Any = None
+    if trace is not None:
+        try:
+            from loopctl_sim import TraceRecorder
+        except ImportError:
+            _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
+            return
+        recorder = TraceRecorder(trace, metadata={"provider": provider, "model": model})
+        observers.append(recorder)
+
+    streamed: list[str] = []
+
+    def on_stream(event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            streamed.append(event.text)
+            click.echo(event.text, nl=False)
+
+    loop = BareLoop(
+        client,
+        tools=[calculator, read_file],
+        config=RunConfig(max_turns=max_turns),
+        session=SessionConfig(system_prompt=system),
+        observers=observers,
+        on_stream=on_stream,
+        sleep=deps.sleep,
+    )
+
+    async def go() -> Any:
+        try:
+            return await loop.run(prompt)
+        finally:
+            if deps.http_client is None and isinstance(client, HttpProvider):
+                await client.aclose()
+
+    try:
+        result = asyncio.run(go())
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if streamed:
+        click.echo()
+    outcome = result.outcome
+    if isinstance(outcome, Completed):
+        if not streamed and outcome.final_text:
+            click.echo(outcome.final_text)
+        return
+    if isinstance(outcome, MaxTurnsExceeded):
+        _fail(f"stopped after {max_turns} turns (--max-turns)", 1)
+    if isinstance(outcome, Failed):
+        error = outcome.error
+        code = 2 if error.kind in ("auth", "network", "timeout") else 1
+        _fail(error.message, code)
+    _fail(f"the run ended: {type(outcome).__name__}", 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
