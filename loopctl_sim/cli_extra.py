@@ -72,7 +72,13 @@ def _failure_lines(r: CaseResult, seeds_arg: str, faults_arg: str) -> list[str]:
     show_default=True,
     help="Directory for failing traces and shrunk scenarios.",
 )
-@click.option("--turns", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--turns",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="About how many model replies each world scripts.",
+)
 @click.option("--no-shrink", is_flag=True, help="Save failures without shrinking them.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: tty).")
 def fuzz(
@@ -84,7 +90,7 @@ def fuzz(
     no_shrink: bool,
     progress: bool | None,
 ) -> None:
-    """Run a fault-injection campaign over SEEDS; exit 1 if any seed fails.
+    """Run a fault-injection campaign over --seeds; exit 1 if any seed fails.
 
     Each seed builds one world (replies, tools, a swarm of faults); each is run with the
     invariants checked after every step, twice for determinism, once with a crash/restore, and

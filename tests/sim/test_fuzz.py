@@ -196,3 +196,16 @@ def test_fuzz_command_rejects_bad_arguments() -> None:
     assert res.exit_code == 2
     res = CliRunner().invoke(fuzz_command, ["--faults", "gremlins"])
     assert res.exit_code == 2 and "unknown fault kinds" in res.output
+
+
+def test_a_case_round_trips_through_its_scenario_yaml(tmp_path: Path) -> None:
+    for seed in (0, 7, 11):
+        case = fz.make_case(seed)
+        path = tmp_path / f"{seed}.yaml"
+        path.write_text(fz.scenario_yaml(case.scenario))
+        assert load_scenario(path) == case.scenario
+
+
+def test_a_passing_seed_keeps_no_trace_in_memory() -> None:
+    result = fz.run_seed(0)
+    assert result.failure is None and result.trace == "" and result.files == []
