@@ -367,16 +367,20 @@ class HttpProvider:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
-                if self.streaming:
-                    async for event in self.parse_stream(response, request):
-                        yield event
-                else:
-                    await response.aread()
-                    data = loads(self.info, response.text)
-                    if isinstance(data, Mapping) and "error" in data:
-                        raise classify(self.info, None, data, response.headers)
-                    for event in self.parse_body(data, request):
-                        yield event
+                try:
+                    if self.streaming:
+                        async for event in self.parse_stream(response, request):
+                            yield event
+                    else:
+                        await response.aread()
+                        data = loads(self.info, response.text)
+                        if isinstance(data, Mapping) and "error" in data:
+                            raise classify(self.info, None, data, response.headers)
+                        for event in self.parse_body(data, request):
+                            yield event
+                except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+                    # data of an unexpected shape (pydantic's ValidationError is a ValueError)
+                    raise malformed(self.info, f"{type(exc).__name__}: {exc}") from None
         except httpx.TimeoutException as exc:
             raise ApiError(
                 LoopError(

@@ -377,3 +377,27 @@ async def test_ollama_requests_carry_tools_and_num_ctx() -> None:
     assert body["think"] is False
     assert body["tools"][0]["function"]["name"] == "get_weather"
     assert seen[0].url == "http://127.0.0.1:11434/api/chat"
+
+
+@pytest.mark.parametrize(
+    "provider, body",
+    [
+        ("openai", b'data: {"choices": ["not an object"]}\n\ndata: [DONE]\n\n'),
+        ("openai", b'data: {"choices": [{"delta": {"content": 5}, "finish_reason": 7}]}\n\n'),
+        (
+            "anthropic",
+            b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+            b'"content_block":"text"}\n\n',
+        ),
+        ("anthropic", b'event: message_start\ndata: {"type":"message_start","message":["x"]}\n\n'),
+        ("ollama", b'{"message": ["x"], "done": false}\n'),
+        ("ollama", b'{"message": {"content": "x"}, "done": true, "eval_count": "many"}\n'),
+    ],
+)
+async def test_data_of_an_unexpected_shape_is_a_malformed_stream(
+    provider: str, body: bytes
+) -> None:
+    with pytest.raises(ApiError) as caught:
+        await stream_body(provider, body)
+    assert caught.value.error.kind == "provider"
+    assert "malformed" in caught.value.error.message
