@@ -26,9 +26,9 @@ from typing import Any
 import click
 import httpx
 
-from loopctl.api import ApiClient, ApiError, StreamEvent, TextDelta
+from loopctl.api import ApiClient, StreamEvent, TextDelta
 from loopctl.core import Completed, Failed, MaxTurnsExceeded
-from loopctl.providers import AnthropicClient, OllamaClient, OpenAIClient
+from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
 from loopctl.providers._common import HttpProvider
 from loopctl.tools import tool
 
@@ -181,8 +181,9 @@ def run(
         client: ApiClient = make_client(
             provider, model, base_url=base_url, http_client=deps.http_client
         )
-    except ApiError as exc:
-        _fail(exc.error.message, 2)
+    except MissingApiKeyError as exc:
+        name = exc.error.details.get("provider", provider)
+        _fail(f"no {name} API key: set the {exc.env_var} environment variable", 2)
         return
     observers: list[LoopObserver] = []
     recorder: Any = None
