@@ -41,7 +41,7 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.driver import BareLoop, IoEvent, LoopObserver, RunConfig, SessionConfig
+from loopctl.driver import BareLoop, IoEvent, LoopObserver, RetryConfig, RunConfig, SessionConfig
 from loopctl.driver.cancel import CancelSignal
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.tools import NextTool, Tool, ToolRegistry
@@ -97,7 +97,8 @@ def _configs(policy: MachinePolicy, world: World | None = None) -> tuple[RunConf
         loop_window=policy.loop_window,
         loop_repeat_limit=policy.loop_repeat_limit,
         loop_action=policy.loop_action,
-        retry=world.retry_config() if world is not None else RunConfig().retry,
+        # Replaying, the trace decides: an error is retried exactly when the trace retried it.
+        retry=world.retry_config() if world is not None else RetryConfig(max_retries=10**6),
         tool_timeout=world.tool_timeout if world is not None else None,
     )
     return run, SessionConfig(context_window=policy.context_window)

@@ -20,6 +20,7 @@ from loopctl.core import (
     CallLLM,
     CallTools,
     Compact,
+    CompactReason,
     Completed,
     Done,
     Failed,
@@ -95,6 +96,9 @@ class _Run:
         )
         self.per_tool: Counter[str] = Counter()
         self.injects: list[str] = []
+        # A user's compaction request stands until a Compact(MANUAL) step answers it, as in
+        # BareLoop.request_compaction().
+        self.compact_requested = False
 
     def go(self) -> SimResult:
         rec, world, result = self.rec, self.world, self.result
@@ -114,6 +118,8 @@ class _Run:
             elif isinstance(step, CallTools):
                 self._call_tools(step)
             elif isinstance(step, Compact):
+                if step.reason is CompactReason.MANUAL:
+                    self.compact_requested = False
                 self._compact(step)
             else:
                 assert isinstance(step, Done)
@@ -144,10 +150,12 @@ class _Run:
                 rec.replace(restored)
                 self.result.crashes += 1
             elif fault.kind == "compact_now":
-                policy = policy.model_copy(update={"compact_now": True})
+                self.compact_requested = True
             elif fault.kind == "inject":
                 assert fault.text is not None
                 self.injects.append(fault.text)
+        if self.compact_requested:
+            policy = policy.model_copy(update={"compact_now": True})
         return policy
 
     def _call_model(self, turn: int, policy: MachinePolicy) -> None:
