@@ -1,0 +1,1 @@
+"""Benchmarks: each module prints figures (never a verdict) and exposes ``run(smoke) -> dict``."""
