@@ -4,6 +4,7 @@ simulators honest with each other in the ordinary test run.)"""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import typing
 from pathlib import Path
@@ -47,7 +48,8 @@ def faults(draw: st.DrawFn) -> Fault:
     return Fault(kind=kind, step=draw(st.integers(1, 8)), text=text)
 
 
-@settings(max_examples=40, deadline=None)
+# LOOPCTL_SIM_AGREEMENT_EXAMPLES=1000 for a longer hunt
+@settings(max_examples=int(os.environ.get("LOOPCTL_SIM_AGREEMENT_EXAMPLES", "40")), deadline=None)
 @given(
     schedule=st.lists(faults(), max_size=4),
     max_retries=st.integers(0, 3),

@@ -225,3 +225,16 @@ def test_schema_prints_json_schema(runner: CliRunner) -> None:
     assert result.exit_code == 0
     schema = json.loads(result.output)
     assert "HeaderRecord" in schema["$defs"] and schema["discriminator"]["propertyName"] == "type"
+
+
+def test_show_marks_a_resume_after_a_crash(runner: CliRunner) -> None:
+    trace = SCENARIOS.parent.parent / "tests" / "traces" / "driver" / "crash_restore.jsonl"
+    result = runner.invoke(main, ["show", str(trace)])
+    assert result.exit_code == 0
+    assert result.output.count("run resumed from a snapshot") == 2
+    assert "state awaiting_tools, turns 1" in result.output
+
+
+def test_replay_until_is_machine_level_only(trace: Path, runner: CliRunner) -> None:
+    result = runner.invoke(main, ["replay", str(trace), "--driver", "--until", "3"])
+    assert result.exit_code == 2 and "machine level only" in result.output
