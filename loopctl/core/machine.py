@@ -29,8 +29,10 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Python < 3.12
 
+from loopctl.core.encoding import JsonCache, encoded
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopWindow, judge_keys, record_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -262,6 +264,30 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
     return None if problem is None else f"conversation: {problem}"
 
 
+class _LoopDict(TypedDict):
+    calls: tuple[str, ...]
+    unjudged: int
+    warned: bool
+
+
+class _TailDict(TypedDict):
+    """The snapshot's fields after ``pending``, in its order (for ``canonical_json``)."""
+
+    turns_taken: int
+    context_tokens: int
+    exchange: Exchange | None
+    advertised: tuple[str, ...]
+    started: bool
+    finalized: bool
+    noop_floor: int | None
+    loop: _LoopDict
+
+
+_TAIL: Final = TypeAdapter(_TailDict)
+_STATE: Final[TypeAdapter[MachineState]] = TypeAdapter(MachineState)
+_HEAD: Final = f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"state":'.encode()
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a snapshot is parsed.
@@ -318,7 +344,8 @@ _START: Final = Start()
 class LoopMachine:
     """The brain. See the module docstring for the rules it keeps."""
 
-    __slots__ = (
+    #: What the brain is: equality, snapshots and the digest cover exactly these.
+    STATE_SLOTS: Final = (
         "_advertised",
         "_context_tokens",
         "_exchange",
@@ -333,6 +360,8 @@ class LoopMachine:
         "_state",
         "_turns_taken",
     )
+    # ... plus a cache of each message's JSON for ``digest()`` (derived, never compared).
+    __slots__ = (*STATE_SLOTS, "_history_json", "_pending_json")
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -353,6 +382,8 @@ class LoopMachine:
         self._loop_calls: tuple[str, ...] = ()
         self._loop_unjudged = 0
         self._loop_warned = False
+        self._history_json: JsonCache | None = None
+        self._pending_json: JsonCache | None = None
 
     # --- read-only views -----------------------------------------------------------------
 
@@ -761,11 +792,18 @@ class LoopMachine:
         machine._loop_calls = snap.loop.calls
         machine._loop_unjudged = snap.loop.unjudged
         machine._loop_warned = snap.loop.warned
+        machine._history_json = None
+        machine._pending_json = None
         return machine
 
     def model_dump_json(self) -> str:
-        """The whole brain as JSON: save a run at any decision boundary."""
-        return self.snapshot().model_dump_json()
+        """The whole brain as JSON: save a run at any decision boundary.
+
+        The same text as ``snapshot().model_dump_json()``, assembled from the per-message cache
+        that ``digest()`` keeps (see ``canonical_json``), so saving after every turn serializes
+        only the turn's new messages.
+        """
+        return self.canonical_json().decode()
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> LoopMachine:
@@ -785,13 +823,52 @@ class LoopMachine:
         return cls.from_snapshot(snap)
 
     def digest(self) -> str:
-        """A short stable hash of the canonical JSON; traces compare it after every feed."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        """A short stable hash of the canonical JSON; traces compare it after every feed.
+
+        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing every
+        message: each message's JSON is cached as history and pending grow (both only ever grow
+        by appending, or are replaced whole), so a digest after a feed serializes only what the
+        feed added and hashes the rest. Tests pin the bytes to the snapshot model's own JSON.
+        """
+        return hashlib.sha256(self.canonical_json()).hexdigest()[:16]
+
+    def canonical_json(self) -> bytes:
+        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
+        self._history_json = history = encoded(self._history_json, self._history)
+        self._pending_json = pending = encoded(self._pending_json, self._pending)
+        tail = _TAIL.dump_json(
+            {
+                "turns_taken": self._turns_taken,
+                "context_tokens": self._context_tokens,
+                "exchange": self._exchange,
+                "advertised": self._advertised,
+                "started": self._started,
+                "finalized": self._finalized,
+                "noop_floor": self._noop_floor,
+                "loop": {
+                    "calls": self._loop_calls,
+                    "unjudged": self._loop_unjudged,
+                    "warned": self._loop_warned,
+                },
+            }
+        )
+        return b"".join(
+            (
+                _HEAD,
+                _STATE.dump_json(self._state),
+                b',"history":[',
+                b",".join(history.parts),
+                b'],"pending":[',
+                b",".join(pending.parts),
+                b"],",
+                tail[1:],
+            )
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LoopMachine):
             return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+        return all(getattr(self, s) == getattr(other, s) for s in self.STATE_SLOTS)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
 import pytest
-from brain_helpers import POLICY, SCENARIOS, answer, call, drive
+from brain_helpers import POLICY, SCENARIOS, answer, ask, call, drive, respond
 from pydantic import ValidationError
 
-from loopctl import LoopMachine, MachineSnapshot, Message
+from loopctl import LoopMachine, MachinePolicy, MachineSnapshot, Message
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
@@ -184,3 +185,59 @@ def test_restore_does_not_share_buffers_with_the_original() -> None:
     restored = LoopMachine.model_validate_json(m.model_dump_json())
     restored.inject(Message.user("more"))
     assert restored.pending_len() == m.pending_len() + 1
+
+
+# --- the digest's fast path is byte-exact ------------------------------------------------------
+
+
+def _slow_digest(m: LoopMachine) -> str:
+    """The digest by definition: the hash of the snapshot model's own JSON."""
+    return hashlib.sha256(m.snapshot().model_dump_json().encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("build", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_canonical_json_is_the_snapshot_json(build: Callable[[], LoopMachine]) -> None:
+    m = build()
+    assert m.canonical_json() == m.snapshot().model_dump_json().encode()
+    assert m.model_dump_json() == m.snapshot().model_dump_json()
+    assert m.digest() == _slow_digest(m)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        POLICY,
+        POLICY.model_copy(update={"compact_now": True}),
+        POLICY.model_copy(update={"max_turns": 2}),
+    ],
+    ids=["plain", "compacting", "max-turns"],
+)
+def test_digest_stays_exact_while_the_conversation_grows_and_is_replaced(
+    policy: MachinePolicy,
+) -> None:
+    """The per-message cache follows appends, compaction (history replaced) and the exit door."""
+    m = LoopMachine([Message.user("é ✓ \u2028 \x7f"), Message.assistant("ok")])
+    m.digest()  # warm the cache before anything changes
+    m.accept_input("go")
+    assert m.digest() == _slow_digest(m)
+    for i in range(12):
+        step = m.next_step(policy if i == 0 or not policy.compact_now else POLICY)
+        assert m.digest() == _slow_digest(m)
+        respond(m, step)
+        assert m.digest() == _slow_digest(m)
+        if m.finalized:
+            break
+    fresh = m.next_run()
+    fresh.accept_input(Message.user("again"))
+    assert fresh.digest() == _slow_digest(fresh)
+
+
+def test_digest_of_odd_arguments_is_exact() -> None:
+    m = LoopMachine()
+    m.accept_input("go")
+    m.next_step(POLICY)
+    m.model_response(
+        ask(call("a", f=0.1, big=10**20, nested={"z": [1.5e-7, None, True]}, s='"quoted" \\ ü')),
+        7,
+    )
+    assert m.model_dump_json() == m.snapshot().model_dump_json()
