@@ -9,12 +9,13 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from loopctl_sim.diff import diff_traces
-from loopctl_sim.replay import pretty, replay_trace
+from loopctl_sim.replay import ReplayResult, pretty, replay_trace
 from loopctl_sim.scenario import ScenarioError, load_scenario
 from loopctl_sim.show import timeline
 from loopctl_sim.sim import SimError, simulate
@@ -45,7 +46,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--until",
     "until",
@@ -59,15 +60,22 @@ def main() -> None:
     is_flag=True,
     help="Replay through BareLoop: client and tools answer from the trace's io records.",
 )
-def replay(trace: str, until: int | None, as_json: bool, driver: bool) -> None:
-    """Replay TRACE against the brain; exit 1 at the first divergence."""
+def replay(traces: tuple[str, ...], until: int | None, as_json: bool, driver: bool) -> None:
+    """Replay TRACES against the brain; exit 1 at the first divergence.
+
+    Several traces (or directories of *.jsonl) are replayed one after the other, for CI: each
+    gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
+    """
     if driver and until is not None:
         _die("--until works at machine level only (drop --driver)")
+    paths = _expand(traces)
+    if len(paths) != 1:
+        if until is not None:
+            _die("--until needs exactly one trace")
+        _replay_many(paths, as_json, driver)
+    trace = paths[0]
     try:
-        if driver:
-            result = _driver_module().replay_driver(trace)
-        else:
-            result = replay_trace(trace, until=until)
+        result = _replay_one(trace, driver, until)
     except TraceFormatError as exc:
         _die(str(exc))
     for warning in result.warnings:
@@ -86,6 +94,57 @@ def replay(trace: str, until: int | None, as_json: bool, driver: bool) -> None:
                 click.echo(f"note: the trace ends before seq {until}", err=True)
         click.echo(result.summary())
     sys.exit(0 if result.ok else 1)
+
+
+def _expand(args: tuple[str, ...]) -> list[str]:
+    paths: list[str] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.rglob("*.jsonl"))
+            if not found:
+                _die(f"{arg}: no *.jsonl trace in this directory")
+            paths.extend(found)
+        else:
+            paths.append(arg)
+    return paths
+
+
+def _replay_one(trace: str, driver: bool, until: int | None) -> ReplayResult:
+    if driver:
+        result: ReplayResult = _driver_module().replay_driver(trace)
+        return result
+    return replay_trace(trace, until=until)
+
+
+def _replay_many(paths: list[str], as_json: bool, driver: bool) -> NoReturn:
+    worst = 0
+    rows: list[dict[str, Any]] = []
+    for trace in paths:
+        try:
+            result = _replay_one(trace, driver, None)
+        except TraceFormatError as exc:
+            worst = 2
+            rows.append({"path": trace, "ok": False, "error": str(exc)})
+            if not as_json:
+                click.echo(f"error: {exc}")
+            continue
+        if result.records == 0:
+            worst = 2
+            rows.append({"path": trace, "ok": False, "error": "no complete record to replay"})
+            if not as_json:
+                click.echo(f"error: {trace}: no complete record to replay")
+            continue
+        worst = max(worst, 0 if result.ok else 1)
+        rows.append(result.to_json())
+        if not as_json:
+            click.echo(result.summary())
+    ok = sum(1 for r in rows if r["ok"])
+    if as_json:
+        _emit_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
+    else:
+        click.echo(f"{ok} of {len(rows)} traces replayed without divergence")
+    sys.exit(worst)
 
 
 @main.command()

@@ -238,3 +238,25 @@ def test_show_marks_a_resume_after_a_crash(runner: CliRunner) -> None:
 def test_replay_until_is_machine_level_only(trace: Path, runner: CliRunner) -> None:
     result = runner.invoke(main, ["replay", str(trace), "--driver", "--until", "3"])
     assert result.exit_code == 2 and "machine level only" in result.output
+
+
+def test_replay_many_traces_for_ci(tmp_path: Path, trace: Path, runner: CliRunner) -> None:
+    corpus_dir = SCENARIOS.parent.parent / "tests" / "traces" / "driver"
+    ok = runner.invoke(main, ["replay", str(corpus_dir), str(trace)])
+    n = len(list(corpus_dir.glob("*.jsonl"))) + 1
+    assert ok.exit_code == 0 and f"{n} of {n} traces replayed without divergence" in ok.output
+    records = lines(trace)
+    records[2]["policy"]["max_turns"] = 0
+    bad = tmp_path / "bad.jsonl"
+    write_lines(bad, records)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("nope\n")
+    mixed = runner.invoke(main, ["replay", str(trace), str(bad), "--json"])
+    data = json.loads(mixed.output)
+    assert mixed.exit_code == 1 and (data["replayed"], data["passed"]) == (2, 1)
+    worst = runner.invoke(main, ["replay", str(trace), str(bad), str(broken)])
+    assert worst.exit_code == 2 and f"error: {broken}:1: not valid JSON" in worst.output
+    assert runner.invoke(main, ["replay", str(trace), str(bad), "--until", "3"]).exit_code == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert runner.invoke(main, ["replay", str(empty)]).exit_code == 2
