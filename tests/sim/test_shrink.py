@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from loopctl_sim.scenario import ReplyScenario, Scenario
 from loopctl_sim.shrink import ddmin, fault_places, shrink_scenario
 from loopctl_sim.sim import simulate
@@ -107,3 +110,15 @@ def test_fault_places() -> None:
         "tool_exception at tool_call 4",
         "inject at step 3",
     ]
+
+
+@given(
+    n=st.integers(0, 40),
+    needed=st.sets(st.integers(0, 39), max_size=5),
+)
+@settings(max_examples=60, deadline=None)
+def test_ddmin_on_a_monotone_failure_finds_exactly_the_needed_elements(
+    n: int, needed: set[int]
+) -> None:
+    needed = {x for x in needed if x < n}
+    assert ddmin(list(range(n)), lambda xs: needed <= set(xs)) == sorted(needed)
