@@ -121,8 +121,16 @@ def machine_info() -> dict[str, Any]:
 # --- running -----------------------------------------------------------------------------------
 
 
-def run_all(smoke: bool, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the chosen sections; every section's result (or skip note, or error) in one dict."""
+def run_all(
+    smoke: bool,
+    only: list[str] | None = None,
+    on_section: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the chosen sections; every section's result (or skip note, or error) in one dict.
+
+    ``on_section`` receives the partial result after every section (the entry point writes the
+    JSON each time, so a long run that is interrupted keeps what it measured).
+    """
     chosen = only or list(SECTIONS)
     unknown = [name for name in chosen if name not in RUNNERS]
     if unknown:
@@ -143,6 +151,9 @@ def run_all(smoke: bool, only: list[str] | None = None) -> dict[str, Any]:
             }
         entry["seconds"] = round(time.perf_counter() - started, 2)
         out["sections"][name] = entry
+        print(f"  [{name}: {entry['status']} in {entry['seconds']} s]", file=sys.stderr, flush=True)
+        if on_section is not None:
+            on_section(out)
     out["goals"] = evaluate_goals(out["sections"])
     return out
 
@@ -332,10 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"default {DEFAULT_JSON}")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="NAME", help=str(SECTIONS))
     args = parser.parse_args(argv)
-    out = run_all(args.smoke, args.only)
-    print_report(out)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=2, default=str))
+
+    def save(partial: dict[str, Any]) -> None:
+        args.json.write_text(json.dumps(partial, indent=2, default=str))
+
+    out = run_all(args.smoke, args.only, save)
+    print_report(out)
+    save(out)
     print(f"\nwrote {args.json}")
     return 1 if any(e["status"] == "error" for e in out["sections"].values()) else 0
 

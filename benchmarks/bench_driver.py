@@ -658,11 +658,83 @@ def run(smoke: bool) -> dict[str, Any]:
     }
 
 
-def profile(turns: int = 1000, *, is_async: bool = False, top: int = 25) -> str:
-    """cProfile of one run of ``turns`` turns (tottime and cumulative views)."""
+_GROUPS = (
+    ("loopctl/core", "loopctl brain (loopctl/core)"),
+    ("loopctl/driver", "loopctl driver (loopctl/driver)"),
+    ("loopctl/tools", "loopctl tools (loopctl/tools)"),
+    ("loopctl/api", "loopctl api: fold_events (loopctl/api.py)"),
+    ("loopctl/testing", "fake model: FunctionClient, reply_events (loopctl/testing)"),
+    ("pydantic", "pydantic / pydantic-core (validation, model_dump)"),
+    ("SimpleQueue", "thread handoff (to_thread: queue, epoll, futures, threading)"),
+    ("epoll", "thread handoff (to_thread: queue, epoll, futures, threading)"),
+    ("concurrent/futures", "thread handoff (to_thread: queue, epoll, futures, threading)"),
+    ("threading.py", "thread handoff (to_thread: queue, epoll, futures, threading)"),
+    ("asyncio", "asyncio (tasks, event loop, wait)"),
+    ("json", "json"),
+)
+
+
+def _group(filename: str, funcname: str) -> str:
+    where = f"{filename}:{funcname}"
+    for needle, label in _GROUPS:
+        if needle in where:
+            return label
+    return "other (builtins, contextvars, benchmark)"
+
+
+def profile_data(turns: int = 1000, *, is_async: bool = False, top: int = 20) -> dict[str, Any]:
+    """cProfile of one run: share of own time by area, and the top functions by own time.
+
+    cProfile inflates code that makes many small calls; read the shares as where calls pile
+    up, and the ablations (which need no profiler) as what removing a cost really saves.
+    """
     prepare = loopctl_prepare(is_async=is_async)
-    counter = Counter()
-    go = prepare(turns, counter)
+    go = prepare(turns, Counter())
+    profiler = cProfile.Profile()
+
+    async def main() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, int)
+        profiler.enable()
+        try:
+            await go()
+        finally:
+            profiler.disable()
+
+    asyncio.run(main())
+    stats = pstats.Stats(profiler)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values())
+    groups: dict[str, float] = {}
+    rows = []
+    for (filename, line, funcname), (_cc, ncalls, tottime, cumtime, _callers) in raw.items():
+        label = _group(filename, funcname)
+        groups[label] = groups.get(label, 0.0) + tottime
+        short = "/".join(filename.split("/")[-2:])
+        rows.append((tottime, ncalls, cumtime, f"{short}:{line}({funcname})"))
+    rows.sort(reverse=True)
+    return {
+        "turns": turns,
+        "tool": "async" if is_async else "sync",
+        "profiled_us_per_turn": round(total / turns * 1e6, 1),
+        "share_by_area": {
+            k: round(v / total, 3) for k, v in sorted(groups.items(), key=lambda kv: -kv[1])
+        },
+        "top_functions": [
+            {
+                "function": name,
+                "own_share": round(tt / total, 3),
+                "calls_per_turn": round(n / turns, 2),
+                "cum_us_per_turn": round(ct / turns * 1e6, 1),
+            }
+            for tt, n, ct, name in rows[:top]
+        ],
+    }
+
+
+def profile(turns: int = 1000, *, is_async: bool = False, top: int = 25) -> str:
+    """cProfile of one run of ``turns`` turns (tottime and cumulative views), as pstats text."""
+    prepare = loopctl_prepare(is_async=is_async)
+    go = prepare(turns, Counter())
     profiler = cProfile.Profile()
 
     async def main() -> str:
@@ -684,7 +756,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_driver")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", help="also write the result here")
-    parser.add_argument("--profile", action="store_true", help="cProfile one T=1000 run")
+    parser.add_argument("--profile", action="store_true", help="cProfile one run: shares")
+    parser.add_argument("--raw-profile", action="store_true", help="cProfile one run: pstats")
     parser.add_argument("--async-tool", action="store_true", help="profile the async tool")
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--breakdown", action="store_true", help="time the pieces of a turn")
@@ -692,6 +765,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--history", action="store_true", help="per-turn cost vs prefilled history")
     args = parser.parse_args(argv)
     if args.profile:
+        print(json.dumps(profile_data(args.turns, is_async=args.async_tool), indent=2))
+        return
+    if args.raw_profile:
         print(profile(args.turns, is_async=args.async_tool))
         return
     if args.breakdown:
