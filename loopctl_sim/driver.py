@@ -559,7 +559,7 @@ async def _replay_driver(
             rec = item[1]
             if rec.type == "feed" and rec.name in ("cancel", "inject"):
                 loop.feed_now(rec.name, **dict(rec.args))
-            elif isinstance(rec, HeaderRecord) and not loop.machine.is_terminal:
+            elif isinstance(rec, HeaderRecord):  # a resume: the recorded driver crashed here
                 raise _Crash(0)
             else:
                 if isinstance(rec, StepRecord) and rec.policy.compact_now:

@@ -167,3 +167,10 @@ def test_trace_recorder_on_a_real_bare_loop_with_real_tools(tmp_path: Path) -> N
     driver_level = replay_driver(path)
     assert driver_level.ok, driver_level.summary()
     assert driver_level.final_digest == loop.machine.digest()
+
+
+def test_a_crash_after_the_last_step_resumes_into_the_exit_door(tmp_path: Path) -> None:
+    trace = _driver_trace(tmp_path, Fault(kind="crash", step=6))
+    result = replay_driver(trace)
+    assert result.ok, result.summary()
+    assert (result.runs, result.resumes) == (1, 1)
