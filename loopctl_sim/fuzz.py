@@ -511,23 +511,26 @@ def _run_world(
 
 
 def _heal_failure(first: SimResult, healed: SimResult) -> Failure | None:
+    """A clean next run after the faults must complete. One other end is legitimate: the
+    context is over the emergency line and the compactor finds nothing to cut (no compaction
+    succeeded), so the brain fails with ``context_overflow`` rather than loop."""
     outcome = healed.outcome
     if isinstance(outcome, Completed) and outcome.final_text == _HEAL_TEXT:
         return None
-    start = first.machine.context_tokens
     if (
         isinstance(outcome, Failed)
         and outcome.error.kind == "context_overflow"
         and healed.compactions == 0
     ):
-        # Nothing could be cut and the run started over the line: a legitimate end.
         return None
+    ended: str = outcome.kind
+    if isinstance(outcome, Failed):
+        ended += f" ({outcome.error})"
     return Failure(
         "heal",
         outcome.kind,
-        f"after the faults, a clean next run ended {outcome.kind}"
-        f"{' (' + str(getattr(outcome, 'error', '')) + ')' if isinstance(outcome, Failed) else ''}"
-        f" instead of completing (it started with {start} context tokens)",
+        f"after the faults, a clean next run ended {ended} instead of completing "
+        f"(it started with {first.machine.context_tokens} context tokens)",
     )
 
 
