@@ -22,6 +22,7 @@ Two kinds of checker:
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -64,6 +65,7 @@ __all__ = [
     "assert_no_problems",
     "check_commit",
     "check_compaction_commit",
+    "check_loop_decision",
     "check_machine",
     "check_next_run",
     "check_refused",
@@ -78,6 +80,8 @@ __all__ = [
     "open_tail_allowed",
     "problem_code",
     "provider_problems",
+    "reference_call_key",
+    "reference_loop_verdict",
 ]
 
 # --- problem codes ---------------------------------------------------------------------------
@@ -103,6 +107,7 @@ RESUME_CODE: Final = "resume"
 #: 03137d1); the code stays so that a regression is named precisely.
 RESTORE_OPEN_TAIL_CODE: Final = "restore-terminal-open-tail"
 IDEMPOTENCE_CODE: Final = "idempotence"
+LOOP_CODE: Final = "loop"
 
 CODES: Final = (
     HISTORY_CODE,
@@ -124,6 +129,7 @@ CODES: Final = (
     RESUME_CODE,
     RESTORE_OPEN_TAIL_CODE,
     IDEMPOTENCE_CODE,
+    LOOP_CODE,
 )
 
 
@@ -612,3 +618,63 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
                 found += check_resume(machine, policy)
         problems += [f"seq {seq}: {p}" for p in found]
     return problems
+
+
+# --- a reference for loop detection ----------------------------------------------------------
+
+
+def reference_call_key(call: ToolCall) -> str:
+    """Name plus canonical JSON arguments (the reference's own encoding)."""
+    return call.name + "|" + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+
+
+def reference_loop_verdict(keys: Sequence[str], unjudged: int, policy: MachinePolicy) -> str | None:
+    """The contract's loop verdict on the latest exchange, from the run's whole call record.
+
+    ``keys`` are every recorded call of the run, oldest first (``reference_call_key``);
+    ``unjudged`` the number of calls of the latest exchange not judged yet. Returns ``"repeat"``,
+    ``"ping_pong"`` or None.
+    """
+    if policy.loop_action == "off" or unjudged == 0:
+        return None
+    recent = list(keys[-policy.loop_window :])
+    latest = keys[-unjudged:]
+    if any(recent.count(k) >= policy.loop_repeat_limit for k in latest):
+        return "repeat"
+    tail = recent[-4:]
+    if len(tail) == 4 and tail[0] == tail[2] and tail[1] == tail[3] and tail[0] != tail[1]:
+        return "ping_pong"
+    return None
+
+
+def check_loop_decision(
+    before: MachineSnapshot,
+    after: LoopMachine,
+    step: MachineStep,
+    verdict: str | None,
+    warned: bool,
+    policy: MachinePolicy,
+) -> list[str]:
+    """After a ``next_step`` asked in ``Start`` (``before``), given the reference ``verdict`` and
+    whether the run was already warned: a verdict fails the run (action ``fail``, or a repeat
+    after a warning) or appends exactly one note to pending (``warn``); no verdict, no note.
+    The step after a warning note is left to ``check_start_decision``."""
+    if not isinstance(before.state, Start) or not before.started:
+        return []
+    failed = (
+        isinstance(step, Done)
+        and isinstance(step.outcome, Failed)
+        and step.outcome.error.kind == "loop_detected"
+    )
+    grew = len(after.pending) - len(before.pending)
+    if verdict is not None and (policy.loop_action == "fail" or warned):
+        if not failed:
+            return [_p(LOOP_CODE, f"a {verdict} loop should fail the run; got {step!r}")]
+        return []
+    if failed:
+        return [_p(LOOP_CODE, f"failed for a loop the reference does not see ({verdict=})")]
+    if verdict is not None and (grew != 1 or after.pending[-1].role != "user"):
+        return [_p(LOOP_CODE, f"a {verdict} loop should append one warning note; grew {grew}")]
+    if verdict is None and grew and not isinstance(after.state, Terminal):
+        return [_p(LOOP_CODE, f"pending grew by {grew} without a loop verdict")]
+    return []

@@ -56,9 +56,12 @@ from loopctl.core import (
     Failed,
     LoopError,
     LoopMachine,
+    LoopWindow,
     MachinePolicy,
+    MachineSnapshot,
     MachineStep,
     Message,
+    Start,
     Terminal,
     TextPart,
     ToolCall,
@@ -106,6 +109,8 @@ JSON_ARGUMENTS: Final = st.dictionaries(
 
 #: A few fixed argument objects (nested ones too): equal calls, hence loops, happen often.
 COMMON_ARGUMENTS: Final[tuple[Args, ...]] = (
+    {},
+    {},
     {},
     {"path": "a"},
     {"path": "b"},
@@ -217,10 +222,15 @@ _ERRORS: Final = st.builds(
 
 @st.composite
 def _calls(draw: st.DrawFn) -> list[CallSpec]:
-    """0 to 3 calls, each a known tool (by index into the advertised names) 3 times in 4."""
+    """0 to 3 calls, each a known tool (by index into the advertised names) 3 times in 4; now
+    and then the same call repeated, and mostly the first tool with no arguments (``{}``), so
+    that the loop detector has loops to find."""
     n = draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3]))
     known = st.sampled_from([True, True, True, False])
-    return [draw(st.tuples(known, st.integers(0, 7), tool_arguments())) for _ in range(n)]
+    spec = st.tuples(known, st.sampled_from([0, 0, 1, 2, 3, 5, 7]), tool_arguments())
+    if n > 1 and draw(st.sampled_from([False, False, True])):
+        return [draw(spec)] * n
+    return [draw(spec) for _ in range(n)]
 
 
 _CALLS: Final = _calls()
@@ -260,6 +270,11 @@ class BrainMachine(RuleBasedStateMachine):
         self.turns = 0
         self.tokens = 0
         self.outcome: Any = None
+        # reference model of the loop detector and the threshold no-op floor
+        self.loop_keys: list[str] = []
+        self.loop_unjudged = 0
+        self.loop_warned = False
+        self.noop_floor: int | None = None
         # cancel and fail wait until this many turns were taken in the run, so that runs get
         # somewhere before they are interrupted (drawn per run)
         self.patience = 0
@@ -337,7 +352,7 @@ class BrainMachine(RuleBasedStateMachine):
         event(f"step {step!r}" if isinstance(step, Compact) else f"step {step.kind}")
         problems = inv.check_step(self.machine, step, policy)
         problems += inv.check_transition(before.state.kind, "next_step", self.kind)
-        problems += inv.check_start_decision(before, policy, step)
+        problems += self._check_loop_and_decision(before, policy, step)
         if isinstance(step, CallLLM) and step.turn > policy.max_turns:
             problems.append(f"{inv.TURNS_CODE}: {step!r} with max_turns={policy.max_turns}")
         if isinstance(before.state, Terminal) and step != Done(outcome=before.state.outcome):
@@ -347,6 +362,32 @@ class BrainMachine(RuleBasedStateMachine):
             step, Done
         ):
             self.manual = False
+
+    def _check_loop_and_decision(
+        self, before: MachineSnapshot, policy: MachinePolicy, step: MachineStep
+    ) -> list[str]:
+        """Compare a decision taken in ``Start`` with the reference loop detector and the
+        reference decision order; update the reference."""
+        if not (isinstance(before.state, Start) and before.started):
+            return []
+        verdict = inv.reference_loop_verdict(self.loop_keys, self.loop_unjudged, policy)
+        problems = inv.check_loop_decision(
+            before, self.machine, step, verdict, self.loop_warned, policy
+        )
+        failed = verdict is not None and (policy.loop_action == "fail" or self.loop_warned)
+        if verdict is not None:
+            event(f"loop verdict {verdict} ({'fail' if failed else 'warn'})")
+        if not failed:
+            judged = before.model_copy(update={"loop": LoopWindow()})
+            problems += inv.check_start_decision(judged, policy, step)
+        if verdict is not None and not failed:
+            self.loop_warned = True
+        self.loop_unjudged = 0
+        return problems
+
+    def _record_calls(self, calls: Sequence[ToolCall]) -> None:
+        self.loop_keys += [inv.reference_call_key(c) for c in calls]
+        self.loop_unjudged = len(calls)
 
     # --- the eleven feeds, in their states -----------------------------------------------------
 
@@ -376,6 +417,7 @@ class BrainMachine(RuleBasedStateMachine):
             assert self.kind == "start", self.kind
             assert len(added) == 2 and all(r.is_error for r in added[1].tool_results)
             assert [r.call_id for r in added[1].tool_results] == [c.id for c in reply.tool_calls]
+            self._record_calls(reply.tool_calls)
         else:
             exchange = self.machine.exchange
             assert exchange is not None and list(exchange.dispatch) == known
@@ -404,6 +446,7 @@ class BrainMachine(RuleBasedStateMachine):
         assert [x.call_id for x in merged] == [c.id for c in exchange.calls], "not in call order"
         by_id = {x.call_id: x for x in [*results, *exchange.preanswered]}
         assert merged == [by_id[c.id] for c in exchange.calls], "results were altered"
+        self._record_calls(exchange.calls)
 
     @precondition(lambda self: self.kind == "awaiting_compaction")
     @rule(mode=st.sampled_from(COMPACTION_MODES), tokens=_TOKEN_FRACTIONS)
@@ -415,6 +458,7 @@ class BrainMachine(RuleBasedStateMachine):
             "compaction_result", lambda m: m.compaction_result(compacted, before_tokens, count)
         )
         self.tokens = count
+        self.noop_floor = None
         self._fail_on(
             inv.check_compaction_commit(before, self.machine, compacted, count), "compaction"
         )
@@ -432,6 +476,8 @@ class BrainMachine(RuleBasedStateMachine):
             assert self.kind == "terminal", "a no-op after an emergency must fail the run"
         else:
             assert self.kind == "start"
+        if reason is CompactReason.THRESHOLD_EXCEEDED:
+            self.noop_floor = count
 
     @precondition(lambda self: self.kind != "terminal")
     @rule(tokens=_TOKEN_FRACTIONS)
@@ -510,6 +556,10 @@ class BrainMachine(RuleBasedStateMachine):
         self.manual = False
         self.turns = 0
         self.outcome = None
+        self.loop_keys = []
+        self.loop_unjudged = 0
+        self.loop_warned = False
+        self.noop_floor = None
 
     @precondition(lambda self: not (self.kind == "terminal" and self.machine.finalized))
     @rule(moves=st.lists(_MOVES, min_size=1, max_size=6))
@@ -743,6 +793,9 @@ class BrainMachine(RuleBasedStateMachine):
             self.machine.context_tokens,
             self.tokens,
         )
+        snap = self.machine.snapshot()
+        assert snap.noop_floor == self.noop_floor, (snap.noop_floor, self.noop_floor)
+        assert snap.loop.warned == self.loop_warned, (snap.loop.warned, self.loop_warned)
 
     @invariant()
     def terminal_is_sticky(self) -> None:
