@@ -26,7 +26,7 @@ from typing import Any
 import click
 import httpx
 
-from loopctl.api import ApiClient, StreamEvent, TextDelta
+from loopctl.api import ApiClient, StopEvent, StreamEvent, TextDelta
 from loopctl.core import Completed, Failed, MaxTurnsExceeded
 from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
 from loopctl.providers._common import HttpProvider
@@ -143,6 +143,27 @@ def make_client(
     raise ValueError(f"unknown provider {provider!r}")
 
 
+class _Output:
+    """Streams text to stdout; a turn that ends in tool calls ends its line."""
+
+    def __init__(self) -> None:
+        self.printed = False
+        self.line_open = False
+
+    def on_stream(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta) and event.text:
+            click.echo(event.text, nl=False)
+            self.printed = True
+            self.line_open = not event.text.endswith("\n")
+        elif isinstance(event, StopEvent):
+            self.end_line()
+
+    def end_line(self) -> None:
+        if self.line_open:
+            click.echo()
+            self.line_open = False
+
+
 def _fail(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
     raise SystemExit(code)
@@ -196,20 +217,14 @@ def run(
         recorder = TraceRecorder(trace, metadata={"provider": provider, "model": model})
         observers.append(recorder)
 
-    streamed: list[str] = []
-
-    def on_stream(event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            streamed.append(event.text)
-            click.echo(event.text, nl=False)
-
+    out = _Output()
     loop = BareLoop(
         client,
         tools=[calculator, read_file],
         config=RunConfig(max_turns=max_turns),
         session=SessionConfig(system_prompt=system),
         observers=observers,
-        on_stream=on_stream,
+        on_stream=out.on_stream,
         sleep=deps.sleep,
     )
 
@@ -217,19 +232,22 @@ def run(
         try:
             return await loop.run(prompt)
         finally:
-            if deps.http_client is None and isinstance(client, HttpProvider):
-                await client.aclose()
+            if isinstance(client, HttpProvider):
+                await client.aclose()  # closes only a client it created itself
 
     try:
         result = asyncio.run(go())
+    except KeyboardInterrupt:
+        out.end_line()
+        _fail("interrupted", 130)
+        return
     finally:
         if recorder is not None:
             recorder.close()
-    if streamed:
-        click.echo()
+    out.end_line()
     outcome = result.outcome
     if isinstance(outcome, Completed):
-        if not streamed and outcome.final_text:
+        if not out.printed and outcome.final_text:
             click.echo(outcome.final_text)
         return
     if isinstance(outcome, MaxTurnsExceeded):

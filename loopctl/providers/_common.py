@@ -310,6 +310,17 @@ async def ndjson_objects(info: ProviderInfo, chunks: AsyncIterator[str]) -> Asyn
 # --- the exchange ----------------------------------------------------------------------------
 
 
+def _without_credentials(url: str) -> str:
+    """The URL for messages: a ``user:password@`` part is never shown."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return url
+    if parsed.userinfo:
+        return str(parsed.copy_with(username=None, password=None))
+    return url
+
+
 class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies."""
 
@@ -324,6 +335,8 @@ class HttpProvider:
         timeout: httpx.Timeout | float | None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._shown_url = _without_credentials(self.base_url)
+        self._owns_http = http_client is None
         self.streaming = stream
         self._http = http_client
         self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -335,9 +348,10 @@ class HttpProvider:
         return self._http
 
     async def aclose(self) -> None:
-        """Close the HTTP client (also one that was injected)."""
-        if self._http is not None:
+        """Close the HTTP client this client created (an injected one is the caller's)."""
+        if self._http is not None and self._owns_http:
             await self._http.aclose()
+            self._http = None
 
     # subclass hooks
     def url(self) -> str:
@@ -385,7 +399,8 @@ class HttpProvider:
             raise ApiError(
                 LoopError(
                     kind="timeout",
-                    message=f"{self.info.name} at {self.base_url} timed out: {type(exc).__name__}",
+                    message=f"{self.info.name} at {self._shown_url} timed out: "
+                    f"{type(exc).__name__}",
                     retryable=True,
                     details={"provider": self.info.name},
                 )
@@ -394,9 +409,9 @@ class HttpProvider:
             raise ApiError(
                 LoopError(
                     kind="network",
-                    message=f"cannot connect to {self.info.name} at {self.base_url}: {exc}",
+                    message=f"cannot connect to {self.info.name} at {self._shown_url}: {exc}",
                     retryable=True,
-                    details={"provider": self.info.name, "base_url": self.base_url},
+                    details={"provider": self.info.name, "base_url": self._shown_url},
                 )
             ) from None
         except httpx.TransportError as exc:

@@ -302,9 +302,10 @@ class OpenAIClient(HttpProvider):
                 raise classify(self.info, None, chunk)
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if isinstance(content, str) and content:
-                    yield TextDelta(text=content)
+                for key in ("content", "refusal"):  # a refusal is what the model said
+                    text = delta.get(key)
+                    if isinstance(text, str) and text:
+                        yield TextDelta(text=text)
                 for frag in delta.get("tool_calls") or []:
                     for event in calls.fragment(self.info, frag):
                         yield event
@@ -329,9 +330,10 @@ class OpenAIClient(HttpProvider):
             raise malformed(self.info, "a completion without choices")
         choice = choices[0]
         message = choice.get("message") or {}
-        content = message.get("content")
-        if isinstance(content, str) and content:
-            yield TextDelta(text=content)
+        for key in ("content", "refusal"):
+            text = message.get(key)
+            if isinstance(text, str) and text:
+                yield TextDelta(text=text)
         calls = _Calls(request.turn)
         for i, tc in enumerate(message.get("tool_calls") or []):
             yield from calls.fragment(self.info, {**tc, "index": i})

@@ -232,3 +232,20 @@ def test_read_file_truncates_large_files(tmp_path: Path, monkeypatch: pytest.Mon
     text = read_file("big.txt")
     assert text.startswith("x" * 100_000)
     assert text.endswith("[truncated at 100000 bytes]")
+
+
+def test_text_before_a_tool_call_ends_its_line(openai_key: None) -> None:
+    frag = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": '{"expression": "17*23"}'},
+    }
+    first = sse(
+        {"choices": [{"index": 0, "delta": {"content": "Let me compute."}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [frag]}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+    result = invoke(Server(first, text_reply("391")), "17*23?", "--model", "m")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Let me compute.\n391\n"

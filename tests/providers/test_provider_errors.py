@@ -10,7 +10,7 @@ import httpx
 import pytest
 from provider_helpers import events_of, make_client, mock_http
 
-from loopctl.api import ApiError, ModelRequest
+from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message
 from loopctl.providers import (
     AnthropicClient,
@@ -356,3 +356,48 @@ async def test_request_headers_and_bodies() -> None:
     )
     await events_of(small, REQUEST)
     assert json.loads(seen[2].content)["max_tokens"] == 64
+
+
+async def test_a_connect_error_never_shows_credentials_in_the_url() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = OpenAIClient("m", base_url="http://user:hunter2@127.0.0.1:8000/v1", http_client=http)
+    with pytest.raises(ApiError) as caught:
+        await events_of(client, REQUEST)
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in json.dumps(caught.value.error.details)
+    assert "127.0.0.1:8000" in caught.value.error.message
+
+
+async def test_aclose_closes_only_a_client_it_created() -> None:
+    injected = httpx.AsyncClient()
+    client = OllamaClient("m", http_client=injected)
+    await client.aclose()
+    assert not injected.is_closed
+    await injected.aclose()
+    own = OllamaClient("m")
+    created = own.http_client
+    await own.aclose()
+    assert created.is_closed
+
+
+async def test_an_openai_refusal_is_text() -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"refusal":"I can\'t help with that."},'
+        b'"finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    client = OpenAIClient("m", api_key="k", http_client=mock_http(body))
+    events = await events_of(client, REQUEST)
+    assert fold_events(events).message.text == "I can't help with that."
+
+
+def test_the_public_surface() -> None:
+    import loopctl.providers as providers
+
+    classes = {n for n in dir(providers) if n[0].isupper()}
+    assert set(providers.__all__) == classes | {"classify", "parse_retry_hints"}
+    for name in providers.__all__:
+        assert getattr(providers, name) is not None
