@@ -15,6 +15,7 @@ from brain_helpers import (
     awaiting_tools,
     call,
     exchange_messages,
+    respond,
     started,
 )
 
@@ -35,6 +36,7 @@ from loopctl import (
     Start,
     Terminal,
     ToolResult,
+    coherence_problem,
 )
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
@@ -393,3 +395,24 @@ def test_preanswered_results_keep_their_content_through_the_merge() -> None:
     m.tool_results(answer(k1, k2))
     (u1,) = [r for r in m.pending[-1].tool_results if r.call_id == "u1"]
     assert isinstance(u1, ToolResult) and u1.name == "nope"
+
+
+# --- the conversation stays provider-valid ----------------------------------------------------
+
+
+@pytest.mark.parametrize("build", RUNNABLE.values(), ids=RUNNABLE.keys())
+def test_history_never_holds_an_open_call_or_a_stray_result(
+    build: Callable[[], LoopMachine],
+) -> None:
+    """After every step and feed of a run to its end, history is provider-valid, and so is the
+    conversation the model would be shown next (open calls only while tools are in flight)."""
+    m = build()
+    for _ in range(12):
+        step = m.next_step(POLICY)
+        respond(m, step)
+        assert coherence_problem(m.history) is None
+        in_flight = m.state.kind == "awaiting_tools" or (m.is_terminal and not m.finalized)
+        assert coherence_problem(m.messages(), open_tail=in_flight) is None
+        if m.finalized:
+            break
+    assert m.finalized
