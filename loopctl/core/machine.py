@@ -18,6 +18,10 @@ Rules this module keeps:
 - Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
 - No handler and no step scans the whole history: each costs O(size of the exchange).
 - History never holds a call without its result, nor a result without its call.
+- ``_history`` and ``_pending`` only grow by appending, or are replaced by a new list: never
+  edited in place. The JSON cache behind ``digest()`` and ``model_dump_json()`` relies on it.
+- A snapshot is checked when it is validated (``snapshot_problem``): restoring never trusts a
+  state the brain could not have reached.
 """
 
 from __future__ import annotations
