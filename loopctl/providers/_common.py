@@ -130,7 +130,14 @@ _OVERFLOW_PHRASES = (
     "context window",
     "context length",
 )
-_QUOTA_PHRASES = ("quota", "billing", "credit balance", "insufficient credits", "spend limit")
+_QUOTA_PHRASES = (
+    "quota",
+    "billing",
+    "credit balance",
+    "insufficient credits",
+    "spend limit",
+    "usage limits",
+)
 
 
 def _error_fields(body: Any) -> tuple[str, str | None, str | None]:
@@ -183,7 +190,7 @@ def classify(
         "insufficient_quota" in tags
         or "billing_error" in tags
         or status == 402
-        or (status == 429 and any(p in lowered for p in _QUOTA_PHRASES))
+        or (status in (400, 429) and any(p in lowered for p in _QUOTA_PHRASES))
     ):
         kind, retryable = "provider", False
         text = f"{info.name} quota or credit exhausted: {message} (check your plan and billing)"

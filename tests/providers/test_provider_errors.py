@@ -119,6 +119,30 @@ def ant(type_: str, message: str) -> dict[str, Any]:
             False,
             "billing",
         ),
+        (
+            ANTHROPIC,
+            429,
+            ant(
+                "rate_limit_error",
+                "You have reached your specified API usage limits. "
+                "You will regain access on 2026-12-01.",
+            ),
+            "provider",
+            False,
+            "billing",
+        ),
+        (
+            ANTHROPIC,
+            400,
+            ant(
+                "invalid_request_error",
+                "Your credit balance is too low to access the Anthropic API.",
+            ),
+            "provider",
+            False,
+            "billing",
+        ),
+        (ANTHROPIC, 402, ant("billing_error", "Payment required"), "provider", False, "billing"),
         # overloaded
         (ANTHROPIC, 529, ant("overloaded_error", "Overloaded"), "overloaded", True, "Overloaded"),
         (
