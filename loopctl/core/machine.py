@@ -372,6 +372,8 @@ class LoopMachine:
         problem = coherence_problem(history)
         if problem is not None:
             raise ValueError(f"history is not provider-valid: {problem}")
+        if not _is_count(context_tokens):
+            raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = _START
         self._history: list[Message] = history
         self._pending: list[Message] = []

@@ -416,3 +416,18 @@ def test_history_never_holds_an_open_call_or_a_stray_result(
         if m.finalized:
             break
     assert m.finalized
+
+
+@pytest.mark.parametrize(
+    ("history", "tokens"),
+    [
+        ([Message.user("q"), ask(call("open"))], 0),
+        ([answer(call("stray"))], 0),
+        ([], -1),
+        ([], True),
+    ],
+    ids=["open-call", "stray-result", "negative-tokens", "bool-tokens"],
+)
+def test_the_constructor_refuses_what_a_provider_would(history: list[Message], tokens: int) -> None:
+    with pytest.raises(ValueError):
+        LoopMachine(history, tokens)
