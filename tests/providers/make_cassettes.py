@@ -1,9 +1,9 @@
 """Write the provider cassettes under cassettes/<provider>/ (vcrpy's YAML format).
 
-No provider is reachable from where these were made, so every interaction is written by hand
-from docs/../provider-wire-formats (the providers' specs, SDK fixtures and sources): the
-response bodies are byte-for-byte what each server streams, the request bodies are literal JSON
-(NOT produced by loopctl's converters, so a changed request fails to match a stale answer).
+No provider was reachable where these were made, so every interaction is written by hand from
+the providers' documented wire formats (their API specs, official SDK fixtures and sources): the
+response bodies are what each server streams, byte for byte, and the request bodies are literal
+JSON (NOT produced by loopctl's converters, so a changed request fails to match a stale answer).
 tests/providers/test_cassettes.py validates every response body with the official SDK types.
 
 Run from the repository root:  .venv/bin/python tests/providers/make_cassettes.py

@@ -263,3 +263,16 @@ def test_no_secrets_in_cassettes(path: Path) -> None:
 )
 def test_secret_scan_finds_key_shaped_strings(text: str) -> None:
     assert secrets_in(text)
+
+
+def test_the_cassettes_are_what_the_generator_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import make_cassettes
+
+    monkeypatch.setattr(make_cassettes, "ROOT", tmp_path)
+    make_cassettes.main()
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.glob("*/*.yaml"))
+    assert written == sorted(p.relative_to(CASSETTES) for p in CASSETTE_FILES)
+    for rel in written:
+        assert (tmp_path / rel).read_text() == (CASSETTES / rel).read_text(), rel

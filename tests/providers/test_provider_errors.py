@@ -425,3 +425,17 @@ def test_the_public_surface() -> None:
     assert set(providers.__all__) == classes | {"classify", "parse_retry_hints"}
     for name in providers.__all__:
         assert getattr(providers, name) is not None
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        lambda: OpenAIClient("m", api_key="k"),
+        lambda: AnthropicClient("m", api_key="k"),
+        lambda: OllamaClient("m"),
+    ],
+)
+def test_every_client_is_an_api_client(client: Any) -> None:
+    from loopctl.api import ApiClient
+
+    assert isinstance(client(), ApiClient)
