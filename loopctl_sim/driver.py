@@ -68,7 +68,7 @@ from loopctl_sim.world import (
     run_tool,
 )
 
-__all__ = ["WorldClient", "replay_driver", "simulate_driver"]
+__all__ = ["WorldClient", "replay_driver", "simulate_driver", "simulate_driver_async"]
 
 
 # --- shared plumbing ----------------------------------------------------------------------------
@@ -237,15 +237,17 @@ def simulate_driver(
     metadata: dict[str, Any] | None = None,
 ) -> SimResult:
     """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given)."""
-    return asyncio.run(_simulate_driver(world, trace, created, metadata))
+    return asyncio.run(simulate_driver_async(world, trace, created=created, metadata=metadata))
 
 
-async def _simulate_driver(
+async def simulate_driver_async(
     world: World,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None,
-    created: str | None,
-    metadata: dict[str, Any] | None,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    created: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> SimResult:
+    """``simulate_driver`` for callers already inside an event loop."""
     plan = FaultPlan(world.faults)
     cancel = CancelSignal()
     state = _SimState(world, plan, cancel)

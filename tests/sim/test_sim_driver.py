@@ -174,3 +174,10 @@ def test_a_crash_after_the_last_step_resumes_into_the_exit_door(tmp_path: Path) 
     result = replay_driver(trace)
     assert result.ok, result.summary()
     assert (result.runs, result.resumes) == (1, 1)
+
+
+async def test_simulate_driver_inside_an_event_loop() -> None:
+    from loopctl_sim.driver import simulate_driver_async
+
+    result = await simulate_driver_async(adding_world(Fault(kind="timeout", model_call=1)))
+    assert isinstance(result.outcome, Completed) and result.retries == 1
