@@ -241,3 +241,20 @@ def test_digest_of_odd_arguments_is_exact() -> None:
         7,
     )
     assert m.model_dump_json() == m.snapshot().model_dump_json()
+
+
+def test_digest_cache_follows_a_replaced_history_it_did_not_see_change() -> None:
+    """A compaction may return more messages than history held; the cache must not reuse any."""
+    m = LoopMachine([Message.user("old"), Message.assistant("old answer")])
+    m.accept_input("go")
+    m.digest()  # the cache now mirrors the old lists
+    m.set_context_tokens(990)
+    m.next_step(POLICY)
+    longer = [Message.user("a"), Message.assistant("b"), Message.user("c"), Message.assistant("d")]
+    m.compaction_result(longer, 990, 100)  # history replaced, pending emptied
+    m.next_step(POLICY)
+    c = call("x", n=1)
+    m.model_response(ask(c), 120)  # pending regrows past its old length, unseen
+    m.next_step(POLICY)
+    m.tool_results(answer(c))
+    assert m.digest() == _slow_digest(m)
