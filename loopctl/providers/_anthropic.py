@@ -5,7 +5,8 @@ top-level; assistant messages become text and ``tool_use`` blocks; results becom
 ``tool_result`` blocks (``is_error`` sent only when true). Anthropic wants roles to alternate and
 every ``tool_result`` at the start of the next user message, so consecutive messages of one role
 are merged into one, ``tool_result`` blocks first (results then a steering note become one user
-message). A user message that is a single text stays a plain string.
+message). A user message that is a single text stays a plain string. A message with nothing to
+send (an empty assistant reply) is left out, as the API rejects empty content.
 
 Stream: ``message_start`` carries the input figures, ``content_block_*`` the text and tool input
 (``input_json_delta`` fragments, joined and parsed by the fold), ``message_delta`` the stop reason
@@ -87,6 +88,8 @@ def messages_to_wire(
                 systems.append(message.text)
             continue
         blocks = _blocks(message)
+        if not blocks:
+            continue  # the API rejects empty content; the neighbours merge instead
         if merged and merged[-1][0] == message.role:
             merged[-1][1].extend(blocks)
         else:

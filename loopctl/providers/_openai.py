@@ -78,7 +78,9 @@ def messages_to_wire(
         if message.role == "system":
             wire.append({"role": "system", "content": message.text})
         elif message.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            # content may be null only beside tool_calls
+            content = message.text or (None if message.tool_calls else "")
+            entry: dict[str, Any] = {"role": "assistant", "content": content}
             if message.tool_calls:
                 entry["tool_calls"] = [
                     {

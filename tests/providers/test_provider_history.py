@@ -58,7 +58,7 @@ def test_anthropic_carries_is_error() -> None:
             [ToolResult(call_id="call_a", name="get_weather", content="boom", is_error=True)]
         ),
     ]
-    system, wire = _anthropic.messages_to_wire(history)
+    _, wire = _anthropic.messages_to_wire(history)
     assert wire[2]["content"][0] == {
         "type": "tool_result",
         "tool_use_id": "call_a",
@@ -144,3 +144,13 @@ def test_ollama_wire_shape() -> None:
         "tool_name": "get_weather",
         "tool_call_id": "call_a",
     }
+
+
+def test_an_empty_assistant_reply() -> None:
+    history = [Message.user("hi"), Message.assistant(""), Message.user("hello?")]
+    _, wire = _anthropic.messages_to_wire(history)
+    assert wire == [{"role": "user", "content": [
+        {"type": "text", "text": "hi"}, {"type": "text", "text": "hello?"}]}]  # fmt: skip
+    assert _openai.messages_to_wire(history)[1] == {"role": "assistant", "content": ""}
+    assert openai_round_trip(history, None) == (None, history)
+    assert ollama_round_trip(history, None) == (None, history)
