@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopctl.core.messages import Message, ToolCall, ToolResult
+from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
 __all__ = ["coherence_problem", "coherent_prefix_length"]
 
@@ -32,14 +32,17 @@ def coherence_problem(messages: Sequence[Message], *, open_tail: bool = False) -
     """Why ``messages`` is not provider-valid, or None when it is. Linear in the messages.
 
     ``open_tail`` allows the last message's calls to be still unanswered (tools in flight).
-    Restoring a snapshot runs this over the whole conversation, so it walks the parts once and
-    builds lists only for messages that hold tool parts.
+    Restoring a snapshot runs this over the whole conversation, so a message of one text part
+    (most of them) is passed over without building anything.
     """
     expected: list[str] | None = None
     for i, msg in enumerate(messages):
+        parts = msg.parts
+        if expected is None and (not parts or (len(parts) == 1 and type(parts[0]) is TextPart)):
+            continue
         results: list[str] = []
         calls: list[str] = []
-        for part in msg.parts:
+        for part in parts:
             if isinstance(part, ToolResult):
                 results.append(part.call_id)
             elif isinstance(part, ToolCall):
