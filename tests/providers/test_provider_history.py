@@ -58,7 +58,7 @@ def test_anthropic_carries_is_error() -> None:
             [ToolResult(call_id="call_a", name="get_weather", content="boom", is_error=True)]
         ),
     ]
-    _, wire = _anthropic.messages_to_wire(history)
+    system, wire = _anthropic.messages_to_wire(history)
     assert wire[2]["content"][0] == {
         "type": "tool_result",
         "tool_use_id": "call_a",
