@@ -263,3 +263,18 @@ def test_the_reader_streams_records_before_reading_the_rest(tmp_path: Path, trac
     assert [line for line, _ in first] == [1, 2, 3, 4, 5]
     with pytest.raises(TraceFormatError, match=":6: "):
         next(records)
+
+
+def test_every_corpus_line_validates_against_the_printed_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from sim_helpers import TRACES
+
+    validator = jsonschema.Draft202012Validator(trace_json_schema())
+    paths = sorted(TRACES.rglob("*.jsonl"))
+    assert paths
+    for path in paths:
+        for n, raw in enumerate(path.read_text().splitlines(), 1):
+            errors = list(validator.iter_errors(json.loads(raw)))
+            assert not errors, f"{path}:{n}: {errors[0].message}"
+    bad = {"seq": 0, "type": "feed", "name": "cancel", "args": {}, "digest": 5}
+    assert list(validator.iter_errors(bad))
