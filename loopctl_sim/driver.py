@@ -55,6 +55,7 @@ from loopctl_sim.trace import (
     IoRecord,
     Record,
     StepRecord,
+    TraceFormatError,
     TraceReader,
     TraceWriter,
 )
@@ -602,7 +603,12 @@ async def _replay_driver(
             result.resumes += 1
         else:
             result.runs += 1
-        machine = rec.machine()
+        try:
+            machine = rec.machine()
+        except ValueError as exc:
+            raise TraceFormatError(
+                path, line, f"the header's snapshot does not restore: {exc}"
+            ) from None
         if loop is not None:
             previous = loop.machine
             expected = previous.next_run() if previous.finalized else previous

@@ -19,7 +19,7 @@ from typing import Any
 from loopctl.core import LoopMachine, ProtocolError
 from loopctl_sim.feeds import apply_feed
 from loopctl_sim.record import end_outcome
-from loopctl_sim.trace import EndRecord, HeaderRecord, StepRecord, TraceReader
+from loopctl_sim.trace import EndRecord, HeaderRecord, StepRecord, TraceFormatError, TraceReader
 
 __all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
 
@@ -193,15 +193,10 @@ def replay_trace(
             previous = machine
             try:
                 machine = record.machine()
-            except ValueError as exc:
-                return diverge(
-                    seq,
-                    line,
-                    "snapshot",
-                    "the header's snapshot does not restore",
-                    "a restorable snapshot",
-                    str(exc),
-                )
+            except ValueError as exc:  # a damaged trace, not a decision of the brain
+                raise TraceFormatError(
+                    reader.path, line, f"the header's snapshot does not restore: {exc}"
+                ) from None
             if previous is not None:
                 # After an end: the next run's brain. In the middle of a run: a resume after a
                 # crash, which must restore the brain exactly as it was.

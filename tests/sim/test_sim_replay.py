@@ -204,3 +204,19 @@ def test_a_next_run_header_must_continue_the_previous_run(tmp_path: Path) -> Non
     recorder.close()
     d = replay_trace(path).divergence
     assert d is not None and d.what == "snapshot" and "next_run" in d.message
+
+
+def test_a_header_snapshot_that_does_not_restore_is_a_format_error(
+    trace: Path, tmp_path: Path
+) -> None:
+    from loopctl_sim.driver import replay_driver
+    from loopctl_sim.trace import TraceFormatError
+
+    records = lines(trace)
+    call = {"kind": "tool_call", "id": "x", "name": "add", "arguments": {}}
+    records[0]["snapshot"]["history"] = [{"role": "assistant", "parts": [call]}]
+    bad = tmp_path / "bad.jsonl"
+    write_lines(bad, records)
+    for replay in (replay_trace, replay_driver):
+        with pytest.raises(TraceFormatError, match=r":1: .*snapshot"):
+            replay(bad)
