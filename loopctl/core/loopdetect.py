@@ -29,12 +29,17 @@ from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 __all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys", "record_keys"]
 
 # One encoder, built once: ``json.dumps`` with options builds a new encoder on every call, which
-# was a tenth of a tool-using turn.
-_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+# was a tenth of a tool-using turn. NaN and infinity are refused: JSON cannot hold them.
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=str, allow_nan=False
+)
 
 
 def call_key(call: ToolCall) -> str:
-    """Name plus canonical arguments: equal keys mean the same call."""
+    """Name plus canonical arguments: equal keys mean the same call.
+
+    Raises ``ValueError`` for arguments holding NaN or infinity (the brain refuses such a call).
+    """
     return call.name + "\x00" + _canonical(call.arguments)
 
 
@@ -83,7 +88,7 @@ def judge(window: LoopWindow, policy: MachinePolicy) -> LoopVerdict | None:
     return judge_keys(window.calls, window.unjudged, policy)
 
 
-def judge_keys(calls: tuple[str, ...], unjudged: int, policy: MachinePolicy) -> LoopVerdict | None:
+def judge_keys(calls: Sequence[str], unjudged: int, policy: MachinePolicy) -> LoopVerdict | None:
     """``judge`` on the window's plain fields (the brain's hot path builds no model)."""
     if policy.loop_action == "off" or unjudged == 0:
         return None

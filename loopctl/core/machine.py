@@ -38,9 +38,9 @@ from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Py
 
 from loopctl.core.encoding import JsonCache, encoded
 from loopctl.core.errors import LoopError, ProtocolError
-from loopctl.core.loopdetect import LoopWindow, judge_keys, record_keys
+from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.policy import MachinePolicy
+from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.steps import (
     AwaitingCompaction,
@@ -364,8 +364,9 @@ class LoopMachine:
         "_state",
         "_turns_taken",
     )
-    # ... plus a cache of each message's JSON for ``digest()`` (derived, never compared).
-    __slots__ = (*STATE_SLOTS, "_history_json", "_pending_json")
+    # ... plus derived caches, never compared: each message's JSON for ``digest()``, and the loop
+    # keys of the exchange in flight (computed when its calls are checked at the door).
+    __slots__ = (*STATE_SLOTS, "_exchange_keys", "_history_json", "_pending_json")
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -385,11 +386,13 @@ class LoopMachine:
         self._finalized = False
         self._noop_floor: int | None = None
         # The loop detector's window, kept as plain fields: the hot path builds no model.
-        self._loop_calls: tuple[str, ...] = ()
+        # A list, trimmed in place to MAX_LOOP_WINDOW: appending stays O(exchange size).
+        self._loop_calls: list[str] = []
         self._loop_unjudged = 0
         self._loop_warned = False
         self._history_json: JsonCache | None = None
         self._pending_json: JsonCache | None = None
+        self._exchange_keys: list[str] | None = None
 
     # --- read-only views -----------------------------------------------------------------
 
@@ -434,7 +437,7 @@ class LoopMachine:
     def loop_window(self) -> LoopWindow:
         """The loop detector's window (a fresh model built from the brain's fields)."""
         return LoopWindow(
-            calls=self._loop_calls, unjudged=self._loop_unjudged, warned=self._loop_warned
+            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
         )
 
     def messages(self) -> list[Message]:
@@ -474,10 +477,6 @@ class LoopMachine:
             self._pending.append(Message.user(LOOP_NOTE.format(what=verdict.describe())))
             self._loop_warned = True
         self._loop_unjudged = 0
-        if len(self._loop_calls) > policy.loop_window:
-            # Judged: only the policy's window can matter from now on, and a short window keeps
-            # recording cheap.
-            self._loop_calls = self._loop_calls[-policy.loop_window :]
 
         if self._turns_taken >= policy.max_turns:
             return self._finish(MaxTurnsExceeded())
@@ -630,6 +629,7 @@ class LoopMachine:
             raise self._refuse("model_response", "an assistant message cannot hold tool results")
         if not _is_count(context_tokens):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
+        keys: list[str] = []
         if calls:
             ids = {c.id for c in calls}
             if len(ids) != len(calls) or "" in ids:
@@ -637,6 +637,13 @@ class LoopMachine:
                     "model_response",
                     f"tool call ids must be unique and non-empty: {[c.id for c in calls]}",
                 )
+            try:
+                keys = [call_key(c) for c in calls]
+            except ValueError as exc:
+                # NaN or infinity: JSON cannot hold it, so a snapshot could not restore the call.
+                raise self._refuse(
+                    "model_response", f"tool call arguments must be JSON values: {exc}"
+                ) from None
 
         turn = state.turn
         self._turns_taken += 1
@@ -651,15 +658,20 @@ class LoopMachine:
         if len(unknown) == len(calls):
             # Every call is unknown: the exchange completes at once, nothing is dispatched.
             self._pending.append(Message.from_results(preanswered))
-            self._record(calls)
+            self._record(keys)
             self._state = _START
             return
         self._exchange = Exchange(turn=turn, calls=tuple(calls), preanswered=preanswered)
+        self._exchange_keys = keys
         self._state = _awaiting_tools(turn)
 
-    def _record(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
-        self._loop_calls = record_keys(self._loop_calls, calls)
-        self._loop_unjudged = min(len(calls), len(self._loop_calls))
+    def _record(self, keys: list[str]) -> None:
+        """Record one exchange's call keys in the loop window (the last MAX_LOOP_WINDOW kept)."""
+        window = self._loop_calls
+        window.extend(keys)
+        if len(window) > MAX_LOOP_WINDOW:
+            del window[: len(window) - MAX_LOOP_WINDOW]
+        self._loop_unjudged = min(len(keys), len(window))
 
     def _tool_results(self, message: Message) -> None:
         exchange = self._exchange
@@ -682,8 +694,10 @@ class LoopMachine:
             by_id = {r.call_id: r for r in (*results, *exchange.preanswered)}
             message = Message.from_results([by_id[c.id] for c in exchange.calls])
         self._pending.append(message)
-        self._record(exchange.calls)
+        keys = self._exchange_keys
+        self._record(keys if keys is not None else [call_key(c) for c in exchange.calls])
         self._exchange = None
+        self._exchange_keys = None
         self._state = _START
 
     def _compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
@@ -795,11 +809,12 @@ class LoopMachine:
         machine._started = snap.started
         machine._finalized = snap.finalized
         machine._noop_floor = snap.noop_floor
-        machine._loop_calls = snap.loop.calls
+        machine._loop_calls = list(snap.loop.calls)
         machine._loop_unjudged = snap.loop.unjudged
         machine._loop_warned = snap.loop.warned
         machine._history_json = None
         machine._pending_json = None
+        machine._exchange_keys = None
         return machine
 
     def model_dump_json(self) -> str:
@@ -852,7 +867,7 @@ class LoopMachine:
                 "finalized": self._finalized,
                 "noop_floor": self._noop_floor,
                 "loop": {
-                    "calls": self._loop_calls,
+                    "calls": tuple(self._loop_calls),
                     "unjudged": self._loop_unjudged,
                     "warned": self._loop_warned,
                 },

@@ -222,3 +222,30 @@ def test_the_verdict_is_taken_once_per_exchange() -> None:
     assert m.next_step(POLICY) == CallLLM(turn=4)
     assert notes == 1
     assert sum("Loop warning" in msg.text for msg in m.history) == 1
+
+
+def test_the_verdict_uses_the_policy_in_force_not_earlier_ones() -> None:
+    """Calls recorded under a narrow window are all judged when a wider window is handed in."""
+    narrow = POLICY.model_copy(update={"loop_window": 2, "loop_action": "fail"})
+    wide = narrow.model_copy(update={"loop_window": 12})
+    m = started()
+    for i, path in enumerate(["/a", "/b", "/a"]):
+        assert isinstance(_exchange(m, narrow, call(f"p{i}", path=path)), CallLLM)
+    step = _exchange(m, wide, call("p3", path="/b"))  # A, B, A, B: seen through the wide window
+    assert isinstance(step, Done) and isinstance(step.outcome, Failed)
+    assert step.outcome.error.details["pattern"] == "ping_pong"
+
+
+def test_the_machine_keeps_the_last_max_window_keys() -> None:
+    policy = POLICY.model_copy(update={"loop_action": "off", "max_turns": 1000})
+    m = started()
+    for i in range(MAX_LOOP_WINDOW // 2 + 5):
+        m.next_step(policy)
+        calls = [call(f"a{i}", n=i), call(f"b{i}", "write", n=i)]
+        m.model_response(ask(*calls), 10)
+        m.next_step(policy)
+        m.tool_results(answer(*calls))
+    window = m.loop_window
+    assert len(window.calls) == MAX_LOOP_WINDOW
+    assert window.calls[-1] == call_key(call("x", "write", n=MAX_LOOP_WINDOW // 2 + 4))
+    assert LoopMachine.model_validate_json(m.model_dump_json()) == m

@@ -112,6 +112,13 @@ GUARDS: list[tuple[str, Callable[[], LoopMachine], str, tuple[Any, ...]]] = [
     ("reply-bool-tokens", awaiting_model, "model_response", (Message.assistant("x"), True)),
     ("reply-float-tokens", awaiting_model, "model_response", (Message.assistant("x"), 1.5)),
     ("reply-not-a-message", awaiting_model, "model_response", ("text", 1)),
+    ("reply-nan-argument", awaiting_model, "model_response", (ask(call("n", x=float("nan"))), 1)),
+    (
+        "reply-inf-argument",
+        awaiting_model,
+        "model_response",
+        (ask(call("n", x={"deep": [float("-inf")]})), 1),
+    ),
     ("results-missing-one", awaiting_tools, "tool_results", (answer(_k1),)),
     ("results-extra", awaiting_tools, "tool_results", (answer(_k1, _k2, call("k3")),)),
     (
