@@ -15,6 +15,9 @@ Rows, all on one core unless said otherwise (runs/s = simulated runs of 20 turns
   determinism twin, the crash variant, the heal run): seeds/s and simulated runs/s;
 - ``campaign``: ``run_campaign`` over all cores (not in smoke mode).
 
+Rates are given per wall second and per CPU second of the benchmark process; the goal is judged
+on the CPU rate, which other load on a shared machine does not depress.
+
 The goal is 500 simulated runs/s per core (``sim``). ``profile`` lists where a ``sim`` run spends
 its time (cProfile, by function and by package), so a figure below the goal says why.
 """
@@ -91,17 +94,21 @@ def brain_only(turns: int = TURNS) -> LoopMachine:
             return m
 
 
-def _rate(fn: Callable[[], Any], seconds: float, min_runs: int) -> tuple[float, int]:
-    """Calls of ``fn`` per second over at least ``seconds`` and ``min_runs`` calls."""
+def _rate(fn: Callable[[], Any], seconds: float, min_runs: int) -> tuple[float, float, int]:
+    """Calls of ``fn`` per second of wall time and per second of this process's CPU time,
+    over at least ``seconds`` and ``min_runs`` calls. The CPU rate is the per-core figure on
+    a shared machine (other processes do not slow it down)."""
     fn()  # warm up
     n = 0
     started = time.perf_counter()
+    cpu_started = time.process_time()
     elapsed = 0.0
     while n < min_runs or elapsed < seconds:
         fn()
         n += 1
         elapsed = time.perf_counter() - started
-    return n / elapsed, n
+    cpu = max(time.process_time() - cpu_started, 1e-9)
+    return n / elapsed, n / cpu, n
 
 
 def _profile(fn: Callable[[], Any], runs: int, top: int = 12) -> dict[str, Any]:
@@ -166,8 +173,14 @@ def run(smoke: bool) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
 
     def row(name: str, fn: Callable[[], Any], **extra: Any) -> dict[str, Any]:
-        rate, n = _rate(fn, seconds, min_runs)
-        r = {"name": name, "runs_per_s": round(rate, 1), "runs": n, **extra}
+        rate, cpu_rate, n = _rate(fn, seconds, min_runs)
+        r = {
+            "name": name,
+            "runs_per_s": round(rate, 1),
+            "runs_per_cpu_s": round(cpu_rate, 1),
+            "runs": n,
+            **extra,
+        }
         rows.append(r)
         return r
 
@@ -188,6 +201,9 @@ def run(smoke: bool) -> dict[str, Any]:
     seed_row = row("fuzz_seed", one_seed)
     seed_row["sims_per_seed"] = round(sum(sims_per_seed) / max(len(sims_per_seed), 1), 2)
     seed_row["sim_runs_per_s"] = round(seed_row["runs_per_s"] * seed_row["sims_per_seed"], 1)
+    seed_row["sim_runs_per_cpu_s"] = round(
+        seed_row["runs_per_cpu_s"] * seed_row["sims_per_seed"], 1
+    )
 
     campaign: dict[str, Any] | None = None
     workers = os.cpu_count() or 1
@@ -215,7 +231,8 @@ def run(smoke: bool) -> dict[str, Any]:
         "expected": expected,
         "rows": rows,
         "sim_runs_per_s": sim_row["runs_per_s"],
-        "meets_goal": sim_row["runs_per_s"] >= GOAL,
+        "sim_runs_per_cpu_s": sim_row["runs_per_cpu_s"],
+        "meets_goal": sim_row["runs_per_cpu_s"] >= GOAL,
         "campaign": campaign,
         "profile": profile,
         "fuzz_profile": fuzz_profile,
@@ -223,13 +240,15 @@ def run(smoke: bool) -> dict[str, Any]:
 
 
 def _table(report: dict[str, Any]) -> str:
-    out = [f"{'row':<22}{'runs/s':>10}{'us/run':>10}  notes"]
+    out = [f"{'row':<22}{'runs/s':>10}{'runs/cpu-s':>12}{'cpu us/run':>12}  notes"]
     for r in report["rows"]:
         notes = ""
         if r["name"] == "fuzz_seed":
-            notes = f"{r['sims_per_seed']} sims/seed = {r['sim_runs_per_s']} sim runs/s"
-        us = 1e6 / r["runs_per_s"] if r["runs_per_s"] else 0
-        out.append(f"{r['name']:<22}{r['runs_per_s']:>10}{us:>10.0f}  {notes}")
+            notes = f"{r['sims_per_seed']} sims/seed = {r['sim_runs_per_cpu_s']} sim runs/cpu-s"
+        us = 1e6 / r["runs_per_cpu_s"] if r["runs_per_cpu_s"] else 0
+        out.append(
+            f"{r['name']:<22}{r['runs_per_s']:>10}{r['runs_per_cpu_s']:>12}{us:>12.0f}  {notes}"
+        )
     c = report["campaign"]
     if c:
         out.append(
@@ -240,7 +259,8 @@ def _table(report: dict[str, Any]) -> str:
     verdict = "meets" if report["meets_goal"] else "below"
     out.append(
         f"goal {report['goal_runs_per_s_per_core']} runs/s per core ({report['turns']} turns): "
-        f"sim {report['sim_runs_per_s']} runs/s, {verdict} the goal"
+        f"sim {report['sim_runs_per_cpu_s']} runs per CPU second "
+        f"({report['sim_runs_per_s']} per wall second), {verdict} the goal"
     )
     out.append("where a sim run's time goes (cProfile, own time):")
     for k, v in list(report["profile"]["by_package"].items())[:8]:
