@@ -259,6 +259,7 @@ class BrainMachine(RuleBasedStateMachine):
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()
     histories: ClassVar[st.SearchStrategy[list[Message]]] = histories()
     tolerated: ClassVar[frozenset[str]] = frozenset()
+    change_loop_window: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -611,9 +612,15 @@ class BrainMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.kind != "terminal")
     @rule(data=st.data())
     def change_policy(self, data: st.DataObject) -> None:
-        """The driver rebuilds the policy every step; the run's max_turns stays."""
+        """The driver rebuilds the policy every step; the run's max_turns stays, and so does
+        loop_window while the brain judges a wider window by the narrowest one used before
+        (see test_loop_verdict_uses_the_policy_in_force, an xfail); set
+        ``change_loop_window = True`` to exercise it."""
         drawn = data.draw(self.policies, label="policy")
-        self.policy = drawn.model_copy(update={"max_turns": self.policy.max_turns})
+        keep: dict[str, Any] = {"max_turns": self.policy.max_turns}
+        if not self.change_loop_window:
+            keep["loop_window"] = self.policy.loop_window
+        self.policy = drawn.model_copy(update=keep)
 
     @precondition(lambda self: self.kind == "start" and self.started)
     @rule()

@@ -577,3 +577,76 @@ def test_check_trace_reports_turns_over_the_limit(tmp_path: Path) -> None:
 
     problems = inv.check_trace(_edited_basic(tmp_path, no_turns_left, "step"))
     assert any(f"{inv.TURNS_CODE}:" in p for p in problems), problems
+
+
+# --- the loop reference -------------------------------------------------------------------------
+
+LOOPY = MachinePolicy(tools=("read", "write"), loop_window=6, loop_repeat_limit=3)
+
+
+def test_reference_loop_verdict() -> None:
+    r, w = inv.reference_call_key(call("1")), inv.reference_call_key(call("2", "write"))
+    r2 = inv.reference_call_key(call("3", path="b"))
+    assert inv.reference_call_key(call("x", a=1, b=2)) == inv.reference_call_key(
+        call("y", b=2, a=1)
+    )
+    assert inv.reference_loop_verdict([r, r, r], 1, LOOPY) == "repeat"
+    assert inv.reference_loop_verdict([r, r], 1, LOOPY) is None
+    assert inv.reference_loop_verdict([r, r, r], 0, LOOPY) is None  # judged already
+    assert inv.reference_loop_verdict([r, w, r, w], 1, LOOPY) == "ping_pong"
+    assert inv.reference_loop_verdict([r, r2, r, r2], 1, LOOPY) == "ping_pong"  # args count
+    assert inv.reference_loop_verdict([r, w, w, r], 1, LOOPY) is None
+    assert inv.reference_loop_verdict([r, w, w, w, w, w, w, r, r], 1, LOOPY) is None  # window 6
+    off = LOOPY.model_copy(update={"loop_action": "off"})
+    assert inv.reference_loop_verdict([r, r, r], 1, off) is None
+
+
+def _looping(action: str) -> tuple[LoopMachine, MachinePolicy]:
+    """A started machine whose last three exchanges each called read() the same way."""
+    policy = LOOPY.model_copy(update={"loop_action": action})
+    m = started()
+    for i in range(3):
+        assert m.next_step(policy) == CallLLM(turn=i + 1)
+        c = call(f"r{i}")
+        m.model_response(ask(c), 1)
+        m.next_step(policy)
+        m.tool_results(answer(c))
+    return m, policy
+
+
+def test_check_loop_decision_on_the_brain() -> None:
+    for action, warned in [("fail", False), ("warn", False), ("warn", True)]:
+        m, policy = _looping(action)
+        if warned:
+            m = forge(m, loop=m.loop_window.model_copy(update={"warned": True}))
+        before = m.snapshot()
+        step = m.next_step(policy)
+        assert inv.check_loop_decision(before, m, step, "repeat", warned, policy) == [], action
+
+
+def test_check_loop_decision_catches_wrong_decisions() -> None:
+    m, policy = _looping("fail")
+    before = m.snapshot()
+    step = m.next_step(policy)  # fails the run
+    # the reference sees no loop: failing is wrong
+    assert codes(inv.check_loop_decision(before, m, step, None, False, policy)) == {inv.LOOP_CODE}
+    # a loop the machine did not fail on
+    m2, _ = _looping("fail")
+    before2 = m2.snapshot()
+    step2 = m2.next_step(policy.model_copy(update={"loop_action": "off"}))
+    assert codes(inv.check_loop_decision(before2, m2, step2, "repeat", False, policy)) == {
+        inv.LOOP_CODE
+    }
+    # warn: no note appended
+    warn = policy.model_copy(update={"loop_action": "warn"})
+    m3, _ = _looping("off")
+    before3 = m3.snapshot()
+    step3 = m3.next_step(warn.model_copy(update={"loop_action": "off"}))
+    assert codes(inv.check_loop_decision(before3, m3, step3, "repeat", False, warn)) == {
+        inv.LOOP_CODE
+    }
+    # a note without a verdict
+    m4, _ = _looping("warn")
+    before4 = m4.snapshot()
+    step4 = m4.next_step(warn)
+    assert codes(inv.check_loop_decision(before4, m4, step4, None, False, warn)) == {inv.LOOP_CODE}

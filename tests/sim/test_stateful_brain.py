@@ -12,7 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl import LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
+from loopctl import (
+    CallLLM,
+    Done,
+    Failed,
+    LoopMachine,
+    MachinePolicy,
+    Message,
+    ToolCall,
+    ToolResult,
+)
 from loopctl_sim import invariants as inv
 from loopctl_sim.profiles import profile_settings
 from loopctl_sim.stateful import BrainMachine, compaction_of, run_program
@@ -120,3 +129,32 @@ def test_constructor_refuses_a_bad_context_count(count: object) -> None:
     except (ValueError, TypeError):
         return
     assert inv.check_resume(m) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "brain bug: _step_start trims the loop window to the *current* policy's loop_window after "
+        "judging, so a later policy with a larger window judges fewer calls than were recorded "
+        "(the verdict depends on earlier policies, not on the policy handed in). Here the last "
+        "four calls are r, x, r, x under loop_window=12: a ping-pong the brain no longer sees. "
+        "Fix: drop the trim (record_keys already bounds the window to MAX_LOOP_WINDOW)."
+    ),
+)
+def test_loop_verdict_uses_the_policy_in_force() -> None:
+    narrow = MachinePolicy(tools=("r", "x"), loop_window=2, loop_repeat_limit=3, loop_action="fail")
+    wide = narrow.model_copy(update={"loop_window": 12})
+    m = LoopMachine()
+    m.accept_input("go")
+    keys: list[str] = []
+    for i, name in enumerate(["r", "x", "r", "x"]):
+        assert m.next_step(narrow) == CallLLM(turn=i + 1)
+        c = ToolCall(id=f"c{i}", name=name)
+        m.model_response(Message.assistant(tool_calls=[c]), 1)
+        m.next_step(narrow)
+        m.tool_results(Message.from_results([ToolResult(call_id=c.id, name=name, content="")]))
+        keys.append(inv.reference_call_key(c))
+    assert inv.reference_loop_verdict(keys, 1, wide) == "ping_pong"
+    step = m.next_step(wide)
+    assert isinstance(step, Done) and isinstance(step.outcome, Failed), step
+    assert step.outcome.error.kind == "loop_detected"
