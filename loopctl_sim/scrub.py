@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-__all__ = ["REDACTED", "is_secret_key", "scrub", "scrub_text"]
+__all__ = ["REDACTED", "is_secret_key", "might_hold_secrets", "scrub", "scrub_text"]
 
 REDACTED: Final = "[REDACTED]"
 
@@ -18,8 +18,20 @@ _SECRET_KEY = re.compile(r"^(proxy-)?authorization$|^(x-)?api[-_]?key$", re.IGNO
 _SECRET_VALUE = re.compile(r"sk-[A-Za-z0-9_\-]{8,}")
 
 
+# A JSON text that matches neither of these holds nothing ``scrub`` would change (a cheap test,
+# in C, before the exact walk over the data).
+_JSON_SECRET_KEY = re.compile(
+    r'"(?:proxy-)?authorization"\s*:|"(?:x-)?api[-_]?key"\s*:', re.IGNORECASE
+)
+
+
+def might_hold_secrets(json_text: str) -> bool:
+    """False when the JSON text certainly holds no secret; True means: scrub the data."""
+    return "sk-" in json_text or _JSON_SECRET_KEY.search(json_text) is not None
+
+
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key.strip()))
+    return bool(_SECRET_KEY.search(key))
 
 
 def scrub_text(text: str) -> str:

@@ -50,7 +50,7 @@ from loopctl_sim.feeds import (
     ToolResultsArgs,
     decode_feed_args,
 )
-from loopctl_sim.scrub import scrub
+from loopctl_sim.scrub import might_hold_secrets, scrub
 
 __all__ = [
     "RECORD",
@@ -286,11 +286,16 @@ class TraceWriter:
             self._file.flush()
 
     def write(self, record: BaseModel) -> None:
-        """Write one record built by the caller; its ``seq`` must be the next one."""
+        """Write one record built by the caller; its ``seq`` must be the next one.
+
+        The record is written as given: the typed helpers below are the ones that scrub."""
         seq = getattr(record, "seq", None)
         if seq != self.seq:
             raise ValueError(f"record seq {seq} is not the next seq {self.seq}")
-        self._file.write(record.model_dump_json() + "\n")
+        self._write_line(record.model_dump_json())
+
+    def _write_line(self, text: str) -> None:
+        self._file.write(text + "\n")
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
@@ -304,43 +309,47 @@ class TraceWriter:
         created: str | None = None,
         engine_version: str | None = None,
     ) -> HeaderRecord:
-        meta = dict(metadata or {})
-        clean_meta = scrub(meta)
-        scrubbed = clean_meta is not meta
-        snap = snapshot
-        if snap is not None:
-            data = snap.model_dump(mode="json")
-            clean = scrub(data)
-            if clean is not data:
-                scrubbed = True
-                snap = MachineSnapshot.model_validate(clean)
-        record = HeaderRecord(
-            seq=self.seq,
-            engine_version=engine_version or loopctl.__version__,
-            created=created or _now(),
-            snapshot=snap,
-            metadata=clean_meta,
-            scrubbed=scrubbed,
-        )
-        self.write(record)
+        meta = _jsonable(dict(metadata or {}))
+        fields: dict[str, Any] = {
+            "seq": self.seq,
+            "engine_version": engine_version or loopctl.__version__,
+            "created": created or _now(),
+        }
+        record = HeaderRecord(snapshot=snapshot, metadata=meta, **fields)
+        text = record.model_dump_json()
+        if might_hold_secrets(text):
+            clean_meta = scrub(meta)
+            scrubbed = clean_meta is not meta
+            snap = snapshot
+            if snap is not None:
+                data = snap.model_dump(mode="json")
+                clean = scrub(data)
+                if clean is not data:
+                    scrubbed = True
+                    snap = MachineSnapshot.model_validate(clean)
+            record = HeaderRecord(snapshot=snap, metadata=clean_meta, scrubbed=scrubbed, **fields)
+            text = record.model_dump_json()
+        self._write_line(text)
         return record
 
     def step(self, policy: MachinePolicy, step: MachineStep) -> StepRecord:
         record = StepRecord(seq=self.seq, policy=policy, step=step)
-        self.write(record)
+        self._write_line(record.model_dump_json())
         return record
 
     def feed(self, name: str, args: Mapping[str, Any] | FeedArgs, digest: str) -> FeedRecord:
         typed = decode_feed_args(name, args)
-        scrubbed = False
-        if not isinstance(typed, NoArgs):
+        record = feed_record(self.seq, name, typed, digest)
+        text = record.model_dump_json()
+        if might_hold_secrets(text):
             data = typed.model_dump(mode="json")
             clean = scrub(data)
             if clean is not data:
-                scrubbed = True
-                typed = decode_feed_args(name, clean)
-        record = feed_record(self.seq, name, typed, digest, scrubbed=scrubbed)
-        self.write(record)
+                record = feed_record(
+                    self.seq, name, decode_feed_args(name, clean), digest, scrubbed=True
+                )
+                text = record.model_dump_json()
+        self._write_line(text)
         return record
 
     def io(
@@ -356,14 +365,20 @@ class TraceWriter:
             kind, turn, data, duration_s = event.kind, event.turn, event.data, event.duration_s
         else:
             kind = event
-        clean = scrub(_jsonable(dict(data or {})))
-        record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=clean, duration_s=duration_s)
-        self.write(record)
+        plain = _jsonable(dict(data or {}))
+        record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=plain, duration_s=duration_s)
+        text = record.model_dump_json()
+        if might_hold_secrets(text):
+            clean = scrub(plain)
+            if clean is not plain:
+                record = record.model_copy(update={"data": clean})
+                text = record.model_dump_json()
+        self._write_line(text)
         return record
 
     def end(self, outcome: Any, digest: str) -> EndRecord:
         record = EndRecord(seq=self.seq, outcome=outcome, digest=digest)
-        self.write(record)
+        self._write_line(record.model_dump_json())
         return record
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopctl import (
     FEEDS,
@@ -24,7 +27,7 @@ from loopctl_sim.feeds import (
     decode_feed_args,
     encode_feed_args,
 )
-from loopctl_sim.scrub import REDACTED, scrub
+from loopctl_sim.scrub import REDACTED, might_hold_secrets, scrub
 from loopctl_sim.trace import RECORD, TraceWriter
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
@@ -186,3 +189,41 @@ def test_secrets_never_land_in_a_trace() -> None:
         assert secret not in text
     records = [RECORD.validate_json(line) for line in text.splitlines()]
     assert records[0].scrubbed and records[1].scrubbed  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": "b"}', False),
+        ('{"Authorization": "x"}', True),
+        ('{"x-api-key": 1}', True),
+        ('{"text": "my api_key is"}', False),
+        ('{"text": "sk-"}', True),
+        ('{"context_tokens": 5}', False),
+    ],
+)
+def test_might_hold_secrets_table(text: str, expected: bool) -> None:
+    assert might_hold_secrets(text) is expected
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["a", "api_key", "Authorization", "x-api-key", "text", "k"])
+            | st.text(max_size=12),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_json)
+def test_the_fast_check_never_lets_a_secret_through(value: Any) -> None:
+    """When the cheap text test says "no secret", the exact walk agrees."""
+    if not might_hold_secrets(json.dumps(value)):
+        assert scrub(value) is value
