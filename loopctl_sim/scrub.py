@@ -31,7 +31,7 @@ def might_hold_secrets(json_text: str) -> bool:
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key))
+    return _SECRET_KEY.fullmatch(key) is not None
 
 
 def scrub_text(text: str) -> str:
