@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from loopctl.core import LoopMachine, ProtocolError
 from loopctl_sim.feeds import apply_feed
 from loopctl_sim.record import end_outcome
@@ -38,10 +40,18 @@ def unified_diff(expected: Any, actual: Any, *, a: str = "expected", b: str = "a
 
 @dataclass(frozen=True)
 class RecentFeed:
+    """A feed shortly before a divergence; its args are turned into data only when shown."""
+
     seq: int
     line: int
     name: str
-    args: dict[str, Any]
+    raw_args: BaseModel | dict[str, Any]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        if isinstance(self.raw_args, BaseModel):
+            return self.raw_args.model_dump(mode="json")
+        return self.raw_args
 
 
 @dataclass
@@ -241,7 +251,7 @@ def replay_trace(
             name = record.name
             if record.scrubbed and scrubbed_at is None:
                 scrubbed_at = seq
-            feeds.append(RecentFeed(seq, line, name, record.args.model_dump(mode="json")))
+            feeds.append(RecentFeed(seq, line, name, record.args))
             try:
                 apply_feed(machine, name, record.args)
             except ProtocolError as exc:
