@@ -9,13 +9,15 @@ The trace is a long run of the simulator: every turn one tool call, so 9 records
 
 - ``compacting``: a small context window, so threshold compaction keeps the history bounded
   (a long-lived agent); the brain's size, and so the cost of a digest, stay flat;
-- ``growing``: no compaction, the history grows with the trace; ``digest()`` serializes the
-  whole brain after every feed, so replay is O(history) per feed and quadratic overall.
+- ``growing``: no compaction, the history grows with the trace. The brain's digest hashes the
+  canonical JSON of the whole brain (cached per message, but still joined and hashed whole), so
+  a digest costs O(history) and a replay of this shape is quadratic overall.
 
-Figures, per size: end-to-end replay rate (read, parse, re-ask steps, apply feeds, compare
-digests) in records/s of wall time, and of this process's CPU time (the machine may be shared); the same without the digest comparison and parse-only, to show where the
-time goes; peak traced memory during replay (tracemalloc, in a separate pass); the recording
-rate. Goal: 100,000 records/s and flat memory (peak replay memory stops growing once the bounded
+Figures, per size: the end-to-end replay rate (read, parse, re-ask steps, apply feeds, compare
+digests) in records per second of wall time, and per second of this process's CPU time (the
+machine may be shared); the same without the digest comparison, and parse-only, to show where
+the time goes; the peak traced memory of a replay (tracemalloc, in a separate pass); the
+recording rate. Goal: 100,000 records/s and flat memory (the peak stops growing once bounded
 caches are full: about 9 MiB traced at 100k and at 300k records, measured 2026-11-30).
 """
 
