@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from loopctl import LoopMachine, MachinePolicy, MachineSnapshot, Message, ToolCall, ToolResult
-from loopctl.core.machine import snapshot_problem
+from loopctl.core.snapshot import snapshot_problem
 
 SIZES = (10, 1_000, 10_000)
 _T = TypeVar("_T")
