@@ -546,7 +546,7 @@ def _same_end(a: SimResult, b: SimResult) -> str | None:
 
 def _outcome_name(outcome: MachineOutcome | None) -> str:
     if outcome is None:
-        return "none"
+        return "aborted"
     if isinstance(outcome, Failed):
         return f"failed:{outcome.error.kind}"
     return outcome.kind
@@ -642,7 +642,9 @@ def run_seed(seed: int, config: FuzzConfig = FuzzConfig(), out: str | None = Non
     if config.shrink:
         shrunk = _shrink(case, failure, config)
         result.shrunk = shrunk.summary()
-        small = shrunk.scenario
+        small = shrunk.scenario.model_copy(
+            update={"description": f"fuzz seed {seed}, shrunk ({shrunk.summary()}): {failure}"}
+        )
         if failure.kind == "crash-restore":
             steps = check_case(case, small, dataclasses.replace(config, check_crash=False)).steps
             small = crash_variant(case, small, steps)

@@ -7,8 +7,9 @@ of a list, halving the chunk size whenever no chunk can go, until no single elem
 removed: the result is 1-minimal.
 
 ``shrink_scenario`` applies it to a ``Scenario``: one list of units made of the scripted model
-replies and the scheduled faults, so a reply and the fault it needs shrink together; then it
-tries to lower each remaining fault's ``times``. A removed reply shifts the later ones up: a
+replies, the scheduled faults and the tools, so a reply and the fault it needs shrink together
+(a removed tool is no longer advertised: calls of it are answered as unknown); then it tries to
+lower each remaining fault's ``times``. A removed reply shifts the later ones up: a
 fault placed by ``model_call`` then strikes another reply, which is fine, because the oracle
 re-runs every candidate.
 """
@@ -92,6 +93,7 @@ class ShrinkResult:
     tests: int
     replies_before: int
     faults_before: int
+    tools_before: int = 0
 
     @property
     def replies(self) -> int:
@@ -101,10 +103,15 @@ class ShrinkResult:
     def faults(self) -> int:
         return len(self.scenario.faults)
 
+    @property
+    def tools(self) -> int:
+        return len(self.scenario.tools)
+
     def summary(self) -> str:
         return (
-            f"shrunk from {self.replies_before} replies and {self.faults_before} faults to "
-            f"{self.replies} replies and {self.faults} faults in {self.tests} runs"
+            f"shrunk from {self.replies_before} replies, {self.faults_before} faults and "
+            f"{self.tools_before} tools to {self.replies} replies, {self.faults} faults and "
+            f"{self.tools} tools in {self.tests} runs"
         )
 
 
@@ -112,12 +119,13 @@ _Unit = tuple[str, int]
 
 
 def _build(scenario: Scenario, units: Sequence[_Unit]) -> Scenario:
-    keep_replies = [i for kind, i in units if kind == "reply"]
-    keep_faults = [i for kind, i in units if kind == "fault"]
+    keep = {kind: [i for k, i in units if k == kind] for kind in ("reply", "fault", "tool")}
+    tools = list(scenario.tools.items())
     return scenario.model_copy(
         update={
-            "model": [scenario.model[i] for i in keep_replies],
-            "faults": [scenario.faults[i] for i in keep_faults],
+            "model": [scenario.model[i] for i in keep["reply"]],
+            "faults": [scenario.faults[i] for i in keep["fault"]],
+            "tools": dict(tools[i] for i in keep["tool"]),
         }
     )
 
@@ -151,6 +159,7 @@ def shrink_scenario(
         base = scenario
     units: list[_Unit] = [("reply", i) for i in range(len(base.model))]
     units += [("fault", i) for i in range(len(base.faults))]
+    units += [("tool", i) for i in range(len(base.tools))]
 
     def test(candidate: list[_Unit]) -> bool:
         return fails(_build(base, candidate))
@@ -174,6 +183,7 @@ def shrink_scenario(
         tests=budget.used,
         replies_before=len(scenario.model),
         faults_before=len(scenario.faults),
+        tools_before=len(scenario.tools),
     )
 
 
