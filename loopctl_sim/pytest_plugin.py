@@ -17,7 +17,8 @@ Fixtures
 ``loopctl_recorder``
     A ``LoopObserver`` for ``BareLoop(observers=[loopctl_recorder])``: with
     ``--loopctl-record DIR`` it is a ``TraceRecorder`` writing ``DIR/<test id>.jsonl``;
-    without the option it does nothing.
+    without the option it does nothing. One trace holds one conversation (successive runs of
+    one loop); a test driving two independent loops should record only one of them.
 
 Marker
 ------
