@@ -162,11 +162,16 @@ def show(trace: str) -> None:
 @click.argument("a", type=click.Path(dir_okay=False))
 @click.argument("b", type=click.Path(dir_okay=False))
 @click.option("--ignore-io", is_flag=True, help="Compare only headers, steps, feeds and ends.")
+@click.option(
+    "--brain-only",
+    is_flag=True,
+    help="Compare only steps, feeds and ends (e.g. a machine-level with a driver-level trace).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def diff(a: str, b: str, ignore_io: bool, as_json: bool) -> None:
+def diff(a: str, b: str, ignore_io: bool, brain_only: bool, as_json: bool) -> None:
     """Show the first divergence between traces A and B (times and durations ignored)."""
     try:
-        found = diff_traces(a, b, ignore_io=ignore_io)
+        found = diff_traces(a, b, ignore_io=ignore_io, brain_only=brain_only)
     except TraceFormatError as exc:
         _die(str(exc))
     if as_json:

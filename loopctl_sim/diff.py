@@ -2,7 +2,9 @@
 
 Both traces are streamed side by side; records are compared as data, without the header's
 ``created`` and the IO records' ``duration_s`` (times never decide anything). ``ignore_io`` skips
-IO records altogether (compare only what the brain was asked and told).
+IO records altogether; ``brain_only`` also skips headers, so a machine-level and a driver-level
+trace of the same world compare equal when the brain was asked and told the same things (a
+driver trace holds a header for each resume after a crash).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class TraceDiff:
 
 def _normalized(record: Record) -> dict[str, Any]:
     data = record.model_dump(mode="json")
+    del data["seq"]  # records are compared by position; the report names both seqs
     if data["type"] == "header":
         data.pop("created", None)
     elif data["type"] == "io":
@@ -62,19 +65,24 @@ def _normalized(record: Record) -> dict[str, Any]:
     return data
 
 
-def _stream(reader: TraceReader, ignore_io: bool) -> Iterator[tuple[int, Record]]:
+def _stream(reader: TraceReader, skip: frozenset[str]) -> Iterator[tuple[int, Record]]:
     for line, record in reader.numbered():
-        if ignore_io and record.type == "io":
+        if record.type in skip:
             continue
         yield line, record
 
 
 def diff_traces(
-    a: str | os.PathLike[str], b: str | os.PathLike[str], *, ignore_io: bool = False
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    *,
+    ignore_io: bool = False,
+    brain_only: bool = False,
 ) -> TraceDiff | None:
     """None when the traces hold the same records; else where they first differ."""
+    skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
     ra, rb = TraceReader(a), TraceReader(b)
-    ia, ib = _stream(ra, ignore_io), _stream(rb, ignore_io)
+    ia, ib = _stream(ra, skip), _stream(rb, skip)
     while True:
         na, nb = next(ia, None), next(ib, None)
         if na is None and nb is None:

@@ -260,3 +260,12 @@ def test_replay_many_traces_for_ci(tmp_path: Path, trace: Path, runner: CliRunne
     empty = tmp_path / "empty"
     empty.mkdir()
     assert runner.invoke(main, ["replay", str(empty)]).exit_code == 2
+
+
+@pytest.mark.parametrize("scenario", ["crash_restore", "context_overflow", "tool_hang"])
+def test_diff_brain_only_machine_vs_driver_trace(runner: CliRunner, scenario: str) -> None:
+    traces = SCENARIOS.parent.parent / "tests" / "traces"
+    a, b = traces / f"{scenario}.jsonl", traces / "driver" / f"{scenario}.jsonl"
+    same = runner.invoke(main, ["diff", str(a), str(b), "--brain-only"])
+    assert same.exit_code == 0, same.output
+    assert runner.invoke(main, ["diff", str(a), str(b), "--ignore-io"]).exit_code == 1
