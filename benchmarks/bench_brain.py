@@ -76,35 +76,50 @@ def _fresh(base: MachineSnapshot) -> LoopMachine:
     return LoopMachine.from_snapshot(base)
 
 
-def turn_times(size: int, samples: int, turns_per_sample: int) -> dict[str, float]:
-    """Median µs of one tool-using turn with ``size`` messages of history: wall and CPU time.
-
-    CPU time (this thread's) is shown beside wall time because on a shared, loaded machine the
-    wall clock also counts the time the process waited for a core.
-    """
-    machine = LoopMachine(history(size))
-    machine.accept_input("Find where the cache is invalidated.")
-    base = machine.snapshot()
-    pairs = _turn_messages()
+def _batch(base: MachineSnapshot, batch: list[tuple[Message, Message]]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``len(batch)`` tool-using turns on a fresh copy of ``base``."""
+    m = _fresh(base)
+    next_step, model_response, tool_results = m.next_step, m.model_response, m.tool_results
     policy = POLICY
-    wall: list[float] = []
-    cpu: list[float] = []
+    start, start_cpu = time.perf_counter(), time.thread_time()
+    for reply, results in batch:
+        next_step(policy)
+        model_response(reply, 1_000)
+        next_step(policy)
+        tool_results(results)
+    end, end_cpu = time.perf_counter(), time.thread_time()
+    if m.turns_taken != len(batch) or m.is_terminal:
+        raise RuntimeError("the benchmark's turns did not run as planned")
+    return end - start, end_cpu - start_cpu
+
+
+def turn_times(
+    sizes: tuple[int, ...], samples: int, turns_per_sample: int
+) -> dict[int, dict[str, float]]:
+    """Median µs of one tool-using turn at each history size: wall and CPU time.
+
+    The sizes take turns batch by batch, so a change of load on a shared machine falls on all of
+    them alike. CPU time (this thread's) is shown beside wall time because on a loaded machine
+    the wall clock also counts the time the process waited for a core.
+    """
+    bases = {}
+    for size in sizes:
+        machine = LoopMachine(history(size))
+        machine.accept_input("Find where the cache is invalidated.")
+        bases[size] = machine.snapshot()
+    pairs = _turn_messages()
+    batch = [pairs[i % len(pairs)] for i in range(turns_per_sample)]
+    wall: dict[int, list[float]] = {size: [] for size in sizes}
+    cpu: dict[int, list[float]] = {size: [] for size in sizes}
     for _ in range(samples):
-        m = _fresh(base)
-        next_step, model_response, tool_results = m.next_step, m.model_response, m.tool_results
-        batch = [pairs[i % len(pairs)] for i in range(turns_per_sample)]
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        for reply, results in batch:
-            next_step(policy)
-            model_response(reply, 1_000)
-            next_step(policy)
-            tool_results(results)
-        end, end_cpu = time.perf_counter(), time.thread_time()
-        wall.append((end - start) / turns_per_sample * 1e6)
-        cpu.append((end_cpu - start_cpu) / turns_per_sample * 1e6)
-        if m.turns_taken != turns_per_sample or m.is_terminal:
-            raise RuntimeError("the benchmark's turns did not run as planned")
-    return {"wall_us": statistics.median(wall), "cpu_us": statistics.median(cpu)}
+        for size in sizes:
+            w, c = _batch(bases[size], batch)
+            wall[size].append(w / turns_per_sample * 1e6)
+            cpu[size].append(c / turns_per_sample * 1e6)
+    return {
+        size: {"wall_us": statistics.median(wall[size]), "cpu_us": statistics.median(cpu[size])}
+        for size in sizes
+    }
 
 
 class _Timings:
@@ -176,7 +191,7 @@ def calibration_ms() -> float:
 def run(smoke: bool = False) -> dict[str, Any]:
     """Measure and print; return the figures (µs per turn by history size, ms for snapshots)."""
     samples, per_sample, repeats = (15, 40, 3) if smoke else (150, 100, 15)
-    turns = {size: turn_times(size, samples, per_sample) for size in SIZES}
+    turns = turn_times(SIZES, samples, per_sample)
     wall = {size: t["wall_us"] for size, t in turns.items()}
     cpu = {size: t["cpu_us"] for size, t in turns.items()}
     first, last = SIZES[0], SIZES[-1]
