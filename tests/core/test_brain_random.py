@@ -113,7 +113,7 @@ def test_random_programs_keep_the_invariants(program: list[tuple[int, bool]]) ->
 def test_the_menu_reaches_every_state_and_reason() -> None:
     """The menu is rich enough to matter: a fixed program walks through every state."""
     m = LoopMachine()
-    seen = set()
+    seen: set[object] = set()
     script = [
         "accept_input",
         "tokens:threshold",

@@ -88,13 +88,15 @@ CASES: list[Case] = [
 
 
 def _declared() -> set[tuple[str, str, str]]:
-    edges = {(s, f, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets}
+    edges: set[tuple[str, str, str]] = {
+        (s, f, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets
+    }
     edges |= {(s, "next_step", t) for s, tr in STEP_TRANSITIONS.items() for t in tr.targets}
     return edges
 
 
 def _observed() -> set[tuple[str, str, str]]:
-    seen = set()
+    seen: set[tuple[str, str, str]] = set()
     for build, name, args in CASES:
         m = build()
         before = m.state.kind
