@@ -358,3 +358,20 @@ def test_scenario_tools_and_replies(tmp_path: Path) -> None:
 def test_missing_scenario_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(tmp_path / "nope.yaml")
+
+
+def test_a_scenario_with_history_starts_from_it(tmp_path: Path) -> None:
+    path = _scenario(
+        tmp_path,
+        "name: h\ninput: and now?\n"
+        "history:\n"
+        "  - {role: user, parts: [{kind: text, text: hello}]}\n"
+        "  - {role: assistant, parts: [{kind: text, text: hi}]}\n"
+        "model: [{text: done}]\n",
+    )
+    trace = tmp_path / "t.jsonl"
+    result = simulate(load_scenario(path).world(), trace)
+    assert [m.text for m in result.machine.history] == ["hello", "hi", "and now?", "done"]
+    header = read_trace(trace)[0]
+    assert header.snapshot is not None and len(header.snapshot.history) == 2  # type: ignore[union-attr]
+    assert replay_trace(trace).ok
