@@ -208,6 +208,7 @@ def compaction_of(messages: Sequence[Message], mode: str) -> list[Message]:
 
 
 _PATIENCE: Final = st.sampled_from([0, 1, 2, 2, 3, 4])
+_STARTS: Final = st.sampled_from([True, True, True, False])
 _TOKEN_FRACTIONS: Final = st.sampled_from(
     [0.0, 0.1, 0.5, 0.69, 0.7, 0.79, 0.8, 0.85, 0.9, 0.94, 0.95, 1.0, 1.3]
 )
@@ -259,7 +260,6 @@ class BrainMachine(RuleBasedStateMachine):
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()
     histories: ClassVar[st.SearchStrategy[list[Message]]] = histories()
     tolerated: ClassVar[frozenset[str]] = frozenset()
-    change_loop_window: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -302,6 +302,10 @@ class BrainMachine(RuleBasedStateMachine):
             return self.policy.model_copy(update={"compact_now": True})
         return self.policy
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install_policy_rules(cls)
+
     def _fail_on(self, problems: Sequence[str], what: str) -> None:
         real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
         inv.assert_no_problems(real, f"{what} on {self.machine!r}")
@@ -331,16 +335,29 @@ class BrainMachine(RuleBasedStateMachine):
 
     # --- setup --------------------------------------------------------------------------------
 
-    @initialize(data=st.data())
-    def setup(self, data: st.DataObject) -> None:
-        self.policy = data.draw(self.policies, label="policy")
-        history = data.draw(self.histories, label="history")
+    def _setup(
+        self, policy: MachinePolicy, history: list[Message], patience: int, start: bool
+    ) -> None:
+        self.policy = policy
         self.machine = LoopMachine(history)
-        self.patience = data.draw(_PATIENCE, label="patience")
+        self.patience = patience
         # most programs start with the run under way (swarm testing may disable both rules that
         # start one); the rest leave accept_input to the rules
-        if data.draw(st.sampled_from([True, True, True, False]), label="start the run"):
+        if start:
             self.accept_input("hello", False)
+
+    def _change_policy(self, drawn: MachinePolicy) -> None:
+        """The driver rebuilds the policy every step; the run's max_turns stays."""
+        self.policy = drawn.model_copy(update={"max_turns": self.policy.max_turns})
+
+    def setup_from(self, data: st.DataObject) -> None:
+        """``setup`` with its arguments drawn from ``data`` (for ``run_program``)."""
+        self._setup(
+            data.draw(self.policies, label="policy"),
+            data.draw(self.histories, label="history"),
+            data.draw(_PATIENCE, label="patience"),
+            data.draw(_STARTS, label="start"),
+        )
 
     # --- the question -------------------------------------------------------------------------
 
@@ -543,12 +560,6 @@ class BrainMachine(RuleBasedStateMachine):
 
     # --- between runs and across processes ----------------------------------------------------
 
-    @precondition(lambda self: self.kind == "terminal" and self.machine.finalized)
-    @rule(data=st.data())
-    def next_run(self, data: st.DataObject) -> None:
-        self._next_run(data.draw(self.policies, label="policy"))
-        self.patience = data.draw(_PATIENCE, label="patience")
-
     def _next_run(self, policy: MachinePolicy) -> None:
         fresh = self.machine.next_run()
         self._fail_on(inv.check_next_run(self.machine, fresh), "next_run")
@@ -608,19 +619,6 @@ class BrainMachine(RuleBasedStateMachine):
             return  # a tolerated known issue: carry on with the original
         assert restored == self.machine
         self.machine = restored
-
-    @precondition(lambda self: self.kind != "terminal")
-    @rule(data=st.data())
-    def change_policy(self, data: st.DataObject) -> None:
-        """The driver rebuilds the policy every step; the run's max_turns stays, and so does
-        loop_window while the brain judges a wider window by the narrowest one used before
-        (see test_loop_verdict_uses_the_policy_in_force, an xfail); set
-        ``change_loop_window = True`` to exercise it."""
-        drawn = data.draw(self.policies, label="policy")
-        keep: dict[str, Any] = {"max_turns": self.policy.max_turns}
-        if not self.change_loop_window:
-            keep["loop_window"] = self.policy.loop_window
-        self.policy = drawn.model_copy(update=keep)
 
     @precondition(lambda self: self.kind == "start" and self.started)
     @rule()
@@ -833,6 +831,40 @@ class BrainMachine(RuleBasedStateMachine):
             return None
 
 
+def _install_policy_rules(cls: type[BrainMachine]) -> None:
+    """The rules that draw from ``cls.policies`` / ``cls.histories``, built per class so that a
+    subclass's strategies are used and the printed program stays plain Python
+    (``state.setup(history=[...], patience=1, policy=MachinePolicy(...), start=True)``)."""
+    policies_ = cls.policies
+    histories_ = cls.histories
+
+    @initialize(policy=policies_, history=histories_, patience=_PATIENCE, start=_STARTS)
+    def setup(
+        self: BrainMachine,
+        policy: MachinePolicy,
+        history: list[Message],
+        patience: int,
+        start: bool,
+    ) -> None:
+        self._setup(policy, history, patience, start)
+
+    @precondition(lambda self: self.kind == "terminal" and self.machine.finalized)
+    @rule(policy=policies_, patience=_PATIENCE)
+    def next_run(self: BrainMachine, policy: MachinePolicy, patience: int) -> None:
+        self._next_run(policy)
+        self.patience = patience
+
+    @precondition(lambda self: self.kind != "terminal")
+    @rule(policy=policies_)
+    def change_policy(self: BrainMachine, policy: MachinePolicy) -> None:
+        self._change_policy(policy)
+
+    for function in (setup, next_run, change_policy):
+        setattr(cls, function.__name__, function)
+
+
+_install_policy_rules(BrainMachine)
+
 TestBrain = BrainMachine.TestCase
 
 
@@ -853,8 +885,8 @@ PROGRAM_WEIGHTS: Final = {
 
 
 def run_program(machine: BrainMachine, data: st.DataObject, steps: int) -> None:
-    """Drive ``machine`` (after ``setup``) with ``steps`` actions drawn with ``PROGRAM_WEIGHTS``,
-    checking every invariant after each.
+    """Drive ``machine`` (after ``setup_from``) with ``steps`` actions weighted by
+    ``PROGRAM_WEIGHTS``, checking every invariant after each.
 
     Hypothesis's stateful runner picks enabled rules uniformly (with swarm testing on top), so
     runs are often interrupted before they reach deep states (loops, several exchanges, a
@@ -866,7 +898,8 @@ def run_program(machine: BrainMachine, data: st.DataObject, steps: int) -> None:
     for _ in range(steps):
         m = machine.machine
         if m.is_terminal and m.finalized:
-            machine.next_run(data)
+            machine._next_run(data.draw(machine.policies, label="policy"))
+            machine.patience = data.draw(_PATIENCE, label="patience")
             machine.check_all()
             continue
         action = data.draw(st.sampled_from(names), label="action")
@@ -881,7 +914,7 @@ def run_program(machine: BrainMachine, data: st.DataObject, steps: int) -> None:
         elif action == "manual" and under_way:
             machine.request_manual_compaction()
         elif action == "change_policy" and kind != "terminal":
-            machine.change_policy(data)
+            machine._change_policy(data.draw(machine.policies, label="policy"))
         elif action == "save_and_restore":
             machine.save_and_restore()
         elif action == "misuse":
