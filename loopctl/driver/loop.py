@@ -336,6 +336,10 @@ class BareLoop:
             )
             return
         duration = time.perf_counter() - started
+        if compacted is not None and len(compacted) >= len(messages):
+            # Nothing was cut: treat it as a no-op, or a compactor that returns its input would
+            # be asked again and again.
+            compacted = None
         if compacted is None:
             self._emit(
                 IoEvent(

@@ -176,3 +176,19 @@ async def test_compactor_exception_fails_the_run() -> None:
     result = await loop.run("go")
     assert isinstance(result.outcome, Failed)
     assert result.error is not None and result.error.kind == "compaction"
+
+
+async def test_a_compactor_that_cuts_nothing_counts_as_a_noop() -> None:
+    class Same:
+        calls = 0
+
+        async def compact(self, messages, reason):
+            self.calls += 1
+            return list(messages)
+
+    overflow = LoopError(kind="context_overflow", message="too long", status=400)
+    compactor = Same()
+    result = await BareLoop(ScriptedClient([overflow]), compactor=compactor).run("x")
+    assert isinstance(result.outcome, Failed)
+    assert result.error is not None and result.error.kind == "context_overflow"
+    assert compactor.calls == 1
