@@ -424,6 +424,9 @@ def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[s
         machine = LoopMachine(_history(size))
         machine.accept_input(Message.user("go on"))
         machine.next_step(policy)
+        request = ModelRequest.model_construct(
+            messages=tuple(machine.messages()), tools=(), system=None, options={}, turn=1
+        )
         row = {
             "request: tuple(machine.messages()) + ModelRequest": _per_call_us(
                 lambda machine=machine: ModelRequest.model_construct(
@@ -436,16 +439,16 @@ def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[s
                 max(n // max(size // 100, 1), 50),
             ),
             "IoEvent model_request (last message model_dump)": _per_call_us(
-                lambda machine=machine: IoEvent(
+                lambda request=request: IoEvent(
                     kind="model_request",
                     turn=1,
                     data={
-                        "n_messages": len(machine.messages()),
+                        "n_messages": len(request.messages),
                         "tools": ["add"],
-                        "last": machine.messages()[-1].model_dump(mode="json"),
+                        "last": request.messages[-1].model_dump(mode="json"),
                     },
                 ),
-                max(n // max(size // 100, 1), 50),
+                n,
             ),
         }
         by_size[str(size)] = {k: round(v, 2) for k, v in row.items()}
@@ -465,7 +468,18 @@ class _NoEvent:
         pass
 
 
-def _patched(*, events: bool) -> Any:
+async def _one_call_dispatch(calls: Any, registry: Any, **kwargs: Any) -> list[ToolResult]:
+    """``dispatch`` for the ablation: a wave of one call runs in the caller's task."""
+    from loopctl.tools import dispatch as real_dispatch
+    from loopctl.tools.dispatch import _Pipeline
+
+    if len(calls) != 1 or kwargs.get("pre_hooks") or kwargs.get("post_hooks"):
+        return await real_dispatch(calls, registry, **kwargs)
+    pipeline = _Pipeline(registry, (), (), kwargs.get("middleware", ()), kwargs["default_timeout"])
+    return [await pipeline.run(calls[0])]
+
+
+def _patched(*, events: bool, taskgroup: bool = True) -> Any:
     from contextlib import ExitStack
     from unittest import mock
 
@@ -473,6 +487,8 @@ def _patched(*, events: bool) -> Any:
     if not events:
         for module in ("loopctl.driver.loop", "loopctl.driver.model", "loopctl.driver.observe"):
             stack.enter_context(mock.patch(f"{module}.IoEvent", _NoEvent))
+    if not taskgroup:
+        stack.enter_context(mock.patch("loopctl.driver.loop.dispatch", _one_call_dispatch))
     return stack
 
 
@@ -497,6 +513,8 @@ def ablation_prepare(
     prebuilt: bool = False,
     cached_policy: bool = False,
     history: int = 0,
+    taskgroup: bool = True,
+    timeout: bool = True,
 ) -> Prepare:
     """loopctl (async tool) with one or more costs taken out by a subclass or a patch.
 
@@ -504,7 +522,10 @@ def ablation_prepare(
     ``IoEvent`` construction patched out (the ``model_dump`` calls feeding it still run);
     ``prebuilt``: the model's stream events are built before the clock starts;
     ``cached_policy``: the ``MachinePolicy`` is built once; ``history``: the brain starts with
-    a conversation of that many messages already in it.
+    a conversation of that many messages already in it; ``taskgroup=False``: a wave of one call
+    is awaited directly instead of through ``dispatch``'s TaskGroup; ``timeout=False``:
+    ``RunConfig(tool_timeout=None)`` (no ``asyncio.timeout`` around the tool). ``prebuilt``
+    also means the client does not keep every request (``FunctionClient`` does).
     """
     from loopctl.testing import reply_events
 
@@ -541,12 +562,12 @@ def ablation_prepare(
         loop = Ablated(
             client,
             tools=_add_tools(counter, is_async=True),
-            config=RunConfig(max_turns=turns + 5),
+            config=RunConfig(max_turns=turns + 5, tool_timeout=60.0 if timeout else None),
             machine=machine,
         )
 
         async def go() -> str:
-            with _patched(events=events):
+            with _patched(events=events, taskgroup=taskgroup):
                 result = await loop.run("add some numbers")
             assert result.turns == turns, result.turns
             return result.final_text or ""
@@ -562,7 +583,16 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no IoEvent objects": {"events": False},
     "stream events prebuilt": {"prebuilt": True},
     "policy cached": {"cached_policy": True},
-    "all four": {"race": False, "events": False, "prebuilt": True, "cached_policy": True},
+    "one-call wave without TaskGroup": {"taskgroup": False},
+    "no tool timeout": {"timeout": False},
+    "all six": {
+        "race": False,
+        "events": False,
+        "prebuilt": True,
+        "cached_policy": True,
+        "taskgroup": False,
+        "timeout": False,
+    },
 }
 
 
@@ -591,19 +621,30 @@ def ablations(turns: int = 1000, repeats: int = REPEATS) -> dict[str, Any]:
 def history_growth(
     turns: int = 100, sizes: tuple[int, ...] = (0, 10_000, 50_000), repeats: int = REPEATS
 ) -> list[dict[str, Any]]:
-    """Per-turn cost of a ``turns``-turn run on a brain already holding ``size`` messages."""
-    subjects = {str(size): ablation_prepare(history=size) for size in sizes}
+    """Per-turn cost of a ``turns``-turn run on a brain already holding ``size`` messages.
+
+    Two clients: ``FunctionClient`` (keeps every request it receives, so every turn's copy of
+    the conversation stays alive) and a client that keeps nothing.
+    """
+    subjects: dict[str, Prepare] = {}
+    for size in sizes:
+        subjects[f"FunctionClient|{size}"] = ablation_prepare(history=size)
+        subjects[f"non-recording client|{size}"] = ablation_prepare(history=size, prebuilt=True)
     measured = measure_interleaved(subjects, turns, repeats)
-    return [
-        {
-            "history_messages": int(size),
-            "turns": turns,
-            "median_us_per_turn": round(m.median_us, 1),
-            "min_us_per_turn": round(min(m.runs_us_per_turn), 1),
-            "cpu_median_us_per_turn": round(statistics.median(m.cpu_runs_us_per_turn), 1),
-        }
-        for size, m in measured.items()
-    ]
+    rows = []
+    for key, m in measured.items():
+        client, size = key.split("|")
+        rows.append(
+            {
+                "client": client,
+                "history_messages": int(size),
+                "turns": turns,
+                "median_us_per_turn": round(m.median_us, 1),
+                "min_us_per_turn": round(min(m.runs_us_per_turn), 1),
+                "cpu_median_us_per_turn": round(statistics.median(m.cpu_runs_us_per_turn), 1),
+            }
+        )
+    return rows
 
 
 # --- entry points ------------------------------------------------------------------------------
