@@ -22,6 +22,7 @@ Two kinds of checker:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import Counter
@@ -517,14 +518,19 @@ def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
 
 
 def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
-    """Exact resume, without touching ``machine``.
+    """Exact resume, without touching ``machine`` (beyond its derived JSON cache).
 
-    The snapshot restores to an equal machine with an equal digest and the same JSON; with a
+    ``model_dump_json()`` is the snapshot model's own JSON and ``digest()`` its hash; the snapshot
+    restores to an equal machine with an equal digest and the same JSON; with a
     policy, two restored copies answer ``next_step`` identically, and asking one twice gives the
     same answer and leaves it as the first ask did (idempotence).
     """
     problems: list[str] = []
     text = machine.model_dump_json()
+    if text != machine.snapshot().model_dump_json():
+        problems.append(_p(RESUME_CODE, "model_dump_json() is not the snapshot model's JSON"))
+    if machine.digest() != hashlib.sha256(text.encode()).hexdigest()[:16]:
+        problems.append(_p(RESUME_CODE, "digest() is not the hash of model_dump_json()"))
     try:
         first = _restore(text, type(machine))
     except (ValidationError, ValueError) as exc:
