@@ -470,6 +470,13 @@ class TraceReader:
                     record = RECORD.validate_json(raw)
                 except ValidationError as exc:
                     if not complete and raw.strip():
+                        if previous is None:
+                            raise TraceFormatError(
+                                path,
+                                lineno,
+                                "no complete record: the only line is truncated (no newline "
+                                "at end of file)",
+                            ) from None
                         self.warnings.append(
                             f"{path}:{lineno}: truncated last line (no newline at end of file, "
                             f"{len(raw)} bytes) skipped"

@@ -118,7 +118,8 @@ def test_replay_of_a_truncated_header_only_exits_2(tmp_path: Path, runner: CliRu
     path = tmp_path / "cut.jsonl"
     path.write_text('{"seq": 0, "type": "hea')
     result = runner.invoke(main, ["replay", str(path)])
-    assert result.exit_code == 2 and "truncated last line" in result.output
+    assert result.exit_code == 2 and f"{path}:1: no complete record" in result.output
+    assert runner.invoke(main, ["show", str(path)]).exit_code == 2
 
 
 def test_replay_until_prints_the_state_there(trace: Path, runner: CliRunner) -> None:
