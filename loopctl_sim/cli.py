@@ -247,16 +247,17 @@ def run(
 
 
 def _register_plugins() -> None:
-    """Commands that live in other modules of ``loopctl_sim`` join the group when present
-    (``loopctl_sim.fuzz`` exposes a click command named ``fuzz`` or ``command``)."""
-    for name in ("loopctl_sim.fuzz",):
+    """Commands that live in other modules of ``loopctl_sim`` join the group when present:
+    every click command named in ``loopctl_sim.cli_extra.__all__`` (``fuzz``, ``export-test``)."""
+    for name in ("loopctl_sim.cli_extra",):
         try:
             module = importlib.import_module(name)
         except ImportError:
             continue
-        command = getattr(module, "command", None) or getattr(module, "fuzz", None)
-        if isinstance(command, click.Command):
-            main.add_command(command)
+        for attr in getattr(module, "__all__", ()):
+            command = getattr(module, attr, None)
+            if isinstance(command, click.Command) and command.name not in main.commands:
+                main.add_command(command)
 
 
 _register_plugins()

@@ -270,3 +270,13 @@ def test_diff_brain_only_machine_vs_driver_trace(runner: CliRunner, scenario: st
     same = runner.invoke(main, ["diff", str(a), str(b), "--brain-only"])
     assert same.exit_code == 0, same.output
     assert runner.invoke(main, ["diff", str(a), str(b), "--ignore-io"]).exit_code == 1
+
+
+def test_the_group_picks_up_the_extra_commands(runner: CliRunner) -> None:
+    extra = pytest.importorskip("loopctl_sim.cli_extra")
+    for name in getattr(extra, "__all__", ()):
+        command = getattr(extra, name)
+        assert main.commands[command.name] is command
+    help_text = runner.invoke(main, ["--help"]).output
+    for name in ("replay", "show", "diff", "run", "schema"):
+        assert name in help_text
