@@ -209,3 +209,17 @@ def test_a_case_round_trips_through_its_scenario_yaml(tmp_path: Path) -> None:
 def test_a_passing_seed_keeps_no_trace_in_memory() -> None:
     result = fz.run_seed(0)
     assert result.failure is None and result.trace == "" and result.files == []
+
+
+def test_a_campaign_catches_a_brain_that_salvages_an_open_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mutant of the engine itself (not of a checker): discard_pending keeps all of pending."""
+    import loopctl.core.machine as machine_mod
+
+    monkeypatch.setattr(machine_mod, "coherent_prefix_length", lambda pending: len(pending))
+    summary = fz.run_campaign(range(0, 15), fz.FuzzConfig(shrink=False))
+    assert summary.failures
+    assert {(r.failure.kind, r.failure.code) for r in summary.failures if r.failure} == {
+        ("invariant", "salvage")
+    }
