@@ -276,6 +276,7 @@ class BrainMachine(RuleBasedStateMachine):
         self.loop_unjudged = 0
         self.loop_warned = False
         self.noop_floor: int | None = None
+        self.advertised: tuple[str, ...] = ()  # policy.tools of the last CallLLM from Start
         # cancel and fail wait until this many turns were taken in the run, so that runs get
         # somewhere before they are interrupted (drawn per run)
         self.patience = 0
@@ -371,6 +372,8 @@ class BrainMachine(RuleBasedStateMachine):
         problems = inv.check_step(self.machine, step, policy)
         problems += inv.check_transition(before.state.kind, "next_step", self.kind)
         problems += self._check_loop_and_decision(before, policy, step)
+        if isinstance(step, CallLLM) and isinstance(before.state, Start):
+            self.advertised = policy.tools
         if isinstance(step, CallLLM) and step.turn > policy.max_turns:
             problems.append(f"{inv.TURNS_CODE}: {step!r} with max_turns={policy.max_turns}")
         if isinstance(before.state, Terminal) and step != Done(outcome=before.state.outcome):
@@ -421,7 +424,8 @@ class BrainMachine(RuleBasedStateMachine):
     def model_response(self, text: str, calls: list[CallSpec], tokens: float) -> None:
         reply = self._reply(text, calls)
         count = int(tokens * self.policy.context_window)
-        advertised = self.machine.snapshot().advertised
+        advertised = self.advertised
+        assert self.machine.snapshot().advertised == advertised, "advertised names drifted"
         before = self._feed("model_response", lambda m: m.model_response(reply, count))
         self.turns += 1
         self.tokens = count
