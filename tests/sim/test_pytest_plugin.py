@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,15 @@ from loopctl_sim.replay import replay_trace
 
 pytest_plugins = ["pytester"]
 
-PLUGIN = ("-p", "loopctl_sim.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:asyncio")
+
+def _autoloaded() -> bool:
+    """Whether the ``pytest11`` entry point ``loopctl`` is installed (then pytest loads the
+    plugin by itself, and naming it again with ``-p`` would register it twice)."""
+    return any(ep.value == "loopctl_sim.pytest_plugin" for ep in entry_points(group="pytest11"))
+
+
+_LOAD = () if _autoloaded() else ("-p", "loopctl_sim.pytest_plugin")
+PLUGIN = (*_LOAD, "-p", "no:cacheprovider", "-p", "no:asyncio")
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 
 
