@@ -207,6 +207,7 @@ def compaction_of(messages: Sequence[Message], mode: str) -> list[Message]:
     raise ValueError(f"unknown compaction mode {mode!r}")
 
 
+_NAN: Final = float("nan")
 _PATIENCE: Final = st.sampled_from([0, 1, 2, 2, 3, 4])
 _STARTS: Final = st.sampled_from([True, True, True, False])
 _TOKEN_FRACTIONS: Final = st.sampled_from(
@@ -682,9 +683,14 @@ class BrainMachine(RuleBasedStateMachine):
         if kind == "start" and self.started:
             out.append(("a second input", lambda x: x.accept_input("again")))
             call = ToolCall(id="inj", name="read")
-            out.append(
-                ("inject a tool call", lambda x: x.inject(Message.assistant(tool_calls=[call])))
-            )
+            result = Message.from_results([ToolResult(call_id="inj", name="read", content="")])
+            out += [
+                ("inject a tool call", lambda x: x.inject(Message.assistant(tool_calls=[call]))),
+                ("inject a tool result", lambda x: x.inject(result)),
+            ]
+        if kind == "start" and not self.started:
+            result = Message.from_results([ToolResult(call_id="in", name="read", content="")])
+            out.append(("input holding a tool result", lambda x: x.accept_input(result)))
         if kind != "terminal":
             out.append(("a negative count", lambda x: x.set_context_tokens(-1)))
         if kind == "awaiting_model":
@@ -712,6 +718,16 @@ class BrainMachine(RuleBasedStateMachine):
                         1,
                     ),
                 ),
+                (
+                    "non-finite arguments",
+                    lambda x: x.model_response(
+                        Message.assistant(
+                            tool_calls=[ToolCall(id="nan", name="read", arguments={"x": _NAN})]
+                        ),
+                        1,
+                    ),
+                ),
+                ("a boolean count", lambda x: x.model_response(Message.assistant("t"), True)),
             ]
         if kind == "awaiting_tools" and m.exchange is not None:
             dispatch = list(m.exchange.dispatch)
