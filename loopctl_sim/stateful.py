@@ -591,6 +591,42 @@ class BrainMachine(RuleBasedStateMachine):
                 self.check_all()
             self._move(*move)
 
+    #: The moves ``heal`` may take to finish a run, and then to complete a fresh one.
+    HEAL_BUDGET: ClassVar[int] = 12
+
+    def heal(self) -> None:
+        """Liveness: once the faults stop, a well-behaved driver finishes the run.
+
+        From wherever the program left the machine, a driver that reports final answers (no
+        tool calls), small contexts and compactions that cut everything reaches a terminal
+        state and the exit door within ``HEAL_BUDGET`` moves; the next run, given a turn,
+        then completes. Safety alone would pass a brain that gets stuck (say, asking for the
+        same compaction forever); this would not.
+        """
+        self.manual = False
+        heal: Move = ("healed", [], 0.0, "summary_only")
+        for _ in range(self.HEAL_BUDGET):
+            if self.kind == "terminal" and self.machine.finalized:
+                break
+            self._move(*heal)
+            self.check_all()
+        else:
+            raise AssertionError(
+                f"no exit after {self.HEAL_BUDGET} healthy moves: {self.machine!r}"
+            )
+        policy = self.policy
+        self._next_run(policy.model_copy(update={"max_turns": max(1, policy.max_turns)}))
+        for _ in range(self.HEAL_BUDGET):
+            if self.kind == "terminal":
+                break
+            self._move(*heal)
+            self.check_all()
+        state = self.machine.state
+        assert isinstance(state, Terminal) and isinstance(state.outcome, Completed), state
+
+    def teardown(self) -> None:
+        self.heal()
+
     def _move(self, text: str, calls: list[CallSpec], tokens: float, compaction: str) -> None:
         if self.kind == "start" and not self.started:
             self.accept_input(text, False)
