@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -155,7 +155,7 @@ class BareLoop:
         tools: Sequence[Tool[..., Any]] | ToolRegistry = (),
         config: RunConfig | None = None,
         **kwargs: Any,
-    ) -> BareLoop:
+    ) -> Self:
         """Put a brain into a fresh body; a mid-run brain resumes with ``run()`` (no input)."""
         return cls(client, tools, config, machine=machine, **kwargs)
 

@@ -28,6 +28,8 @@ IoKind = Literal[
     "compaction",
     "reflection",
     "cancel",
+    "crash",  # written by harnesses (loopctl_sim) that crash and resume a run; the driver never
+    "resume",  # emits these two itself
 ]
 
 
