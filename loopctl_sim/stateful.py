@@ -26,7 +26,6 @@ A failing program prints as Python (rule calls with their arguments, drawn polic
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final, TypeAlias
 
@@ -244,6 +243,11 @@ _MOVES: Final = st.tuples(
     _TEXTS, _CALLS, _MOVE_TOKENS, st.sampled_from((*COMPACTION_MODES, "noop"))
 )
 
+def _clone(machine: LoopMachine) -> LoopMachine:
+    """An independent copy (messages are frozen and shared; the lists are copied)."""
+    return type(machine).from_snapshot(machine.snapshot())
+
+
 # --- the machine -------------------------------------------------------------------------------
 
 
@@ -319,7 +323,7 @@ class BrainMachine(RuleBasedStateMachine):
     def _feed(self, feed: str, do: Callable[[LoopMachine], None]) -> LoopMachine:
         """Apply a valid feed; check it against the table and stickiness; return the copy of
         the machine before it, for feed-specific checks."""
-        before = copy.deepcopy(self.machine)
+        before = _clone(self.machine)
         do(self.machine)
         event(f"feed {feed} in {before.state.kind}")
         problems = inv.check_transition(before.state.kind, feed, self.kind)
@@ -882,7 +886,7 @@ class BrainMachine(RuleBasedStateMachine):
     def _peek(self) -> MachineStep | None:
         """Ask a deep copy (never the machine under test)."""
         try:
-            return copy.deepcopy(self.machine).next_step(self.asking_policy())
+            return _clone(self.machine).next_step(self.asking_policy())
         except Exception:
             return None
 
