@@ -537,10 +537,10 @@ def test_a_loop_error_is_not_a_problem_for_check_machine() -> None:
 
 # --- check_trace --------------------------------------------------------------------------------
 
-TRACES = sorted((Path(__file__).parent.parent / "traces").glob("*.jsonl"))
+TRACES = sorted((Path(__file__).parent.parent / "traces").rglob("*.jsonl"))
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_recorded_trace_keeps_the_invariants(path: Path) -> None:
     assert inv.check_trace(path) == []
 
