@@ -543,6 +543,13 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
         problems.append(_p(RESUME_CODE, "the digest changed across save/restore"))
     if first.model_dump_json() != text:
         problems.append(_p(RESUME_CODE, "the snapshot is not a fixed point of save/restore"))
+    try:
+        via_dict = type(machine).model_validate(machine.model_dump())
+    except (ValidationError, ValueError) as exc:
+        problems.append(_p(RESUME_CODE, f"model_dump() does not restore: {exc}"))
+    else:
+        if via_dict != machine:
+            problems.append(_p(RESUME_CODE, "model_dump() restores to another machine"))
     if policy is None:
         return problems
     second = _restore(text, type(machine))
