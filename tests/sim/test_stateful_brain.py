@@ -140,3 +140,27 @@ def test_loop_verdict_uses_the_policy_in_force() -> None:
     step = m.next_step(wide)
     assert isinstance(step, Done) and isinstance(step.outcome, Failed), step
     assert step.outcome.error.kind == "loop_detected"
+
+
+# --- the profiles -------------------------------------------------------------------------------
+
+
+def test_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hypothesis import settings as hsettings
+
+    from loopctl_sim import profiles
+
+    monkeypatch.delenv(profiles.ENV_VAR, raising=False)
+    assert profiles.profile_name() == "dev"
+    monkeypatch.setenv(profiles.ENV_VAR, "ci")
+    assert profiles.profile_name() == "ci"
+    ci = profiles.profile_settings()
+    assert ci.derandomize and ci.print_blob and ci.deadline is None and ci.database is None
+    assert ci.max_examples == 100
+    for name in profiles.PROFILES:
+        assert hsettings.get_profile(name).deadline is None
+    assert profiles.PROFILES["nightly"].max_examples > profiles.PROFILES["ci"].max_examples
+    assert profiles.PROFILES["dev"].max_examples < profiles.PROFILES["ci"].max_examples
+    monkeypatch.setenv(profiles.ENV_VAR, "warp-speed")
+    with pytest.raises(ValueError, match="warp-speed"):
+        profiles.profile_name()
