@@ -26,24 +26,26 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
-from loopctl.core.encoding import JsonCache, encoded
+from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import (
+    HISTORY_HEAD,
+    PENDING_HEAD,
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
     Exchange,
     MachineSnapshot,
     SnapshotTail,
     gc_paused,
+    snapshot_end,
     snapshot_json,
 )
 from loopctl.core.steps import (
@@ -197,6 +199,7 @@ def _awaiting_tools(turn: int) -> AwaitingTools:
 
 
 _START: Final = Start()
+_HISTORY_START: Final = sha256_of(HISTORY_HEAD)
 
 
 class LoopMachine:
@@ -700,18 +703,35 @@ class LoopMachine:
     def digest(self) -> str:
         """A short stable hash of the canonical JSON; traces compare it after every feed.
 
-        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing every
-        message: each message's JSON is cached as history and pending grow (both only ever grow
-        by appending, or are replaced whole), so a digest after a feed serializes only what the
-        feed added and hashes the rest. Tests pin the bytes to the snapshot model's own JSON.
+        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing or
+        re-hashing the conversation: the snapshot's JSON puts history and pending first, and
+        each keeps its messages' JSON and a running hash of the JSON up to its last message
+        (both only ever grow by appending, or are replaced whole). A digest after a feed
+        encodes and hashes what the feed added plus the small fields after the conversation:
+        O(the feed), not O(history). A restored machine's first digest hashes it all once.
+        Tests pin the value to the hash of the snapshot model's own JSON.
         """
-        return hashlib.sha256(self.canonical_json()).hexdigest()[:16]
+        pending = self._encoded()[1]
+        final = pending.chain.copy()
+        final.update(snapshot_end(self._state, self._tail()))
+        return str(final.hexdigest()[:16])
 
-    def canonical_json(self) -> bytes:
-        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
-        self._history_json = history = encoded(self._history_json, self._history)
-        self._pending_json = pending = encoded(self._pending_json, self._pending)
-        tail: SnapshotTail = {
+    def _encoded(self) -> tuple[JsonCache, JsonCache]:
+        """The history and pending caches, brought up to date."""
+        self._history_json = history = encoded(self._history_json, self._history, _HISTORY_START)
+
+        def after_history() -> Hash:
+            chain = history.chain.copy()
+            chain.update(PENDING_HEAD)
+            return chain
+
+        self._pending_json = pending = encoded(
+            self._pending_json, self._pending, after_history, (history, len(history.parts))
+        )
+        return history, pending
+
+    def _tail(self) -> SnapshotTail:
+        return {
             "turns_taken": self._turns_taken,
             "context_tokens": self._context_tokens,
             "exchange": self._exchange,
@@ -725,7 +745,11 @@ class LoopMachine:
                 "warned": self._loop_warned,
             },
         }
-        return snapshot_json(self._state, history.parts, pending.parts, tail)
+
+    def canonical_json(self) -> bytes:
+        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
+        history, pending = self._encoded()
+        return snapshot_json(self._state, history.parts, pending.parts, self._tail())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LoopMachine):

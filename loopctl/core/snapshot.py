@@ -23,12 +23,15 @@ from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 
 __all__ = [
+    "HISTORY_HEAD",
+    "PENDING_HEAD",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "Exchange",
     "MachineSnapshot",
     "SnapshotTail",
     "gc_paused",
+    "snapshot_end",
     "snapshot_json",
     "snapshot_problem",
 ]
@@ -65,9 +68,12 @@ class MachineSnapshot(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT
     version: int = SNAPSHOT_VERSION
-    state: MachineState
+    # The conversation comes before the small fields, so that the JSON of a machine is a prefix
+    # that only grows between commits (history, then pending) followed by a few bytes that
+    # change at every feed: the digest keeps a running hash of the prefix (see ``digest()``).
     history: tuple[Message, ...] = ()
     pending: tuple[Message, ...] = ()
+    state: MachineState
     turns_taken: int = Field(default=0, ge=0)
     context_tokens: int = Field(default=0, ge=0)
     exchange: Exchange | None = None
@@ -149,7 +155,7 @@ class _LoopDict(TypedDict):
 
 
 class SnapshotTail(TypedDict):
-    """The snapshot's fields after ``pending``, in its order (for ``snapshot_json``)."""
+    """The snapshot's fields after ``state``, in its order (for ``snapshot_json``)."""
 
     turns_taken: int
     context_tokens: int
@@ -163,7 +169,17 @@ class SnapshotTail(TypedDict):
 
 _TAIL: Final = TypeAdapter(SnapshotTail)
 _STATE: Final[TypeAdapter[MachineState]] = TypeAdapter(MachineState)
-_HEAD: Final = f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"state":'.encode()
+#: The snapshot's JSON up to its first message.
+HISTORY_HEAD: Final = (
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
+)
+#: Between the last message of history and the first of pending.
+PENDING_HEAD: Final = b'],"pending":['
+
+
+def snapshot_end(state: MachineState, tail: SnapshotTail) -> bytes:
+    """The snapshot's JSON after the last pending message: the state and the small fields."""
+    return b"".join((b'],"state":', _STATE.dump_json(state), b",", _TAIL.dump_json(tail)[1:]))
 
 
 def snapshot_json(
@@ -179,14 +195,11 @@ def snapshot_json(
     """
     return b"".join(
         (
-            _HEAD,
-            _STATE.dump_json(state),
-            b',"history":[',
+            HISTORY_HEAD,
             b",".join(history),
-            b'],"pending":[',
+            PENDING_HEAD,
             b",".join(pending),
-            b"],",
-            _TAIL.dump_json(tail)[1:],
+            snapshot_end(state, tail),
         )
     )
 
