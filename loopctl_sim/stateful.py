@@ -4,15 +4,19 @@ Hypothesis plays the driver. It picks random policies, then runs random programs
 ``LoopMachine``: every feed in the states where it is valid (with replies, results and
 compactions drawn from strategies), the same feeds in the wrong states (which must raise
 ``ProtocolError`` and change nothing), malformed input in the right states (the same), questions
-(``next_step``), save/restore and ``next_run``. After every rule the invariants of
-``loopctl_sim.invariants`` are checked, plus a tiny reference model of the counts.
+(``next_step``), save/restore, policy changes and ``next_run``; ``drive`` plays a few iterations
+of a well-behaved driver. After every rule the invariants of ``loopctl_sim.invariants`` are
+checked, and a tiny reference model (turns, tokens, the threshold no-op floor, the advertised
+tools, a reference loop detector) is compared with the brain. At the end of every program,
+``heal`` checks liveness: a healthy driver finishes the run and the next one completes.
 
 Run it as a test::
 
     from loopctl_sim.stateful import TestBrain   # collected by pytest
 
 Run it against your own policies by overriding the ``policies`` strategy (and, if you like,
-``histories``, the starting conversations)::
+``histories``, the starting conversations); the rules that draw from them are rebuilt for each
+subclass::
 
     class MyBrain(BrainMachine):
         policies = st.builds(MachinePolicy, max_turns=st.integers(1, 50), tools=st.just(("grep",)))
@@ -20,8 +24,10 @@ Run it against your own policies by overriding the ``policies`` strategy (and, i
     TestMyBrain = MyBrain.TestCase
     TestMyBrain.settings = settings(profile_settings(), stateful_step_count=40)
 
-A failing program prints as Python (rule calls with their arguments, drawn policies as
-``MachinePolicy(...)``): paste it into a test to keep it.
+A failing program prints as Python (``state.setup(policy=MachinePolicy(...), ...)`` and the rule
+calls with their arguments): paste it into a test to keep it. ``run_program`` drives the same
+machine with weighted actions from a ``@given(st.data())`` test (deeper runs than uniform rule
+choice reaches). See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -243,6 +249,7 @@ _MOVES: Final = st.tuples(
     _TEXTS, _CALLS, _MOVE_TOKENS, st.sampled_from((*COMPACTION_MODES, "noop"))
 )
 
+
 def _clone(machine: LoopMachine) -> LoopMachine:
     """An independent copy (messages are frozen and shared; the lists are copied)."""
     return type(machine).from_snapshot(machine.snapshot())
@@ -257,6 +264,7 @@ class BrainMachine(RuleBasedStateMachine):
     Override ``policies`` (a strategy of ``MachinePolicy``) or ``histories`` (a strategy of
     provider-valid starting conversations) in a subclass to test your own settings. A policy is
     drawn per run; mid-run changes (``change_policy``) redraw everything but ``max_turns``.
+    Replies call the advertised tools by index, so any tool names work.
 
     ``tolerated`` names invariant problem codes that are reported as known issues and not failed
     on (see ``loopctl_sim.invariants``); keep it as small as the brain allows.
