@@ -14,14 +14,27 @@ import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from loopctl.core import LoopMachine, ProtocolError
+from loopctl.core import LoopMachine, MachineStep, ProtocolError
 from loopctl_sim.feeds import apply_feed
 from loopctl_sim.record import end_outcome
-from loopctl_sim.trace import EndRecord, HeaderRecord, StepRecord, TraceFormatError, TraceReader
+from loopctl_sim.trace import (
+    EndRecord,
+    HeaderRecord,
+    IoRecord,
+    LightIo,
+    LightStep,
+    StepRecord,
+    TraceFormatError,
+    TraceReader,
+    explain,
+)
+
+_IO: Final = (LightIo, IoRecord)
+_STEP: Final = (LightStep, StepRecord)
 
 __all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
 
@@ -161,16 +174,67 @@ class ReplayResult:
         }
 
 
+#: The default: the digest is compared after every feed (see ``replay_trace``).
+DIGEST_EVERY: Final = 1
+
+
+def _step_json(step: MachineStep) -> Any:
+    return type(step).__pydantic_serializer__.to_python(step, mode="json")
+
+
+def _step_record(path: str, line: int, light: LightStep | StepRecord) -> StepRecord:
+    """The full record of a light step (its line is read again, as the reader would)."""
+    if isinstance(light, StepRecord):
+        return light
+    try:
+        return StepRecord.model_validate_json(light.raw)
+    except ValidationError as exc:
+        raise TraceFormatError(path, line, explain(exc)) from None
+
+
 def replay_trace(
-    path: str | os.PathLike[str], *, until: int | None = None, recent: int = 3
+    path: str | os.PathLike[str],
+    *,
+    until: int | None = None,
+    recent: int = 3,
+    digest_every: int = DIGEST_EVERY,
 ) -> ReplayResult:
     """Replay the trace at ``path`` against the brain. Raises ``TraceFormatError`` when the trace
-    cannot be read; a divergence is reported in the result, not raised."""
+    cannot be read; a divergence is reported in the result, not raised.
+
+    By default the brain's digest is compared after every feed. ``digest_every=N`` (N > 1)
+    asks for a faster first pass that compares it only at checkpoints: every N feeds and at the
+    last feed before a header, an end record, ``until`` and the end of the trace (steps,
+    refused feeds and outcomes are still checked at every record). If that pass finds
+    nothing, it is the result; if it finds anything (a divergence, or a line it cannot read),
+    the trace is replayed again from the start with a digest after every feed, so the report
+    names the first divergent record exactly, as the default does. What the first pass cannot
+    see: a difference that heals between two checkpoints (the brain differs after one feed and
+    agrees again after a later one), or a damaged digest in a record between them. The
+    default sees both, which is why it is the default.
+    """
+    if digest_every > 1:
+        try:
+            fast = _replay(path, until, recent, digest_every)
+        except TraceFormatError:
+            fast = None  # the exact pass raises it again, or finds a divergence before it
+        if fast is not None and fast.divergence is None:
+            return fast
+    return _replay(path, until, recent, 1)
+
+
+def _replay(
+    path: str | os.PathLike[str], until: int | None, recent: int, digest_every: int
+) -> ReplayResult:
     reader = TraceReader(path)
     result = ReplayResult(path=reader.path)
     machine: LoopMachine | None = None
-    feeds: deque[RecentFeed] = deque(maxlen=recent)
+    # (seq, line, name, args) of the last feeds, made RecentFeed only for a report
+    feeds: deque[tuple[int, int, str, Any]] = deque(maxlen=recent)
     scrubbed_at: int | None = None
+    # The last feed whose digest was not compared yet (fast pass): seq, line, name, digest.
+    unchecked: tuple[int, int, str, str] | None = None
+    since_check = 0
 
     def diverge(
         seq: int, line: int, what: str, message: str, expected: Any, actual: Any
@@ -181,17 +245,68 @@ def replay_trace(
                 f"secrets were scrubbed from this trace at seq {scrubbed_at}; "
                 "replay past that point cannot be exact"
             )
+        recent_feeds = [RecentFeed(*f) for f in feeds]
         result.divergence = Divergence(
-            seq, line, what, message, expected, actual, list(feeds), note=note
+            seq, line, what, message, expected, actual, recent_feeds, note=note
         )
         result.machine = machine
         result.warnings = reader.warnings
         return result
 
-    for line, record in reader.numbered():
+    def digest_differs(seq: int, line: int, name: str, recorded: str) -> ReplayResult | None:
+        assert machine is not None
+        digest = machine.digest()
+        if digest == recorded:
+            return None
+        return diverge(
+            seq,
+            line,
+            "digest",
+            f"the machine after {name}() is not the recorded one "
+            f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
+            f"context {machine.context_tokens})",
+            {"digest": recorded},
+            {"digest": digest},
+        )
+
+    for line, record in reader.numbered_light():
         result.records += 1
         seq = record.seq
-        if isinstance(record, HeaderRecord):
+        if isinstance(record, _IO):
+            result.io += 1
+        elif isinstance(record, _STEP):
+            result.steps += 1
+            assert machine is not None  # the reader guarantees a header first
+            try:
+                actual = machine.next_step(record.policy)
+            except ProtocolError as exc:
+                full = _step_record(reader.path, line, record)
+                return diverge(
+                    seq,
+                    line,
+                    "protocol_error",
+                    f"next_step() raised: {exc}",
+                    full.step.model_dump(mode="json"),
+                    {"ProtocolError": str(exc)},
+                )
+            if isinstance(record, StepRecord) or _step_json(actual) != record.step:
+                # Not the same JSON data: compare as models, as the record says it.
+                full = _step_record(reader.path, line, record)
+                if actual != full.step:
+                    return diverge(
+                        seq,
+                        line,
+                        "step",
+                        f"the brain answered {actual.kind}, the trace says {full.step.kind}",
+                        full.step.model_dump(mode="json"),
+                        actual.model_dump(mode="json"),
+                    )
+        elif isinstance(record, HeaderRecord):
+            if unchecked is not None:
+                found = digest_differs(*unchecked)
+                if found is not None:
+                    return found
+                unchecked = None
             if record.snapshot is not None and record.snapshot.started:
                 result.resumes += 1
             else:
@@ -222,60 +337,13 @@ def replay_trace(
                         expected_next.model_dump(),
                         machine.model_dump(),
                     )
-        elif machine is None:  # pragma: no cover - the reader guarantees a header first
-            raise AssertionError("record before header")
-        elif isinstance(record, StepRecord):
-            result.steps += 1
-            try:
-                actual = machine.next_step(record.policy)
-            except ProtocolError as exc:
-                return diverge(
-                    seq,
-                    line,
-                    "protocol_error",
-                    f"next_step() raised: {exc}",
-                    record.step.model_dump(mode="json"),
-                    {"ProtocolError": str(exc)},
-                )
-            if actual != record.step:
-                return diverge(
-                    seq,
-                    line,
-                    "step",
-                    f"the brain answered {actual.kind}, the trace says {record.step.kind}",
-                    record.step.model_dump(mode="json"),
-                    actual.model_dump(mode="json"),
-                )
-        elif record.type == "feed":
-            result.feeds += 1
-            name = record.name
-            if record.scrubbed and scrubbed_at is None:
-                scrubbed_at = seq
-            feeds.append(RecentFeed(seq, line, name, record.args))
-            try:
-                apply_feed(machine, name, record.args)
-            except ProtocolError as exc:
-                return diverge(
-                    seq,
-                    line,
-                    "protocol_error",
-                    f"{name}() was refused: {exc}",
-                    {"digest": record.digest},
-                    {"ProtocolError": str(exc)},
-                )
-            digest = machine.digest()
-            if digest != record.digest:
-                return diverge(
-                    seq,
-                    line,
-                    "digest",
-                    f"the machine after {name}() is not the recorded one "
-                    f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
-                    f"context {machine.context_tokens})",
-                    {"digest": record.digest},
-                    {"digest": digest},
-                )
         elif isinstance(record, EndRecord):
+            assert machine is not None
+            if unchecked is not None:
+                found = digest_differs(*unchecked)
+                if found is not None:
+                    return found
+                unchecked = None
             outcome = end_outcome(machine)
             actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
             expected_outcome = (
@@ -302,11 +370,39 @@ def replay_trace(
                 )
             result.complete = True
             result.outcome = actual_outcome
-        else:
-            result.io += 1
+        else:  # a feed
+            assert machine is not None
+            result.feeds += 1
+            name = record.name
+            if record.scrubbed and scrubbed_at is None:
+                scrubbed_at = seq
+            feeds.append((seq, line, name, record.args))
+            try:
+                apply_feed(machine, name, record.args)
+            except ProtocolError as exc:
+                return diverge(
+                    seq,
+                    line,
+                    "protocol_error",
+                    f"{name}() was refused: {exc}",
+                    {"digest": record.digest},
+                    {"ProtocolError": str(exc)},
+                )
+            since_check += 1
+            if since_check >= digest_every:
+                since_check = 0
+                unchecked = None
+                if machine.digest() != record.digest:
+                    return digest_differs(seq, line, name, record.digest) or result
+            else:
+                unchecked = (seq, line, name, record.digest)
         if until is not None and seq >= until:
             result.stopped_at = seq
             break
+    if unchecked is not None:
+        found = digest_differs(*unchecked)
+        if found is not None:
+            return found
     result.warnings = reader.warnings
     result.machine = machine
     if machine is not None:

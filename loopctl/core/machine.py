@@ -41,11 +41,10 @@ from loopctl.core.snapshot import (
     PENDING_HEAD,
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
+    EndEncoder,
     Exchange,
     MachineSnapshot,
-    SnapshotTail,
     gc_paused,
-    snapshot_end,
     snapshot_json,
 )
 from loopctl.core.steps import (
@@ -223,7 +222,7 @@ class LoopMachine:
     )
     # ... plus derived caches, never compared: each message's JSON for ``digest()``, and the loop
     # keys of the exchange in flight (computed when its calls are checked at the door).
-    __slots__ = (*STATE_SLOTS, "_exchange_keys", "_history_json", "_pending_json")
+    __slots__ = (*STATE_SLOTS, "_end_json", "_exchange_keys", "_history_json", "_pending_json")
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -249,6 +248,7 @@ class LoopMachine:
         self._loop_warned = False
         self._history_json: JsonCache | None = None
         self._pending_json: JsonCache | None = None
+        self._end_json: EndEncoder | None = None
         self._exchange_keys: list[str] | None = None
 
     # --- read-only views -----------------------------------------------------------------
@@ -671,6 +671,7 @@ class LoopMachine:
         machine._loop_warned = snap.loop.warned
         machine._history_json = None
         machine._pending_json = None
+        machine._end_json = None
         machine._exchange_keys = None
         return machine
 
@@ -713,7 +714,7 @@ class LoopMachine:
         """
         pending = self._encoded()[1]
         final = pending.chain.copy()
-        final.update(snapshot_end(self._state, self._tail()))
+        final.update(self._end())
         return str(final.hexdigest()[:16])
 
     def _encoded(self) -> tuple[JsonCache, JsonCache]:
@@ -730,26 +731,29 @@ class LoopMachine:
         )
         return history, pending
 
-    def _tail(self) -> SnapshotTail:
-        return {
-            "turns_taken": self._turns_taken,
-            "context_tokens": self._context_tokens,
-            "exchange": self._exchange,
-            "advertised": self._advertised,
-            "started": self._started,
-            "finalized": self._finalized,
-            "noop_floor": self._noop_floor,
-            "loop": {
-                "calls": tuple(self._loop_calls),
-                "unjudged": self._loop_unjudged,
-                "warned": self._loop_warned,
-            },
-        }
+    def _end(self) -> bytes:
+        """The snapshot's JSON after pending: the state and the small fields."""
+        encoder = self._end_json
+        if encoder is None:
+            encoder = self._end_json = EndEncoder()
+        return encoder.encode(
+            self._state,
+            self._turns_taken,
+            self._context_tokens,
+            self._exchange,
+            self._advertised,
+            self._started,
+            self._finalized,
+            self._noop_floor,
+            self._loop_calls,
+            self._loop_unjudged,
+            self._loop_warned,
+        )
 
     def canonical_json(self) -> bytes:
         """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
         history, pending = self._encoded()
-        return snapshot_json(self._state, history.parts, pending.parts, self._tail())
+        return snapshot_json(history.parts, pending.parts, self._end())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LoopMachine):

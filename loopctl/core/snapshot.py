@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
-from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Python < 3.12
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import to_json
 
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -27,11 +27,10 @@ __all__ = [
     "PENDING_HEAD",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
+    "EndEncoder",
     "Exchange",
     "MachineSnapshot",
-    "SnapshotTail",
     "gc_paused",
-    "snapshot_end",
     "snapshot_json",
     "snapshot_problem",
 ]
@@ -148,27 +147,6 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
     return None if problem is None else f"conversation: {problem}"
 
 
-class _LoopDict(TypedDict):
-    calls: tuple[str, ...]
-    unjudged: int
-    warned: bool
-
-
-class SnapshotTail(TypedDict):
-    """The snapshot's fields after ``state``, in its order (for ``snapshot_json``)."""
-
-    turns_taken: int
-    context_tokens: int
-    exchange: Exchange | None
-    advertised: tuple[str, ...]
-    started: bool
-    finalized: bool
-    noop_floor: int | None
-    loop: _LoopDict
-
-
-_TAIL: Final = TypeAdapter(SnapshotTail)
-_STATE: Final[TypeAdapter[MachineState]] = TypeAdapter(MachineState)
 #: The snapshot's JSON up to its first message.
 HISTORY_HEAD: Final = (
     f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
@@ -176,32 +154,139 @@ HISTORY_HEAD: Final = (
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
 
+_JSON: Final = to_json
+_EXCHANGE_JSON: Final = Exchange.__pydantic_serializer__.to_json
+_BOOL: Final = (b"false", b"true")
 
-def snapshot_end(state: MachineState, tail: SnapshotTail) -> bytes:
-    """The snapshot's JSON after the last pending message: the state and the small fields."""
-    return b"".join((b'],"state":', _STATE.dump_json(state), b",", _TAIL.dump_json(tail)[1:]))
+
+class EndEncoder:
+    """The snapshot's JSON after the last pending message (the state and the small fields),
+    byte for byte what ``MachineSnapshot`` writes; a few bytes, written at every digest.
+
+    The state, the exchange, the advertised names and the loop window change less often than
+    the digest is taken: each one's JSON is kept while the brain holds the same object.
+    Tests pin the result to the snapshot model's own JSON.
+    """
+
+    __slots__ = (
+        "advertised",
+        "advertised_json",
+        "calls",
+        "calls_json",
+        "calls_keys",
+        "calls_parts",
+        "exchange",
+        "exchange_json",
+        "state",
+        "state_json",
+    )
+
+    def __init__(self) -> None:
+        self.state: object = None
+        self.state_json = b""
+        self.exchange: object = None
+        self.exchange_json = b"null"
+        self.advertised: object = None
+        self.advertised_json = b"[]"
+        self.calls: object = None
+        self.calls_keys: list[str] = []  # the window's keys as last encoded (the objects)
+        self.calls_parts: list[bytes] = []  # and each one's JSON
+        self.calls_json = b"[]"
+
+    def encode(
+        self,
+        state: MachineState,
+        turns_taken: int,
+        context_tokens: int,
+        exchange: Exchange | None,
+        advertised: tuple[str, ...],
+        started: bool,
+        finalized: bool,
+        noop_floor: int | None,
+        loop_calls: Sequence[str],
+        loop_unjudged: int,
+        loop_warned: bool,
+    ) -> bytes:
+        if state is not self.state:
+            self.state = state
+            self.state_json = type(state).__pydantic_serializer__.to_json(state)
+        if exchange is not self.exchange:
+            self.exchange = exchange
+            self.exchange_json = b"null" if exchange is None else _EXCHANGE_JSON(exchange)
+        if advertised is not self.advertised:
+            self.advertised = advertised
+            self.advertised_json = _JSON(advertised)
+        keys = self.calls_keys
+        if (
+            loop_calls is not self.calls
+            or len(loop_calls) != len(keys)
+            or (keys and loop_calls[-1] is not keys[-1])
+        ):
+            self._encode_calls(loop_calls)
+        return b"".join(
+            (
+                b'],"state":',
+                self.state_json,
+                b',"turns_taken":%d,"context_tokens":%d,"exchange":'
+                % (turns_taken, context_tokens),
+                self.exchange_json,
+                b',"advertised":',
+                self.advertised_json,
+                b',"started":',
+                _BOOL[started],
+                b',"finalized":',
+                _BOOL[finalized],
+                b',"noop_floor":',
+                b"null" if noop_floor is None else b"%d" % noop_floor,
+                b',"loop":{"calls":',
+                self.calls_json,
+                b',"unjudged":%d,"warned":' % loop_unjudged,
+                _BOOL[loop_warned],
+                b"}}",
+            )
+        )
+
+    def _encode_calls(self, calls: Sequence[str]) -> None:
+        """Bring the window's JSON up to date.
+
+        The brain changes its window in one way only: it appends an exchange's freshly built
+        keys and trims the front to ``MAX_LOOP_WINDOW``. So the keys after the last key encoded
+        before (found by identity: this encoder keeps it alive, so no other object can be at its
+        address) are the new ones, and as many old ones went from the front; only those are
+        encoded. Anything else (another list) is encoded whole.
+        """
+        keys, parts = self.calls_keys, self.calls_parts
+        n = len(calls)
+        start = 0
+        if calls is self.calls and keys:
+            last = keys[-1]
+            start = n
+            while start > 0 and calls[start - 1] is not last:
+                start -= 1
+            dropped = len(keys) + (n - start) - n
+            if start == 0 or dropped < 0 or calls[0] is not keys[dropped]:
+                start = -1  # not the one way the window changes: encode it whole
+            else:
+                del keys[:dropped]
+                del parts[:dropped]
+        if start <= 0 or calls is not self.calls:
+            keys.clear()
+            parts.clear()
+            start = 0
+        new = calls[start:]
+        keys.extend(new)
+        parts.extend(map(_JSON, new))
+        self.calls = calls
+        self.calls_json = b"[" + b",".join(parts) + b"]"
 
 
-def snapshot_json(
-    state: MachineState,
-    history: Sequence[bytes],
-    pending: Sequence[bytes],
-    tail: SnapshotTail,
-) -> bytes:
+def snapshot_json(history: Sequence[bytes], pending: Sequence[bytes], end: bytes) -> bytes:
     """The snapshot's JSON from its parts, byte for byte what ``MachineSnapshot`` would write.
 
     ``history`` and ``pending`` are the JSON of each message (cached by the machine), so a
-    long conversation is joined, not serialized again.
+    long conversation is joined, not serialized again; ``end`` is ``EndEncoder``'s.
     """
-    return b"".join(
-        (
-            HISTORY_HEAD,
-            b",".join(history),
-            PENDING_HEAD,
-            b",".join(pending),
-            snapshot_end(state, tail),
-        )
-    )
+    return b"".join((HISTORY_HEAD, b",".join(history), PENDING_HEAD, b",".join(pending), end))
 
 
 @contextmanager

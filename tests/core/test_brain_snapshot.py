@@ -12,7 +12,7 @@ import pytest
 from brain_helpers import POLICY, SCENARIOS, answer, ask, call, drive, respond
 from pydantic import ValidationError
 
-from loopctl import LoopMachine, MachinePolicy, MachineSnapshot, Message
+from loopctl import MAX_LOOP_WINDOW, LoopMachine, MachinePolicy, MachineSnapshot, Message
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
@@ -258,3 +258,21 @@ def test_digest_cache_follows_a_replaced_history_it_did_not_see_change() -> None
     m.next_step(POLICY)
     m.tool_results(answer(c))
     assert m.digest() == _slow_digest(m)
+
+
+def test_digest_stays_exact_while_the_loop_window_fills_and_slides() -> None:
+    """The window's JSON is updated from what the brain appended and trimmed (not re-encoded);
+    exchanges of one to three calls push it past ``MAX_LOOP_WINDOW`` and keep it sliding."""
+    policy = POLICY.model_copy(update={"loop_action": "off", "max_turns": 1_000})
+    m = LoopMachine()
+    m.accept_input("go")
+    for turn in range(140):
+        m.next_step(policy)
+        calls = [call(f"c{turn}_{i}", n=turn, i=i) for i in range(1 + turn % 3)]
+        m.model_response(ask(*calls), 10)
+        m.next_step(policy)
+        m.tool_results(answer(*calls))
+        if turn % 7 == 0 or turn > 125:
+            assert m.digest() == _slow_digest(m)
+            assert m.model_dump_json() == m.snapshot().model_dump_json()
+    assert len(m.loop_window.calls) == MAX_LOOP_WINDOW

@@ -220,3 +220,68 @@ def test_a_header_snapshot_that_does_not_restore_is_a_format_error(
     for replay in (replay_trace, replay_driver):
         with pytest.raises(TraceFormatError, match=r":1: .*snapshot"):
             replay(bad)
+
+
+# --- digest checkpoints (replay_trace(digest_every=N)) ----------------------------------------
+
+
+def test_a_checkpointed_replay_gives_the_same_result(trace: Path) -> None:
+    exact = replay_trace(trace)
+    for every in (2, 3, 100):
+        fast = replay_trace(trace, digest_every=every)
+        assert fast.ok and fast.to_json() == exact.to_json()
+
+
+def test_a_checkpointed_replay_reports_the_first_divergence_exactly(
+    trace: Path, tmp_path: Path
+) -> None:
+    """A changed feed between checkpoints: the second pass names it, as the default does."""
+    seq = _seq_of(trace, lambda r: r.get("name") == "tool_results")
+    edited = _edit(trace, tmp_path, seq, args__message__parts__0__content="999")
+    exact = replay_trace(edited).divergence
+    fast = replay_trace(edited, digest_every=100).divergence
+    assert exact is not None and fast is not None
+    assert fast.to_json() == exact.to_json() and fast.seq == seq and fast.what == "digest"
+
+
+def test_a_checkpointed_replay_compares_the_last_feed_of_an_incomplete_trace(
+    trace: Path, tmp_path: Path
+) -> None:
+    records = lines(trace)
+    last_feed = max(i for i, r in enumerate(records) if r["type"] == "feed" and i < 12)
+    records[last_feed]["digest"] = "0" * 16
+    cut = tmp_path / "cut.jsonl"
+    write_lines(cut, records[: last_feed + 1])
+    d = replay_trace(cut, digest_every=100).divergence
+    assert d is not None and d.seq == records[last_feed]["seq"] and d.what == "digest"
+
+
+@pytest.mark.parametrize(
+    ("kind", "change"),
+    [
+        ("io", {"turn": "soon"}),
+        ("io", {"extra": 1}),
+        ("io", {"seq": -1}),
+        ("step", {"policy": {"max_turns": -1}}),
+        ("step", {"step": {"kind": "dance"}}),
+        ("step", {"extra": True}),
+    ],
+)
+def test_replay_reads_step_and_io_records_as_strictly_as_the_reader(
+    trace: Path, tmp_path: Path, kind: str, change: dict[str, object]
+) -> None:
+    """Replay reads plainly valid step and io lines without building their models; any other
+    line takes the reader's full path, so it fails with the reader's own error."""
+    from loopctl_sim.trace import TraceFormatError
+
+    records = lines(trace)
+    index = next(i for i, r in enumerate(records) if r["type"] == kind)
+    records[index].update(change)
+    bad = tmp_path / "bad.jsonl"
+    write_lines(bad, records)
+    with pytest.raises(TraceFormatError) as expected:
+        read_trace(bad)
+    for every in (1, 100):
+        with pytest.raises(TraceFormatError) as got:
+            replay_trace(bad, digest_every=every)
+        assert str(got.value) == str(expected.value)
