@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import IO, Any
 
-from loopctl.api import ApiError, Usage, fold_events
+from loopctl.api import ApiError, Usage
 from loopctl.core import (
     CallLLM,
     CallTools,
@@ -38,9 +38,9 @@ from loopctl_sim.world import (
     FaultPlan,
     ToolHang,
     World,
+    delivered_reply,
     estimate_tokens,
     fault_error,
-    faulty_reply,
     middle_out,
     run_tool,
 )
@@ -181,7 +181,7 @@ class _Run:
                     raise error
                 message = world.model.reply(conversation, result.replies)
                 tokens = world.model.context_tokens(conversation, message, result.replies)
-                reply = fold_events(faulty_reply(fault, message, Usage(context_tokens=tokens)))
+                reply = delivered_reply(fault, message, Usage(context_tokens=tokens))
                 _check_ids(reply.message)
             except ApiError as exc:
                 rec.io(

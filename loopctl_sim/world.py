@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from loopctl.api import (
     ApiError,
+    ModelReply,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -45,6 +47,7 @@ from loopctl.api import (
     ToolCallStart,
     Usage,
     UsageEvent,
+    fold_events,
 )
 from loopctl.core import (
     CompactReason,
@@ -71,9 +74,11 @@ __all__ = [
     "ToolFn",
     "ToolHang",
     "World",
+    "delivered_reply",
     "estimate_tokens",
     "fault_error",
     "faulty_reply",
+    "message_chars",
     "message_events",
     "middle_out",
     "run_tool",
@@ -203,12 +208,38 @@ class ModelScript:
         self.replies: tuple[Message, ...] = () if callable(replies) else tuple(replies)
         self.tokens = tuple(tokens)
         self.exhausted_text = exhausted_text
+        # The conversation last estimated (the message objects) and its running character
+        # counts (``_sums[i]``: the first ``i`` messages), so that each request counts only the
+        # messages that are new since the last one.
+        self._counted: list[Message] = []
+        self._sums: list[int] = [0]
 
     def context_tokens(self, conversation: Sequence[Message], reply: Message, index: int) -> int:
-        """The context size the provider reports with reply ``index``: scripted, or estimated."""
+        """The context size the provider reports with reply ``index``: scripted, or estimated
+        (``estimate_tokens([*conversation, reply])``, counting only what is new since the last
+        request: a conversation grows by appending between requests)."""
         if index < len(self.tokens) and self.tokens[index] is not None:
             return int(self.tokens[index])  # type: ignore[arg-type]
-        return estimate_tokens([*conversation, reply])
+        chars = self._chars(conversation) + message_chars(reply)
+        return _estimate(chars, len(conversation) + 1)
+
+    def _chars(self, conversation: Sequence[Message]) -> int:
+        """The characters ``CharEstimator`` counts in ``conversation``."""
+        counted, sums = self._counted, self._sums
+        same = min(len(conversation), len(counted))
+        if same and not (
+            conversation[same - 1] is counted[same - 1]
+            and all(map(operator.is_, conversation[:same], counted[:same]))
+        ):
+            same = next(
+                i for i, (a, b) in enumerate(zip(conversation, counted, strict=False)) if a is not b
+            )
+        del counted[same:]
+        del sums[same + 1 :]
+        for message in conversation[same:]:
+            counted.append(message)
+            sums.append(sums[-1] + message_chars(message))
+        return sums[len(conversation)]
 
     def reply(self, conversation: Sequence[Message], index: int) -> Message:
         if self.fn is not None:
@@ -224,6 +255,26 @@ _ESTIMATOR: Final = CharEstimator()
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """The driver's default estimate (``CharEstimator``): deterministic."""
     return _ESTIMATOR.count(messages)
+
+
+def message_chars(message: Message) -> int:
+    """The characters ``CharEstimator.count`` counts in one message (its counts add up: the
+    estimate of a conversation is ``_estimate(sum of message_chars, number of messages)``;
+    ``tests/sim/test_sim_world.py`` pins this to ``CharEstimator`` itself)."""
+    chars = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            chars += len(part.text)
+        elif isinstance(part, ToolCall):
+            chars += len(part.name) + len(json.dumps(part.arguments))
+        elif isinstance(part, ToolResult):
+            chars += len(part.content)
+    return chars
+
+
+def _estimate(chars: int, messages: int) -> int:
+    """``CharEstimator.count`` from its character total and its number of messages."""
+    return int(chars / _ESTIMATOR.chars_per_token) + messages * _ESTIMATOR.per_message
 
 
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
@@ -299,24 +350,36 @@ def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
     return None
 
 
-def faulty_reply(fault: Fault | None, message: Message, usage: Usage) -> list[StreamEvent]:
-    """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
+def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
+    """The message a reply's stream carries under ``fault`` (renamed or duplicated calls), or
+    None when the fault breaks the stream itself (there is no message to fold)."""
     if fault is None:
-        return message_events(message, usage)
+        return message
     kind = fault.kind
     if kind == "unknown_tool":
         calls = message.tool_calls or [ToolCall(id="call_unknown", name=UNKNOWN_TOOL)]
         calls = [calls[0].model_copy(update={"name": UNKNOWN_TOOL}), *calls[1:]]
         text = [p for p in message.parts if isinstance(p, TextPart)]
-        return message_events(Message(role="assistant", parts=(*text, *calls)), usage)
+        return Message(role="assistant", parts=(*text, *calls))
     if kind == "duplicate_call_ids":
         calls = message.tool_calls or [ToolCall(id="call_dup", name=UNKNOWN_TOOL)]
         first = calls[0]
         twin = calls[1] if len(calls) > 1 else first
         calls = [first, twin.model_copy(update={"id": first.id}), *calls[2:]]
         text = [p for p in message.parts if isinstance(p, TextPart)]
-        return message_events(Message(role="assistant", parts=(*text, *calls)), usage)
-    if kind == "invalid_tool_json":
+        return Message(role="assistant", parts=(*text, *calls))
+    if kind in ("invalid_tool_json", "malformed_stream"):
+        return None
+    return message
+
+
+def faulty_reply(fault: Fault | None, message: Message, usage: Usage) -> list[StreamEvent]:
+    """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
+    streamed = _streamed_message(fault, message)
+    if streamed is not None:
+        return message_events(streamed, usage)
+    assert fault is not None
+    if fault.kind == "invalid_tool_json":
         name = message.tool_calls[0].name if message.tool_calls else "unknown"
         return [
             ToolCallStart(index=0, id="call_badjson", name=name),
@@ -324,10 +387,32 @@ def faulty_reply(fault: Fault | None, message: Message, usage: Usage) -> list[St
             ToolCallEnd(index=0),
             StopEvent(reason="tool_use"),
         ]
-    if kind == "malformed_stream":
-        # Arguments for a call that never started: the fold refuses the stream.
-        return [TextDelta(text="Let me"), ToolCallDelta(index=3, arguments='{"x": 1}')]
-    return message_events(message, usage)
+    # malformed_stream: arguments for a call that never started: the fold refuses the stream.
+    return [TextDelta(text="Let me"), ToolCallDelta(index=3, arguments='{"x": 1}')]
+
+
+def delivered_reply(fault: Fault | None, message: Message, usage: Usage) -> ModelReply:
+    """``fold_events(faulty_reply(fault, message, usage))``: what the driver makes of the reply.
+
+    The stream is built and folded only when the fault is in the stream itself; otherwise the
+    fold's result is built directly: the text parts joined into one, each call's arguments read
+    back from the JSON the stream would carry them in (keys sorted, values as JSON gives them
+    back), the usage, and the stop reason. ``tests/sim/test_sim_world.py`` pins it to the fold.
+    """
+    streamed = _streamed_message(fault, message)
+    if streamed is None:
+        return fold_events(faulty_reply(fault, message, usage))
+    text = streamed.text
+    parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
+    calls = streamed.tool_calls
+    for call in calls:
+        arguments = json.loads(json.dumps(call.arguments, sort_keys=True))
+        parts.append(ToolCall(id=call.id, name=call.name, arguments=arguments))
+    return ModelReply(
+        message=Message(role="assistant", parts=tuple(parts)),
+        usage=usage,
+        stop_reason="tool_use" if calls else "end_turn",
+    )
 
 
 # --- tools ------------------------------------------------------------------------------------

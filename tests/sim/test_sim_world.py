@@ -12,13 +12,34 @@ import yaml
 from pydantic import ValidationError
 from sim_helpers import CREATED, SCENARIOS, adding_world
 
-from loopctl import Cancelled, Completed, Failed, MachinePolicy, Message, ToolCall
+from loopctl import (
+    Cancelled,
+    Completed,
+    Failed,
+    MachinePolicy,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+from loopctl.api import ApiError, Usage, fold_events
+from loopctl.driver.estimate import CharEstimator
 from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.scenario import ScenarioError, load_scenario
 from loopctl_sim.sim import SimError, simulate
 from loopctl_sim.trace import read_trace
-from loopctl_sim.world import Fault, FaultKind, ModelScript, World, middle_out
+from loopctl_sim.world import (
+    MODEL_FAULTS,
+    Fault,
+    FaultKind,
+    ModelScript,
+    World,
+    delivered_reply,
+    faulty_reply,
+    message_chars,
+    middle_out,
+)
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 
@@ -375,3 +396,61 @@ def test_a_scenario_with_history_starts_from_it(tmp_path: Path) -> None:
     header = read_trace(trace)[0]
     assert header.snapshot is not None and len(header.snapshot.history) == 2  # type: ignore[union-attr]
     assert replay_trace(trace).ok
+
+
+# --- the simulator's shortcuts agree with what they stand for ---------------------------------
+
+_ODD_CALLS = [
+    ToolCall(id="c1", name="add", arguments={"b": 1, "a": 2}),
+    ToolCall(id="c2", name="søk", arguments={"q": "é ✓ \u2028", "n": [1.5e-7, 1e16, None, True]}),
+    ToolCall(id="c3", name="nested", arguments={"z": {"y": {"x": [{"b": 0, "a": 1}]}}}),
+    ToolCall(id="c4", name="empty"),
+]
+_REPLIES = [
+    Message.assistant("plain text"),
+    Message.assistant(""),
+    Message.assistant("two calls", _ODD_CALLS[:2]),
+    Message.assistant("", _ODD_CALLS),
+    Message(role="assistant", parts=(TextPart(text="a"), TextPart(text="b"), _ODD_CALLS[2])),
+]
+
+
+def test_the_incremental_estimate_is_char_estimator_count() -> None:
+    """``ModelScript`` counts only what is new since the last request: the figure must be what
+    ``CharEstimator`` says of the whole conversation, as it grows, is replaced and alternates."""
+    script = ModelScript()
+    growing: list[Message] = [Message.user("héllo ✓")]
+    other = [Message.system("sys"), Message.user("another conversation")]
+    results = Message.from_results([ToolResult(call_id="c1", name="add", content="3" * 37)])
+    for i, reply in enumerate(_REPLIES * 3):
+        for conversation in (growing, other, growing[: len(growing) // 2], growing):
+            expected = CharEstimator().count([*conversation, reply])
+            assert script.context_tokens(conversation, reply, i) == expected
+        growing = [*growing, reply, results]
+        if i % 4 == 3:
+            growing = [Message.user("compacted"), *growing[-3:]]  # a compaction replaces it
+    for message in [*_REPLIES, results, *other]:
+        assert CharEstimator().count([message]) == int(message_chars(message) / 4) + 4
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [None, *[Fault(kind=k, model_call=1) for k in sorted(MODEL_FAULTS)]],
+    ids=lambda f: "none" if f is None else f.kind,
+)
+@pytest.mark.parametrize("reply", _REPLIES, ids=range(len(_REPLIES)))
+def test_the_delivered_reply_is_the_fold_of_the_stream(fault: Fault | None, reply: Message) -> None:
+    """The simulator skips building the stream unless the fault is in it; what it delivers must
+    be what folding the stream gives (the same message, JSON key order included, usage, stop
+    reason), or the same error."""
+    usage = Usage(context_tokens=42)
+    try:
+        expected: object = fold_events(faulty_reply(fault, reply, usage))
+    except ApiError as exc:
+        with pytest.raises(ApiError) as got:
+            delivered_reply(fault, reply, usage)
+        assert got.value.error == exc.error
+        return
+    got_reply = delivered_reply(fault, reply, usage)
+    assert got_reply == expected
+    assert got_reply.model_dump_json() == expected.model_dump_json()  # type: ignore[attr-defined]
