@@ -11,6 +11,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import invariant
 
 from loopctl import (
     CallLLM,
@@ -58,6 +59,10 @@ class _OneToolBrain(BrainMachine):
         tools=st.just(("read",)),
         loop_action=st.just("fail"),
     )
+
+    @invariant()
+    def my_policies_are_used(self) -> None:
+        assert self.policy.tools == ("read",) and self.policy.context_window == 1000
 
 
 TestOneToolBrain = _OneToolBrain.TestCase
