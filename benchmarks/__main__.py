@@ -257,6 +257,7 @@ def evaluate_goals(sections: dict[str, Any]) -> dict[str, Any]:
             goals[f"flat_{flavour}_tool"] = {
                 "target": f"loopctl per-turn growth T=10 -> T=1000 <= {FLAT_GROWTH}x",
                 "loopctl_growth": growth,
+                "loopctl_cpu_growth": table["loopctl"].get("cpu_growth"),
                 "peer_growth": {k: v["growth"] for k, v in table.items() if k != "loopctl"},
                 "met": None if growth is None else growth <= FLAT_GROWTH,
             }
@@ -320,6 +321,8 @@ def print_report(out: dict[str, Any]) -> None:
         elif "loopctl_growth" in goal:
             growth = goal["loopctl_growth"]
             detail = "one T only" if growth is None else f"loopctl growth {growth}x"
+            if goal.get("loopctl_cpu_growth") is not None:
+                detail += f" (CPU {goal['loopctl_cpu_growth']}x)"
             if goal.get("peer_growth"):
                 detail += "; peers " + ", ".join(
                     f"{k} {v}x" for k, v in goal["peer_growth"].items() if v is not None

@@ -694,7 +694,13 @@ def table(
     out: dict[str, dict[str, Any]] = {}
     for name, r in rows.items():
         first, last = r[0]["median_us_per_turn"], r[-1]["median_us_per_turn"]
-        out[name] = {"rows": r, "growth": round(last / first, 2) if len(r) > 1 else None}
+        cpu_first, cpu_last = r[0]["cpu_median_us_per_turn"], r[-1]["cpu_median_us_per_turn"]
+        many = len(r) > 1
+        out[name] = {
+            "rows": r,
+            "growth": round(last / first, 2) if many else None,
+            "cpu_growth": round(cpu_last / cpu_first, 2) if many and cpu_first > 0 else None,
+        }
     return out
 
 

@@ -60,7 +60,8 @@ def print_driver(result: dict[str, Any]) -> None:
         wall = "".join(f"{r['median_us_per_turn']:>10.1f}" for r in v["rows"])
         cpu = "".join(f"{r['cpu_median_us_per_turn']:>10.1f}" for r in v["rows"])
         growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
-        print(f"  {name:<38}{wall}{growth:>8}  |{cpu}")
+        cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
+        print(f"  {name:<38}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
     for key in ("history", "ablations"):
         if key in result:
             print(f"  {key}:")
@@ -83,7 +84,8 @@ def print_peers(result: dict[str, Any]) -> None:
             wall = "".join(f"{r['median_us_per_turn']:>10.1f}" for r in v["rows"])
             cpu = "".join(f"{r['cpu_median_us_per_turn']:>10.1f}" for r in v["rows"])
             growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
-            print(f"  {name:<16}{wall}{growth:>8}  |{cpu}")
+            cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
+            print(f"  {name:<16}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
         print()
     for name, why in result["skipped"].items():
         print(f"  note: {name} skipped: {why}")
