@@ -91,6 +91,7 @@ class _Run:
         self.rec = rec
         self.plan = FaultPlan(world.faults)
         self.policy = world.run_policy()
+        self.retry_config = world.retry_config()
         self.result = SimResult(
             world=world.name, outcome=Completed(final_text=""), machine=rec.machine
         )
@@ -160,7 +161,7 @@ class _Run:
 
     def _call_model(self, turn: int, policy: MachinePolicy) -> None:
         rec, world, result = self.rec, self.world, self.result
-        retry_config = world.retry_config()
+        retry_config = self.retry_config
         attempt = 0
         conversation = rec.machine.messages()
         rec.io(

@@ -402,17 +402,42 @@ def delivered_reply(fault: Fault | None, message: Message, usage: Usage) -> Mode
     streamed = _streamed_message(fault, message)
     if streamed is None:
         return fold_events(faulty_reply(fault, message, usage))
+    calls = streamed.tool_calls
+    stop = "tool_use" if calls else "end_turn"
+    if _folds_to_itself(streamed):
+        return ModelReply(message=streamed, usage=usage, stop_reason=stop)
     text = streamed.text
     parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
-    calls = streamed.tool_calls
     for call in calls:
         arguments = json.loads(json.dumps(call.arguments, sort_keys=True))
         parts.append(ToolCall(id=call.id, name=call.name, arguments=arguments))
     return ModelReply(
-        message=Message(role="assistant", parts=tuple(parts)),
-        usage=usage,
-        stop_reason="tool_use" if calls else "end_turn",
+        message=Message(role="assistant", parts=tuple(parts)), usage=usage, stop_reason=stop
     )
+
+
+_PLAIN: Final = (str, int, bool, type(None))
+
+
+def _folds_to_itself(message: Message) -> bool:
+    """True when folding ``message``'s stream gives ``message`` back exactly: at most one text
+    part, first and not empty, then only calls whose arguments are flat JSON scalars (strings,
+    ints, booleans, nulls) under keys already in sorted order, which JSON gives back as they are.
+    """
+    if message.role != "assistant":
+        return False
+    parts = message.parts
+    start = 1 if parts and isinstance(parts[0], TextPart) and parts[0].text else 0
+    for part in parts[start:]:
+        if type(part) is not ToolCall:
+            return False
+        arguments = part.arguments
+        if type(arguments) is not dict:
+            return False
+        keys = list(arguments)
+        if keys != sorted(keys) or any(type(v) not in _PLAIN for v in arguments.values()):
+            return False
+    return True
 
 
 # --- tools ------------------------------------------------------------------------------------

@@ -220,9 +220,17 @@ class LoopMachine:
         "_state",
         "_turns_taken",
     )
-    # ... plus derived caches, never compared: each message's JSON for ``digest()``, and the loop
-    # keys of the exchange in flight (computed when its calls are checked at the door).
-    __slots__ = (*STATE_SLOTS, "_end_json", "_exchange_keys", "_history_json", "_pending_json")
+    # ... plus derived caches, never compared: each message's JSON and the running hashes for
+    # ``digest()``, the small fields' JSON, the loop keys of the exchange in flight (computed
+    # when its calls are checked at the door) and its ``CallTools`` step.
+    __slots__ = (
+        *STATE_SLOTS,
+        "_call_tools",
+        "_end_json",
+        "_exchange_keys",
+        "_history_json",
+        "_pending_json",
+    )
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -249,6 +257,7 @@ class LoopMachine:
         self._history_json: JsonCache | None = None
         self._pending_json: JsonCache | None = None
         self._end_json: EndEncoder | None = None
+        self._call_tools: tuple[Exchange, CallTools] | None = None
         self._exchange_keys: list[str] | None = None
 
     # --- read-only views -----------------------------------------------------------------
@@ -368,8 +377,14 @@ class LoopMachine:
         return _call_llm(self._state.turn)
 
     def _step_awaiting_tools(self, policy: MachinePolicy) -> MachineStep:
-        assert self._exchange is not None
-        return CallTools(turn=self._exchange.turn, calls=self._exchange.dispatch)
+        exchange = self._exchange
+        assert exchange is not None
+        cached = self._call_tools
+        if cached is not None and cached[0] is exchange:
+            return cached[1]  # asked again for the same exchange: the same (frozen) step
+        step = CallTools(turn=exchange.turn, calls=exchange.dispatch)
+        self._call_tools = (exchange, step)
+        return step
 
     def _step_awaiting_compaction(self, policy: MachinePolicy) -> MachineStep:
         assert isinstance(self._state, AwaitingCompaction)
@@ -672,6 +687,7 @@ class LoopMachine:
         machine._history_json = None
         machine._pending_json = None
         machine._end_json = None
+        machine._call_tools = None
         machine._exchange_keys = None
         return machine
 

@@ -412,6 +412,13 @@ _REPLIES = [
     Message.assistant("two calls", _ODD_CALLS[:2]),
     Message.assistant("", _ODD_CALLS),
     Message(role="assistant", parts=(TextPart(text="a"), TextPart(text="b"), _ODD_CALLS[2])),
+    # flat arguments under sorted keys: the fold gives the message back as it is
+    Message.assistant(
+        "x", [ToolCall(id="c5", name="add", arguments={"a": 1, "b": "x", "c": None})]
+    ),
+    Message.assistant("", [ToolCall(id="c6", name="f", arguments={"a": True}), _ODD_CALLS[3]]),
+    Message(role="user", parts=(TextPart(text="not an assistant"),)),
+    Message(role="assistant", parts=(TextPart(text=""), _ODD_CALLS[3])),
 ]
 
 
