@@ -170,7 +170,8 @@ class _Run:
             data={
                 "n_messages": len(conversation),
                 "tools": list(policy.tools),
-                "last": conversation[-1].model_dump(mode="json") if conversation else None,
+                # the message itself: the trace writer turns it into data (only when tracing)
+                "last": conversation[-1] if conversation else None,
             },
         )
         while True:

@@ -213,6 +213,7 @@ class ModelScript:
         # messages that are new since the last one.
         self._counted: list[Message] = []
         self._sums: list[int] = [0]
+        self._reply: tuple[Message | None, int] = (None, 0)  # the last reply and its count
 
     def context_tokens(self, conversation: Sequence[Message], reply: Message, index: int) -> int:
         """The context size the provider reports with reply ``index``: scripted, or estimated
@@ -220,8 +221,10 @@ class ModelScript:
         request: a conversation grows by appending between requests)."""
         if index < len(self.tokens) and self.tokens[index] is not None:
             return int(self.tokens[index])  # type: ignore[arg-type]
-        chars = self._chars(conversation) + message_chars(reply)
-        return _estimate(chars, len(conversation) + 1)
+        chars = self._chars(conversation)
+        reply_chars = message_chars(reply)
+        self._reply = (reply, reply_chars)
+        return _estimate(chars + reply_chars, len(conversation) + 1)
 
     def _chars(self, conversation: Sequence[Message]) -> int:
         """The characters ``CharEstimator`` counts in ``conversation``."""
@@ -236,9 +239,12 @@ class ModelScript:
             )
         del counted[same:]
         del sums[same + 1 :]
+        reply, reply_chars = self._reply
         for message in conversation[same:]:
             counted.append(message)
-            sums.append(sums[-1] + message_chars(message))
+            # the last reply is usually next in the conversation (delivered as it was scripted)
+            chars = reply_chars if message is reply else message_chars(message)
+            sums.append(sums[-1] + chars)
         return sums[len(conversation)]
 
     def reply(self, conversation: Sequence[Message], index: int) -> Message:
