@@ -21,13 +21,53 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring
 from typing import Any, Final
 
-from loopctl.core.messages import Message
+from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
-__all__ = ["JsonCache", "encoded"]
+__all__ = ["JsonCache", "encoded", "message_json"]
 
 _TO_JSON: Final = Message.__pydantic_serializer__.to_json
+_CALL_JSON: Final = ToolCall.__pydantic_serializer__.to_json
+_STR: Final = encode_basestring  # JSON string, non-ASCII as is: pydantic's escaping exactly
+_ERROR: Final = (',"is_error":false}', ',"is_error":true}')
+
+
+def message_json(message: Message) -> bytes:
+    """``Message``'s JSON, byte for byte what pydantic writes, in about two thirds of the time.
+
+    Text parts and tool results hold only strings (and a boolean), written here with the
+    standard library's JSON string encoder, which escapes exactly as pydantic does (``"``,
+    ``\\`` and control characters; everything else as is). Tool calls, whose arguments may
+    hold any value, are written by pydantic. Anything unusual (a subclass, a string Python
+    cannot encode) is left to pydantic too. Tests pin the bytes to ``Message``'s own JSON.
+    """
+    try:
+        out = []
+        for part in message.parts:
+            if type(part) is TextPart:
+                out.append('{"kind":"text","text":' + _STR(part.text) + "}")
+            elif type(part) is ToolResult:
+                out.append(
+                    '{"kind":"tool_result","call_id":'
+                    + _STR(part.call_id)
+                    + ',"name":'
+                    + _STR(part.name)
+                    + ',"content":'
+                    + _STR(part.content)
+                    + _ERROR[part.is_error]
+                )
+            elif type(part) is ToolCall:
+                out.append(_CALL_JSON(part).decode())
+            else:
+                return _TO_JSON(message)
+        if type(message) is not Message:
+            return _TO_JSON(message)
+        return ('{"role":"' + message.role + '","parts":[' + ",".join(out) + "]}").encode()
+    except (UnicodeEncodeError, AttributeError, TypeError):
+        return _TO_JSON(message)
+
 
 Hash = Any  # hashlib's sha256 object (its type is private)
 
@@ -71,7 +111,7 @@ def encoded(
     parts = cache.parts
     done = len(parts)
     if done < len(messages):
-        new = [_TO_JSON(m) for m in messages[done:]]
+        new = [message_json(m) for m in messages[done:]]
         parts.extend(new)
         joined = b",".join(new)
         cache.chain.update(b"," + joined if done else joined)

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 from brain_helpers import answer, ask, call
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from loopctl import Message, TextPart, ToolResult, coherence_problem, coherent_prefix_length
+from loopctl import (
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    coherence_problem,
+    coherent_prefix_length,
+)
 
 A, B = call("a"), call("b", "write")
 U = Message.user("go")
@@ -97,3 +106,45 @@ def test_open_tail_allows_only_the_last_calls_to_be_unanswered() -> None:
     assert coherence_problem([U, ask(A), U], open_tail=True) is not None
     wrong = Message.from_results([ToolResult(call_id="zz", name="read", content="")])
     assert coherence_problem([U, ask(A), wrong, ask(B)], open_tail=True) is not None
+
+
+def _reference_problem(messages: list[Message], open_tail: bool) -> bool:
+    """The rule as written in the module docstring, without fast paths: is there a problem?"""
+    expected: list[str] | None = None
+    for msg in messages:
+        results = [p.call_id for p in msg.parts if isinstance(p, ToolResult)]
+        calls = [p.id for p in msg.parts if isinstance(p, ToolCall)]
+        if expected is not None:
+            if msg.role != "user" or sorted(results) != sorted(expected):
+                return True
+            expected = None
+        elif results:
+            return True
+        if results and msg.role != "user":
+            return True
+        if calls:
+            if msg.role != "assistant" or len(set(calls)) != len(calls) or not all(calls):
+                return True
+            expected = calls
+    return expected is not None and not open_tail
+
+
+_IDS = st.sampled_from(["a", "b", ""])
+_PART = st.one_of(
+    st.builds(TextPart, text=st.sampled_from(["", "x"])),
+    st.builds(ToolCall, id=_IDS, name=st.just("t")),
+    st.builds(ToolResult, call_id=_IDS, name=st.just("t"), content=st.just("ok")),
+)
+_MESSAGE = st.builds(
+    Message,
+    role=st.sampled_from(["system", "user", "assistant"]),
+    parts=st.lists(_PART, max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_MESSAGE, max_size=8), st.booleans())
+def test_coherence_problem_follows_the_rule(messages: list[Message], open_tail: bool) -> None:
+    """The checker's fast paths (one call, one result) decide as the plain rule does."""
+    found = coherence_problem(messages, open_tail=open_tail) is not None
+    assert found == _reference_problem(messages, open_tail)

@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 from brain_helpers import POLICY, SCENARIOS, answer, ask, call, drive, respond
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from loopctl import MAX_LOOP_WINDOW, LoopMachine, MachinePolicy, MachineSnapshot, Message
+from loopctl.core.encoding import message_json
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+from loopctl.core.messages import TextPart, ToolCall, ToolResult
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
 
@@ -276,3 +280,39 @@ def test_digest_stays_exact_while_the_loop_window_fills_and_slides() -> None:
             assert m.digest() == _slow_digest(m)
             assert m.model_dump_json() == m.snapshot().model_dump_json()
     assert len(m.loop_window.calls) == MAX_LOOP_WINDOW
+
+
+_ODD_TEXT = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ['"', "\\", "\x00\x01\x1f\x7f", "\b\f\n\r\t", "é ✓ \u2028\u2029 😀", "</script>"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(TextPart, text=_ODD_TEXT),
+            st.builds(ToolResult, call_id=_ODD_TEXT, name=_ODD_TEXT, content=_ODD_TEXT),
+            st.builds(
+                ToolCall,
+                id=_ODD_TEXT,
+                name=_ODD_TEXT,
+                arguments=st.dictionaries(_ODD_TEXT, _ODD_TEXT | st.integers() | st.floats()),
+            ),
+        ),
+        max_size=4,
+    ),
+    st.sampled_from(["system", "user", "assistant"]),
+)
+def test_message_json_is_pydantics_json(parts: list[Any], role: Any) -> None:
+    """The brain writes messages' JSON itself (``message_json``): byte for byte pydantic's."""
+    message = Message.model_construct(role=role, parts=tuple(parts))
+    assert message_json(message) == Message.__pydantic_serializer__.to_json(message)
+
+
+def test_message_json_leaves_what_it_cannot_write_to_pydantic() -> None:
+    lone = Message.user("\ud800")  # a lone surrogate: no UTF-8 for it
+    with pytest.raises(Exception) as theirs:
+        Message.__pydantic_serializer__.to_json(lone)
+    with pytest.raises(type(theirs.value)):
+        message_json(lone)
