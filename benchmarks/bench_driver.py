@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from loopctl import BareLoop, LoopMachine, Message, RunConfig, ToolCall, ToolResult, tool
@@ -307,7 +308,7 @@ def snapshot_sizes(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]
         fresh = lambda history=history: LoopMachine(history)  # noqa: E731
         save_cold = _median_cold(fresh, lambda m: m.model_dump_json(), repeats)
         save_warm = _median_time(machine.model_dump_json, repeats)
-        restore = _median_time(lambda text=text: LoopMachine.model_validate_json(text), repeats)
+        restore = _median_time(partial(LoopMachine.model_validate_json, text), repeats)
         digest_cold = _median_cold(fresh, lambda m: m.digest(), repeats)
         digest_warm = _median_time(machine.digest, repeats)
         rows.append(
@@ -460,7 +461,7 @@ def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[s
         )
         row = {
             "request: tuple(machine.messages()) + ModelRequest": _per_call_us(
-                lambda machine=machine: ModelRequest.model_construct(
+                lambda machine=machine: ModelRequest.model_construct(  # type: ignore[misc]
                     messages=tuple(machine.messages()),
                     tools=registry_sync.specs(),
                     system=None,
@@ -470,7 +471,7 @@ def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[s
                 max(n // max(size // 100, 1), 50),
             ),
             "IoEvent model_request (last message model_dump)": _per_call_us(
-                lambda request=request: IoEvent(
+                lambda request=request: IoEvent(  # type: ignore[misc]
                     kind="model_request",
                     turn=1,
                     data={
@@ -664,11 +665,11 @@ def history_growth(
     measured = measure_interleaved(subjects, turns, repeats)
     rows = []
     for key, m in measured.items():
-        client, size = key.split("|")
+        client, prefilled = key.split("|")
         rows.append(
             {
                 "client": client,
-                "history_messages": int(size),
+                "history_messages": int(prefilled),
                 "turns": turns,
                 "median_us_per_turn": round(m.median_us, 1),
                 "min_us_per_turn": round(min(m.runs_us_per_turn), 1),

@@ -88,7 +88,7 @@ def pydantic_ai_prepare(*, is_async: bool) -> Prepare:
         else:
 
             @agent.tool_plain
-            def add(a: int, b: int) -> int:  # type: ignore[misc]  # the other branch's name
+            def add(a: int, b: int) -> int:
                 """Add two integers."""
                 counter.n += 1
                 return a + b

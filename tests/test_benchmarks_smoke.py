@@ -107,7 +107,7 @@ def test_measure_asserts_the_tool_count() -> None:
 
     def lazy(turns: int, counter: Any) -> Any:
         async def go() -> str:
-            return bench_driver.FINAL_TEXT  # never runs the tool
+            return str(bench_driver.FINAL_TEXT)  # never runs the tool
 
         return go
 
