@@ -16,25 +16,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from loopctl.core import LoopMachine, MachineStep, ProtocolError
+from loopctl.core import LoopMachine, ProtocolError
 from loopctl_sim.feeds import apply_feed
 from loopctl_sim.record import end_outcome
 from loopctl_sim.trace import (
     EndRecord,
     HeaderRecord,
     IoRecord,
-    LightIo,
-    LightStep,
     StepRecord,
     TraceFormatError,
     TraceReader,
-    explain,
 )
-
-_IO: Final = (LightIo, IoRecord)
-_STEP: Final = (LightStep, StepRecord)
 
 __all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
 
@@ -178,20 +172,6 @@ class ReplayResult:
 DIGEST_EVERY: Final = 1
 
 
-def _step_json(step: MachineStep) -> Any:
-    return type(step).__pydantic_serializer__.to_python(step, mode="json")
-
-
-def _step_record(path: str, line: int, light: LightStep | StepRecord) -> StepRecord:
-    """The full record of a light step (its line is read again, as the reader would)."""
-    if isinstance(light, StepRecord):
-        return light
-    try:
-        return StepRecord.model_validate_json(light.raw)
-    except ValidationError as exc:
-        raise TraceFormatError(path, line, explain(exc)) from None
-
-
 def replay_trace(
     path: str | os.PathLike[str],
     *,
@@ -269,38 +249,34 @@ def _replay(
             {"digest": digest},
         )
 
-    for line, record in reader.numbered_light():
+    for line, record in reader.numbered():
         result.records += 1
         seq = record.seq
-        if isinstance(record, _IO):
+        if isinstance(record, IoRecord):
             result.io += 1
-        elif isinstance(record, _STEP):
+        elif isinstance(record, StepRecord):
             result.steps += 1
             assert machine is not None  # the reader guarantees a header first
             try:
                 actual = machine.next_step(record.policy)
             except ProtocolError as exc:
-                full = _step_record(reader.path, line, record)
                 return diverge(
                     seq,
                     line,
                     "protocol_error",
                     f"next_step() raised: {exc}",
-                    full.step.model_dump(mode="json"),
+                    record.step.model_dump(mode="json"),
                     {"ProtocolError": str(exc)},
                 )
-            if isinstance(record, StepRecord) or _step_json(actual) != record.step:
-                # Not the same JSON data: compare as models, as the record says it.
-                full = _step_record(reader.path, line, record)
-                if actual != full.step:
-                    return diverge(
-                        seq,
-                        line,
-                        "step",
-                        f"the brain answered {actual.kind}, the trace says {full.step.kind}",
-                        full.step.model_dump(mode="json"),
-                        actual.model_dump(mode="json"),
-                    )
+            if actual != record.step:
+                return diverge(
+                    seq,
+                    line,
+                    "step",
+                    f"the brain answered {actual.kind}, the trace says {record.step.kind}",
+                    record.step.model_dump(mode="json"),
+                    actual.model_dump(mode="json"),
+                )
         elif isinstance(record, HeaderRecord):
             if unchecked is not None:
                 found = digest_differs(*unchecked)

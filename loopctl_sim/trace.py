@@ -30,10 +30,9 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, Literal, NamedTuple
+from typing import IO, Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import from_json
 
 import loopctl
 from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
@@ -61,8 +60,6 @@ __all__ = [
     "FeedRecord",
     "HeaderRecord",
     "IoRecord",
-    "LightIo",
-    "LightStep",
     "Record",
     "StepRecord",
     "TraceFormatError",
@@ -411,8 +408,7 @@ class TraceFormatError(Exception):
         self.reason = reason
 
 
-def explain(exc: ValidationError) -> str:
-    """A record's validation error in one line (what ``TraceFormatError`` says)."""
+def _explain(exc: ValidationError) -> str:
     first = exc.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
         return f"not valid JSON ({first['msg']})"
@@ -441,46 +437,11 @@ def _header_problem(raw: bytes) -> str | None:
     return None
 
 
-class LightStep(NamedTuple):
-    """A step record read without building its models (``TraceReader.numbered_light()``).
-
-    ``policy`` is validated (and shared by the records that hand in the same policy); ``step``
-    is the step as JSON data, to compare with the brain's answer. ``raw`` is the line, for the
-    full ``StepRecord`` when they differ."""
-
-    seq: int
-    policy: MachinePolicy
-    step: dict[str, Any]
-    raw: bytes
-    type: Literal["step"] = "step"
-
-
-class LightIo(NamedTuple):
-    """An io record, checked but not built (``TraceReader.numbered_light()``)."""
-
-    seq: int
-    type: Literal["io"] = "io"
-
-
-_STEP_KEYS: Final = frozenset({"seq", "type", "policy", "step"})
-_IO_KEYS: Final = frozenset({"seq", "type", "kind", "turn", "data", "duration_s"})
-_POLICIES_KEPT: Final = 8
-
-
-def _is_int(value: object) -> bool:
-    return type(value) is int
-
-
 class TraceReader:
     """Stream a trace's records, checking ``seq`` and the header; memory stays flat.
 
     Iterate to get records; ``numbered()`` also gives each one's line number. ``warnings``
     collects non-fatal problems (a truncated last line).
-
-    ``numbered_light()`` gives ``LightStep`` and ``LightIo`` for step and io records that
-    are plainly valid (parsed to JSON data and checked, not built as models: a replay only
-    compares the one and skips the other); a line that is not plainly valid takes the full
-    path, so every problem is reported exactly as without ``light``.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -488,75 +449,12 @@ class TraceReader:
         self.warnings: list[str] = []
         self.header: HeaderRecord | None = None
         self.line = 0
-        self._policies: list[tuple[dict[str, Any], MachinePolicy]] = []
 
     def __iter__(self) -> Iterator[Record]:
         for _, record in self.numbered():
             yield record
 
-    def _policy(self, data: object) -> MachinePolicy | None:
-        """The policy of a light step: the one already built from equal data, or a new one."""
-        kept = self._policies
-        for seen, policy in kept:
-            if seen == data:
-                return policy
-        try:
-            policy = MachinePolicy.model_validate(data)
-        except ValidationError:
-            return None
-        if len(kept) >= _POLICIES_KEPT:
-            del kept[0]
-        kept.append((data, policy))  # type: ignore[arg-type]
-        return policy
-
-    def _light(self, raw: bytes) -> LightStep | LightIo | None:
-        """A light record for a plainly valid step or io line; None sends it the full way."""
-        head = raw[:40]
-        if b'"type":"io"' in head:
-            kind = "io"
-        elif b'"type":"step"' in head:
-            kind = "step"
-        else:
-            return None
-        try:
-            data = from_json(raw)
-        except ValueError:
-            return None
-        if type(data) is not dict or data.get("type") != kind:
-            return None
-        seq = data.get("seq")
-        if type(seq) is not int or seq < 0:
-            return None
-        if kind == "io":
-            if not data.keys() <= _IO_KEYS or type(data.get("kind")) is not str:
-                return None
-            turn = data.get("turn")
-            duration = data.get("duration_s")
-            if (
-                (turn is not None and not _is_int(turn))
-                or type(data.get("data", {})) is not dict
-                or (duration is not None and type(duration) not in (int, float))
-            ):
-                return None
-            return LightIo(seq)
-        step = data.get("step")
-        if data.keys() != _STEP_KEYS or type(step) is not dict:
-            return None
-        policy = self._policy(data["policy"])
-        if policy is None:
-            return None
-        return LightStep(seq, policy, step, raw)
-
     def numbered(self) -> Iterator[tuple[int, Record]]:
-        """Each record with its line number."""
-        return self._numbered(False)
-
-    def numbered_light(self) -> Iterator[tuple[int, Record | LightStep | LightIo]]:
-        """``numbered()``, with ``LightStep`` and ``LightIo`` for plainly valid step and io
-        lines (see the class docstring)."""
-        return self._numbered(True)
-
-    def _numbered(self, light: bool) -> Iterator[tuple[int, Any]]:
         path = self.path
         expected_seq = 0
         previous: str | None = None
@@ -569,7 +467,7 @@ class TraceReader:
                 self.line = lineno
                 complete = raw.endswith(b"\n")
                 try:
-                    record = (light and self._light(raw)) or RECORD.validate_json(raw)
+                    record = RECORD.validate_json(raw)
                 except ValidationError as exc:
                     if not complete and raw.strip():
                         if previous is None:
@@ -586,7 +484,7 @@ class TraceReader:
                         return
                     if not raw.strip():
                         raise TraceFormatError(path, lineno, "empty line") from None
-                    reason = _header_problem(raw) or explain(exc)
+                    reason = _header_problem(raw) or _explain(exc)
                     raise TraceFormatError(path, lineno, reason) from None
                 if record.seq != expected_seq:
                     raise TraceFormatError(

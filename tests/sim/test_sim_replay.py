@@ -270,8 +270,7 @@ def test_a_checkpointed_replay_compares_the_last_feed_of_an_incomplete_trace(
 def test_replay_reads_step_and_io_records_as_strictly_as_the_reader(
     trace: Path, tmp_path: Path, kind: str, change: dict[str, object]
 ) -> None:
-    """Replay reads plainly valid step and io lines without building their models; any other
-    line takes the reader's full path, so it fails with the reader's own error."""
+    """A damaged step or io line stops a replay (either pass) with the reader's own error."""
     from loopctl_sim.trace import TraceFormatError
 
     records = lines(trace)
