@@ -462,13 +462,15 @@ class TraceReader:
             f = open(path, "rb")  # noqa: SIM115
         except OSError as exc:
             raise TraceFormatError(path, 0, f"cannot open: {exc.strerror or exc}") from None
+        # The core validator itself: TypeAdapter.validate_json adds a Python call per line.
+        validate = RECORD.validator.validate_json
         with f:
             for lineno, raw in enumerate(f, 1):
                 self.line = lineno
-                complete = raw.endswith(b"\n")
                 try:
-                    record = RECORD.validate_json(raw)
+                    record = validate(raw)
                 except ValidationError as exc:
+                    complete = raw.endswith(b"\n")
                     if not complete and raw.strip():
                         if previous is None:
                             raise TraceFormatError(
