@@ -1,8 +1,8 @@
 """``CancelSignal``: a thread-safe stop request the driver honours promptly.
 
 ``cancel()`` may be called from any thread (a signal handler, a UI thread, another task). The
-driver checks the flag between steps and also races every in-flight model stream, tool wave and
-retry sleep against ``wait()``, so a hung tool or a slow stream is cut off at once.
+driver checks the flag between steps, and while a run is under way it subscribes a callback that
+cancels the run's task, so an in-flight model stream, tool wave or retry sleep is cut off at once.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 
 __all__ = ["CancelSignal"]
 
@@ -21,6 +22,7 @@ class CancelSignal:
         self._flag = threading.Event()
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._callbacks: list[Callable[[], None]] = []
 
     @property
     def cancelled(self) -> bool:
@@ -31,10 +33,30 @@ class CancelSignal:
         with self._lock:
             self._flag.set()
             waiters = list(self._waiters)
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            callback()
         for loop, event in waiters:
             # A closed loop raises RuntimeError: nobody waits there any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(event.set)
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (in the cancelling thread) when ``cancel()`` fires, at once if it
+        already has; returns a function that unsubscribes. The driver uses it to cancel its task.
+        """
+        with self._lock:
+            fired = self._flag.is_set()
+            if not fired:
+                self._callbacks.append(callback)
+        if fired:
+            callback()
+
+        def unsubscribe() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return unsubscribe
 
     async def wait(self) -> None:
         """Return once ``cancel()`` has been called."""

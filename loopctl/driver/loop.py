@@ -17,6 +17,7 @@ waves and retry sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
@@ -93,6 +94,34 @@ class _Cancelled(Exception):
     """The cancel signal fired while the driver was waiting on the world."""
 
 
+class _CancelGuard:
+    """Cancels the run's task when the signal fires, only while that run is under way.
+
+    ``fire`` runs in the event loop's thread (scheduled with ``call_soon_threadsafe``), so the
+    ``active`` flag, cleared synchronously when the run ends, is read without a race.
+    """
+
+    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.task = task
+        self.loop = loop
+        self.active = True
+        self.fired = False
+
+    def schedule(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
+            self.loop.call_soon_threadsafe(self.fire)
+
+    def fire(self) -> None:
+        if self.active and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def close(self) -> None:
+        self.active = False
+        if self.fired:
+            self.task.uncancel()
+
+
 class BareLoop:
     """The driver. See the module docstring."""
 
@@ -127,6 +156,8 @@ class BareLoop:
         self.estimator: TokenEstimator = estimator or CharEstimator()
         self._machine = machine if machine is not None else LoopMachine()
         self._compact_requested = False
+        self._guard: _CancelGuard | None = None
+        self._policy_cache: tuple[tuple[object, ...], MachinePolicy] | None = None
         self._model = ModelCaller(
             client,
             model_middleware,
@@ -164,12 +195,24 @@ class BareLoop:
         self._compact_requested = True
 
     def policy(self) -> MachinePolicy:
-        return build_policy(
+        """The brain's settings for the next step, from the configs and the current extras.
+
+        Rebuilt whenever an input changed: the configs are frozen, so replacing
+        ``loop.config`` or ``loop.session`` (or the registry, or asking for a compaction) takes
+        effect on the very next step; an unchanged policy is reused, not validated again.
+        """
+        key = (self.session, self.config, self.registry, self._compact_requested)
+        cached = self._policy_cache
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        policy = build_policy(
             self.session,
             self.config,
             tools=self.registry.names(),
             compact_now=self._compact_requested,
         )
+        self._policy_cache = (key, policy)
+        return policy
 
     # --- running ---------------------------------------------------------------------------
 
@@ -198,7 +241,20 @@ class BareLoop:
         if input is not None:
             message = Message.user(input) if isinstance(input, str) else input
             self._feed("accept_input", input=message)
+        task = asyncio.current_task()
+        assert task is not None
+        guard = self._guard = _CancelGuard(task, asyncio.get_running_loop())
+        unsubscribe = cancel.subscribe(guard.schedule)
+        try:
+            await self._steps(cancel)
+        finally:
+            unsubscribe()
+            guard.close()
+            self._guard = None
+        return self._finalize()
 
+    async def _steps(self, cancel: CancelSignal) -> None:
+        """Ask, do, report, until the brain says ``Done``."""
         while True:
             if cancel.cancelled and not self._machine.is_terminal:
                 self._emit(IoEvent(kind="cancel"))
@@ -219,7 +275,6 @@ class BareLoop:
             except _Cancelled:
                 self._emit(IoEvent(kind="cancel"))
                 self._feed("cancel")
-        return self._finalize()
 
     # --- the steps -------------------------------------------------------------------------
 
@@ -371,31 +426,23 @@ class BareLoop:
     # --- plumbing --------------------------------------------------------------------------
 
     async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
-        """Await ``work`` unless the cancel signal fires first; then cancel it and raise."""
+        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``_Cancelled``.
+
+        No extra task is spawned: ``_CancelGuard`` cancels the run's own task when the signal
+        fires, and the ``CancelledError`` that arrives here is told apart from an outside
+        cancel by the guard's flag.
+        """
         if cancel.cancelled:
             if asyncio.iscoroutine(work):
                 work.close()
             raise _Cancelled
-        task = asyncio.ensure_future(work)
-        stopper = asyncio.ensure_future(cancel.wait())
         try:
-            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # this task itself was cancelled: take the work down with it
-            task.cancel()
-            raise
-        finally:
-            if not stopper.done():
-                stopper.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        try:
-            await task
+            return await work
         except asyncio.CancelledError:
-            pass
-        except Exception:  # the work failed while being cancelled: the cancel wins
-            pass
-        raise _Cancelled
+            guard = self._guard
+            if guard is not None and guard.fired:
+                raise _Cancelled from None
+            raise
 
     def _feed(self, name: str, **args: Any) -> None:
         getattr(self._machine, name)(**args)

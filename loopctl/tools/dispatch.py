@@ -126,10 +126,14 @@ async def dispatch(
                         data={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
                     )
                 )
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(pipeline.timed(calls[index], limit)) for index in wave]
-        for index, task in zip(wave, tasks, strict=True):
-            result, duration = task.result()
+        if len(wave) == 1:
+            # A wave of one needs no task group: run it in this task (cancel still propagates).
+            outcomes = [await pipeline.timed(calls[wave[0]], limit)]
+        else:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(pipeline.timed(calls[i], limit)) for i in wave]
+            outcomes = [task.result() for task in tasks]
+        for index, (result, duration) in zip(wave, outcomes, strict=True):
             results[index] = result
             if on_event is not None:
                 on_event(
@@ -259,13 +263,16 @@ class _Pipeline:
         except ToolArgumentsError as exc:
             return _error(call, str(exc))
         limit = found.timeout if found.timeout is not None else self.default_timeout
-        deadline = asyncio.timeout(limit)
+        deadline = asyncio.timeout(limit) if limit is not None else None
         try:
-            async with deadline:
+            if deadline is None:
                 value = await found.execute(validated)
+            else:
+                async with deadline:
+                    value = await found.execute(validated)
             return _ok(call, encode_result(found.name, value))
         except TimeoutError as exc:
-            if deadline.expired():
+            if deadline is not None and deadline.expired():
                 return _error(call, timed_out_message(call.name, limit or 0.0))
             logger.warning("tool %s failed", call.name, exc_info=True)
             return _error(call, raised_message(call.name, exc))
