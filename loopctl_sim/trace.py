@@ -245,6 +245,18 @@ def trace_json_schema() -> dict[str, Any]:
 # --- writing ----------------------------------------------------------------------------------
 
 
+def _might_hold_secrets(text: str) -> bool:
+    """``might_hold_secrets(text)``, after an exact pre-test that settles most records cheaply.
+
+    Its patterns need ``sk-``, or (in any case) ``authorization"`` or ``key"``; in ASCII text,
+    lowering the case finds those exactly (outside ASCII, case rules are wider: ask it)."""
+    if text.isascii() and "sk-" not in text:
+        low = text.lower()
+        if 'authorization"' not in low and 'key"' not in low:
+            return False
+    return might_hold_secrets(text)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -317,7 +329,7 @@ class TraceWriter:
         }
         record = HeaderRecord(snapshot=snapshot, metadata=meta, **fields)
         text = record.model_dump_json()
-        if might_hold_secrets(text):
+        if _might_hold_secrets(text):
             clean_meta = scrub(meta)
             scrubbed = clean_meta is not meta
             snap = snapshot
@@ -341,7 +353,7 @@ class TraceWriter:
         typed = decode_feed_args(name, args)
         record = feed_record(self.seq, name, typed, digest)
         text = record.model_dump_json()
-        if might_hold_secrets(text):
+        if _might_hold_secrets(text):
             data = typed.model_dump(mode="json")
             clean = scrub(data)
             if clean is not data:
@@ -368,7 +380,7 @@ class TraceWriter:
         plain = _jsonable(dict(data or {}))
         record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=plain, duration_s=duration_s)
         text = record.model_dump_json()
-        if might_hold_secrets(text):
+        if _might_hold_secrets(text):
             clean = scrub(plain)
             if clean is not plain:
                 record = record.model_copy(update={"data": clean})
@@ -382,8 +394,19 @@ class TraceWriter:
         return record
 
 
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _jsonable(value: Any) -> Any:
     """Turn pydantic models (messages, errors, usage) inside IO data into JSON data."""
+    kind = type(value)
+    if kind in _LEAVES:  # the usual values, settled without the checks below
+        return value
+    if kind is dict:
+        return {
+            k if type(k) is str else str(k): v if type(v) in _LEAVES else _jsonable(v)
+            for k, v in value.items()
+        }
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, dict):

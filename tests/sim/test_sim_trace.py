@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sim_helpers import adding_world, lines, write_lines
 
 from loopctl import LoopError, LoopMachine, MachinePolicy, Message
@@ -278,3 +280,32 @@ def test_every_corpus_line_validates_against_the_printed_schema() -> None:
             assert not errors, f"{path}:{n}: {errors[0].message}"
     bad = {"seq": 0, "type": "feed", "name": "cancel", "args": {}, "digest": 5}
     assert list(validator.iter_errors(bad))
+
+
+_FRAGMENTS = [
+    '"authorization":',
+    '"Proxy-Authorization" :',
+    '"X-API-KEY":',
+    '"api_key"',
+    '"apikey":',
+    "sk-",
+    "sk-abcdefghijk",
+    "key",
+    "KEY",
+    '"',
+    ":",
+    " ",
+    "abc",
+    "é",
+    "\u212a",  # the Kelvin sign: 'k' to a case-insensitive regex
+    "\u0130",  # I with a dot: 'i' to a case-insensitive regex
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8).map("".join))
+def test_the_writers_secret_pre_test_agrees_with_might_hold_secrets(text: str) -> None:
+    from loopctl_sim.scrub import might_hold_secrets
+    from loopctl_sim.trace import _might_hold_secrets
+
+    assert _might_hold_secrets(text) == might_hold_secrets(text)
