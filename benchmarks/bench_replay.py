@@ -9,16 +9,19 @@ The trace is a long run of the simulator: every turn one tool call, so 9 records
 
 - ``compacting``: a small context window, so threshold compaction keeps the history bounded
   (a long-lived agent); the brain's size, and so the cost of a digest, stay flat;
-- ``growing``: no compaction, the history grows with the trace. The brain's digest hashes the
-  canonical JSON of the whole brain (cached per message, but still joined and hashed whole), so
-  a digest costs O(history) and a replay of this shape is quadratic overall.
+- ``growing``: no compaction, the history grows with the trace (one long run: pending holds it
+  all). The brain's digest keeps a running hash of the conversation, so a digest after a feed
+  costs O(the feed) and this shape replays about as fast as the other (before 2026-11-30 a
+  digest hashed the whole brain and this shape was quadratic).
 
 Figures, per size: the end-to-end replay rate (read, parse, re-ask steps, apply feeds, compare
-digests) in records per second of wall time, and per second of this process's CPU time (the
-machine may be shared); the same without the digest comparison, and parse-only, to show where
-the time goes; the peak traced memory of a replay (tracemalloc, in a separate pass); the
-recording rate. Goal: 100,000 records/s and flat memory (the peak stops growing once bounded
-caches are full: about 9 MiB traced at 100k and at 300k records, measured 2026-11-30).
+the digest after every feed: ``replay_trace``'s default) in records per second of wall time,
+and per second of this process's CPU time (the machine may be shared); the CPU rate of
+``replay_trace(digest_every=32)`` (digests compared at checkpoints, an exact second pass only
+when something differs); the rate without any digest, and parse-only, to show where the time
+goes; the peak traced memory of a replay (tracemalloc, in a separate pass); the recording rate.
+Goal: 100,000 records/s and flat memory (the peak stops growing once bounded caches are full:
+about 8 MiB traced at 100k and at 200k records, measured 2026-11-30).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from loopctl_sim.world import ModelScript, World
 
 RECORDS_PER_TURN = 9
 GOAL = 100_000
+CHECKPOINT_EVERY = 32
 
 
 def make_world(records: int, shape: str) -> World:
@@ -122,6 +126,15 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
 
     replay_rate, n = _rate(full, path)
     replay_cpu_rate = _CPU["cpu"]
+
+    def checkpointed(p: Path) -> int:
+        result = replay_trace(p, digest_every=CHECKPOINT_EVERY)
+        if not result.ok:  # pragma: no cover
+            raise AssertionError(result.summary())
+        return result.records
+
+    _rate(checkpointed, path)
+    checkpoint_cpu_rate = _CPU["cpu"]
     no_digest_rate, _ = _rate(_replay_without_digests, path)
     parse_rate, _ = _rate(_parse_only, path)
 
@@ -143,6 +156,8 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
         rate_key: round(replay_rate),
         # records per second of this process's CPU time: what the rate would be on an idle core
         "replay_rate_cpu": round(replay_cpu_rate),
+        # replay_trace(digest_every=CHECKPOINT_EVERY), per CPU second
+        "checkpointed_rate_cpu": round(checkpoint_cpu_rate),
         "replay_rate_without_digest": round(no_digest_rate),
         "parse_rate": round(parse_rate),
         "digest_share": round(1 - replay_rate / no_digest_rate, 3),
@@ -183,6 +198,7 @@ def _table(report: dict[str, Any]) -> str:
         ("records", 8),
         ("rate", 12),
         ("replay_rate_cpu", 12),
+        ("checkpointed_rate_cpu", 12),
         ("replay_rate_without_digest", 12),
         ("parse_rate", 11),
         ("digest_share", 7),
@@ -194,6 +210,7 @@ def _table(report: dict[str, Any]) -> str:
         "records",
         "replay r/s",
         "replay r/cpu-s",
+        "ckpt r/cpu-s",
         "no-digest r/s",
         "parse r/s",
         "digest",
