@@ -9,8 +9,9 @@ last brought up to date:
 
 - ``parts``: each message's JSON (a save joins them);
 - ``chain``: a running sha256 of the JSON up to the cache's last message (for pending, that
-  includes the whole history before it). A digest copies the chain, adds ``END`` and finishes:
-  O(what the last feed added), not O(history).
+  includes the whole history before it), brought up to date when a digest asks (a save does
+  not hash). A digest copies the chain, adds ``END`` and finishes: O(what the last feed
+  added), not O(history).
 
 A replaced list (compaction, commit, restore) starts a new cache; a pending cache whose history
 changed under it rehashes its cached parts (pending is empty then, in practice). The values are
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
-__all__ = ["JsonCache", "encoded", "message_json"]
+__all__ = ["JsonCache", "chained", "encoded", "message_json", "sha256_of"]
 
 _TO_JSON: Final = Message.__pydantic_serializer__.to_json
 _CALL_JSON: Final = ToolCall.__pydantic_serializer__.to_json
@@ -74,48 +75,52 @@ Hash = Any  # hashlib's sha256 object (its type is private)
 
 class JsonCache:
     """The JSON of ``source``'s first ``len(parts)`` messages (``source`` is the list itself),
-    and ``chain``: the sha256 of ``start()`` followed by those JSON texts joined by ``,``.
+    and ``chain``: the sha256 of ``start()`` followed by the first ``hashed`` of those JSON texts
+    joined by ``,`` (brought up to date by ``chained``, only when a digest asks: a save does
+    not pay for hashing).
 
     ``base`` names what ``start`` was (for pending: the history cache and its length), so that
     a changed start is noticed."""
 
-    __slots__ = ("base", "chain", "parts", "source")
+    __slots__ = ("base", "chain", "hashed", "parts", "source")
 
-    def __init__(self, source: Sequence[Message], chain: Hash, base: object) -> None:
+    def __init__(self, source: Sequence[Message]) -> None:
         self.source = source
         self.parts: list[bytes] = []
-        self.chain = chain
-        self.base = base
+        self.chain: Hash = None
+        self.hashed = 0
+        self.base: object = None
 
 
-def encoded(
-    cache: JsonCache | None,
-    messages: Sequence[Message],
-    start: Callable[[], Hash],
-    base: object = None,
-) -> JsonCache:
+def encoded(cache: JsonCache | None, messages: Sequence[Message]) -> JsonCache:
     """``cache`` brought up to date with ``messages``, or a new one if they are another list.
 
     Identity, not equality, decides: the cache keeps a reference to the list it mirrors, so a
-    replaced list (compaction, commit) is never mistaken for the old one. ``start()`` gives a
-    fresh hash of the bytes before the first message; it is called when the cache is new or its
-    ``base`` is not ``base`` any more.
+    replaced list (compaction, commit) is never mistaken for the old one.
     """
     if cache is None or cache.source is not messages or len(cache.parts) > len(messages):
-        cache = JsonCache(messages, start(), base)
-    elif cache.base is not base and cache.base != base:
+        cache = JsonCache(messages)
+    parts = cache.parts
+    if len(parts) < len(messages):
+        parts.extend([message_json(m) for m in messages[len(parts) :]])
+    return cache
+
+
+def chained(cache: JsonCache, start: Callable[[], Hash], base: object = None) -> Hash:
+    """``cache``'s running hash, brought up to date with its parts. ``start()`` gives a fresh
+    hash of the bytes before the first message; it is called when the cache has no hash yet
+    or its ``base`` is not ``base`` any more."""
+    if cache.chain is None or (cache.base is not base and cache.base != base):
         cache.chain = start()
         cache.base = base
-        if cache.parts:
-            cache.chain.update(b",".join(cache.parts))
+        cache.hashed = 0
     parts = cache.parts
-    done = len(parts)
-    if done < len(messages):
-        new = [message_json(m) for m in messages[done:]]
-        parts.extend(new)
-        joined = b",".join(new)
+    done = cache.hashed
+    if done < len(parts):
+        joined = b",".join(parts[done:])
         cache.chain.update(b"," + joined if done else joined)
-    return cache
+        cache.hashed = len(parts)
+    return cache.chain
 
 
 def sha256_of(prefix: bytes) -> Callable[[], Hash]:

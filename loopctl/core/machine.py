@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
-from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
+from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -728,23 +728,22 @@ class LoopMachine:
         O(the feed), not O(history). A restored machine's first digest hashes it all once.
         Tests pin the value to the hash of the snapshot model's own JSON.
         """
-        pending = self._encoded()[1]
-        final = pending.chain.copy()
+        history, pending = self._encoded()
+        history_chain = chained(history, _HISTORY_START)
+
+        def after_history() -> Hash:
+            chain = history_chain.copy()
+            chain.update(PENDING_HEAD)
+            return chain
+
+        final = chained(pending, after_history, (history, history.hashed)).copy()
         final.update(self._end())
         return str(final.hexdigest()[:16])
 
     def _encoded(self) -> tuple[JsonCache, JsonCache]:
-        """The history and pending caches, brought up to date."""
-        self._history_json = history = encoded(self._history_json, self._history, _HISTORY_START)
-
-        def after_history() -> Hash:
-            chain = history.chain.copy()
-            chain.update(PENDING_HEAD)
-            return chain
-
-        self._pending_json = pending = encoded(
-            self._pending_json, self._pending, after_history, (history, len(history.parts))
-        )
+        """The history and pending caches, brought up to date (their JSON, not their hashes)."""
+        self._history_json = history = encoded(self._history_json, self._history)
+        self._pending_json = pending = encoded(self._pending_json, self._pending)
         return history, pending
 
     def _end(self) -> bytes:
