@@ -55,8 +55,7 @@ class Usage(BaseModel):
     context_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        # Both sides are valid already: construct without validating again (a hot path).
-        return Usage.model_construct(
+        return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,

@@ -10,9 +10,8 @@ The trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot chang
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep
 
@@ -33,13 +32,17 @@ IoKind = Literal[
 ]
 
 
-class IoEvent(BaseModel):
-    """One thing the driver did in the world. Durations and times live only here."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IoEvent:
+    """One thing the driver did in the world. Durations and times live only here.
 
-    model_config = ConfigDict(frozen=True)
+    A plain dataclass, not a pydantic model: several are made every turn, and everything in them
+    was built by the driver itself, so there is nothing to validate.
+    """
+
     kind: IoKind
     turn: int | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
 
 
