@@ -5,10 +5,22 @@
 - ``record``: ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (a bare brain).
 - ``replay``: machine-level replay with divergence reports.
 - ``world``, ``scenario``, ``sim``: scripted worlds with faults, YAML scenarios, the simulator.
+- ``invariants``: the engine's invariants as pure checkers (also along a recorded trace).
+- ``stateful``, ``driver_stateful``: hypothesis state machines over the brain and the driver
+  (they import hypothesis: ``pip install 'loopctl[sim]'``; not imported here).
+- ``fuzz``, ``shrink``: seeded fault-injection campaigns and delta debugging of a failure.
+- ``pytest_plugin``: fixtures and a marker for users' own agents (a ``pytest11`` entry point).
 - ``cli``: the ``loopctl-sim`` command.
 """
 
 from loopctl_sim.feeds import apply_feed, decode_feed_args, encode_feed_args
+from loopctl_sim.invariants import (
+    InvariantViolation,
+    assert_machine,
+    check_machine,
+    check_resume,
+    check_trace,
+)
 from loopctl_sim.record import RecordingMachine, TraceRecorder
 from loopctl_sim.replay import Divergence, ReplayResult, replay_trace
 from loopctl_sim.scenario import Scenario, ScenarioError, load_scenario
@@ -30,6 +42,7 @@ __all__ = [
     "Divergence",
     "Fault",
     "FaultPlan",
+    "InvariantViolation",
     "ModelScript",
     "RecordingMachine",
     "ReplayResult",
@@ -43,6 +56,10 @@ __all__ = [
     "TraceWriter",
     "World",
     "apply_feed",
+    "assert_machine",
+    "check_machine",
+    "check_resume",
+    "check_trace",
     "decode_feed_args",
     "encode_feed_args",
     "load_scenario",
