@@ -4,8 +4,9 @@
 - ``RecordingMachine`` wraps a bare ``LoopMachine`` and records every ``next_step`` and feed; the
   machine-level simulator drives one.
 
-Every feed record carries ``machine.digest()`` after the feed. The digest serializes the whole
-brain, so recording costs O(history) per feed (see ``benchmarks/bench_replay.py`` for figures).
+Every feed record carries ``machine.digest()`` after the feed. The digest keeps a running hash
+of the conversation, so recording costs O(the feed), not O(history) (see
+``benchmarks/bench_replay.py`` for figures).
 """
 
 from __future__ import annotations
