@@ -45,8 +45,18 @@ def message_json(message: Message) -> bytes:
     cannot encode) is left to pydantic too. Tests pin the bytes to ``Message``'s own JSON.
     """
     try:
+        parts = message.parts
+        if len(parts) == 1 and type(parts[0]) is TextPart and type(message) is Message:
+            # one text part: most messages
+            return (
+                '{"role":"'
+                + message.role
+                + '","parts":[{"kind":"text","text":'
+                + _STR(parts[0].text)
+                + "}]}"
+            ).encode()
         out = []
-        for part in message.parts:
+        for part in parts:
             if type(part) is TextPart:
                 out.append('{"kind":"text","text":' + _STR(part.text) + "}")
             elif type(part) is ToolResult:
