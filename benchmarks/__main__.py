@@ -323,10 +323,9 @@ def print_report(out: dict[str, Any]) -> None:
             detail = "one T only" if growth is None else f"loopctl growth {growth}x"
             if goal.get("loopctl_cpu_growth") is not None:
                 detail += f" (CPU {goal['loopctl_cpu_growth']}x)"
-            if goal.get("peer_growth"):
-                detail += "; peers " + ", ".join(
-                    f"{k} {v}x" for k, v in goal["peer_growth"].items() if v is not None
-                )
+            peer_growth = {k: v for k, v in goal.get("peer_growth", {}).items() if v is not None}
+            if peer_growth:
+                detail += "; peers " + ", ".join(f"{k} {v}x" for k, v in peer_growth.items())
         elif "detail" in goal:
             detail = goal["detail"]
         elif "slowest_by_shape" in goal:
