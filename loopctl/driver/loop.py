@@ -165,6 +165,7 @@ class BareLoop:
             rng or random.random,
             self._emit,
             on_stream,
+            watched=lambda: bool(self.observers),
         )
 
     # --- the brain in and out ------------------------------------------------------------
@@ -287,19 +288,20 @@ class BareLoop:
             options=dict(self.session.options),
             turn=step.turn,
         )
-        self._emit(
-            IoEvent(
-                kind="model_request",
-                turn=step.turn,
-                data={
-                    "n_messages": len(request.messages),
-                    "tools": [t.name for t in request.tools],
-                    "last": request.messages[-1].model_dump(mode="json")
-                    if request.messages
-                    else None,
-                },
+        if self.observers:  # the event's data costs a dump of the last message: only if watched
+            self._emit(
+                IoEvent(
+                    kind="model_request",
+                    turn=step.turn,
+                    data={
+                        "n_messages": len(request.messages),
+                        "tools": [t.name for t in request.tools],
+                        "last": request.messages[-1].model_dump(mode="json")
+                        if request.messages
+                        else None,
+                    },
+                )
             )
-        )
         try:
             reply = await self._race(self._model.call(request, self.config.retry), cancel)
         except ApiError as exc:
@@ -335,7 +337,7 @@ class BareLoop:
                 post_hooks=self.hooks.post_tool,
                 middleware=self.middleware,
                 default_timeout=self.config.tool_timeout,
-                on_event=self._emit,
+                on_event=self._emit if self.observers else None,
                 turn=step.turn,
             ),
             cancel,

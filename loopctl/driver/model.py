@@ -47,6 +47,7 @@ class ModelCaller:
         draw: Callable[[], float],
         emit: Callable[[IoEvent], None],
         on_stream: Callable[[StreamEvent], None] | None = None,
+        watched: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.middleware = tuple(middleware)
@@ -54,6 +55,7 @@ class ModelCaller:
         self.draw = draw
         self.emit = emit
         self.on_stream = on_stream
+        self.watched = watched
 
     async def _stream(self, request: ModelRequest) -> ModelReply:
         events: list[StreamEvent] = []
@@ -114,19 +116,20 @@ class ModelCaller:
                 await self.sleep(delay)
                 attempt += 1
                 continue
-            self.emit(
-                IoEvent(
-                    kind="model_reply",
-                    turn=request.turn,
-                    data={
-                        "message": reply.message.model_dump(mode="json"),
-                        "usage": reply.usage.model_dump(mode="json"),
-                        "stop_reason": reply.stop_reason,
-                        "attempts": attempt + 1,
-                    },
-                    duration_s=time.perf_counter() - started,
+            if self.watched():  # the data costs a dump of the reply: only if someone watches
+                self.emit(
+                    IoEvent(
+                        kind="model_reply",
+                        turn=request.turn,
+                        data={
+                            "message": reply.message.model_dump(mode="json"),
+                            "usage": reply.usage.model_dump(mode="json"),
+                            "stop_reason": reply.stop_reason,
+                            "attempts": attempt + 1,
+                        },
+                        duration_s=time.perf_counter() - started,
+                    )
                 )
-            )
             return reply
 
 
