@@ -51,6 +51,7 @@ from loopctl.api import (
 )
 from loopctl.core import (
     CompactReason,
+    ErrorKind,
     LoopError,
     MachinePolicy,
     Message,
@@ -302,58 +303,39 @@ def message_events(message: Message, usage: Usage | None = None) -> list[StreamE
     return events
 
 
+# error-kind model fault -> (LoopError kind, default message, retryable, HTTP status or None
+# when the failure has no response, whether the fault's retry-after reaches the driver)
+_FAULT_ERRORS: dict[str, tuple[ErrorKind, str, bool, int | None, bool]] = {
+    "network": ("network", "connection reset by peer", True, None, False),
+    "timeout": ("timeout", "the request timed out", True, None, False),
+    "rate_limited": ("rate_limited", "rate limit exceeded", True, 429, True),
+    "server_error": ("provider", "internal server error", True, 500, True),
+    "overloaded": ("overloaded", "overloaded", True, 529, True),
+    "context_overflow": (
+        "context_overflow",
+        "prompt is too long for the model's context window",
+        False,
+        400,
+        False,
+    ),
+}
+
+
 def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
     """The ``ApiError`` a provider raises for an error-kind model fault; None for the others."""
-    msg = fault.message
-    kind = fault.kind
-    if kind == "network":
-        return ApiError(
-            LoopError(kind="network", message=msg or "connection reset by peer", retryable=True)
-        )
-    if kind == "timeout":
-        return ApiError(
-            LoopError(kind="timeout", message=msg or "the request timed out", retryable=True)
-        )
-    if kind == "rate_limited":
-        return ApiError(
-            LoopError(
-                kind="rate_limited",
-                message=msg or "rate limit exceeded",
-                retryable=True,
-                status=fault.status or 429,
-            ),
-            retry_after=fault.retry_after,
-        )
-    if kind == "server_error":
-        return ApiError(
-            LoopError(
-                kind="provider",
-                message=msg or "internal server error",
-                retryable=True,
-                status=fault.status or 500,
-            ),
-            retry_after=fault.retry_after,
-        )
-    if kind == "overloaded":
-        return ApiError(
-            LoopError(
-                kind="overloaded",
-                message=msg or "overloaded",
-                retryable=True,
-                status=fault.status or 529,
-            ),
-            retry_after=fault.retry_after,
-        )
-    if kind == "context_overflow":
-        return ApiError(
-            LoopError(
-                kind="context_overflow",
-                message=msg or "prompt is too long for the model's context window",
-                status=fault.status or 400,
-                details={"context_window": policy.context_window},
-            )
-        )
-    return None
+    entry = _FAULT_ERRORS.get(fault.kind)
+    if entry is None:
+        return None
+    kind, default_message, retryable, default_status, hints = entry
+    status = (fault.status or default_status) if default_status is not None else None
+    error = LoopError(
+        kind=kind,
+        message=fault.message or default_message,
+        retryable=retryable,
+        status=status,
+        details={"context_window": policy.context_window} if kind == "context_overflow" else {},
+    )
+    return ApiError(error, retry_after=fault.retry_after if hints else None)
 
 
 def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
