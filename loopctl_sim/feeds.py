@@ -23,11 +23,11 @@ discard_pending        ``{}``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from loopctl.core import FEEDS, LoopError, LoopMachine, Message
+from loopctl.core import FEEDS, FeedName, LoopError, LoopMachine, Message
 
 __all__ = [
     "FEED_ARGS",
@@ -48,19 +48,6 @@ __all__ = [
     "encode_feed_args",
 ]
 
-FeedName = Literal[
-    "accept_input",
-    "model_response",
-    "tool_results",
-    "compaction_result",
-    "compaction_noop",
-    "set_context_tokens",
-    "inject",
-    "cancel",
-    "fail",
-    "commit_pending",
-    "discard_pending",
-]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -10,6 +10,7 @@ from loopctl.core.machine import (
     STEP_TRANSITIONS,
     TRANSITIONS,
     Exchange,
+    FeedName,
     LoopMachine,
     MachineSnapshot,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ErrorKind",
     "Exchange",
     "Failed",
+    "FeedName",
     "LoopAction",
     "LoopError",
     "LoopMachine",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
@@ -74,6 +74,7 @@ __all__ = [
     "STEP_TRANSITIONS",
     "TRANSITIONS",
     "Exchange",
+    "FeedName",
     "LoopMachine",
     "MachineSnapshot",
 ]
@@ -86,7 +87,7 @@ STATES: Final[tuple[StateKind, ...]] = (
     "awaiting_compaction",
     "terminal",
 )
-FEEDS: Final = (
+FeedName = Literal[
     "accept_input",
     "model_response",
     "tool_results",
@@ -98,7 +99,8 @@ FEEDS: Final = (
     "fail",
     "commit_pending",
     "discard_pending",
-)
+]
+FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 
 class Transition(NamedTuple):

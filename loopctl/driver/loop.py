@@ -357,6 +357,8 @@ class BareLoop:
         cancel: CancelSignal,
     ) -> None:
         """After an exchange: consult the reflector on tool errors or a coming loop warning."""
+        if isinstance(self.reflector, NoReflector):
+            return  # nothing would be said: skip the verdict and the conversation copy
         window = self._machine.loop_window
         verdict = None if window.warned else judge(window, policy)
         if not reflection_due(answered, verdict):

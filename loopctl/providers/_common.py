@@ -332,6 +332,8 @@ class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies."""
 
     info: ProviderInfo
+    #: Sent as a bearer token by the default ``headers()`` when set (Anthropic overrides it).
+    api_key: str | None = None
 
     def __init__(
         self,
@@ -365,7 +367,10 @@ class HttpProvider:
         raise NotImplementedError
 
     def headers(self) -> dict[str, str]:
-        return {"content-type": "application/json"}
+        headers = {"content-type": "application/json"}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError

@@ -269,12 +269,6 @@ class OpenAIClient(HttpProvider):
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    def headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
-        return headers
-
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
