@@ -1,7 +1,10 @@
 """Loop detection: a pure verdict over a bounded window of recorded calls.
 
-The brain records every call of each completed exchange as a key (name plus canonical JSON of the
-arguments). ``tool_results`` only records; the verdict is taken in ``next_step``, where the policy
+The brain records every call of each completed exchange as a key: the tool's name and a 64-bit
+hash of the canonical JSON of its arguments. A fixed-size key keeps the window (which every
+snapshot and every digest carries) small whatever the arguments hold: a window of full arguments
+made each digest hash the last calls' whole payloads (file contents, for a writing agent).
+``tool_results`` only records; the verdict is taken in ``next_step``, where the policy
 is at hand, and only once per exchange (``unjudged`` counts the calls not judged yet).
 
 Two patterns are loops, both looked for within the last ``loop_window`` recorded calls:
@@ -17,9 +20,10 @@ same data as a model, for snapshots and for readers such as the driver.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,20 +39,27 @@ _CANONICAL: Final = json.JSONEncoder(
 )
 
 
+#: Hex digits of the arguments' hash at the end of a key, after ``#``.
+_HASH_HEX: Final = 16
+_EMPTY: Final = hashlib.blake2b(b"{}", digest_size=_HASH_HEX // 2).hexdigest()
+
+
 def call_key(call: ToolCall) -> str:
-    """Name plus canonical arguments: equal keys mean the same call.
+    """``name#hash``: the tool's name and a 64-bit hash of the canonical JSON of the arguments.
 
-    Raises ``ValueError`` for arguments holding NaN or infinity (the brain refuses such a call).
+    Equal keys mean the same call (two different argument sets share a key with probability
+    2**-64). Raises ``ValueError`` for arguments holding NaN or infinity (the brain refuses
+    such a call).
     """
-    return call.name + "\x00" + _canonical(call.arguments)
-
-
-def _canonical(arguments: dict[str, Any]) -> str:
-    return _CANONICAL.encode(arguments) if arguments else "{}"
+    arguments = call.arguments
+    if not arguments:
+        return call.name + "#" + _EMPTY
+    text = _CANONICAL.encode(arguments).encode()  # ASCII: the encoder escapes the rest
+    return call.name + "#" + hashlib.blake2b(text, digest_size=_HASH_HEX // 2).hexdigest()
 
 
 def _tool_of(key: str) -> str:
-    return key.split("\x00", 1)[0]
+    return key[: -_HASH_HEX - 1]
 
 
 def record_keys(keys: tuple[str, ...], calls: Sequence[ToolCall]) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = ["MAX_LOOP_WINDOW", "LoopAction", "MachinePolicy"]
 
 #: The brain keeps at most this many recorded calls; ``loop_window`` may not exceed it.
-MAX_LOOP_WINDOW = 256
+MAX_LOOP_WINDOW = 64
 
 LoopAction = Literal["warn", "fail", "off"]
 
