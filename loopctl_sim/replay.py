@@ -19,12 +19,12 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, ProtocolError
-from loopctl_sim.feeds import apply_feed
+from loopctl_sim.feeds import ModelResponseArgs, SetContextTokensArgs, ToolResultsArgs, apply_feed
 from loopctl_sim.record import end_outcome
 from loopctl_sim.trace import (
     EndRecord,
+    FeedRecord,
     HeaderRecord,
-    IoRecord,
     StepRecord,
     TraceFormatError,
     TraceReader,
@@ -206,15 +206,23 @@ def replay_trace(
 def _replay(
     path: str | os.PathLike[str], until: int | None, recent: int, digest_every: int
 ) -> ReplayResult:
+    # The hot loop: up to a million records a run, so it keeps its counts in locals (io records
+    # are not counted at all: they are what is left of ``records``), dispatches on exact types
+    # and applies the three feeds of every turn without ``apply_feed``'s checks (the reader
+    # already built typed arguments).
     reader = TraceReader(path)
     result = ReplayResult(path=reader.path)
     machine: LoopMachine | None = None
-    # (seq, line, name, args) of the last feeds, made RecentFeed only for a report
-    feeds: deque[tuple[int, int, str, Any]] = deque(maxlen=recent)
+    # (line, feed record) of the last feeds, made RecentFeed only for a report
+    feeds: deque[tuple[int, Any]] = deque(maxlen=recent)
     scrubbed_at: int | None = None
     # The last feed whose digest was not compared yet (fast pass): seq, line, name, digest.
     unchecked: tuple[int, int, str, str] | None = None
     since_check = 0
+    line = 0  # the records read so far: seq is always line - 1
+    steps = n_feeds = headers = ends = 0
+    # --until N stops after the record with seq N, on line N + 1.
+    last_line = max(until, 0) + 1 if until is not None else -1
 
     def diverge(
         seq: int, line: int, what: str, message: str, expected: Any, actual: Any
@@ -225,13 +233,20 @@ def _replay(
                 f"secrets were scrubbed from this trace at seq {scrubbed_at}; "
                 "replay past that point cannot be exact"
             )
-        recent_feeds = [RecentFeed(*f) for f in feeds]
+        recent_feeds = [RecentFeed(r.seq, at, r.name, r.args) for at, r in feeds]
         result.divergence = Divergence(
             seq, line, what, message, expected, actual, recent_feeds, note=note
         )
         result.machine = machine
         result.warnings = reader.warnings
+        counted()
         return result
+
+    def counted() -> None:
+        result.records = line
+        result.steps = steps
+        result.feeds = n_feeds
+        result.io = line - steps - n_feeds - headers - ends
 
     def digest_differs(seq: int, line: int, name: str, recorded: str) -> ReplayResult | None:
         assert machine is not None
@@ -249,19 +264,17 @@ def _replay(
             {"digest": digest},
         )
 
-    for line, record in reader.numbered():
-        result.records += 1
-        seq = record.seq
-        if isinstance(record, IoRecord):
-            result.io += 1
-        elif isinstance(record, StepRecord):
-            result.steps += 1
+    for line, record in reader.replay_records():
+        if record is None:  # an io record: not replayed
+            pass
+        elif type(record) is StepRecord:
+            steps += 1
             assert machine is not None  # the reader guarantees a header first
             try:
                 actual = machine.next_step(record.policy)
             except ProtocolError as exc:
                 return diverge(
-                    seq,
+                    line - 1,
                     line,
                     "protocol_error",
                     f"next_step() raised: {exc}",
@@ -270,14 +283,16 @@ def _replay(
                 )
             if actual != record.step:
                 return diverge(
-                    seq,
+                    line - 1,
                     line,
                     "step",
                     f"the brain answered {actual.kind}, the trace says {record.step.kind}",
                     record.step.model_dump(mode="json"),
                     actual.model_dump(mode="json"),
                 )
-        elif isinstance(record, HeaderRecord):
+        elif type(record) is HeaderRecord:
+            headers += 1
+            seq = line - 1
             if unchecked is not None:
                 found = digest_differs(*unchecked)
                 if found is not None:
@@ -313,7 +328,9 @@ def _replay(
                         expected_next.model_dump(),
                         machine.model_dump(),
                     )
-        elif isinstance(record, EndRecord):
+        elif type(record) is EndRecord:
+            ends += 1
+            seq = line - 1
             assert machine is not None
             if unchecked is not None:
                 found = digest_differs(*unchecked)
@@ -346,39 +363,49 @@ def _replay(
                 )
             result.complete = True
             result.outcome = actual_outcome
-        else:  # a feed
+        else:  # a feed (io records come as None)
+            feed: FeedRecord = record  # type: ignore[assignment]
             assert machine is not None
-            result.feeds += 1
-            name = record.name
-            if record.scrubbed and scrubbed_at is None:
-                scrubbed_at = seq
-            feeds.append((seq, line, name, record.args))
+            n_feeds += 1
+            if feed.scrubbed and scrubbed_at is None:
+                scrubbed_at = line - 1
+            feeds.append((line, feed))
+            args = feed.args
             try:
-                apply_feed(machine, name, record.args)
+                # The feeds of every turn first, as apply_feed() would apply them.
+                if type(args) is ModelResponseArgs:
+                    machine.model_response(args.response, args.context_tokens)
+                elif type(args) is ToolResultsArgs:
+                    machine.tool_results(args.message)
+                elif type(args) is SetContextTokensArgs:
+                    machine.set_context_tokens(args.n)
+                else:
+                    apply_feed(machine, feed.name, args)
             except ProtocolError as exc:
                 return diverge(
-                    seq,
+                    line - 1,
                     line,
                     "protocol_error",
-                    f"{name}() was refused: {exc}",
-                    {"digest": record.digest},
+                    f"{feed.name}() was refused: {exc}",
+                    {"digest": feed.digest},
                     {"ProtocolError": str(exc)},
                 )
             since_check += 1
             if since_check >= digest_every:
                 since_check = 0
                 unchecked = None
-                if machine.digest() != record.digest:
-                    return digest_differs(seq, line, name, record.digest) or result
+                if machine.digest() != feed.digest:
+                    return digest_differs(line - 1, line, feed.name, feed.digest) or result
             else:
-                unchecked = (seq, line, name, record.digest)
-        if until is not None and seq >= until:
-            result.stopped_at = seq
+                unchecked = (line - 1, line, feed.name, feed.digest)
+        if line == last_line:
+            result.stopped_at = line - 1
             break
     if unchecked is not None:
         found = digest_differs(*unchecked)
         if found is not None:
             return found
+    counted()
     result.warnings = reader.warnings
     result.machine = machine
     if machine is not None:

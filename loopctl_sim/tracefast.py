@@ -1,0 +1,448 @@
+"""The trace reader's fast path: well-formed lines parsed by ``orjson``, records built directly.
+
+Validating a line with pydantic (``RECORD.validator.validate_json``) costs about 4-6 µs, most of
+it building a dozen small models through the discriminated unions; machine-level replay reads
+every line, so that alone would cap it near 200,000 records/s before the brain does any work.
+``orjson`` parses a line in about a third of that time, and the records a writer produces have
+one canonical shape: every field present, each value of exactly its JSON type. This module
+recognises that shape and builds the very records pydantic would (equal, with the same field
+order and ``model_fields_set``) without going through validation.
+
+It is a fast path, never a second validator: ``make_decoder()``'s function answers ``None``
+whenever it is not sure (any other shape, type, key set or record kind, a ``seq`` other than
+the expected one, an integer ``orjson`` turns into a float), and the reader then validates the
+line with pydantic exactly as before. So every accepted trace reads to the same records and
+every rejected one fails with the same ``TraceFormatError``. Headers, end records, ``compact``
+and ``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic path.
+
+The policy of a step record is almost always the one of the step before: a step whose policy
+dict equals the previous one reuses that ``MachinePolicy`` object. Equal dicts may differ in
+number types (``1`` and ``1.0`` and ``true``), but pydantic turns each of those into the same
+field value, so the reused policy is still the one it would build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from loopctl.core import CallLLM, CallTools, MachinePolicy, Message, TextPart, ToolCall, ToolResult
+from loopctl_sim.feeds import (
+    AcceptInputArgs,
+    CompactionNoopArgs,
+    CompactionResultArgs,
+    InjectArgs,
+    ModelResponseArgs,
+    NoArgs,
+    SetContextTokensArgs,
+    ToolResultsArgs,
+)
+from loopctl_sim.trace import _FEED_RECORDS, IoRecord, StepRecord
+
+__all__ = ["IO_SEEN", "Decoder", "IoSeen", "fast_path_problems", "make_decoder"]
+
+
+class IoSeen:
+    """What a light decoder answers for a well-formed ``io`` record: its content is not kept."""
+
+    __slots__ = ()
+    type: Final = "io"
+
+
+#: The light decoder's answer for a well-formed ``io`` record (machine replay only counts them).
+IO_SEEN: Final = IoSeen()
+
+#: ``decode(raw_line, expected_seq)``: the record, ``IO_SEEN``, or ``None`` (use pydantic).
+Decoder = Callable[[bytes, int], Any]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _build(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance of ``cls`` with exactly these (already checked) field values, in field order.
+
+    What pydantic-core builds too, minus validation: the fields set is every field given (the
+    fast path only accepts lines that give them all), no extra, no private attributes."""
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields(obj, set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
+
+
+#: ``orjson`` reads integers beyond 64 bits as floats (pydantic keeps them exact): a float this
+#: large in an ``Any`` value may be one of those, so such a line takes the pydantic path.
+_BIG: Final = 2.0**63
+
+
+def _plain(value: Any) -> bool:
+    """True when ``value`` (JSON data) holds no float that could be a misread big integer."""
+    kind = type(value)
+    if kind is dict:
+        return all(_plain(v) for v in value.values())
+    if kind is list:
+        return all(_plain(v) for v in value)
+    if kind is float:
+        return bool(-_BIG < value < _BIG)
+    return True
+
+
+def _plain_dict(value: Any) -> bool:
+    """``value`` is a JSON object fit for a ``dict[str, Any]`` field (see ``_plain``)."""
+    if type(value) is not dict:
+        return False
+    for v in value.values():
+        kind = type(v)
+        if (kind is float or kind is dict or kind is list) and not _plain(v):
+            return False
+    return True
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+_ROLES: Final = frozenset({"system", "user", "assistant"})
+
+
+def _tool_call(p: dict[str, Any]) -> ToolCall | None:
+    if len(p) != 4:
+        return None
+    ident, name, arguments = p.get("id"), p.get("name"), p.get("arguments")
+    if type(ident) is not str or type(name) is not str or not _plain_dict(arguments):
+        return None
+    return _build(
+        ToolCall, {"kind": "tool_call", "id": ident, "name": name, "arguments": arguments}
+    )
+
+
+def _part(p: Any) -> TextPart | ToolCall | ToolResult | None:
+    if type(p) is not dict:
+        return None
+    kind = p.get("kind")
+    if kind == "text":
+        text = p.get("text")
+        if len(p) == 2 and type(text) is str:
+            return _build(TextPart, {"kind": "text", "text": text})
+    elif kind == "tool_call":
+        return _tool_call(p)
+    elif kind == "tool_result":
+        call_id, name, content = p.get("call_id"), p.get("name"), p.get("content")
+        is_error = p.get("is_error")
+        if (
+            len(p) == 5
+            and type(call_id) is str
+            and type(name) is str
+            and type(content) is str
+            and type(is_error) is bool
+        ):
+            return _build(
+                ToolResult,
+                {
+                    "kind": "tool_result",
+                    "call_id": call_id,
+                    "name": name,
+                    "content": content,
+                    "is_error": is_error,
+                },
+            )
+    return None
+
+
+def _message(m: Any) -> Message | None:
+    if type(m) is not dict or len(m) != 2:
+        return None
+    role, parts = m.get("role"), m.get("parts")
+    if type(role) is not str or role not in _ROLES or type(parts) is not list:
+        return None
+    built = []
+    for p in parts:
+        part = _part(p)
+        if part is None:
+            return None
+        built.append(part)
+    return _build(Message, {"role": role, "parts": tuple(built)})
+
+
+def _messages(items: Any) -> tuple[Message, ...] | None:
+    if type(items) is not list:
+        return None
+    built = []
+    for m in items:
+        message = _message(m)
+        if message is None:
+            return None
+        built.append(message)
+    return tuple(built)
+
+
+# --- feed arguments ---------------------------------------------------------------------------
+# One builder per feed: the typed arguments, or None. ``fail`` (a LoopError) is not here.
+
+
+def _accept_input(a: dict[str, Any]) -> BaseModel | None:
+    # A plain string input is made a user message by a validator: leave that to pydantic.
+    message = _message(a.get("input")) if len(a) == 1 else None
+    return None if message is None else _build(AcceptInputArgs, {"input": message})
+
+
+def _model_response(a: dict[str, Any]) -> BaseModel | None:
+    tokens = a.get("context_tokens")
+    if len(a) != 2 or type(tokens) is not int:
+        return None
+    message = _message(a.get("response"))
+    if message is None:
+        return None
+    return _build(ModelResponseArgs, {"response": message, "context_tokens": tokens})
+
+
+def _one_message(cls: type[BaseModel]) -> Callable[[dict[str, Any]], BaseModel | None]:
+    def build(a: dict[str, Any]) -> BaseModel | None:
+        message = _message(a.get("message")) if len(a) == 1 else None
+        return None if message is None else _build(cls, {"message": message})
+
+    return build
+
+
+def _compaction_result(a: dict[str, Any]) -> BaseModel | None:
+    before, after = a.get("before"), a.get("after")
+    if len(a) != 3 or type(before) is not int or type(after) is not int:
+        return None
+    compacted = _messages(a.get("compacted"))
+    if compacted is None:
+        return None
+    return _build(CompactionResultArgs, {"compacted": compacted, "before": before, "after": after})
+
+
+def _compaction_noop(a: dict[str, Any]) -> BaseModel | None:
+    before, after = a.get("before"), a.get("after")
+    if len(a) != 2 or type(before) is not int or type(after) is not int:
+        return None
+    return _build(CompactionNoopArgs, {"before": before, "after": after})
+
+
+def _set_context_tokens(a: dict[str, Any]) -> BaseModel | None:
+    n = a.get("n")
+    if len(a) != 1 or type(n) is not int:
+        return None
+    return _build(SetContextTokensArgs, {"n": n})
+
+
+def _no_args(a: dict[str, Any]) -> BaseModel | None:
+    return None if a else _build(NoArgs, {})
+
+
+_ARGS: Final[dict[str, Callable[[dict[str, Any]], BaseModel | None]]] = {
+    "accept_input": _accept_input,
+    "model_response": _model_response,
+    "tool_results": _one_message(ToolResultsArgs),
+    "compaction_result": _compaction_result,
+    "compaction_noop": _compaction_noop,
+    "set_context_tokens": _set_context_tokens,
+    "inject": _one_message(InjectArgs),
+    "cancel": _no_args,
+    "commit_pending": _no_args,
+    "discard_pending": _no_args,
+}
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+def _feed(d: dict[str, Any], seq: int) -> BaseModel | None:
+    if len(d) != 6:
+        return None
+    digest, scrubbed, name, args = d.get("digest"), d.get("scrubbed"), d.get("name"), d.get("args")
+    if type(digest) is not str or type(scrubbed) is not bool or type(args) is not dict:
+        return None
+    if type(name) is not str or (build := _ARGS.get(name)) is None:
+        return None
+    typed = build(args)
+    if typed is None:
+        return None
+    return _build(
+        _FEED_RECORDS[name],
+        {
+            "seq": seq,
+            "type": "feed",
+            "digest": digest,
+            "scrubbed": scrubbed,
+            "name": name,
+            "args": typed,
+        },
+    )
+
+
+def _step(d: Any) -> CallLLM | CallTools | None:
+    if type(d) is not dict:
+        return None
+    kind, turn = d.get("kind"), d.get("turn")
+    if type(turn) is not int:
+        return None
+    if kind == "call_llm":
+        if len(d) == 2:
+            return _build(CallLLM, {"kind": "call_llm", "turn": turn})
+    elif kind == "call_tools":
+        calls = d.get("calls")
+        if len(d) != 3 or type(calls) is not list:
+            return None
+        built = []
+        for c in calls:
+            call = _tool_call(c) if type(c) is dict and c.get("kind") == "tool_call" else None
+            if call is None:
+                return None
+            built.append(call)
+        return _build(CallTools, {"kind": "call_tools", "turn": turn, "calls": tuple(built)})
+    return None
+
+
+def _io_ok(d: dict[str, Any]) -> bool:
+    """The shape of an ``io`` record (``IoRecord``), every field given, checked exactly."""
+    if len(d) != 6:
+        return False
+    turn, duration = d.get("turn"), d.get("duration_s")
+    return (
+        type(d.get("kind")) is str
+        and type(d.get("data")) is dict
+        and (turn is None or type(turn) is int)
+        # a float beyond 2**53 may be a big integer orjson rounded differently than pydantic
+        and (duration is None or (type(duration) is float and -1e15 < duration < 1e15))
+    )
+
+
+#: Every class the fast path builds, with the fields it gives, in the order it gives them.
+_BUILT: Final[dict[type[BaseModel], tuple[str, ...]]] = {
+    TextPart: ("kind", "text"),
+    ToolCall: ("kind", "id", "name", "arguments"),
+    ToolResult: ("kind", "call_id", "name", "content", "is_error"),
+    Message: ("role", "parts"),
+    CallLLM: ("kind", "turn"),
+    CallTools: ("kind", "turn", "calls"),
+    AcceptInputArgs: ("input",),
+    ModelResponseArgs: ("response", "context_tokens"),
+    ToolResultsArgs: ("message",),
+    CompactionResultArgs: ("compacted", "before", "after"),
+    CompactionNoopArgs: ("before", "after"),
+    SetContextTokensArgs: ("n",),
+    InjectArgs: ("message",),
+    NoArgs: (),
+    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s"),
+    StepRecord: ("seq", "type", "policy", "step"),
+    **{
+        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in _FEED_RECORDS.values()
+    },
+}
+
+
+def fast_path_problems() -> list[str]:
+    """Why building the classes above directly would not give what pydantic gives (empty: it
+    does). Checked once per decoder: if the models change (a new field, a validator, a private
+    attribute), the fast path turns itself off rather than build different records."""
+    problems = []
+    for cls, fields in _BUILT.items():
+        name = cls.__name__
+        if tuple(cls.model_fields) != fields:
+            problems.append(f"{name}: fields {tuple(cls.model_fields)}, expected {fields}")
+        if cls.model_config.get("extra") != "forbid":
+            problems.append(f"{name}: extra fields are not forbidden")
+        if cls.__private_attributes__:
+            problems.append(f"{name}: has private attributes")
+        if cls.model_post_init is not BaseModel.model_post_init:
+            problems.append(f"{name}: has model_post_init")
+        decorators = cls.__pydantic_decorators__
+        validators = {
+            **decorators.validators,
+            **decorators.field_validators,
+            **decorators.root_validators,
+            **decorators.model_validators,
+        }
+        if cls is AcceptInputArgs:  # its one validator turns a plain string into a message
+            validators.pop("_text_is_user_message", None)
+        if validators:
+            problems.append(f"{name}: has validators {sorted(validators)}")
+    return problems
+
+
+def _never(raw: bytes, expected_seq: int) -> None:
+    return None
+
+
+def make_decoder(*, light_io: bool = False) -> Decoder:
+    """A fresh fast-path decoder (it remembers the last step's policy); see the module doc.
+
+    ``light_io=True``: a well-formed ``io`` record is answered ``IO_SEEN`` instead of being
+    built (its data is never looked at), for machine-level replay."""
+    if fast_path_problems():
+        return _never
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    validate_policy = MachinePolicy.__pydantic_validator__.validate_json
+    last_policy_data: Any = None
+    last_policy: MachinePolicy | None = None
+
+    def policy_of(data: Any) -> MachinePolicy | None:
+        nonlocal last_policy_data, last_policy
+        if type(data) is not dict:
+            return None
+        if data == last_policy_data:
+            return last_policy
+        if not _plain(data):
+            return None
+        try:  # as JSON, so that pydantic's JSON-mode rules apply exactly
+            policy: MachinePolicy = validate_policy(orjson.dumps(data))
+        except ValidationError:
+            return None
+        last_policy_data, last_policy = data, policy
+        return policy
+
+    def decode(raw: bytes, expected_seq: int) -> Any:
+        try:
+            d = loads(raw)
+        except decode_error:
+            return None
+        if type(d) is not dict:
+            return None
+        seq = d.get("seq")
+        if seq != expected_seq or type(seq) is not int:
+            return None
+        kind = d.get("type")
+        if kind == "io":
+            if not _io_ok(d):
+                return None
+            if light_io:
+                return IO_SEEN
+            data = d["data"]
+            if not _plain_dict(data):
+                return None
+            return _build(
+                IoRecord,
+                {
+                    "seq": seq,
+                    "type": "io",
+                    "kind": d["kind"],
+                    "turn": d["turn"],
+                    "data": data,
+                    "duration_s": d["duration_s"],
+                },
+            )
+        if kind == "feed":
+            return _feed(d, seq)
+        if kind == "step":
+            if len(d) != 4:
+                return None
+            policy = policy_of(d.get("policy"))
+            step = None if policy is None else _step(d.get("step"))
+            if step is None:
+                return None
+            return _build(StepRecord, {"seq": seq, "type": "step", "policy": policy, "step": step})
+        return None
+
+    return decode
