@@ -22,7 +22,7 @@ discard_pending        ``{}``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -151,21 +151,26 @@ def encode_feed_args(name: str, args: Mapping[str, Any] | FeedArgs) -> dict[str,
 def apply_feed(machine: LoopMachine, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
     """Give ``machine`` feed ``name`` with ``args`` (data or typed); ``ProtocolError`` passes."""
     a = decode_feed_args(name, args)
-    if isinstance(a, AcceptInputArgs):
-        machine.accept_input(a.input)
-    elif isinstance(a, ModelResponseArgs):
-        machine.model_response(a.response, a.context_tokens)
-    elif isinstance(a, ToolResultsArgs):
-        machine.tool_results(a.message)
-    elif isinstance(a, CompactionResultArgs):
-        machine.compaction_result(a.compacted, a.before, a.after)
-    elif isinstance(a, CompactionNoopArgs):
-        machine.compaction_noop(a.before, a.after)
-    elif isinstance(a, SetContextTokensArgs):
-        machine.set_context_tokens(a.n)
-    elif isinstance(a, InjectArgs):
-        machine.inject(a.message)
-    elif isinstance(a, FailArgs):
-        machine.fail(a.error)
-    else:
-        getattr(machine, name)()
+    apply = _APPLY.get(type(a))
+    if apply is None:  # a subclass of the feed's model
+        apply = next(f for model, f in _APPLY.items() if isinstance(a, model))
+    apply(machine, a, name)
+
+
+def _apply_no_args(machine: LoopMachine, a: FeedArgs, name: str) -> None:
+    getattr(machine, name)()
+
+
+#: How each feed's typed arguments are handed to the machine (replay calls this per feed: a table
+#: instead of a chain of isinstance tests).
+_APPLY: Final[dict[type[FeedArgs], Callable[[LoopMachine, Any, str], None]]] = {
+    AcceptInputArgs: lambda m, a, _: m.accept_input(a.input),
+    ModelResponseArgs: lambda m, a, _: m.model_response(a.response, a.context_tokens),
+    ToolResultsArgs: lambda m, a, _: m.tool_results(a.message),
+    CompactionResultArgs: lambda m, a, _: m.compaction_result(a.compacted, a.before, a.after),
+    CompactionNoopArgs: lambda m, a, _: m.compaction_noop(a.before, a.after),
+    SetContextTokensArgs: lambda m, a, _: m.set_context_tokens(a.n),
+    InjectArgs: lambda m, a, _: m.inject(a.message),
+    FailArgs: lambda m, a, _: m.fail(a.error),
+    NoArgs: _apply_no_args,
+}

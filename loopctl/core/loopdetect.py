@@ -21,8 +21,8 @@ same data as a model, for snapshots and for readers such as the driver.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,10 +32,13 @@ from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
 __all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys", "record_keys"]
 
-# One encoder, built once: ``json.dumps`` with options builds a new encoder on every call, which
-# was a tenth of a tool-using turn. NaN and infinity are refused: JSON cannot hold them.
-_CANONICAL: Final = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), default=str, allow_nan=False
+# The C encoder, built once with the options of ``json.dumps(sort_keys=True, separators=(",", ":"),
+# default=str, allow_nan=False)``: ``json.dumps`` and ``JSONEncoder.encode`` build a new one on
+# every call, which was half the cost of a key. NaN and infinity are refused: JSON cannot hold them.
+# No circular-reference markers (arguments come from JSON, which cannot be circular; a circular
+# dict built by hand hits the recursion limit, reported like NaN).
+_CANONICAL: Final = c_make_encoder(
+    None, str, encode_basestring_ascii, None, ":", ",", True, False, False
 )
 
 
@@ -54,7 +57,10 @@ def call_key(call: ToolCall) -> str:
     arguments = call.arguments
     if not arguments:
         return call.name + "#" + _EMPTY
-    text = _CANONICAL.encode(arguments).encode()  # ASCII: the encoder escapes the rest
+    try:
+        text = "".join(_CANONICAL(arguments, 0)).encode()  # ASCII: the encoder escapes the rest
+    except RecursionError:
+        raise ValueError("the arguments are nested too deeply (or circular)") from None
     return call.name + "#" + hashlib.blake2b(text, digest_size=_HASH_HEX // 2).hexdigest()
 
 

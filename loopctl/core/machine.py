@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, Final, Literal, NamedTuple, get_args
+from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
@@ -183,20 +183,32 @@ def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     )
 
 
+# The brain's own values are built by the models' validators directly: ``Model(**fields)`` adds a
+# Python-level ``__init__`` around the same validation, a third of the cost of these small models.
+_NEW_AWAITING_MODEL: Final = AwaitingModel.__pydantic_validator__.validate_python
+_NEW_CALL_LLM: Final = CallLLM.__pydantic_validator__.validate_python
+_NEW_AWAITING_TOOLS: Final = AwaitingTools.__pydantic_validator__.validate_python
+_NEW_CALL_TOOLS: Final = CallTools.__pydantic_validator__.validate_python
+_NEW_EXCHANGE: Final = Exchange.__pydantic_validator__.validate_python
+
+
 @lru_cache(maxsize=4096)
 def _awaiting_model(turn: int) -> AwaitingModel:
     """States and steps are frozen, so one instance per turn serves every machine."""
-    return AwaitingModel(turn=turn)
+    state: AwaitingModel = _NEW_AWAITING_MODEL({"turn": turn})
+    return state
 
 
 @lru_cache(maxsize=4096)
 def _call_llm(turn: int) -> CallLLM:
-    return CallLLM(turn=turn)
+    step: CallLLM = _NEW_CALL_LLM({"turn": turn})
+    return step
 
 
 @lru_cache(maxsize=4096)
 def _awaiting_tools(turn: int) -> AwaitingTools:
-    return AwaitingTools(turn=turn)
+    state: AwaitingTools = _NEW_AWAITING_TOOLS({"turn": turn})
+    return state
 
 
 _START: Final = Start()
@@ -384,7 +396,7 @@ class LoopMachine:
         cached = self._call_tools
         if cached is not None and cached[0] is exchange:
             return cached[1]  # asked again for the same exchange: the same (frozen) step
-        step = CallTools(turn=exchange.turn, calls=exchange.dispatch)
+        step: CallTools = _NEW_CALL_TOOLS({"turn": exchange.turn, "calls": exchange.dispatch})
         self._call_tools = (exchange, step)
         return step
 
@@ -498,9 +510,14 @@ class LoopMachine:
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
             raise self._refuse("model_response", "the response must be an assistant message")
-        calls = [p for p in response.parts if isinstance(p, ToolCall)]
-        if any(isinstance(p, ToolResult) for p in response.parts):
-            raise self._refuse("model_response", "an assistant message cannot hold tool results")
+        calls: list[ToolCall] = []
+        for part in response.parts:
+            if isinstance(part, ToolCall):
+                calls.append(part)
+            elif isinstance(part, ToolResult):
+                raise self._refuse(
+                    "model_response", "an assistant message cannot hold tool results"
+                )
         if not _is_count(context_tokens):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
         keys: list[str] = []
@@ -535,7 +552,9 @@ class LoopMachine:
             self._record(keys)
             self._state = _START
             return
-        self._exchange = Exchange(turn=turn, calls=tuple(calls), preanswered=preanswered)
+        self._exchange = _NEW_EXCHANGE(
+            {"turn": turn, "calls": tuple(calls), "preanswered": preanswered}
+        )
         self._exchange_keys = keys
         self._state = _awaiting_tools(turn)
 
@@ -552,9 +571,10 @@ class LoopMachine:
         assert exchange is not None
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse("tool_results", "results must come in one user message")
-        results = message.tool_results
-        if len(results) != len(message.parts):
+        parts = message.parts
+        if not all(isinstance(r, ToolResult) for r in parts):
             raise self._refuse("tool_results", "the results message may hold only tool results")
+        results = cast("tuple[ToolResult, ...]", parts)
         got = [r.call_id for r in results]
         expected = [c.id for c in exchange.dispatch]
         if got != expected:
@@ -730,17 +750,32 @@ class LoopMachine:
         O(the feed), not O(history). A restored machine's first digest hashes it all once.
         Tests pin the value to the hash of the snapshot model's own JSON.
         """
-        history, pending = self._encoded()
-        history_chain = chained(history, _HISTORY_START)
-
-        def after_history() -> Hash:
-            chain = history_chain.copy()
-            chain.update(PENDING_HEAD)
-            return chain
-
-        final = chained(pending, after_history, (history, history.hashed)).copy()
+        history = self._history_json
+        pending = self._pending_json
+        n = len(self._history)
+        if (
+            history is None
+            or pending is None
+            or history.source is not self._history
+            or history.chain is None
+            or history.hashed != n
+            or len(history.parts) != n
+        ):
+            history, pending = self._encoded()
+            chained(history, _HISTORY_START)
+        else:
+            # The common case, after a feed that left history alone: only pending may have grown.
+            pending = self._pending_json = encoded(pending, self._pending)
+        final = chained(pending, self._after_history, (history, history.hashed)).copy()
         final.update(self._end())
         return str(final.hexdigest()[:16])
+
+    def _after_history(self) -> Hash:
+        """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""
+        assert self._history_json is not None
+        chain = self._history_json.chain.copy()
+        chain.update(PENDING_HEAD)
+        return chain
 
     def _encoded(self) -> tuple[JsonCache, JsonCache]:
         """The history and pending caches, brought up to date (their JSON, not their hashes)."""

@@ -16,6 +16,7 @@ from loopctl import (
     LoopMachine,
     LoopWindow,
     MachinePolicy,
+    ProtocolError,
     ToolCall,
     call_key,
     judge,
@@ -46,6 +47,13 @@ def test_call_key_is_canonical_in_argument_order() -> None:
 )
 def test_call_key_tells_different_calls_apart(a: ToolCall, b: ToolCall) -> None:
     assert call_key(a) != call_key(b)
+
+
+def _deeply_nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 def _window(*names: str, unjudged: int = 1) -> LoopWindow:
@@ -249,3 +257,37 @@ def test_the_machine_keeps_the_last_max_window_keys() -> None:
     assert len(window.calls) == MAX_LOOP_WINDOW
     assert window.calls[-1] == call_key(call("x", "write", n=MAX_LOOP_WINDOW // 2 + 4))
     assert LoopMachine.model_validate_json(m.model_dump_json()) == m
+
+
+def test_call_key_is_the_name_and_a_fixed_size_hash_of_the_arguments() -> None:
+    """The window rides every snapshot and every digest: its keys stay small whatever the calls
+    carry, and the tool's name stays readable (verdicts name it, even with a ``#`` in it)."""
+    small = call_key(ToolCall(id="1", name="write", arguments={"text": "x"}))
+    big = call_key(ToolCall(id="1", name="write", arguments={"text": "x" * 100_000}))
+    assert small.startswith("write#") and big.startswith("write#")
+    assert len(small) == len(big) == len("write#") + 16
+    assert int(small[-16:], 16) >= 0  # hex
+    odd = ToolCall(id="1", name="ns#tool", arguments={"a": 1})
+    window = LoopWindow(calls=(call_key(odd),) * 3, unjudged=1)
+    verdict = judge(window, POLICY.model_copy(update={"loop_repeat_limit": 3}))
+    assert verdict is not None and verdict.tool == "ns#tool"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"x": float("nan")}, {"x": [float("inf")]}, {"deep": _deeply_nested(5_000)}],
+    ids=["nan", "infinity", "too-deep"],
+)
+def test_call_key_refuses_what_json_cannot_hold(arguments: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        call_key(ToolCall.model_construct(id="1", name="t", arguments=arguments))
+
+
+def test_a_call_the_key_cannot_hold_is_refused_at_the_door() -> None:
+    m = started()
+    m.next_step(POLICY)
+    bad = ToolCall.model_construct(id="1", name="read", arguments={"deep": _deeply_nested(5_000)})
+    before = m.model_dump_json()
+    with pytest.raises(ProtocolError):
+        m.model_response(ask(bad), 10)
+    assert m.model_dump_json() == before

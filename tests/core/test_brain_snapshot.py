@@ -16,8 +16,20 @@ from pydantic import ValidationError
 
 from loopctl import MAX_LOOP_WINDOW, LoopMachine, MachinePolicy, MachineSnapshot, Message
 from loopctl.core.encoding import message_json
+from loopctl.core.errors import LoopError
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 from loopctl.core.messages import TextPart, ToolCall, ToolResult
+from loopctl.core.snapshot import _state_json
+from loopctl.core.steps import (
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    CompactReason,
+    Completed,
+    Failed,
+    Start,
+    Terminal,
+)
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
 
@@ -316,3 +328,21 @@ def test_message_json_leaves_what_it_cannot_write_to_pydantic() -> None:
         Message.__pydantic_serializer__.to_json(lone)
     with pytest.raises(type(theirs.value)):
         message_json(lone)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        Start(),
+        AwaitingModel(turn=1),
+        AwaitingModel(turn=12345),
+        AwaitingTools(turn=7),
+        AwaitingCompaction(reason=CompactReason.EMERGENCY),
+        Terminal(outcome=Completed(final_text='done "é"')),
+        Terminal(outcome=Failed(error=LoopError(kind="network", message="down"))),
+    ],
+    ids=lambda s: s.kind,
+)
+def test_state_json_is_pydantics_json(state: Any) -> None:
+    """The digest writes the common states from formats: byte for byte pydantic's."""
+    assert _state_json(state) == type(state).__pydantic_serializer__.to_json(state)
