@@ -33,6 +33,10 @@ _TO_JSON: Final = Message.__pydantic_serializer__.to_json
 _CALL_JSON: Final = ToolCall.__pydantic_serializer__.to_json
 _STR: Final = encode_basestring  # JSON string, non-ASCII as is: pydantic's escaping exactly
 _ERROR: Final = (',"is_error":false}', ',"is_error":true}')
+_ROLES: Final = ("system", "user", "assistant")
+#: A message's JSON up to its first part, and up to the text of a first text part, by role.
+_OPEN: Final = {role: '{"role":"' + role + '","parts":[' for role in _ROLES}
+_OPEN_TEXT: Final = {role: _OPEN[role] + '{"kind":"text","text":' for role in _ROLES}
 
 
 def message_json(message: Message) -> bytes:
@@ -45,39 +49,43 @@ def message_json(message: Message) -> bytes:
     cannot encode) is left to pydantic too. Tests pin the bytes to ``Message``'s own JSON.
     """
     try:
-        parts = message.parts
-        if len(parts) == 1 and type(parts[0]) is TextPart and type(message) is Message:
-            # one text part: most messages
-            return (
-                '{"role":"'
-                + message.role
-                + '","parts":[{"kind":"text","text":'
-                + _STR(parts[0].text)
-                + "}]}"
-            ).encode()
-        out = []
-        for part in parts:
-            if type(part) is TextPart:
-                out.append('{"kind":"text","text":' + _STR(part.text) + "}")
-            elif type(part) is ToolResult:
-                out.append(
-                    '{"kind":"tool_result","call_id":'
-                    + _STR(part.call_id)
-                    + ',"name":'
-                    + _STR(part.name)
-                    + ',"content":'
-                    + _STR(part.content)
-                    + _ERROR[part.is_error]
-                )
-            elif type(part) is ToolCall:
-                out.append(_CALL_JSON(part).decode())
-            else:
-                return _TO_JSON(message)
         if type(message) is not Message:
             return _TO_JSON(message)
-        return ('{"role":"' + message.role + '","parts":[' + ",".join(out) + "]}").encode()
-    except (UnicodeEncodeError, AttributeError, TypeError):
+        parts = message.parts
+        n = len(parts)
+        if n == 1:
+            part = parts[0]
+            if type(part) is TextPart:  # most messages
+                return (_OPEN_TEXT[message.role] + _STR(part.text) + "}]}").encode()
+            return (_OPEN[message.role] + _part_json(part) + "]}").encode()
+        if n == 2:  # text and a call, mostly
+            return (
+                _OPEN[message.role] + _part_json(parts[0]) + "," + _part_json(parts[1]) + "]}"
+            ).encode()
+        return (_OPEN[message.role] + ",".join([_part_json(p) for p in parts]) + "]}").encode()
+    except (UnicodeEncodeError, AttributeError, TypeError, KeyError):
         return _TO_JSON(message)
+
+
+def _part_json(part: object) -> str:
+    """One part's JSON; ``TypeError`` for anything but the three part types (pydantic's then)."""
+    kind = type(part)
+    if kind is TextPart:
+        return '{"kind":"text","text":' + _STR(part.text) + "}"  # type: ignore[attr-defined]
+    if kind is ToolResult:
+        result: ToolResult = part  # type: ignore[assignment]
+        return (
+            '{"kind":"tool_result","call_id":'
+            + _STR(result.call_id)
+            + ',"name":'
+            + _STR(result.name)
+            + ',"content":'
+            + _STR(result.content)
+            + _ERROR[result.is_error]
+        )
+    if kind is ToolCall:
+        return _CALL_JSON(part).decode()
+    raise TypeError(f"not a message part: {kind.__name__}")
 
 
 Hash = Any  # hashlib's sha256 object (its type is private)

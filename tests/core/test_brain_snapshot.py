@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Callable
@@ -309,12 +310,22 @@ _ODD_TEXT = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from
                 ToolCall,
                 id=_ODD_TEXT,
                 name=_ODD_TEXT,
-                arguments=st.dictionaries(_ODD_TEXT, _ODD_TEXT | st.integers() | st.floats()),
+                arguments=st.dictionaries(
+                    _ODD_TEXT,
+                    st.recursive(
+                        _ODD_TEXT | st.integers() | st.floats() | st.booleans() | st.none(),
+                        lambda inner: (
+                            st.lists(inner, max_size=3)
+                            | st.dictionaries(_ODD_TEXT, inner, max_size=3)
+                        ),
+                        max_leaves=6,
+                    ),
+                ),
             ),
         ),
         max_size=4,
     ),
-    st.sampled_from(["system", "user", "assistant"]),
+    st.sampled_from(["system", "user", "assistant", "tool"]),
 )
 def test_message_json_is_pydantics_json(parts: list[Any], role: Any) -> None:
     """The brain writes messages' JSON itself (``message_json``): byte for byte pydantic's."""
@@ -346,3 +357,53 @@ def test_message_json_leaves_what_it_cannot_write_to_pydantic() -> None:
 def test_state_json_is_pydantics_json(state: Any) -> None:
     """The digest writes the common states from formats: byte for byte pydantic's."""
     assert _state_json(state) == type(state).__pydantic_serializer__.to_json(state)
+
+
+# --- restoring and the garbage collector ---------------------------------------------------------
+
+
+def _long_machine() -> LoopMachine:
+    m = LoopMachine(
+        [Message.user(f"q{i}") if i % 2 == 0 else Message.assistant("a") for i in range(200)]
+    )
+    m.accept_input("go")
+    return m
+
+
+def test_restore_files_the_conversation_under_the_oldest_generation() -> None:
+    text = _long_machine().model_dump_json()
+    assert gc.isenabled()
+    restored = LoopMachine.model_validate_json(text)
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(m) in oldest for m in restored.history)
+    assert all(id(m) not in {id(o) for o in gc.get_objects(generation=0)} for m in restored.history)
+
+
+def test_restore_leaves_a_paused_collector_paused() -> None:
+    text = _long_machine().model_dump_json()
+    gc.disable()
+    try:
+        LoopMachine.model_validate_json(text)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_restore_does_not_release_objects_the_process_froze() -> None:
+    text = _long_machine().model_dump_json()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        restored = LoopMachine.model_validate_json(text)
+        assert gc.get_freeze_count() == frozen
+        assert restored == LoopMachine.model_validate_json(text)
+    finally:
+        gc.unfreeze()
+
+
+def test_a_damaged_snapshot_still_restores_the_collector() -> None:
+    with pytest.raises(ValidationError):
+        LoopMachine.model_validate_json(b'{"format":"loopctl-machine","version":1,"history":[1]}')
+    assert gc.isenabled()
