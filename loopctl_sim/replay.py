@@ -19,13 +19,12 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, ProtocolError
-from loopctl_sim.feeds import ModelResponseArgs, SetContextTokensArgs, ToolResultsArgs, apply_feed
 from loopctl_sim.record import end_outcome
 from loopctl_sim.trace import (
     EndRecord,
-    FeedRecord,
+    FeedLine,
     HeaderRecord,
-    StepRecord,
+    StepLine,
     TraceFormatError,
     TraceReader,
 )
@@ -206,15 +205,15 @@ def replay_trace(
 def _replay(
     path: str | os.PathLike[str], until: int | None, recent: int, digest_every: int
 ) -> ReplayResult:
-    # The hot loop: up to a million records a run, so it keeps its counts in locals (io records
-    # are not counted at all: they are what is left of ``records``), dispatches on exact types
-    # and applies the three feeds of every turn without ``apply_feed``'s checks (the reader
-    # already built typed arguments).
+    # The hot loop: millions of records, so it reads them in replay form (io records as None,
+    # steps and feeds as tuples, see TraceReader.replay_records), keeps its counts in locals
+    # (io records are not counted at all: they are what is left of ``records``), dispatches on
+    # exact types and calls the feed's machine method directly.
     reader = TraceReader(path)
     result = ReplayResult(path=reader.path)
     machine: LoopMachine | None = None
-    # (line, feed record) of the last feeds, made RecentFeed only for a report
-    feeds: deque[tuple[int, Any]] = deque(maxlen=recent)
+    # (line, feed) of the last feeds, made RecentFeed only for a report
+    feeds: deque[tuple[int, FeedLine]] = deque(maxlen=recent)
     scrubbed_at: int | None = None
     # The last feed whose digest was not compared yet (fast pass): seq, line, name, digest.
     unchecked: tuple[int, int, str, str] | None = None
@@ -233,7 +232,7 @@ def _replay(
                 f"secrets were scrubbed from this trace at seq {scrubbed_at}; "
                 "replay past that point cannot be exact"
             )
-        recent_feeds = [RecentFeed(r.seq, at, r.name, r.args) for at, r in feeds]
+        recent_feeds = [RecentFeed(at - 1, at, f.name, f.args) for at, f in feeds]
         result.divergence = Divergence(
             seq, line, what, message, expected, actual, recent_feeds, note=note
         )
@@ -267,9 +266,35 @@ def _replay(
     for line, record in reader.replay_records():
         if record is None:  # an io record: not replayed
             pass
-        elif type(record) is StepRecord:
-            steps += 1
+        elif type(record) is FeedLine:
             assert machine is not None  # the reader guarantees a header first
+            n_feeds += 1
+            if record.scrubbed and scrubbed_at is None:
+                scrubbed_at = line - 1
+            feeds.append((line, record))
+            try:
+                # the machine method named like the feed, given the feed's arguments
+                getattr(machine, record.name)(*record.call)
+            except ProtocolError as exc:
+                return diverge(
+                    line - 1,
+                    line,
+                    "protocol_error",
+                    f"{record.name}() was refused: {exc}",
+                    {"digest": record.digest},
+                    {"ProtocolError": str(exc)},
+                )
+            since_check += 1
+            if since_check >= digest_every:
+                since_check = 0
+                unchecked = None
+                if machine.digest() != record.digest:
+                    return digest_differs(line - 1, line, record.name, record.digest) or result
+            else:
+                unchecked = (line - 1, line, record.name, record.digest)
+        elif type(record) is StepLine:
+            steps += 1
+            assert machine is not None
             try:
                 actual = machine.next_step(record.policy)
             except ProtocolError as exc:
@@ -363,41 +388,6 @@ def _replay(
                 )
             result.complete = True
             result.outcome = actual_outcome
-        else:  # a feed (io records come as None)
-            feed: FeedRecord = record  # type: ignore[assignment]
-            assert machine is not None
-            n_feeds += 1
-            if feed.scrubbed and scrubbed_at is None:
-                scrubbed_at = line - 1
-            feeds.append((line, feed))
-            args = feed.args
-            try:
-                # The feeds of every turn first, as apply_feed() would apply them.
-                if type(args) is ModelResponseArgs:
-                    machine.model_response(args.response, args.context_tokens)
-                elif type(args) is ToolResultsArgs:
-                    machine.tool_results(args.message)
-                elif type(args) is SetContextTokensArgs:
-                    machine.set_context_tokens(args.n)
-                else:
-                    apply_feed(machine, feed.name, args)
-            except ProtocolError as exc:
-                return diverge(
-                    line - 1,
-                    line,
-                    "protocol_error",
-                    f"{feed.name}() was refused: {exc}",
-                    {"digest": feed.digest},
-                    {"ProtocolError": str(exc)},
-                )
-            since_check += 1
-            if since_check >= digest_every:
-                since_check = 0
-                unchecked = None
-                if machine.digest() != feed.digest:
-                    return digest_differs(line - 1, line, feed.name, feed.digest) or result
-            else:
-                unchecked = (line - 1, line, feed.name, feed.digest)
         if line == last_line:
             result.stopped_at = line - 1
             break

@@ -30,7 +30,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, Literal
+from typing import IO, Annotated, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -57,14 +57,18 @@ __all__ = [
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "EndRecord",
+    "FeedLine",
     "FeedRecord",
     "HeaderRecord",
     "IoRecord",
     "Record",
+    "ReplayItem",
+    "StepLine",
     "StepRecord",
     "TraceFormatError",
     "TraceReader",
     "TraceWriter",
+    "feed_line",
     "feed_record",
     "read_trace",
     "trace_json_schema",
@@ -421,6 +425,45 @@ def _jsonable(value: Any) -> Any:
 # --- reading ----------------------------------------------------------------------------------
 
 
+class StepLine(NamedTuple):
+    """A ``step`` record in the form machine replay needs (``TraceReader.replay_records``)."""
+
+    policy: MachinePolicy
+    step: MachineStep
+
+
+class FeedLine(NamedTuple):
+    """A ``feed`` record in the form machine replay needs (``TraceReader.replay_records``):
+    ``call`` holds the machine method's arguments (the feed's arguments, in field order: the
+    method is the feed's name), ``args`` the arguments for a report (typed, or as JSON data)."""
+
+    name: str
+    call: tuple[Any, ...]
+    args: FeedArgs | dict[str, Any]
+    digest: str
+    scrubbed: bool
+
+
+class IoSeen:
+    """The fast path's answer for a well-formed ``io`` record in replay form (not built)."""
+
+    __slots__ = ()
+    type: Final = "io"
+
+
+IO_SEEN: Final = IoSeen()
+
+#: What ``TraceReader.replay_records`` yields for a record (``None``: an ``io`` record).
+ReplayItem = HeaderRecord | EndRecord | StepLine | FeedLine | None
+
+
+def feed_line(record: FeedRecord) -> FeedLine:
+    """The replay form of a feed record."""
+    args = record.args
+    call = tuple(getattr(args, field) for field in type(args).model_fields)
+    return FeedLine(record.name, call, args, record.digest, record.scrubbed)
+
+
 class TraceFormatError(Exception):
     """A trace line that cannot be read; ``str()`` is ``file:line: reason``."""
 
@@ -485,86 +528,112 @@ class TraceReader:
 
     def numbered(self) -> Iterator[tuple[int, Record]]:
         """``(line number, record)`` for every record."""
-        return self._records(light_io=False)
+        return self._records(replay=False)
 
-    def replay_records(self) -> Iterator[tuple[int, Record | None]]:
-        """Like ``numbered()``, but an ``io`` record comes as ``None``: machine-level replay only
-        counts them, so their data is checked (exactly as ``numbered()`` checks it) but no record
-        is built. A record's ``seq`` is always its line number minus one."""
-        return self._records(light_io=True)
+    def replay_records(self) -> Iterator[tuple[int, ReplayItem]]:
+        """``(line number, item)`` for every record, in the form machine replay needs: an ``io``
+        record comes as ``None`` (checked exactly as ``numbered()`` checks it, but not built), a
+        step as a ``StepLine``, a feed as a ``FeedLine``, headers and ends as records. A
+        record's ``seq`` is always its line number minus one."""
+        return self._records(replay=True)
 
-    def _records(self, *, light_io: bool) -> Iterator[Any]:
+    def _records(self, *, replay: bool) -> Iterator[tuple[int, Any]]:
         path = self.path
         expected_seq = 0
-        previous: str | None = None
+        in_run = False  # a header was read, and no end since
         try:
             f = open(path, "rb")  # noqa: SIM115
         except OSError as exc:
             raise TraceFormatError(path, 0, f"cannot open: {exc.strerror or exc}") from None
         # The core validator itself: TypeAdapter.validate_json adds a Python call per line.
         validate = RECORD.validator.validate_json
-        decode = _fast_decoder(light_io) if self.fast else _no_fast_path
+        decode = _fast_decoder(replay) if self.fast else _no_fast_path
         with f:
             for lineno, raw in enumerate(f, 1):
                 self.line = lineno
-                record = decode(raw, expected_seq)
-                if record is None:  # not on the fast path: pydantic decides
-                    try:
-                        record = validate(raw)
-                    except ValidationError as exc:
-                        complete = raw.endswith(b"\n")
-                        if not complete and raw.strip():
-                            if previous is None:
-                                raise TraceFormatError(
-                                    path,
-                                    lineno,
-                                    "no complete record: the only line is truncated (no "
-                                    "newline at end of file)",
-                                ) from None
-                            self.warnings.append(
-                                f"{path}:{lineno}: truncated last line (no newline at end of "
-                                f"file, {len(raw)} bytes) skipped"
-                            )
-                            return
-                        if not raw.strip():
-                            raise TraceFormatError(path, lineno, "empty line") from None
-                        reason = _header_problem(raw) or _explain(exc)
-                        raise TraceFormatError(path, lineno, reason) from None
-                    if record.seq != expected_seq:
-                        raise TraceFormatError(
-                            path,
-                            lineno,
-                            f"seq {record.seq} is not consecutive (expected {expected_seq})",
+                item = decode(raw, expected_seq)
+                if item is not None:  # the fast path: a step, feed or io record (seq checked)
+                    if not in_run:
+                        raise self._misplaced(lineno, _kind_of(item), expected_seq)
+                    if item is IO_SEEN:
+                        item = None
+                    expected_seq += 1
+                    yield lineno, item
+                    continue
+                try:
+                    record = validate(raw)
+                except ValidationError as exc:
+                    complete = raw.endswith(b"\n")
+                    if not complete and raw.strip():
+                        if expected_seq == 0:
+                            raise TraceFormatError(
+                                path,
+                                lineno,
+                                "no complete record: the only line is truncated (no "
+                                "newline at end of file)",
+                            ) from None
+                        self.warnings.append(
+                            f"{path}:{lineno}: truncated last line (no newline at end of "
+                            f"file, {len(raw)} bytes) skipped"
                         )
+                        return
+                    if not raw.strip():
+                        raise TraceFormatError(path, lineno, "empty line") from None
+                    reason = _header_problem(raw) or _explain(exc)
+                    raise TraceFormatError(path, lineno, reason) from None
+                if record.seq != expected_seq:
+                    raise TraceFormatError(
+                        path,
+                        lineno,
+                        f"seq {record.seq} is not consecutive (expected {expected_seq})",
+                    )
                 kind = record.type
                 if kind == "header":
                     self.header = record
-                elif previous is None:
-                    raise TraceFormatError(
-                        path, lineno, f"a trace starts with a header record, not {kind!r}"
-                    )
-                elif previous == "end":
-                    raise TraceFormatError(
-                        path, lineno, f"a {kind!r} record after the end of a run (no header)"
-                    )
-                previous = kind
+                    in_run = True
+                elif not in_run:
+                    raise self._misplaced(lineno, kind, expected_seq)
+                elif kind == "end":
+                    in_run = False
                 expected_seq += 1
-                if light_io and kind == "io":
-                    record = None
-                yield lineno, record
-        if previous is None:
+                if not replay or kind == "header" or kind == "end":
+                    yield lineno, record
+                elif kind == "io":
+                    yield lineno, None
+                elif kind == "step":
+                    yield lineno, StepLine(record.policy, record.step)
+                else:
+                    yield lineno, feed_line(record)
+        if expected_seq == 0:
             raise TraceFormatError(path, 1, "empty trace (no header record)")
+
+    def _misplaced(self, lineno: int, kind: str, seq: int) -> TraceFormatError:
+        """A record outside a run: before the first header, or after an end."""
+        if seq == 0:
+            reason = f"a trace starts with a header record, not {kind!r}"
+        else:
+            reason = f"a {kind!r} record after the end of a run (no header)"
+        return TraceFormatError(self.path, lineno, reason)
+
+
+def _kind_of(item: Any) -> str:
+    if isinstance(item, StepLine):
+        return "step"
+    if isinstance(item, FeedLine):
+        return "feed"
+    kind: str = item.type  # a record, or IO_SEEN
+    return kind
 
 
 def _no_fast_path(raw: bytes, expected_seq: int) -> None:
     return None
 
 
-def _fast_decoder(light_io: bool) -> Callable[[bytes, int], Any]:
+def _fast_decoder(replay: bool) -> Callable[[bytes, int], Any]:
     # Imported here: the fast path builds this module's record classes.
     from loopctl_sim.tracefast import make_decoder
 
-    return make_decoder(light_io=light_io)
+    return make_decoder(replay=replay)
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[Record]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from loopctl.core import CallLLM, CallTools, MachinePolicy, Message, TextPart, ToolCall, ToolResult
 from loopctl_sim.feeds import (
+    FEED_ARGS,
     AcceptInputArgs,
     CompactionNoopArgs,
     CompactionResultArgs,
@@ -40,41 +41,61 @@ from loopctl_sim.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
 )
-from loopctl_sim.trace import _FEED_RECORDS, IoRecord, StepRecord
+from loopctl_sim.trace import _FEED_RECORDS, IO_SEEN, FeedLine, IoRecord, StepLine, StepRecord
 
-__all__ = ["IO_SEEN", "Decoder", "IoSeen", "fast_path_problems", "make_decoder"]
-
-
-class IoSeen:
-    """What a light decoder answers for a well-formed ``io`` record: its content is not kept."""
-
-    __slots__ = ()
-    type: Final = "io"
+__all__ = ["Decoder", "fast_path_problems", "make_decoder"]
 
 
-#: The light decoder's answer for a well-formed ``io`` record (machine replay only counts them).
-IO_SEEN: Final = IoSeen()
-
-#: ``decode(raw_line, expected_seq)``: the record, ``IO_SEEN``, or ``None`` (use pydantic).
+#: ``decode(raw_line, expected_seq)``: the record (or its replay form), or ``None`` (use pydantic).
 Decoder = Callable[[bytes, int], Any]
 
 _M = TypeVar("_M", bound=BaseModel)
 
 _new = object.__new__
+_new_tuple = tuple.__new__
 _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
+#: Every class the fast path builds, with the fields it gives, in the order it gives them.
+_BUILT: Final[dict[type[BaseModel], tuple[str, ...]]] = {
+    TextPart: ("kind", "text"),
+    ToolCall: ("kind", "id", "name", "arguments"),
+    ToolResult: ("kind", "call_id", "name", "content", "is_error"),
+    Message: ("role", "parts"),
+    CallLLM: ("kind", "turn"),
+    CallTools: ("kind", "turn", "calls"),
+    AcceptInputArgs: ("input",),
+    ModelResponseArgs: ("response", "context_tokens"),
+    ToolResultsArgs: ("message",),
+    CompactionResultArgs: ("compacted", "before", "after"),
+    CompactionNoopArgs: ("before", "after"),
+    SetContextTokensArgs: ("n",),
+    InjectArgs: ("message",),
+    NoArgs: (),
+    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s"),
+    StepRecord: ("seq", "type", "policy", "step"),
+    **{
+        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in _FEED_RECORDS.values()
+    },
+}
+
+
+#: One fields set per class, shared by its instances: pydantic copies it before any change
+#: (``model_copy``), and frozen models never change it in place.
+_FIELDS_SET: Final = {cls: set(fields) for cls, fields in _BUILT.items()}
+
+
 def _build(cls: type[_M], values: dict[str, Any]) -> _M:
     """An instance of ``cls`` with exactly these (already checked) field values, in field order.
 
-    What pydantic-core builds too, minus validation: the fields set is every field given (the
-    fast path only accepts lines that give them all), no extra, no private attributes."""
+    What pydantic-core builds too, minus validation: the fields set is every field (the fast
+    path only accepts lines that give them all), no extra, no private attributes."""
     obj = _new(cls)
     _set_dict(obj, values)
-    _set_fields(obj, set(values))
+    _set_fields(obj, _FIELDS_SET[cls])
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
@@ -185,89 +206,87 @@ def _messages(items: Any) -> tuple[Message, ...] | None:
 
 
 # --- feed arguments ---------------------------------------------------------------------------
-# One builder per feed: the typed arguments, or None. ``fail`` (a LoopError) is not here.
+# Per feed: its arguments' values in field order (which is also the order the machine method
+# of the same name takes them), or None. ``fail`` (a LoopError) is not here.
+
+_Values = tuple[Any, ...] | None
 
 
-def _accept_input(a: dict[str, Any]) -> BaseModel | None:
+def _accept_input(a: dict[str, Any]) -> _Values:
     # A plain string input is made a user message by a validator: leave that to pydantic.
     message = _message(a.get("input")) if len(a) == 1 else None
-    return None if message is None else _build(AcceptInputArgs, {"input": message})
+    return None if message is None else (message,)
 
 
-def _model_response(a: dict[str, Any]) -> BaseModel | None:
+def _model_response(a: dict[str, Any]) -> _Values:
     tokens = a.get("context_tokens")
     if len(a) != 2 or type(tokens) is not int:
         return None
     message = _message(a.get("response"))
-    if message is None:
-        return None
-    return _build(ModelResponseArgs, {"response": message, "context_tokens": tokens})
+    return None if message is None else (message, tokens)
 
 
-def _one_message(cls: type[BaseModel]) -> Callable[[dict[str, Any]], BaseModel | None]:
-    def build(a: dict[str, Any]) -> BaseModel | None:
-        message = _message(a.get("message")) if len(a) == 1 else None
-        return None if message is None else _build(cls, {"message": message})
-
-    return build
+def _one_message(a: dict[str, Any]) -> _Values:
+    message = _message(a.get("message")) if len(a) == 1 else None
+    return None if message is None else (message,)
 
 
-def _compaction_result(a: dict[str, Any]) -> BaseModel | None:
+def _compaction_result(a: dict[str, Any]) -> _Values:
     before, after = a.get("before"), a.get("after")
     if len(a) != 3 or type(before) is not int or type(after) is not int:
         return None
     compacted = _messages(a.get("compacted"))
-    if compacted is None:
-        return None
-    return _build(CompactionResultArgs, {"compacted": compacted, "before": before, "after": after})
+    return None if compacted is None else (compacted, before, after)
 
 
-def _compaction_noop(a: dict[str, Any]) -> BaseModel | None:
+def _compaction_noop(a: dict[str, Any]) -> _Values:
     before, after = a.get("before"), a.get("after")
     if len(a) != 2 or type(before) is not int or type(after) is not int:
         return None
-    return _build(CompactionNoopArgs, {"before": before, "after": after})
+    return (before, after)
 
 
-def _set_context_tokens(a: dict[str, Any]) -> BaseModel | None:
+def _set_context_tokens(a: dict[str, Any]) -> _Values:
     n = a.get("n")
-    if len(a) != 1 or type(n) is not int:
-        return None
-    return _build(SetContextTokensArgs, {"n": n})
+    return (n,) if len(a) == 1 and type(n) is int else None
 
 
-def _no_args(a: dict[str, Any]) -> BaseModel | None:
-    return None if a else _build(NoArgs, {})
+def _no_args(a: dict[str, Any]) -> _Values:
+    return None if a else ()
 
 
-_ARGS: Final[dict[str, Callable[[dict[str, Any]], BaseModel | None]]] = {
+_ARG_VALUES: Final[dict[str, Callable[[dict[str, Any]], _Values]]] = {
     "accept_input": _accept_input,
     "model_response": _model_response,
-    "tool_results": _one_message(ToolResultsArgs),
+    "tool_results": _one_message,
     "compaction_result": _compaction_result,
     "compaction_noop": _compaction_noop,
     "set_context_tokens": _set_context_tokens,
-    "inject": _one_message(InjectArgs),
+    "inject": _one_message,
     "cancel": _no_args,
     "commit_pending": _no_args,
     "discard_pending": _no_args,
 }
+_ARG_FIELDS: Final = {name: tuple(FEED_ARGS[name].model_fields) for name in _ARG_VALUES}
 
 
 # --- records ----------------------------------------------------------------------------------
 
 
-def _feed(d: dict[str, Any], seq: int) -> BaseModel | None:
+def _feed(d: dict[str, Any], seq: int, replay: bool) -> Any:
     if len(d) != 6:
         return None
     digest, scrubbed, name, args = d.get("digest"), d.get("scrubbed"), d.get("name"), d.get("args")
     if type(digest) is not str or type(scrubbed) is not bool or type(args) is not dict:
         return None
-    if type(name) is not str or (build := _ARGS.get(name)) is None:
+    if type(name) is not str or (values_of := _ARG_VALUES.get(name)) is None:
         return None
-    typed = build(args)
-    if typed is None:
+    values = values_of(args)
+    if values is None:
         return None
+    if replay:
+        return _new_tuple(FeedLine, (name, values, args, digest, scrubbed))
+    typed = _build(FEED_ARGS[name], dict(zip(_ARG_FIELDS[name], values, strict=True)))
     return _build(
         _FEED_RECORDS[name],
         {
@@ -304,44 +323,6 @@ def _step(d: Any) -> CallLLM | CallTools | None:
     return None
 
 
-def _io_ok(d: dict[str, Any]) -> bool:
-    """The shape of an ``io`` record (``IoRecord``), every field given, checked exactly."""
-    if len(d) != 6:
-        return False
-    turn, duration = d.get("turn"), d.get("duration_s")
-    return (
-        type(d.get("kind")) is str
-        and type(d.get("data")) is dict
-        and (turn is None or type(turn) is int)
-        # a float beyond 2**53 may be a big integer orjson rounded differently than pydantic
-        and (duration is None or (type(duration) is float and -1e15 < duration < 1e15))
-    )
-
-
-#: Every class the fast path builds, with the fields it gives, in the order it gives them.
-_BUILT: Final[dict[type[BaseModel], tuple[str, ...]]] = {
-    TextPart: ("kind", "text"),
-    ToolCall: ("kind", "id", "name", "arguments"),
-    ToolResult: ("kind", "call_id", "name", "content", "is_error"),
-    Message: ("role", "parts"),
-    CallLLM: ("kind", "turn"),
-    CallTools: ("kind", "turn", "calls"),
-    AcceptInputArgs: ("input",),
-    ModelResponseArgs: ("response", "context_tokens"),
-    ToolResultsArgs: ("message",),
-    CompactionResultArgs: ("compacted", "before", "after"),
-    CompactionNoopArgs: ("before", "after"),
-    SetContextTokensArgs: ("n",),
-    InjectArgs: ("message",),
-    NoArgs: (),
-    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s"),
-    StepRecord: ("seq", "type", "policy", "step"),
-    **{
-        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in _FEED_RECORDS.values()
-    },
-}
-
-
 def fast_path_problems() -> list[str]:
     """Why building the classes above directly would not give what pydantic gives (empty: it
     does). Checked once per decoder: if the models change (a new field, a validator, a private
@@ -375,11 +356,11 @@ def _never(raw: bytes, expected_seq: int) -> None:
     return None
 
 
-def make_decoder(*, light_io: bool = False) -> Decoder:
+def make_decoder(*, replay: bool = False) -> Decoder:
     """A fresh fast-path decoder (it remembers the last step's policy); see the module doc.
 
-    ``light_io=True``: a well-formed ``io`` record is answered ``IO_SEEN`` instead of being
-    built (its data is never looked at), for machine-level replay."""
+    ``replay=True``: answer what ``TraceReader.replay_records`` yields instead of records: a
+    ``StepLine``, a ``FeedLine``, or ``IO_SEEN`` for an io record (checked, never built)."""
     if fast_path_problems():
         return _never
     loads = orjson.loads
@@ -415,11 +396,19 @@ def make_decoder(*, light_io: bool = False) -> Decoder:
             return None
         kind = d.get("type")
         if kind == "io":
-            if not _io_ok(d):
+            # The shape of an IoRecord, every field given, checked exactly.
+            turn, data, duration = d.get("turn"), d.get("data"), d.get("duration_s")
+            if not (
+                len(d) == 6
+                and type(d.get("kind")) is str
+                and type(data) is dict
+                and (turn is None or type(turn) is int)
+                # a float beyond 2**53 may be a big integer orjson rounded another way
+                and (duration is None or (type(duration) is float and -1e15 < duration < 1e15))
+            ):
                 return None
-            if light_io:
+            if replay:
                 return IO_SEEN
-            data = d["data"]
             if not _plain_dict(data):
                 return None
             return _build(
@@ -428,13 +417,13 @@ def make_decoder(*, light_io: bool = False) -> Decoder:
                     "seq": seq,
                     "type": "io",
                     "kind": d["kind"],
-                    "turn": d["turn"],
+                    "turn": turn,
                     "data": data,
-                    "duration_s": d["duration_s"],
+                    "duration_s": duration,
                 },
             )
         if kind == "feed":
-            return _feed(d, seq)
+            return _feed(d, seq, replay)
         if kind == "step":
             if len(d) != 4:
                 return None
@@ -442,6 +431,8 @@ def make_decoder(*, light_io: bool = False) -> Decoder:
             step = None if policy is None else _step(d.get("step"))
             if step is None:
                 return None
+            if replay:
+                return _new_tuple(StepLine, (policy, step))
             return _build(StepRecord, {"seq": seq, "type": "step", "policy": policy, "step": step})
         return None
 
