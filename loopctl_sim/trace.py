@@ -426,10 +426,12 @@ def _jsonable(value: Any) -> Any:
 
 
 class StepLine(NamedTuple):
-    """A ``step`` record in the form machine replay needs (``TraceReader.replay_records``)."""
+    """A ``step`` record in the form machine replay needs (``TraceReader.replay_records``):
+    ``step`` is the step, or (from the fast path) its checked JSON data, which
+    ``loopctl_sim.tracefast.step_matches`` compares with the brain's answer."""
 
     policy: MachinePolicy
-    step: MachineStep
+    step: MachineStep | dict[str, Any]
 
 
 class FeedLine(NamedTuple):

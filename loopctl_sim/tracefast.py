@@ -43,7 +43,7 @@ from loopctl_sim.feeds import (
 )
 from loopctl_sim.trace import _FEED_RECORDS, IO_SEEN, FeedLine, IoRecord, StepLine, StepRecord
 
-__all__ = ["Decoder", "fast_path_problems", "make_decoder"]
+__all__ = ["Decoder", "fast_path_problems", "make_decoder", "step_matches"]
 
 
 #: ``decode(raw_line, expected_seq)``: the record (or its replay form), or ``None`` (use pydantic).
@@ -300,27 +300,64 @@ def _feed(d: dict[str, Any], seq: int, replay: bool) -> Any:
     )
 
 
-def _step(d: Any) -> CallLLM | CallTools | None:
-    if type(d) is not dict:
+def _tool_call_ok(c: Any) -> bool:
+    """``c`` is the JSON data of a ``ToolCall``, every field given (see ``_tool_call``)."""
+    return (
+        type(c) is dict
+        and len(c) == 4
+        and c.get("kind") == "tool_call"
+        and type(c.get("id")) is str
+        and type(c.get("name")) is str
+        and _plain_dict(c.get("arguments"))
+    )
+
+
+def _step_data(d: Any) -> dict[str, Any] | None:
+    """``d`` if it is the JSON data of a ``call_llm`` or ``call_tools`` step, every field given."""
+    if type(d) is not dict or type(d.get("turn")) is not int:
         return None
-    kind, turn = d.get("kind"), d.get("turn")
-    if type(turn) is not int:
-        return None
+    kind = d.get("kind")
     if kind == "call_llm":
-        if len(d) == 2:
-            return _build(CallLLM, {"kind": "call_llm", "turn": turn})
-    elif kind == "call_tools":
+        return d if len(d) == 2 else None
+    if kind == "call_tools":
         calls = d.get("calls")
         if len(d) != 3 or type(calls) is not list:
             return None
-        built = []
         for c in calls:
-            call = _tool_call(c) if type(c) is dict and c.get("kind") == "tool_call" else None
-            if call is None:
+            if not _tool_call_ok(c):
                 return None
-            built.append(call)
-        return _build(CallTools, {"kind": "call_tools", "turn": turn, "calls": tuple(built)})
+        return d
     return None
+
+
+def _step(d: dict[str, Any]) -> CallLLM | CallTools:
+    """The step of checked data (``_step_data``)."""
+    if d["kind"] == "call_llm":
+        return _build(CallLLM, {"kind": "call_llm", "turn": d["turn"]})
+    calls = tuple(_build(ToolCall, {**c}) for c in d["calls"])
+    return _build(CallTools, {"kind": "call_tools", "turn": d["turn"], "calls": calls})
+
+
+def step_matches(actual: object, data: dict[str, Any]) -> bool:
+    """``actual == step``, where ``step`` is what pydantic builds from ``data`` (checked data of
+    a ``call_llm`` or ``call_tools`` step), without building it.
+
+    Pydantic compares two models by type, private attributes, extra fields and ``__dict__``;
+    these classes have neither private attributes nor extra fields (``fast_path_problems``),
+    and checked data holds exactly the fields, so type and field values decide."""
+    cls = type(actual)
+    if cls is CallLLM:
+        return actual.__dict__ == data
+    if cls is not CallTools or data["kind"] != "call_tools":
+        return False
+    fields = actual.__dict__
+    calls, expected = fields["calls"], data["calls"]
+    if fields["turn"] != data["turn"] or len(calls) != len(expected):
+        return False
+    for call, call_data in zip(calls, expected, strict=True):
+        if type(call) is not ToolCall or call.__dict__ != call_data:
+            return False
+    return True
 
 
 def fast_path_problems() -> list[str]:
@@ -428,12 +465,14 @@ def make_decoder(*, replay: bool = False) -> Decoder:
             if len(d) != 4:
                 return None
             policy = policy_of(d.get("policy"))
-            step = None if policy is None else _step(d.get("step"))
+            step = None if policy is None else _step_data(d.get("step"))
             if step is None:
                 return None
-            if replay:
+            if replay:  # the step as data: step_matches() compares the brain's answer with it
                 return _new_tuple(StepLine, (policy, step))
-            return _build(StepRecord, {"seq": seq, "type": "step", "policy": policy, "step": step})
+            return _build(
+                StepRecord, {"seq": seq, "type": "step", "policy": policy, "step": _step(step)}
+            )
         return None
 
     return decode
