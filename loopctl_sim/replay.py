@@ -207,13 +207,35 @@ def _step_json(step: MachineStep | dict[str, Any]) -> dict[str, Any]:
     return step if isinstance(step, dict) else step.model_dump(mode="json")
 
 
+class _Diverged(Exception):
+    """Raised inside the replay loop at a divergence; its arguments are ``Divergence``'s first
+    six. (An exception rather than a call, so that the loop's variables stay plain locals.)"""
+
+
+def _digest_check(machine: LoopMachine, seq: int, line: int, name: str, recorded: str) -> None:
+    """Raise ``_Diverged`` if the machine's digest is not the one recorded after feed ``name``."""
+    digest = machine.digest()
+    if digest != recorded:
+        raise _Diverged(
+            seq,
+            line,
+            "digest",
+            f"the machine after {name}() is not the recorded one "
+            f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
+            f"context {machine.context_tokens})",
+            {"digest": recorded},
+            {"digest": digest},
+        )
+
+
 def _replay(
     path: str | os.PathLike[str], until: int | None, recent: int, digest_every: int
 ) -> ReplayResult:
     # The hot loop: millions of records, so it reads them in replay form (io records as None,
-    # steps and feeds as tuples, see TraceReader.replay_records), keeps its counts in locals
-    # (io records are not counted at all: they are what is left of ``records``), dispatches on
-    # exact types and calls the feed's machine method directly.
+    # steps and feeds as tuples, see TraceReader.replay_records), keeps its state in plain
+    # locals (no closure reads them: a divergence is raised and reported after the loop), counts
+    # no io records (they are what is left of ``records``), dispatches on exact types and calls
+    # the feed's machine method directly.
     reader = TraceReader(path)
     result = ReplayResult(path=reader.path)
     machine: LoopMachine | None = None
@@ -227,10 +249,137 @@ def _replay(
     steps = n_feeds = headers = ends = 0
     # --until N stops after the record with seq N, on line N + 1.
     last_line = max(until, 0) + 1 if until is not None else -1
-
-    def diverge(
-        seq: int, line: int, what: str, message: str, expected: Any, actual: Any
-    ) -> ReplayResult:
+    try:
+        for line, record in reader.replay_records():
+            if record is None:  # an io record: not replayed
+                pass
+            elif type(record) is FeedLine:
+                n_feeds += 1
+                if record.scrubbed and scrubbed_at is None:
+                    scrubbed_at = line - 1
+                feeds.append((line, record))
+                try:
+                    # the machine method named like the feed, given the feed's arguments
+                    getattr(machine, record.name)(*record.call)
+                except ProtocolError as exc:
+                    raise _Diverged(
+                        line - 1,
+                        line,
+                        "protocol_error",
+                        f"{record.name}() was refused: {exc}",
+                        {"digest": record.digest},
+                        {"ProtocolError": str(exc)},
+                    ) from None
+                since_check += 1
+                if since_check >= digest_every:
+                    since_check = 0
+                    unchecked = None
+                    if machine.digest() != record.digest:  # type: ignore[union-attr]
+                        _digest_check(machine, line - 1, line, record.name, record.digest)  # type: ignore[arg-type]
+                else:
+                    unchecked = (line - 1, line, record.name, record.digest)
+            elif type(record) is StepLine:
+                steps += 1
+                try:
+                    actual = machine.next_step(record.policy)  # type: ignore[union-attr]
+                except ProtocolError as exc:
+                    raise _Diverged(
+                        line - 1,
+                        line,
+                        "protocol_error",
+                        f"next_step() raised: {exc}",
+                        _step_json(record.step),
+                        {"ProtocolError": str(exc)},
+                    ) from None
+                expected = record.step
+                # the fast path's steps are checked data, compared without building them
+                if isinstance(expected, dict):
+                    same = step_matches(actual, expected)
+                else:
+                    same = actual == expected
+                if not same:
+                    data = _step_json(expected)
+                    raise _Diverged(
+                        line - 1,
+                        line,
+                        "step",
+                        f"the brain answered {actual.kind}, the trace says {data['kind']}",
+                        data,
+                        actual.model_dump(mode="json"),
+                    )
+            elif type(record) is HeaderRecord:
+                headers += 1
+                if unchecked is not None:
+                    _digest_check(machine, *unchecked)  # type: ignore[arg-type]
+                    unchecked = None
+                if record.snapshot is not None and record.snapshot.started:
+                    result.resumes += 1
+                else:
+                    result.runs += 1
+                result.complete = False
+                feeds.clear()
+                if record.scrubbed:
+                    scrubbed_at = line - 1
+                previous = machine
+                try:
+                    machine = record.machine()
+                except ValueError as exc:  # a damaged trace, not a decision of the brain
+                    raise TraceFormatError(
+                        reader.path, line, f"the header's snapshot does not restore: {exc}"
+                    ) from None
+                if previous is not None:
+                    # After an end: the next run's brain. In the middle of a run: a resume
+                    # after a crash, which must restore the brain exactly as it was.
+                    nxt = previous.is_terminal and previous.finalized
+                    expected_next = previous.next_run() if nxt else previous
+                    if expected_next != machine:
+                        what = "previous run's next_run()" if nxt else "brain it resumes"
+                        raise _Diverged(
+                            line - 1,
+                            line,
+                            "snapshot",
+                            f"the header's snapshot is not the {what}",
+                            expected_next.model_dump(),
+                            machine.model_dump(),
+                        )
+            elif type(record) is EndRecord:
+                ends += 1
+                assert machine is not None  # the reader guarantees a header first
+                if unchecked is not None:
+                    _digest_check(machine, *unchecked)
+                    unchecked = None
+                outcome = end_outcome(machine)
+                actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
+                expected_outcome = (
+                    None if record.outcome is None else record.outcome.model_dump(mode="json")
+                )
+                if actual_outcome != expected_outcome:
+                    raise _Diverged(
+                        line - 1,
+                        line,
+                        "outcome",
+                        "the run ended with another outcome",
+                        expected_outcome,
+                        actual_outcome,
+                    )
+                digest = machine.digest()
+                if digest != record.digest:
+                    raise _Diverged(
+                        line - 1,
+                        line,
+                        "digest",
+                        "the final machine is not the recorded one",
+                        {"digest": record.digest},
+                        {"digest": digest},
+                    )
+                result.complete = True
+                result.outcome = actual_outcome
+            if line == last_line:
+                result.stopped_at = line - 1
+                break
+        if unchecked is not None:
+            _digest_check(machine, *unchecked)  # type: ignore[arg-type]
+    except _Diverged as found:
         note = None
         if scrubbed_at is not None:
             note = (
@@ -238,179 +387,17 @@ def _replay(
                 "replay past that point cannot be exact"
             )
         recent_feeds = [RecentFeed(at - 1, at, f.name, f.args) for at, f in feeds]
+        seq, at, what, message, expected, actual = found.args
         result.divergence = Divergence(
-            seq, line, what, message, expected, actual, recent_feeds, note=note
+            seq, at, what, message, expected, actual, recent_feeds, note=note
         )
-        result.machine = machine
-        result.warnings = reader.warnings
-        counted()
-        return result
-
-    def counted() -> None:
-        result.records = line
-        result.steps = steps
-        result.feeds = n_feeds
-        result.io = line - steps - n_feeds - headers - ends
-
-    def digest_differs(seq: int, line: int, name: str, recorded: str) -> ReplayResult | None:
-        assert machine is not None
-        digest = machine.digest()
-        if digest == recorded:
-            return None
-        return diverge(
-            seq,
-            line,
-            "digest",
-            f"the machine after {name}() is not the recorded one "
-            f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
-            f"context {machine.context_tokens})",
-            {"digest": recorded},
-            {"digest": digest},
-        )
-
-    for line, record in reader.replay_records():
-        if record is None:  # an io record: not replayed
-            pass
-        elif type(record) is FeedLine:
-            assert machine is not None  # the reader guarantees a header first
-            n_feeds += 1
-            if record.scrubbed and scrubbed_at is None:
-                scrubbed_at = line - 1
-            feeds.append((line, record))
-            try:
-                # the machine method named like the feed, given the feed's arguments
-                getattr(machine, record.name)(*record.call)
-            except ProtocolError as exc:
-                return diverge(
-                    line - 1,
-                    line,
-                    "protocol_error",
-                    f"{record.name}() was refused: {exc}",
-                    {"digest": record.digest},
-                    {"ProtocolError": str(exc)},
-                )
-            since_check += 1
-            if since_check >= digest_every:
-                since_check = 0
-                unchecked = None
-                if machine.digest() != record.digest:
-                    return digest_differs(line - 1, line, record.name, record.digest) or result
-            else:
-                unchecked = (line - 1, line, record.name, record.digest)
-        elif type(record) is StepLine:
-            steps += 1
-            assert machine is not None
-            try:
-                actual = machine.next_step(record.policy)
-            except ProtocolError as exc:
-                return diverge(
-                    line - 1,
-                    line,
-                    "protocol_error",
-                    f"next_step() raised: {exc}",
-                    _step_json(record.step),
-                    {"ProtocolError": str(exc)},
-                )
-            expected = record.step
-            # the fast path's steps are checked data, compared without building them
-            if isinstance(expected, dict):
-                same = step_matches(actual, expected)
-            else:
-                same = actual == expected
-            if not same:
-                data = _step_json(expected)
-                return diverge(
-                    line - 1,
-                    line,
-                    "step",
-                    f"the brain answered {actual.kind}, the trace says {data['kind']}",
-                    data,
-                    actual.model_dump(mode="json"),
-                )
-        elif type(record) is HeaderRecord:
-            headers += 1
-            seq = line - 1
-            if unchecked is not None:
-                found = digest_differs(*unchecked)
-                if found is not None:
-                    return found
-                unchecked = None
-            if record.snapshot is not None and record.snapshot.started:
-                result.resumes += 1
-            else:
-                result.runs += 1
-            result.complete = False
-            feeds.clear()
-            if record.scrubbed:
-                scrubbed_at = seq
-            previous = machine
-            try:
-                machine = record.machine()
-            except ValueError as exc:  # a damaged trace, not a decision of the brain
-                raise TraceFormatError(
-                    reader.path, line, f"the header's snapshot does not restore: {exc}"
-                ) from None
-            if previous is not None:
-                # After an end: the next run's brain. In the middle of a run: a resume after a
-                # crash, which must restore the brain exactly as it was.
-                nxt = previous.is_terminal and previous.finalized
-                expected_next = previous.next_run() if nxt else previous
-                if expected_next != machine:
-                    what = "previous run's next_run()" if nxt else "brain it resumes"
-                    return diverge(
-                        seq,
-                        line,
-                        "snapshot",
-                        f"the header's snapshot is not the {what}",
-                        expected_next.model_dump(),
-                        machine.model_dump(),
-                    )
-        elif type(record) is EndRecord:
-            ends += 1
-            seq = line - 1
-            assert machine is not None
-            if unchecked is not None:
-                found = digest_differs(*unchecked)
-                if found is not None:
-                    return found
-                unchecked = None
-            outcome = end_outcome(machine)
-            actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
-            expected_outcome = (
-                None if record.outcome is None else record.outcome.model_dump(mode="json")
-            )
-            if actual_outcome != expected_outcome:
-                return diverge(
-                    seq,
-                    line,
-                    "outcome",
-                    "the run ended with another outcome",
-                    expected_outcome,
-                    actual_outcome,
-                )
-            digest = machine.digest()
-            if digest != record.digest:
-                return diverge(
-                    seq,
-                    line,
-                    "digest",
-                    "the final machine is not the recorded one",
-                    {"digest": record.digest},
-                    {"digest": digest},
-                )
-            result.complete = True
-            result.outcome = actual_outcome
-        if line == last_line:
-            result.stopped_at = line - 1
-            break
-    if unchecked is not None:
-        found = digest_differs(*unchecked)
-        if found is not None:
-            return found
-    counted()
+    result.records = line
+    result.steps = steps
+    result.feeds = n_feeds
+    result.io = line - steps - n_feeds - headers - ends
     result.warnings = reader.warnings
     result.machine = machine
-    if machine is not None:
+    if machine is not None and result.divergence is None:
         result.final_digest = machine.digest()
         if result.outcome is None:
             outcome = end_outcome(machine)
