@@ -355,7 +355,7 @@ def step_matches(actual: object, data: dict[str, Any]) -> bool:
     and checked data holds exactly the fields, so type and field values decide."""
     cls = type(actual)
     if cls is CallLLM:
-        return actual.__dict__ == data
+        return bool(actual.__dict__ == data)
     if cls is not CallTools or data["kind"] != "call_tools":
         return False
     fields = actual.__dict__
@@ -365,7 +365,8 @@ def step_matches(actual: object, data: dict[str, Any]) -> bool:
     for call in calls:
         if type(call) is not ToolCall:
             return False
-    return [call.__dict__ for call in calls] == data["calls"]
+    same: bool = [call.__dict__ for call in calls] == data["calls"]
+    return same
 
 
 def fast_path_problems() -> list[str]:
