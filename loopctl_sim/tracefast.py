@@ -355,7 +355,7 @@ def step_matches(actual: object, data: dict[str, Any]) -> bool:
     and checked data holds exactly the fields, so type and field values decide."""
     cls = type(actual)
     if cls is CallLLM:
-        return bool(actual.__dict__ == data)
+        return actual.__dict__ == data
     if cls is not CallTools or data["kind"] != "call_tools":
         return False
     fields = actual.__dict__
