@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,12 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loopctl import Message, ProtocolError, ToolCall
+from loopctl import Message, ToolCall
 from loopctl.core import MachinePolicy
-from loopctl_sim.feeds import apply_feed
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim import simulate
-from loopctl_sim.trace import HeaderRecord, StepRecord, TraceReader
+from loopctl_sim.trace import FeedLine, HeaderRecord, StepLine, TraceReader
 from loopctl_sim.world import ModelScript, World
 
 RECORDS_PER_TURN = 9
@@ -76,27 +78,32 @@ def make_world(records: int, shape: str) -> World:
 
 
 def _replay_without_digests(path: Path) -> int:
-    """Read, parse, re-ask steps and apply feeds, but skip the digest (to time the digest)."""
-    machine = None
+    """Read, parse, re-ask steps and apply feeds, but skip the digest and the step comparison:
+    what is left of a replay without them (to time them)."""
+    machine: Any = None
     n = 0
-    for record in TraceReader(path):
-        n += 1
-        if isinstance(record, HeaderRecord):
-            machine = record.machine()
-        elif machine is None:
+    for n, item in TraceReader(path).replay_records():  # noqa: B007 (n: the records read)
+        if item is None:
             continue
-        elif isinstance(record, StepRecord):
-            if machine.next_step(record.policy) != record.step:
-                raise AssertionError("diverged")
-        elif record.type == "feed":
-            try:
-                apply_feed(machine, record.name, record.args)
-            except ProtocolError as exc:  # pragma: no cover
-                raise AssertionError(str(exc)) from None
+        if type(item) is FeedLine:
+            getattr(machine, item.name)(*item.call)
+        elif type(item) is StepLine:
+            machine.next_step(item.policy)
+        elif type(item) is HeaderRecord:
+            machine = item.machine()
     return n
 
 
 def _parse_only(path: Path) -> int:
+    """Read and parse as machine replay does (``TraceReader.replay_records``)."""
+    n = 0
+    for n, _ in TraceReader(path).replay_records():  # noqa: B007
+        pass
+    return n
+
+
+def _parse_records(path: Path) -> int:
+    """Read and parse into full records (``TraceReader``: what show, diff, export read)."""
     return sum(1 for _ in TraceReader(path))
 
 
@@ -137,6 +144,7 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
     checkpoint_cpu_rate = _CPU["cpu"]
     no_digest_rate, _ = _rate(_replay_without_digests, path)
     parse_rate, _ = _rate(_parse_only, path)
+    parse_records_rate, _ = _rate(_parse_records, path)
 
     tracemalloc.start()
     full(path)
@@ -160,6 +168,7 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
         "checkpointed_rate_cpu": round(checkpoint_cpu_rate),
         "replay_rate_without_digest": round(no_digest_rate),
         "parse_rate": round(parse_rate),
+        "parse_records_rate": round(parse_records_rate),
         "digest_share": round(1 - replay_rate / no_digest_rate, 3),
         "peak_replay_memory_kib": round(peak / 1024),
     }
@@ -201,6 +210,7 @@ def _table(report: dict[str, Any]) -> str:
         ("checkpointed_rate_cpu", 12),
         ("replay_rate_without_digest", 12),
         ("parse_rate", 11),
+        ("parse_records_rate", 11),
         ("digest_share", 7),
         ("peak_replay_memory_kib", 10),
         ("record_rate", 10),
@@ -213,6 +223,7 @@ def _table(report: dict[str, Any]) -> str:
         "ckpt r/cpu-s",
         "no-digest r/s",
         "parse r/s",
+        "records r/s",
         "digest",
         "peak KiB",
         "record r/s",
@@ -229,11 +240,111 @@ def _table(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# --- memory on a big trace ----------------------------------------------------------------------
+
+
+def _replay_child(path: str) -> None:
+    """Replay ``path`` in this (fresh) process and print what it cost, as JSON."""
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started, cpu = time.perf_counter(), time.process_time()
+    result = replay_trace(path)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    report = {
+        "ok": result.ok,
+        "summary": result.summary()[:300],
+        "records": result.records,
+        "bytes": Path(path).stat().st_size,
+        "seconds": round(elapsed, 2),
+        "records_per_s": round(result.records / elapsed),
+        "records_per_cpu_s": round(result.records / cpu),
+        # Linux: KiB. Before: the interpreter and imports, so the growth is the replay's own.
+        "rss_after_imports_kib": rss_before,
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
+    print(json.dumps(report))
+
+
+def _simulate_bytes(target_bytes: int, path: Path) -> None:
+    """Record a compacting trace of about ``target_bytes`` (the simulator, one long run)."""
+    sample = path.with_name("sample.jsonl")
+    simulate(make_world(10_000, "compacting"), sample, created="bench")
+    per_record = sample.stat().st_size / sum(1 for _ in sample.open("rb"))
+    sample.unlink()
+    simulate(make_world(int(target_bytes / per_record), "compacting"), path, created="bench")
+
+
+def big(gigabytes: float) -> dict[str, Any]:
+    """Peak RSS of machine replay on a trace of ``gigabytes`` and on one a tenth of its size,
+    each replayed by a fresh process: flat memory means the two peaks are about the same.
+
+    The traces are recorded by the simulator (about 20,000 records/s: minutes for a gigabyte)
+    into a temporary directory, deleted afterwards. Not part of ``run()``, CI or the smoke."""
+    size = int(gigabytes * 1e9)
+    with tempfile.TemporaryDirectory(prefix="loopctl-bench-big-") as tmp:
+        directory = Path(tmp)
+        free = shutil.disk_usage(directory).free
+        if free < 1.2 * size + 1e9:
+            raise SystemExit(f"{tmp}: {free / 1e9:.1f} GB free, {1.2 * size / 1e9:.1f} GB needed")
+        rows = []
+        for label, target in (("tenth", size // 10), ("full", size)):
+            path = directory / f"{label}.jsonl"
+            started = time.perf_counter()
+            _simulate_bytes(target, path)
+            recorded_s = time.perf_counter() - started
+            child = subprocess.run(
+                [sys.executable, "-m", "benchmarks.bench_replay", "--replay-child", str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = json.loads(child.stdout)
+            row["recorded_in_s"] = round(recorded_s, 1)
+            rows.append(row)
+            path.unlink()
+    small, large = rows
+    return {
+        "rows": rows,
+        "bytes_ratio": round(large["bytes"] / small["bytes"], 2),
+        "peak_rss_ratio": round(large["peak_rss_kib"] / small["peak_rss_kib"], 3),
+    }
+
+
+def _big_table(report: dict[str, Any]) -> str:
+    heads = ["bytes", "records", "replay r/s", "r/cpu-s", "rss after imports KiB", "peak RSS KiB"]
+    keys = ["bytes", "records", "records_per_s", "records_per_cpu_s"]
+    keys += ["rss_after_imports_kib", "peak_rss_kib"]
+    out = ["  ".join(h.rjust(14) for h in heads)]
+    for row in report["rows"]:
+        out.append("  ".join(str(row[k]).rjust(14) for k in keys))
+        if not row["ok"]:
+            out.append(f"  NOT OK: {row['summary']}")
+    out.append(
+        f"bytes ratio {report['bytes_ratio']}; peak RSS ratio {report['peak_rss_ratio']} "
+        "(flat memory: about 1)"
+    )
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="small sizes (seconds)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--big",
+        type=float,
+        metavar="GB",
+        help="instead: peak RSS of replaying a trace of GB gigabytes and of one a tenth of it "
+        "(each in a fresh process; needs 1.2 x GB of free space in the temp dir; minutes)",
+    )
+    parser.add_argument("--replay-child", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.replay_child:
+        _replay_child(args.replay_child)
+        return
+    if args.big:
+        report = big(args.big)
+        print(json.dumps(report, indent=2) if args.json else _big_table(report))
+        return
     report = run(args.smoke)
     print(json.dumps(report, indent=2) if args.json else _table(report))
 
