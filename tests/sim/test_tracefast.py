@@ -1,0 +1,474 @@
+"""The trace reader's fast path (``loopctl_sim.tracefast``) against pydantic, its reference.
+
+Whatever the fast path accepts must read to the record pydantic builds (equal, same repr, same
+JSON, same fields set); whatever it does not accept goes to pydantic, so a reader with the fast
+path and one without (``TraceReader(fast=False)``) give the same records and the same errors.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from sim_helpers import TRACES, adding_world, lines, write_lines
+
+from loopctl import MachinePolicy, Message, ToolCall
+from loopctl.core import CallLLM, CallTools
+from loopctl_sim import replay as replay_module
+from loopctl_sim.replay import replay_trace
+from loopctl_sim.sim import simulate
+from loopctl_sim.trace import (
+    IO_SEEN,
+    RECORD,
+    FeedLine,
+    Record,
+    StepLine,
+    StepRecord,
+    TraceFormatError,
+    TraceReader,
+    feed_line,
+)
+from loopctl_sim.tracefast import fast_path_problems, make_decoder, step_matches
+from loopctl_sim.world import Fault
+
+CORPUS = sorted(TRACES.glob("*.jsonl")) + sorted((TRACES / "driver").glob("*.jsonl"))
+
+
+def _models(value: Any) -> Iterator[BaseModel]:
+    """Every model inside ``value`` (itself included)."""
+    if isinstance(value, BaseModel):
+        yield value
+        for name in type(value).model_fields:
+            yield from _models(getattr(value, name))
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _models(item)
+
+
+def assert_same_record(got: Any, expected: Record) -> None:
+    """``got`` is what pydantic built, down to field order and every model's fields set."""
+    assert type(got) is type(expected)
+    assert got == expected
+    assert repr(got) == repr(expected)
+    assert got.model_dump_json() == expected.model_dump_json()
+    for a, b in zip(_models(got), _models(expected), strict=True):
+        assert type(a) is type(b)
+        assert a.model_fields_set == b.model_fields_set
+        assert list(a.__dict__) == list(b.__dict__)
+        assert a.__pydantic_extra__ == b.__pydantic_extra__
+        assert a.__pydantic_private__ == b.__pydantic_private__
+
+
+def assert_replay_form(item: Any, expected: Record) -> None:
+    """``item`` is the replay form (``TraceReader.replay_records``) of ``expected``."""
+    if expected.type == "io":
+        assert item is IO_SEEN or item is None
+    elif isinstance(expected, StepRecord):
+        assert type(item) is StepLine
+        assert item.policy == expected.policy
+        if isinstance(item.step, dict):
+            assert step_matches(expected.step, item.step)
+            assert item.step == expected.step.model_dump(mode="json")
+        else:
+            assert item.step == expected.step
+    else:
+        reference = feed_line(expected)  # type: ignore[arg-type]
+        assert type(item) is FeedLine
+        assert (item.name, item.digest, item.scrubbed) == (
+            reference.name,
+            reference.digest,
+            reference.scrubbed,
+        )
+        assert item.call == reference.call
+        args = item.args if isinstance(item.args, dict) else item.args.model_dump(mode="json")
+        assert args == expected.args.model_dump(mode="json")  # type: ignore[union-attr]
+
+
+def _kind(record: Record) -> str:
+    if isinstance(record, StepRecord):
+        return f"step/{record.step.kind}"
+    return f"{record.type}/{getattr(record, 'name', None) or getattr(record, 'kind', '')}"
+
+
+def test_the_fast_path_is_on() -> None:
+    """If the models change under it, the fast path turns itself off: this says it did."""
+    assert fast_path_problems() == []
+
+
+def test_every_corpus_line_reads_to_the_record_pydantic_builds() -> None:
+    assert CORPUS
+    taken: Counter[str] = Counter()
+    left: Counter[str] = Counter()
+    for path in CORPUS:
+        full, replay = make_decoder(), make_decoder(replay=True)
+        for seq, raw in enumerate(path.read_bytes().splitlines(keepends=True)):
+            expected = RECORD.validate_json(raw)
+            got = full(raw, seq)
+            item = replay(raw, seq)
+            assert (got is None) == (item is None), f"{path}:{seq + 1}"
+            if got is None:
+                left[_kind(expected)] += 1
+                continue
+            taken[_kind(expected)] += 1
+            assert_same_record(got, expected)
+            assert_replay_form(item, expected)
+            assert full(raw, seq + 1) is None  # a seq other than the expected one: pydantic's
+    # Only headers, ends, compact and done steps and fail feeds go to pydantic.
+    assert {kind.split("/")[0] for kind in left} <= {"header", "end", "step", "feed"}
+    assert {k for k in left if k.startswith(("step", "feed"))} <= {
+        "step/compact",
+        "step/done",
+        "feed/fail",
+    }
+    for kind in (
+        "step/call_llm",
+        "step/call_tools",
+        "feed/accept_input",
+        "feed/model_response",
+        "feed/tool_results",
+        "feed/set_context_tokens",
+        "feed/compaction_result",
+        "feed/commit_pending",
+        "feed/discard_pending",
+        "feed/cancel",
+        "io/model_request",
+        "io/model_reply",
+        "io/tool_call",
+        "io/tool_result",
+    ):
+        assert taken[kind], kind
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_readers_with_and_without_the_fast_path_agree_on_the_corpus(path: Path) -> None:
+    fast, slow = TraceReader(path), TraceReader(path, fast=False)
+    expected = list(slow.numbered())
+    assert list(fast.numbered()) == expected
+    assert fast.header == slow.header and fast.line == slow.line
+    replayed = list(TraceReader(path).replay_records())
+    slow_replayed = list(TraceReader(path, fast=False).replay_records())
+    assert [line for line, _ in replayed] == [line for line, _ in expected]
+    assert [line for line, _ in slow_replayed] == [line for line, _ in expected]
+    for (_, item), (_, slow_item), (_, record) in zip(
+        replayed, slow_replayed, expected, strict=True
+    ):
+        if record.type in ("header", "end"):
+            assert item == record == slow_item
+        else:
+            assert_replay_form(item, record)
+            assert_replay_form(slow_item, record)
+
+
+# --- mutations: the fast path takes a line only if pydantic reads it to the same record ---------
+
+_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2,
+    1.0,
+    0.5,
+    1e300,
+    2**64 + 1,
+    -(2**63) - 1,
+    "x",
+    "",
+    "tool_call",
+    [],
+    [1],
+    {},
+    {"x": 1},
+]
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths(item, (*prefix, index))
+
+
+def _mutations(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``data`` with one thing changed: a value replaced, a key dropped or added."""
+    for path in _paths(data):
+        if not path:
+            continue
+        parent_path, last = path[:-1], path[-1]
+        for value in _VALUES:
+            changed = copy.deepcopy(data)
+            parent = changed
+            for key in parent_path:
+                parent = parent[key]
+            parent[last] = value
+            yield changed
+        changed = copy.deepcopy(data)
+        parent = changed
+        for key in parent_path:
+            parent = parent[key]
+        if isinstance(parent, dict):
+            del parent[last]
+            yield changed
+            extra = copy.deepcopy(data)
+            target = extra
+            for key in parent_path:
+                target = target[key]
+            target["extra"] = 1
+            yield extra
+        else:
+            parent.pop(last)
+            yield changed
+
+
+def _samples() -> list[dict[str, Any]]:
+    """One line of each kind the fast path takes, from the corpus."""
+    seen: dict[str, dict[str, Any]] = {}
+    for path in CORPUS:
+        for raw in path.read_bytes().splitlines():
+            record = RECORD.validate_json(raw)
+            kind = _kind(record)
+            if kind not in seen and make_decoder()(raw, record.seq) is not None:
+                seen[kind] = json.loads(raw)
+    return list(seen.values())
+
+
+def _encode(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode() + b"\n"
+
+
+def test_a_changed_line_is_taken_only_as_the_record_pydantic_builds() -> None:
+    samples = _samples()
+    assert len(samples) >= 12
+    checked = taken = 0
+    for sample in samples:
+        seq = sample["seq"]
+        for changed in _mutations(sample):
+            raw = _encode(changed)
+            try:
+                expected: Record | None = RECORD.validate_json(raw)
+            except ValidationError:
+                expected = None
+            got = make_decoder()(raw, seq)
+            item = make_decoder(replay=True)(raw, seq)
+            checked += 1
+            if item is not None:  # replay form: an io record's data is never used, only checked
+                assert expected is not None and expected.seq == seq, raw
+                assert_replay_form(item, expected)
+            if got is None:
+                assert item is None or item is IO_SEEN, raw
+                continue
+            taken += 1
+            assert expected is not None and expected.seq == seq, raw
+            assert_same_record(got, expected)
+            assert_replay_form(item, expected)
+    assert checked > 1000 and taken > 0
+
+
+def _outcome(reader: TraceReader, replay: bool = False) -> Any:
+    try:
+        items = list(reader.replay_records() if replay else reader.numbered())
+    except TraceFormatError as exc:
+        return ("error", exc.path, exc.line, exc.reason)
+    return ("ok", len(items), reader.warnings)
+
+
+def test_a_changed_line_in_a_trace_gives_the_same_records_or_error_as_pydantic(
+    tmp_path: Path,
+) -> None:
+    """The same file, line and reason as the reader without the fast path, for every change."""
+    path = tmp_path / "changed.jsonl"
+    header = next(r for r in lines(CORPUS[0]) if r["type"] == "header")
+    errors = 0
+    for sample in _samples():
+        for changed in _mutations({**sample, "seq": 1}):
+            path.write_bytes(_encode(header) + _encode(changed))
+            slow = _outcome(TraceReader(path, fast=False))
+            assert _outcome(TraceReader(path)) == slow
+            assert _outcome(TraceReader(path), replay=True) == slow
+            errors += slow[0] == "error"
+            if slow[0] == "ok":
+                fast_records = list(TraceReader(path))
+                assert fast_records == list(TraceReader(path, fast=False))
+    assert errors > 100
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"{not json\n", "not valid JSON"),
+        (b"[1, 2]\n", "invalid record"),
+        (
+            b'{"seq": 1, "type": "io", "kind": 5, "turn": null, "data": {}, "duration_s": null}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "io", "kind": "x", "turn": "soon", "data": {}, '
+            b'"duration_s": null}\n',
+            "",
+        ),
+        (b'{"seq": 1, "type": "io", "kind": "x", "turn": 2, "data": [], "duration_s": null}\n', ""),
+        (b'{"seq": 1, "type": "io", "kind": "x", "data": {}, "extra": 1}\n', "extra"),
+        (b'{"seq": 2, "type": "io", "kind": "x", "turn": 2, "data": {}, "duration_s": 1.5}\n', ""),
+        (
+            b'{"seq": 1, "type": "feed", "name": "set_context_tokens", "args": {"n": "many"}, '
+            b'"digest": "d", "scrubbed": false}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "feed", "name": "set_context_tokens", "args": {"n": 3, "m": 1}, '
+            b'"digest": "d", "scrubbed": false}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "feed", "name": "tool_results", "args": {"message": '
+            b'{"role": "tool", "parts": []}}, "digest": "d", "scrubbed": false}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "step", "policy": {}, '
+            b'"step": {"kind": "call_llm", "turn": 1.5}}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "step", "policy": {"max_turns": -1}, '
+            b'"step": {"kind": "call_llm", "turn": 1}}\n',
+            "",
+        ),
+        (
+            b'{"seq": 1, "type": "step", "policy": {}, "step": {"kind": "call_llm", "turn": 1}, '
+            b'"x": 0}\n',
+            "extra",
+        ),
+        (
+            b'{"seq": 1, "type": "feed", "name": "cancel", "args": {}, "digest": "d", '
+            b'"scrubbed": fa',
+            "",
+        ),
+    ],
+)
+def test_malformed_lines_give_the_errors_they_gave_before(
+    tmp_path: Path, line: bytes, reason: str
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    header = next(r for r in lines(CORPUS[0]) if r["type"] == "header")
+    path.write_bytes(_encode(header) + line)
+    slow = _outcome(TraceReader(path, fast=False))
+    assert _outcome(TraceReader(path)) == slow
+    assert _outcome(TraceReader(path), replay=True) == slow
+    if not line.endswith(b"\n"):  # a truncated last line: a warning, the rest is read
+        assert slow[0] == "ok" and "truncated last line" in slow[2][0]
+    else:
+        assert slow[0] == "error" and reason.lower() in slow[3].lower()
+
+
+def test_big_integers_take_the_pydantic_path(tmp_path: Path) -> None:
+    """orjson reads integers beyond 64 bits as floats; pydantic keeps them exact."""
+    big = 2**64 + 1
+    data = {
+        "seq": 1,
+        "type": "feed",
+        "digest": "d",
+        "scrubbed": False,
+        "name": "model_response",
+        "args": {
+            "response": {
+                "role": "assistant",
+                "parts": [{"kind": "tool_call", "id": "c", "name": "add", "arguments": {"a": big}}],
+            },
+            "context_tokens": 3,
+        },
+    }
+    raw = _encode(data)
+    assert make_decoder()(raw, 1) is None
+    assert make_decoder(replay=True)(raw, 1) is None
+    header = next(r for r in lines(CORPUS[0]) if r["type"] == "header")
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(_encode(header) + raw)
+    record = list(TraceReader(path))[1]
+    assert record.args.response.parts[0].arguments == {"a": big}  # type: ignore[union-attr]
+
+
+def test_an_equal_policy_is_read_once() -> None:
+    policy = MachinePolicy(tools=("add",), loop_action="off").model_dump(mode="json")
+    decode = make_decoder()
+
+    def step(seq: int, policy: dict[str, Any]) -> bytes:
+        return _encode(
+            {
+                "seq": seq,
+                "type": "step",
+                "policy": policy,
+                "step": CallLLM(turn=seq).model_dump(mode="json"),
+            }
+        )
+
+    first = decode(step(1, policy), 1)
+    again = decode(step(2, dict(policy)), 2)
+    assert again.policy is first.policy
+    # equal as Python values but not as JSON: pydantic reads both to the same policy
+    loose = {**policy, "max_turns": float(policy["max_turns"]), "compact_now": 0}
+    assert decode(step(3, loose), 3).policy is first.policy
+    assert RECORD.validate_json(step(3, loose)).policy == first.policy  # type: ignore[union-attr]
+    other = decode(step(4, {**policy, "max_turns": 7}), 4)
+    assert other.policy.max_turns == 7 and other.policy is not first.policy
+
+
+def test_step_matches_is_pydantic_equality() -> None:
+    call = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
+    steps: list[Any] = [
+        CallLLM(turn=1),
+        CallLLM(turn=2),
+        CallTools(turn=1, calls=(call,)),
+        CallTools(turn=2, calls=(call,)),
+        CallTools(turn=1, calls=(call, call)),
+        CallTools(turn=1, calls=(call.model_copy(update={"arguments": {"a": 1}}),)),
+        CallTools(turn=1, calls=(call.model_copy(update={"id": "c2"}),)),
+        CallTools(turn=1, calls=()),
+    ]
+    for recorded in steps:
+        data = recorded.model_dump(mode="json")
+        for actual in steps:
+            assert step_matches(actual, data) == (actual == recorded), (actual, recorded)
+        assert not step_matches(Message.user("x"), data)
+
+
+def test_replay_gives_the_same_result_with_and_without_the_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reports (divergences, recent feeds, counts) are the same whichever path read the lines."""
+    base = tmp_path / "run.jsonl"
+    simulate(adding_world(Fault(kind="rate_limited", model_call=2)), base, created="t")
+    records = lines(base)
+    traces = [base, *CORPUS[:6]]
+    step = next(i for i, r in enumerate(records) if r["type"] == "step" and i > 5)
+    feed = next(
+        i for i, r in enumerate(records) if r["name" if "name" in r else "type"] == "model_response"
+    )
+    for index, change in (
+        (step, {"step": {"kind": "call_llm", "turn": 99}}),
+        (feed, {"digest": "0" * 16}),
+    ):
+        changed = [dict(r) for r in records]
+        changed[index].update(change)
+        path = tmp_path / f"changed-{index}.jsonl"
+        write_lines(path, changed)
+        traces.append(path)
+    fast = [replay_trace(p).to_json() for p in traces]
+    fast += [replay_trace(p, until=7).to_json() for p in traces]
+    monkeypatch.setattr(replay_module, "TraceReader", partial(TraceReader, fast=False))
+    slow = [replay_trace(p).to_json() for p in traces]
+    slow += [replay_trace(p, until=7).to_json() for p in traces]
+    assert fast == slow
+    assert sum(not r["ok"] for r in fast) >= 2
