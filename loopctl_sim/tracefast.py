@@ -8,12 +8,19 @@ one canonical shape: every field present, each value of exactly its JSON type. T
 recognises that shape and builds the very records pydantic would (equal, with the same field
 order and ``model_fields_set``) without going through validation.
 
-It is a fast path, never a second validator: ``make_decoder()``'s function answers ``None``
-whenever it is not sure (any other shape, type, key set or record kind, a ``seq`` other than
-the expected one, an integer ``orjson`` turns into a float), and the reader then validates the
-line with pydantic exactly as before. So every accepted trace reads to the same records and
+It is a fast path, never a second validator: a decoder answers ``None`` whenever it is not
+sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one, a
+float that may be an integer ``orjson`` could not read exactly), and the reader then validates
+the line with pydantic exactly as before. So every accepted trace reads to the same records and
 every rejected one fails with the same ``TraceFormatError``. Headers, end records, ``compact``
 and ``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic path.
+
+Even without validation a pydantic object costs about 0.6 µs to make, so for machine replay
+(``make_decoder(replay=True)``, ``TraceReader.replay_records``) the decoder builds only what
+the brain is handed: an ``io`` record is checked and answered ``IO_SEEN``; a feed becomes a
+``FeedLine`` holding the machine method's arguments (messages built, no record or argument
+model); a step becomes a ``StepLine`` holding the policy and the step's checked JSON data,
+which ``step_matches`` compares with the brain's answer exactly as pydantic's ``==`` would.
 
 The policy of a step record is almost always the one of the step before: a step whose policy
 dict equals the previous one reuses that ``MachinePolicy`` object. Equal dicts may differ in
@@ -23,6 +30,7 @@ field value, so the reused policy is still the one it would build.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -369,9 +377,14 @@ def step_matches(actual: object, data: dict[str, Any]) -> bool:
     return same
 
 
+@functools.cache
+def _problems() -> tuple[str, ...]:
+    return tuple(fast_path_problems())
+
+
 def fast_path_problems() -> list[str]:
     """Why building the classes above directly would not give what pydantic gives (empty: it
-    does). Checked once per decoder: if the models change (a new field, a validator, a private
+    does). Checked once a process: if the models change (a new field, a validator, a private
     attribute), the fast path turns itself off rather than build different records."""
     problems = []
     for cls, fields in _BUILT.items():
@@ -407,7 +420,7 @@ def make_decoder(*, replay: bool = False) -> Decoder:
 
     ``replay=True``: answer what ``TraceReader.replay_records`` yields instead of records: a
     ``StepLine``, a ``FeedLine``, or ``IO_SEEN`` for an io record (checked, never built)."""
-    if fast_path_problems():
+    if _problems():  # checked once a process
         return _never
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
