@@ -20,7 +20,8 @@ Times and durations live only in ``header`` and ``io`` records: replay never dep
 The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
 record being written. The reader streams line by line: a malformed line is a ``TraceFormatError``
 naming ``file:line``; an unparseable last line without a newline (a write cut short) is reported
-as a warning and skipped.
+as a warning and skipped. Well-formed lines take a fast path (``loopctl_sim.tracefast``) that
+gives the same records; every other line is validated by pydantic.
 """
 
 from __future__ import annotations
