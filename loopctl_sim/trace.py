@@ -512,10 +512,12 @@ class TraceReader:
     Iterate to get records; ``numbered()`` also gives each one's line number. ``warnings``
     collects non-fatal problems (a truncated last line).
 
-    Well-formed lines take a fast path (``loopctl_sim.tracefast``: ``orjson`` and records built
-    directly, about 3x faster); any line it is not sure of is validated by pydantic as before, so
-    the records and every error are the same either way. ``fast=False`` reads every line through
-    pydantic (the reference the fast path is tested against).
+    ``replay_records()`` gives the records in the form machine replay needs; there, well-formed
+    lines take a fast path (``loopctl_sim.tracefast``: ``orjson``, and only what the brain is
+    handed is built), and any line it is not sure of is validated by pydantic, so the items and
+    every error are the same either way. ``fast=False`` turns it off (the reference it is
+    tested against). Full records are always built by pydantic: it builds them faster than
+    Python could.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fast: bool = True) -> None:
@@ -550,12 +552,12 @@ class TraceReader:
             raise TraceFormatError(path, 0, f"cannot open: {exc.strerror or exc}") from None
         # The core validator itself: TypeAdapter.validate_json adds a Python call per line.
         validate = RECORD.validator.validate_json
-        decode = _fast_decoder(replay) if self.fast else _no_fast_path
+        decode = _fast_decoder() if self.fast and replay else None
         with f:
             for lineno, raw in enumerate(f, 1):
                 self.line = lineno
-                item = decode(raw, expected_seq)
-                if item is not None:  # the fast path: a step, feed or io record (seq checked)
+                if decode is not None and (item := decode(raw, expected_seq)) is not None:
+                    # the fast path: a step, feed or io line (seq checked)
                     if not in_run:
                         raise self._misplaced(lineno, _kind_of(item), expected_seq)
                     if item is IO_SEEN:
@@ -628,15 +630,11 @@ def _kind_of(item: Any) -> str:
     return kind
 
 
-def _no_fast_path(raw: bytes, expected_seq: int) -> None:
-    return None
-
-
-def _fast_decoder(replay: bool) -> Callable[[bytes, int], Any]:
-    # Imported here: the fast path builds this module's record classes.
+def _fast_decoder() -> Callable[[bytes, int], Any]:
+    # Imported here: the fast path uses this module's record classes.
     from loopctl_sim.tracefast import make_decoder
 
-    return make_decoder(replay=replay)
+    return make_decoder()
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[Record]:

@@ -39,7 +39,6 @@ from pydantic import BaseModel, ValidationError
 
 from loopctl.core import CallLLM, CallTools, MachinePolicy, Message, TextPart, ToolCall, ToolResult
 from loopctl_sim.feeds import (
-    FEED_ARGS,
     AcceptInputArgs,
     CompactionNoopArgs,
     CompactionResultArgs,
@@ -54,7 +53,7 @@ from loopctl_sim.trace import _FEED_RECORDS, IO_SEEN, FeedLine, IoRecord, StepLi
 __all__ = ["Decoder", "fast_path_problems", "make_decoder", "step_matches"]
 
 
-#: ``decode(raw_line, expected_seq)``: the record (or its replay form), or ``None`` (use pydantic).
+#: ``decode(raw_line, expected_seq)``: the line's replay form, or ``None`` (use pydantic).
 Decoder = Callable[[bytes, int], Any]
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -67,8 +66,10 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-#: Every class the fast path builds, with the fields it gives, in the order it gives them.
-_BUILT: Final[dict[type[BaseModel], tuple[str, ...]]] = {
+#: Every class whose shape the fast path relies on, with its fields in order: the messages and
+#: parts it builds; the steps ``step_matches`` compares; the feed arguments (their fields, in
+#: order, are the machine method's arguments); the records whose lines it checks.
+_SHAPES: Final[dict[type[BaseModel], tuple[str, ...]]] = {
     TextPart: ("kind", "text"),
     ToolCall: ("kind", "id", "name", "arguments"),
     ToolResult: ("kind", "call_id", "name", "content", "is_error"),
@@ -93,7 +94,7 @@ _BUILT: Final[dict[type[BaseModel], tuple[str, ...]]] = {
 
 #: One fields set per class, shared by its instances: pydantic copies it before any change
 #: (``model_copy``), and frozen models never change it in place.
-_FIELDS_SET: Final = {cls: set(fields) for cls, fields in _BUILT.items()}
+_FIELDS_SET: Final = {cls: set(fields) for cls, fields in _SHAPES.items()}
 
 
 def _build(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -289,13 +290,12 @@ _ARG_VALUES: Final[dict[str, Callable[[dict[str, Any]], _Values]]] = {
     "commit_pending": _no_args,
     "discard_pending": _no_args,
 }
-_ARG_FIELDS: Final = {name: tuple(FEED_ARGS[name].model_fields) for name in _ARG_VALUES}
 
 
 # --- records ----------------------------------------------------------------------------------
 
 
-def _feed(d: dict[str, Any], seq: int, replay: bool) -> Any:
+def _feed(d: dict[str, Any]) -> FeedLine | None:
     if len(d) != 6:
         return None
     digest, scrubbed, name, args = d.get("digest"), d.get("scrubbed"), d.get("name"), d.get("args")
@@ -306,20 +306,8 @@ def _feed(d: dict[str, Any], seq: int, replay: bool) -> Any:
     values = values_of(args)
     if values is None:
         return None
-    if replay:
-        return _new_tuple(FeedLine, (name, values, args, digest, scrubbed))
-    typed = _build(FEED_ARGS[name], dict(zip(_ARG_FIELDS[name], values, strict=True)))
-    return _build(
-        _FEED_RECORDS[name],
-        {
-            "seq": seq,
-            "type": "feed",
-            "digest": digest,
-            "scrubbed": scrubbed,
-            "name": name,
-            "args": typed,
-        },
-    )
+    feed: FeedLine = _new_tuple(FeedLine, (name, values, args, digest, scrubbed))
+    return feed
 
 
 def _step_data(d: Any) -> dict[str, Any] | None:
@@ -338,20 +326,6 @@ def _step_data(d: Any) -> dict[str, Any] | None:
                 return None
         return d
     return None
-
-
-def _step(d: dict[str, Any]) -> CallLLM | CallTools:
-    """The step of checked data (``_step_data``)."""
-    if d["kind"] == "call_llm":
-        return _build(CallLLM, {"kind": "call_llm", "turn": d["turn"]})
-    calls = tuple(
-        _build(
-            ToolCall,
-            {"kind": "tool_call", "id": c["id"], "name": c["name"], "arguments": c["arguments"]},
-        )
-        for c in d["calls"]
-    )
-    return _build(CallTools, {"kind": "call_tools", "turn": d["turn"], "calls": calls})
 
 
 def step_matches(actual: object, data: dict[str, Any]) -> bool:
@@ -383,11 +357,11 @@ def _problems() -> tuple[str, ...]:
 
 
 def fast_path_problems() -> list[str]:
-    """Why building the classes above directly would not give what pydantic gives (empty: it
-    does). Checked once a process: if the models change (a new field, a validator, a private
-    attribute), the fast path turns itself off rather than build different records."""
+    """Why the fast path would not give what pydantic gives (empty: it does). Checked once a
+    process: if the models change (a new field, a validator, a private attribute), the fast
+    path turns itself off rather than give something else."""
     problems = []
-    for cls, fields in _BUILT.items():
+    for cls, fields in _SHAPES.items():
         name = cls.__name__
         if tuple(cls.model_fields) != fields:
             problems.append(f"{name}: fields {tuple(cls.model_fields)}, expected {fields}")
@@ -415,11 +389,11 @@ def _never(raw: bytes, expected_seq: int) -> None:
     return None
 
 
-def make_decoder(*, replay: bool = False) -> Decoder:
+def make_decoder() -> Decoder:
     """A fresh fast-path decoder (it remembers the last step's policy); see the module doc.
 
-    ``replay=True``: answer what ``TraceReader.replay_records`` yields instead of records: a
-    ``StepLine``, a ``FeedLine``, or ``IO_SEEN`` for an io record (checked, never built)."""
+    It answers what ``TraceReader.replay_records`` yields for a line: a ``StepLine``, a
+    ``FeedLine``, ``IO_SEEN`` for an io record (checked, never built), or ``None``."""
     if _problems():  # checked once a process
         return _never
     loads = orjson.loads
@@ -455,34 +429,21 @@ def make_decoder(*, replay: bool = False) -> Decoder:
             return None
         kind = d.get("type")
         if kind == "io":
-            # The shape of an IoRecord, every field given, checked exactly.
-            turn, data, duration = d.get("turn"), d.get("data"), d.get("duration_s")
-            if not (
+            # The shape of an IoRecord, every field given, checked exactly; its data is any
+            # JSON object, never used by machine replay.
+            turn, duration = d.get("turn"), d.get("duration_s")
+            if (
                 len(d) == 6
                 and type(d.get("kind")) is str
-                and type(data) is dict
+                and type(d.get("data")) is dict
                 and (turn is None or type(turn) is int)
                 # a float beyond 2**53 may be a big integer orjson rounded another way
                 and (duration is None or (type(duration) is float and -1e15 < duration < 1e15))
             ):
-                return None
-            if replay:
                 return IO_SEEN
-            if not _plain_dict(data):
-                return None
-            return _build(
-                IoRecord,
-                {
-                    "seq": seq,
-                    "type": "io",
-                    "kind": d["kind"],
-                    "turn": turn,
-                    "data": data,
-                    "duration_s": duration,
-                },
-            )
+            return None
         if kind == "feed":
-            return _feed(d, seq, replay)
+            return _feed(d)
         if kind == "step":
             if len(d) != 4:
                 return None
@@ -490,11 +451,8 @@ def make_decoder(*, replay: bool = False) -> Decoder:
             step = None if policy is None else _step_data(d.get("step"))
             if step is None:
                 return None
-            if replay:  # the step as data: step_matches() compares the brain's answer with it
-                return _new_tuple(StepLine, (policy, step))
-            return _build(
-                StepRecord, {"seq": seq, "type": "step", "policy": policy, "step": _step(step)}
-            )
+            # the step as data: step_matches() compares the brain's answer with it
+            return _new_tuple(StepLine, (policy, step))
         return None
 
     return decode
