@@ -105,6 +105,22 @@ def test_until_stops_and_keeps_the_machine(trace: Path) -> None:
     assert result.machine.state.kind == "awaiting_tools"
 
 
+@pytest.mark.parametrize("until", [-5, 0, 1, 3, 4, 10, 10**9])
+def test_until_stops_after_the_first_record_at_or_past_it(trace: Path, until: int) -> None:
+    """Whatever the kind of that record (io records included), and counts only what was read."""
+    records = read_trace(trace)
+    result = replay_trace(trace, until=until)
+    stop = max(until, 0)
+    if stop < len(records):
+        assert result.stopped_at == stop and result.records == stop + 1
+    else:
+        assert result.stopped_at is None and result.records == len(records)
+    read = records[: result.records]
+    assert result.io == sum(r.type == "io" for r in read)
+    assert result.steps == sum(r.type == "step" for r in read)
+    assert result.feeds == sum(r.type == "feed" for r in read)
+
+
 def test_an_incomplete_trace_replays_what_it_has(trace: Path, tmp_path: Path) -> None:
     cut = tmp_path / "cut.jsonl"
     cut.write_text("".join(trace.read_text().splitlines(keepends=True)[:12]))
