@@ -26,6 +26,7 @@ from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim import simulate
 from loopctl_sim.trace import (
     IO_SEEN,
+    READ_AHEAD,
     RECORD,
     FeedLine,
     Record,
@@ -467,3 +468,59 @@ def test_replay_gives_the_same_result_with_and_without_the_fast_path(
     slow += [replay_trace(p, until=7).to_json() for p in traces]
     assert fast == slow
     assert sum(not r["ok"] for r in fast) >= 2
+
+
+# --- reading ahead: what replay meets keeps its place -------------------------------------------
+
+
+@pytest.fixture
+def long_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "long.jsonl"
+    path.write_bytes((TRACES / "long_run.jsonl").read_bytes())
+    assert len(path.read_bytes().splitlines()) > 2 * READ_AHEAD
+    return path
+
+
+@pytest.mark.parametrize("bad", [3, READ_AHEAD - 1, READ_AHEAD, READ_AHEAD + 5])
+def test_replay_records_hands_out_every_record_before_a_bad_line(
+    long_trace: Path, bad: int
+) -> None:
+    text = long_trace.read_bytes().splitlines(keepends=True)
+    text[bad] = b"{broken\n"
+    long_trace.write_bytes(b"".join(text))
+    items = TraceReader(long_trace).replay_records()
+    got = [next(items)[0] for _ in range(bad)]
+    assert got == list(range(1, bad + 1))
+    with pytest.raises(TraceFormatError, match=f":{bad + 1}: not valid JSON"):
+        next(items)
+
+
+def test_a_divergence_before_a_bad_line_is_reported_first(long_trace: Path) -> None:
+    records = lines(long_trace)
+    step = next(i for i, r in enumerate(records) if r["type"] == "step" and i > 3)
+    records[step]["step"] = {"kind": "call_llm", "turn": 999}
+    write_lines(long_trace, records)
+    text = long_trace.read_bytes().splitlines(keepends=True)
+    text[step + 5] = b"{broken\n"  # within the lines read ahead of the divergence
+    long_trace.write_bytes(b"".join(text))
+    result = replay_trace(long_trace)
+    assert result.divergence is not None and result.divergence.seq == step
+    assert result.records == step + 1 and result.warnings == []
+
+
+def test_a_truncated_last_line_is_a_warning_once_replay_gets_there(long_trace: Path) -> None:
+    text = long_trace.read_bytes()
+    long_trace.write_bytes(text[:-20])  # the end record loses its tail and its newline
+    reader = TraceReader(long_trace)
+    items = reader.replay_records()
+    n = len(text.splitlines()) - 1
+    for _ in range(n):
+        next(items)
+        assert reader.warnings == []
+    with pytest.raises(StopIteration):
+        next(items)
+    assert len(reader.warnings) == 1 and "truncated last line" in reader.warnings[0]
+    result = replay_trace(long_trace)
+    assert result.ok and not result.complete and len(result.warnings) == 1
+    # stopped before the end: no warning, as when every line was read one at a time
+    assert replay_trace(long_trace, until=5).warnings == []
