@@ -1,26 +1,27 @@
-"""The trace reader's fast path: well-formed lines parsed by ``orjson``, records built directly.
+"""Machine replay's fast path through a trace: lines parsed by ``orjson``, only what the brain
+is handed built.
 
 Validating a line with pydantic (``RECORD.validator.validate_json``) costs about 4-6 µs, most of
 it building a dozen small models through the discriminated unions; machine-level replay reads
 every line, so that alone would cap it near 200,000 records/s before the brain does any work.
-``orjson`` parses a line in about a third of that time, and the records a writer produces have
-one canonical shape: every field present, each value of exactly its JSON type. This module
-recognises that shape and builds the very records pydantic would (equal, with the same field
-order and ``model_fields_set``) without going through validation.
+``orjson`` parses a line in about a third of that time, and the lines a writer produces have
+one canonical shape: every field present, each value of exactly its JSON type. A decoder
+(``make_decoder``, used by ``TraceReader.replay_records``) recognises that shape and gives the
+line's replay form without building records: an ``io`` line is checked and answered
+``IO_SEEN`` (its data is never used); a feed becomes a ``FeedLine`` holding the machine
+method's arguments (the messages built as pydantic builds them: equal, same field order and
+``model_fields_set``; no record or argument model, at about 0.6 µs an object even unvalidated);
+a step becomes a ``StepLine`` holding the policy and the step's checked JSON data, which
+``step_matches`` compares with the brain's answer exactly as pydantic's ``==`` would.
 
 It is a fast path, never a second validator: a decoder answers ``None`` whenever it is not
 sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one, a
 float that may be an integer ``orjson`` could not read exactly), and the reader then validates
-the line with pydantic exactly as before. So every accepted trace reads to the same records and
-every rejected one fails with the same ``TraceFormatError``. Headers, end records, ``compact``
-and ``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic path.
-
-Even without validation a pydantic object costs about 0.6 µs to make, so for machine replay
-(``make_decoder(replay=True)``, ``TraceReader.replay_records``) the decoder builds only what
-the brain is handed: an ``io`` record is checked and answered ``IO_SEEN``; a feed becomes a
-``FeedLine`` holding the machine method's arguments (messages built, no record or argument
-model); a step becomes a ``StepLine`` holding the policy and the step's checked JSON data,
-which ``step_matches`` compares with the brain's answer exactly as pydantic's ``==`` would.
+the line with pydantic exactly as before. So every accepted trace replays from the same data
+and every rejected one fails with the same ``TraceFormatError``. Headers, end records,
+``compact`` and ``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic
+path, and so does everything read as full records (``TraceReader.numbered``): pydantic builds
+full records faster than Python could.
 
 The policy of a step record is almost always the one of the step before: a step whose policy
 dict equals the previous one reuses that ``MachinePolicy`` object. Equal dicts may differ in
