@@ -25,12 +25,12 @@ what replay reads (``TraceReader.replay_records``: the orjson fast path) and of 
 replay (tracemalloc, in a separate pass); the recording rate.
 
 Goal: 100,000 records/s and flat memory. Measured 2026-11-30 on the 2-core dev VM (the brain
-still being made cheaper): replay about 66,000-69,000 records/s (38,000-44,000 before the fast
-path), replay-form parsing about 280,000 records/s (full records by pydantic about 150,000-
-180,000); the traced peak stops growing once bounded caches are full (about 6.5 MiB at 100k
-and at 200k records). ``--big 1``: a 1.05 GB trace (4.2 million records) and a 103 MB one
-replayed in fresh processes peaked at 48.4 and 48.6 MB of RSS (48.0 MB after the imports):
-memory is flat.
+still being made cheaper): replay about 74,000-78,000 records/s (38,000-44,000 before the
+reader's fast path and read-ahead), replay-form parsing about 200,000-250,000 records/s (full
+records, by pydantic, 170,000-190,000); the traced peak stops growing once bounded caches are
+full (6.5-7 MiB at 100k and at 200k records). ``--big 1``: a 1.05 GB trace (4.2 million
+records, replayed at 74,000 records/s) and a 103 MB one, each in a fresh process, peaked at
+48.5 MB of RSS both (47.9 MB after the imports): memory is flat.
 """
 
 from __future__ import annotations
