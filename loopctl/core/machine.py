@@ -27,7 +27,6 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
@@ -192,21 +191,38 @@ _NEW_CALL_TOOLS: Final = CallTools.__pydantic_validator__.validate_python
 _NEW_EXCHANGE: Final = Exchange.__pydantic_validator__.validate_python
 
 
-@lru_cache(maxsize=4096)
+#: States and steps are frozen, so one instance per turn serves every machine: the first turns'
+#: are built once here (fuzzing runs thousands of short machines); later turns are built when
+#: reached (a long run reaches each turn once, so keeping them would only cost a cache lookup).
+_EARLY_TURNS: Final = 256
+_AWAITING_MODEL: Final[tuple[AwaitingModel, ...]] = tuple(
+    _NEW_AWAITING_MODEL({"turn": t}) for t in range(_EARLY_TURNS)
+)
+_CALL_LLM: Final[tuple[CallLLM, ...]] = tuple(
+    _NEW_CALL_LLM({"turn": t}) for t in range(_EARLY_TURNS)
+)
+_AWAITING_TOOLS: Final[tuple[AwaitingTools, ...]] = tuple(
+    _NEW_AWAITING_TOOLS({"turn": t}) for t in range(_EARLY_TURNS)
+)
+
+
 def _awaiting_model(turn: int) -> AwaitingModel:
-    """States and steps are frozen, so one instance per turn serves every machine."""
+    if 0 <= turn < _EARLY_TURNS:
+        return _AWAITING_MODEL[turn]
     state: AwaitingModel = _NEW_AWAITING_MODEL({"turn": turn})
     return state
 
 
-@lru_cache(maxsize=4096)
 def _call_llm(turn: int) -> CallLLM:
+    if 0 <= turn < _EARLY_TURNS:
+        return _CALL_LLM[turn]
     step: CallLLM = _NEW_CALL_LLM({"turn": turn})
     return step
 
 
-@lru_cache(maxsize=4096)
 def _awaiting_tools(turn: int) -> AwaitingTools:
+    if 0 <= turn < _EARLY_TURNS:
+        return _AWAITING_TOOLS[turn]
     state: AwaitingTools = _NEW_AWAITING_TOOLS({"turn": turn})
     return state
 
@@ -522,7 +538,7 @@ class LoopMachine:
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
         keys: list[str] = []
         if calls:
-            ids = {c.id for c in calls}
+            ids = {c.id for c in calls} if len(calls) > 1 else {calls[0].id}
             if len(ids) != len(calls) or "" in ids:
                 raise self._refuse(
                     "model_response",
@@ -545,7 +561,7 @@ class LoopMachine:
             return
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]
-        preanswered = tuple(_not_available(c, advertised) for c in unknown)
+        preanswered = tuple(_not_available(c, advertised) for c in unknown) if unknown else ()
         if len(unknown) == len(calls):
             # Every call is unknown: the exchange completes at once, nothing is dispatched.
             self._pending.append(Message.from_results(preanswered))
@@ -765,10 +781,25 @@ class LoopMachine:
             chained(history, _HISTORY_START)
         else:
             # The common case, after a feed that left history alone: only pending may have grown.
-            pending = self._pending_json = encoded(pending, self._pending)
+            pend = self._pending
+            m = len(pend)
+            if (
+                pending.source is pend
+                and pending.hashed == m
+                and len(pending.parts) == m
+                and pending.chain is not None
+                and pending.base == (history, n)
+            ):
+                # ... and it did not (set_context_tokens, a step): only the small fields changed.
+                final = pending.chain.copy()
+                final.update(self._end())
+                hexdigest: str = final.hexdigest()
+                return hexdigest[:16]
+            pending = self._pending_json = encoded(pending, pend)
         final = chained(pending, self._after_history, (history, history.hashed)).copy()
         final.update(self._end())
-        return str(final.hexdigest()[:16])
+        hexdigest = final.hexdigest()
+        return hexdigest[:16]
 
     def _after_history(self) -> Hash:
         """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""

@@ -275,25 +275,30 @@ class EndEncoder:
         """
         keys, parts = self.calls_keys, self.calls_parts
         n = len(calls)
-        start = 0
         if calls is self.calls and keys:
             last = keys[-1]
             start = n
             while start > 0 and calls[start - 1] is not last:
                 start -= 1
-            dropped = len(keys) + (n - start) - n
-            if start == 0 or dropped < 0 or calls[0] is not keys[dropped]:
-                start = -1  # not the one way the window changes: encode it whole
-            else:
-                del keys[:dropped]
-                del parts[:dropped]
-        if start <= 0 or calls is not self.calls:
-            keys.clear()
-            parts.clear()
-            start = 0
-        new = calls[start:]
-        keys.extend(new)
-        parts.extend(map(_JSON, new))
+            dropped = len(keys) - start
+            if start > 0 and dropped >= 0 and calls[0] is keys[dropped]:
+                # The JSON is cut and extended, not joined again: the dropped keys and their
+                # commas go from the front, the new keys' JSON is appended.
+                body = self.calls_json[1:-1]
+                if dropped:
+                    body = body[sum(map(len, parts[:dropped])) + dropped :]
+                    del keys[:dropped]
+                    del parts[:dropped]
+                new = [_JSON(key) for key in calls[start:]]
+                keys.extend(calls[start:])
+                parts.extend(new)
+                if new:
+                    body = body + b"," + b",".join(new) if body else b",".join(new)
+                self.calls_json = b"[" + body + b"]"
+                return
+        # not the one way the window changes (or a first encoding): encode it whole
+        keys[:] = calls
+        parts[:] = map(_JSON, calls)
         self.calls = calls
         self.calls_json = b"[" + b",".join(parts) + b"]"
 
