@@ -280,3 +280,27 @@ def test_the_group_picks_up_the_extra_commands(runner: CliRunner) -> None:
     help_text = runner.invoke(main, ["--help"]).output
     for name in ("replay", "show", "diff", "run", "schema"):
         assert name in help_text
+
+
+def test_replay_digest_every_still_names_the_first_divergent_feed(
+    trace: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """Checkpoints compare the digest every N feeds; a mismatch is replayed feed by feed."""
+    ok = runner.invoke(main, ["replay", str(trace), "--digest-every", "32", "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.output)["ok"]
+    records = lines(trace)
+    seq = next(r["seq"] for r in records if r.get("name") == "accept_input")
+    records[seq]["args"]["input"]["parts"][0]["text"] += " (edited)"  # the brain differs from here
+    edited = tmp_path / "edited.jsonl"
+    write_lines(edited, records)
+    exact = json.loads(runner.invoke(main, ["replay", str(edited), "--json"]).output)
+    fast = runner.invoke(main, ["replay", str(edited), "--digest-every", "1000", "--json"])
+    assert fast.exit_code == 1
+    assert json.loads(fast.output)["divergence"] == exact["divergence"]
+    assert exact["divergence"]["seq"] == seq
+
+
+@pytest.mark.parametrize("args", [["--digest-every", "0"], ["--driver", "--digest-every", "4"]])
+def test_replay_digest_every_is_checked(trace: Path, runner: CliRunner, args: list[str]) -> None:
+    result = runner.invoke(main, ["replay", str(trace), *args])
+    assert result.exit_code == 2 and "Traceback" not in result.output
