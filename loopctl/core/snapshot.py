@@ -10,6 +10,7 @@ digest that traces take after every feed from re-serializing the whole conversat
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Literal
@@ -164,6 +165,9 @@ _END: Final = (
 )
 
 
+#: A character JSON escapes (pydantic writes everything else as is).
+_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
+
 #: The JSON of the states a turn passes through, by exact type (pinned to pydantic's by tests).
 _TURN_STATE_JSON: Final[dict[type, bytes]] = {
     AwaitingModel: b'{"kind":"awaiting_model","turn":%d}',
@@ -198,9 +202,10 @@ class EndEncoder:
         "advertised",
         "advertised_json",
         "calls",
+        "calls_escaped",
         "calls_json",
-        "calls_keys",
-        "calls_parts",
+        "calls_last",
+        "calls_len",
         "exchange",
         "exchange_json",
         "state",
@@ -214,9 +219,10 @@ class EndEncoder:
         self.exchange_json = b"null"
         self.advertised: object = None
         self.advertised_json = b"[]"
-        self.calls: object = None
-        self.calls_keys: list[str] = []  # the window's keys as last encoded (the objects)
-        self.calls_parts: list[bytes] = []  # and each one's JSON
+        self.calls: object = None  # the window's list as last encoded, its length and last key
+        self.calls_len = 0
+        self.calls_last: object = None
+        self.calls_escaped = False  # a key of this window needs escaping: pydantic writes it
         self.calls_json = b"[]"
 
     def encode(
@@ -243,11 +249,10 @@ class EndEncoder:
             if advertised != self.advertised:  # drivers hand in equal tuples, turn after turn
                 self.advertised_json = _JSON(advertised)
             self.advertised = advertised
-        keys = self.calls_keys
         if (
             loop_calls is not self.calls
-            or len(loop_calls) != len(keys)
-            or (keys and loop_calls[-1] is not keys[-1])
+            or len(loop_calls) != self.calls_len
+            or (loop_calls and loop_calls[-1] is not self.calls_last)
         ):
             self._encode_calls(loop_calls)
         return _END % (
@@ -267,40 +272,32 @@ class EndEncoder:
     def _encode_calls(self, calls: Sequence[str]) -> None:
         """Bring the window's JSON up to date.
 
-        The brain changes its window in one way only: it appends an exchange's freshly built
-        keys and trims the front to ``MAX_LOOP_WINDOW``. So the keys after the last key encoded
-        before (found by identity: this encoder keeps it alive, so no other object can be at its
-        address) are the new ones, and as many old ones went from the front; only those are
-        encoded. Anything else (another list) is encoded whole.
+        The brain changes its window in place, in one way only: it appends an exchange's freshly
+        built keys (new objects) and trims the front. So the list, its length and its last key
+        (held here, so no other object can take its address) tell whether it changed, and the
+        keys after the last one seen are the new ones. A key is a tool name and a hex hash:
+        joined with ``","`` the keys are the JSON list itself, unless a name holds a character
+        JSON escapes (a quote, a backslash, a control character). Only new keys are checked for
+        those; once one is seen, this window is left to pydantic key by key.
         """
-        keys, parts = self.calls_keys, self.calls_parts
-        n = len(calls)
-        if calls is self.calls and keys:
-            last = keys[-1]
-            start = n
-            while start > 0 and calls[start - 1] is not last:
-                start -= 1
-            dropped = len(keys) - start
-            if start > 0 and dropped >= 0 and calls[0] is keys[dropped]:
-                # The JSON is cut and extended, not joined again: the dropped keys and their
-                # commas go from the front, the new keys' JSON is appended.
-                body = self.calls_json[1:-1]
-                if dropped:
-                    body = body[sum(map(len, parts[:dropped])) + dropped :]
-                    del keys[:dropped]
-                    del parts[:dropped]
-                new = [_JSON(key) for key in calls[start:]]
-                keys.extend(calls[start:])
-                parts.extend(new)
-                if new:
-                    body = body + b"," + b",".join(new) if body else b",".join(new)
-                self.calls_json = b"[" + body + b"]"
-                return
-        # not the one way the window changes (or a first encoding): encode it whole
-        keys[:] = calls
-        parts[:] = map(_JSON, calls)
+        if calls is self.calls and self.calls_last is not None and not self.calls_escaped:
+            last = self.calls_last
+            i = len(calls) - 1
+            while i >= 0 and calls[i] is not last:
+                i -= 1
+            new = calls[i + 1 :]
+        else:
+            new = calls
+            self.calls_escaped = False
+        if not self.calls_escaped and any(_ESCAPED.search(key) for key in new):
+            self.calls_escaped = True
         self.calls = calls
-        self.calls_json = b"[" + b",".join(parts) + b"]"
+        self.calls_len = len(calls)
+        self.calls_last = calls[-1] if calls else None
+        if self.calls_escaped:
+            self.calls_json = b"[" + b",".join(map(_JSON, calls)) + b"]"
+        else:
+            self.calls_json = b'["' + '","'.join(calls).encode() + b'"]' if calls else b"[]"
 
 
 def snapshot_json(history: Sequence[bytes], pending: Sequence[bytes], end: bytes) -> bytes:

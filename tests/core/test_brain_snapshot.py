@@ -407,3 +407,24 @@ def test_a_damaged_snapshot_still_restores_the_collector() -> None:
     with pytest.raises(ValidationError):
         LoopMachine.model_validate_json(b'{"format":"loopctl-machine","version":1,"history":[1]}')
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    "odd", ['say "hi"', "back\\slash", "new\nline", "tab\t", "é ✓ \u2028", "nul\x00"]
+)
+def test_digest_stays_exact_with_odd_tool_names_in_the_loop_window(odd: str) -> None:
+    """The window's JSON is the keys joined with quotes unless a name needs escaping; such a
+    window is written key by key until the window is replaced, even after the odd key left."""
+    policy = POLICY.model_copy(update={"tools": ("read", odd), "loop_action": "off"})
+    m = LoopMachine()
+    m.accept_input("go")
+    for turn in range(MAX_LOOP_WINDOW + 5):
+        m.next_step(policy)
+        c = call(f"c{turn}", odd if turn in (2, 3) else "read", n=turn)
+        m.model_response(ask(c), 10)
+        m.next_step(policy)
+        m.tool_results(answer(c))
+        if turn < 6 or turn > MAX_LOOP_WINDOW:
+            assert m.digest() == _slow_digest(m)
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    assert restored.digest() == m.digest() == _slow_digest(m)
