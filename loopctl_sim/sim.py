@@ -24,13 +24,13 @@ from loopctl.core import (
     Completed,
     Done,
     Failed,
-    LoopError,
     LoopMachine,
     MachineOutcome,
     MachinePolicy,
     Message,
     Start,
 )
+from loopctl.driver.model import check_call_ids
 from loopctl.driver.retry import retry_delay
 from loopctl_sim.record import RecordingMachine
 from loopctl_sim.trace import TraceWriter
@@ -184,7 +184,7 @@ class _Run:
                 message = world.model.reply(conversation, result.replies)
                 tokens = world.model.context_tokens(conversation, message, result.replies)
                 reply = delivered_reply(fault, message, Usage(context_tokens=tokens))
-                _check_ids(reply.message)
+                check_call_ids(reply.message)
             except ApiError as exc:
                 rec.io(
                     "model_error",
@@ -292,19 +292,6 @@ class _Run:
         )
         self.result.compactions += 1
         rec.compaction_result(compacted, before, after)
-
-
-def _check_ids(message: Message) -> None:
-    """The driver's check: providers guarantee unique, non-empty call ids (retryable)."""
-    ids = [c.id for c in message.tool_calls]
-    if any(not i for i in ids) or len(set(ids)) != len(ids):
-        raise ApiError(
-            LoopError(
-                kind="provider",
-                message=f"the model returned empty or duplicate tool call ids: {ids}",
-                retryable=True,
-            )
-        )
 
 
 def simulate(

@@ -32,7 +32,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -61,7 +61,7 @@ from loopctl.core import (
 )
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
-from loopctl.driver.estimate import CharEstimator
+from loopctl.driver.estimate import CharEstimator, message_chars
 from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
 
 __all__ = [
@@ -85,7 +85,7 @@ __all__ = [
     "run_tool",
 ]
 
-FaultKind = Literal[
+ModelFaultKind = Literal[
     "network",
     "timeout",
     "rate_limited",
@@ -96,30 +96,13 @@ FaultKind = Literal[
     "invalid_tool_json",
     "unknown_tool",
     "duplicate_call_ids",
-    "tool_exception",
-    "tool_timeout",
-    "tool_hang",
-    "cancel",
-    "crash",
-    "compact_now",
-    "inject",
 ]
-MODEL_FAULTS: Final = frozenset(
-    {
-        "network",
-        "timeout",
-        "rate_limited",
-        "server_error",
-        "overloaded",
-        "context_overflow",
-        "malformed_stream",
-        "invalid_tool_json",
-        "unknown_tool",
-        "duplicate_call_ids",
-    }
-)
-TOOL_FAULTS: Final = frozenset({"tool_exception", "tool_timeout", "tool_hang"})
-RUN_FAULTS: Final = frozenset({"cancel", "crash", "compact_now", "inject"})
+ToolFaultKind = Literal["tool_exception", "tool_timeout", "tool_hang"]
+RunFaultKind = Literal["cancel", "crash", "compact_now", "inject"]
+FaultKind = Literal[ModelFaultKind, ToolFaultKind, RunFaultKind]
+MODEL_FAULTS: Final = frozenset(get_args(ModelFaultKind))
+TOOL_FAULTS: Final = frozenset(get_args(ToolFaultKind))
+RUN_FAULTS: Final = frozenset(get_args(RunFaultKind))
 
 #: The name an ``unknown_tool`` fault gives the model's call.
 UNKNOWN_TOOL: Final = "no_such_tool"
@@ -264,24 +247,9 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return _ESTIMATOR.count(messages)
 
 
-def message_chars(message: Message) -> int:
-    """The characters ``CharEstimator.count`` counts in one message (its counts add up: the
-    estimate of a conversation is ``_estimate(sum of message_chars, number of messages)``;
-    ``tests/sim/test_sim_world.py`` pins this to ``CharEstimator`` itself)."""
-    chars = 0
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            chars += len(part.text)
-        elif isinstance(part, ToolCall):
-            chars += len(part.name) + len(json.dumps(part.arguments))
-        elif isinstance(part, ToolResult):
-            chars += len(part.content)
-    return chars
-
-
 def _estimate(chars: int, messages: int) -> int:
     """``CharEstimator.count`` from its character total and its number of messages."""
-    return int(chars / _ESTIMATOR.chars_per_token) + messages * _ESTIMATOR.per_message
+    return _ESTIMATOR.from_chars(chars, messages)
 
 
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:

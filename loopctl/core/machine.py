@@ -27,7 +27,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, NamedTuple, cast, get_args
+from typing import Any, Final, Literal, NamedTuple, TypeVar, cast, get_args
 
 from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
@@ -184,47 +184,35 @@ def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
 
 # The brain's own values are built by the models' validators directly: ``Model(**fields)`` adds a
 # Python-level ``__init__`` around the same validation, a third of the cost of these small models.
-_NEW_AWAITING_MODEL: Final = AwaitingModel.__pydantic_validator__.validate_python
-_NEW_CALL_LLM: Final = CallLLM.__pydantic_validator__.validate_python
-_NEW_AWAITING_TOOLS: Final = AwaitingTools.__pydantic_validator__.validate_python
 _NEW_CALL_TOOLS: Final = CallTools.__pydantic_validator__.validate_python
 _NEW_EXCHANGE: Final = Exchange.__pydantic_validator__.validate_python
 
 
+_Turned = TypeVar("_Turned", AwaitingModel, CallLLM, AwaitingTools)
+
 #: States and steps are frozen, so one instance per turn serves every machine: the first turns'
-#: are built once here (fuzzing runs thousands of short machines); later turns are built when
-#: reached (a long run reaches each turn once, so keeping them would only cost a cache lookup).
+#: are built once (fuzzing runs thousands of short machines); later turns are built when reached
+#: (a long run reaches each turn once, so keeping them would only cost a cache lookup).
 _EARLY_TURNS: Final = 256
-_AWAITING_MODEL: Final[tuple[AwaitingModel, ...]] = tuple(
-    _NEW_AWAITING_MODEL({"turn": t}) for t in range(_EARLY_TURNS)
-)
-_CALL_LLM: Final[tuple[CallLLM, ...]] = tuple(
-    _NEW_CALL_LLM({"turn": t}) for t in range(_EARLY_TURNS)
-)
-_AWAITING_TOOLS: Final[tuple[AwaitingTools, ...]] = tuple(
-    _NEW_AWAITING_TOOLS({"turn": t}) for t in range(_EARLY_TURNS)
-)
 
 
-def _awaiting_model(turn: int) -> AwaitingModel:
-    if 0 <= turn < _EARLY_TURNS:
-        return _AWAITING_MODEL[turn]
-    state: AwaitingModel = _NEW_AWAITING_MODEL({"turn": turn})
-    return state
+def _per_turn(cls: type[_Turned]) -> Callable[[int], _Turned]:
+    """``turn -> cls(turn=turn)``, the first ``_EARLY_TURNS`` built once."""
+    new = cls.__pydantic_validator__.validate_python
+    early: tuple[_Turned, ...] = tuple(new({"turn": t}) for t in range(_EARLY_TURNS))
+
+    def build(turn: int) -> _Turned:
+        if 0 <= turn < _EARLY_TURNS:
+            return early[turn]
+        value: _Turned = new({"turn": turn})
+        return value
+
+    return build
 
 
-def _call_llm(turn: int) -> CallLLM:
-    if 0 <= turn < _EARLY_TURNS:
-        return _CALL_LLM[turn]
-    step: CallLLM = _NEW_CALL_LLM({"turn": turn})
-    return step
-
-
-def _awaiting_tools(turn: int) -> AwaitingTools:
-    if 0 <= turn < _EARLY_TURNS:
-        return _AWAITING_TOOLS[turn]
-    state: AwaitingTools = _NEW_AWAITING_TOOLS({"turn": turn})
-    return state
+_awaiting_model: Final = _per_turn(AwaitingModel)
+_call_llm: Final = _per_turn(CallLLM)
+_awaiting_tools: Final = _per_turn(AwaitingTools)
 
 
 _START: Final = Start()
@@ -538,7 +526,7 @@ class LoopMachine:
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
         keys: list[str] = []
         if calls:
-            ids = {c.id for c in calls} if len(calls) > 1 else {calls[0].id}
+            ids = {c.id for c in calls}
             if len(ids) != len(calls) or "" in ids:
                 raise self._refuse(
                     "model_response",
@@ -766,39 +754,11 @@ class LoopMachine:
         O(the feed), not O(history). A restored machine's first digest hashes it all once.
         Tests pin the value to the hash of the snapshot model's own JSON.
         """
-        history = self._history_json
-        pending = self._pending_json
-        n = len(self._history)
-        if (
-            history is None
-            or pending is None
-            or history.source is not self._history
-            or history.chain is None
-            or history.hashed != n
-            or len(history.parts) != n
-        ):
-            history, pending = self._encoded()
-            chained(history, _HISTORY_START)
-        else:
-            # The common case, after a feed that left history alone: only pending may have grown.
-            pend = self._pending
-            m = len(pend)
-            if (
-                pending.source is pend
-                and pending.hashed == m
-                and len(pending.parts) == m
-                and pending.chain is not None
-                and pending.base == (history, n)
-            ):
-                # ... and it did not (set_context_tokens, a step): only the small fields changed.
-                final = pending.chain.copy()
-                final.update(self._end())
-                hexdigest: str = final.hexdigest()
-                return hexdigest[:16]
-            pending = self._pending_json = encoded(pending, pend)
+        history, pending = self._encoded()
+        chained(history, _HISTORY_START)
         final = chained(pending, self._after_history, (history, history.hashed)).copy()
         final.update(self._end())
-        hexdigest = final.hexdigest()
+        hexdigest: str = final.hexdigest()
         return hexdigest[:16]
 
     def _after_history(self) -> Hash:

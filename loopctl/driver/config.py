@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loopctl.core import LoopAction, MachinePolicy
+from loopctl.core import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 
 __all__ = ["RetryConfig", "RunConfig", "SessionConfig", "build_policy"]
 
@@ -45,7 +45,7 @@ class RunConfig(BaseModel):
     max_turns: int = Field(200, ge=0)
     compact_threshold: float = Field(0.8, gt=0)
     emergency_threshold: float = Field(0.95, gt=0)
-    loop_window: int = Field(12, ge=2)
+    loop_window: int = Field(12, ge=2, le=MAX_LOOP_WINDOW)
     loop_repeat_limit: int = Field(3, ge=2)
     loop_action: LoopAction = "warn"
     retry: RetryConfig = RetryConfig()

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from loopctl.core import Message, TextPart, ToolCall, ToolResult
 
-__all__ = ["CharEstimator", "TokenEstimator"]
+__all__ = ["CharEstimator", "TokenEstimator", "message_chars"]
 
 
 class TokenEstimator(Protocol):
@@ -32,11 +32,23 @@ class CharEstimator:
         n = 0
         for message in messages:
             n += 1
-            for part in message.parts:
-                if isinstance(part, TextPart):
-                    chars += len(part.text)
-                elif isinstance(part, ToolCall):
-                    chars += len(part.name) + len(json.dumps(part.arguments))
-                elif isinstance(part, ToolResult):
-                    chars += len(part.content)
-        return int(chars / self.chars_per_token) + n * self.per_message
+            chars += message_chars(message)
+        return self.from_chars(chars, n)
+
+    def from_chars(self, chars: int, messages: int) -> int:
+        """``count`` of ``messages`` messages holding ``chars`` characters in all (counts add
+        up, so a simulator can keep a running total instead of counting a whole conversation)."""
+        return int(chars / self.chars_per_token) + messages * self.per_message
+
+
+def message_chars(message: Message) -> int:
+    """The characters ``CharEstimator`` counts in one message."""
+    chars = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            chars += len(part.text)
+        elif isinstance(part, ToolCall):
+            chars += len(part.name) + len(json.dumps(part.arguments))
+        elif isinstance(part, ToolResult):
+            chars += len(part.content)
+    return chars

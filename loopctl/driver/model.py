@@ -12,20 +12,21 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from loopctl.api import ApiClient, ApiError, ModelReply, ModelRequest, StreamEvent, fold_events
-from loopctl.core import LoopError
+from loopctl.core import LoopError, Message
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.observe import IoEvent
 from loopctl.driver.retry import retry_delay
 
-__all__ = ["ModelCaller", "ModelMiddleware", "Sleep"]
+__all__ = ["ModelCaller", "ModelMiddleware", "Sleep", "check_call_ids"]
 
 CallNext = Callable[[ModelRequest], Awaitable[ModelReply]]
 ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def _check_ids(reply: ModelReply) -> None:
-    ids = [c.id for c in reply.message.tool_calls]
+def check_call_ids(message: Message) -> None:
+    """Providers guarantee unique, non-empty call ids; anything else is a retryable error."""
+    ids = [c.id for c in message.tool_calls]
     if any(not i for i in ids) or len(set(ids)) != len(ids):
         raise ApiError(
             LoopError(
@@ -76,7 +77,7 @@ class ModelCaller:
                 )
             ) from exc
         reply = fold_events(events)
-        _check_ids(reply)
+        check_call_ids(reply.message)
         return reply
 
     def _chain(self) -> CallNext:

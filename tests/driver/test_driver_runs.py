@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import ValidationError
 
 from loopctl.api import ModelReply, ModelRequest, Usage
 from loopctl.core import (
+    MAX_LOOP_WINDOW,
     Cancelled,
     Completed,
     Failed,
@@ -376,3 +378,10 @@ async def test_cancel_before_start_salvages_nothing() -> None:
     result = await loop.run("x", cancel)
     assert isinstance(result.outcome, Cancelled)
     assert loop.machine.history == ()
+
+
+def test_run_config_refuses_a_loop_window_the_brain_cannot_keep() -> None:
+    """Checked when the config is made, not at the first step of a run."""
+    RunConfig(loop_window=MAX_LOOP_WINDOW)
+    with pytest.raises(ValidationError):
+        RunConfig(loop_window=MAX_LOOP_WINDOW + 1)
