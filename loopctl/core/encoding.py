@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
-__all__ = ["JsonCache", "chained", "encoded", "message_json", "sha256_of"]
+__all__ = ["JsonCache", "call_json", "chained", "encoded", "message_json", "part_json", "sha256_of"]
 
 _TO_JSON: Final = Message.__pydantic_serializer__.to_json
 _CALL_JSON: Final = ToolCall.__pydantic_serializer__.to_json
@@ -57,17 +57,17 @@ def message_json(message: Message) -> bytes:
             part = parts[0]
             if type(part) is TextPart:  # most messages
                 return (_OPEN_TEXT[message.role] + _STR(part.text) + "}]}").encode()
-            return (_OPEN[message.role] + _part_json(part) + "]}").encode()
+            return (_OPEN[message.role] + part_json(part) + "]}").encode()
         if n == 2:  # text and a call, mostly
             return (
-                _OPEN[message.role] + _part_json(parts[0]) + "," + _part_json(parts[1]) + "]}"
+                _OPEN[message.role] + part_json(parts[0]) + "," + part_json(parts[1]) + "]}"
             ).encode()
-        return (_OPEN[message.role] + ",".join([_part_json(p) for p in parts]) + "]}").encode()
+        return (_OPEN[message.role] + ",".join([part_json(p) for p in parts]) + "]}").encode()
     except (UnicodeEncodeError, AttributeError, TypeError, KeyError):
         return _TO_JSON(message)
 
 
-def _part_json(part: object) -> str:
+def part_json(part: object) -> str:
     """One part's JSON; ``TypeError`` for anything but the three part types (pydantic's then)."""
     kind = type(part)
     if kind is TextPart:
@@ -84,8 +84,28 @@ def _part_json(part: object) -> str:
             + _ERROR[result.is_error]
         )
     if kind is ToolCall:
-        return _CALL_JSON(part).decode()
+        return call_json(part).decode()  # type: ignore[arg-type]
     raise TypeError(f"not a message part: {kind.__name__}")
+
+
+#: The JSON of the latest tool calls encoded, by identity (the entry holds the call, so its id
+#: cannot be reused while it is here). A reply's calls are encoded twice in a row: as parts of
+#: the message, then as the exchange in flight in the snapshot's small fields.
+_CALLS_SEEN: Final[dict[int, tuple[ToolCall, bytes]]] = {}
+_CALLS_KEPT: Final = 64
+
+
+def call_json(call: ToolCall) -> bytes:
+    """A ``ToolCall``'s JSON, by pydantic (its arguments may hold any JSON value), remembered
+    for the next few calls asked."""
+    seen = _CALLS_SEEN.get(id(call))
+    if seen is not None and seen[0] is call:
+        return seen[1]
+    if len(_CALLS_SEEN) >= _CALLS_KEPT:
+        _CALLS_SEEN.clear()
+    data: bytes = _CALL_JSON(call)
+    _CALLS_SEEN[id(call)] = (call, data)
+    return data
 
 
 Hash = Any  # hashlib's sha256 object (its type is private)

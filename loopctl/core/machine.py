@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, NamedTuple, TypeVar, cast, get_args
 
-from loopctl.core.encoding import Hash, JsonCache, chained, encoded, sha256_of
+from loopctl.core.built import built
+from loopctl.core.encoding import Hash, JsonCache, chained, encoded, message_json, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -182,12 +183,6 @@ def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     )
 
 
-# The brain's own values are built by the models' validators directly: ``Model(**fields)`` adds a
-# Python-level ``__init__`` around the same validation, a third of the cost of these small models.
-_NEW_CALL_TOOLS: Final = CallTools.__pydantic_validator__.validate_python
-_NEW_EXCHANGE: Final = Exchange.__pydantic_validator__.validate_python
-
-
 _Turned = TypeVar("_Turned", AwaitingModel, CallLLM, AwaitingTools)
 
 #: States and steps are frozen, so one instance per turn serves every machine: the first turns'
@@ -197,15 +192,16 @@ _EARLY_TURNS: Final = 256
 
 
 def _per_turn(cls: type[_Turned]) -> Callable[[int], _Turned]:
-    """``turn -> cls(turn=turn)``, the first ``_EARLY_TURNS`` built once."""
+    """``turn -> cls(turn=turn)``, the first ``_EARLY_TURNS`` built once (``turn`` is the
+    brain's own count, an int: later ones are ``built`` without validation)."""
     new = cls.__pydantic_validator__.validate_python
     early: tuple[_Turned, ...] = tuple(new({"turn": t}) for t in range(_EARLY_TURNS))
+    kind = early[0].kind
 
     def build(turn: int) -> _Turned:
         if 0 <= turn < _EARLY_TURNS:
             return early[turn]
-        value: _Turned = new({"turn": turn})
-        return value
+        return built(cls, {"kind": kind, "turn": turn}, {"turn"})
 
     return build
 
@@ -338,8 +334,7 @@ class LoopMachine:
 
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         """What should happen next. Idempotent; see the module docstring."""
-        entry = STEP_TRANSITIONS[self._state.kind]
-        step: MachineStep = getattr(self, entry.handler)(policy)
+        step: MachineStep = _STEP_HANDLERS[self._state.kind](self, policy)
         return step
 
     def _step_start(self, policy: MachinePolicy) -> MachineStep:
@@ -400,7 +395,11 @@ class LoopMachine:
         cached = self._call_tools
         if cached is not None and cached[0] is exchange:
             return cached[1]  # asked again for the same exchange: the same (frozen) step
-        step: CallTools = _NEW_CALL_TOOLS({"turn": exchange.turn, "calls": exchange.dispatch})
+        step = built(
+            CallTools,
+            {"kind": "call_tools", "turn": exchange.turn, "calls": exchange.dispatch},
+            {"turn", "calls"},
+        )
         self._call_tools = (exchange, step)
         return step
 
@@ -463,11 +462,10 @@ class LoopMachine:
 
     def _feed(self, feed: str, *args: Any) -> None:
         kind = self._state.kind
-        entry = TRANSITIONS.get((kind, feed))
-        if entry is None:
+        handler = _FEED_HANDLERS.get((kind, feed))
+        if handler is None:
             raise ProtocolError(f"{feed}() is not valid in state {kind}", feed=feed, state=kind)
-        handler: Callable[..., None] = getattr(self, entry.handler)
-        handler(*args)
+        handler(self, *args)
 
     def _refuse(self, feed: str, why: str) -> ProtocolError:
         kind = self._state.kind
@@ -556,8 +554,10 @@ class LoopMachine:
             self._record(keys)
             self._state = _START
             return
-        self._exchange = _NEW_EXCHANGE(
-            {"turn": turn, "calls": tuple(calls), "preanswered": preanswered}
+        self._exchange = built(
+            Exchange,
+            {"turn": turn, "calls": tuple(calls), "preanswered": preanswered},
+            {"turn", "calls", "preanswered"},
         )
         self._exchange_keys = keys
         self._state = _awaiting_tools(turn)
@@ -754,6 +754,40 @@ class LoopMachine:
         O(the feed), not O(history). A restored machine's first digest hashes it all once.
         Tests pin the value to the hash of the snapshot model's own JSON.
         """
+        # The common case, inline (a digest is taken after every feed of a replay): history is
+        # the list last hashed, whole, and pending the list last hashed on top of it; only
+        # pending's new messages are encoded and hashed. Anything else takes the general path.
+        pending = self._pending
+        cache = self._pending_json
+        history = self._history_json
+        if (
+            cache is not None
+            and cache.source is pending
+            and history is not None
+            and history.source is self._history
+            and history.hashed == len(self._history)
+            and cache.base == (history, history.hashed)
+        ):
+            parts = cache.parts
+            n = len(pending)
+            if len(parts) != n:
+                if len(parts) > n:
+                    return self._digest_slowly()
+                parts.extend([message_json(m) for m in pending[len(parts) :]])
+            done = cache.hashed
+            if done < n:
+                joined = b",".join(parts[done:])
+                cache.chain.update(b"," + joined if done else joined)
+                cache.hashed = n
+            final = cache.chain.copy()
+        else:
+            return self._digest_slowly()
+        final.update(self._end())
+        hexdigest: str = final.hexdigest()
+        return hexdigest[:16]
+
+    def _digest_slowly(self) -> str:
+        """``digest()`` by the general path: either cache may be new, replaced or stale."""
         history, pending = self._encoded()
         chained(history, _HISTORY_START)
         final = chained(pending, self._after_history, (history, history.hashed)).copy()
@@ -810,3 +844,12 @@ class LoopMachine:
             f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
             f"history={len(self._history)} pending={len(self._pending)}>"
         )
+
+
+# The tables above, resolved to the handler functions once (the hot path looks up, not getattr).
+_FEED_HANDLERS: Final[dict[tuple[str, str], Callable[..., None]]] = {
+    key: getattr(LoopMachine, entry.handler) for key, entry in TRANSITIONS.items()
+}
+_STEP_HANDLERS: Final[dict[str, Callable[[LoopMachine, MachinePolicy], MachineStep]]] = {
+    kind: getattr(LoopMachine, entry.handler) for kind, entry in STEP_TRANSITIONS.items()
+}
