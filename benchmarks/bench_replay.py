@@ -20,7 +20,7 @@ the digest after every feed: ``replay_trace``'s default) in records per second o
 and per second of this process's CPU time (the machine may be shared); the CPU rate of
 ``replay_trace(digest_every=32)`` (digests compared at checkpoints, an exact second pass only
 when something differs); the rate without digests and step comparisons; the parse-only rate of
-what replay reads (``TraceReader.replay_records``: the orjson fast path) and of full records
+what replay reads (``TraceReader.replay_batches``: the msgspec fast path) and of full records
 (``TraceReader``, pydantic: what show, diff and export read); the peak traced memory of a
 replay (tracemalloc, in a separate pass); the recording rate.
 
@@ -91,24 +91,23 @@ def _replay_without_digests(path: Path) -> int:
     what is left of a replay without them (to time them)."""
     machine: Any = None
     n = 0
-    for n, item in TraceReader(path).replay_records():  # noqa: B007 (n: the records read)
-        if item is None:
-            continue
-        if type(item) is FeedLine:
-            getattr(machine, item.name)(*item.call)
-        elif type(item) is StepLine:
-            machine.next_step(item.policy)
-        elif type(item) is HeaderRecord:
-            machine = item.machine()
+    for batch in TraceReader(path).replay_batches():
+        n += len(batch)
+        for item in batch:
+            if item is None:
+                continue
+            if type(item) is FeedLine:
+                getattr(machine, item.name)(*item.call)
+            elif type(item) is StepLine:
+                machine.next_step(item.policy)
+            elif type(item) is HeaderRecord:
+                machine = item.machine()
     return n
 
 
 def _parse_only(path: Path) -> int:
-    """Read and parse as machine replay does (``TraceReader.replay_records``)."""
-    n = 0
-    for n, _ in TraceReader(path).replay_records():  # noqa: B007
-        pass
-    return n
+    """Read and parse as machine replay does (``TraceReader.replay_batches``)."""
+    return sum(len(batch) for batch in TraceReader(path).replay_batches())
 
 
 def _parse_records(path: Path) -> int:

@@ -232,10 +232,10 @@ def _replay(
     path: str | os.PathLike[str], until: int | None, recent: int, digest_every: int
 ) -> ReplayResult:
     # The hot loop: millions of records, so it reads them in replay form (io records as None,
-    # steps and feeds as tuples, see TraceReader.replay_records), keeps its state in plain
-    # locals (no closure reads them: a divergence is raised and reported after the loop), counts
-    # no io records (they are what is left of ``records``), dispatches on exact types and calls
-    # the feed's machine method directly.
+    # steps and feeds as tuples) and in lists (see TraceReader.replay_batches: a record's line
+    # is its count), keeps its state in plain locals (no closure reads them: a divergence is
+    # raised and reported after the loop), counts no io records (they are what is left of
+    # ``records``), dispatches on exact types and calls the feed's machine method directly.
     reader = TraceReader(path)
     result = ReplayResult(path=reader.path)
     machine: LoopMachine | None = None
@@ -250,133 +250,138 @@ def _replay(
     # --until N stops after the record with seq N, on line N + 1.
     last_line = max(until, 0) + 1 if until is not None else -1
     try:
-        for line, record in reader.replay_records():
-            if record is None:  # an io record: not replayed
-                pass
-            elif type(record) is FeedLine:
-                n_feeds += 1
-                if record.scrubbed and scrubbed_at is None:
-                    scrubbed_at = line - 1
-                feeds.append((line, record))
-                try:
-                    # the machine method named like the feed, given the feed's arguments
-                    getattr(machine, record.name)(*record.call)
-                except ProtocolError as exc:
-                    raise _Diverged(
-                        line - 1,
-                        line,
-                        "protocol_error",
-                        f"{record.name}() was refused: {exc}",
-                        {"digest": record.digest},
-                        {"ProtocolError": str(exc)},
-                    ) from None
-                since_check += 1
-                if since_check >= digest_every:
-                    since_check = 0
-                    unchecked = None
-                    if machine.digest() != record.digest:  # type: ignore[union-attr]
-                        _digest_check(machine, line - 1, line, record.name, record.digest)  # type: ignore[arg-type]
-                else:
-                    unchecked = (line - 1, line, record.name, record.digest)
-            elif type(record) is StepLine:
-                steps += 1
-                try:
-                    actual = machine.next_step(record.policy)  # type: ignore[union-attr]
-                except ProtocolError as exc:
-                    raise _Diverged(
-                        line - 1,
-                        line,
-                        "protocol_error",
-                        f"next_step() raised: {exc}",
-                        _step_json(record.step),
-                        {"ProtocolError": str(exc)},
-                    ) from None
-                expected = record.step
-                # the fast path's steps are checked data, compared without building them
-                if isinstance(expected, dict):
-                    same = step_matches(actual, expected)
-                else:
-                    same = actual == expected
-                if not same:
-                    data = _step_json(expected)
-                    raise _Diverged(
-                        line - 1,
-                        line,
-                        "step",
-                        f"the brain answered {actual.kind}, the trace says {data['kind']}",
-                        data,
-                        actual.model_dump(mode="json"),
-                    )
-            elif type(record) is HeaderRecord:
-                headers += 1
-                if unchecked is not None:
-                    _digest_check(machine, *unchecked)  # type: ignore[arg-type]
-                    unchecked = None
-                if record.snapshot is not None and record.snapshot.started:
-                    result.resumes += 1
-                else:
-                    result.runs += 1
-                result.complete = False
-                feeds.clear()
-                if record.scrubbed:
-                    scrubbed_at = line - 1
-                previous = machine
-                try:
-                    machine = record.machine()
-                except ValueError as exc:  # a damaged trace, not a decision of the brain
-                    raise TraceFormatError(
-                        reader.path, line, f"the header's snapshot does not restore: {exc}"
-                    ) from None
-                if previous is not None:
-                    # After an end: the next run's brain. In the middle of a run: a resume
-                    # after a crash, which must restore the brain exactly as it was.
-                    nxt = previous.is_terminal and previous.finalized
-                    expected_next = previous.next_run() if nxt else previous
-                    if expected_next != machine:
-                        what = "previous run's next_run()" if nxt else "brain it resumes"
+        for batch in reader.replay_batches():
+            first = line + 1
+            for line, record in enumerate(batch, first):
+                if record is None:  # an io record: not replayed
+                    pass
+                elif type(record) is FeedLine:
+                    n_feeds += 1
+                    if record.scrubbed and scrubbed_at is None:
+                        scrubbed_at = line - 1
+                    feeds.append((line, record))
+                    try:
+                        # the machine method named like the feed, given the feed's arguments
+                        getattr(machine, record.name)(*record.call)
+                    except ProtocolError as exc:
                         raise _Diverged(
                             line - 1,
                             line,
-                            "snapshot",
-                            f"the header's snapshot is not the {what}",
-                            expected_next.model_dump(),
-                            machine.model_dump(),
+                            "protocol_error",
+                            f"{record.name}() was refused: {exc}",
+                            {"digest": record.digest},
+                            {"ProtocolError": str(exc)},
+                        ) from None
+                    since_check += 1
+                    if since_check >= digest_every:
+                        since_check = 0
+                        unchecked = None
+                        if machine.digest() != record.digest:  # type: ignore[union-attr]
+                            _digest_check(machine, line - 1, line, record.name, record.digest)  # type: ignore[arg-type]
+                    else:
+                        unchecked = (line - 1, line, record.name, record.digest)
+                elif type(record) is StepLine:
+                    steps += 1
+                    try:
+                        actual = machine.next_step(record.policy)  # type: ignore[union-attr]
+                    except ProtocolError as exc:
+                        raise _Diverged(
+                            line - 1,
+                            line,
+                            "protocol_error",
+                            f"next_step() raised: {exc}",
+                            _step_json(record.step),
+                            {"ProtocolError": str(exc)},
+                        ) from None
+                    expected = record.step
+                    # the fast path's steps are checked data, compared without building them
+                    if isinstance(expected, dict):
+                        same = step_matches(actual, expected)
+                    else:
+                        same = actual == expected
+                    if not same:
+                        data = _step_json(expected)
+                        raise _Diverged(
+                            line - 1,
+                            line,
+                            "step",
+                            f"the brain answered {actual.kind}, the trace says {data['kind']}",
+                            data,
+                            actual.model_dump(mode="json"),
                         )
-            elif type(record) is EndRecord:
-                ends += 1
-                assert machine is not None  # the reader guarantees a header first
-                if unchecked is not None:
-                    _digest_check(machine, *unchecked)
-                    unchecked = None
-                outcome = end_outcome(machine)
-                actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
-                expected_outcome = (
-                    None if record.outcome is None else record.outcome.model_dump(mode="json")
-                )
-                if actual_outcome != expected_outcome:
-                    raise _Diverged(
-                        line - 1,
-                        line,
-                        "outcome",
-                        "the run ended with another outcome",
-                        expected_outcome,
-                        actual_outcome,
+                elif type(record) is HeaderRecord:
+                    headers += 1
+                    if unchecked is not None:
+                        _digest_check(machine, *unchecked)  # type: ignore[arg-type]
+                        unchecked = None
+                    if record.snapshot is not None and record.snapshot.started:
+                        result.resumes += 1
+                    else:
+                        result.runs += 1
+                    result.complete = False
+                    feeds.clear()
+                    if record.scrubbed:
+                        scrubbed_at = line - 1
+                    previous = machine
+                    try:
+                        machine = record.machine()
+                    except ValueError as exc:  # a damaged trace, not a decision of the brain
+                        raise TraceFormatError(
+                            reader.path, line, f"the header's snapshot does not restore: {exc}"
+                        ) from None
+                    if previous is not None:
+                        # After an end: the next run's brain. In the middle of a run: a resume
+                        # after a crash, which must restore the brain exactly as it was.
+                        nxt = previous.is_terminal and previous.finalized
+                        expected_next = previous.next_run() if nxt else previous
+                        if expected_next != machine:
+                            what = "previous run's next_run()" if nxt else "brain it resumes"
+                            raise _Diverged(
+                                line - 1,
+                                line,
+                                "snapshot",
+                                f"the header's snapshot is not the {what}",
+                                expected_next.model_dump(),
+                                machine.model_dump(),
+                            )
+                elif type(record) is EndRecord:
+                    ends += 1
+                    assert machine is not None  # the reader guarantees a header first
+                    if unchecked is not None:
+                        _digest_check(machine, *unchecked)
+                        unchecked = None
+                    outcome = end_outcome(machine)
+                    actual_outcome = None if outcome is None else outcome.model_dump(mode="json")
+                    expected_outcome = (
+                        None if record.outcome is None else record.outcome.model_dump(mode="json")
                     )
-                digest = machine.digest()
-                if digest != record.digest:
-                    raise _Diverged(
-                        line - 1,
-                        line,
-                        "digest",
-                        "the final machine is not the recorded one",
-                        {"digest": record.digest},
-                        {"digest": digest},
-                    )
-                result.complete = True
-                result.outcome = actual_outcome
-            if line == last_line:
-                result.stopped_at = line - 1
-                break
+                    if actual_outcome != expected_outcome:
+                        raise _Diverged(
+                            line - 1,
+                            line,
+                            "outcome",
+                            "the run ended with another outcome",
+                            expected_outcome,
+                            actual_outcome,
+                        )
+                    digest = machine.digest()
+                    if digest != record.digest:
+                        raise _Diverged(
+                            line - 1,
+                            line,
+                            "digest",
+                            "the final machine is not the recorded one",
+                            {"digest": record.digest},
+                            {"digest": digest},
+                        )
+                    result.complete = True
+                    result.outcome = actual_outcome
+                if line == last_line:
+                    result.stopped_at = line - 1
+                    break
+            else:
+                continue
+            break  # --until: out of both loops
         if unchecked is not None:
             _digest_check(machine, *unchecked)  # type: ignore[arg-type]
     except _Diverged as found:

@@ -1,32 +1,40 @@
-"""Machine replay's fast path through a trace: lines parsed by ``orjson``, only what the brain
+"""Machine replay's fast path through a trace: lines decoded by ``msgspec``, only what the brain
 is handed built.
 
 Validating a line with pydantic (``RECORD.validator.validate_json``) costs about 4-6 µs, most of
 it building a dozen small models through the discriminated unions; machine-level replay reads
 every line, so that alone would cap it near 200,000 records/s before the brain does any work.
-``orjson`` parses a line in about a third of that time, and the lines a writer produces have
-one canonical shape: every field present, each value of exactly its JSON type. A decoder
-(``make_decoder``, used by ``TraceReader.replay_records``) recognises that shape and gives the
-line's replay form without building records: an ``io`` line is checked and answered
-``IO_SEEN`` (its data is never used); a feed becomes a ``FeedLine`` holding the machine
-method's arguments (the messages built as pydantic builds them: equal, same field order and
-``model_fields_set``; no record or argument model, at about 0.6 µs an object even unvalidated);
-a step becomes a ``StepLine`` holding the policy and the step's checked JSON data, which
-``step_matches`` compares with the brain's answer exactly as pydantic's ``==`` would.
+The lines a writer produces have one canonical shape: every field present, each value of
+exactly its JSON type. A decoder (``make_batch_decoder``, used by
+``TraceReader.replay_batches``) recognises that shape and gives the lines' replay forms without
+building records. ``msgspec`` decodes each line into a typed struct of its kind (in C: the
+field names, types and key set are checked there), and skips what replay never reads without
+building it: an ``io`` line's ``data`` (any JSON object) and a step's ``policy`` (see below).
+An ``io`` line is then answered ``None`` (checked, never built); a feed becomes a ``FeedLine``
+holding the machine method's arguments (the messages built as pydantic builds them: equal, same
+field order and ``model_fields_set``; no record or argument model, at about 0.6 µs an object
+even unvalidated); a step becomes a ``StepLine`` holding the policy and the step's checked
+JSON data, which ``step_matches`` compares with the brain's answer exactly as pydantic's ``==``
+would.
 
-It is a fast path, never a second validator: a decoder answers ``None`` whenever it is not
-sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one, a
-float that may be an integer ``orjson`` could not read exactly), and the reader then validates
-the line with pydantic exactly as before. So every accepted trace replays from the same data
-and every rejected one fails with the same ``TraceFormatError``. Headers, end records,
-``compact`` and ``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic
-path, and so does everything read as full records (``TraceReader.numbered``): pydantic builds
-full records faster than Python could.
+It is a fast path, never a second validator: a decoder leaves a line to pydantic whenever it is
+not sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one),
+and the reader then validates the line with pydantic exactly as before. So every accepted trace
+replays from the same data and every rejected one fails with the same ``TraceFormatError``.
+Where ``msgspec`` and pydantic read JSON differently, the line goes to pydantic: a number beyond
+a float's range (pydantic reads infinity), ``NaN`` (pydantic reads it), a line nested deeper
+than pydantic's parser goes (``_MAX_DEPTH``). ``msgspec`` checks UTF-8 in what it decodes but
+not in what it skips, so a line that is not ASCII is checked whole. Both read big integers
+exactly and let the last of duplicate keys win. Headers, end records, ``compact`` and ``done``
+steps and ``fail`` feeds (rare: a few a run) always take the pydantic path, and so does
+everything read as full records (``TraceReader.numbered``): pydantic builds full records faster
+than Python could.
 
-The policy of a step record is almost always the one of the step before: a step whose policy
-dict equals the previous one reuses that ``MachinePolicy`` object. Equal dicts may differ in
-number types (``1`` and ``1.0`` and ``true``), but pydantic turns each of those into the same
-field value, so the reused policy is still the one it would build.
+The policy of a step record is almost always the one of the step before, byte for byte: such a
+policy is not even parsed, the step reuses the previous ``MachinePolicy`` object. Any other
+policy is validated by pydantic from its own JSON text (the same validator the record's field
+uses); one equal to the previous policy (written another way: ``1.0`` for ``1``) still reuses
+that object.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-import orjson
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from loopctl.core import CallLLM, CallTools, MachinePolicy, Message, TextPart, ToolCall, ToolResult
@@ -49,10 +57,21 @@ from loopctl_sim.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
 )
-from loopctl_sim.trace import _FEED_RECORDS, IO_SEEN, FeedLine, IoRecord, StepLine, StepRecord
+from loopctl_sim.trace import _FEED_RECORDS, FeedLine, IoRecord, StepLine, StepRecord
 
-__all__ = ["Decoder", "fast_path_problems", "make_decoder", "step_matches"]
+__all__ = [
+    "IO_SEEN",
+    "BatchDecoder",
+    "Decoder",
+    "fast_path_problems",
+    "make_batch_decoder",
+    "make_decoder",
+    "step_matches",
+]
 
+
+#: ``take(lines, start, seq, out)``: see ``make_batch_decoder``.
+BatchDecoder = Callable[[list[bytes], int, int, list[Any]], int]
 
 #: ``decode(raw_line, expected_seq)``: the line's replay form, or ``None`` (use pydantic).
 Decoder = Callable[[bytes, int], Any]
@@ -111,34 +130,6 @@ def _build(cls: type[_M], values: dict[str, Any]) -> _M:
     return obj
 
 
-#: ``orjson`` reads integers beyond 64 bits as floats (pydantic keeps them exact): a float this
-#: large in an ``Any`` value may be one of those, so such a line takes the pydantic path.
-_BIG: Final = 2.0**63
-
-
-def _plain(value: Any) -> bool:
-    """True when ``value`` (JSON data) holds no float that could be a misread big integer."""
-    kind = type(value)
-    if kind is dict:
-        return all(_plain(v) for v in value.values())
-    if kind is list:
-        return all(_plain(v) for v in value)
-    if kind is float:
-        return bool(-_BIG < value < _BIG)
-    return True
-
-
-def _plain_dict(value: Any) -> bool:
-    """``value`` is a JSON object fit for a ``dict[str, Any]`` field (see ``_plain``)."""
-    if type(value) is not dict:
-        return False
-    for v in value.values():
-        kind = type(v)
-        if (kind is float or kind is dict or kind is list) and not _plain(v):
-            return False
-    return True
-
-
 # --- messages ---------------------------------------------------------------------------------
 
 _ROLES: Final = frozenset({"system", "user", "assistant"})
@@ -152,7 +143,7 @@ def _tool_call_ok(c: Any) -> bool:
         and c.get("kind") == "tool_call"
         and type(c.get("id")) is str
         and type(c.get("name")) is str
-        and _plain_dict(c.get("arguments"))
+        and type(c.get("arguments")) is dict
     )
 
 
@@ -294,21 +285,66 @@ _ARG_VALUES: Final[dict[str, Callable[[dict[str, Any]], _Values]]] = {
 
 
 # --- records ----------------------------------------------------------------------------------
+# The lines the fast path takes, as msgspec decodes them: every field required, no other key.
+# ``gc=False``: decoded JSON holds no cycles, and untracked structs do not bring on collections.
 
 
-def _feed(d: dict[str, Any]) -> FeedLine | None:
-    if len(d) != 6:
-        return None
-    digest, scrubbed, name, args = d.get("digest"), d.get("scrubbed"), d.get("name"), d.get("args")
-    if type(digest) is not str or type(scrubbed) is not bool or type(args) is not dict:
-        return None
-    if type(name) is not str or (values_of := _ARG_VALUES.get(name)) is None:
-        return None
-    values = values_of(args)
-    if values is None:
-        return None
-    feed: FeedLine = _new_tuple(FeedLine, (name, values, args, digest, scrubbed))
-    return feed
+class _AnyObject(msgspec.Struct, gc=False):
+    """Any JSON object, skipped (its keys are all unknown fields): an ``io`` record's data."""
+
+
+class _Io(msgspec.Struct, tag_field="type", tag="io", forbid_unknown_fields=True, gc=False):
+    seq: int
+    kind: str
+    turn: int | None
+    data: _AnyObject
+    duration_s: float | None  # any JSON number or null, as for pydantic's float | None
+
+
+class _Step(msgspec.Struct, tag_field="type", tag="step", forbid_unknown_fields=True, gc=False):
+    seq: int
+    policy: msgspec.Raw  # its JSON text: compared with the previous step's
+    step: Any
+
+
+class _Feed(msgspec.Struct, tag_field="type", tag="feed", forbid_unknown_fields=True, gc=False):
+    seq: int
+    digest: str
+    scrubbed: bool
+    name: str
+    args: dict[str, Any]
+
+
+#: Each line struct with the record class whose lines it reads (``fast_path_problems``).
+_LINES: Final[dict[type[msgspec.Struct], tuple[type[BaseModel], ...]]] = {
+    _Io: (IoRecord,),
+    _Step: (StepRecord,),
+    _Feed: tuple(_FEED_RECORDS.values()),
+}
+
+_LINE: Final = msgspec.json.Decoder(_Io | _Step | _Feed)
+
+#: pydantic's JSON parser reads values nested at most about 200 deep (msgspec's goes deeper):
+#: a line that may nest deeper than this takes the pydantic path. Nesting N deep takes N opening
+#: brackets and as many closing ones, so only a line longer than twice this needs counting.
+_MAX_DEPTH: Final = 190
+
+
+#: An integer that only an exact reader gets right (``fast_path_problems``).
+_BIG_INT: Final = 2**64 + 1
+
+
+def _too_deep(raw: bytes) -> bool:
+    return len(raw) > 2 * _MAX_DEPTH and raw.count(b"{") + raw.count(b"[") > _MAX_DEPTH
+
+
+def _utf8(raw: bytes) -> bool:
+    """``raw`` is valid UTF-8 (pydantic's parser checks it all; msgspec not what it skips)."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _step_data(d: Any) -> dict[str, Any] | None:
@@ -383,77 +419,96 @@ def fast_path_problems() -> list[str]:
             validators.pop("_text_is_user_message", None)
         if validators:
             problems.append(f"{name}: has validators {sorted(validators)}")
+    if msgspec.json.decode(str(_BIG_INT).encode()) != _BIG_INT:
+        problems.append("msgspec reads integers beyond 64 bits inexactly (pydantic does not)")
+    for struct, records in _LINES.items():
+        fields = ("seq", "type", *struct.__struct_fields__[1:])
+        for record in records:
+            if sorted(fields) != sorted(_SHAPES[record]):
+                problems.append(f"{struct.__name__}: fields {fields}, not {record.__name__}'s")
     return problems
 
 
-def _never(raw: bytes, expected_seq: int) -> None:
-    return None
+class IoSeen:
+    """``make_decoder``'s answer for a well-formed ``io`` line (checked, never built)."""
+
+    __slots__ = ()
+    type: Final = "io"
+
+
+IO_SEEN: Final = IoSeen()
+
+
+def make_batch_decoder() -> BatchDecoder | None:
+    """A fresh fast-path decoder (it remembers the last step's policy), or None when the fast
+    path is off (``fast_path_problems``); see the module doc.
+
+    ``take(lines, start, seq, out)`` reads ``lines[start:]``, the line at ``start`` having
+    ``seq``: while it is sure of a line, it appends the line's replay form to ``out`` (what
+    ``TraceReader.replay_batches`` gives: ``None`` for an ``io`` line, a ``StepLine``, a
+    ``FeedLine``). It returns the index of the first line it leaves to pydantic (``len(lines)``
+    when it took them all). One call takes a run of lines: Python calls are much of the cost."""
+    if _problems():  # checked once a process
+        return None
+    decode = _LINE.decode
+    not_read = (msgspec.DecodeError, RecursionError)  # msgspec's depth limit: RecursionError
+    validate_policy = MachinePolicy.__pydantic_validator__.validate_json
+    last_policy_json: msgspec.Raw | None = None
+    last_policy: MachinePolicy | None = None
+    values_of = _ARG_VALUES.get
+
+    def take(lines: list[bytes], start: int, seq: int, out: list[Any]) -> int:
+        nonlocal last_policy_json, last_policy
+        append = out.append
+        seq -= start  # line i has seq + i
+        for i in range(start, len(lines)):
+            raw = lines[i]
+            try:
+                line = decode(raw)
+            except not_read:
+                return i
+            if line.seq != seq + i or _too_deep(raw):
+                return i
+            kind = type(line)
+            if kind is _Io:
+                if not (raw.isascii() or _utf8(raw)):  # its data was skipped, not checked
+                    return i
+                append(None)
+            elif kind is _Feed:
+                name = line.name
+                arg_values = values_of(name)
+                values = None if arg_values is None else arg_values(line.args)
+                if values is None:
+                    return i
+                append(_new_tuple(FeedLine, (name, values, line.args, line.digest, line.scrubbed)))
+            else:
+                policy_json = line.policy
+                if policy_json != last_policy_json:
+                    try:  # pydantic's own JSON validation: the record field's validator
+                        policy = validate_policy(bytes(policy_json))
+                    except ValidationError:
+                        return i
+                    if policy != last_policy:  # else the same, written another way
+                        last_policy = policy
+                    last_policy_json = policy_json
+                step = _step_data(line.step)
+                if step is None:
+                    return i
+                append(_new_tuple(StepLine, (last_policy, step)))
+        return len(lines)
+
+    return take
 
 
 def make_decoder() -> Decoder:
-    """A fresh fast-path decoder (it remembers the last step's policy); see the module doc.
-
-    It answers what ``TraceReader.replay_records`` yields for a line: a ``StepLine``, a
-    ``FeedLine``, ``IO_SEEN`` for an io record (checked, never built), or ``None``."""
-    if _problems():  # checked once a process
-        return _never
-    loads = orjson.loads
-    decode_error = orjson.JSONDecodeError
-    validate_policy = MachinePolicy.__pydantic_validator__.validate_json
-    last_policy_data: Any = None
-    last_policy: MachinePolicy | None = None
-
-    def policy_of(data: Any) -> MachinePolicy | None:
-        nonlocal last_policy_data, last_policy
-        if type(data) is not dict:
-            return None
-        if data == last_policy_data:
-            return last_policy
-        if not _plain(data):
-            return None
-        try:  # as JSON, so that pydantic's JSON-mode rules apply exactly
-            policy: MachinePolicy = validate_policy(orjson.dumps(data))
-        except ValidationError:
-            return None
-        last_policy_data, last_policy = data, policy
-        return policy
+    """A fresh one-line fast-path decoder (``make_batch_decoder``, a line at a time): it answers
+    a ``StepLine``, a ``FeedLine``, ``IO_SEEN`` for an ``io`` line, or ``None`` (pydantic's)."""
+    take = make_batch_decoder()
 
     def decode(raw: bytes, expected_seq: int) -> Any:
-        try:
-            d = loads(raw)
-        except decode_error:
+        out: list[Any] = []
+        if take is None or take([raw], 0, expected_seq, out) == 0:
             return None
-        if type(d) is not dict:
-            return None
-        seq = d.get("seq")
-        if seq != expected_seq or type(seq) is not int:
-            return None
-        kind = d.get("type")
-        if kind == "io":
-            # The shape of an IoRecord, every field given, checked exactly; its data is any
-            # JSON object, never used by machine replay.
-            turn, duration = d.get("turn"), d.get("duration_s")
-            if (
-                len(d) == 6
-                and type(d.get("kind")) is str
-                and type(d.get("data")) is dict
-                and (turn is None or type(turn) is int)
-                # a float beyond 2**53 may be a big integer orjson rounded another way
-                and (duration is None or (type(duration) is float and -1e15 < duration < 1e15))
-            ):
-                return IO_SEEN
-            return None
-        if kind == "feed":
-            return _feed(d)
-        if kind == "step":
-            if len(d) != 4:
-                return None
-            policy = policy_of(d.get("policy"))
-            step = None if policy is None else _step_data(d.get("step"))
-            if step is None:
-                return None
-            # the step as data: step_matches() compares the brain's answer with it
-            return _new_tuple(StepLine, (policy, step))
-        return None
+        return IO_SEEN if out[0] is None else out[0]
 
     return decode

@@ -25,7 +25,6 @@ from loopctl_sim import replay as replay_module
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim import simulate
 from loopctl_sim.trace import (
-    IO_SEEN,
     READ_AHEAD,
     RECORD,
     FeedLine,
@@ -36,7 +35,7 @@ from loopctl_sim.trace import (
     TraceReader,
     feed_line,
 )
-from loopctl_sim.tracefast import fast_path_problems, make_decoder, step_matches
+from loopctl_sim.tracefast import IO_SEEN, fast_path_problems, make_decoder, step_matches
 from loopctl_sim.world import Fault
 
 CORPUS = sorted(TRACES.glob("*.jsonl")) + sorted((TRACES / "driver").glob("*.jsonl"))
@@ -370,30 +369,141 @@ def test_malformed_lines_give_the_errors_they_gave_before(
         assert slow[0] == "error" and reason.lower() in slow[3].lower()
 
 
-def test_big_integers_take_the_pydantic_path(tmp_path: Path) -> None:
-    """orjson reads integers beyond 64 bits as floats; pydantic keeps them exact."""
-    big = 2**64 + 1
-    data = {
-        "seq": 1,
-        "type": "feed",
-        "digest": "d",
-        "scrubbed": False,
-        "name": "model_response",
-        "args": {
-            "response": {
-                "role": "assistant",
-                "parts": [{"kind": "tool_call", "id": "c", "name": "add", "arguments": {"a": big}}],
-            },
-            "context_tokens": 3,
-        },
-    }
-    raw = _encode(data)
-    assert make_decoder()(raw, 1) is None
-    header = next(r for r in lines(CORPUS[0]) if r["type"] == "header")
-    path = tmp_path / "big.jsonl"
-    path.write_bytes(_encode(header) + raw)
-    record = list(TraceReader(path))[1]
-    assert record.args.response.parts[0].arguments == {"a": big}  # type: ignore[union-attr]
+def _feed_with(arguments: bytes = b'{"a":1}', text: bytes = b'"t"') -> bytes:
+    """A model_response feed line holding these (JSON) tool call arguments and text."""
+    return (
+        b'{"seq":1,"type":"feed","digest":"d","scrubbed":false,"name":"model_response","args":'
+        b'{"response":{"role":"assistant","parts":[{"kind":"text","text":' + text + b"},"
+        b'{"kind":"tool_call","id":"c","name":"add","arguments":' + arguments + b"}]},"
+        b'"context_tokens":3}}\n'
+    )
+
+
+def _io_with(data: bytes = b"{}", kind: bytes = b'"x"', duration: bytes = b"null") -> bytes:
+    return (
+        b'{"seq":1,"type":"io","kind":'
+        + kind
+        + b',"turn":2,"data":'
+        + data
+        + b',"duration_s":'
+        + duration
+        + b"}\n"
+    )
+
+
+def _step_with(arguments: bytes = b"{}", policy: bytes = b"{}") -> bytes:
+    return (
+        b'{"seq":1,"type":"step","policy":' + policy + b',"step":{"kind":"call_tools","turn":1,'
+        b'"calls":[{"kind":"tool_call","id":"c","name":"add","arguments":' + arguments + b"}]}}\n"
+    )
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a":' + b'{"b":[' * depth + b"1" + b"]}" * depth + b"}"
+
+
+#: Where a JSON reader might read differently from pydantic's: numbers beyond a float, NaN,
+#: nesting, UTF-8 (valid, invalid, surrogates, overlong, beyond U+10FFFF), escapes, duplicate
+#: keys, whitespace.
+_TEXTS: list[bytes] = [
+    b'"caf\xc3\xa9 \xf0\x9f\x98\x80"',
+    b'"\xff"',
+    b'"\xc0\xaf"',
+    b'"\xed\xa0\x80"',
+    b'"\xf4\x90\x80\x80"',
+    rb'"\ud83d\ude00"',
+    rb'"\ud800"',
+    rb'"\udc00x"',
+    rb'"\u00e9\/\b\f\n\r\t\u0000"',
+    rb'"\a"',
+    b'"\x1f"',
+    b'"\x7f"',
+]
+_VALUES_JSON: list[bytes] = [
+    b"18446744073709551617",
+    b"-9223372036854775809",
+    b"1" + b"0" * 400,
+    b"1e400",
+    b"-1e400",
+    b"1.7976931348623157e308",
+    b"5e-324",
+    b"0.1",
+    b"-0",
+    b"-0.0",
+    b"1E2",
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"01",
+    b"1.",
+    b"+1",
+    *_TEXTS,
+]
+_OBJECTS: list[bytes] = [
+    *(b'{"a":' + v + b"}" for v in _VALUES_JSON),
+    *(b"{" + t + b":1}" for t in _TEXTS),
+    *(_nested(depth) for depth in (10, 95, 97, 99, 100, 101, 150, 300, 600)),
+    b'{"a":1,"b":2,"a":3}',
+    b'{ "a" : [ 1 , 2 ] }',
+    b'{"a":1,}',
+    b"[]",
+    b"null",
+]
+
+
+def _edge_lines() -> Iterator[bytes]:
+    for obj in _OBJECTS:
+        yield _feed_with(arguments=obj)
+        yield _io_with(data=obj)
+        yield _step_with(arguments=obj)
+    for text in _TEXTS:
+        yield _feed_with(text=text)
+        yield _io_with(kind=text)
+        yield _step_with(policy=b'{"tools":[' + text + b"]}")
+    for value in _VALUES_JSON:
+        yield _io_with(duration=value)
+        yield _step_with(policy=b'{"compact_threshold":' + value + b"}")
+    line = _feed_with()
+    yield line.replace(b'"digest":"d"', b'"digest":"d","digest":"e"')
+    yield line.replace(b'"kind":"text","text":"t"', b'"kind":"text","text":"t","text":"u"')
+    yield line.replace(b'"type":"feed"', b'"type":"f\\u0065ed"')
+    yield line.replace(b'"seq":1', b'"s\\u0065q":1')
+    yield line.replace(b'"seq":1', b'"seq":1,"seq":2')
+    yield line.replace(b'"seq":1', b'"seq":2,"seq":1')
+    yield line.replace(b'"type":"feed"', b'"type":"feed","type":"io"')
+    yield line.replace(b",", b" ,\t").replace(b":", b"\r\n:")
+    yield line.replace(b"\n", b"\r\n")
+    yield b" \t" + line
+    yield line[:-1]
+    yield line[:-1] + b" x\n"
+    yield b"\xef\xbb\xbf" + line
+
+
+def test_json_edge_cases_read_as_pydantic_reads_them(tmp_path: Path) -> None:
+    """Lines that JSON readers may read differently, each decoded alone and in a trace: taken
+    only as pydantic reads them (big integers exactly, duplicate keys the last), and otherwise
+    left to it (NaN, numbers beyond a float, nesting past its parser's limit, bad UTF-8)."""
+    header = _encode(next(r for r in lines(CORPUS[0]) if r["type"] == "header"))
+    path = tmp_path / "edge.jsonl"
+    taken = 0
+    for raw in _edge_lines():
+        try:
+            expected: Record | None = RECORD.validate_json(raw)
+        except ValidationError:
+            expected = None
+        item = make_decoder()(raw, 1)
+        if item is not None:
+            taken += 1
+            assert expected is not None and expected.seq == 1, raw
+            assert_replay_form(item, expected)
+        path.write_bytes(header + raw)
+        slow = _outcome(TraceReader(path, fast=False))
+        assert _outcome(TraceReader(path)) == slow, raw
+    assert taken > 50
+    big = make_decoder()(_feed_with(arguments=b'{"a":18446744073709551617}'), 1)
+    assert big.call[0].parts[1].arguments == {"a": 2**64 + 1}
+    for depth in (150, 300):  # pydantic's parser stops at about 200 levels, msgspec's later
+        assert make_decoder()(_io_with(data=_nested(depth)), 1) is None
 
 
 def test_an_equal_policy_is_read_once() -> None:
@@ -524,3 +634,40 @@ def test_a_truncated_last_line_is_a_warning_once_replay_gets_there(long_trace: P
     assert result.ok and not result.complete and len(result.warnings) == 1
     # stopped before the end: no warning, as when every line was read one at a time
     assert replay_trace(long_trace, until=5).warnings == []
+
+
+@pytest.mark.parametrize("bad", [3, READ_AHEAD - 1, READ_AHEAD, READ_AHEAD + 5])
+def test_replay_batches_hand_out_every_record_before_a_bad_line(long_trace: Path, bad: int) -> None:
+    text = long_trace.read_bytes().splitlines(keepends=True)
+    text[bad] = b"{broken\n"
+    long_trace.write_bytes(b"".join(text))
+    handed: list[int] = []
+    with pytest.raises(TraceFormatError, match=f":{bad + 1}: not valid JSON"):
+        for batch in TraceReader(long_trace).replay_batches():
+            handed.append(len(batch))
+    assert sum(handed) == bad and all(0 < n <= READ_AHEAD for n in handed)
+
+
+def test_replay_batches_are_the_records_in_order(long_trace: Path) -> None:
+    batches = list(TraceReader(long_trace).replay_batches())
+    assert all(len(batch) == READ_AHEAD for batch in batches[:-1])
+    items = [item for batch in batches for item in batch]
+    records = list(TraceReader(long_trace, fast=False))
+    assert len(items) == len(records)
+    for item, record in zip(items, records, strict=True):
+        if record.type in ("header", "end"):
+            assert item == record
+        else:
+            assert_replay_form(item, record)
+
+
+@pytest.mark.parametrize(
+    "until", [READ_AHEAD - 2, READ_AHEAD - 1, READ_AHEAD, READ_AHEAD + 3, 2 * READ_AHEAD]
+)
+def test_until_stops_in_any_batch(long_trace: Path, until: int) -> None:
+    result = replay_trace(long_trace, until=until)
+    assert result.ok and result.stopped_at == until and result.records == until + 1
+    read = list(TraceReader(long_trace))[: until + 1]
+    assert (result.steps, result.feeds, result.io) == tuple(
+        sum(r.type == kind for r in read) for kind in ("step", "feed", "io")
+    )
