@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, MachineStep, ProtocolError
@@ -52,12 +53,15 @@ class RecentFeed:
     seq: int
     line: int
     name: str
-    raw_args: BaseModel | dict[str, Any]
+    raw_args: BaseModel | msgspec.Raw | dict[str, Any]  # typed, JSON text (FeedLine.args), data
 
     @property
     def args(self) -> dict[str, Any]:
         if isinstance(self.raw_args, BaseModel):
             return self.raw_args.model_dump(mode="json")
+        if isinstance(self.raw_args, msgspec.Raw):
+            data: dict[str, Any] = msgspec.json.decode(self.raw_args)
+            return data
         return self.raw_args
 
 

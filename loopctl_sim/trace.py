@@ -34,6 +34,7 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import loopctl
@@ -431,7 +432,7 @@ def _jsonable(value: Any) -> Any:
 
 
 class StepLine(NamedTuple):
-    """A ``step`` record in the form machine replay needs (``TraceReader.replay_records``):
+    """A ``step`` record in the form machine replay needs (``TraceReader.replay_batches``):
     ``step`` is the step, or (from the fast path) its checked JSON data, which
     ``loopctl_sim.tracefast.step_matches`` compares with the brain's answer."""
 
@@ -440,13 +441,14 @@ class StepLine(NamedTuple):
 
 
 class FeedLine(NamedTuple):
-    """A ``feed`` record in the form machine replay needs (``TraceReader.replay_records``):
+    """A ``feed`` record in the form machine replay needs (``TraceReader.replay_batches``):
     ``call`` holds the machine method's arguments (the feed's arguments, in field order: the
-    method is the feed's name), ``args`` the arguments for a report (typed, or as JSON data)."""
+    method is the feed's name), ``args`` the arguments for a report (typed, or from the fast
+    path their JSON text, read only if a report shows them)."""
 
     name: str
     call: tuple[Any, ...]
-    args: FeedArgs | dict[str, Any]
+    args: FeedArgs | msgspec.Raw
     digest: str
     scrubbed: bool
 

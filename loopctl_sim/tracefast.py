@@ -4,18 +4,19 @@ is handed built.
 Validating a line with pydantic (``RECORD.validator.validate_json``) costs about 4-6 µs, most of
 it building a dozen small models through the discriminated unions; machine-level replay reads
 every line, so that alone would cap it near 200,000 records/s before the brain does any work.
-The lines a writer produces have one canonical shape: every field present, each value of
-exactly its JSON type. A decoder (``make_batch_decoder``, used by
-``TraceReader.replay_batches``) recognises that shape and gives the lines' replay forms without
-building records. ``msgspec`` decodes each line into a typed struct of its kind (in C: the
-field names, types and key set are checked there), and skips what replay never reads without
-building it: an ``io`` line's ``data`` (any JSON object) and a step's ``policy`` (see below).
-An ``io`` line is then answered ``None`` (checked, never built); a feed becomes a ``FeedLine``
-holding the machine method's arguments (the messages built as pydantic builds them: equal, same
-field order and ``model_fields_set``; no record or argument model, at about 0.6 µs an object
-even unvalidated); a step becomes a ``StepLine`` holding the policy and the step's checked
-JSON data, which ``step_matches`` compares with the brain's answer exactly as pydantic's ``==``
-would.
+The lines a writer produces have one canonical shape: every field present, each value of exactly
+its JSON type. A decoder (``make_batch_decoder``, used by ``TraceReader.replay_batches``)
+recognises that shape and gives the lines' replay forms without building records. ``msgspec``
+decodes each line into a typed struct of its kind (in C: the field names, types and key set are
+checked there), and skips what replay never reads without building it: an ``io`` line's ``data``
+(any JSON object) and a step's ``policy`` (see below). An ``io`` line is then answered ``None``
+(checked, never built); a feed's arguments are decoded by the struct of that feed's (typed: its
+messages' parts picked by their ``kind``) and it becomes a ``FeedLine`` holding the machine
+method's arguments (the messages built as pydantic builds them: equal, same field order and
+``model_fields_set``; no record or argument model, at about 0.6 µs an object even unvalidated)
+and the arguments' JSON text, read only for a report; a step becomes a ``StepLine`` holding the
+policy and the step's checked JSON data, which ``step_matches`` compares with the brain's answer
+exactly as pydantic's ``==`` would.
 
 It is a fast path, never a second validator: a decoder leaves a line to pydantic whenever it is
 not sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one),
@@ -23,10 +24,10 @@ and the reader then validates the line with pydantic exactly as before. So every
 replays from the same data and every rejected one fails with the same ``TraceFormatError``.
 Where ``msgspec`` and pydantic read JSON differently, the line goes to pydantic: a number beyond
 a float's range (pydantic reads infinity), ``NaN`` (pydantic reads it), a line nested deeper
-than pydantic's parser goes (``_MAX_DEPTH``). ``msgspec`` checks UTF-8 in what it decodes but
-not in what it skips, so a line that is not ASCII is checked whole. Both read big integers
-exactly and let the last of duplicate keys win. Headers, end records, ``compact`` and ``done``
-steps and ``fail`` feeds (rare: a few a run) always take the pydantic path, and so does
+than pydantic's parser goes (``_nesting_ok``). ``msgspec`` checks UTF-8 in what it decodes but
+not in what it skips, so an ``io`` line that is not ASCII is checked whole. Both read big
+integers exactly and let the last of duplicate keys win. Headers, end records, ``compact`` and
+``done`` steps and ``fail`` feeds (rare: a few a run) always take the pydantic path, and so does
 everything read as full records (``TraceReader.numbered``): pydantic builds full records faster
 than Python could.
 
@@ -45,8 +46,18 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 from pydantic import BaseModel, ValidationError
+from pydantic_core import SchemaValidator, core_schema
 
-from loopctl.core import CallLLM, CallTools, MachinePolicy, Message, TextPart, ToolCall, ToolResult
+from loopctl.core import (
+    CallLLM,
+    CallTools,
+    MachinePolicy,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 from loopctl_sim.feeds import (
     AcceptInputArgs,
     CompactionNoopArgs,
@@ -130,170 +141,166 @@ def _build(cls: type[_M], values: dict[str, Any]) -> _M:
     return obj
 
 
-# --- messages ---------------------------------------------------------------------------------
+# --- messages and feed arguments ---------------------------------------------------------------
+# As msgspec decodes them (every field given, no other key; a part's "kind" tag picks its
+# struct), then built into what pydantic builds. ``gc=False``: decoded JSON holds no cycles, and
+# untracked structs do not bring on collections.
 
-_ROLES: Final = frozenset({"system", "user", "assistant"})
-
-
-def _tool_call_ok(c: Any) -> bool:
-    """``c`` is the JSON data of a ``ToolCall``, every field given (see ``_tool_call``)."""
-    return (
-        type(c) is dict
-        and len(c) == 4
-        and c.get("kind") == "tool_call"
-        and type(c.get("id")) is str
-        and type(c.get("name")) is str
-        and type(c.get("arguments")) is dict
-    )
+_STRUCT: Final[dict[str, Any]] = {"forbid_unknown_fields": True, "gc": False}
 
 
-def _message(m: Any) -> Message | None:
-    """The ``Message`` of JSON data with every field given, or None.
+class _TextPart(msgspec.Struct, tag_field="kind", tag="text", **_STRUCT):
+    text: str
+
+
+class _ToolCall(msgspec.Struct, tag_field="kind", tag="tool_call", **_STRUCT):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class _ToolResult(msgspec.Struct, tag_field="kind", tag="tool_result", **_STRUCT):
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+
+class _Message(msgspec.Struct, **_STRUCT):
+    role: Role
+    parts: list[_TextPart | _ToolCall | _ToolResult]
+
+
+def _message(m: _Message) -> Message:
+    """The ``Message`` pydantic builds from the JSON that ``m`` was decoded from.
 
     One function for the message and its parts, each built in place: a feed of every turn
     carries a message, and Python calls are much of the cost here."""
-    if type(m) is not dict or len(m) != 2:
-        return None
-    role, parts = m.get("role"), m.get("parts")
-    if type(role) is not str or role not in _ROLES or type(parts) is not list:
-        return None
     built = []
+    parts: list[Any] = m.parts
     for p in parts:
-        if type(p) is not dict:
-            return None
-        kind = p.get("kind")
-        if kind == "text":
-            text = p.get("text")
-            if len(p) != 2 or type(text) is not str:
-                return None
+        kind = type(p)
+        if kind is _TextPart:
             cls: type[BaseModel] = TextPart
-            values: dict[str, Any] = {"kind": "text", "text": text}
-        elif kind == "tool_call":
-            if not _tool_call_ok(p):
-                return None
+            values: dict[str, Any] = {"kind": "text", "text": p.text}
+        elif kind is _ToolCall:
             cls = ToolCall
-            values = {
-                "kind": "tool_call",
-                "id": p["id"],
-                "name": p["name"],
-                "arguments": p["arguments"],
-            }
-        elif kind == "tool_result":
-            call_id, name, content = p.get("call_id"), p.get("name"), p.get("content")
-            is_error = p.get("is_error")
-            if not (
-                len(p) == 5
-                and type(call_id) is str
-                and type(name) is str
-                and type(content) is str
-                and type(is_error) is bool
-            ):
-                return None
+            values = {"kind": "tool_call", "id": p.id, "name": p.name, "arguments": p.arguments}
+        else:
             cls = ToolResult
             values = {
                 "kind": "tool_result",
-                "call_id": call_id,
-                "name": name,
-                "content": content,
-                "is_error": is_error,
+                "call_id": p.call_id,
+                "name": p.name,
+                "content": p.content,
+                "is_error": p.is_error,
             }
-        else:
-            return None
         part = _new(cls)  # _build, inlined
         _set_dict(part, values)
         _set_fields(part, _FIELDS_SET[cls])
         _set_extra(part, None)
         _set_private(part, None)
         built.append(part)
-    return _build(Message, {"role": role, "parts": tuple(built)})
+    return _build(Message, {"role": m.role, "parts": tuple(built)})
 
 
-def _messages(items: Any) -> tuple[Message, ...] | None:
-    if type(items) is not list:
-        return None
-    built = []
-    for m in items:
-        message = _message(m)
-        if message is None:
-            return None
-        built.append(message)
-    return tuple(built)
+# Per feed: its arguments, and their values in field order (which is also the order the machine
+# method of the same name takes them). ``fail`` (a LoopError) is not here; nor is a plain string
+# ``input`` for ``accept_input`` (a validator makes it a user message): pydantic reads those.
 
 
-# --- feed arguments ---------------------------------------------------------------------------
-# Per feed: its arguments' values in field order (which is also the order the machine method
-# of the same name takes them), or None. ``fail`` (a LoopError) is not here.
-
-_Values = tuple[Any, ...] | None
+class _AcceptInputArgs(msgspec.Struct, **_STRUCT):
+    input: _Message
 
 
-def _accept_input(a: dict[str, Any]) -> _Values:
-    # A plain string input is made a user message by a validator: leave that to pydantic.
-    message = _message(a.get("input")) if len(a) == 1 else None
-    return None if message is None else (message,)
+class _ModelResponseArgs(msgspec.Struct, **_STRUCT):
+    response: _Message
+    context_tokens: int
 
 
-def _model_response(a: dict[str, Any]) -> _Values:
-    tokens = a.get("context_tokens")
-    if len(a) != 2 or type(tokens) is not int:
-        return None
-    message = _message(a.get("response"))
-    return None if message is None else (message, tokens)
+class _MessageArgs(msgspec.Struct, **_STRUCT):
+    message: _Message
 
 
-def _one_message(a: dict[str, Any]) -> _Values:
-    message = _message(a.get("message")) if len(a) == 1 else None
-    return None if message is None else (message,)
+class _CompactionResultArgs(msgspec.Struct, **_STRUCT):
+    compacted: list[_Message]
+    before: int
+    after: int
 
 
-def _compaction_result(a: dict[str, Any]) -> _Values:
-    before, after = a.get("before"), a.get("after")
-    if len(a) != 3 or type(before) is not int or type(after) is not int:
-        return None
-    compacted = _messages(a.get("compacted"))
-    return None if compacted is None else (compacted, before, after)
+class _CompactionNoopArgs(msgspec.Struct, **_STRUCT):
+    before: int
+    after: int
 
 
-def _compaction_noop(a: dict[str, Any]) -> _Values:
-    before, after = a.get("before"), a.get("after")
-    if len(a) != 2 or type(before) is not int or type(after) is not int:
-        return None
-    return (before, after)
+class _SetContextTokensArgs(msgspec.Struct, **_STRUCT):
+    n: int
 
 
-def _set_context_tokens(a: dict[str, Any]) -> _Values:
-    n = a.get("n")
-    return (n,) if len(a) == 1 and type(n) is int else None
+class _NoArgs(msgspec.Struct, **_STRUCT):
+    pass
 
 
-def _no_args(a: dict[str, Any]) -> _Values:
-    return None if a else ()
+def _accept_input(a: _AcceptInputArgs) -> tuple[Any, ...]:
+    return (_message(a.input),)
 
 
-_ARG_VALUES: Final[dict[str, Callable[[dict[str, Any]], _Values]]] = {
-    "accept_input": _accept_input,
-    "model_response": _model_response,
-    "tool_results": _one_message,
-    "compaction_result": _compaction_result,
-    "compaction_noop": _compaction_noop,
-    "set_context_tokens": _set_context_tokens,
-    "inject": _one_message,
-    "cancel": _no_args,
-    "commit_pending": _no_args,
-    "discard_pending": _no_args,
+def _model_response(a: _ModelResponseArgs) -> tuple[Any, ...]:
+    return (_message(a.response), a.context_tokens)
+
+
+def _one_message(a: _MessageArgs) -> tuple[Any, ...]:
+    return (_message(a.message),)
+
+
+def _compaction_result(a: _CompactionResultArgs) -> tuple[Any, ...]:
+    return (tuple([_message(m) for m in a.compacted]), a.before, a.after)
+
+
+def _compaction_noop(a: _CompactionNoopArgs) -> tuple[Any, ...]:
+    return (a.before, a.after)
+
+
+def _set_context_tokens(a: _SetContextTokensArgs) -> tuple[Any, ...]:
+    return (a.n,)
+
+
+def _no_args(a: _NoArgs) -> tuple[Any, ...]:
+    return ()
+
+
+#: Per feed name: the arguments' struct, the model pydantic builds from the same JSON, and
+#: their values.
+_FEED_ARGS: Final[dict[str, tuple[type[msgspec.Struct], type[BaseModel], Callable[[Any], Any]]]] = {
+    "accept_input": (_AcceptInputArgs, AcceptInputArgs, _accept_input),
+    "model_response": (_ModelResponseArgs, ModelResponseArgs, _model_response),
+    "tool_results": (_MessageArgs, ToolResultsArgs, _one_message),
+    "compaction_result": (_CompactionResultArgs, CompactionResultArgs, _compaction_result),
+    "compaction_noop": (_CompactionNoopArgs, CompactionNoopArgs, _compaction_noop),
+    "set_context_tokens": (_SetContextTokensArgs, SetContextTokensArgs, _set_context_tokens),
+    "inject": (_MessageArgs, InjectArgs, _one_message),
+    "cancel": (_NoArgs, NoArgs, _no_args),
+    "commit_pending": (_NoArgs, NoArgs, _no_args),
+    "discard_pending": (_NoArgs, NoArgs, _no_args),
+}
+
+#: Per feed name: decode its arguments' JSON text, and give their values.
+_ARG_READERS: Final = {
+    name: (msgspec.json.Decoder(struct).decode, values)
+    for name, (struct, _, values) in _FEED_ARGS.items()
 }
 
 
 # --- records ----------------------------------------------------------------------------------
-# The lines the fast path takes, as msgspec decodes them: every field required, no other key.
-# ``gc=False``: decoded JSON holds no cycles, and untracked structs do not bring on collections.
+# The lines the fast path takes, as msgspec decodes them (the record's "type" tag picks the
+# struct).
 
 
 class _AnyObject(msgspec.Struct, gc=False):
     """Any JSON object, skipped (its keys are all unknown fields): an ``io`` record's data."""
 
 
-class _Io(msgspec.Struct, tag_field="type", tag="io", forbid_unknown_fields=True, gc=False):
+class _Io(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
     seq: int
     kind: str
     turn: int | None
@@ -301,41 +308,59 @@ class _Io(msgspec.Struct, tag_field="type", tag="io", forbid_unknown_fields=True
     duration_s: float | None  # any JSON number or null, as for pydantic's float | None
 
 
-class _Step(msgspec.Struct, tag_field="type", tag="step", forbid_unknown_fields=True, gc=False):
+class _Step(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
     seq: int
     policy: msgspec.Raw  # its JSON text: compared with the previous step's
     step: Any
 
 
-class _Feed(msgspec.Struct, tag_field="type", tag="feed", forbid_unknown_fields=True, gc=False):
+class _Feed(msgspec.Struct, tag_field="type", tag="feed", **_STRUCT):
     seq: int
     digest: str
     scrubbed: bool
     name: str
-    args: dict[str, Any]
+    args: msgspec.Raw  # its JSON text: decoded by the struct of the feed's arguments
 
 
-#: Each line struct with the record class whose lines it reads (``fast_path_problems``).
-_LINES: Final[dict[type[msgspec.Struct], tuple[type[BaseModel], ...]]] = {
-    _Io: (IoRecord,),
-    _Step: (StepRecord,),
-    _Feed: tuple(_FEED_RECORDS.values()),
-}
+#: Each struct with the models pydantic builds from the same JSON (``fast_path_problems``).
+_STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
+    (_TextPart, TextPart),
+    (_ToolCall, ToolCall),
+    (_ToolResult, ToolResult),
+    (_Message, Message),
+    *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
+    (_Io, IoRecord),
+    (_Step, StepRecord),
+    *((_Feed, record) for record in _FEED_RECORDS.values()),
+]
 
 _LINE: Final = msgspec.json.Decoder(_Io | _Step | _Feed)
-
-#: pydantic's JSON parser reads values nested at most about 200 deep (msgspec's goes deeper):
-#: a line that may nest deeper than this takes the pydantic path. Nesting N deep takes N opening
-#: brackets and as many closing ones, so only a line longer than twice this needs counting.
-_MAX_DEPTH: Final = 190
-
 
 #: An integer that only an exact reader gets right (``fast_path_problems``).
 _BIG_INT: Final = 2**64 + 1
 
+#: pydantic's JSON parser reads values nested at most about 200 deep (msgspec's goes deeper):
+#: the fast path takes a line only if it surely nests less deep than this. Nesting N deep takes N
+#: opening brackets and as many closing ones, so a line up to twice as long needs no look.
+_MAX_DEPTH: Final = 190
+_SHORT: Final = 2 * _MAX_DEPTH
+#: Up to this length, counting brackets is the cheaper bound on a longer line's nesting (two
+#: passes over it); past it, parsing it with pydantic's own parser, which skips text faster.
+_COUNT_UP_TO: Final = 1024
+#: pydantic's JSON parser, building nothing: any JSON object, its keys ignored.
+_PARSE_ONLY: Final = SchemaValidator(core_schema.typed_dict_schema({}, extra_behavior="ignore"))
 
-def _too_deep(raw: bytes) -> bool:
-    return len(raw) > 2 * _MAX_DEPTH and raw.count(b"{") + raw.count(b"[") > _MAX_DEPTH
+
+def _nesting_ok(raw: bytes) -> bool:
+    """Whether pydantic's parser reads ``raw`` (a JSON object msgspec read) within its nesting
+    limit; a line with more brackets than ``_MAX_DEPTH`` (they may be in text) is parsed."""
+    if len(raw) <= _COUNT_UP_TO and raw.count(b"{") + raw.count(b"[") <= _MAX_DEPTH:
+        return True
+    try:
+        _PARSE_ONLY.validate_json(raw)
+    except ValidationError:
+        return False
+    return True
 
 
 def _utf8(raw: bytes) -> bool:
@@ -345,6 +370,18 @@ def _utf8(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _tool_call_ok(c: Any) -> bool:
+    """``c`` is the JSON data of a ``ToolCall``, every field given."""
+    return (
+        type(c) is dict
+        and len(c) == 4
+        and c.get("kind") == "tool_call"
+        and type(c.get("id")) is str
+        and type(c.get("name")) is str
+        and type(c.get("arguments")) is dict
+    )
 
 
 def _step_data(d: Any) -> dict[str, Any] | None:
@@ -421,11 +458,11 @@ def fast_path_problems() -> list[str]:
             problems.append(f"{name}: has validators {sorted(validators)}")
     if msgspec.json.decode(str(_BIG_INT).encode()) != _BIG_INT:
         problems.append("msgspec reads integers beyond 64 bits inexactly (pydantic does not)")
-    for struct, records in _LINES.items():
-        fields = ("seq", "type", *struct.__struct_fields__[1:])
-        for record in records:
-            if sorted(fields) != sorted(_SHAPES[record]):
-                problems.append(f"{struct.__name__}: fields {fields}, not {record.__name__}'s")
+    for struct, model in _STRUCTS:
+        config = struct.__struct_config__
+        read = {*struct.__struct_fields__, *([config.tag_field] if config.tag else [])}
+        if read != set(_SHAPES[model]) or not config.forbid_unknown_fields:
+            problems.append(f"{struct.__name__}: does not read {model.__name__}'s fields")
     return problems
 
 
@@ -455,7 +492,7 @@ def make_batch_decoder() -> BatchDecoder | None:
     validate_policy = MachinePolicy.__pydantic_validator__.validate_json
     last_policy_json: msgspec.Raw | None = None
     last_policy: MachinePolicy | None = None
-    values_of = _ARG_VALUES.get
+    arg_reader = _ARG_READERS.get
 
     def take(lines: list[bytes], start: int, seq: int, out: list[Any]) -> int:
         nonlocal last_policy_json, last_policy
@@ -467,7 +504,7 @@ def make_batch_decoder() -> BatchDecoder | None:
                 line = decode(raw)
             except not_read:
                 return i
-            if line.seq != seq + i or _too_deep(raw):
+            if line.seq != seq + i or (len(raw) > _SHORT and not _nesting_ok(raw)):
                 return i
             kind = type(line)
             if kind is _Io:
@@ -476,11 +513,19 @@ def make_batch_decoder() -> BatchDecoder | None:
                 append(None)
             elif kind is _Feed:
                 name = line.name
-                arg_values = values_of(name)
-                values = None if arg_values is None else arg_values(line.args)
-                if values is None:
+                reader = arg_reader(name)
+                if reader is None:
                     return i
-                append(_new_tuple(FeedLine, (name, values, line.args, line.digest, line.scrubbed)))
+                decode_args, values = reader
+                try:
+                    args = decode_args(line.args)
+                except not_read:
+                    return i
+                append(
+                    _new_tuple(
+                        FeedLine, (name, values(args), line.args, line.digest, line.scrubbed)
+                    )
+                )
             else:
                 policy_json = line.policy
                 if policy_json != last_policy_json:

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from pydantic import BaseModel, ValidationError
 from sim_helpers import TRACES, adding_world, lines, write_lines
@@ -91,7 +92,10 @@ def assert_replay_form(item: Any, expected: Record) -> None:
             assert type(got) is type(want) and got == want
             for a, b in zip(_models(got), _models(want), strict=True):
                 assert_same_model(a, b)
-        args = item.args if isinstance(item.args, dict) else item.args.model_dump(mode="json")
+        if isinstance(item.args, BaseModel):
+            args = item.args.model_dump(mode="json")
+        else:  # the fast path's: their JSON text
+            args = msgspec.json.decode(item.args)
         assert args == expected.args.model_dump(mode="json")  # type: ignore[union-attr]
 
 
@@ -398,8 +402,9 @@ def _step_with(arguments: bytes = b"{}", policy: bytes = b"{}") -> bytes:
     )
 
 
-def _nested(depth: int) -> bytes:
-    return b'{"a":' + b'{"b":[' * depth + b"1" + b"]}" * depth + b"}"
+def _nested(depth: int, text: int = 0) -> bytes:
+    """An object nested ``2 * depth + 1`` deep, after a text of ``text`` brackets."""
+    return b'{"t":"' + b"{[" * text + b'","a":' + b'{"b":[' * depth + b"1" + b"]}" * depth + b"}"
 
 
 #: Where a JSON reader might read differently from pydantic's: numbers beyond a float, NaN,
@@ -443,6 +448,8 @@ _OBJECTS: list[bytes] = [
     *(b'{"a":' + v + b"}" for v in _VALUES_JSON),
     *(b"{" + t + b":1}" for t in _TEXTS),
     *(_nested(depth) for depth in (10, 95, 97, 99, 100, 101, 150, 300, 600)),
+    # past _COUNT_UP_TO bytes, or with more brackets than _MAX_DEPTH in text: parsed to know
+    *(_nested(depth, text) for depth in (10, 97, 98, 99, 100) for text in (100, 400)),
     b'{"a":1,"b":2,"a":3}',
     b'{ "a" : [ 1 , 2 ] }',
     b'{"a":1,}',
@@ -504,6 +511,9 @@ def test_json_edge_cases_read_as_pydantic_reads_them(tmp_path: Path) -> None:
     assert big.call[0].parts[1].arguments == {"a": 2**64 + 1}
     for depth in (150, 300):  # pydantic's parser stops at about 200 levels, msgspec's later
         assert make_decoder()(_io_with(data=_nested(depth)), 1) is None
+    for text in (0, 100, 400):  # brackets in text are not nesting
+        assert make_decoder()(_io_with(data=_nested(90, text)), 1) is not None
+        assert make_decoder()(_feed_with(arguments=_nested(90, text)), 1) is not None
 
 
 def test_an_equal_policy_is_read_once() -> None:
