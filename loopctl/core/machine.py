@@ -640,9 +640,7 @@ class LoopMachine:
             )
         if self._finalized:
             raise self._refuse("commit_pending", "pending was already committed")
-        self._history.extend(self._pending)
-        self._pending = []
-        self._finalized = True
+        self._fold_pending(len(self._pending))
 
     def _discard_pending(self) -> None:
         assert isinstance(self._state, Terminal)
@@ -650,7 +648,21 @@ class LoopMachine:
             raise self._refuse("discard_pending", "a completed run commits; use commit_pending()")
         if self._finalized:
             raise self._refuse("discard_pending", "pending was already discarded")
-        keep = coherent_prefix_length(self._pending)
+        self._fold_pending(coherent_prefix_length(self._pending))
+
+    def _fold_pending(self, keep: int) -> None:
+        """The exit door: pending's first ``keep`` messages are glued onto history, and so is
+        their cached JSON onto history's (a long run's messages are not encoded again for the
+        next digest or save; history's running hash takes them in at the next digest)."""
+        history, pending = self._history_json, self._pending_json
+        if (
+            history is not None
+            and history.source is self._history
+            and len(history.parts) == len(self._history)
+            and pending is not None
+            and pending.source is self._pending
+        ):
+            history.parts.extend(pending.parts[:keep])
         self._history.extend(self._pending[:keep])
         self._pending = []
         self._finalized = True

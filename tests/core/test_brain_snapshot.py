@@ -428,3 +428,39 @@ def test_digest_stays_exact_with_odd_tool_names_in_the_loop_window(odd: str) -> 
             assert m.digest() == _slow_digest(m)
     restored = LoopMachine.model_validate_json(m.model_dump_json())
     assert restored.digest() == m.digest() == _slow_digest(m)
+
+
+@pytest.mark.parametrize("door", ["commit", "discard"])
+def test_the_exit_door_hands_pendings_json_to_history(door: str) -> None:
+    """Messages moved to history at the exit door keep the JSON encoded while they were pending:
+    the next digest does not encode a long run again, and stays exact."""
+    m = LoopMachine([Message.user("before"), Message.assistant("ok")])
+    m.accept_input("go")
+    for turn in range(5):
+        m.next_step(POLICY)
+        c = call(f"c{turn}", path=f"/p/{turn}")
+        m.model_response(ask(c), 10)
+        m.digest()
+        m.next_step(POLICY)
+        if door == "discard" and turn == 4:
+            break
+        m.tool_results(answer(c))
+        m.digest()
+    if door == "commit":
+        m.next_step(POLICY)
+        m.model_response(Message.assistant("done"), 10)
+    m.digest()
+    encoded = list(m._pending_json.parts)  # type: ignore[union-attr]
+    if door == "commit":
+        m.commit_pending()
+    else:
+        m.cancel()
+        m.discard_pending()
+    kept = len(m.history) - 2
+    assert 0 < kept <= len(encoded)
+    assert all(
+        a is b
+        for a, b in zip(m._history_json.parts[2:], encoded[:kept], strict=True)  # type: ignore[union-attr]
+    )
+    assert m.digest() == _slow_digest(m)
+    assert m.model_dump_json() == m.snapshot().model_dump_json()
