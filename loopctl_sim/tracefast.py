@@ -68,7 +68,14 @@ from loopctl_sim.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
 )
-from loopctl_sim.trace import _FEED_RECORDS, FeedLine, IoRecord, StepLine, StepRecord
+from loopctl_sim.trace import (
+    _FEED_RECORDS,
+    RECORD,
+    FeedLine,
+    IoRecord,
+    StepLine,
+    StepRecord,
+)
 
 __all__ = [
     "IO_SEEN",
@@ -339,11 +346,12 @@ _LINE: Final = msgspec.json.Decoder(_Io | _Step | _Feed)
 #: An integer that only an exact reader gets right (``fast_path_problems``).
 _BIG_INT: Final = 2**64 + 1
 
-#: pydantic's JSON parser reads values nested at most about 200 deep (msgspec's goes deeper):
-#: the fast path takes a line only if it surely nests less deep than this. Nesting N deep takes N
-#: opening brackets and as many closing ones, so a line up to twice as long needs no look.
-_MAX_DEPTH: Final = 190
-_SHORT: Final = 2 * _MAX_DEPTH
+#: pydantic's JSON parser reads values nested at most this deep (a line's object is the first
+#: level; ``fast_path_problems`` checks it once a process); msgspec's goes deeper. A value that
+#: deep has ``_MAX_DEPTH - 1`` opening brackets around it and as many closing ones, so a shorter
+#: line, or one with fewer brackets, is surely read.
+_MAX_DEPTH: Final = 201
+_SHORT: Final = 2 * _MAX_DEPTH - 1
 #: Up to this length, counting brackets is the cheaper bound on a longer line's nesting (two
 #: passes over it); past it, parsing it with pydantic's own parser, which skips text faster.
 _COUNT_UP_TO: Final = 1024
@@ -353,8 +361,9 @@ _PARSE_ONLY: Final = SchemaValidator(core_schema.typed_dict_schema({}, extra_beh
 
 def _nesting_ok(raw: bytes) -> bool:
     """Whether pydantic's parser reads ``raw`` (a JSON object msgspec read) within its nesting
-    limit; a line with more brackets than ``_MAX_DEPTH`` (they may be in text) is parsed."""
-    if len(raw) <= _COUNT_UP_TO and raw.count(b"{") + raw.count(b"[") <= _MAX_DEPTH:
+    limit; a line with too many brackets to be sure by counting (they may be in text) is
+    parsed."""
+    if len(raw) <= _COUNT_UP_TO and raw.count(b"{") + raw.count(b"[") < _MAX_DEPTH:
         return True
     try:
         _PARSE_ONLY.validate_json(raw)
@@ -425,6 +434,26 @@ def step_matches(actual: object, data: dict[str, Any]) -> bool:
     return same
 
 
+def _nested_io(depth: int) -> bytes:
+    """An ``io`` line whose data holds a value ``depth`` deep (the line's object is level 1)."""
+    brackets = depth - 3  # the line's object, its data, and the value in the innermost list
+    return (
+        b'{"seq":0,"type":"io","kind":"","turn":null,"duration_s":null,"data":{"a":'
+        + b"[" * brackets
+        + b"0"
+        + b"]" * brackets
+        + b"}}"
+    )
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        RECORD.validator.validate_json(raw)
+    except ValidationError:
+        return False
+    return True
+
+
 @functools.cache
 def _problems() -> tuple[str, ...]:
     return tuple(fast_path_problems())
@@ -456,6 +485,8 @@ def fast_path_problems() -> list[str]:
             validators.pop("_text_is_user_message", None)
         if validators:
             problems.append(f"{name}: has validators {sorted(validators)}")
+    if not _parses(_nested_io(_MAX_DEPTH)) or _parses(_nested_io(_MAX_DEPTH + 1)):
+        problems.append(f"pydantic's JSON parser does not read values {_MAX_DEPTH} deep at most")
     if msgspec.json.decode(str(_BIG_INT).encode()) != _BIG_INT:
         problems.append("msgspec reads integers beyond 64 bits inexactly (pydantic does not)")
     for struct, model in _STRUCTS:
