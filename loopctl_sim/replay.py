@@ -207,8 +207,11 @@ def replay_trace(
     return _replay(path, until, recent, 1)
 
 
-def _step_json(step: MachineStep | dict[str, Any]) -> dict[str, Any]:
-    return step if isinstance(step, dict) else step.model_dump(mode="json")
+def _step_json(step: MachineStep | msgspec.Struct) -> dict[str, Any]:
+    if isinstance(step, BaseModel):
+        return step.model_dump(mode="json")
+    data: dict[str, Any] = msgspec.to_builtins(step)  # the fast path's decoded step
+    return data
 
 
 class _Diverged(Exception):
@@ -298,12 +301,8 @@ def _replay(
                             {"ProtocolError": str(exc)},
                         ) from None
                     expected = record.step
-                    # the fast path's steps are checked data, compared without building them
-                    if isinstance(expected, dict):
-                        same = step_matches(actual, expected)
-                    else:
-                        same = actual == expected
-                    if not same:
+                    # the fast path's steps are compared without building them
+                    if not step_matches(actual, expected):
                         data = _step_json(expected)
                         raise _Diverged(
                             line - 1,

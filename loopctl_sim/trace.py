@@ -433,11 +433,11 @@ def _jsonable(value: Any) -> Any:
 
 class StepLine(NamedTuple):
     """A ``step`` record in the form machine replay needs (``TraceReader.replay_batches``):
-    ``step`` is the step, or (from the fast path) its checked JSON data, which
-    ``loopctl_sim.tracefast.step_matches`` compares with the brain's answer."""
+    ``step`` is the step, or (from the fast path) the step as msgspec decoded it; either way
+    ``loopctl_sim.tracefast.step_matches`` compares it with the brain's answer."""
 
     policy: MachinePolicy
-    step: MachineStep | dict[str, Any]
+    step: MachineStep | msgspec.Struct
 
 
 class FeedLine(NamedTuple):

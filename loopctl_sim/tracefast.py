@@ -15,8 +15,8 @@ messages' parts picked by their ``kind``) and it becomes a ``FeedLine`` holding 
 method's arguments (the messages built as pydantic builds them: equal, same field order and
 ``model_fields_set``; no record or argument model, at about 0.6 µs an object even unvalidated)
 and the arguments' JSON text, read only for a report; a step becomes a ``StepLine`` holding the
-policy and the step's checked JSON data, which ``step_matches`` compares with the brain's answer
-exactly as pydantic's ``==`` would.
+policy and the step as decoded, which ``step_matches`` compares with the brain's answer exactly
+as pydantic's ``==`` would.
 
 It is a fast path, never a second validator: a decoder leaves a line to pydantic whenever it is
 not sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one),
@@ -315,10 +315,19 @@ class _Io(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
     duration_s: float | None  # any JSON number or null, as for pydantic's float | None
 
 
+class _CallLLM(msgspec.Struct, tag_field="kind", tag="call_llm", **_STRUCT):
+    turn: int
+
+
+class _CallTools(msgspec.Struct, tag_field="kind", tag="call_tools", **_STRUCT):
+    turn: int
+    calls: list[_ToolCall]
+
+
 class _Step(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
     seq: int
     policy: msgspec.Raw  # its JSON text: compared with the previous step's
-    step: Any
+    step: _CallLLM | _CallTools  # compared with the brain's by step_matches
 
 
 class _Feed(msgspec.Struct, tag_field="type", tag="feed", **_STRUCT):
@@ -335,6 +344,8 @@ _STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
     (_ToolCall, ToolCall),
     (_ToolResult, ToolResult),
     (_Message, Message),
+    (_CallLLM, CallLLM),
+    (_CallTools, CallTools),
     *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
     (_Io, IoRecord),
     (_Step, StepRecord),
@@ -381,57 +392,31 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-def _tool_call_ok(c: Any) -> bool:
-    """``c`` is the JSON data of a ``ToolCall``, every field given."""
-    return (
-        type(c) is dict
-        and len(c) == 4
-        and c.get("kind") == "tool_call"
-        and type(c.get("id")) is str
-        and type(c.get("name")) is str
-        and type(c.get("arguments")) is dict
-    )
-
-
-def _step_data(d: Any) -> dict[str, Any] | None:
-    """``d`` if it is the JSON data of a ``call_llm`` or ``call_tools`` step, every field given."""
-    if type(d) is not dict or type(d.get("turn")) is not int:
-        return None
-    kind = d.get("kind")
-    if kind == "call_llm":
-        return d if len(d) == 2 else None
-    if kind == "call_tools":
-        calls = d.get("calls")
-        if len(d) != 3 or type(calls) is not list:
-            return None
-        for c in calls:
-            if not _tool_call_ok(c):
-                return None
-        return d
-    return None
-
-
-def step_matches(actual: object, data: dict[str, Any]) -> bool:
-    """``actual == step``, where ``step`` is what pydantic builds from ``data`` (checked data of
-    a ``call_llm`` or ``call_tools`` step), without building it.
+def step_matches(actual: object, expected: object) -> bool:
+    """``actual == expected`` for the step of a ``StepLine``: a model, or the fast path's decoded
+    ``call_llm`` or ``call_tools`` step, compared as pydantic compares the model it would build
+    from the same JSON, without building it.
 
     Pydantic compares two models by type, private attributes, extra fields and ``__dict__``;
-    these classes have neither private attributes nor extra fields (``fast_path_problems``),
-    and checked data holds exactly the fields, so type and field values decide."""
-    cls = type(actual)
-    if cls is CallLLM:
-        return actual.__dict__ == data
-    if cls is not CallTools or data["kind"] != "call_tools":
+    these classes have neither private attributes nor extra fields (``fast_path_problems``), a
+    decoded step holds every field, and a model's type fixes its ``kind``: so the type and the
+    other fields' values decide."""
+    kind = type(expected)
+    if kind is _CallLLM:
+        return type(actual) is CallLLM and actual.turn == expected.turn  # type: ignore[attr-defined]
+    if kind is not _CallTools:
+        return actual == expected
+    if type(actual) is not CallTools:
         return False
-    fields = actual.__dict__
-    if fields["turn"] != data["turn"]:
+    calls, wanted = actual.calls, expected.calls  # type: ignore[attr-defined]
+    if actual.turn != expected.turn or len(calls) != len(wanted):  # type: ignore[attr-defined]
         return False
-    calls = fields["calls"]
-    for call in calls:
-        if type(call) is not ToolCall:
+    for call, c in zip(calls, wanted, strict=True):
+        if type(call) is not ToolCall or not (
+            call.id == c.id and call.name == c.name and call.arguments == c.arguments
+        ):
             return False
-    same: bool = [call.__dict__ for call in calls] == data["calls"]
-    return same
+    return True
 
 
 def _nested_io(depth: int) -> bytes:
@@ -567,10 +552,7 @@ def make_batch_decoder() -> BatchDecoder | None:
                     if policy != last_policy:  # else the same, written another way
                         last_policy = policy
                     last_policy_json = policy_json
-                step = _step_data(line.step)
-                if step is None:
-                    return i
-                append(_new_tuple(StepLine, (last_policy, step)))
+                append(_new_tuple(StepLine, (last_policy, line.step)))
         return len(lines)
 
     return take
