@@ -543,7 +543,7 @@ class TraceReader:
                 record = self._validated(validate, raw, lineno, in_run, self.warnings)
                 if record is None:  # a truncated last line
                     return
-                in_run = _in_run_after(record)
+                in_run = record.type != "end"  # a header opens a run, an end closes it
                 expected_seq += 1
                 yield lineno, record
         if expected_seq == 0:
@@ -597,7 +597,7 @@ class TraceReader:
                         if record is None:  # a truncated last line
                             truncated = True
                             break
-                        in_run = _in_run_after(record)
+                        in_run = record.type != "end"  # a header opens a run, an end closes it
                         batch.append(_replay_form(record))
                         seq += 1
                         i += 1
@@ -656,22 +656,17 @@ class TraceReader:
             raise TraceFormatError(
                 path, lineno, f"seq {record.seq} is not consecutive (expected {lineno - 1})"
             )
-        if isinstance(record, HeaderRecord):
-            self.header = record
+        kind = record.type  # not isinstance: through pydantic's metaclass, it costs more
+        if kind == "header":
+            self.header = record  # type: ignore[assignment]
         elif not in_run:
             # a record outside a run: before the first header, or after an end
-            kind = record.type
             if lineno == 1:
                 reason = f"a trace starts with a header record, not {kind!r}"
             else:
                 reason = f"a {kind!r} record after the end of a run (no header)"
             raise TraceFormatError(path, lineno, reason)
         return record
-
-
-def _in_run_after(record: Record) -> bool:
-    """Whether a run is open after ``record`` (one that was in its place)."""
-    return record.type != "end"
 
 
 def _replay_form(record: Record) -> ReplayItem:
