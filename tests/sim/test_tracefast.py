@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
@@ -685,3 +686,36 @@ def test_until_stops_in_any_batch(long_trace: Path, until: int) -> None:
     assert (result.steps, result.feeds, result.io) == tuple(
         sum(r.type == kind for r in read) for kind in ("step", "feed", "io")
     )
+
+
+def test_a_line_changed_byte_by_byte_is_taken_only_as_pydantic_reads_it() -> None:
+    """Random one-byte changes (deleted, inserted, replaced: JSON punctuation, escapes, digits,
+    whitespace, bytes beyond ASCII) of one line of each kind: msgspec and pydantic read the
+    same bytes, and the fast path takes a line only as pydantic reads it."""
+    rng = random.Random(5)
+    alphabet = b'{}[]:,"\\/ \t\r\n0123456789.eE+-tfnulUabx\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff'
+    checked = taken = 0
+    for sample in _samples():
+        raw = _encode(sample)
+        seq = sample["seq"]
+        for _ in range(300):
+            at = rng.randrange(len(raw) - 1)  # the newline stays
+            byte = bytes([rng.choice(alphabet)])
+            changed = rng.choice(
+                [
+                    raw[:at] + raw[at + 1 :],
+                    raw[:at] + byte + raw[at:],
+                    raw[:at] + byte + raw[at + 1 :],
+                ]
+            )
+            try:
+                expected: Record | None = RECORD.validate_json(changed)
+            except ValidationError:
+                expected = None
+            item = make_decoder()(changed, seq)
+            checked += 1
+            if item is not None:
+                taken += 1
+                assert expected is not None and expected.seq == seq, changed
+                assert_replay_form(item, expected)
+    assert checked > 3000 and taken > 100
