@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from sim_helpers import TRACES, adding_world, lines, write_lines
 
 from loopctl import MachinePolicy, Message, ToolCall
@@ -98,6 +98,18 @@ def assert_replay_form(item: Any, expected: Record) -> None:
         else:  # the fast path's: their JSON text
             args = msgspec.json.decode(item.args)
         assert args == expected.args.model_dump(mode="json")  # type: ignore[union-attr]
+
+
+def taken_as_pydantic_reads_it(raw: bytes, seq: int) -> bool:
+    """Whether a fresh fast-path decoder takes ``raw`` as the line of ``seq``; if it does, it
+    gives what pydantic builds from the line."""
+    item = make_decoder()(raw, seq)
+    if item is None:
+        return False
+    expected = RECORD.validate_json(raw)  # a line taken is one pydantic reads
+    assert expected.seq == seq, raw
+    assert_replay_form(item, expected)
+    return True
 
 
 def _kind(record: Record) -> str:
@@ -260,18 +272,8 @@ def test_a_changed_line_is_taken_only_as_what_pydantic_builds() -> None:
     for sample in samples:
         seq = sample["seq"]
         for changed in _mutations(sample):
-            raw = _encode(changed)
-            try:
-                expected: Record | None = RECORD.validate_json(raw)
-            except ValidationError:
-                expected = None
-            item = make_decoder()(raw, seq)
             checked += 1
-            if item is None:
-                continue
-            taken += 1
-            assert expected is not None and expected.seq == seq, raw
-            assert_replay_form(item, expected)
+            taken += taken_as_pydantic_reads_it(_encode(changed), seq)
     assert checked > 1000 and taken > 0
 
 
@@ -495,15 +497,7 @@ def test_json_edge_cases_read_as_pydantic_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "edge.jsonl"
     taken = 0
     for raw in _edge_lines():
-        try:
-            expected: Record | None = RECORD.validate_json(raw)
-        except ValidationError:
-            expected = None
-        item = make_decoder()(raw, 1)
-        if item is not None:
-            taken += 1
-            assert expected is not None and expected.seq == 1, raw
-            assert_replay_form(item, expected)
+        taken += taken_as_pydantic_reads_it(raw, 1)
         path.write_bytes(header + raw)
         slow = _outcome(TraceReader(path, fast=False))
         assert _outcome(TraceReader(path)) == slow, raw
@@ -708,14 +702,6 @@ def test_a_line_changed_byte_by_byte_is_taken_only_as_pydantic_reads_it() -> Non
                     raw[:at] + byte + raw[at + 1 :],
                 ]
             )
-            try:
-                expected: Record | None = RECORD.validate_json(changed)
-            except ValidationError:
-                expected = None
-            item = make_decoder()(changed, seq)
             checked += 1
-            if item is not None:
-                taken += 1
-                assert expected is not None and expected.seq == seq, changed
-                assert_replay_form(item, expected)
+            taken += taken_as_pydantic_reads_it(changed, seq)
     assert checked > 3000 and taken > 100
