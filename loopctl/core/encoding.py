@@ -32,7 +32,6 @@ __all__ = [
     "call_json",
     "chained",
     "encoded",
-    "known_json",
     "message_json",
     "part_json",
     "sha256_of",
@@ -48,26 +47,6 @@ _OPEN: Final = {role: '{"role":"' + role + '","parts":[' for role in _ROLES}
 _OPEN_TEXT: Final = {role: _OPEN[role] + '{"kind":"text","text":' for role in _ROLES}
 
 
-#: Messages whose exact JSON a reader already holds (``known_json``), by identity; each entry
-#: holds its message, so no other object can take its address while it is here.
-_KNOWN: Final[dict[int, tuple[Message, bytes]]] = {}
-_KNOWN_KEPT: Final = 256
-
-
-def known_json(message: Message, data: bytes) -> None:
-    """Hand over ``message``'s JSON, for ``message_json`` to answer once without encoding.
-
-    For a reader that built ``message`` from JSON text it has checked is byte for byte what
-    pydantic writes for it (machine replay's trace reader: the text of a feed's message, read
-    before the brain is given the message). Wrong ``data`` would be in the brain's digest and
-    saved JSON: in a replay, a digest that disagrees with the trace's (which hashes the true
-    JSON), never one that agrees by mistake. At most the latest ``_KNOWN_KEPT`` are kept.
-    """
-    if len(_KNOWN) >= _KNOWN_KEPT:
-        _KNOWN.clear()
-    _KNOWN[id(message)] = (message, data)
-
-
 def message_json(message: Message) -> bytes:
     """``Message``'s JSON, byte for byte what pydantic writes, in about two thirds of the time.
 
@@ -76,11 +55,7 @@ def message_json(message: Message) -> bytes:
     ``\\`` and control characters; everything else as is). Tool calls, whose arguments may
     hold any value, are written by pydantic. Anything unusual (a subclass, a string Python
     cannot encode) is left to pydantic too. Tests pin the bytes to ``Message``'s own JSON.
-    A message handed over with ``known_json`` is answered from there, once.
     """
-    known = _KNOWN.pop(id(message), None)
-    if known is not None and known[0] is message:
-        return known[1]
     try:
         if type(message) is not Message:
             return _TO_JSON(message)

@@ -1,6 +1,6 @@
 """The brain's own models built without validation (``built``), its tool calls' JSON remembered
-(``call_json``), the exchange's JSON written by hand (``exchange_json``) and messages' JSON handed
-over by a reader (``known_json``): each pinned to what pydantic builds and writes."""
+(``call_json``), the exchange's JSON written by hand (``exchange_json``): each pinned to what
+pydantic builds and writes."""
 
 from __future__ import annotations
 
@@ -13,15 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from loopctl import LoopMachine, Message, ToolCall, ToolResult
+from loopctl import LoopMachine, ToolCall, ToolResult
 from loopctl.core.encoding import (
     _CALLS_KEPT,
     _CALLS_SEEN,
-    _KNOWN,
-    _KNOWN_KEPT,
     call_json,
-    known_json,
-    message_json,
 )
 from loopctl.core.machine import _EARLY_TURNS
 from loopctl.core.snapshot import Exchange, exchange_json
@@ -132,36 +128,3 @@ def test_call_json_is_remembered_by_identity_and_bounded() -> None:
         del c
         gc.collect()
     assert len(_CALLS_SEEN) <= _CALLS_KEPT
-
-
-def test_known_json_answers_once_for_that_very_message() -> None:
-    m = ask(call("k", path="/x"), text="known")
-    twin = ask(call("k", path="/x"), text="known")
-    real = Message.__pydantic_serializer__.to_json(m)
-    known_json(m, b"<as the reader read it>")
-    assert message_json(twin) == real  # an equal message is not the one handed over
-    assert message_json(m) == b"<as the reader read it>"
-    assert message_json(m) == real  # once: then encoded as usual
-    for i in range(3 * _KNOWN_KEPT):
-        known_json(Message.user(f"u{i}"), b"x")
-    assert len(_KNOWN) <= _KNOWN_KEPT
-    _KNOWN.clear()
-
-
-def test_a_digest_uses_the_json_handed_over() -> None:
-    """The brain's digest hashes what it is handed: right bytes give the true digest, and wrong
-    ones a digest that disagrees (a trace's digest hashes the true JSON)."""
-    reply = ask(call("a", path="/p"), text="t")
-    twin = ask(call("a", path="/p"), text="t")
-    machines = []
-    for message, data in [(reply, message_json(reply)), (twin, b'{"role":"assistant"}')]:
-        m = LoopMachine()
-        m.accept_input("go")
-        m.next_step(POLICY)
-        m.digest()
-        known_json(message, data)
-        m.model_response(message, 10)
-        machines.append(m)
-    right, wrong = machines
-    assert right.digest() == LoopMachine.model_validate_json(right.model_dump_json()).digest()
-    assert wrong.digest() != right.digest()
