@@ -169,6 +169,8 @@ LOOP_NOTE = (
 
 def _is_count(n: object) -> bool:
     """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
+    if type(n) is int:  # nearly always: skip the two isinstance calls
+        return n >= 0
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
@@ -576,8 +578,9 @@ class LoopMachine:
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse("tool_results", "results must come in one user message")
         parts = message.parts
-        if not all(isinstance(r, ToolResult) for r in parts):
-            raise self._refuse("tool_results", "the results message may hold only tool results")
+        for r in parts:
+            if not isinstance(r, ToolResult):
+                raise self._refuse("tool_results", "the results message may hold only tool results")
         results = cast("tuple[ToolResult, ...]", parts)
         got = [r.call_id for r in results]
         expected = [c.id for c in exchange.dispatch]
