@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import msgspec
 from pydantic import BaseModel, ValidationError
@@ -58,6 +58,7 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
+from loopctl.core.built import built
 from loopctl_sim.feeds import (
     AcceptInputArgs,
     CompactionNoopArgs,
@@ -94,14 +95,8 @@ BatchDecoder = Callable[[list[bytes], int, int, list[Any]], int]
 #: ``decode(raw_line, expected_seq)``: the line's replay form, or ``None`` (use pydantic).
 Decoder = Callable[[bytes, int], Any]
 
-_M = TypeVar("_M", bound=BaseModel)
 
-_new = object.__new__
 _new_tuple = tuple.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 #: Every class whose shape the fast path relies on, with its fields in order: the messages and
@@ -133,19 +128,6 @@ _SHAPES: Final[dict[type[BaseModel], tuple[str, ...]]] = {
 #: One fields set per class, shared by its instances: pydantic copies it before any change
 #: (``model_copy``), and frozen models never change it in place.
 _FIELDS_SET: Final = {cls: set(fields) for cls, fields in _SHAPES.items()}
-
-
-def _build(cls: type[_M], values: dict[str, Any]) -> _M:
-    """An instance of ``cls`` with exactly these (already checked) field values, in field order.
-
-    What pydantic-core builds too, minus validation: the fields set is every field (the fast
-    path only accepts lines that give them all), no extra, no private attributes."""
-    obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields(obj, _FIELDS_SET[cls])
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
 
 
 # --- messages and feed arguments ---------------------------------------------------------------
@@ -181,9 +163,9 @@ class _Message(msgspec.Struct, **_STRUCT):
 def _message(m: _Message) -> Message:
     """The ``Message`` pydantic builds from the JSON that ``m`` was decoded from.
 
-    One function for the message and its parts, each built in place: a feed of every turn
-    carries a message, and Python calls are much of the cost here."""
-    built = []
+    One function for the message and its parts: a feed of every turn carries a message, and
+    Python calls are much of the cost here."""
+    made = []
     parts: list[Any] = m.parts
     for p in parts:
         kind = type(p)
@@ -202,13 +184,8 @@ def _message(m: _Message) -> Message:
                 "content": p.content,
                 "is_error": p.is_error,
             }
-        part = _new(cls)  # _build, inlined
-        _set_dict(part, values)
-        _set_fields(part, _FIELDS_SET[cls])
-        _set_extra(part, None)
-        _set_private(part, None)
-        built.append(part)
-    return _build(Message, {"role": m.role, "parts": tuple(built)})
+        made.append(built(cls, values, _FIELDS_SET[cls]))
+    return built(Message, {"role": m.role, "parts": tuple(made)}, _FIELDS_SET[Message])
 
 
 # Per feed: its arguments, and their values in field order (which is also the order the machine

@@ -29,7 +29,9 @@ _set_private: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 
 def built(cls: type[_M], values: dict[str, Any], given: set[str]) -> _M:
     """``cls`` holding ``values`` (every field, in field order, already valid), with ``given``
-    as its fields set (the fields a validator call would have been handed; pass a fresh set)."""
+    as its fields set (the fields a validator call would have been handed). Instances may share
+    one set: pydantic copies it before any change (``model_copy``), frozen models never change
+    it in place."""
     obj: _M = _new(cls)
     _set_dict(obj, values)
     _set_fields(obj, given)
