@@ -33,7 +33,11 @@ records, replayed at 74,000 records/s) and a 103 MB one, each in a fresh process
 48.5 MB of RSS both (47.9 MB after the imports): memory is flat. Later the same day, with the
 reader on msgspec typed decoding and batches of records (and the brain's hot path cut): replay
 91,000-101,000 records/s, replay-form parsing 430,000-490,000 records/s (2.0 µs a record on a
-quiet machine, 3.7-3.8 µs with the orjson reader).
+quiet machine, 3.7-3.8 µs with the orjson reader). At 14:26, with the collector spared
+during replay and the brain's exit door keeping its JSON (``python -m benchmarks --only brain
+replay fuzz``, quiet machine): replay 106,161-110,399 records/s (compacting), 107,267-108,415
+(growing); ``--big 1``: 104,547 records/s for 103 MB and 97,321 for 1.05 GB, peak RSS 41.5 and
+41.3 MB. See docs/performance.md.
 """
 
 from __future__ import annotations
