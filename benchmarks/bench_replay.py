@@ -37,7 +37,7 @@ quiet machine, 3.7-3.8 µs with the orjson reader). At 14:26, with the collector
 during replay and the brain's exit door keeping its JSON (``python -m benchmarks --only brain
 replay fuzz``, quiet machine): replay 106,161-110,399 records/s (compacting), 107,267-108,415
 (growing); ``--big 1``: 104,547 records/s for 103 MB and 97,321 for 1.05 GB, peak RSS 41.5 and
-41.3 MB. See docs/performance.md.
+41.3 MB (run again: 112,179 and 104,533 records/s, 41.4 and 41.5 MB). See docs/performance.md.
 """
 
 from __future__ import annotations
