@@ -254,7 +254,8 @@ def _collector_spared() -> Iterator[Callable[[], None]]:
     Reference counting frees memory as usual (a frozen object that dies is freed); only cyclic
     garbage frozen before a young pass found it would wait for the end. ``gc.unfreeze()`` on
     the way out gives everything back to the oldest generation. Skipped when the process keeps
-    frozen objects of its own or the collector is off.
+    frozen objects of its own or the collector is off. The permanent generation is the
+    process's: objects another thread froze while a replay ran are unfrozen with the replay's.
     """
     if gc.get_freeze_count() or not gc.isenabled():
         yield _nothing
