@@ -29,11 +29,8 @@ from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
 __all__ = [
     "JsonCache",
-    "call_json",
-    "chained",
     "encoded",
     "message_json",
-    "part_json",
     "sha256_of",
 ]
 
@@ -65,17 +62,17 @@ def message_json(message: Message) -> bytes:
             part = parts[0]
             if type(part) is TextPart:  # most messages
                 return (_OPEN_TEXT[message.role] + _STR(part.text) + "}]}").encode()
-            return (_OPEN[message.role] + part_json(part) + "]}").encode()
+            return (_OPEN[message.role] + _part_json(part) + "]}").encode()
         if n == 2:  # text and a call, mostly
             return (
-                _OPEN[message.role] + part_json(parts[0]) + "," + part_json(parts[1]) + "]}"
+                _OPEN[message.role] + _part_json(parts[0]) + "," + _part_json(parts[1]) + "]}"
             ).encode()
-        return (_OPEN[message.role] + ",".join([part_json(p) for p in parts]) + "]}").encode()
+        return (_OPEN[message.role] + ",".join([_part_json(p) for p in parts]) + "]}").encode()
     except (UnicodeEncodeError, AttributeError, TypeError, KeyError):
         return _TO_JSON(message)
 
 
-def part_json(part: object) -> str:
+def _part_json(part: object) -> str:
     """One part's JSON; ``TypeError`` for anything but the three part types (pydantic's then)."""
     kind = type(part)
     if kind is TextPart:
@@ -92,28 +89,8 @@ def part_json(part: object) -> str:
             + _ERROR[result.is_error]
         )
     if kind is ToolCall:
-        return call_json(part).decode()  # type: ignore[arg-type]
+        return _CALL_JSON(part).decode()
     raise TypeError(f"not a message part: {kind.__name__}")
-
-
-#: The JSON of the latest tool calls encoded, by identity (the entry holds the call, so its id
-#: cannot be reused while it is here). A reply's calls are encoded twice in a row: as parts of
-#: the message, then as the exchange in flight in the snapshot's small fields.
-_CALLS_SEEN: Final[dict[int, tuple[ToolCall, bytes]]] = {}
-_CALLS_KEPT: Final = 64
-
-
-def call_json(call: ToolCall) -> bytes:
-    """A ``ToolCall``'s JSON, by pydantic (its arguments may hold any JSON value), remembered
-    for the next few calls asked."""
-    seen = _CALLS_SEEN.get(id(call))
-    if seen is not None and seen[0] is call:
-        return seen[1]
-    if len(_CALLS_SEEN) >= _CALLS_KEPT:
-        _CALLS_SEEN.clear()
-    data: bytes = _CALL_JSON(call)
-    _CALLS_SEEN[id(call)] = (call, data)
-    return data
 
 
 Hash = Any  # hashlib's sha256 object (its type is private)
@@ -122,7 +99,7 @@ Hash = Any  # hashlib's sha256 object (its type is private)
 class JsonCache:
     """The JSON of ``source``'s first ``len(parts)`` messages (``source`` is the list itself),
     and ``chain``: the sha256 of ``start()`` followed by the first ``hashed`` of those JSON texts
-    joined by ``,`` (brought up to date by ``chained``, only when a digest asks: a save does
+    joined by ``,`` (brought up to date by ``encoded`` only when a digest asks: a save does
     not pay for hashing).
 
     ``base`` names what ``start`` was (for pending: the history cache and its length), so that
@@ -138,35 +115,39 @@ class JsonCache:
         self.base: object = None
 
 
-def encoded(cache: JsonCache | None, messages: Sequence[Message]) -> JsonCache:
-    """``cache`` brought up to date with ``messages``, or a new one if they are another list.
+def encoded(
+    cache: JsonCache | None,
+    messages: Sequence[Message],
+    start: Callable[[], Hash] | None = None,
+    base: object = None,
+) -> JsonCache:
+    """``cache`` brought up to date with ``messages``, or a new one if they are another list;
+    given ``start``, its running hash too (a digest's; a save only needs the JSON).
 
     Identity, not equality, decides: the cache keeps a reference to the list it mirrors, so a
-    replaced list (compaction, commit) is never mistaken for the old one.
+    replaced list (compaction, commit) is never mistaken for the old one. ``start()`` gives a
+    fresh hash of the bytes before the first message; it is called when the cache has no hash
+    yet or its ``base`` is not ``base`` any more. One function for both, since a digest after
+    every feed of a replay calls it twice: Python calls are much of its cost.
     """
-    if cache is None or cache.source is not messages or len(cache.parts) > len(messages):
+    n = len(messages)
+    if cache is None or cache.source is not messages or len(cache.parts) > n:
         cache = JsonCache(messages)
     parts = cache.parts
-    if len(parts) < len(messages):
+    if len(parts) < n:
         parts.extend([message_json(m) for m in messages[len(parts) :]])
-    return cache
-
-
-def chained(cache: JsonCache, start: Callable[[], Hash], base: object = None) -> Hash:
-    """``cache``'s running hash, brought up to date with its parts. ``start()`` gives a fresh
-    hash of the bytes before the first message; it is called when the cache has no hash yet
-    or its ``base`` is not ``base`` any more."""
-    if cache.chain is None or (cache.base is not base and cache.base != base):
+    if start is None:
+        return cache
+    if cache.chain is None or cache.base != base:
         cache.chain = start()
         cache.base = base
         cache.hashed = 0
-    parts = cache.parts
     done = cache.hashed
-    if done < len(parts):
+    if done < n:
         joined = b",".join(parts[done:])
         cache.chain.update(b"," + joined if done else joined)
-        cache.hashed = len(parts)
-    return cache.chain
+        cache.hashed = n
+    return cache
 
 
 def sha256_of(prefix: bytes) -> Callable[[], Hash]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, NamedTuple, TypeVar, cast, get_args
 
 from loopctl.core.built import built
-from loopctl.core.encoding import Hash, JsonCache, chained, encoded, message_json, sha256_of
+from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -769,43 +769,18 @@ class LoopMachine:
         O(the feed), not O(history). A restored machine's first digest hashes it all once.
         Tests pin the value to the hash of the snapshot model's own JSON.
         """
-        # The common case, inline (a digest is taken after every feed of a replay): history is
-        # the list last hashed, whole, and pending the list last hashed on top of it; only
-        # pending's new messages are encoded and hashed. Anything else takes the general path.
-        pending = self._pending
-        cache = self._pending_json
         history = self._history_json
-        if (
-            cache is not None
-            and cache.source is pending
-            and history is not None
-            and history.source is self._history
-            and history.hashed == len(self._history)
-            and cache.base == (history, history.hashed)
+        if (  # history is mostly unchanged between two digests: skip the call
+            history is None
+            or history.chain is None
+            or history.source is not self._history
+            or not history.hashed == len(history.parts) == len(self._history)
         ):
-            parts = cache.parts
-            n = len(pending)
-            if len(parts) != n:
-                if len(parts) > n:
-                    return self._digest_slowly()
-                parts.extend([message_json(m) for m in pending[len(parts) :]])
-            done = cache.hashed
-            if done < n:
-                joined = b",".join(parts[done:])
-                cache.chain.update(b"," + joined if done else joined)
-                cache.hashed = n
-            final = cache.chain.copy()
-        else:
-            return self._digest_slowly()
-        final.update(self._end())
-        hexdigest: str = final.hexdigest()
-        return hexdigest[:16]
-
-    def _digest_slowly(self) -> str:
-        """``digest()`` by the general path: either cache may be new, replaced or stale."""
-        history, pending = self._encoded()
-        chained(history, _HISTORY_START)
-        final = chained(pending, self._after_history, (history, history.hashed)).copy()
+            self._history_json = history = encoded(history, self._history, _HISTORY_START)
+        self._pending_json = pending = encoded(
+            self._pending_json, self._pending, self._after_history, (history, history.hashed)
+        )
+        final = pending.chain.copy()
         final.update(self._end())
         hexdigest: str = final.hexdigest()
         return hexdigest[:16]

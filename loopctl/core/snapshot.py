@@ -18,7 +18,6 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import to_json
 
-from loopctl.core.encoding import call_json, part_json
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
@@ -32,7 +31,6 @@ __all__ = [
     "EndEncoder",
     "Exchange",
     "MachineSnapshot",
-    "exchange_json",
     "gc_paused",
     "snapshot_json",
     "snapshot_problem",
@@ -159,7 +157,6 @@ PENDING_HEAD: Final = b'],"pending":['
 
 _JSON: Final = to_json
 _EXCHANGE_JSON: Final = Exchange.__pydantic_serializer__.to_json
-_EXCHANGE: Final = b'{"turn":%d,"calls":[%b],"preanswered":[%b]}'
 _BOOL: Final = (b"false", b"true")
 #: The snapshot's JSON after pending, as one format (one ``%`` is half the time of a join).
 _END: Final = (
@@ -190,23 +187,6 @@ def _state_json(state: MachineState) -> bytes:
         if type(turn) is int:
             return fmt % turn
     return kind.__pydantic_serializer__.to_json(state)
-
-
-def exchange_json(exchange: Exchange) -> bytes:
-    """``exchange``'s JSON, byte for byte pydantic's (pinned by tests), its calls' JSON shared
-    with the reply that holds them (``call_json``: a digest encodes that reply just before)."""
-    calls = exchange.calls
-    if (
-        type(exchange) is not Exchange
-        or type(exchange.turn) is not int
-        or not all(type(call) is ToolCall for call in calls)
-    ):
-        return _EXCHANGE_JSON(exchange)
-    try:
-        pre = ",".join([part_json(r) for r in exchange.preanswered]).encode()
-    except (UnicodeEncodeError, AttributeError, TypeError):
-        return _EXCHANGE_JSON(exchange)
-    return _EXCHANGE % (exchange.turn, b",".join([call_json(call) for call in calls]), pre)
 
 
 class EndEncoder:
@@ -264,7 +244,7 @@ class EndEncoder:
             self.state_json = _state_json(state)
         if exchange is not self.exchange:
             self.exchange = exchange
-            self.exchange_json = b"null" if exchange is None else exchange_json(exchange)
+            self.exchange_json = b"null" if exchange is None else _EXCHANGE_JSON(exchange)
         if advertised is not self.advertised:
             if advertised != self.advertised:  # drivers hand in equal tuples, turn after turn
                 self.advertised_json = _JSON(advertised)

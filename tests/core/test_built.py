@@ -1,26 +1,14 @@
-"""The brain's own models built without validation (``built``), its tool calls' JSON remembered
-(``call_json``), the exchange's JSON written by hand (``exchange_json``): each pinned to what
-pydantic builds and writes."""
+"""The brain's own models built without validation (``built``): each pinned to what pydantic's
+validator builds."""
 
 from __future__ import annotations
 
-import gc
-from typing import Any
-
-import pytest
 from brain_helpers import POLICY, answer, ask, call
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from loopctl import LoopMachine, ToolCall, ToolResult
-from loopctl.core.encoding import (
-    _CALLS_KEPT,
-    _CALLS_SEEN,
-    call_json,
-)
+from loopctl import LoopMachine
 from loopctl.core.machine import _EARLY_TURNS
-from loopctl.core.snapshot import Exchange, exchange_json
+from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, CallTools
 
 
@@ -76,55 +64,3 @@ def test_exchange_with_preanswered_calls_is_what_the_validator_builds() -> None:
     assert exchange is not None and exchange.preanswered
     _same_as_validated(exchange)
     _same_as_validated(m.next_step(POLICY))  # CallTools of the dispatched call only
-
-
-_TEXT = st.text(st.characters(codec="utf-8"), max_size=8) | st.sampled_from(
-    ['"', "\\", "\x00\x1f\x7f", "é ✓ \u2028 😀"]
-)
-_CALLS = st.builds(
-    ToolCall,
-    id=_TEXT,
-    name=_TEXT,
-    arguments=st.dictionaries(
-        _TEXT, _TEXT | st.integers() | st.floats() | st.booleans() | st.none(), max_size=3
-    ),
-)
-_RESULTS = st.builds(ToolResult, call_id=_TEXT, name=_TEXT, content=_TEXT, is_error=st.booleans())
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(0, 10**6), st.lists(_CALLS, max_size=3), st.lists(_RESULTS, max_size=2))
-def test_exchange_json_is_pydantics_json(turn: int, calls: list[Any], pre: list[Any]) -> None:
-    exchange = Exchange.model_construct(turn=turn, calls=tuple(calls), preanswered=tuple(pre))
-    expected = Exchange.__pydantic_serializer__.to_json(exchange)
-    assert exchange_json(exchange) == expected
-    assert exchange_json(exchange) == expected  # the calls' JSON remembered
-
-
-def test_exchange_json_leaves_what_it_cannot_write_to_pydantic() -> None:
-    class Odd(ToolCall):
-        pass
-
-    odd = Exchange.model_construct(turn=1, calls=(Odd(id="x", name="n"),), preanswered=())
-    assert exchange_json(odd) == Exchange.__pydantic_serializer__.to_json(odd)
-    lone = Exchange.model_construct(
-        turn=1, calls=(), preanswered=(ToolResult(call_id="\ud800", name="n", content=""),)
-    )
-    with pytest.raises(Exception) as theirs:
-        Exchange.__pydantic_serializer__.to_json(lone)
-    with pytest.raises(type(theirs.value)):
-        exchange_json(lone)
-
-
-def test_call_json_is_remembered_by_identity_and_bounded() -> None:
-    first = ToolCall(id="a", name="read", arguments={"p": 1})
-    twin = ToolCall(id="a", name="read", arguments={"p": 1})
-    assert call_json(first) == call_json(twin) == ToolCall.__pydantic_serializer__.to_json(first)
-    assert _CALLS_SEEN[id(first)][0] is first and _CALLS_SEEN[id(twin)][0] is twin
-    # a call that lives where an older one lived is never answered with the older one's JSON
-    for i in range(3 * _CALLS_KEPT):
-        c = ToolCall(id=f"c{i}", name="read", arguments={"i": i})
-        assert call_json(c) == ToolCall.__pydantic_serializer__.to_json(c)
-        del c
-        gc.collect()
-    assert len(_CALLS_SEEN) <= _CALLS_KEPT
