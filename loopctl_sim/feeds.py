@@ -22,7 +22,7 @@ discard_pending        ``{}``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -46,6 +46,7 @@ __all__ = [
     "apply_feed",
     "decode_feed_args",
     "encode_feed_args",
+    "feed_call",
 ]
 
 
@@ -148,29 +149,12 @@ def encode_feed_args(name: str, args: Mapping[str, Any] | FeedArgs) -> dict[str,
     return decode_feed_args(name, args).model_dump(mode="json")
 
 
+def feed_call(args: FeedArgs) -> tuple[Any, ...]:
+    """The machine method's arguments for a feed's typed arguments: the model's fields, in
+    order, are the parameters of the method named like the feed (tests pin it)."""
+    return tuple(getattr(args, field) for field in type(args).model_fields)
+
+
 def apply_feed(machine: LoopMachine, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
     """Give ``machine`` feed ``name`` with ``args`` (data or typed); ``ProtocolError`` passes."""
-    a = decode_feed_args(name, args)
-    apply = _APPLY.get(type(a))
-    if apply is None:  # a subclass of the feed's model
-        apply = next(f for model, f in _APPLY.items() if isinstance(a, model))
-    apply(machine, a, name)
-
-
-def _apply_no_args(machine: LoopMachine, a: FeedArgs, name: str) -> None:
-    getattr(machine, name)()
-
-
-#: How each feed's typed arguments are handed to the machine (replay calls this per feed: a table
-#: instead of a chain of isinstance tests).
-_APPLY: Final[dict[type[FeedArgs], Callable[[LoopMachine, Any, str], None]]] = {
-    AcceptInputArgs: lambda m, a, _: m.accept_input(a.input),
-    ModelResponseArgs: lambda m, a, _: m.model_response(a.response, a.context_tokens),
-    ToolResultsArgs: lambda m, a, _: m.tool_results(a.message),
-    CompactionResultArgs: lambda m, a, _: m.compaction_result(a.compacted, a.before, a.after),
-    CompactionNoopArgs: lambda m, a, _: m.compaction_noop(a.before, a.after),
-    SetContextTokensArgs: lambda m, a, _: m.set_context_tokens(a.n),
-    InjectArgs: lambda m, a, _: m.inject(a.message),
-    FailArgs: lambda m, a, _: m.fail(a.error),
-    NoArgs: _apply_no_args,
-}
+    getattr(machine, name)(*feed_call(decode_feed_args(name, args)))

@@ -52,6 +52,7 @@ from loopctl_sim.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
     decode_feed_args,
+    feed_call,
 )
 from loopctl_sim.scrub import might_hold_secrets, scrub
 
@@ -459,9 +460,9 @@ ReplayItem = HeaderRecord | EndRecord | StepLine | FeedLine | None
 
 def feed_line(record: FeedRecord) -> FeedLine:
     """The replay form of a feed record."""
-    args = record.args
-    call = tuple(getattr(args, field) for field in type(args).model_fields)
-    return FeedLine(record.name, call, args, record.digest, record.scrubbed)
+    return FeedLine(
+        record.name, feed_call(record.args), record.args, record.digest, record.scrubbed
+    )
 
 
 class TraceFormatError(Exception):

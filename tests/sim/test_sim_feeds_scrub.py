@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 from typing import Any
@@ -227,3 +228,10 @@ def test_the_fast_check_never_lets_a_secret_through(value: Any) -> None:
     """When the cheap text test says "no secret", the exact walk agrees."""
     if not might_hold_secrets(json.dumps(value)):
         assert scrub(value) is value
+
+
+@pytest.mark.parametrize("name", FEEDS)
+def test_a_feeds_fields_are_its_machine_methods_parameters_in_order(name: str) -> None:
+    """``feed_call`` (used by ``apply_feed`` and replay) passes the fields positionally."""
+    parameters = list(inspect.signature(getattr(LoopMachine, name)).parameters)[1:]
+    assert list(FEED_ARGS[name].model_fields) == parameters
