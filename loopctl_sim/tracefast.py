@@ -79,21 +79,15 @@ from loopctl_sim.trace import (
 )
 
 __all__ = [
-    "IO_SEEN",
     "BatchDecoder",
-    "Decoder",
     "fast_path_problems",
     "make_batch_decoder",
-    "make_decoder",
     "step_matches",
 ]
 
 
 #: ``take(lines, start, seq, out)``: see ``make_batch_decoder``.
 BatchDecoder = Callable[[list[bytes], int, int, list[Any]], int]
-
-#: ``decode(raw_line, expected_seq)``: the line's replay form, or ``None`` (use pydantic).
-Decoder = Callable[[bytes, int], Any]
 
 
 _new_tuple = tuple.__new__
@@ -459,16 +453,6 @@ def fast_path_problems() -> list[str]:
     return problems
 
 
-class IoSeen:
-    """``make_decoder``'s answer for a well-formed ``io`` line (checked, never built)."""
-
-    __slots__ = ()
-    type: Final = "io"
-
-
-IO_SEEN: Final = IoSeen()
-
-
 def make_batch_decoder() -> BatchDecoder | None:
     """A fresh fast-path decoder (it remembers the last step's policy), or None when the fast
     path is off (``fast_path_problems``); see the module doc.
@@ -533,17 +517,3 @@ def make_batch_decoder() -> BatchDecoder | None:
         return len(lines)
 
     return take
-
-
-def make_decoder() -> Decoder:
-    """A fresh one-line fast-path decoder (``make_batch_decoder``, a line at a time): it answers
-    a ``StepLine``, a ``FeedLine``, ``IO_SEEN`` for an ``io`` line, or ``None`` (pydantic's)."""
-    take = make_batch_decoder()
-
-    def decode(raw: bytes, expected_seq: int) -> Any:
-        out: list[Any] = []
-        if take is None or take([raw], 0, expected_seq, out) == 0:
-            return None
-        return IO_SEEN if out[0] is None else out[0]
-
-    return decode

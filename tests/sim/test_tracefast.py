@@ -11,10 +11,10 @@ import copy
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pytest
@@ -37,10 +37,29 @@ from loopctl_sim.trace import (
     TraceReader,
     feed_line,
 )
-from loopctl_sim.tracefast import IO_SEEN, fast_path_problems, make_decoder, step_matches
+from loopctl_sim.tracefast import fast_path_problems, make_batch_decoder, step_matches
 from loopctl_sim.world import Fault
 
 CORPUS = sorted(TRACES.glob("*.jsonl")) + sorted((TRACES / "driver").glob("*.jsonl"))
+
+
+#: ``make_decoder``'s answer for a well-formed ``io`` line (taken, checked, never built).
+IO_SEEN: Final = "io seen"
+
+
+def make_decoder() -> Callable[[bytes, int], Any]:
+    """The fast path a line at a time: ``decode(raw, seq)`` gives the line's replay form
+    (``IO_SEEN`` for an io line), or None when it leaves the line to pydantic."""
+    take = make_batch_decoder()
+    assert take is not None, fast_path_problems()
+
+    def decode(raw: bytes, expected_seq: int) -> Any:
+        out: list[Any] = []
+        if take([raw], 0, expected_seq, out) == 0:
+            return None
+        return IO_SEEN if out[0] is None else out[0]
+
+    return decode
 
 
 def _models(value: Any) -> Iterator[BaseModel]:
