@@ -13,19 +13,20 @@
 - ``cli``: the ``loopctl-sim`` command.
 """
 
-from loopctl_sim.feeds import apply_feed, decode_feed_args, encode_feed_args
-from loopctl_sim.invariants import (
+from loopctl_sim.props.invariants import (
     InvariantViolation,
     assert_machine,
     check_machine,
     check_resume,
     check_trace,
 )
-from loopctl_sim.record import RecordingMachine, TraceRecorder
-from loopctl_sim.replay import Divergence, ReplayResult, replay_trace
-from loopctl_sim.scenario import Scenario, ScenarioError, load_scenario
-from loopctl_sim.sim import SimError, SimResult, simulate
-from loopctl_sim.trace import (
+from loopctl_sim.replay.machine import Divergence, ReplayResult, replay_trace
+from loopctl_sim.sim.machine import SimError, SimResult, simulate
+from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
+from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
+from loopctl_sim.trace.feeds import apply_feed, decode_feed_args, encode_feed_args
+from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder
+from loopctl_sim.trace.records import (
     TRACE_FORMAT,
     TRACE_VERSION,
     TraceFormatError,
@@ -34,7 +35,6 @@ from loopctl_sim.trace import (
     read_trace,
     trace_json_schema,
 )
-from loopctl_sim.world import Fault, FaultPlan, ModelScript, World
 
 __all__ = [
     "TRACE_FORMAT",

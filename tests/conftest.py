@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from loopctl.testing import block_network
-from loopctl_sim.profiles import load_profile
+from loopctl_sim.props.profiles import load_profile
 
 load_profile()
 

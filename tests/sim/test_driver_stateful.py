@@ -14,8 +14,8 @@ import pytest
 from hypothesis import settings
 
 from loopctl.driver import RunConfig
-from loopctl_sim.driver_stateful import DriverMachine
-from loopctl_sim.profiles import profile_settings
+from loopctl_sim.props.driver_machine import DriverMachine
+from loopctl_sim.props.profiles import profile_settings
 
 _profile = profile_settings()
 

@@ -1,4 +1,4 @@
-"""Fault-injection campaigns (loopctl_sim.fuzz) and the `fuzz` command (loopctl_sim.cli_extra)."""
+"""Fault-injection campaigns (loopctl_sim.fuzz) and the `fuzz` command (loopctl_sim.cli)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from loopctl.core import LoopMachine
-from loopctl_sim import fuzz as fz
-from loopctl_sim import invariants as inv
-from loopctl_sim import scenario as scenario_mod
-from loopctl_sim import sim as sim_mod
-from loopctl_sim.cli_extra import fuzz as fuzz_command
-from loopctl_sim.replay import replay_trace
-from loopctl_sim.scenario import load_scenario
-from loopctl_sim.trace import read_trace
+from loopctl_sim.cli.extra import fuzz as fuzz_command
+from loopctl_sim.fuzz import campaign as fz
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.sim import machine as sim_mod
+from loopctl_sim.sim import scenario as scenario_mod
+from loopctl_sim.sim.scenario import load_scenario
+from loopctl_sim.trace.records import read_trace
 
 
 def test_a_seed_determines_its_case() -> None:

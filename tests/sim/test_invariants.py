@@ -1,4 +1,4 @@
-"""Every checker of ``loopctl_sim.invariants``, on hand-built good and bad cases.
+"""Every checker of ``loopctl_sim.props.invariants``, on hand-built good and bad cases.
 
 A checker that never fires is worthless: each one is shown catching the violation it is for.
 Broken machines are forged with ``LoopMachine.from_snapshot(MachineSnapshot.model_construct(...))``,
@@ -40,8 +40,8 @@ from loopctl import (
     coherence_problem,
     coherent_prefix_length,
 )
-from loopctl_sim import invariants as inv
-from loopctl_sim.profiles import profile_settings
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.profiles import profile_settings
 
 POLICY = MachinePolicy(tools=("read", "write"), context_window=1000, max_turns=5)
 

@@ -1,4 +1,4 @@
-"""The pytest plugin (loopctl_sim.pytest_plugin), exercised through pytester with ``-p``."""
+"""The pytest plugin (loopctl_sim.plugin.pytest_plugin), exercised through pytester with ``-p``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_sim.replay import replay_trace
+from loopctl_sim.replay.machine import replay_trace
 
 pytest_plugins = ["pytester"]
 
@@ -16,10 +16,11 @@ pytest_plugins = ["pytester"]
 def _autoloaded() -> bool:
     """Whether the ``pytest11`` entry point ``loopctl`` is installed (then pytest loads the
     plugin by itself, and naming it again with ``-p`` would register it twice)."""
-    return any(ep.value == "loopctl_sim.pytest_plugin" for ep in entry_points(group="pytest11"))
+    plugins = entry_points(group="pytest11")
+    return any(ep.value == "loopctl_sim.plugin.pytest_plugin" for ep in plugins)
 
 
-_LOAD = () if _autoloaded() else ("-p", "loopctl_sim.pytest_plugin")
+_LOAD = () if _autoloaded() else ("-p", "loopctl_sim.plugin.pytest_plugin")
 PLUGIN = (*_LOAD, "-p", "no:cacheprovider", "-p", "no:asyncio")
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 

@@ -1,14 +1,14 @@
-"""ddmin and scenario shrinking (loopctl_sim.shrink)."""
+"""ddmin and scenario shrinking (loopctl_sim.fuzz.shrink)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl_sim.scenario import ReplyScenario, Scenario
-from loopctl_sim.shrink import ddmin, fault_places, shrink_scenario
-from loopctl_sim.sim import simulate
-from loopctl_sim.world import Fault
+from loopctl_sim.fuzz.shrink import ddmin, fault_places, shrink_scenario
+from loopctl_sim.sim.machine import simulate
+from loopctl_sim.sim.scenario import ReplyScenario, Scenario
+from loopctl_sim.sim.world import Fault
 
 
 def test_ddmin_finds_the_two_needed_elements() -> None:

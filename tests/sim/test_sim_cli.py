@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from sim_helpers import SCENARIOS, lines, write_lines
 
-from loopctl_sim.cli import main
+from loopctl_sim.cli.main import main
 
 
 @pytest.fixture
@@ -273,7 +273,7 @@ def test_diff_brain_only_machine_vs_driver_trace(runner: CliRunner, scenario: st
 
 
 def test_the_group_picks_up_the_extra_commands(runner: CliRunner) -> None:
-    extra = pytest.importorskip("loopctl_sim.cli_extra")
+    extra = pytest.importorskip("loopctl_sim.cli.extra")
     for name in getattr(extra, "__all__", ()):
         command = getattr(extra, name)
         assert main.commands[command.name] is command

@@ -1,8 +1,8 @@
 """The regression corpus: every trace in tests/traces replays exactly against today's engine.
 
 A failure here means the engine now decides (or the driver feeds) differently from when the trace
-was recorded. If the change is intended, re-record with ``python -m loopctl_sim.corpus --write``
-and review the diff of the traces.
+was recorded. If the change is intended, re-record with
+``python -m loopctl_sim.replay.corpus --write`` and review the diff of the traces.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from sim_helpers import SCENARIOS, TRACES
 
-from loopctl_sim import corpus
-from loopctl_sim.driver import replay_driver
-from loopctl_sim.replay import replay_trace
+from loopctl_sim.replay import corpus
+from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.sim.driver import replay_driver
 
 MACHINE_TRACES = sorted(TRACES.glob("*.jsonl"))
 DRIVER_TRACES = sorted((TRACES / "driver").glob("*.jsonl"))

@@ -24,9 +24,9 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
-from loopctl_sim import invariants as inv
-from loopctl_sim.profiles import profile_settings
-from loopctl_sim.stateful import BrainMachine, compaction_of, run_program
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_machine import BrainMachine, compaction_of, run_program
+from loopctl_sim.props.profiles import profile_settings
 
 _PROFILE = profile_settings()
 
@@ -153,7 +153,7 @@ def test_loop_verdict_uses_the_policy_in_force() -> None:
 def test_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
     from hypothesis import settings as hsettings
 
-    from loopctl_sim import profiles
+    from loopctl_sim.props import profiles
 
     monkeypatch.delenv(profiles.ENV_VAR, raising=False)
     assert profiles.profile_name() == "dev"

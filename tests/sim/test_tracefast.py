@@ -1,4 +1,4 @@
-"""The trace reader's fast path (``loopctl_sim.tracefast``) against pydantic, its reference.
+"""The trace reader's fast path (``loopctl_sim.trace.fast``) against pydantic, its reference.
 
 Whatever the fast path accepts must read to the record pydantic builds (equal, same repr, same
 JSON, same fields set); whatever it does not accept goes to pydantic, so a reader with the fast
@@ -23,10 +23,12 @@ from sim_helpers import TRACES, adding_world, lines, write_lines
 
 from loopctl import MachinePolicy, Message, ToolCall
 from loopctl.core import CallLLM, CallTools
-from loopctl_sim import replay as replay_module
-from loopctl_sim.replay import replay_trace
-from loopctl_sim.sim import simulate
-from loopctl_sim.trace import (
+from loopctl_sim.replay import machine as replay_module
+from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.sim.machine import simulate
+from loopctl_sim.sim.world import Fault
+from loopctl_sim.trace.fast import fast_path_problems, make_batch_decoder, step_matches
+from loopctl_sim.trace.records import (
     READ_AHEAD,
     RECORD,
     FeedLine,
@@ -37,8 +39,6 @@ from loopctl_sim.trace import (
     TraceReader,
     feed_line,
 )
-from loopctl_sim.tracefast import fast_path_problems, make_batch_decoder, step_matches
-from loopctl_sim.world import Fault
 
 CORPUS = sorted(TRACES.glob("*.jsonl")) + sorted((TRACES / "driver").glob("*.jsonl"))
 

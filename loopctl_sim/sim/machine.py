@@ -32,9 +32,7 @@ from loopctl.core import (
 )
 from loopctl.driver.model import check_call_ids
 from loopctl.driver.retry import retry_delay
-from loopctl_sim.record import RecordingMachine
-from loopctl_sim.trace import TraceWriter
-from loopctl_sim.world import (
+from loopctl_sim.sim.world import (
     FaultPlan,
     ToolHang,
     World,
@@ -44,6 +42,8 @@ from loopctl_sim.world import (
     middle_out,
     run_tool,
 )
+from loopctl_sim.trace.recorder import RecordingMachine
+from loopctl_sim.trace.records import TraceWriter
 
 __all__ = ["SimError", "SimResult", "simulate"]
 

@@ -572,7 +572,7 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
 def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
     """Walk a recorded trace on a bare brain, checking the invariants after every step and feed.
 
-    Replay (``loopctl_sim.replay``) checks that the brain makes the recorded decisions; this
+    Replay (``loopctl_sim.replay.machine``) checks that the brain makes the recorded decisions; this
     checks that those decisions keep the brain's promises: ``check_machine`` (with the step's
     policy) after every record, ``check_step`` and ``check_start_decision`` after every step,
     ``check_salvage``, ``check_commit`` and ``check_compaction_commit`` around their feeds,
@@ -580,8 +580,8 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
     after every ``resume_every``-th feed (0: never). Problems are prefixed with the record's
     ``seq``; a feed the brain refuses or a record before a header ends the walk with a problem.
     """
-    from loopctl_sim.feeds import apply_feed
-    from loopctl_sim.trace import HeaderRecord, StepRecord, TraceReader
+    from loopctl_sim.trace.feeds import apply_feed
+    from loopctl_sim.trace.records import HeaderRecord, StepRecord, TraceReader
 
     problems: list[str] = []
     machine: LoopMachine | None = None

@@ -9,14 +9,14 @@ steps and feeds the driver reports and cancels, or crashes (raises out of the lo
 ones. A crash is followed by what a real restart does: the brain is saved to JSON, restored, put
 into a fresh body (``BareLoop.from_machine``) and resumed with ``run()``.
 
-Checked after every step and feed: the brain invariants of ``loopctl_sim.invariants``. Checked
+Checked after every step and feed: the brain invariants of ``loopctl_sim.props.invariants``. Checked
 after every run: it ended (terminal, pending committed or discarded, within a bounded number of
 resumes), the result agrees with the brain, and no tool call ran twice, except a call that was in
 flight when a crash struck (the contract: pending tool calls are dispatched again on resume).
 
 Run it as a test::
 
-    from loopctl_sim.driver_stateful import TestDriver   # collected by pytest
+    from loopctl_sim.props.driver_machine import TestDriver   # collected by pytest
 
 Rules run their loop with ``asyncio.run``; retries sleep through an injected no-op and the jitter
 is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms timeout).
@@ -52,7 +52,7 @@ from loopctl.driver import BareLoop, CancelSignal, RetryConfig, RunConfig, RunRe
 from loopctl.driver.observe import LoopObserver
 from loopctl.testing import FunctionClient, Reply
 from loopctl.tools import Tool, tool
-from loopctl_sim import invariants as inv
+from loopctl_sim.props import invariants as inv
 
 __all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_configs"]
 

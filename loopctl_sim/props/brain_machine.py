@@ -5,14 +5,14 @@ Hypothesis plays the driver. It picks random policies, then runs random programs
 compactions drawn from strategies), the same feeds in the wrong states (which must raise
 ``ProtocolError`` and change nothing), malformed input in the right states (the same), questions
 (``next_step``), save/restore, policy changes and ``next_run``; ``drive`` plays a few iterations
-of a well-behaved driver. After every rule the invariants of ``loopctl_sim.invariants`` are
+of a well-behaved driver. After every rule the invariants of ``loopctl_sim.props.invariants`` are
 checked, and a tiny reference model (turns, tokens, the threshold no-op floor, the advertised
 tools, a reference loop detector) is compared with the brain. At the end of every program,
 ``heal`` checks liveness: a healthy driver finishes the run and the next one completes.
 
 Run it as a test::
 
-    from loopctl_sim.stateful import TestBrain   # collected by pytest
+    from loopctl_sim.props.brain_machine import TestBrain   # collected by pytest
 
 Run it against your own policies by overriding the ``policies`` strategy (and, if you like,
 ``histories``, the starting conversations); the rules that draw from them are rebuilt for each
@@ -72,7 +72,7 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl_sim import invariants as inv
+from loopctl_sim.props import invariants as inv
 
 __all__ = [
     "COMMON_ARGUMENTS",
@@ -267,7 +267,7 @@ class BrainMachine(RuleBasedStateMachine):
     Replies call the advertised tools by index, so any tool names work.
 
     ``tolerated`` names invariant problem codes that are reported as known issues and not failed
-    on (see ``loopctl_sim.invariants``); keep it as small as the brain allows.
+    on (see ``loopctl_sim.props.invariants``); keep it as small as the brain allows.
     """
 
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()

@@ -5,8 +5,8 @@ clock): a scenario of about 20 turns with scripted replies and builtin tools, an
 random subset of the enabled fault kinds placed at random model requests, tool calls and steps.
 Each case is checked five ways:
 
-1. **invariants**: the brain is checked after every step and every feed (``loopctl_sim.invariants``:
-   provider-valid conversation, step/state agreement, decision order in ``Start``, the transition
+1. **invariants**: the brain is checked after every step and every feed
+   (``loopctl_sim.props.invariants``: provider-valid conversation, step/state agreement, decision order in ``Start``, the transition
    tables, terminal stickiness, salvage, commit, compaction commits; a tool call id is dispatched
    at most once; exact resume at every crash);
 2. **determinism**: the case runs twice and both traces (with a fixed creation time) must be equal
@@ -17,7 +17,7 @@ Each case is checked five ways:
    retries), and then a *heal* run (the next run on the same history, no faults) must complete;
 5. nothing raises: a ``ProtocolError`` or any other exception out of the sim is a failure.
 
-A failing case is saved (its trace and scenario) and shrunk with ``loopctl_sim.shrink`` to a
+A failing case is saved (its trace and scenario) and shrunk with ``loopctl_sim.fuzz.shrink`` to a
 minimal scenario whose trace ``loopctl-sim replay`` replays and whose YAML ``loopctl-sim run``
 runs. ``run_campaign`` spreads seeds over processes in chunks.
 """
@@ -51,9 +51,10 @@ from loopctl.core import (
     Terminal,
     ToolCall,
 )
-from loopctl_sim import invariants as inv
-from loopctl_sim.record import RecordingMachine
-from loopctl_sim.scenario import (
+from loopctl_sim.fuzz.shrink import ShrinkResult, shrink_scenario
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.sim.machine import SimError, SimResult, _Run
+from loopctl_sim.sim.scenario import (
     BUILTINS,
     CallScenario,
     PolicyScenario,
@@ -61,10 +62,7 @@ from loopctl_sim.scenario import (
     Scenario,
     ToolScenario,
 )
-from loopctl_sim.shrink import ShrinkResult, shrink_scenario
-from loopctl_sim.sim import SimError, SimResult, _Run
-from loopctl_sim.trace import TraceWriter
-from loopctl_sim.world import (
+from loopctl_sim.sim.world import (
     MODEL_FAULTS,
     RUN_FAULTS,
     TOOL_FAULTS,
@@ -74,6 +72,8 @@ from loopctl_sim.world import (
     ModelScript,
     World,
 )
+from loopctl_sim.trace.recorder import RecordingMachine
+from loopctl_sim.trace.records import TraceWriter
 
 __all__ = [
     "ALL_FAULTS",
@@ -92,7 +92,7 @@ __all__ = [
     "scenario_yaml",
 ]
 
-#: Every fault kind of ``loopctl_sim.world``, in a fixed order.
+#: Every fault kind of ``loopctl_sim.sim.world``, in a fixed order.
 ALL_FAULTS: Final[tuple[str, ...]] = tuple(
     sorted(MODEL_FAULTS) + sorted(TOOL_FAULTS) + sorted(RUN_FAULTS)
 )

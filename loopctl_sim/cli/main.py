@@ -14,12 +14,12 @@ from typing import Any, NoReturn
 
 import click
 
-from loopctl_sim.diff import diff_traces
-from loopctl_sim.replay import ReplayResult, pretty, replay_trace
-from loopctl_sim.scenario import ScenarioError, load_scenario
-from loopctl_sim.show import timeline
-from loopctl_sim.sim import SimError, simulate
-from loopctl_sim.trace import TraceFormatError, trace_json_schema
+from loopctl_sim.replay.diff import diff_traces
+from loopctl_sim.replay.machine import ReplayResult, pretty, replay_trace
+from loopctl_sim.sim.machine import SimError, simulate
+from loopctl_sim.sim.scenario import ScenarioError, load_scenario
+from loopctl_sim.trace.records import TraceFormatError, trace_json_schema
+from loopctl_sim.view.show import timeline
 
 __all__ = ["main"]
 
@@ -35,7 +35,7 @@ def _emit_json(data: Any) -> None:
 
 def _driver_module() -> Any:
     try:
-        return importlib.import_module("loopctl_sim.driver")
+        return importlib.import_module("loopctl_sim.sim.driver")
     except ImportError as exc:  # the driver (BareLoop) is not there yet
         _die(f"driver-level simulation is not available: {exc}")
 
@@ -262,8 +262,8 @@ def run(
 
 def _register_plugins() -> None:
     """Commands that live in other modules of ``loopctl_sim`` join the group when present:
-    every click command named in ``loopctl_sim.cli_extra.__all__`` (``fuzz``, ``export-test``)."""
-    for name in ("loopctl_sim.cli_extra",):
+    every click command named in ``loopctl_sim.cli.extra.__all__`` (``fuzz``, ``export-test``)."""
+    for name in ("loopctl_sim.cli.extra",):
         try:
             module = importlib.import_module(name)
         except ImportError:

@@ -1,6 +1,6 @@
 """The loopctl pytest plugin: scripted clients, traces replayed as tests, and recording.
 
-Enable it with ``-p loopctl_sim.pytest_plugin`` (or through the ``pytest11`` entry point
+Enable it with ``-p loopctl_sim.plugin.pytest_plugin`` (or through the ``pytest11`` entry point
 ``loopctl``, which loads it automatically once loopctl is installed).
 
 Fixtures
@@ -40,9 +40,9 @@ import pytest
 from loopctl.core import Message
 from loopctl.driver.observe import LoopObserver
 from loopctl.testing import Reply, ScriptedClient
-from loopctl_sim.record import TraceRecorder
-from loopctl_sim.replay import ReplayResult, replay_trace
-from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.replay.machine import ReplayResult, replay_trace
+from loopctl_sim.trace.recorder import TraceRecorder
+from loopctl_sim.trace.records import TraceFormatError
 
 __all__ = [
     "loopctl_recorder",

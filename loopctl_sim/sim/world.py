@@ -21,8 +21,8 @@ Fault kinds and where they strike:
 
 A scripted reply is used up only when it is delivered intact (no fault, or an ``unknown_tool``
 rename): a retried request is answered with the same reply, as a provider would answer the same
-question again. The machine-level simulator (``loopctl_sim.sim``) and the driver-level one
-(``loopctl_sim.driver``) share these rules, and end every example scenario with the same brain.
+question again. The machine-level simulator (``loopctl_sim.sim.machine``) and the driver-level one
+(``loopctl_sim.sim.driver``) share these rules, and end every example scenario with the same brain.
 """
 
 from __future__ import annotations

@@ -45,11 +45,20 @@ from loopctl.driver import BareLoop, IoEvent, LoopObserver, RetryConfig, RunConf
 from loopctl.driver.cancel import CancelSignal
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.tools import NextTool, Tool, ToolRegistry
-from loopctl_sim.feeds import encode_feed_args
-from loopctl_sim.record import TraceRecorder
-from loopctl_sim.replay import Divergence, RecentFeed, ReplayResult
-from loopctl_sim.sim import SimError, SimResult
-from loopctl_sim.trace import (
+from loopctl_sim.replay.machine import Divergence, RecentFeed, ReplayResult
+from loopctl_sim.sim.machine import SimError, SimResult
+from loopctl_sim.sim.world import (
+    FaultPlan,
+    ToolHang,
+    World,
+    fault_error,
+    faulty_reply,
+    message_events,
+    run_tool,
+)
+from loopctl_sim.trace.feeds import encode_feed_args
+from loopctl_sim.trace.recorder import TraceRecorder
+from loopctl_sim.trace.records import (
     EndRecord,
     HeaderRecord,
     IoRecord,
@@ -58,15 +67,6 @@ from loopctl_sim.trace import (
     TraceFormatError,
     TraceReader,
     TraceWriter,
-)
-from loopctl_sim.world import (
-    FaultPlan,
-    ToolHang,
-    World,
-    fault_error,
-    faulty_reply,
-    message_events,
-    run_tool,
 )
 
 __all__ = ["WorldClient", "replay_driver", "simulate_driver", "simulate_driver_async"]

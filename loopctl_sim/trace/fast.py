@@ -59,7 +59,7 @@ from loopctl.core import (
     ToolResult,
 )
 from loopctl.core.built import built
-from loopctl_sim.feeds import (
+from loopctl_sim.trace.feeds import (
     AcceptInputArgs,
     CompactionNoopArgs,
     CompactionResultArgs,
@@ -69,7 +69,7 @@ from loopctl_sim.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
 )
-from loopctl_sim.trace import (
+from loopctl_sim.trace.records import (
     _FEED_RECORDS,
     RECORD,
     FeedLine,

@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from loopctl.core import MachinePolicy, Message, ToolCall
-from loopctl_sim.world import Fault, ModelScript, ToolFn, World
+from loopctl_sim.sim.world import Fault, ModelScript, ToolFn, World
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 

@@ -23,8 +23,9 @@ import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, MachineStep, ProtocolError
-from loopctl_sim.record import end_outcome
-from loopctl_sim.trace import (
+from loopctl_sim.trace.fast import step_matches
+from loopctl_sim.trace.recorder import end_outcome
+from loopctl_sim.trace.records import (
     EndRecord,
     FeedLine,
     HeaderRecord,
@@ -32,7 +33,6 @@ from loopctl_sim.trace import (
     TraceFormatError,
     TraceReader,
 )
-from loopctl_sim.tracefast import step_matches
 
 __all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
 

@@ -6,8 +6,8 @@ type      fields
 header    ``format`` ("loopctl-trace"), ``version`` (1), ``engine_version``, ``created``, the
           starting machine ``snapshot`` (or null: a fresh ``LoopMachine()``), free ``metadata``
 step      the ``policy`` handed in and the ``step`` the brain answered
-feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.feeds``) and the machine's
-          ``digest`` right after it
+feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.trace.feeds``) and the
+          machine's ``digest`` right after it
 io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``duration_s``
 end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``
 ========  =====================================================================================
@@ -20,7 +20,7 @@ Times and durations live only in ``header`` and ``io`` records: replay never dep
 The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
 record being written. The reader streams line by line: a malformed line is a ``TraceFormatError``
 naming ``file:line``; an unparseable last line without a newline (a write cut short) is reported
-as a warning and skipped. Well-formed lines take a fast path (``loopctl_sim.tracefast``) that
+as a warning and skipped. Well-formed lines take a fast path (``loopctl_sim.trace.fast``) that
 gives the same records; every other line is validated by pydantic.
 """
 
@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 import loopctl
 from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.driver.observe import IoEvent
-from loopctl_sim.feeds import (
+from loopctl_sim.trace.feeds import (
     AcceptInputArgs,
     CompactionNoopArgs,
     CompactionResultArgs,
@@ -54,10 +54,10 @@ from loopctl_sim.feeds import (
     decode_feed_args,
     feed_call,
 )
-from loopctl_sim.scrub import might_hold_secrets, scrub
+from loopctl_sim.trace.scrub import might_hold_secrets, scrub
 
 if TYPE_CHECKING:
-    from loopctl_sim.tracefast import BatchDecoder
+    from loopctl_sim.trace.fast import BatchDecoder
 
 __all__ = [
     "RECORD",
@@ -435,7 +435,7 @@ def _jsonable(value: Any) -> Any:
 class StepLine(NamedTuple):
     """A ``step`` record in the form machine replay needs (``TraceReader.replay_batches``):
     ``step`` is the step, or (from the fast path) the step as msgspec decoded it; either way
-    ``loopctl_sim.tracefast.step_matches`` compares it with the brain's answer."""
+    ``loopctl_sim.trace.fast.step_matches`` compares it with the brain's answer."""
 
     policy: MachinePolicy
     step: MachineStep | msgspec.Struct
@@ -515,7 +515,7 @@ class TraceReader:
     collects non-fatal problems (a truncated last line).
 
     ``replay_batches()`` gives the records in the form machine replay needs; there, well-formed
-    lines take a fast path (``loopctl_sim.tracefast``: ``msgspec``, and only what the brain is
+    lines take a fast path (``loopctl_sim.trace.fast``: ``msgspec``, and only what the brain is
     handed is built), and any line it is not sure of is validated by pydantic, so the items and
     every error are the same either way. ``fast=False`` turns it off (the reference it is
     tested against). Full records are always built by pydantic: it builds them faster than
@@ -683,7 +683,7 @@ def _replay_form(record: Record) -> ReplayItem:
 
 def _fast_decoder() -> BatchDecoder | None:
     # Imported here: the fast path uses this module's record classes.
-    from loopctl_sim.tracefast import make_batch_decoder
+    from loopctl_sim.trace.fast import make_batch_decoder
 
     return make_batch_decoder()
 

@@ -1,7 +1,7 @@
 """The regression corpus: two traces per example scenario, in ``tests/traces/``.
 
-    python -m loopctl_sim.corpus --write     # (re)record every trace from examples/scenarios/
-    python -m loopctl_sim.corpus --check     # re-simulate and compare (exit 1 when stale)
+    python -m loopctl_sim.replay.corpus --write   # (re)record every trace from examples/scenarios/
+    python -m loopctl_sim.replay.corpus --check   # re-simulate and compare (exit 1 when stale)
 
 ``tests/traces/<scenario>.jsonl`` is the machine-level simulator's trace (reproducible byte for
 byte: fixed creation time, no durations); ``tests/traces/driver/<scenario>.jsonl`` is the same
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import click
 
-from loopctl_sim.diff import diff_traces
-from loopctl_sim.scenario import load_scenario
-from loopctl_sim.sim import simulate
-from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.replay.diff import diff_traces
+from loopctl_sim.sim.machine import simulate
+from loopctl_sim.sim.scenario import load_scenario
+from loopctl_sim.trace.records import TraceFormatError
 
 __all__ = ["CREATED", "record_scenario", "scenario_paths"]
 
 CREATED = "2026-01-01T00:00:00+00:00"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "examples" / "scenarios"
 TRACES = ROOT / "tests" / "traces"
 
@@ -42,7 +42,7 @@ def record_scenario(path: Path, *, driver: bool = False) -> str:
     """The trace of the scenario at ``path`` as text (fixed creation time)."""
     buf = io.StringIO()
     if driver:
-        from loopctl_sim.driver import simulate_driver
+        from loopctl_sim.sim.driver import simulate_driver
 
         simulate_driver(load_scenario(path).world(), buf, created=CREATED)
     else:

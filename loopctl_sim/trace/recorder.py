@@ -17,8 +17,8 @@ from typing import IO, Any
 
 from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
 from loopctl.driver.observe import IoEvent, LoopObserver
-from loopctl_sim.feeds import FeedArgs
-from loopctl_sim.trace import TraceWriter
+from loopctl_sim.trace.feeds import FeedArgs
+from loopctl_sim.trace.records import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
 

@@ -11,15 +11,15 @@ import sys
 
 import click
 
-from loopctl_sim.export import write_test
-from loopctl_sim.fuzz import (
+from loopctl_sim.fuzz.campaign import (
     CaseResult,
     FuzzConfig,
     parse_faults,
     parse_seeds,
     run_campaign,
 )
-from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.replay.export import write_test
+from loopctl_sim.trace.records import TraceFormatError
 
 __all__ = ["export_test", "fuzz"]
 
