@@ -362,7 +362,7 @@ def breakdown(sizes: tuple[int, ...] = SNAPSHOT_SIZES, n: int = 2_000) -> dict[s
     from loopctl.driver.cancel import CancelSignal
     from loopctl.driver.config import build_policy
     from loopctl.driver.estimate import CharEstimator
-    from loopctl.driver.observe import IoEvent
+    from loopctl.observe import IoEvent
     from loopctl.testing import reply_events
     from loopctl.tools import ToolRegistry, dispatch
 
@@ -517,7 +517,7 @@ def _patched(*, events: bool, taskgroup: bool = True) -> Any:
 
     stack = ExitStack()
     if not events:
-        for module in ("loopctl.driver.loop", "loopctl.driver.model", "loopctl.driver.observe"):
+        for module in ("loopctl.driver.loop", "loopctl.driver.model", "loopctl.observe"):
             stack.enter_context(mock.patch(f"{module}.IoEvent", _NoEvent))
     if not taskgroup:
         stack.enter_context(mock.patch("loopctl.driver.loop.dispatch", _one_call_dispatch))

@@ -57,10 +57,10 @@ from typing import Any
 
 from loopctl import Message, ToolCall
 from loopctl.core import MachinePolicy
-from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
-from loopctl_sim.trace.records import FeedLine, HeaderRecord, StepLine, TraceReader
+from loopctl_sim.trace import FeedLine, HeaderRecord, StepLine, TraceReader
 
 RECORDS_PER_TURN = 9
 GOAL = 100_000

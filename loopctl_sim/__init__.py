@@ -1,17 +1,28 @@
 """loopctl_sim: record, replay and simulate loopctl runs.
 
-- ``trace``: the trace format (JSON Lines, v1), its writer and streaming reader.
-- ``feeds``: the feed codec (a feed's arguments as data, and back onto a machine).
-- ``record``: ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (a bare brain).
-- ``replay``: machine-level replay with divergence reports.
-- ``world``, ``scenario``, ``sim``: scripted worlds with faults, YAML scenarios, the simulator.
-- ``invariants``: the engine's invariants as pure checkers (also along a recorded trace).
-- ``stateful``, ``driver_stateful``: hypothesis state machines over the brain and the driver
-  (they import hypothesis: ``pip install 'loopctl[sim]'``; not imported here).
-- ``fuzz``, ``shrink``: seeded fault-injection campaigns and delta debugging of a failure.
-- ``pytest_plugin``: fixtures and a marker for users' own agents (a ``pytest11`` entry point).
-- ``cli``: the ``loopctl-sim`` command.
+One subpackage per job; each layer imports only the layers below it (an import-linter contract in
+CI keeps it so), and all of them use ``loopctl`` through its public names:
+
+=============  ===================================================================================
+package        owns
+=============  ===================================================================================
+``cli``        the ``loopctl-sim`` command line, one module per command group
+``plugin``     the pytest plugin (fixtures, the trace marker, recording)
+``fuzz``       seeded fault-injection campaigns, their executors, shrinking a failure
+``props``      the invariants (pure checkers), the hypothesis state machines over brain and driver
+``view``       readable views of a trace (the timeline)
+``replay``     machine- and driver-level replay, divergence reports, diff, export-test, the corpus
+``sim``        scripted worlds with faults, scenario files, the machine- and driver-level simulators
+``trace``      the trace format: records, schema, writer, reader (and its fast path), feeds,
+               scrubbing, recorders
+=============  ===================================================================================
+
+The names below are the public surface (``tests/test_exports.py`` pins the list). The hypothesis
+state machines (``BrainMachine``, ``DriverMachine``) need ``pip install 'loopctl[sim]'``; they are
+imported only when asked for (``from loopctl_sim import BrainMachine``).
 """
+
+from typing import Any
 
 from loopctl_sim.props.invariants import (
     InvariantViolation,
@@ -20,18 +31,40 @@ from loopctl_sim.props.invariants import (
     check_resume,
     check_trace,
 )
-from loopctl_sim.replay.machine import Divergence, ReplayResult, replay_trace
-from loopctl_sim.sim.machine import SimError, SimResult, simulate
-from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
-from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
-from loopctl_sim.trace.feeds import apply_feed, decode_feed_args, encode_feed_args
-from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder
-from loopctl_sim.trace.records import (
+from loopctl_sim.replay import (
+    Divergence,
+    ReplayResult,
+    TraceDiff,
+    diff_traces,
+    export_test,
+    replay_driver,
+    replay_trace,
+    write_test,
+)
+from loopctl_sim.sim import (
+    Fault,
+    FaultPlan,
+    ModelScript,
+    Scenario,
+    ScenarioError,
+    SimError,
+    SimResult,
+    World,
+    load_scenario,
+    simulate,
+    simulate_driver,
+)
+from loopctl_sim.trace import (
     TRACE_FORMAT,
     TRACE_VERSION,
+    RecordingMachine,
     TraceFormatError,
     TraceReader,
+    TraceRecorder,
     TraceWriter,
+    apply_feed,
+    decode_feed_args,
+    encode_feed_args,
     read_trace,
     trace_json_schema,
 )
@@ -39,7 +72,9 @@ from loopctl_sim.trace.records import (
 __all__ = [
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "BrainMachine",
     "Divergence",
+    "DriverMachine",
     "Fault",
     "FaultPlan",
     "InvariantViolation",
@@ -50,6 +85,7 @@ __all__ = [
     "ScenarioError",
     "SimError",
     "SimResult",
+    "TraceDiff",
     "TraceFormatError",
     "TraceReader",
     "TraceRecorder",
@@ -61,10 +97,30 @@ __all__ = [
     "check_resume",
     "check_trace",
     "decode_feed_args",
+    "diff_traces",
     "encode_feed_args",
+    "export_test",
     "load_scenario",
     "read_trace",
+    "replay_driver",
     "replay_trace",
     "simulate",
+    "simulate_driver",
     "trace_json_schema",
+    "write_test",
 ]
+
+#: Public names imported only when asked for: they need hypothesis (``loopctl[sim]``).
+_LAZY = {
+    "BrainMachine": "loopctl_sim.props.brain_machine",
+    "DriverMachine": "loopctl_sim.props.driver_machine",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopctl_sim' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -12,15 +12,17 @@ from loopctl.driver.compaction import (
     plan_cut,
 )
 from loopctl.driver.config import RetryConfig, RunConfig, SessionConfig, build_policy
+from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.loop import BareLoop, Hooks, RunResult
 from loopctl.driver.model import ModelMiddleware
-from loopctl.driver.observe import IoEvent, LoopObserver
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
 from loopctl.driver.retry import retry_delay
+from loopctl.observe import IoEvent, LoopObserver
 
 __all__ = [
     "BareLoop",
+    "BeforeStep",
     "CancelSignal",
     "CharEstimator",
     "ContextCompactor",
@@ -36,6 +38,7 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "SessionConfig",
+    "StepPoint",
     "SummarizingCompactor",
     "TokenEstimator",
     "build_policy",

@@ -11,7 +11,8 @@
 The driver never decides turn order, compaction timing or termination; it only reports. Every feed
 goes through ``_feed``, which tells the observers, so a trace holds every (step, feed) pair. Cancel
 is honoured between steps and, by racing every wait against the signal, inside model streams, tool
-waves and retry sleeps.
+waves and retry sleeps. ``before_step`` (``loopctl.driver.control``) is the seam for run-level
+events from outside the world (a cancel, an injected message, a crash) at a step boundary.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ from loopctl.core import (
 from loopctl.driver.cancel import CancelSignal
 from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
 from loopctl.driver.config import RunConfig, SessionConfig, build_policy
+from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep
-from loopctl.driver.observe import IoEvent, LoopObserver
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
+from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import (
     PostToolHook,
     PreToolHook,
@@ -142,6 +144,7 @@ class BareLoop:
         sleep: Sleep | None = None,
         rng: Callable[[], float] | None = None,
         on_stream: Callable[[StreamEvent], None] | None = None,
+        before_step: BeforeStep | None = None,
         machine: LoopMachine | None = None,
     ) -> None:
         self.client = client
@@ -154,6 +157,7 @@ class BareLoop:
         self.observers = list(observers)
         self.reflector: Reflector = reflector or NoReflector()
         self.estimator: TokenEstimator = estimator or CharEstimator()
+        self.before_step = before_step
         self._machine = machine if machine is not None else LoopMachine()
         self._compact_requested = False
         self._guard: _CancelGuard | None = None
@@ -256,10 +260,13 @@ class BareLoop:
 
     async def _steps(self, cancel: CancelSignal) -> None:
         """Ask, do, report, until the brain says ``Done``."""
+        point = StepPoint(self)
         while True:
             if cancel.cancelled and not self._machine.is_terminal:
                 self._emit(IoEvent(kind="cancel"))
                 self._feed("cancel")
+            if self.before_step is not None:
+                self.before_step(point)
             policy = self.policy()
             step = self._machine.next_step(policy)
             for observer in self.observers:

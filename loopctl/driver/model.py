@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from loopctl.api import ApiClient, ApiError, ModelReply, ModelRequest, StreamEvent, fold_events
 from loopctl.core import LoopError, Message
 from loopctl.driver.config import RetryConfig
-from loopctl.driver.observe import IoEvent
 from loopctl.driver.retry import retry_delay
+from loopctl.observe import IoEvent
 
 __all__ = ["ModelCaller", "ModelMiddleware", "Sleep", "check_call_ids"]
 

@@ -32,9 +32,10 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl.core import ToolCall, ToolResult
+from loopctl.observe import IoEvent
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.hooks import (
     Allow,
@@ -54,9 +55,6 @@ from loopctl.tools.messages import (
     unknown_tool_message,
 )
 from loopctl.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from loopctl.driver.observe import IoEvent
 
 __all__ = ["dispatch", "plan_waves"]
 
@@ -108,10 +106,6 @@ async def dispatch(
     """
     if max_concurrency is not None and max_concurrency < 1:
         raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-    # Imported here, not at module level: ``loopctl.driver`` imports this package, and a
-    # module-level import back into it would make the import order matter.
-    from loopctl.driver.observe import IoEvent
-
     pipeline = _Pipeline(registry, pre_hooks, post_hooks, middleware, default_timeout)
     limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
     results: dict[int, ToolResult] = {}

@@ -1,8 +1,39 @@
 """The ``loopctl-sim`` command line: one module per command group, registered on one click group.
 
-The top of the harness: it may import every layer below; nothing imports it.
+==============  ==================================================================================
+module          commands
+==============  ==================================================================================
+``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
+``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
+``run_cmd``     ``run``: a scenario file
+``fuzz_cmd``    ``fuzz``: a fault-injection campaign
+``export_cmd``  ``export-test``: a trace as a regression test
+``common``      what they share: errors, JSON output, trace paths
+==============  ==================================================================================
+
+Exit codes: 0 success; 1 a divergence (replay, diff), a failing seed (fuzz) or an unexpected
+outcome (run); 2 an unreadable trace or scenario (the message names ``file:line`` or the field;
+never a traceback). The top of the harness: it may import every layer below; nothing imports it.
 """
 
-from loopctl_sim.cli.main import main
+import click
 
-__all__ = ["main"]
+from loopctl_sim.cli.export_cmd import export_test
+from loopctl_sim.cli.fuzz_cmd import fuzz
+from loopctl_sim.cli.replay_cmd import replay
+from loopctl_sim.cli.run_cmd import run
+from loopctl_sim.cli.trace_cmds import diff, schema, show
+
+__all__ = ["COMMANDS", "main"]
+
+#: Every command of the group, in the order ``--help`` lists them.
+COMMANDS: tuple[click.Command, ...] = (replay, show, diff, run, fuzz, export_test, schema)
+
+
+@click.group()
+def main() -> None:
+    """Record, replay and simulate loopctl runs."""
+
+
+for _command in COMMANDS:
+    main.add_command(_command)

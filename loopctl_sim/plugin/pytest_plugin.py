@@ -38,11 +38,10 @@ from typing import Any
 import pytest
 
 from loopctl.core import Message
-from loopctl.driver.observe import LoopObserver
+from loopctl.observe import LoopObserver
 from loopctl.testing import Reply, ScriptedClient
-from loopctl_sim.replay.machine import ReplayResult, replay_trace
-from loopctl_sim.trace.recorder import TraceRecorder
-from loopctl_sim.trace.records import TraceFormatError
+from loopctl_sim.replay import ReplayResult, replay_trace
+from loopctl_sim.trace import TraceFormatError, TraceRecorder
 
 __all__ = [
     "loopctl_recorder",

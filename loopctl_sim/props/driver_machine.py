@@ -49,7 +49,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl.driver import BareLoop, CancelSignal, RetryConfig, RunConfig, RunResult
-from loopctl.driver.observe import LoopObserver
+from loopctl.observe import LoopObserver
 from loopctl.testing import FunctionClient, Reply
 from loopctl.tools import Tool, tool
 from loopctl_sim.props import invariants as inv

@@ -1,6 +1,38 @@
 """Replay: a trace re-run against today's engine (the brain alone, or the whole driver), the
 divergence reports, trace diffs, regression tests exported from a trace, and the regression corpus.
 
+=============  ===================================================================================
+module         owns
+=============  ===================================================================================
+``report``     ``ReplayResult`` and ``Divergence``: what a replay reports, and how it reads
+``machine``    ``replay_trace``: machine-level replay, the digest checked after every feed
+``driver``     ``replay_driver``: the trace through a fresh ``BareLoop`` answering from the trace
+``diff``       ``diff_traces``: the first record where two traces differ
+``export``     ``export_test``: a trace as a pytest regression test
+``corpus``     the regression corpus in ``tests/traces/`` (``python -m loopctl_sim.replay.corpus``)
+=============  ===================================================================================
+
 It may import ``loopctl_sim.sim`` (the driver-level replay puts a ``BareLoop`` together the way the
 simulator does) and ``loopctl_sim.trace``; never the property, fuzz or command-line layers.
 """
+
+from loopctl_sim.replay.diff import TraceDiff, diff_traces
+from loopctl_sim.replay.driver import replay_driver
+from loopctl_sim.replay.export import export_test, write_test
+from loopctl_sim.replay.machine import DIGEST_EVERY, replay_trace
+from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult, pretty, unified_diff
+
+__all__ = [
+    "DIGEST_EVERY",
+    "Divergence",
+    "RecentFeed",
+    "ReplayResult",
+    "TraceDiff",
+    "diff_traces",
+    "export_test",
+    "pretty",
+    "replay_driver",
+    "replay_trace",
+    "unified_diff",
+    "write_test",
+]

@@ -22,9 +22,8 @@ from pathlib import Path
 import click
 
 from loopctl_sim.replay.diff import diff_traces
-from loopctl_sim.sim.machine import simulate
-from loopctl_sim.sim.scenario import load_scenario
-from loopctl_sim.trace.records import TraceFormatError
+from loopctl_sim.sim import load_scenario, simulate, simulate_driver
+from loopctl_sim.trace import TraceFormatError
 
 __all__ = ["CREATED", "record_scenario", "scenario_paths"]
 
@@ -42,8 +41,6 @@ def record_scenario(path: Path, *, driver: bool = False) -> str:
     """The trace of the scenario at ``path`` as text (fixed creation time)."""
     buf = io.StringIO()
     if driver:
-        from loopctl_sim.sim.driver import simulate_driver
-
         simulate_driver(load_scenario(path).world(), buf, created=CREATED)
     else:
         simulate(load_scenario(path).world(), buf, created=CREATED)

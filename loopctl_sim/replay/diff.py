@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from loopctl_sim.replay.machine import unified_diff
-from loopctl_sim.trace.records import Record, TraceReader
+from loopctl_sim.replay.report import unified_diff
+from loopctl_sim.trace import Record, TraceReader
 
 __all__ = ["TraceDiff", "diff_traces"]
 

@@ -6,7 +6,8 @@ and that it ends with the recorded outcome and final digest. The trace is embedd
 (self-contained, one file to commit) or, with ``embed=False``, referenced by its path (relative
 to the test file when the test is written next to it).
 
-The generated test imports only ``loopctl_sim.replay.machine``: it runs without the pytest plugin.
+The generated test imports only public names of ``loopctl_sim``: it runs without the pytest
+plugin.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from loopctl_sim.trace.records import EndRecord, HeaderRecord, TraceReader
+from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader
 
 __all__ = ["ExportInfo", "export_test", "regression_test_name", "write_test"]
 
@@ -101,8 +102,9 @@ def export_test(
         "",
         "from pathlib import Path",
         "",
-        *(["from loopctl_sim.props.invariants import check_trace"] if invariants else []),
-        "from loopctl_sim.replay.machine import replay_trace",
+        "from loopctl_sim import check_trace, replay_trace"
+        if invariants
+        else "from loopctl_sim import replay_trace",
         "",
     ]
     if embed:

@@ -9,170 +9,30 @@ replayed (a replayer that re-runs effects is not a replayer).
 
 from __future__ import annotations
 
-import difflib
 import gc
-import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, MachineStep, ProtocolError
-from loopctl_sim.trace.fast import step_matches
-from loopctl_sim.trace.recorder import end_outcome
-from loopctl_sim.trace.records import (
+from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
+from loopctl_sim.trace import (
     EndRecord,
     FeedLine,
     HeaderRecord,
     StepLine,
     TraceFormatError,
     TraceReader,
+    end_outcome,
+    step_matches,
 )
 
-__all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "replay_trace", "unified_diff"]
-
-
-def pretty(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def unified_diff(expected: Any, actual: Any, *, a: str = "expected", b: str = "actual") -> str:
-    """A unified diff of the pretty JSON of two values."""
-    lines = difflib.unified_diff(
-        pretty(expected).splitlines(), pretty(actual).splitlines(), a, b, lineterm=""
-    )
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class RecentFeed:
-    """A feed shortly before a divergence; its args are turned into data only when shown."""
-
-    seq: int
-    line: int
-    name: str
-    raw_args: BaseModel | msgspec.Raw | dict[str, Any]  # typed, JSON text (FeedLine.args), data
-
-    @property
-    def args(self) -> dict[str, Any]:
-        if isinstance(self.raw_args, BaseModel):
-            return self.raw_args.model_dump(mode="json")
-        if isinstance(self.raw_args, msgspec.Raw):
-            data: dict[str, Any] = msgspec.json.decode(self.raw_args)
-            return data
-        return self.raw_args
-
-
-@dataclass
-class Divergence:
-    """The first record where the replayed brain does not match the trace."""
-
-    seq: int
-    line: int
-    what: str  # "step", "digest", "protocol_error", "outcome", "snapshot"
-    message: str
-    expected: Any
-    actual: Any
-    recent_feeds: list[RecentFeed] = field(default_factory=list)
-    note: str | None = None
-
-    @property
-    def diff(self) -> str:
-        return unified_diff(self.expected, self.actual)
-
-    def report(self, path: str = "") -> str:
-        where = f"{path}:{self.line}" if path else f"line {self.line}"
-        out = [f"divergence at seq {self.seq} ({where}): {self.message}"]
-        if self.note:
-            out.append(f"note: {self.note}")
-        if self.recent_feeds:
-            out.append("feeds before it:")
-            for f in self.recent_feeds:
-                out.append(f"  seq {f.seq} (line {f.line}): {f.name} {_short(f.args)}")
-        out.append(self.diff)
-        return "\n".join(out)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "line": self.line,
-            "what": self.what,
-            "message": self.message,
-            "expected": self.expected,
-            "actual": self.actual,
-            "diff": self.diff,
-            "recent_feeds": [
-                {"seq": f.seq, "line": f.line, "name": f.name, "args": f.args}
-                for f in self.recent_feeds
-            ],
-            "note": self.note,
-        }
-
-
-def _short(args: dict[str, Any], limit: int = 100) -> str:
-    text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass
-class ReplayResult:
-    path: str
-    records: int = 0
-    runs: int = 0
-    resumes: int = 0  # headers in the middle of a run (a restore after a crash)
-    steps: int = 0
-    feeds: int = 0
-    io: int = 0
-    divergence: Divergence | None = None
-    final_digest: str | None = None
-    outcome: Any = None
-    complete: bool = False  # the last run has its end record
-    stopped_at: int | None = None  # --until
-    warnings: list[str] = field(default_factory=list)
-    machine: LoopMachine | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.divergence is None
-
-    def summary(self) -> str:
-        if self.divergence is not None:
-            return self.divergence.report(self.path)
-        outcome = self.outcome.get("kind") if isinstance(self.outcome, dict) else "none"
-        text = (
-            f"ok: {self.path}: {self.records} records replayed ({self.runs} run(s), "
-            f"{self.resumes} resume(s), "
-            f"{self.steps} steps, {self.feeds} feeds, {self.io} io); outcome {outcome}; "
-            f"digest {self.final_digest}"
-        )
-        if self.stopped_at is not None:
-            text += f"; stopped at seq {self.stopped_at}"
-        elif not self.complete:
-            text += "; the trace has no end record (incomplete run)"
-        return text
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "ok": self.ok,
-            "records": self.records,
-            "runs": self.runs,
-            "resumes": self.resumes,
-            "steps": self.steps,
-            "feeds": self.feeds,
-            "io": self.io,
-            "final_digest": self.final_digest,
-            "outcome": self.outcome,
-            "complete": self.complete,
-            "stopped_at": self.stopped_at,
-            "warnings": self.warnings,
-            "divergence": None if self.divergence is None else self.divergence.to_json(),
-        }
+__all__ = ["DIGEST_EVERY", "replay_trace"]
 
 
 #: The default: the digest is compared after every feed (see ``replay_trace``).

@@ -1,5 +1,60 @@
 """Simulation: scripted worlds (model, tools, faults), scenario files, and the two simulators that
 run a world: one drives the bare brain, the other the real ``BareLoop``.
 
+=============  ===================================================================================
+module         owns
+=============  ===================================================================================
+``world``      ``World``, ``Fault``, ``FaultPlan``, ``ModelScript``: everything outside the brain,
+               scripted, and how each fault strikes
+``scenario``   scenario files: a ``World`` as YAML, validated
+``machine``    ``simulate``: the bare brain driven synchronously against a world
+``body``       the ``BareLoop`` body shared by the driver-level simulator and driver-level replay
+``driver``     ``simulate_driver``: a world through the real ``BareLoop``
+=============  ===================================================================================
+
 It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; nothing above it.
+Modules above import from this package; modules in it import from each other's modules.
 """
+
+from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
+from loopctl_sim.sim.driver import WorldClient, simulate_driver, simulate_driver_async
+from loopctl_sim.sim.machine import SimError, SimResult, simulate
+from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
+from loopctl_sim.sim.world import (
+    MODEL_FAULTS,
+    RUN_FAULTS,
+    TOOL_FAULTS,
+    Fault,
+    FaultKind,
+    FaultPlan,
+    ModelScript,
+    ToolFn,
+    World,
+    message_events,
+)
+
+__all__ = [
+    "MODEL_FAULTS",
+    "RUN_FAULTS",
+    "TOOL_FAULTS",
+    "Crash",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
+    "ModelScript",
+    "Scenario",
+    "ScenarioError",
+    "SimError",
+    "SimResult",
+    "ToolFn",
+    "World",
+    "WorldClient",
+    "configs_for",
+    "load_scenario",
+    "message_events",
+    "no_sleep",
+    "simulate",
+    "simulate_driver",
+    "simulate_driver_async",
+    "stub_tools",
+]

@@ -4,4 +4,90 @@ path, the feed codec, secret scrubbing, and the recorders that write a run as it
 Everything above this package (simulation, replay, properties, fuzzing, views, the command line)
 reads and writes traces only through it. It may import ``loopctl`` (the brain's types, the
 driver's observer types) and nothing else of ``loopctl_sim``.
+
+==============  ==================================================================================
+module          owns
+==============  ==================================================================================
+``records``     the record models (one per ``type``), the format name and version, the replay
+                forms of steps and feeds, ``TraceFormatError``
+``feeds``       the feed codec: a feed's arguments as data, and back onto a machine
+``scrub``       secret scrubbing of anything written
+``writer``      ``TraceWriter``: append-only, flushed record by record
+``fast``        the reader's fast path for machine replay (``msgspec``)
+``reader``      ``TraceReader``: streaming, every line checked in its place
+``recorder``    ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
+==============  ==================================================================================
+
+Modules above import from this package (``from loopctl_sim.trace import TraceReader``); modules in
+it import from each other's modules, never from the package, so the package imports in one order.
 """
+
+from loopctl_sim.trace.fast import step_matches
+from loopctl_sim.trace.feeds import (
+    FEED_ARGS,
+    FeedArgs,
+    FeedCodecError,
+    apply_feed,
+    decode_feed_args,
+    encode_feed_args,
+    feed_call,
+)
+from loopctl_sim.trace.reader import READ_AHEAD, TraceReader, read_trace
+from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
+from loopctl_sim.trace.records import (
+    RECORD,
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    EndRecord,
+    FeedLine,
+    FeedRecord,
+    HeaderRecord,
+    IoRecord,
+    Record,
+    ReplayItem,
+    StepLine,
+    StepRecord,
+    TraceFormatError,
+    feed_line,
+    feed_record,
+    trace_json_schema,
+)
+from loopctl_sim.trace.scrub import REDACTED, might_hold_secrets, scrub
+from loopctl_sim.trace.writer import TraceWriter
+
+__all__ = [
+    "FEED_ARGS",
+    "READ_AHEAD",
+    "RECORD",
+    "REDACTED",
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "EndRecord",
+    "FeedArgs",
+    "FeedCodecError",
+    "FeedLine",
+    "FeedRecord",
+    "HeaderRecord",
+    "IoRecord",
+    "Record",
+    "RecordingMachine",
+    "ReplayItem",
+    "StepLine",
+    "StepRecord",
+    "TraceFormatError",
+    "TraceReader",
+    "TraceRecorder",
+    "TraceWriter",
+    "apply_feed",
+    "decode_feed_args",
+    "encode_feed_args",
+    "end_outcome",
+    "feed_call",
+    "feed_line",
+    "feed_record",
+    "might_hold_secrets",
+    "read_trace",
+    "scrub",
+    "step_matches",
+    "trace_json_schema",
+]

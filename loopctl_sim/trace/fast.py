@@ -70,7 +70,7 @@ from loopctl_sim.trace.feeds import (
     ToolResultsArgs,
 )
 from loopctl_sim.trace.records import (
-    _FEED_RECORDS,
+    FEED_RECORDS,
     RECORD,
     FeedLine,
     IoRecord,
@@ -114,7 +114,7 @@ _SHAPES: Final[dict[type[BaseModel], tuple[str, ...]]] = {
     IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s"),
     StepRecord: ("seq", "type", "policy", "step"),
     **{
-        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in _FEED_RECORDS.values()
+        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in FEED_RECORDS.values()
     },
 }
 
@@ -320,7 +320,7 @@ _STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
     *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
     (_Io, IoRecord),
     (_Step, StepRecord),
-    *((_Feed, record) for record in _FEED_RECORDS.values()),
+    *((_Feed, record) for record in FEED_RECORDS.values()),
 ]
 
 _LINE: Final = msgspec.json.Decoder(_Io | _Step | _Feed)

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
-from loopctl.driver.observe import IoEvent, LoopObserver
+from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.trace.feeds import FeedArgs
-from loopctl_sim.trace.records import TraceWriter
+from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from loopctl.core import CallLLM, CallTools, Compact, Done, Failed, Message
-from loopctl_sim.trace.records import EndRecord, HeaderRecord, IoRecord, StepRecord, TraceReader
+from loopctl_sim.trace import EndRecord, HeaderRecord, IoRecord, StepRecord, TraceReader
 
 __all__ = ["timeline"]
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep
-from loopctl.driver.observe import IoEvent, LoopObserver
+from loopctl.observe import IoEvent, LoopObserver
 
 
 class Recorder(LoopObserver):

@@ -12,7 +12,7 @@ from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, Message
 from loopctl.driver.config import RunConfig
 from loopctl.driver.loop import BareLoop
-from loopctl.driver.observe import LoopObserver
+from loopctl.observe import LoopObserver
 from loopctl.testing import FunctionClient
 from loopctl.tools import tool
 from tests.driver.helpers import answer, ask, call

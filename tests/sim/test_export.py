@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loopctl_sim.cli.extra import export_test as export_command
-from loopctl_sim.fuzz import campaign as fz
+from loopctl_sim import fuzz as fz
+from loopctl_sim.cli.export_cmd import export_test as export_command
 from loopctl_sim.replay.export import export_test, regression_test_name, write_test
 
 pytest_plugins = ["pytester"]

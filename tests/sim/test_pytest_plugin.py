@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay import replay_trace
 
 pytest_plugins = ["pytester"]
 

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_helpers import adding_world
 
-from loopctl_sim.replay.machine import replay_trace
-from loopctl_sim.sim.driver import replay_driver, simulate_driver
+from loopctl_sim.replay import replay_driver, replay_trace
+from loopctl_sim.sim import simulate_driver
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
-from loopctl_sim.trace.records import read_trace
+from loopctl_sim.trace import read_trace
 
 
 def _brain_records(path: Path) -> list[dict[str, object]]:

@@ -13,9 +13,7 @@ import pytest
 from click.testing import CliRunner
 from sim_helpers import SCENARIOS, TRACES
 
-from loopctl_sim.replay import corpus
-from loopctl_sim.replay.machine import replay_trace
-from loopctl_sim.sim.driver import replay_driver
+from loopctl_sim.replay import corpus, replay_driver, replay_trace
 
 MACHINE_TRACES = sorted(TRACES.glob("*.jsonl"))
 DRIVER_TRACES = sorted((TRACES / "driver").glob("*.jsonl"))

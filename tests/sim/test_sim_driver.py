@@ -9,13 +9,13 @@ from click.testing import CliRunner
 from sim_helpers import SCENARIOS, adding_world, lines, write_lines
 
 from loopctl import Cancelled, Completed, Failed
-from loopctl_sim.cli.main import main
-from loopctl_sim.replay.machine import replay_trace
-from loopctl_sim.sim.driver import replay_driver, simulate_driver
+from loopctl_sim.cli import main
+from loopctl_sim.replay import replay_driver, replay_trace
+from loopctl_sim.sim import simulate_driver
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.scenario import load_scenario
 from loopctl_sim.sim.world import Fault
-from loopctl_sim.trace.records import read_trace
+from loopctl_sim.trace import read_trace
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 
@@ -138,7 +138,7 @@ def test_trace_recorder_on_a_real_bare_loop_with_real_tools(tmp_path: Path) -> N
     from loopctl.driver import BareLoop, RunConfig
     from loopctl.testing import ScriptedClient
     from loopctl.tools import tool
-    from loopctl_sim.trace.recorder import TraceRecorder
+    from loopctl_sim.trace import TraceRecorder
 
     @tool
     def add(a: int, b: int) -> int:
@@ -177,7 +177,7 @@ def test_a_crash_after_the_last_step_resumes_into_the_exit_door(tmp_path: Path) 
 
 
 async def test_simulate_driver_inside_an_event_loop() -> None:
-    from loopctl_sim.sim.driver import simulate_driver_async
+    from loopctl_sim.sim import simulate_driver_async
 
     result = await simulate_driver_async(adding_world(Fault(kind="timeout", model_call=1)))
     assert isinstance(result.outcome, Completed) and result.retries == 1

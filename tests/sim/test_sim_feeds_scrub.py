@@ -21,15 +21,18 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
-from loopctl_sim.trace.feeds import (
+from loopctl_sim.trace import (
     FEED_ARGS,
+    RECORD,
+    REDACTED,
     FeedCodecError,
+    TraceWriter,
     apply_feed,
     decode_feed_args,
     encode_feed_args,
+    might_hold_secrets,
+    scrub,
 )
-from loopctl_sim.trace.records import RECORD, TraceWriter
-from loopctl_sim.trace.scrub import REDACTED, might_hold_secrets, scrub
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
 ERROR = LoopError(kind="rate_limited", message="slow down", retryable=True, status=429)

@@ -12,12 +12,17 @@ from sim_helpers import adding_world, lines, write_lines
 
 import loopctl_sim.replay.machine as replay_module
 from loopctl import LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall, ToolResult
-from loopctl.driver.observe import IoEvent
-from loopctl_sim.replay.machine import replay_trace
+from loopctl.observe import IoEvent
+from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import Fault
-from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder
-from loopctl_sim.trace.records import HeaderRecord, TraceFormatError, read_trace
+from loopctl_sim.trace import (
+    HeaderRecord,
+    RecordingMachine,
+    TraceFormatError,
+    TraceRecorder,
+    read_trace,
+)
 
 
 @pytest.fixture
@@ -228,8 +233,8 @@ def test_a_next_run_header_must_continue_the_previous_run(tmp_path: Path) -> Non
 def test_a_header_snapshot_that_does_not_restore_is_a_format_error(
     trace: Path, tmp_path: Path
 ) -> None:
-    from loopctl_sim.sim.driver import replay_driver
-    from loopctl_sim.trace.records import TraceFormatError
+    from loopctl_sim.replay import replay_driver
+    from loopctl_sim.trace import TraceFormatError
 
     records = lines(trace)
     call = {"kind": "tool_call", "id": "x", "name": "add", "arguments": {}}
@@ -290,7 +295,7 @@ def test_replay_reads_step_and_io_records_as_strictly_as_the_reader(
     trace: Path, tmp_path: Path, kind: str, change: dict[str, object]
 ) -> None:
     """A damaged step or io line stops a replay (either pass) with the reader's own error."""
-    from loopctl_sim.trace.records import TraceFormatError
+    from loopctl_sim.trace import TraceFormatError
 
     records = lines(trace)
     index = next(i for i, r in enumerate(records) if r["type"] == kind)

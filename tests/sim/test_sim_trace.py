@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from sim_helpers import adding_world, lines, write_lines
 
 from loopctl import LoopError, LoopMachine, MachinePolicy, Message
-from loopctl.driver.observe import IoEvent
+from loopctl.observe import IoEvent
 from loopctl_sim.sim.machine import simulate
-from loopctl_sim.trace.records import (
+from loopctl_sim.trace import (
     RECORD,
     EndRecord,
     FeedRecord,
@@ -305,7 +305,7 @@ _FRAGMENTS = [
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8).map("".join))
 def test_the_writers_secret_pre_test_agrees_with_might_hold_secrets(text: str) -> None:
-    from loopctl_sim.trace.records import _might_hold_secrets
-    from loopctl_sim.trace.scrub import might_hold_secrets
+    from loopctl_sim.trace import might_hold_secrets
+    from loopctl_sim.trace.writer import _might_hold_secrets
 
     assert _might_hold_secrets(text) == might_hold_secrets(text)

@@ -25,7 +25,7 @@ from loopctl import (
 from loopctl.api import ApiError, Usage, fold_events
 from loopctl.driver.estimate import CharEstimator
 from loopctl.tools.messages import raised_message, timed_out_message
-from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import SimError, simulate
 from loopctl_sim.sim.scenario import ScenarioError, load_scenario
 from loopctl_sim.sim.world import (
@@ -39,7 +39,7 @@ from loopctl_sim.sim.world import (
     message_chars,
     middle_out,
 )
-from loopctl_sim.trace.records import read_trace
+from loopctl_sim.trace import read_trace
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 

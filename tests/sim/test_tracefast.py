@@ -24,11 +24,10 @@ from sim_helpers import TRACES, adding_world, lines, write_lines
 from loopctl import MachinePolicy, Message, ToolCall
 from loopctl.core import CallLLM, CallTools
 from loopctl_sim.replay import machine as replay_module
-from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import Fault
-from loopctl_sim.trace.fast import fast_path_problems, make_batch_decoder, step_matches
-from loopctl_sim.trace.records import (
+from loopctl_sim.trace import (
     READ_AHEAD,
     RECORD,
     FeedLine,
@@ -39,6 +38,7 @@ from loopctl_sim.trace.records import (
     TraceReader,
     feed_line,
 )
+from loopctl_sim.trace.fast import fast_path_problems, make_batch_decoder, step_matches
 
 CORPUS = sorted(TRACES.glob("*.jsonl")) + sorted((TRACES / "driver").glob("*.jsonl"))
 

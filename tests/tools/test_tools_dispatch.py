@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.driver.observe import IoEvent
+from loopctl.observe import IoEvent
 from loopctl.tools import ToolError, ToolRegistry, dispatch, plan_waves, tool
 
 SAFETY = 5.0

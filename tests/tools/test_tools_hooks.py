@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.driver.observe import IoEvent
+from loopctl.observe import IoEvent
 from loopctl.tools import (
     Allow,
     Deny,

@@ -1,4 +1,8 @@
-"""Observers: what the driver reports while it works.
+"""Observers: what the driver reports while it works (``IoEvent``, ``LoopObserver``).
+
+These types sit below both the driver and the tools (each may import this module, neither the
+other's), beside ``loopctl.api``: the tools' dispatcher reports tool calls as ``IoEvent``s and the
+driver hands every step, feed and event to the observers.
 
 An observer receives every step the brain answered, every feed the driver gave it (the machine
 as it is right after), and every IO event (model requests and replies, retries, tool calls,

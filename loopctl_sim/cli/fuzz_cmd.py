@@ -1,8 +1,6 @@
-"""Two more ``loopctl-sim`` commands, as standalone click commands: ``fuzz`` and ``export-test``.
+"""``loopctl-sim fuzz``: a seeded fault-injection campaign, its failures and their reproducers.
 
-Register them on the group with ``main.add_command(fuzz)`` and ``main.add_command(export_test)``
-(``loopctl_sim/cli.py``). Exit codes: ``fuzz`` 0 when every seed passes, 1 when any fails, 2 on
-bad arguments; ``export-test`` 0, or 2 when the trace cannot be read.
+Exit 0 when every seed passes, 1 when any fails, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -18,10 +16,8 @@ from loopctl_sim.fuzz.campaign import (
     parse_seeds,
     run_campaign,
 )
-from loopctl_sim.replay.export import write_test
-from loopctl_sim.trace.records import TraceFormatError
 
-__all__ = ["export_test", "fuzz"]
+__all__ = ["fuzz"]
 
 
 def _failure_lines(r: CaseResult, seeds_arg: str, faults_arg: str) -> list[str]:
@@ -125,37 +121,3 @@ def fuzz(
     for line in summary.lines():
         click.echo(line)
     sys.exit(0 if summary.ok else 1)
-
-
-@click.command("export-test")
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="The test file to write (default: test_<trace>.py next to the trace).",
-)
-@click.option(
-    "--embed/--reference",
-    default=True,
-    show_default=True,
-    help="Embed the trace in the test, or reference its path (relative to the test file).",
-)
-@click.option(
-    "--invariants/--no-invariants",
-    default=True,
-    show_default=True,
-    help="Also check the brain's invariants along the trace (invariants.check_trace).",
-)
-def export_test(trace: str, output: str | None, embed: bool, invariants: bool) -> None:
-    """Write a pytest file that replays TRACE and asserts its recorded outcome."""
-    try:
-        path = write_test(trace, output, embed=embed, invariants=invariants)
-    except TraceFormatError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except OSError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    click.echo(f"wrote {path}")

@@ -1,0 +1,41 @@
+"""What every ``loopctl-sim`` command shares: how it fails, how it prints JSON, how it finds traces.
+
+Exit codes of every command: 0 success; 1 a divergence or a failing case; 2 an unreadable input
+(the message names ``file:line`` or the field; never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+__all__ = ["die", "emit_json", "expand_traces"]
+
+
+def die(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def expand_traces(args: tuple[str, ...]) -> list[str]:
+    """Trace paths from the arguments: a directory stands for every ``*.jsonl`` under it."""
+    paths: list[str] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.rglob("*.jsonl"))
+            if not found:
+                die(f"{arg}: no *.jsonl trace in this directory")
+            paths.extend(found)
+        else:
+            paths.append(arg)
+    return paths

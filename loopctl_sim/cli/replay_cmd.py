@@ -1,0 +1,119 @@
+"""``loopctl-sim replay``: replay traces against the brain, or through the whole driver.
+
+Exit 0 when every trace replays without divergence, 1 when any diverged, 2 when any could not be
+read.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from loopctl_sim.cli.common import die, emit_json, expand_traces
+from loopctl_sim.replay import ReplayResult, pretty, replay_driver, replay_trace
+from loopctl_sim.trace import TraceFormatError
+
+__all__ = ["replay"]
+
+
+@click.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--until",
+    "until",
+    type=int,
+    default=None,
+    help="Stop after the record with this seq and print the brain's state there.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--driver",
+    is_flag=True,
+    help="Replay through BareLoop: client and tools answer from the trace's io records.",
+)
+@click.option(
+    "--digest-every",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Compare the brain's digest every N feeds (and at every header, end and --until), "
+    "not after each one: faster; any mismatch is replayed again feed by feed, so the report "
+    "still names the first divergent record. Misses only a difference that heals between "
+    "two checkpoints. Steps and outcomes are always compared. Machine level only.",
+)
+def replay(
+    traces: tuple[str, ...], until: int | None, as_json: bool, driver: bool, digest_every: int
+) -> None:
+    """Replay TRACES against the brain; exit 1 at the first divergence.
+
+    Several traces (or directories of *.jsonl) are replayed one after the other, for CI: each
+    gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
+    """
+    if driver and until is not None:
+        die("--until works at machine level only (drop --driver)")
+    if driver and digest_every != 1:
+        die("--digest-every works at machine level only (drop --driver)")
+    paths = expand_traces(traces)
+    if len(paths) != 1:
+        if until is not None:
+            die("--until needs exactly one trace")
+        _replay_many(paths, as_json, driver, digest_every)
+    trace = paths[0]
+    try:
+        result = _replay_one(trace, driver, until, digest_every)
+    except TraceFormatError as exc:
+        die(str(exc))
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if result.records == 0:
+        die(f"{trace}: no complete record to replay")
+    if as_json:
+        data = result.to_json()
+        if until is not None and result.machine is not None:
+            data["machine"] = result.machine.model_dump()
+        emit_json(data)
+    else:
+        if until is not None and result.ok and result.machine is not None:
+            click.echo(pretty(result.machine.model_dump()))
+            if result.stopped_at is None:
+                click.echo(f"note: the trace ends before seq {until}", err=True)
+        click.echo(result.summary())
+    sys.exit(0 if result.ok else 1)
+
+
+def _replay_one(trace: str, driver: bool, until: int | None, digest_every: int) -> ReplayResult:
+    if driver:
+        return replay_driver(trace)
+    return replay_trace(trace, until=until, digest_every=digest_every)
+
+
+def _replay_many(paths: list[str], as_json: bool, driver: bool, digest_every: int) -> NoReturn:
+    worst = 0
+    rows: list[dict[str, Any]] = []
+    for trace in paths:
+        try:
+            result = _replay_one(trace, driver, None, digest_every)
+        except TraceFormatError as exc:
+            worst = 2
+            rows.append({"path": trace, "ok": False, "error": str(exc)})
+            if not as_json:
+                click.echo(f"error: {exc}")
+            continue
+        if result.records == 0:
+            worst = 2
+            rows.append({"path": trace, "ok": False, "error": "no complete record to replay"})
+            if not as_json:
+                click.echo(f"error: {trace}: no complete record to replay")
+            continue
+        worst = max(worst, 0 if result.ok else 1)
+        rows.append(result.to_json())
+        if not as_json:
+            click.echo(result.summary())
+    ok = sum(1 for r in rows if r["ok"])
+    if as_json:
+        emit_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
+    else:
+        click.echo(f"{ok} of {len(rows)} traces replayed without divergence")
+    sys.exit(worst)

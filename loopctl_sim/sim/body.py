@@ -1,0 +1,65 @@
+"""The body a simulated or replayed run gets: tools that can be advertised but never run, the
+driver's configs from a recorded policy, no sleeping, and the crash a harness raises at a step.
+
+The driver-level simulator (``loopctl_sim.sim.driver``) and the driver-level replay
+(``loopctl_sim.replay.driver``) build their ``BareLoop`` the same way; this is that shared part.
+It uses the driver only through its public names: configs, the registry, and the ``before_step``
+seam (``loopctl.driver.control``), whose hook raises ``Crash`` to stop a run as a crashed process
+would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loopctl.core import MachinePolicy
+from loopctl.driver import RetryConfig, RunConfig, SessionConfig
+from loopctl.tools import Tool, ToolRegistry
+from loopctl_sim.sim.world import World
+
+__all__ = ["Crash", "configs_for", "no_sleep", "stub_tools"]
+
+
+async def no_sleep(seconds: float) -> None:
+    """The driver's sleep in a simulated world: retries and backoff take no time."""
+    return None
+
+
+def stub_tools(names: Sequence[str]) -> ToolRegistry:
+    """Tools the driver can advertise; a middleware answers every call, so they never run."""
+
+    def stub() -> str:  # pragma: no cover - never called
+        raise AssertionError("a world tool runs through the middleware")
+
+    return ToolRegistry(
+        [Tool(stub, name=name, description=f"scripted tool {name}") for name in names]
+    )
+
+
+def configs_for(
+    policy: MachinePolicy, world: World | None = None
+) -> tuple[RunConfig, SessionConfig]:
+    """The run and session configs that make the driver hand the brain ``policy``.
+
+    With a ``world``, its retries and tool timeout; without one (replaying), the trace decides:
+    an error is retried exactly when the trace retried it, so the retry budget is unbounded."""
+    run = RunConfig(
+        max_turns=policy.max_turns,
+        compact_threshold=policy.compact_threshold,
+        emergency_threshold=policy.emergency_threshold,
+        loop_window=policy.loop_window,
+        loop_repeat_limit=policy.loop_repeat_limit,
+        loop_action=policy.loop_action,
+        retry=world.retry_config() if world is not None else RetryConfig(max_retries=10**6),
+        tool_timeout=world.tool_timeout if world is not None else None,
+    )
+    return run, SessionConfig(context_window=policy.context_window)
+
+
+class Crash(Exception):
+    """Raised by a harness's ``before_step`` hook: the run stops here as a crashed process would
+    (no exit door), and the harness resumes the saved brain in a fresh body."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"crash before step {step}")
+        self.step = step
