@@ -22,8 +22,6 @@ state machines (``BrainMachine``, ``DriverMachine``) need ``pip install 'loopctl
 imported only when asked for (``from loopctl_sim import BrainMachine``).
 """
 
-from typing import Any
-
 from loopctl_sim.props.invariants import (
     InvariantViolation,
     assert_machine,
@@ -117,7 +115,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'loopctl_sim' has no attribute {name!r}")

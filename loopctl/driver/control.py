@@ -22,15 +22,26 @@ hook's call.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from loopctl.core import LoopMachine, Message
 from loopctl.observe import IoEvent
 
-if TYPE_CHECKING:
-    from loopctl.driver.loop import BareLoop
-
 __all__ = ["BeforeStep", "StepPoint"]
+
+
+class _Driver(Protocol):
+    """What a ``StepPoint`` uses of ``BareLoop`` (named here so that this module does not import
+    the loop, which imports it)."""
+
+    @property
+    def machine(self) -> LoopMachine: ...
+
+    def request_compaction(self) -> None: ...
+
+    def _feed(self, name: str, **args: Any) -> None: ...
+
+    def _emit(self, event: IoEvent) -> None: ...
 
 
 class StepPoint:
@@ -39,7 +50,7 @@ class StepPoint:
     # The driver's own ``_feed`` and ``_emit`` are used here: this module is part of the driver.
     __slots__ = ("_loop",)
 
-    def __init__(self, loop: BareLoop) -> None:
+    def __init__(self, loop: _Driver) -> None:
         self._loop = loop
 
     @property
