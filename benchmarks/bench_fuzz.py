@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loopctl.core import LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
-from loopctl_sim.fuzz import campaign as fz
+from loopctl_sim import fuzz as fz
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
 

@@ -42,10 +42,9 @@ from loopctl_sim.sim.world import (
     middle_out,
     run_tool,
 )
-from loopctl_sim.trace.recorder import RecordingMachine
-from loopctl_sim.trace.records import TraceWriter
+from loopctl_sim.trace import RecordingMachine, TraceWriter
 
-__all__ = ["SimError", "SimResult", "simulate"]
+__all__ = ["SimError", "SimResult", "SimRun", "simulate"]
 
 
 class SimError(Exception):
@@ -85,7 +84,14 @@ class SimResult:
         )
 
 
-class _Run:
+class SimRun:
+    """One run of a world against a recording brain; ``go()`` runs it to ``Done``.
+
+    ``simulate`` is the usual door. This is public for harnesses that need more of a run: the
+    fuzzer (``loopctl_sim.fuzz.checks``) replaces ``plan``, before ``go()``, with one that counts
+    the faults that strike.
+    """
+
     def __init__(self, world: World, rec: RecordingMachine) -> None:
         self.world = world
         self.rec = rec
@@ -310,7 +316,7 @@ def simulate(
         LoopMachine(world.history), trace, metadata=meta, fsync=fsync, created=created
     )
     try:
-        result = _Run(world, rec).go()
+        result = SimRun(world, rec).go()
     finally:
         if trace is not None and not isinstance(trace, TraceWriter):
             rec.close()

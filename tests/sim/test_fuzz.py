@@ -11,14 +11,24 @@ import pytest
 from click.testing import CliRunner
 
 from loopctl.core import LoopMachine
-from loopctl_sim.cli.extra import fuzz as fuzz_command
-from loopctl_sim.fuzz import campaign as fz
+from loopctl_sim import fuzz as fz
+from loopctl_sim.cli.fuzz_cmd import fuzz as fuzz_command
+from loopctl_sim.fuzz import campaign, checks
 from loopctl_sim.props import invariants as inv
-from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim import machine as sim_mod
 from loopctl_sim.sim import scenario as scenario_mod
 from loopctl_sim.sim.scenario import load_scenario
-from loopctl_sim.trace.records import read_trace
+from loopctl_sim.trace import read_trace
+
+
+def test_the_package_exports_what_the_command_line_imports() -> None:
+    for name in fz.__all__:
+        assert getattr(fz, name, None) is not None, name
+    cli_names = ["CaseResult", "FuzzConfig", "parse_faults", "parse_seeds", "run_campaign"]
+    for name in cli_names:
+        assert name in fz.__all__ and name in campaign.__all__
+        assert getattr(campaign, name) is getattr(fz, name)
 
 
 def test_a_seed_determines_its_case() -> None:
@@ -131,7 +141,7 @@ def test_nondeterminism_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_livelock_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fz, "_bound", lambda world: 3)
+    monkeypatch.setattr(checks, "_bound", lambda world: 3)
     failure = fz.check_case(fz.make_case(1)).failure
     assert failure is not None and failure.kind == "livelock"
 
@@ -152,14 +162,14 @@ def test_a_restore_that_differs_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_a_heal_run_that_cannot_finish_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fz._heal_world
+    real = checks._heal_world
 
     def one_turn(sc: Any, world: Any) -> Any:
         healing = real(sc, world)
         policy = healing.policy.model_copy(update={"max_turns": 1})  # it needs two
         return dataclasses.replace(healing, policy=policy)
 
-    monkeypatch.setattr(fz, "_heal_world", one_turn)
+    monkeypatch.setattr(checks, "_heal_world", one_turn)
     config = fz.FuzzConfig(faults=())
     failure = fz.check_case(fz.make_case(4, config), None, config).failure
     assert failure is not None and failure.kind == "heal"

@@ -1,0 +1,146 @@
+"""The case generator: a seed becomes one world to check, a scenario with random faults.
+
+Every seed fully determines its case through ``random.Random(seed)`` alone (no global randomness,
+no clock), so a failing seed is its own reproducer: ``loopctl-sim fuzz --seeds N:N+1`` rebuilds
+the same world anywhere. A case is a scenario of about ``FuzzConfig.turns`` model replies with
+builtin tools, and, swarm-style, a random subset of the enabled fault kinds placed at random model
+requests, tool calls and steps: a seed that enables few kinds drives those few hard, which a
+campaign that always enables all of them would not.
+
+This module only decides what a world is; running and checking it is ``loopctl_sim.fuzz.checks``.
+The order of every ``rng`` draw here is part of the campaign's output (the same seeds must give
+the same summary), so a change of order is a change of behaviour.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from loopctl_sim.sim.scenario import (
+    BUILTINS,
+    CallScenario,
+    PolicyScenario,
+    ReplyScenario,
+    Scenario,
+    ToolScenario,
+)
+from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
+
+__all__ = ["ALL_FAULTS", "DEFAULT_CONFIG", "FuzzCase", "FuzzConfig", "make_case", "scenario_yaml"]
+
+#: Every fault kind of ``loopctl_sim.sim.world``, in a fixed order.
+ALL_FAULTS: Final[tuple[str, ...]] = tuple(
+    sorted(MODEL_FAULTS) + sorted(TOOL_FAULTS) + sorted(RUN_FAULTS)
+)
+_RETRYABLE: Final = frozenset({"network", "timeout", "rate_limited", "server_error", "overloaded"})
+_TOOLS: Final = tuple(sorted(BUILTINS))
+
+
+@dataclass(frozen=True)
+class FuzzConfig:
+    """What a campaign injects and checks."""
+
+    faults: tuple[str, ...] = ALL_FAULTS
+    turns: int = 20
+    check_invariants: bool = True
+    check_determinism: bool = True
+    check_crash: bool = True
+    check_heal: bool = True
+    shrink: bool = True
+    max_shrink_tests: int = 400
+
+
+#: Every check, every fault kind, shrinking on: the default of every function taking a config.
+DEFAULT_CONFIG: Final = FuzzConfig()
+
+
+@dataclass(frozen=True)
+class FuzzCase:
+    """One seed's world: the scenario and where the crash check strikes (a fraction of the run)."""
+
+    seed: int
+    scenario: Scenario
+    crash_at: float
+    enabled: tuple[str, ...]
+
+
+def _arguments(rng: random.Random, tool: str, spread: int) -> dict[str, Any]:
+    # A small spread makes identical calls likely, so loop detection gets exercised.
+    if tool == "add":
+        return {"a": rng.randint(0, spread), "b": rng.randint(0, 2)}
+    if tool in ("upper", "length"):
+        return {"text": f"t{rng.randint(0, spread)}"}
+    return {"x": rng.randint(0, spread)}
+
+
+def _fault(rng: random.Random, kind: str, replies: int, tools: Sequence[str], i: int) -> Fault:
+    k: FaultKind = kind  # type: ignore[assignment]
+    if kind in MODEL_FAULTS:
+        times = rng.choice([1, 1, 1, 2, 3, 5]) if kind in _RETRYABLE else 1
+        retry_after = rng.choice([None, 0.5, 2.0]) if kind == "rate_limited" else None
+        return Fault(
+            kind=k, model_call=rng.randint(1, replies + 3), times=times, retry_after=retry_after
+        )
+    if kind in TOOL_FAULTS:
+        if rng.random() < 0.75:
+            return Fault(kind=k, tool_call=rng.randint(1, 2 * replies), times=rng.randint(1, 2))
+        return Fault(kind=k, tool=rng.choice(list(tools)), times=rng.randint(1, 2))
+    text = f"steering note {i}" if kind == "inject" else None
+    return Fault(kind=k, step=rng.randint(1, 3 * replies), text=text)
+
+
+def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
+    """The case ``seed`` determines (under ``config``'s fault kinds and turn count)."""
+    rng = random.Random(seed)
+    tools = sorted(rng.sample(_TOOLS, rng.randint(1, 4)))
+    n = max(1, rng.randint(config.turns - 5, config.turns + 5))
+    window = rng.choice([1000, 2500, 128_000])
+    spread = 2 if rng.random() < 0.15 else 1000
+    replies: list[ReplyScenario] = []
+    for _ in range(n - 1):
+        calls = []
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            tool = rng.choice(tools)
+            calls.append(CallScenario(name=tool, arguments=_arguments(rng, tool, spread)))
+        spike = int(window * rng.uniform(0.7, 1.1)) if rng.random() < 0.08 else None
+        text = rng.choice(["", "Let me check.", "Working on it."])
+        replies.append(ReplyScenario(text=text, calls=calls, context_tokens=spike))
+    replies.append(ReplyScenario(text=f"All done ({seed})."))
+    max_turns = n + 5 if rng.random() < 0.8 else rng.randint(2, n)
+    policy = PolicyScenario(
+        max_turns=max_turns,
+        context_window=window,
+        compact_threshold=rng.choice([0.6, 0.8]),
+        emergency_threshold=0.95,
+        loop_action=rng.choice(["warn", "warn", "fail", "off"]),
+        loop_repeat_limit=rng.choice([3, 4]),
+    )
+    enabled = tuple(k for k in config.faults if rng.random() < 0.5)  # swarm testing
+    faults = []
+    if enabled:
+        for i in range(rng.randint(1, 5)):
+            faults.append(_fault(rng, rng.choice(enabled), n, tools, i))
+    scenario = Scenario(
+        name=f"fuzz-{seed}",
+        description=f"fuzz seed {seed}; enabled fault kinds: {', '.join(enabled) or 'none'}",
+        input=f"Task {seed}: use the tools, then answer.",
+        policy=policy,
+        tools={t: ToolScenario(builtin=t) for t in tools},
+        model=replies,
+        faults=faults,
+        max_retries=rng.choice([0, 1, 2, 3]),
+        tool_timeout=rng.choice([30.0, 30.0, 30.0, None]),
+    )
+    return FuzzCase(seed=seed, scenario=scenario, crash_at=rng.random(), enabled=enabled)
+
+
+def scenario_yaml(scenario: Scenario) -> str:
+    """The scenario as a YAML file ``loopctl-sim run`` reads (how a failing case is saved)."""
+    data = scenario.model_dump(mode="json", exclude_defaults=True)
+    data.setdefault("input", scenario.input)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,152 @@
+"""Check 1 of a case, the invariants: a recording brain that is checked at every step and feed.
+
+``CheckingMachine`` is a ``RecordingMachine`` (so the checked run is also the recorded trace a
+failure is saved as) that, around each call the simulator makes, runs the pure checkers of
+``loopctl_sim.props.invariants``: before every step the machine as a whole (provider-valid
+conversation, step/state agreement); after every step the step itself, the transition table,
+the decision order in ``Start`` and terminal stickiness, and that no tool call id is dispatched
+twice; after every feed its transition and stickiness, plus the commit, salvage and compaction
+commit rules where they apply; at every crash, that the restored brain resumes exactly.
+
+Checking inside the run, not afterwards over the trace, is what lets a failure name the first
+step or feed that broke a promise. The first problem raises ``Violation``, which
+``loopctl_sim.fuzz.checks`` turns into a ``Failure``. The checkers are looked up on the
+``invariants`` module at every call, so a test can plant a bug in one with ``monkeypatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from loopctl.core import (
+    CallTools,
+    LoopError,
+    LoopMachine,
+    MachinePolicy,
+    MachineStep,
+    Message,
+    Terminal,
+)
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.trace import RecordingMachine
+
+__all__ = ["CheckingMachine", "Violation"]
+
+
+class Violation(Exception):
+    """The invariant problems found at one place of a run (``where``: a step, a feed, a crash)."""
+
+    def __init__(self, problems: Sequence[str], where: str) -> None:
+        super().__init__(f"{where}: {'; '.join(problems)}")
+        self.problems = list(problems)
+        self.where = where
+
+
+class CheckingMachine(RecordingMachine):
+    """A ``RecordingMachine`` that checks the invariants before every step and after every feed.
+
+    Raises ``Violation`` at the first problem (``checks`` reports it as the case's failure).
+    """
+
+    tolerated: frozenset[str] = frozenset()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.policy: MachinePolicy | None = None
+        self.steps = 0
+        self.dispatched: set[str] = set()
+
+    def _raise(self, problems: Sequence[str], where: str) -> None:
+        real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
+        if real:
+            raise Violation(real, where)
+
+    def next_step(self, policy: MachinePolicy) -> MachineStep:
+        self.steps += 1
+        where = f"step {self.steps}"
+        self._raise(inv.check_machine(self.machine, policy), f"before {where}")
+        before = self.machine.snapshot()
+        step = super().next_step(policy)
+        machine = self.machine
+        problems = inv.check_step(machine, step, policy)
+        problems += inv.check_transition(before.state.kind, "next_step", machine.state.kind)
+        problems += inv.check_start_decision(before, policy, step)
+        if isinstance(before.state, Terminal) and machine.state != before.state:
+            problems.append(f"{inv.STICKY_CODE}: next_step left {before.state!r}")
+        if isinstance(step, CallTools):
+            again = [c.id for c in step.calls if c.id in self.dispatched]
+            if again:
+                problems.append(f"{inv.DISPATCH_CODE}: call ids dispatched twice: {again}")
+            self.dispatched.update(c.id for c in step.calls)
+        self._raise(problems, f"{where} ({step!r})")
+        self.policy = policy
+        return step
+
+    def _around(self, name: str, feed: Callable[[], None]) -> None:
+        before_state = self.machine.state
+        copy_needed = name in ("commit_pending", "discard_pending", "compaction_result")
+        before = LoopMachine.from_snapshot(self.machine.snapshot()) if copy_needed else None
+        feed()
+        machine = self.machine
+        problems = inv.check_transition(before_state.kind, name, machine.state.kind)
+        if isinstance(before_state, Terminal) and machine.state != before_state:
+            problems.append(f"{inv.STICKY_CODE}: {name} left {before_state!r}")
+        if before is not None and name == "commit_pending":
+            problems += inv.check_commit(before, machine)
+        elif before is not None and name == "discard_pending":
+            problems += inv.check_salvage(before, machine)
+        self._raise(problems, f"step {self.steps}: feed {name}")
+
+    def accept_input(self, input: str | Message) -> None:
+        self._around("accept_input", lambda: RecordingMachine.accept_input(self, input))
+
+    def model_response(self, response: Message, context_tokens: int) -> None:
+        self._around(
+            "model_response",
+            lambda: RecordingMachine.model_response(self, response, context_tokens),
+        )
+
+    def tool_results(self, message: Message) -> None:
+        self._around("tool_results", lambda: RecordingMachine.tool_results(self, message))
+
+    def compaction_result(self, compacted: list[Message], before: int, after: int) -> None:
+        copy = LoopMachine.from_snapshot(self.machine.snapshot())
+        self._around(
+            "compaction_result",
+            lambda: RecordingMachine.compaction_result(self, compacted, before, after),
+        )
+        self._raise(
+            inv.check_compaction_commit(copy, self.machine, compacted, after),
+            f"step {self.steps}: feed compaction_result",
+        )
+
+    def compaction_noop(self, before: int, after: int) -> None:
+        self._around(
+            "compaction_noop", lambda: RecordingMachine.compaction_noop(self, before, after)
+        )
+
+    def set_context_tokens(self, n: int) -> None:
+        self._around("set_context_tokens", lambda: RecordingMachine.set_context_tokens(self, n))
+
+    def inject(self, message: Message) -> None:
+        self._around("inject", lambda: RecordingMachine.inject(self, message))
+
+    def cancel(self) -> None:
+        self._around("cancel", lambda: RecordingMachine.cancel(self))
+
+    def fail(self, error: LoopError) -> None:
+        self._around("fail", lambda: RecordingMachine.fail(self, error))
+
+    def commit_pending(self) -> None:
+        self._around("commit_pending", lambda: RecordingMachine.commit_pending(self))
+        self._raise(inv.check_machine(self.machine, self.policy), "after commit_pending")
+
+    def discard_pending(self) -> None:
+        self._around("discard_pending", lambda: RecordingMachine.discard_pending(self))
+        self._raise(inv.check_machine(self.machine, self.policy), "after discard_pending")
+
+    def replace(self, machine: LoopMachine) -> None:
+        # the sim restored the brain from its snapshot: it must resume exactly
+        self._raise(inv.check_resume(machine, self.policy), f"crash before step {self.steps + 1}")
+        super().replace(machine)

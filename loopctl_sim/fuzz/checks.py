@@ -1,0 +1,302 @@
+"""The checks run on one case: each case is checked five ways, and the first failure is reported.
+
+1. **invariants**: the brain is checked after every step and every feed (``CheckingMachine`` of
+   ``loopctl_sim.fuzz.checker``), exact resume included at every crash;
+2. **determinism**: the case runs twice and both traces (with the fixed creation time
+   ``CREATED``) must be equal byte for byte;
+3. **crash/restore**: the case runs again with a crash (snapshot, drop, restore) at a random step
+   boundary (``crash_variant``); outcome, history and final digest must equal the uninterrupted
+   run's;
+4. **liveness**: the faulted run must end within a bound of steps (no endless compaction or
+   retries), and then a *heal* run (the next run on the same history, no faults) must complete;
+5. nothing raises: a ``ProtocolError`` or any other exception out of the sim is a failure.
+
+Every failure is data, a ``Failure`` in the ``CaseResult``, never an exception: the campaign
+keeps going, and the shrinker compares failures by ``Failure.signature`` to keep a smaller world
+only when it fails the same way. ``check_case`` takes the scenario to check separately from the
+case, because the shrinker checks many candidate scenarios against one case's crash point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from loopctl.core import (
+    Completed,
+    Failed,
+    LoopMachine,
+    MachineOutcome,
+    Message,
+    ProtocolError,
+    ToolCall,
+)
+from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
+from loopctl_sim.fuzz.checker import CheckingMachine, Violation
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.sim.machine import SimError, SimResult, SimRun
+from loopctl_sim.sim.scenario import Scenario
+from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
+from loopctl_sim.trace import RecordingMachine, TraceWriter
+
+__all__ = ["CREATED", "CaseResult", "Failure", "check_case", "crash_variant"]
+
+#: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
+CREATED: Final = "2026-01-01T00:00:00+00:00"
+_HEAL_INPUT: Final = "Please wrap up."
+_HEAL_TEXT: Final = "healed"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong in a case. ``kind``: invariant, nondeterminism, crash-restore, livelock,
+    heal, exception. ``code``: the invariant's code or the exception's type (for shrinking)."""
+
+    kind: str
+    code: str
+    message: str
+
+    @property
+    def signature(self) -> tuple[str, str]:
+        return (self.kind, self.code)
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.code}): {self.message}"
+
+
+@dataclass
+class CaseResult:
+    """One case's checks: what ran, what struck, how it ended, and the first failure if any."""
+
+    seed: int
+    runs: int = 0
+    steps: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    enabled: tuple[str, ...] = ()
+    outcome: str = ""
+    failure: Failure | None = None
+    trace: str = ""  # the trace text of the checked run (faulted run, then the heal run)
+    files: list[str] = field(default_factory=list)
+    shrunk: str | None = None
+
+
+class _CountingPlan(FaultPlan):
+    """A fault plan that counts the faults that actually struck, by kind."""
+
+    def __init__(self, faults: Sequence[Fault]) -> None:
+        super().__init__(faults)
+        self.fired: Counter[str] = Counter()
+
+    def model_fault(self, request: int) -> Fault | None:
+        f = super().model_fault(request)
+        if f is not None:
+            self.fired[f.kind] += 1
+        return f
+
+    def tool_fault(self, index: int, name: str, nth_of_name: int) -> Fault | None:
+        f = super().tool_fault(index, name, nth_of_name)
+        if f is not None:
+            self.fired[f.kind] += 1
+        return f
+
+    def run_faults(self, step: int) -> list[Fault]:
+        found = super().run_faults(step)
+        for f in found:
+            self.fired[f.kind] += 1
+        return found
+
+
+def _bound(world: World) -> int:
+    """Steps a run may take before it counts as a livelock."""
+    turns = min(world.policy.max_turns, len(world.model.replies) + 2)
+    return 6 * (turns + 2) + 4 * len(world.faults) + 10
+
+
+def _sim(
+    world: World,
+    *,
+    machine: LoopMachine | None,
+    writer: TraceWriter | None,
+    checked: bool,
+    metadata: dict[str, Any],
+) -> tuple[SimResult, Counter[str]]:
+    cls = CheckingMachine if checked else RecordingMachine
+    meta = {"world": world.name, "simulated": True, **world.metadata, **metadata}
+    rec = cls(
+        machine if machine is not None else LoopMachine(world.history),
+        writer,
+        metadata=meta,
+        created=CREATED,
+    )
+    run = SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec)
+    plan = _CountingPlan(world.faults)
+    run.plan = plan
+    return run.go(), plan.fired
+
+
+def _heal_world(scenario: Scenario, world: World) -> World:
+    tool = next(iter(world.tools)) if world.tools else "none"
+    replies = [
+        Message.assistant("One last check.", [ToolCall(id="heal_1", name=tool, arguments={})]),
+        Message.assistant(_HEAL_TEXT),
+    ]
+    policy = world.policy.model_copy(update={"max_turns": max(world.policy.max_turns, 4)})
+    return dataclasses.replace(
+        world, input=_HEAL_INPUT, model=ModelScript(replies), faults=(), policy=policy
+    )
+
+
+def _failure_of(exc: BaseException) -> Failure:
+    if isinstance(exc, Violation):
+        code = inv.problem_code(exc.problems[0])
+        return Failure("invariant", code, str(exc))
+    if isinstance(exc, SimError):
+        if "no Done after" in str(exc):
+            return Failure("livelock", "steps", str(exc))
+        return Failure("exception", "SimError", str(exc))
+    name = type(exc).__name__
+    if isinstance(exc, ProtocolError):
+        return Failure("exception", "ProtocolError", str(exc))
+    return Failure("exception", name, f"{name}: {exc}")
+
+
+@dataclass
+class _Run1:
+    trace: str
+    result: SimResult | None
+    heal: SimResult | None
+    fired: Counter[str]
+    steps: int
+    failure: Failure | None
+
+
+def _run_world(
+    scenario: Scenario, *, checked: bool, heal: bool, seed: int, trace: bool = True
+) -> _Run1:
+    buf = io.StringIO()
+    writer = TraceWriter(buf) if trace else None
+    meta = {"fuzz_seed": seed}
+    fired: Counter[str] = Counter()
+    result = heal_result = None
+    steps = 0
+    try:
+        world = scenario.world()
+        result, fired = _sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
+        steps = result.steps
+        if heal:
+            hw = _heal_world(scenario, world)
+            heal_result, _ = _sim(
+                hw,
+                machine=result.machine.next_run(),
+                writer=writer,
+                checked=checked,
+                metadata={**meta, "heal": True},
+            )
+            steps += heal_result.steps
+    except Exception as exc:  # every failure of the engine is a finding, reported as data
+        return _Run1(buf.getvalue(), result, heal_result, fired, steps, _failure_of(exc))
+    return _Run1(buf.getvalue(), result, heal_result, fired, steps, None)
+
+
+def _heal_failure(first: SimResult, healed: SimResult) -> Failure | None:
+    """A clean next run after the faults must complete. One other end is legitimate: the
+    context is over the emergency line and the compactor finds nothing to cut (no compaction
+    succeeded), so the brain fails with ``context_overflow`` rather than loop."""
+    outcome = healed.outcome
+    if isinstance(outcome, Completed) and outcome.final_text == _HEAL_TEXT:
+        return None
+    if (
+        isinstance(outcome, Failed)
+        and outcome.error.kind == "context_overflow"
+        and healed.compactions == 0
+    ):
+        return None
+    ended: str = outcome.kind
+    if isinstance(outcome, Failed):
+        ended += f" ({outcome.error})"
+    return Failure(
+        "heal",
+        outcome.kind,
+        f"after the faults, a clean next run ended {ended} instead of completing "
+        f"(it started with {first.machine.context_tokens} context tokens)",
+    )
+
+
+def _same_end(a: SimResult, b: SimResult) -> str | None:
+    if a.outcome != b.outcome:
+        return f"outcome {a.outcome!r} uninterrupted, {b.outcome!r} with the crash"
+    if a.machine.history != b.machine.history:
+        return "the history differs from the uninterrupted run's"
+    if a.digest != b.digest:
+        return f"final digest {a.digest} uninterrupted, {b.digest} with the crash"
+    return None
+
+
+def _outcome_name(outcome: MachineOutcome | None) -> str:
+    if outcome is None:
+        return "aborted"
+    if isinstance(outcome, Failed):
+        return f"failed:{outcome.error.kind}"
+    return outcome.kind
+
+
+def crash_variant(case: FuzzCase, scenario: Scenario, steps: int) -> Scenario:
+    """``scenario`` with one more crash, at the step ``case.crash_at`` picks among ``steps``."""
+    k = 1 + int(case.crash_at * max(steps, 1))
+    crash = Fault(kind="crash", step=k)
+    return scenario.model_copy(update={"faults": [*scenario.faults, crash]})
+
+
+def check_case(
+    case: FuzzCase, scenario: Scenario | None = None, config: FuzzConfig = DEFAULT_CONFIG
+) -> CaseResult:
+    """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
+    sc = scenario if scenario is not None else case.scenario
+    out = CaseResult(seed=case.seed, enabled=case.enabled)
+    first = _run_world(sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed)
+    out.runs += 1 + (first.heal is not None)
+    out.steps, out.faults, out.trace = first.steps, first.fired, first.trace
+    out.outcome = _outcome_name(first.result.outcome if first.result else None)
+    if first.failure is not None:
+        out.failure = first.failure
+        return out
+    assert first.result is not None
+    if config.check_heal and first.heal is not None:
+        out.failure = _heal_failure(first.result, first.heal)
+        if out.failure is not None:
+            return out
+    if config.check_determinism:
+        second = _run_world(sc, checked=False, heal=config.check_heal, seed=case.seed)
+        out.runs += 1 + (second.heal is not None)
+        if second.trace != first.trace:
+            a, b = first.trace.splitlines(), second.trace.splitlines()
+            line = next(
+                (i for i, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y),
+                min(len(a), len(b)) + 1,
+            )
+            out.failure = Failure(
+                "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}"
+            )
+            return out
+    if config.check_crash:
+        crashed = crash_variant(case, sc, first.result.steps)
+        third = _run_world(crashed, checked=False, heal=False, seed=case.seed, trace=False)
+        out.runs += 1
+        if third.failure is not None:
+            out.failure = Failure(
+                "crash-restore",
+                third.failure.code,
+                f"with a crash at step {crashed.faults[-1].step}: {third.failure.message}",
+            )
+            return out
+        assert third.result is not None
+        diff = _same_end(first.result, third.result)
+        if diff is not None:
+            out.failure = Failure(
+                "crash-restore", "differs", f"crash at step {crashed.faults[-1].step}: {diff}"
+            )
+    return out
