@@ -38,6 +38,8 @@ CONTRACT = {
         "TextPart",
         "ToolCall",
         "ToolResult",
+        "ThinkingPart",
+        "ProviderPart",
         "BareLoop",
         "RunConfig",
         "SessionConfig",

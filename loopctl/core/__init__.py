@@ -14,7 +14,17 @@ from loopctl.core.machine import (
     LoopMachine,
     MachineSnapshot,
 )
-from loopctl.core.messages import MESSAGES, Message, Part, Role, TextPart, ToolCall, ToolResult
+from loopctl.core.messages import (
+    MESSAGES,
+    Message,
+    Part,
+    ProviderPart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResult,
+)
 from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.steps import (
@@ -72,10 +82,12 @@ __all__ = [
     "Message",
     "Part",
     "ProtocolError",
+    "ProviderPart",
     "Role",
     "Start",
     "Terminal",
     "TextPart",
+    "ThinkingPart",
     "ToolCall",
     "ToolResult",
     "call_key",

@@ -6,6 +6,13 @@ fixtures all share one encoding.
 
 Tool results ride one user-role message holding every result of one exchange (the seeds'
 provider convention); provider clients convert to each wire format.
+
+Two parts hold what only a provider understands, so that it survives a turn: ``ThinkingPart``
+(the model's reasoning, with the signature or encrypted data its provider checks when it comes
+back) and ``ProviderPart`` (a block as the provider sent it: a server tool's call and result,
+citations, a signature riding a tool call). Both name the ``provider`` that wrote them; a client
+sends them back only to that provider, in the form it requires, and leaves them out for any
+other. The brain keeps them as data: they change none of its decisions.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ __all__ = [
     "MESSAGES",
     "Message",
     "Part",
+    "ProviderPart",
     "Role",
     "TextPart",
+    "ThinkingPart",
     "ToolCall",
     "ToolResult",
 ]
@@ -56,7 +65,44 @@ class ToolResult(BaseModel):
     is_error: bool = False
 
 
-Part = Annotated[TextPart | ToolCall | ToolResult, Field(discriminator="kind")]
+class ThinkingPart(BaseModel):
+    """The model's reasoning, kept so that it can go back to the provider that wrote it.
+
+    Anthropic requires its thinking blocks back, unchanged, in a tool-use turn; DeepSeek its
+    ``reasoning_content`` after tool calls; OpenAI's Responses API its reasoning items when
+    nothing is stored on its side. ``text`` is the reasoning as shown (empty when it is only
+    encrypted); ``signature`` the opaque token the provider checks (Anthropic's ``signature``,
+    a Responses item's ``encrypted_content``); ``redacted`` the encrypted data of Anthropic's
+    ``redacted_thinking``; ``data`` the provider's own form when sending it back needs more
+    than these (a Responses reasoning item, the fields of an OpenAI-compatible message).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["thinking"] = "thinking"
+    provider: str = ""
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+    data: dict[str, Any] | None = None
+
+
+class ProviderPart(BaseModel):
+    """A block only its provider understands, exactly as the provider sent it (``data``).
+
+    A server tool's call and result (Anthropic ``server_tool_use`` / ``web_search_tool_result``,
+    MCP blocks, OpenAI built-in tool items), citations of the text before it, a signature that
+    rides a tool call. Never dispatched to the tool registry, never sent to another provider.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["provider"] = "provider"
+    provider: str
+    data: dict[str, Any]
+
+
+Part = Annotated[
+    TextPart | ToolCall | ToolResult | ThinkingPart | ProviderPart, Field(discriminator="kind")
+]
 
 
 class Message(BaseModel):
@@ -99,6 +145,10 @@ class Message(BaseModel):
     @property
     def tool_results(self) -> list[ToolResult]:
         return [p for p in self.parts if isinstance(p, ToolResult)]
+
+    @property
+    def thinking(self) -> list[ThinkingPart]:
+        return [p for p in self.parts if isinstance(p, ThinkingPart)]
 
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

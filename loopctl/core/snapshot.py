@@ -5,6 +5,12 @@ checks that it describes a state the brain could have reached, so a damaged or h
 snapshot is a ``ValidationError`` at restore, never a machine that misbehaves later.
 ``snapshot_json`` writes the same bytes as pydantic from cached per-message JSON, which keeps the
 digest that traces take after every feed from re-serializing the whole conversation.
+
+Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``). A
+snapshot is written in the lowest version that holds it, so a conversation without those parts
+is still version 1, byte for byte as before: its digest is unchanged (recorded traces still
+replay) and an older loopctl still reads it. Both versions are read; a version-1 text holding a
+version-2 part is damaged.
 """
 
 from __future__ import annotations
@@ -15,9 +21,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import to_json
 
+from loopctl.core.encoding import MODERN_PARTS, Head, is_modern
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
@@ -28,6 +42,7 @@ __all__ = [
     "PENDING_HEAD",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
+    "SNAPSHOT_VERSIONS",
     "EndEncoder",
     "Exchange",
     "MachineSnapshot",
@@ -37,7 +52,21 @@ __all__ = [
 ]
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
-SNAPSHOT_VERSION: Final = 1
+#: The newest format version: what a snapshot holding reasoning or provider parts is written in.
+SNAPSHOT_VERSION: Final = 2
+#: Every version this loopctl reads; a snapshot is written in the lowest that holds it.
+SNAPSHOT_VERSIONS: Final = (1, 2)
+
+
+def needed_version(*conversations: Sequence[Message]) -> int:
+    """The lowest format version that holds these messages: 2 if a part is one version 1 lacks."""
+    modern = MODERN_PARTS
+    for messages in conversations:
+        for message in messages:
+            for part in message.parts:
+                if type(part) in modern:
+                    return 2
+    return 1
 
 
 class Exchange(BaseModel):
@@ -95,12 +124,31 @@ class MachineSnapshot(BaseModel):
     @field_validator("version", mode="before")
     @classmethod
     def _known_version(cls, version: Any) -> Any:
-        if version != SNAPSHOT_VERSION:
+        if type(version) is not int or version not in SNAPSHOT_VERSIONS:
             raise ValueError(
                 f"snapshot format version {version!r} is not supported by this loopctl "
-                f"(it reads version {SNAPSHOT_VERSION}); upgrade loopctl to restore it"
+                f"(it reads versions {', '.join(map(str, SNAPSHOT_VERSIONS))}); "
+                "upgrade loopctl to restore it"
             )
         return version
+
+    @field_validator("history", "pending", mode="after")
+    @classmethod
+    def _fits_its_version(
+        cls, messages: tuple[Message, ...], info: ValidationInfo
+    ) -> tuple[Message, ...]:
+        if info.data.get("version") == 1 and needed_version(messages) > 1:
+            raise ValueError(
+                f"{info.field_name} holds reasoning or provider parts, which format version 1 "
+                "cannot hold (damaged, or edited by hand)"
+            )
+        return messages
+
+    def model_post_init(self, context: Any, /) -> None:
+        """The version is what the conversation needs (the lowest that holds it), whatever the
+        constructor or the text said: a snapshot of a plain conversation is version 1."""
+        if self.version != 1:
+            object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
     @model_validator(mode="after")
     def _consistent(self) -> MachineSnapshot:
@@ -148,9 +196,10 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
     return None if problem is None else f"conversation: {problem}"
 
 
-#: The snapshot's JSON up to its first message.
-HISTORY_HEAD: Final = (
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
+#: The snapshot's JSON up to its first message (version 1; ``.modern`` names version 2).
+HISTORY_HEAD: Final = Head(
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":1,"history":['.encode(),
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode(),
 )
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
@@ -304,9 +353,11 @@ def snapshot_json(history: Sequence[bytes], pending: Sequence[bytes], end: bytes
     """The snapshot's JSON from its parts, byte for byte what ``MachineSnapshot`` would write.
 
     ``history`` and ``pending`` are the JSON of each message (cached by the machine), so a
-    long conversation is joined, not serialized again; ``end`` is ``EndEncoder``'s.
+    long conversation is joined, not serialized again; ``end`` is ``EndEncoder``'s. The head names
+    version 2 when a message's JSON is ``Modern``.
     """
-    return b"".join((HISTORY_HEAD, b",".join(history), PENDING_HEAD, b",".join(pending), end))
+    head = HISTORY_HEAD.modern if is_modern(history) or is_modern(pending) else HISTORY_HEAD
+    return b"".join((head, b",".join(history), PENDING_HEAD, b",".join(pending), end))
 
 
 @contextmanager

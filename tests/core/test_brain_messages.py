@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from loopctl import MESSAGES, Message, TextPart, ToolCall, ToolResult
+from loopctl import MESSAGES, Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 
 CALL = ToolCall(id="c1", name="read", arguments={"path": "/a", "n": 2})
 RESULT = ToolResult(call_id="c1", name="read", content="text", is_error=True)
@@ -114,3 +114,75 @@ def test_parts_are_discriminated_on_kind() -> None:
 def test_malformed_messages_are_rejected(data: object) -> None:
     with pytest.raises(ValidationError):
         MESSAGES.validate_python(data)
+
+
+# --- reasoning and provider parts ----------------------------------------------------------------
+
+THINKING = ThinkingPart(provider="anthropic", text="Let me check.", signature="EqQBCgIYAhIM")
+REDACTED = ThinkingPart(provider="anthropic", redacted="EmwKAhgBEgy3va3pzix/LafPsn4a")
+ITEM = ThinkingPart(
+    provider="openai-responses",
+    text="Looking up the weather.",
+    signature="gAAAAB",
+    data={"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"},
+)
+SERVER = ProviderPart(
+    provider="anthropic",
+    data={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}},
+)
+
+
+def test_reasoning_and_provider_parts_round_trip_through_the_shared_adapter() -> None:
+    messages = [
+        Message.user("weather?"),
+        Message(role="assistant", parts=(THINKING, REDACTED, SERVER, TextPart(text="ok"), CALL)),
+        Message.from_results([RESULT]),
+        Message(role="assistant", parts=(ITEM,)),
+    ]
+    assert MESSAGES.validate_json(MESSAGES.dump_json(messages)) == messages
+    assert MESSAGES.validate_python(MESSAGES.dump_python(messages, mode="json")) == messages
+
+
+def test_reasoning_and_provider_parts_are_data_the_read_helpers_keep_apart() -> None:
+    m = Message(role="assistant", parts=(THINKING, TextPart(text="a"), SERVER, CALL, REDACTED))
+    assert m.text == "a"  # reasoning is not what the model said
+    assert m.tool_calls == [CALL]  # a server tool's call is never one for the registry
+    assert m.thinking == [THINKING, REDACTED]
+    assert ThinkingPart().text == "" and ThinkingPart().signature is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [
+        ("thinking", {"provider": "anthropic", "text": "t", "signature": "s"}),
+        ("provider", {"provider": "anthropic", "data": {"type": "web_search_tool_result"}}),
+    ],
+)
+def test_new_parts_are_discriminated_on_kind(kind: str, payload: dict[str, object]) -> None:
+    (message,) = MESSAGES.validate_python(
+        [{"role": "assistant", "parts": [{"kind": kind, **payload}]}]
+    )
+    assert type(message.parts[0]) is {"thinking": ThinkingPart, "provider": ProviderPart}[kind]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"kind": "provider", "provider": "anthropic"},
+        {"kind": "provider", "data": {}},
+        {"kind": "provider", "provider": "x", "data": []},
+        {"kind": "thinking", "text": "t", "mood": "pensive"},
+        {"kind": "thinking", "signature": 7},
+    ],
+    ids=["no-data", "no-provider", "data-not-object", "extra-field", "signature-not-text"],
+)
+def test_malformed_new_parts_are_rejected(part: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        MESSAGES.validate_python([{"role": "assistant", "parts": [part]}])
+
+
+def test_new_parts_are_frozen() -> None:
+    with pytest.raises(ValidationError):
+        THINKING.text = "changed"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        SERVER.provider = "openai"  # type: ignore[misc]

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from loopctl import MAX_LOOP_WINDOW, LoopMachine, MachinePolicy, MachineSnapshot, Message
-from loopctl.core.encoding import message_json
+from loopctl.core.encoding import Modern, message_json
 from loopctl.core.errors import LoopError
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
-from loopctl.core.messages import TextPart, ToolCall, ToolResult
-from loopctl.core.snapshot import _state_json
+from loopctl.core.messages import ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
+from loopctl.core.snapshot import _state_json, snapshot_json
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -95,7 +95,9 @@ def test_digest_changes_with_every_change_of_state() -> None:
 def test_snapshot_names_its_format_and_version() -> None:
     data = json.loads(SCENARIOS["started"]().model_dump_json())
     assert data["format"] == SNAPSHOT_FORMAT == "loopctl-machine"
-    assert data["version"] == SNAPSHOT_VERSION == 1
+    # a conversation without reasoning or provider parts is still written in version 1
+    assert data["version"] == 1
+    assert SNAPSHOT_VERSION == 2
 
 
 # --- damaged snapshots --------------------------------------------------------------------------
@@ -173,8 +175,8 @@ def test_damaged_snapshot_is_a_validation_error(text: Callable[[], str]) -> None
 
 def test_future_version_says_what_to_do() -> None:
     with pytest.raises(ValidationError) as raised:
-        LoopMachine.model_validate_json(_edit("started", version=2))
-    assert "version 2 is not supported" in str(raised.value)
+        LoopMachine.model_validate_json(_edit("started", version=SNAPSHOT_VERSION + 1))
+    assert f"version {SNAPSHOT_VERSION + 1} is not supported" in str(raised.value)
     assert "upgrade loopctl" in str(raised.value)
 
 
@@ -464,3 +466,171 @@ def test_the_exit_door_hands_pendings_json_to_history(door: str) -> None:
     )
     assert m.digest() == _slow_digest(m)
     assert m.model_dump_json() == m.snapshot().model_dump_json()
+
+
+# --- version 2: reasoning and provider parts -------------------------------------------------
+
+THINK = ThinkingPart(provider="anthropic", text="I should look.", signature="EqQBCgIYAh")
+BLOCK = ProviderPart(
+    provider="anthropic", data={"type": "web_search_tool_result", "tool_use_id": "srv_1"}
+)
+
+
+def _thinking_reply(*calls: ToolCall, text: str = "") -> Message:
+    parts: list[Any] = [THINK, BLOCK]
+    if text:
+        parts.append(TextPart(text=text))
+    parts.extend(calls)
+    return Message(role="assistant", parts=tuple(parts))
+
+
+def _modern_machine() -> LoopMachine:
+    m = LoopMachine([Message.user("before"), Message.assistant("ok")])
+    m.accept_input("go")
+    m.next_step(POLICY)
+    c = call("c1", path="/a")
+    m.model_response(_thinking_reply(c), 100)
+    m.next_step(POLICY)
+    m.tool_results(answer(c))
+    return m
+
+
+def test_a_conversation_with_reasoning_is_written_in_version_2_and_restores() -> None:
+    m = _modern_machine()
+    text = m.model_dump_json()
+    assert json.loads(text)["version"] == SNAPSHOT_VERSION == 2
+    assert m.snapshot().version == 2
+    restored = LoopMachine.model_validate_json(text)
+    assert restored == m
+    assert restored.model_dump_json() == text
+    assert restored.digest() == m.digest() == _slow_digest(m)
+    assert LoopMachine.model_validate(m.model_dump()) == m
+
+
+def test_a_plain_conversation_keeps_version_1_bytes() -> None:
+    """Recorded traces hold digests of version-1 JSON: a plain machine must write it unchanged."""
+    m = SCENARIOS["after_exchange"]()
+    assert m.canonical_json().startswith(b'{"format":"loopctl-machine","version":1,"history":[')
+    assert m.snapshot().version == 1
+
+
+def test_version_1_text_holding_new_parts_is_damaged() -> None:
+    data = json.loads(_modern_machine().model_dump_json())
+    data["version"] = 1
+    with pytest.raises(ValidationError) as raised:
+        LoopMachine.model_validate_json(json.dumps(data))
+    assert "format version 1 cannot hold" in str(raised.value)
+
+
+def test_version_2_text_of_a_plain_conversation_reads_and_is_written_in_version_1() -> None:
+    m = SCENARIOS["after_exchange"]()
+    data = json.loads(m.model_dump_json())
+    data["version"] = 2
+    restored = LoopMachine.model_validate_json(json.dumps(data))
+    assert restored == m
+    assert restored.model_dump_json() == m.model_dump_json()
+    assert MachineSnapshot.model_validate(data).version == 1
+
+
+@pytest.mark.parametrize("door", ["commit", "discard", "compact-away", "compact-in"])
+def test_digest_stays_exact_as_reasoning_arrives_and_leaves(door: str) -> None:
+    """The digest's head follows the conversation: version 2 from the first modern message in
+    pending, back to version 1 when the exit door or a compaction drops the last one."""
+    m = LoopMachine([Message.user("before"), Message.assistant("ok")])
+    m.accept_input("go")
+    m.digest()
+    m.next_step(POLICY)
+    c = call("c1", path="/a")
+    m.model_response(_thinking_reply(c), 100)
+    assert m.digest() == _slow_digest(m)
+    m.next_step(POLICY)
+    if door == "discard":
+        m.cancel()
+        m.discard_pending()  # the open exchange is dropped: no modern message is left
+        assert m.snapshot().version == 1
+    elif door == "commit":
+        m.tool_results(answer(c))
+        m.next_step(POLICY)
+        m.model_response(Message.assistant("done"), 100)
+        assert m.digest() == _slow_digest(m)
+        m.commit_pending()
+        assert m.snapshot().version == 2
+    else:
+        m.tool_results(answer(c))
+        m.digest()
+        m.set_context_tokens(990)
+        m.next_step(POLICY)
+        kept = [Message.user("summary")]
+        if door == "compact-in":
+            kept.append(Message(role="assistant", parts=(THINK, TextPart(text="so far"))))
+        m.compaction_result(kept, 990, 50)
+        assert m.snapshot().version == (2 if door == "compact-in" else 1)
+    assert m.digest() == _slow_digest(m)
+    assert m.canonical_json() == m.snapshot().model_dump_json().encode()
+    if m.finalized:
+        fresh = m.next_run()
+        fresh.accept_input("again")
+        assert fresh.digest() == _slow_digest(fresh)
+
+
+def test_reasoning_parts_change_no_decision() -> None:
+    """Two runs fed the same replies, one with reasoning and provider parts and one without,
+    get the same steps: the brain treats the new parts as data."""
+
+    def run(modern: bool) -> list[Any]:
+        m = LoopMachine()
+        m.accept_input("go")
+        steps: list[Any] = []
+        for turn in range(3):
+            steps.append(m.next_step(POLICY))
+            c = call(f"c{turn}", path=f"/{turn}")
+            m.model_response(_thinking_reply(c) if modern else ask(c), 100)
+            steps.append(m.next_step(POLICY))
+            m.tool_results(answer(c))
+        steps.append(m.next_step(POLICY))
+        m.model_response(_thinking_reply(text="done") if modern else Message.assistant("done"), 9)
+        steps.append(m.next_step(POLICY))
+        return steps
+
+    assert run(modern=True) == run(modern=False)
+
+
+_MODERN_PART = st.one_of(
+    st.builds(
+        ThinkingPart,
+        provider=_ODD_TEXT,
+        text=_ODD_TEXT,
+        signature=st.none() | _ODD_TEXT,
+        redacted=st.none() | _ODD_TEXT,
+        data=st.none() | st.dictionaries(_ODD_TEXT, _ODD_TEXT | st.integers(), max_size=2),
+    ),
+    st.builds(
+        ProviderPart,
+        provider=_ODD_TEXT,
+        data=st.dictionaries(_ODD_TEXT, _ODD_TEXT | st.booleans(), max_size=3),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_MODERN_PART | st.builds(TextPart, text=_ODD_TEXT), min_size=1, max_size=4),
+    st.sampled_from(["user", "assistant"]),
+)
+def test_message_json_of_new_parts_is_pydantics_json_and_marked(
+    parts: list[Any], role: Any
+) -> None:
+    message = Message.model_construct(role=role, parts=tuple(parts))
+    written = message_json(message)
+    assert written == Message.__pydantic_serializer__.to_json(message)
+    assert (type(written) is Modern) == any(type(p) is not TextPart for p in parts)
+
+
+def test_snapshot_json_of_plain_lists_finds_modern_messages() -> None:
+    """``snapshot_json`` also takes plain lists of message JSON (not the machine's caches)."""
+    m = _modern_machine()
+    snap = m.snapshot()
+    history = [message_json(x) for x in snap.history]
+    pending = [message_json(x) for x in snap.pending]
+    end = m.canonical_json()[len(snapshot_json(history, pending, b"")) :]
+    assert snapshot_json(history, pending, end) == m.canonical_json()
