@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["CancelSignal"]
+__all__ = ["CancelFired", "CancelGuard", "CancelSignal"]
 
 
 class CancelSignal:
@@ -74,3 +75,35 @@ class CancelSignal:
         finally:
             with self._lock:
                 self._waiters.remove(entry)
+
+
+class CancelFired(Exception):
+    """The cancel signal fired while the driver was waiting on the world."""
+
+
+class CancelGuard:
+    """Cancels the run's task when the signal fires, only while that run is under way.
+
+    ``fire`` runs in the event loop's thread (scheduled with ``call_soon_threadsafe``), so the
+    ``active`` flag, cleared synchronously when the run ends, is read without a race.
+    """
+
+    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.task = task
+        self.loop = loop
+        self.active = True
+        self.fired = False
+
+    def schedule(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
+            self.loop.call_soon_threadsafe(self.fire)
+
+    def fire(self) -> None:
+        if self.active and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def close(self) -> None:
+        self.active = False
+        if self.fired:
+            self.task.uncancel()

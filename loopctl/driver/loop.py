@@ -18,15 +18,11 @@ events from outside the world (a cancel, an injected message, a crash) at a step
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Self, TypeVar
-
-from pydantic import BaseModel, ConfigDict
 
 from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent, Usage
 from loopctl.core import (
@@ -39,89 +35,31 @@ from loopctl.core import (
     Failed,
     LoopError,
     LoopMachine,
-    MachineOutcome,
     MachinePolicy,
     Message,
     Terminal,
     ToolResult,
     judge,
 )
-from loopctl.driver.cancel import CancelSignal
+from loopctl.driver.cancel import CancelFired, CancelGuard, CancelSignal
 from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
 from loopctl.driver.config import RunConfig, SessionConfig, build_policy
 from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
+from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import (
-    PostToolHook,
-    PreToolHook,
     Tool,
     ToolMiddleware,
     ToolRegistry,
     dispatch,
 )
 
-__all__ = ["BareLoop", "Hooks", "RunResult"]
+__all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """Tool hooks: pre-tool (allow, deny, replace the arguments) and post-tool (rewrite)."""
-
-    pre_tool: Sequence[PreToolHook] = ()
-    post_tool: Sequence[PostToolHook] = ()
-
-
-class RunResult(BaseModel):
-    """How a run ended, what it said, and what it cost."""
-
-    model_config = ConfigDict(frozen=True)
-    outcome: MachineOutcome
-    final_text: str | None
-    messages: tuple[Message, ...]
-    turns: int
-    usage: Usage
-    error: LoopError | None
-
-    @property
-    def completed(self) -> bool:
-        return isinstance(self.outcome, Completed)
-
-
-class _Cancelled(Exception):
-    """The cancel signal fired while the driver was waiting on the world."""
-
-
-class _CancelGuard:
-    """Cancels the run's task when the signal fires, only while that run is under way.
-
-    ``fire`` runs in the event loop's thread (scheduled with ``call_soon_threadsafe``), so the
-    ``active`` flag, cleared synchronously when the run ends, is read without a race.
-    """
-
-    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.task = task
-        self.loop = loop
-        self.active = True
-        self.fired = False
-
-    def schedule(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
-            self.loop.call_soon_threadsafe(self.fire)
-
-    def fire(self) -> None:
-        if self.active and not self.fired:
-            self.fired = True
-            self.task.cancel()
-
-    def close(self) -> None:
-        self.active = False
-        if self.fired:
-            self.task.uncancel()
 
 
 class BareLoop:
@@ -147,6 +85,24 @@ class BareLoop:
         before_step: BeforeStep | None = None,
         machine: LoopMachine | None = None,
     ) -> None:
+        # What ``replace`` builds a copy from (every argument, as given).
+        self._arguments: dict[str, Any] = {
+            "client": client,
+            "tools": tools,
+            "config": config,
+            "session": session,
+            "compactor": compactor,
+            "hooks": hooks,
+            "middleware": middleware,
+            "model_middleware": model_middleware,
+            "observers": observers,
+            "reflector": reflector,
+            "estimator": estimator,
+            "sleep": sleep,
+            "rng": rng,
+            "on_stream": on_stream,
+            "before_step": before_step,
+        }
         self.client = client
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools))
         self.config = config or RunConfig()
@@ -160,7 +116,7 @@ class BareLoop:
         self.before_step = before_step
         self._machine = machine if machine is not None else LoopMachine()
         self._compact_requested = False
-        self._guard: _CancelGuard | None = None
+        self._guard: CancelGuard | None = None
         self._policy_cache: tuple[tuple[object, ...], MachinePolicy] | None = None
         self._model = ModelCaller(
             client,
@@ -194,6 +150,31 @@ class BareLoop:
     ) -> Self:
         """Put a brain into a fresh body; a mid-run brain resumes with ``run()`` (no input)."""
         return cls(client, tools, config, machine=machine, **kwargs)
+
+    def replace(self, **changes: Any) -> BareLoop:
+        """A new loop built with this one's constructor arguments, ``changes`` applied.
+
+        The seam a harness uses on a user's loop: ``loop.replace(client=replayer,
+        observers=[*loop.observers, recorder])`` keeps the user's tools, configs, hooks,
+        middleware and compactor and swaps what the harness provides. The brain is carried over
+        (the same object) unless ``machine=`` is given; use the new loop from then on. The
+        configs as they are now count (``loop.config = ...`` since construction included)."""
+        arguments = {
+            **self._arguments,
+            "tools": self.registry,
+            "config": self.config,
+            "session": self.session,
+            "compactor": self.compactor,
+            "hooks": self.hooks,
+            "middleware": self.middleware,
+            "observers": self.observers,
+            "reflector": self.reflector,
+            "estimator": self.estimator,
+            "before_step": self.before_step,
+            "machine": self._machine,
+            **changes,
+        }
+        return BareLoop(**arguments)
 
     def request_compaction(self) -> None:
         """Ask for a manual compaction before the next model call."""
@@ -248,7 +229,7 @@ class BareLoop:
             self._feed("accept_input", input=message)
         task = asyncio.current_task()
         assert task is not None
-        guard = self._guard = _CancelGuard(task, asyncio.get_running_loop())
+        guard = self._guard = CancelGuard(task, asyncio.get_running_loop())
         unsubscribe = cancel.subscribe(guard.schedule)
         try:
             await self._steps(cancel)
@@ -280,7 +261,7 @@ class BareLoop:
                     await self._compact(step, cancel)
                 elif isinstance(step, Done):
                     break
-            except _Cancelled:
+            except CancelFired:
                 self._emit(IoEvent(kind="cancel"))
                 self._feed("cancel")
 
@@ -390,7 +371,7 @@ class BareLoop:
         started = time.perf_counter()
         try:
             compacted = await self._race(self.compactor.compact(messages, step.reason), cancel)
-        except (_Cancelled, asyncio.CancelledError):
+        except (CancelFired, asyncio.CancelledError):
             raise
         except Exception as exc:
             self._feed(
@@ -437,22 +418,22 @@ class BareLoop:
     # --- plumbing --------------------------------------------------------------------------
 
     async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
-        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``_Cancelled``.
+        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``CancelFired``.
 
-        No extra task is spawned: ``_CancelGuard`` cancels the run's own task when the signal
+        No extra task is spawned: ``CancelGuard`` cancels the run's own task when the signal
         fires, and the ``CancelledError`` that arrives here is told apart from an outside
         cancel by the guard's flag.
         """
         if cancel.cancelled:
             if asyncio.iscoroutine(work):
                 work.close()
-            raise _Cancelled
+            raise CancelFired
         try:
             return await work
         except asyncio.CancelledError:
             guard = self._guard
             if guard is not None and guard.fired:
-                raise _Cancelled from None
+                raise CancelFired from None
             raise
 
     def _feed(self, name: str, **args: Any) -> None:

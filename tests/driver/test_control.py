@@ -142,3 +142,28 @@ async def test_raising_is_a_crash_the_saved_brain_resumes_from() -> None:
     result = await resumed.run()
     assert result.outcome == uninterrupted.outcome
     assert resumed.machine.digest() == whole.machine.digest()
+
+
+async def test_replace_keeps_the_agent_and_swaps_what_is_given() -> None:
+    from loopctl import Hooks, RunConfig, SessionConfig
+
+    def deny_nothing(call: object) -> None:
+        return None
+
+    original = BareLoop(
+        ScriptedClient([answer("from the original client")]),
+        [add],
+        RunConfig(max_turns=7),
+        SessionConfig(system_prompt="be kind"),
+        hooks=Hooks(pre_tool=[deny_nothing]),
+    )
+    original.config = RunConfig(max_turns=9)  # a change after construction counts
+    recorder = Recorder()
+    copy = original.replace(client=ScriptedClient([answer("replayed")]), observers=[recorder])
+    assert copy is not original and copy.machine is original.machine
+    assert copy.registry is original.registry and copy.hooks is original.hooks
+    assert copy.config.max_turns == 9 and copy.session.system_prompt == "be kind"
+    result = await copy.run("hi")
+    assert result.final_text == "replayed" and recorder.ended == 1
+    fresh = original.replace(machine=LoopMachine())
+    assert fresh.machine is not original.machine

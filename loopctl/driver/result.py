@@ -1,0 +1,38 @@
+"""What a run is given besides its tools (``Hooks``) and what it gives back (``RunResult``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from loopctl.api import Usage
+from loopctl.core import Completed, LoopError, MachineOutcome, Message
+from loopctl.tools import PostToolHook, PreToolHook
+
+__all__ = ["Hooks", "RunResult"]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Tool hooks: pre-tool (allow, deny, replace the arguments) and post-tool (rewrite)."""
+
+    pre_tool: Sequence[PreToolHook] = ()
+    post_tool: Sequence[PostToolHook] = ()
+
+
+class RunResult(BaseModel):
+    """How a run ended, what it said, and what it cost."""
+
+    model_config = ConfigDict(frozen=True)
+    outcome: MachineOutcome
+    final_text: str | None
+    messages: tuple[Message, ...]
+    turns: int
+    usage: Usage
+    error: LoopError | None
+
+    @property
+    def completed(self) -> bool:
+        return isinstance(self.outcome, Completed)
