@@ -3,4 +3,20 @@ brain and the driver that check them after every step, and the hypothesis profil
 
 The state machines import hypothesis (``pip install 'loopctl[sim]'``), so this package's
 ``__init__`` imports none of them. It may import replay, simulation and traces.
+
+====================  ============================================================================
+module                owns
+====================  ============================================================================
+``invariants``        the pure checkers (a package: conversation, state, decisions, commits,
+                      resume, along a trace); no hypothesis
+``brain_strategies``  what the brain machine draws: policies, histories, replies, compactions
+``brain_reference``   the reference model the brain is compared with (counts, floor, loops)
+``brain_misuse``      the tables of misuse each state must refuse; no hypothesis
+``brain_feeds``       ``BrainFeeds``: one rule per feed, and the question
+``brain_machine``     ``BrainMachine`` and ``TestBrain``: runs, moves, liveness, misuse, invariants;
+                      ``run_program``, the same machine under weighted actions
+``driver_machine``    ``DriverMachine`` and ``TestDriver``: ``BareLoop`` runs with crashes and
+                      cancels in a scripted world
+``profiles``          the ``dev``, ``ci`` and ``nightly`` hypothesis profiles
+====================  ============================================================================
 """

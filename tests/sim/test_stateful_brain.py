@@ -1,4 +1,4 @@
-"""The brain under hypothesis: ``BrainMachine`` (see loopctl_sim/stateful.py and docs/testing.md).
+"""The brain under hypothesis: ``BrainMachine`` (see loopctl_sim/props/ and docs/testing.md).
 
 Settings come from the profile named by ``HYPOTHESIS_PROFILE`` (dev by default, ci in CI,
 nightly on a schedule). At the bottom: regressions found by these tests, kept as plain tests.
@@ -25,7 +25,8 @@ from loopctl import (
     ToolResult,
 )
 from loopctl_sim.props import invariants as inv
-from loopctl_sim.props.brain_machine import BrainMachine, compaction_of, run_program
+from loopctl_sim.props.brain_machine import BrainMachine, run_program
+from loopctl_sim.props.brain_strategies import compaction_of
 from loopctl_sim.props.profiles import profile_settings
 
 _PROFILE = profile_settings()

@@ -1,0 +1,92 @@
+"""Checking along a recorded trace: ``check_trace`` walks a trace's steps and feeds on a bare
+brain and runs every applicable checker after each.
+
+Replay asks whether the brain still makes the recorded decisions; this asks whether those
+decisions keep the brain's promises, so a trace from production (or a fuzz campaign) becomes a
+test of the invariants as well as of determinism.
+"""
+
+from __future__ import annotations
+
+import os
+
+from loopctl.core import LoopMachine, MachinePolicy, ProtocolError
+from loopctl_sim.props.invariants.commits import (
+    check_commit,
+    check_compaction_commit,
+    check_salvage,
+)
+from loopctl_sim.props.invariants.decisions import check_start_decision
+from loopctl_sim.props.invariants.problems import REFUSAL_CODE
+from loopctl_sim.props.invariants.problems import problem as _p
+from loopctl_sim.props.invariants.resume import check_resume
+from loopctl_sim.props.invariants.state import (
+    check_machine,
+    check_step,
+    check_terminal_sticky,
+    check_transition,
+)
+from loopctl_sim.trace import HeaderRecord, StepRecord, TraceReader, apply_feed
+
+__all__ = ["check_trace"]
+
+
+def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
+    """Walk a recorded trace on a bare brain, checking the invariants after every step and feed.
+
+    Replay (``loopctl_sim.replay.machine``) checks that the brain makes the recorded decisions; this
+    checks that those decisions keep the brain's promises: ``check_machine`` (with the step's
+    policy) after every record, ``check_step`` and ``check_start_decision`` after every step,
+    ``check_salvage``, ``check_commit`` and ``check_compaction_commit`` around their feeds,
+    ``check_terminal_sticky`` and ``check_transition`` around every feed, and ``check_resume``
+    after every ``resume_every``-th feed (0: never). Problems are prefixed with the record's
+    ``seq``; a feed the brain refuses or a record before a header ends the walk with a problem.
+    """
+    problems: list[str] = []
+    machine: LoopMachine | None = None
+    policy: MachinePolicy | None = None
+    feeds = 0
+    for record in TraceReader(path):
+        seq = record.seq
+        found: list[str] = []
+        if isinstance(record, HeaderRecord):
+            machine = record.machine()
+            found += check_machine(machine)
+        elif machine is None:
+            continue
+        elif isinstance(record, StepRecord):
+            policy = record.policy
+            before = machine.snapshot()
+            try:
+                step = machine.next_step(policy)
+            except ProtocolError as exc:
+                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, f'next_step refused: {exc}')}")
+                return problems
+            found += check_step(machine, step, policy)
+            found += check_start_decision(before, policy, step)
+            found += check_transition(before.state.kind, "next_step", machine.state.kind)
+            found += check_machine(machine, policy)
+        elif record.type == "feed":
+            name = record.name
+            before_machine = LoopMachine.from_snapshot(machine.snapshot())
+            try:
+                apply_feed(machine, name, record.args)
+            except ProtocolError as exc:
+                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, f'{name} refused: {exc}')}")
+                return problems
+            found += check_transition(before_machine.state.kind, name, machine.state.kind)
+            found += check_terminal_sticky(before_machine, machine)
+            if name == "discard_pending":
+                found += check_salvage(before_machine, machine)
+            elif name == "commit_pending":
+                found += check_commit(before_machine, machine)
+            elif name == "compaction_result":
+                found += check_compaction_commit(
+                    before_machine, machine, list(machine.history), machine.context_tokens
+                )
+            found += check_machine(machine, policy)
+            feeds += 1
+            if resume_every and feeds % resume_every == 0:
+                found += check_resume(machine, policy)
+        problems += [f"seq {seq}: {p}" for p in found]
+    return problems

@@ -1,0 +1,130 @@
+"""Decisions in ``Start``: an independent reference for what the brain must decide there, and
+checkers that compare the brain's decision with it.
+
+``check_start_decision`` holds the contract's order of decisions (turn limit, manual, emergency
+and threshold compaction with its no-op floor, then the model); the loop detector has its own
+reference (``reference_call_key``, ``reference_loop_verdict``: the contract's verdict from the
+run's whole call record, not from the brain's window) and checker (``check_loop_decision``).
+A harness keeps the call record; these functions only judge it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from loopctl.core import (
+    CallLLM,
+    Compact,
+    CompactReason,
+    Done,
+    Failed,
+    LoopMachine,
+    MachinePolicy,
+    MachineSnapshot,
+    MachineStep,
+    MaxTurnsExceeded,
+    Start,
+    Terminal,
+    ToolCall,
+)
+from loopctl_sim.props.invariants.problems import DECISION_CODE, LOOP_CODE
+from loopctl_sim.props.invariants.problems import problem as _p
+
+__all__ = [
+    "check_loop_decision",
+    "check_start_decision",
+    "reference_call_key",
+    "reference_loop_verdict",
+]
+
+
+def check_start_decision(
+    before: MachineSnapshot, policy: MachinePolicy, step: MachineStep
+) -> list[str]:
+    """A reference for the order of decisions in ``Start`` (the contract's list).
+
+    ``before`` is the snapshot taken just before asking. Cases where a loop verdict may be due
+    (the loop detector on, with an exchange not judged yet) are left to the loop tests: this
+    checker returns [] for them. Not applicable outside ``Start``: returns [].
+    """
+    if not isinstance(before.state, Start) or not before.started:
+        return []
+    if policy.loop_action != "off" and before.loop.unjudged:
+        return []
+    tokens = before.context_tokens
+    expected: MachineStep
+    if before.turns_taken >= policy.max_turns:
+        if isinstance(step, Done) and isinstance(step.outcome, MaxTurnsExceeded):
+            return []
+        return [_p(DECISION_CODE, f"in Start expected Done(MaxTurnsExceeded()), got {step!r}")]
+    if policy.compact_now:
+        expected = Compact(reason=CompactReason.MANUAL)
+    elif tokens >= policy.context_window * policy.emergency_threshold:
+        expected = Compact(reason=CompactReason.EMERGENCY)
+    elif tokens >= policy.context_window * policy.compact_threshold and (
+        before.noop_floor is None or tokens > before.noop_floor
+    ):
+        expected = Compact(reason=CompactReason.THRESHOLD_EXCEEDED)
+    else:
+        expected = CallLLM(turn=before.turns_taken + 1)
+    if expected == step:
+        return []
+    return [_p(DECISION_CODE, f"in Start expected {expected!r}, got {step!r}")]
+
+
+def reference_call_key(call: ToolCall) -> str:
+    """Name plus canonical JSON arguments (the reference's own encoding)."""
+    return call.name + "|" + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+
+
+def reference_loop_verdict(keys: Sequence[str], unjudged: int, policy: MachinePolicy) -> str | None:
+    """The contract's loop verdict on the latest exchange, from the run's whole call record.
+
+    ``keys`` are every recorded call of the run, oldest first (``reference_call_key``);
+    ``unjudged`` the number of calls of the latest exchange not judged yet. Returns ``"repeat"``,
+    ``"ping_pong"`` or None.
+    """
+    if policy.loop_action == "off" or unjudged == 0:
+        return None
+    recent = list(keys[-policy.loop_window :])
+    latest = keys[-unjudged:]
+    if any(recent.count(k) >= policy.loop_repeat_limit for k in latest):
+        return "repeat"
+    tail = recent[-4:]
+    if len(tail) == 4 and tail[0] == tail[2] and tail[1] == tail[3] and tail[0] != tail[1]:
+        return "ping_pong"
+    return None
+
+
+def check_loop_decision(
+    before: MachineSnapshot,
+    after: LoopMachine,
+    step: MachineStep,
+    verdict: str | None,
+    warned: bool,
+    policy: MachinePolicy,
+) -> list[str]:
+    """After a ``next_step`` asked in ``Start`` (``before``), given the reference ``verdict`` and
+    whether the run was already warned: a verdict fails the run (action ``fail``, or a repeat
+    after a warning) or appends exactly one note to pending (``warn``); no verdict, no note.
+    The step after a warning note is left to ``check_start_decision``."""
+    if not isinstance(before.state, Start) or not before.started:
+        return []
+    failed = (
+        isinstance(step, Done)
+        and isinstance(step.outcome, Failed)
+        and step.outcome.error.kind == "loop_detected"
+    )
+    grew = len(after.pending) - len(before.pending)
+    if verdict is not None and (policy.loop_action == "fail" or warned):
+        if not failed:
+            return [_p(LOOP_CODE, f"a {verdict} loop should fail the run; got {step!r}")]
+        return []
+    if failed:
+        return [_p(LOOP_CODE, f"failed for a loop the reference does not see ({verdict=})")]
+    if verdict is not None and (grew != 1 or after.pending[-1].role != "user"):
+        return [_p(LOOP_CODE, f"a {verdict} loop should append one warning note; grew {grew}")]
+    if verdict is None and grew and not isinstance(after.state, Terminal):
+        return [_p(LOOP_CODE, f"pending grew by {grew} without a loop verdict")]
+    return []

@@ -1,0 +1,83 @@
+"""Resume: a machine saved at any point restores exactly, and decides the same once restored.
+
+This is the promise crash recovery stands on (a driver saves the brain's JSON and a new process
+resumes from it), so ``check_resume`` checks the JSON, the digest, both restore paths and the
+answer to the next question, always on restored copies, never on the machine it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pydantic import ValidationError
+
+from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError, Terminal
+from loopctl_sim.props.invariants.conversation import open_tail_allowed
+from loopctl_sim.props.invariants.problems import (
+    IDEMPOTENCE_CODE,
+    RESTORE_OPEN_TAIL_CODE,
+    RESUME_CODE,
+)
+from loopctl_sim.props.invariants.problems import problem as _p
+
+__all__ = ["check_resume"]
+
+
+def _restore(text: str, cls: type[LoopMachine] = LoopMachine) -> LoopMachine:
+    return cls.model_validate_json(text)
+
+
+def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
+    try:
+        return machine.next_step(policy)
+    except ProtocolError as exc:
+        return f"ProtocolError({exc})"
+
+
+def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
+    """Exact resume, without touching ``machine`` (beyond its derived JSON cache).
+
+    ``model_dump_json()`` is the snapshot model's own JSON and ``digest()`` its hash; the snapshot
+    restores to an equal machine with an equal digest and the same JSON; with a
+    policy, two restored copies answer ``next_step`` identically, and asking one twice gives the
+    same answer and leaves it as the first ask did (idempotence).
+    """
+    problems: list[str] = []
+    text = machine.model_dump_json()
+    if text != machine.snapshot().model_dump_json():
+        problems.append(_p(RESUME_CODE, "model_dump_json() is not the snapshot model's JSON"))
+    if machine.digest() != hashlib.sha256(text.encode()).hexdigest()[:16]:
+        problems.append(_p(RESUME_CODE, "digest() is not the hash of model_dump_json()"))
+    try:
+        first = _restore(text, type(machine))
+    except (ValidationError, ValueError) as exc:
+        if open_tail_allowed(machine) and isinstance(machine.state, Terminal):
+            return [_p(RESTORE_OPEN_TAIL_CODE, f"a terminal machine with calls in flight: {exc}")]
+        return [_p(RESUME_CODE, f"the snapshot does not restore: {exc}")]
+    if first != machine:
+        problems.append(_p(RESUME_CODE, "the restored machine is not equal to the original"))
+    if first.digest() != machine.digest():
+        problems.append(_p(RESUME_CODE, "the digest changed across save/restore"))
+    if first.model_dump_json() != text:
+        problems.append(_p(RESUME_CODE, "the snapshot is not a fixed point of save/restore"))
+    try:
+        via_dict = type(machine).model_validate(machine.model_dump())
+    except (ValidationError, ValueError) as exc:
+        problems.append(_p(RESUME_CODE, f"model_dump() does not restore: {exc}"))
+    else:
+        if via_dict != machine:
+            problems.append(_p(RESUME_CODE, "model_dump() restores to another machine"))
+    if policy is None:
+        return problems
+    second = _restore(text, type(machine))
+    a1 = _ask(first, policy)
+    after_first = first.model_dump_json()
+    a2 = _ask(second, policy)
+    if a1 != a2 or after_first != second.model_dump_json():
+        problems.append(_p(RESUME_CODE, f"two restored copies decide differently: {a1!r} {a2!r}"))
+    again = _ask(first, policy)
+    if again != a1:
+        problems.append(_p(IDEMPOTENCE_CODE, f"asked twice: {a1!r}, then {again!r}"))
+    if first.model_dump_json() != after_first:
+        problems.append(_p(IDEMPOTENCE_CODE, "asking again changed the machine"))
+    return problems

@@ -1,0 +1,225 @@
+"""State checks: what holds of any machine at any time (``check_machine``), and how one move
+relates to the state it leaves: a step to the state that waits on it (``check_step``), a feed
+or a question to the brain's transition tables (``check_transition``), terminal states to
+everything after them (``check_terminal_sticky``), misuse to its refusal (``check_refused``).
+
+Every checker but ``check_refused`` only reads the machines it is given; ``check_refused`` feeds
+its machine, because a refusal is only seen by trying.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from loopctl.core import (
+    STEP_TRANSITIONS,
+    TRANSITIONS,
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    CallLLM,
+    CallTools,
+    Compact,
+    Completed,
+    Done,
+    LoopMachine,
+    MachinePolicy,
+    MachineStep,
+    ProtocolError,
+    Terminal,
+)
+from loopctl_sim.props.invariants.conversation import (
+    calls_in,
+    open_tail_allowed,
+    provider_problems,
+    results_in,
+)
+from loopctl_sim.props.invariants.problems import (
+    ANSWERED_TWICE_CODE,
+    CONVERSATION_CODE,
+    DISPATCH_CODE,
+    HISTORY_CODE,
+    OPEN_TAIL_CODE,
+    REFUSAL_CODE,
+    SHAPE_CODE,
+    STEP_CODE,
+    STICKY_CODE,
+    TABLE_CODE,
+    TURNS_CODE,
+    assert_no_problems,
+)
+from loopctl_sim.props.invariants.problems import problem as _p
+
+__all__ = [
+    "assert_machine",
+    "check_machine",
+    "check_refused",
+    "check_step",
+    "check_terminal_sticky",
+    "check_transition",
+]
+
+
+def check_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
+    """Everything that must hold of any machine at any time (given the policy in force)."""
+    problems: list[str] = []
+    snap = machine.snapshot()
+    history = list(machine.history)
+    pending = list(machine.pending)
+    state = machine.state
+
+    for text in provider_problems(history):
+        problems.append(_p(HISTORY_CODE, text))
+    allowed = open_tail_allowed(machine)
+    for text in provider_problems([*history, *pending], open_tail=allowed):
+        problems.append(_p(CONVERSATION_CODE, text))
+
+    if isinstance(state, AwaitingTools):
+        tail_calls = calls_in(pending[-1]) if pending else []
+        if not tail_calls:
+            problems.append(_p(OPEN_TAIL_CODE, "awaiting tools but pending ends without calls"))
+
+    if machine.turns_taken < 0 or machine.context_tokens < 0:
+        problems.append(_p(SHAPE_CODE, "negative turn or token count"))
+    if policy is not None and machine.turns_taken > policy.max_turns:
+        problems.append(
+            _p(TURNS_CODE, f"{machine.turns_taken} turns taken, max_turns is {policy.max_turns}")
+        )
+    if isinstance(state, AwaitingModel) and state.turn != machine.turns_taken + 1:
+        problems.append(
+            _p(TURNS_CODE, f"awaiting the model for turn {state.turn} after {machine.turns_taken}")
+        )
+
+    exchange = machine.exchange
+    if isinstance(state, AwaitingTools):
+        if exchange is None:
+            problems.append(_p(SHAPE_CODE, "awaiting tools with no exchange"))
+        else:
+            if exchange.turn != state.turn or state.turn != machine.turns_taken:
+                problems.append(
+                    _p(TURNS_CODE, f"exchange turn {exchange.turn}, state turn {state.turn}")
+                )
+            dispatch = exchange.dispatch
+            if not dispatch:
+                problems.append(_p(DISPATCH_CODE, "awaiting tools with nothing to dispatch"))
+            unknown = [c.name for c in dispatch if c.name not in snap.advertised]
+            if unknown:
+                problems.append(_p(DISPATCH_CODE, f"would dispatch unadvertised tools {unknown}"))
+            for result in exchange.preanswered:
+                if result.name in snap.advertised or not result.is_error:
+                    problems.append(
+                        _p(DISPATCH_CODE, f"pre-answered a known call: {result.call_id}")
+                    )
+            if pending and [c.id for c in calls_in(pending[-1])] != [c.id for c in exchange.calls]:
+                problems.append(_p(SHAPE_CODE, "the exchange is not the last message's calls"))
+    elif exchange is not None:
+        problems.append(_p(SHAPE_CODE, f"an exchange is held in state {state.kind}"))
+
+    counts = Counter(r.call_id for m in [*history, *pending] for r in results_in(m))
+    twice = sorted(i for i, n in counts.items() if n > 1)
+    if twice:
+        problems.append(_p(ANSWERED_TWICE_CODE, f"call ids answered more than once: {twice}"))
+
+    if machine.finalized:
+        if not isinstance(state, Terminal):
+            problems.append(_p(SHAPE_CODE, f"finalized but in state {state.kind}"))
+        if pending:
+            problems.append(_p(SHAPE_CODE, "finalized but pending is not empty"))
+    if isinstance(state, Terminal) and isinstance(state.outcome, Completed):
+        convo = [*history, *pending]
+        last = convo[-1] if convo else None
+        if last is None or last.role != "assistant" or calls_in(last):
+            problems.append(_p(SHAPE_CODE, "completed but the last message is no final answer"))
+        elif last.text != state.outcome.final_text:
+            problems.append(_p(SHAPE_CODE, "completed with a final_text not the last reply's"))
+    return problems
+
+
+def assert_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> None:
+    """``check_machine``, raising ``InvariantViolation`` on any problem."""
+    assert_no_problems(check_machine(machine, policy), repr(machine))
+
+
+def check_step(machine: LoopMachine, step: MachineStep, policy: MachinePolicy) -> list[str]:
+    """After ``step = machine.next_step(policy)``: the state waits on exactly that step."""
+    problems: list[str] = []
+    state = machine.state
+    snap = machine.snapshot()
+    if isinstance(step, CallLLM):
+        if not (isinstance(state, AwaitingModel) and state.turn == step.turn):
+            problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+        if step.turn != machine.turns_taken + 1:
+            problems.append(_p(TURNS_CODE, f"{step!r} after {machine.turns_taken} turns"))
+    elif isinstance(step, CallTools):
+        exchange = machine.exchange
+        if not isinstance(state, AwaitingTools) or exchange is None:
+            problems.append(_p(STEP_CODE, f"CallTools answered in state {state!r}"))
+        elif step.calls != exchange.dispatch or step.turn != exchange.turn:
+            problems.append(_p(STEP_CODE, "CallTools does not carry the exchange's dispatch"))
+        if not step.calls:
+            problems.append(_p(DISPATCH_CODE, "CallTools with no calls"))
+        unknown = [c.name for c in step.calls if c.name not in snap.advertised]
+        if unknown:
+            problems.append(_p(DISPATCH_CODE, f"CallTools carries unadvertised tools {unknown}"))
+        ids = [c.id for c in step.calls]
+        if len(set(ids)) != len(ids):
+            problems.append(_p(DISPATCH_CODE, f"CallTools repeats call ids {ids}"))
+    elif isinstance(step, Compact):
+        if not (isinstance(state, AwaitingCompaction) and state.reason == step.reason):
+            problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+    elif isinstance(step, Done) and not (
+        isinstance(state, Terminal) and state.outcome == step.outcome
+    ):
+        problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+    return problems
+
+
+def check_terminal_sticky(before: LoopMachine, after: LoopMachine) -> list[str]:
+    """Once terminal, a machine stays terminal with the same outcome, whatever was fed."""
+    if not isinstance(before.state, Terminal):
+        return []
+    if after.state != before.state:
+        return [_p(STICKY_CODE, f"left {before.state!r} for {after.state!r}")]
+    return []
+
+
+def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
+    """The move ``before_kind --feed--> after_kind`` is one the brain's tables allow.
+
+    ``feed`` is a feed name or ``"next_step"``.
+    """
+    if feed == "next_step":
+        entry = STEP_TRANSITIONS.get(before_kind)  # type: ignore[call-overload]
+    else:
+        entry = TRANSITIONS.get((before_kind, feed))  # type: ignore[arg-type]
+    if entry is None:
+        return [_p(TABLE_CODE, f"{feed} succeeded in state {before_kind}, which the table lacks")]
+    if after_kind not in entry.targets:
+        return [
+            _p(
+                TABLE_CODE,
+                f"{feed} in {before_kind} led to {after_kind}, not one of {entry.targets}",
+            )
+        ]
+    return []
+
+
+def check_refused(machine: LoopMachine, call: Callable[[LoopMachine], Any]) -> list[str]:
+    """``call(machine)`` must raise ``ProtocolError`` and leave the machine exactly as it was.
+
+    This one does feed ``machine`` (that is the point): pass a copy if you need the original.
+    """
+    before = machine.model_dump_json()
+    try:
+        call(machine)
+    except ProtocolError:
+        pass
+    except Exception as exc:  # report anything else as what it is
+        return [_p(REFUSAL_CODE, f"raised {type(exc).__name__}: {exc} instead of ProtocolError")]
+    else:
+        return [_p(REFUSAL_CODE, "accepted instead of raising ProtocolError")]
+    if machine.model_dump_json() != before:
+        return [_p(REFUSAL_CODE, "raised ProtocolError but changed the machine")]
+    return []
