@@ -2,7 +2,12 @@
 
 A client turns one ``ModelRequest`` into a stream of small events; ``fold_events`` (pure) turns the
 events into one assistant ``Message`` plus ``Usage``. Providers never build ``Message`` objects
-themselves, so every provider's reply is assembled by the same code.
+themselves, so every provider's reply is assembled by the same code. ``reply_events`` goes the
+other way (a message as the events that fold back to it: replays and simulated worlds use it).
+
+Reasoning and provider blocks arrive whole, as ``PartEvent`` (a ``ThinkingPart`` or
+``ProviderPart``) where the provider put them; ``ThinkingDelta`` streams reasoning text for
+watchers only. The parts keep the provider's order, since some providers require it back.
 
 Errors: a client raises ``ApiError`` carrying a ``LoopError`` record (its ``kind`` classifies the
 failure: ``rate_limited``, ``context_overflow``, ``auth``, ...) and the provider's retry hints.
@@ -17,16 +22,18 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loopctl.core import LoopError, Message, TextPart, ToolCall
+from loopctl.core import LoopError, Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall
 
 __all__ = [
     "ApiClient",
     "ApiError",
     "ModelReply",
     "ModelRequest",
+    "PartEvent",
     "StopEvent",
     "StreamEvent",
     "TextDelta",
+    "ThinkingDelta",
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
@@ -34,6 +41,7 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "fold_events",
+    "reply_events",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -44,7 +52,9 @@ class Usage(BaseModel):
 
     ``context_tokens`` is the size of the context after the call as the provider reports it
     (OpenAI ``total_tokens``; Anthropic all input figures plus output; Ollama prompt plus eval),
-    or None when the provider did not say.
+    or None when the provider did not say. ``reasoning_tokens`` is the part of ``output_tokens``
+    spent on reasoning, where the provider says (OpenAI ``reasoning_tokens``, Anthropic
+    ``thinking_tokens``).
     """
 
     model_config = _FROZEN
@@ -53,6 +63,7 @@ class Usage(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     context_tokens: int | None = None
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -63,6 +74,7 @@ class Usage(BaseModel):
             context_tokens=other.context_tokens
             if other.context_tokens is not None
             else self.context_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -116,8 +128,32 @@ class StopEvent(BaseModel):
     reason: str
 
 
+class ThinkingDelta(BaseModel):
+    """A piece of reasoning text as it streams, for watchers (``on_stream``); the fold ignores
+    it: the whole ``ThinkingPart`` follows in a ``PartEvent``."""
+
+    model_config = _FROZEN
+    kind: Literal["thinking_delta"] = "thinking_delta"
+    text: str
+
+
+class PartEvent(BaseModel):
+    """A finished reasoning or provider part, in its place among the reply's parts."""
+
+    model_config = _FROZEN
+    kind: Literal["part"] = "part"
+    part: Annotated[ThinkingPart | ProviderPart, Field(discriminator="kind")]
+
+
 StreamEvent = Annotated[
-    TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | UsageEvent | StopEvent,
+    TextDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | UsageEvent
+    | StopEvent
+    | ThinkingDelta
+    | PartEvent,
     Field(discriminator="kind"),
 ]
 
@@ -135,7 +171,13 @@ class ToolSpec(BaseModel):
 
 
 class ModelRequest(BaseModel):
-    """One model call: the conversation (history plus pending), tools, system prompt, options."""
+    """One model call: the conversation (history plus pending), tools, system prompt, options.
+
+    ``server_tools`` are tools the provider runs itself, in its own wire form (Anthropic
+    ``{"type": "web_search_20250305", "name": "web_search"}``, OpenAI Responses
+    ``{"type": "web_search"}``): advertised after ``tools``, their calls and results come back
+    as ``ProviderPart`` and never reach the registry. A client's own ``server_tools`` come first.
+    """
 
     model_config = _FROZEN
     messages: tuple[Message, ...]
@@ -143,6 +185,7 @@ class ModelRequest(BaseModel):
     system: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     turn: int = 0
+    server_tools: tuple[dict[str, Any], ...] = ()
 
 
 class ModelReply(BaseModel):
@@ -196,13 +239,27 @@ class _CallBuffer:
 def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     """Fold a reply's events into one assistant message with usage.
 
-    Tool calls keep the order in which they started. Invalid argument JSON raises ``ApiError``
-    (kind ``provider``) naming the tool, never a bare ``JSONDecodeError``.
+    Parts keep the provider's order: a ``PartEvent`` closes the text and calls before it, which
+    form one text part (every ``TextDelta`` joined) followed by the calls in the order they
+    started. A reply without reasoning or provider parts is thus one text part, then its calls.
+    Invalid argument JSON raises ``ApiError`` (kind ``provider``) naming the tool, never a bare
+    ``JSONDecodeError``.
     """
+    out: list[Part | _CallBuffer] = []
     text: list[str] = []
+    segment: list[_CallBuffer] = []  # the calls since the last PartEvent
     calls: dict[int, _CallBuffer] = {}
     usage = Usage()
     stop: str | None = None
+
+    def close_segment() -> None:
+        joined = "".join(text)
+        if joined:
+            out.append(TextPart(text=joined))
+        out.extend(segment)
+        text.clear()
+        segment.clear()
+
     for event in events:
         if isinstance(event, TextDelta):
             text.append(event.text)
@@ -214,30 +271,58 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
                         message=f"tool call index {event.index} started twice in one reply",
                     )
                 )
-            calls[event.index] = _CallBuffer(event.id, event.name)
+            calls[event.index] = buf = _CallBuffer(event.id, event.name)
+            segment.append(buf)
         elif isinstance(event, ToolCallDelta):
-            buf = calls.get(event.index)
-            if buf is None:
+            buf_or_none = calls.get(event.index)
+            if buf_or_none is None:
                 raise ApiError(
                     LoopError(
                         kind="provider",
                         message=f"arguments for tool call index {event.index} before its start",
                     )
                 )
-            buf.args.append(event.arguments)
+            buf_or_none.args.append(event.arguments)
+        elif isinstance(event, PartEvent):
+            close_segment()
+            out.append(event.part)
         elif isinstance(event, UsageEvent):
             usage = event.usage
         elif isinstance(event, StopEvent):
             stop = event.reason
-    tool_calls = [_finish_call(buf) for buf in calls.values()]
-    parts: list[TextPart | ToolCall] = []
-    joined = "".join(text)
-    if joined:
-        parts.append(TextPart(text=joined))
-    parts.extend(tool_calls)
-    return ModelReply(
-        message=Message(role="assistant", parts=tuple(parts)), usage=usage, stop_reason=stop
-    )
+    close_segment()
+    parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
+    return ModelReply(message=Message(role="assistant", parts=parts), usage=usage, stop_reason=stop)
+
+
+def reply_events(
+    message: Message, usage: Usage | None = None, stop_reason: str | None = None
+) -> list[StreamEvent]:
+    """The events a provider would stream for ``message``: ``fold_events`` of them gives it back
+    (for every message ``fold_events`` makes). Text streams in two pieces and arguments in two,
+    so a replay exercises the fold as a real stream does; reasoning and provider parts are
+    ``PartEvent`` where they stand. The stop reason defaults to ``tool_use`` or ``end_turn``.
+    """
+    events: list[StreamEvent] = []
+    index = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            half = len(part.text) // 2
+            events += [TextDelta(text=t) for t in (part.text[:half], part.text[half:]) if t]
+        elif isinstance(part, ToolCall):
+            args = json.dumps(part.arguments, sort_keys=True)
+            half = len(args) // 2
+            events.append(ToolCallStart(index=index, id=part.id, name=part.name))
+            events += [ToolCallDelta(index=index, arguments=a) for a in (args[:half], args[half:])]
+            events.append(ToolCallEnd(index=index))
+            index += 1
+        elif isinstance(part, ThinkingPart | ProviderPart):
+            events.append(PartEvent(part=part))
+    if usage is not None:
+        events.append(UsageEvent(usage=usage))
+    reason = stop_reason or ("tool_use" if message.tool_calls else "end_turn")
+    events.append(StopEvent(reason=reason))
+    return events
 
 
 def _finish_call(buf: _CallBuffer) -> ToolCall:

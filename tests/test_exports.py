@@ -52,7 +52,11 @@ CONTRACT = {
         "ContextCompactor",
         "Reflector",
     ],
-    "loopctl.providers": ["OpenAIClient", "AnthropicClient", "OllamaClient"],
+    "loopctl.providers": [
+        "OpenAIClient",
+        "AnthropicClient",
+        "OllamaClient",
+    ],
     "loopctl.testing": ["ScriptedClient", "FunctionClient", "block_network"],
     "loopctl_sim": ["TraceRecorder", "replay_trace", "simulate", "check_machine"],
 }

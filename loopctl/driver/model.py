@@ -4,6 +4,11 @@ The driver asks this module for one reply per ``CallLLM``. Each attempt goes thr
 middleware (outermost first) to the client's stream; the events are folded into one message. A
 retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
 simulation stays deterministic); the last error is raised for the driver to feed to the brain.
+
+A body that could not be parsed (``details["parse"]``, from the providers' ``malformed``) is
+retried like other retryable errors, since the next reply may differ; but when it fails the same
+way twice in a row it will repeat, and it is fatal at once: the error says that the body could
+not be parsed, where, and after how many attempts.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ class ModelCaller:
         """The reply, or the last ``ApiError`` once retries are exhausted or the error is fatal."""
         chain = self._chain()
         attempt = 0
+        last_parse_failure: str | None = None
         while True:
             started = time.perf_counter()
             try:
@@ -104,7 +110,12 @@ class ModelCaller:
                         duration_s=elapsed,
                     )
                 )
+                failure = exc.error.message if (exc.error.details or {}).get("parse") else None
                 delay = retry_delay(exc, attempt, retry, self.draw())
+                repeats = delay is None or failure == last_parse_failure  # it will repeat
+                if failure is not None and attempt and repeats:
+                    raise _parse_failure_after(exc, attempt + 1) from exc
+                last_parse_failure = failure
                 if delay is None:
                     raise
                 self.emit(
@@ -132,6 +143,20 @@ class ModelCaller:
                     )
                 )
             return reply
+
+
+def _parse_failure_after(exc: ApiError, attempts: int) -> ApiError:
+    """The final error of a body that could not be parsed, ``attempts`` times: not retried."""
+    error = exc.error
+    return ApiError(
+        LoopError(
+            kind=error.kind,
+            message=f"{error.message} (after {attempts} attempts; not retried again)",
+            retryable=False,
+            status=error.status,
+            details={**(error.details or {}), "attempts": attempts},
+        )
+    )
 
 
 def _bind(middleware: ModelMiddleware, call_next: CallNext) -> CallNext:

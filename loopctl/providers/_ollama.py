@@ -11,6 +11,11 @@ cached prompt) the context size is unknown and left as None (the driver keeps it
 
 History: tool results go back as ``{"role": "tool", "content", "tool_name", "tool_call_id"}``;
 assistant calls carry their ids (older servers ignore the extra fields).
+
+Thinking (``think: true``): the ``thinking`` field streams as ``ThinkingDelta`` and becomes one
+``ThinkingPart`` (key ``ollama``) when the answer begins; it goes back as the assistant
+message's ``thinking`` field, which the chat API accepts. Reasoning of other providers is left
+out. (Ollama's OpenAI-compatible ``/v1`` is served by ``OpenAIClient``: see docs/providers.md.)
 """
 
 from __future__ import annotations
@@ -24,25 +29,29 @@ import httpx
 
 from loopctl.api import (
     ModelRequest,
+    PartEvent,
     StopEvent,
     StreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
     Usage,
     UsageEvent,
 )
-from loopctl.core import Message, ToolCall, ToolResult
+from loopctl.core import Message, Part, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers._common import (
+    Cursor,
     HttpProvider,
     ProviderInfo,
     classify,
     malformed,
     ndjson_objects,
+    server_tools_of,
     stream_ended_early,
 )
-from loopctl.providers._openai import tools_to_wire
+from loopctl.providers._openai_wire import tools_to_wire
 
 __all__ = [
     "OllamaClient",
@@ -53,6 +62,7 @@ __all__ = [
 ]
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_PROVIDER = "ollama"
 _TOP_LEVEL = {"think", "format", "keep_alive"}
 
 
@@ -72,7 +82,7 @@ def host_from_env(value: str | None) -> str:
 
 
 def messages_to_wire(
-    messages: Sequence[Message], system: str | None = None
+    messages: Sequence[Message], system: str | None = None, provider: str = DEFAULT_PROVIDER
 ) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     if system:
@@ -80,6 +90,9 @@ def messages_to_wire(
     for message in messages:
         if message.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            thinking = "".join(t.text for t in message.thinking if t.provider == provider)
+            if thinking:
+                entry["thinking"] = thinking
             if message.tool_calls:
                 entry["tool_calls"] = [
                     {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
@@ -103,7 +116,9 @@ def messages_to_wire(
     return wire
 
 
-def messages_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Message]]:
+def messages_from_wire(
+    wire: Sequence[Mapping[str, Any]], provider: str = DEFAULT_PROVIDER
+) -> tuple[str | None, list[Message]]:
     """The inverse of ``messages_to_wire``; consecutive tool messages form one results message."""
     system: str | None = None
     messages: list[Message] = []
@@ -128,7 +143,11 @@ def messages_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[str | None, l
                 )
                 for tc in entry.get("tool_calls") or []
             ]
-            messages.append(Message.assistant(content, calls))
+            parts: list[Part] = []
+            if entry.get("thinking"):
+                parts.append(ThinkingPart(provider=provider, text=entry["thinking"]))
+            parts.extend(Message.assistant(content, calls).parts)
+            messages.append(Message(role="assistant", parts=tuple(parts)))
         elif role == "tool":
             results.append(
                 ToolResult(
@@ -157,26 +176,41 @@ def usage_from_wire(data: Mapping[str, Any]) -> Usage:
 class _Reply:
     """Turns the objects of one reply (stream lines or the whole body) into events."""
 
-    def __init__(self, info: ProviderInfo, turn: int) -> None:
+    def __init__(self, info: ProviderInfo, turn: int, provider: str) -> None:
         self.info = info
         self.turn = turn
+        self.provider = provider
         self.count = 0
         self.ids: set[str] = set()
         self.done = False
+        self.thinking: list[str] = []
 
-    def feed(self, obj: Any) -> Iterator[StreamEvent]:
+    def close_thinking(self) -> Iterator[StreamEvent]:
+        if self.thinking:
+            text = "".join(self.thinking)
+            self.thinking = []
+            yield PartEvent(part=ThinkingPart(provider=self.provider, text=text))
+
+    def feed(self, obj: Any, where: str) -> Iterator[StreamEvent]:
         if not isinstance(obj, Mapping):
-            raise malformed(self.info, f"a line that is not an object: {str(obj)[:200]!r}")
+            raise malformed(self.info, f"a line that is not an object: {str(obj)[:200]!r}", where)
         if "error" in obj:
             raise classify(self.info, None, obj)
         message = obj.get("message") or {}
+        thinking = message.get("thinking")
+        if isinstance(thinking, str) and thinking:
+            self.thinking.append(thinking)
+            yield ThinkingDelta(text=thinking)
         content = message.get("content")
+        calls = message.get("tool_calls") or []
+        if (isinstance(content, str) and content) or calls or obj.get("done"):
+            yield from self.close_thinking()
         if isinstance(content, str) and content:
             yield TextDelta(text=content)
-        for tc in message.get("tool_calls") or []:
+        for tc in calls:
             fn = tc.get("function") or {}
             if not fn.get("name"):
-                raise malformed(self.info, "a tool call without a function name")
+                raise malformed(self.info, "a tool call without a function name", where)
             ours = self.count
             self.count += 1
             call_id = tc.get("id") or ""
@@ -209,8 +243,6 @@ class OllamaClient(HttpProvider):
     except ``think``, ``format`` and ``keep_alive``, which are top-level fields.
     """
 
-    info = ProviderInfo("Ollama", None)
-
     def __init__(
         self,
         model: str,
@@ -222,9 +254,18 @@ class OllamaClient(HttpProvider):
         num_ctx: int | None = None,
         options: Mapping[str, Any] | None = None,
         timeout: httpx.Timeout | float | None = None,
+        provider: str | None = None,
     ) -> None:
         url = base_url or host_from_env(os.environ.get("OLLAMA_HOST"))
-        super().__init__(base_url=url, http_client=http_client, stream=stream, timeout=timeout)
+        super().__init__(
+            base_url=url,
+            http_client=http_client,
+            stream=stream,
+            timeout=timeout,
+            family="ollama",
+            key_env=None,
+            provider=provider,
+        )
         self.model = model
         self.api_key = api_key
         self.options = dict(options or {})
@@ -237,11 +278,12 @@ class OllamaClient(HttpProvider):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages_to_wire(request.messages, request.system),
+            "messages": messages_to_wire(request.messages, request.system, self.provider),
             "stream": self.streaming,
         }
-        if request.tools:
-            body["tools"] = tools_to_wire(request.tools)
+        server_tools = server_tools_of((), request)
+        if request.tools or server_tools:
+            body["tools"] = tools_to_wire(request.tools, server_tools)
         options = dict(self.options)
         for key, value in request.options.items():
             if key in _TOP_LEVEL:
@@ -252,19 +294,23 @@ class OllamaClient(HttpProvider):
             body["options"] = options
         return body
 
+    stream_types = ("application/x-ndjson", "application/ndjson")
+
     async def parse_stream(
-        self, response: httpx.Response, request: ModelRequest
+        self, response: httpx.Response, request: ModelRequest, cursor: Cursor
     ) -> AsyncIterator[StreamEvent]:
-        reply = _Reply(self.info, request.turn)
-        async for obj in ndjson_objects(self.info, response.aiter_text()):
-            for event in reply.feed(obj):
+        reply = _Reply(self.info, request.turn, self.provider)
+        async for obj in ndjson_objects(self.info, response.aiter_text(), cursor):
+            for event in reply.feed(obj, cursor.where()):
                 yield event
             if reply.done:
                 return
         raise stream_ended_early(self.info, '"done": true')
 
     def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
-        reply = _Reply(self.info, request.turn)
-        yield from reply.feed(data)
+        reply = _Reply(self.info, request.turn, self.provider)
+        yield from reply.feed(data, "the JSON body")
         if not reply.done:
-            raise malformed(self.info, 'a non-streaming reply without "done": true')
+            raise malformed(
+                self.info, 'a non-streaming reply without "done": true', "the JSON body"
+            )

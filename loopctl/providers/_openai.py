@@ -1,7 +1,8 @@
 """OpenAI Chat Completions (``POST {base_url}/chat/completions``), and every server that speaks it.
 
-The same client serves OpenAI, vLLM, llama.cpp's ``llama-server``, LM Studio, OpenRouter and
-Ollama's ``/v1``: point ``base_url`` at the server. Their deviations are tolerated here:
+The same client serves OpenAI, DeepSeek, OpenRouter, Groq, Gemini's OpenAI endpoint, vLLM,
+llama.cpp's ``llama-server``, LM Studio and Ollama's ``/v1``: point ``base_url`` at the server.
+Their deviations are tolerated here:
 
 - tool-call fragments are assembled by ``index``; a fragment carrying a NEW id at an index
   already in use starts a new call (servers that reuse index 0 across a parallel batch), and so
@@ -11,17 +12,15 @@ Ollama's ``/v1``: point ``base_url`` at the server. Their deviations are tolerat
 - the usage chunk of ``stream_options.include_usage`` may be missing, null, or ride the finish
   chunk; SSE comment lines are skipped; a ``data:`` line holding ``{"error": ...}`` is an error;
 - a stream that ends without ``[DONE]`` is accepted once a ``finish_reason`` arrived, and is a
-  ``network`` error otherwise.
+  ``network`` error otherwise;
+- reasoning (``reasoning_content``, ``reasoning``, ``reasoning_details``) and Gemini's
+  ``extra_content`` are kept and echoed back to the same host (``_openai_wire``).
 
-History: the system prompt is the first message; an assistant message echoes its
-``tool_calls`` (arguments as a JSON string); each ``ToolResult`` becomes one ``role: tool``
-message, and text riding with results becomes a user message after them. The wire has no
-``is_error`` flag: an error result travels as its content alone.
+History conversion, tools and usage live in ``_openai_wire``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -30,26 +29,38 @@ import httpx
 
 from loopctl.api import (
     ModelRequest,
+    PartEvent,
     StopEvent,
     StreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
-    ToolSpec,
-    Usage,
     UsageEvent,
 )
-from loopctl.core import Message, TextPart, ToolCall, ToolResult
+from loopctl.core import ProviderPart
 from loopctl.providers._common import (
+    Cursor,
     HttpProvider,
     ProviderInfo,
     classify,
     loads,
     malformed,
     resolve_key,
+    server_tools_of,
     sse_events,
     stream_ended_early,
+)
+from loopctl.providers._openai_wire import (
+    CALL_EXTRA,
+    MESSAGE_EXTRA,
+    merge_fields,
+    messages_from_wire,
+    messages_to_wire,
+    reasoning_part,
+    tools_to_wire,
+    usage_from_wire,
 )
 
 __all__ = ["OpenAIClient", "messages_from_wire", "messages_to_wire", "usage_from_wire"]
@@ -63,120 +74,6 @@ _STOP = {
 }
 
 
-def _args_json(arguments: Mapping[str, Any]) -> str:
-    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
-
-
-def messages_to_wire(
-    messages: Sequence[Message], system: str | None = None
-) -> list[dict[str, Any]]:
-    """Messages in Chat Completions form; ``system`` (if any) becomes the first message."""
-    wire: list[dict[str, Any]] = []
-    if system:
-        wire.append({"role": "system", "content": system})
-    for message in messages:
-        if message.role == "system":
-            wire.append({"role": "system", "content": message.text})
-        elif message.role == "assistant":
-            # content may be null only beside tool_calls
-            content = message.text or (None if message.tool_calls else "")
-            entry: dict[str, Any] = {"role": "assistant", "content": content}
-            if message.tool_calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": _args_json(call.arguments)},
-                    }
-                    for call in message.tool_calls
-                ]
-            wire.append(entry)
-        else:
-            for result in message.tool_results:
-                wire.append(
-                    {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
-                )
-            texts = [p for p in message.parts if isinstance(p, TextPart)]
-            if texts or not message.tool_results:
-                wire.append({"role": "user", "content": message.text})
-    return wire
-
-
-def messages_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Message]]:
-    """The inverse of ``messages_to_wire``: a leading system message becomes ``system``.
-
-    Consecutive ``role: tool`` messages become one user message of results; the result's
-    tool name is looked up from the assistant call it answers.
-    """
-    system: str | None = None
-    messages: list[Message] = []
-    names: dict[str, str] = {}
-    results: list[ToolResult] = []
-
-    def flush() -> None:
-        if results:
-            messages.append(Message.from_results(list(results)))
-            results.clear()
-
-    for i, entry in enumerate(wire):
-        role = entry.get("role")
-        if role != "tool":
-            flush()
-        content = entry.get("content")
-        if role == "system":
-            if i == 0:
-                system = content
-            else:
-                messages.append(Message.system(content or ""))
-        elif role == "assistant":
-            calls = []
-            for tc in entry.get("tool_calls") or []:
-                fn = tc["function"]
-                raw = fn.get("arguments") or ""
-                calls.append(
-                    ToolCall(id=tc["id"], name=fn["name"], arguments=json.loads(raw) if raw else {})
-                )
-                names[tc["id"]] = fn["name"]
-            messages.append(Message.assistant(content or "", calls))
-        elif role == "tool":
-            call_id = entry["tool_call_id"]
-            results.append(
-                ToolResult(call_id=call_id, name=names.get(call_id, ""), content=content or "")
-            )
-        else:
-            messages.append(Message.user(content or ""))
-    flush()
-    return system, messages
-
-
-def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            },
-        }
-        for tool in tools
-    ]
-
-
-def usage_from_wire(usage: Mapping[str, Any]) -> Usage:
-    """Usage from ``prompt_tokens``/``completion_tokens``; context = ``total_tokens``."""
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    total = usage.get("total_tokens")
-    details = usage.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=prompt,
-        output_tokens=completion,
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
-        context_tokens=int(total) if total is not None else prompt + completion,
-    )
-
-
 class _Calls:
     """Assembles streamed tool-call fragments into calls with unique, non-empty ids."""
 
@@ -187,6 +84,8 @@ class _Calls:
         self.by_wire_index: dict[int, tuple[int, str | None, bool]] = {}
         self.ids: set[str] = set()
         self.open: list[int] = []
+        self.call_ids: dict[int, str] = {}  # our index -> the id given
+        self.extras: dict[str, dict[str, Any]] = {}  # call id -> its extra_content (Gemini)
 
     def _new_id(self, wire_id: str | None, n: int) -> str:
         if wire_id and wire_id not in self.ids:
@@ -197,10 +96,12 @@ class _Calls:
             candidate = f"call_{self.turn}_{n}"
         return candidate
 
-    def fragment(self, info: ProviderInfo, frag: Mapping[str, Any]) -> Iterator[StreamEvent]:
+    def fragment(
+        self, info: ProviderInfo, frag: Mapping[str, Any], where: str
+    ) -> Iterator[StreamEvent]:
         wire_index = frag.get("index", 0)
         if not isinstance(wire_index, int):
-            raise malformed(info, f"tool call index {wire_index!r} is not an integer")
+            raise malformed(info, f"tool call index {wire_index!r} is not an integer", where)
         fn = frag.get("function") or {}
         wire_id = frag.get("id") or None
         name = fn.get("name") or None
@@ -213,7 +114,9 @@ class _Calls:
         )
         if starts:
             if name is None:
-                raise malformed(info, f"tool call at index {wire_index} has no function name")
+                raise malformed(
+                    info, f"tool call at index {wire_index} has no function name", where
+                )
             if current is not None:
                 yield ToolCallEnd(index=current[0])
                 self.open.remove(current[0])
@@ -221,6 +124,7 @@ class _Calls:
             self.count += 1
             call_id = self._new_id(wire_id, ours)
             self.ids.add(call_id)
+            self.call_ids[ours] = call_id
             self.by_wire_index[wire_index] = (ours, wire_id, bool(args))
             self.open.append(ours)
             yield ToolCallStart(index=ours, id=call_id, name=name)
@@ -228,6 +132,9 @@ class _Calls:
             assert current is not None
             ours = current[0]
             self.by_wire_index[wire_index] = (ours, current[1], current[2] or bool(args))
+        extra = frag.get("extra_content")
+        if isinstance(extra, Mapping) and extra:
+            merge_fields(self.extras.setdefault(self.call_ids[ours], {}), extra)
         if args:
             yield ToolCallDelta(index=ours, arguments=args)
 
@@ -237,16 +144,102 @@ class _Calls:
         self.open.clear()
 
 
+class _Reply:
+    """One reply's chunks (or its whole message) as events: text, calls, and the reasoning and
+    extras of compatible hosts (see ``_openai_wire``). Reasoning streams as ``ThinkingDelta``
+    and becomes one ``ThinkingPart`` when the answer (text or a call) begins, or at the end."""
+
+    def __init__(self, info: ProviderInfo, turn: int, provider: str) -> None:
+        self.info = info
+        self.provider = provider
+        self.calls = _Calls(turn)
+        self.reasoning: dict[str, str] = {}
+        self.details: dict[int, dict[str, Any]] = {}
+        self.extra: dict[str, Any] = {}
+
+    def delta(self, delta: Mapping[str, Any], where: str) -> Iterator[StreamEvent]:
+        shown = False
+        for key in ("reasoning_content", "reasoning"):
+            piece = delta.get(key)
+            if isinstance(piece, str) and piece:
+                self.reasoning[key] = self.reasoning.get(key, "") + piece
+                if not shown:
+                    shown = True
+                    yield ThinkingDelta(text=piece)
+        details = delta.get("reasoning_details")
+        if isinstance(details, list):
+            for piece in self._detail(details):
+                if not shown and piece:
+                    yield ThinkingDelta(text=piece)
+        extra = delta.get("extra_content")
+        if isinstance(extra, Mapping) and extra:
+            merge_fields(self.extra, extra)
+        for key in ("content", "refusal"):  # a refusal is what the model said
+            text = delta.get(key)
+            if isinstance(text, str) and text:
+                yield from self.close_reasoning()
+                yield TextDelta(text=text)
+        fragments = delta.get("tool_calls") or []
+        if fragments:
+            yield from self.close_reasoning()
+        for frag in fragments:
+            yield from self.calls.fragment(self.info, frag, where)
+
+    def _detail(self, fragments: list[Any]) -> Iterator[str]:
+        """Fold OpenRouter ``reasoning_details`` fragments by ``index`` (text pieces join)."""
+        for frag in fragments:
+            if not isinstance(frag, Mapping):
+                continue
+            index = frag.get("index")
+            if not isinstance(index, int):
+                index = max(self.details, default=-1) + 1
+            current = self.details.get(index)
+            if current is None:
+                self.details[index] = dict(frag)
+            else:
+                for key, value in frag.items():
+                    old = current.get(key)
+                    if key in ("text", "summary", "data") and isinstance(old, str):
+                        current[key] = old + (value if isinstance(value, str) else "")
+                    elif value is not None and value != "":
+                        current[key] = value
+            piece = frag.get("text") or frag.get("summary")
+            yield piece if isinstance(piece, str) else ""
+
+    def close_reasoning(self) -> Iterator[StreamEvent]:
+        fields: dict[str, Any] = dict(self.reasoning)
+        if self.details:
+            fields["reasoning_details"] = [self.details[k] for k in sorted(self.details)]
+        self.reasoning, self.details = {}, {}
+        part = reasoning_part(fields, self.provider)
+        if part is not None:
+            yield PartEvent(part=part)
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """Close what is open: reasoning, calls, then the extras (once each)."""
+        yield from self.close_reasoning()
+        yield from self.calls.close()
+        for call_id, extra in self.calls.extras.items():
+            data = {"type": CALL_EXTRA, "call_id": call_id, "fields": {"extra_content": extra}}
+            yield PartEvent(part=ProviderPart(provider=self.provider, data=data))
+        self.calls.extras = {}
+        if self.extra:
+            data = {"type": MESSAGE_EXTRA, "fields": {"extra_content": self.extra}}
+            yield PartEvent(part=ProviderPart(provider=self.provider, data=data))
+            self.extra = {}
+
+
 class OpenAIClient(HttpProvider):
     """A Chat Completions client (streaming SSE by default; ``stream=False`` for one JSON body).
 
     ``api_key`` defaults to ``OPENAI_API_KEY``; ``base_url`` to ``OPENAI_BASE_URL`` or the
     OpenAI API. A key is required only for the OpenAI API itself: local servers (vLLM,
     llama.cpp, LM Studio, Ollama) run without one. ``options`` are extra body fields
-    (``temperature``, ``max_tokens``, ...); a request's own ``options`` win over them.
+    (``temperature``, ``max_tokens``, ``reasoning_effort``, ...); a request's own ``options``
+    win over them. ``server_tools`` are tool specs the host runs itself, sent after the
+    function tools as given. ``provider`` overrides the key the kept reasoning carries (by
+    default the host's: ``deepseek``, ``openrouter``, ...); errors name the host.
     """
-
-    info = ProviderInfo("OpenAI", "OPENAI_API_KEY")
 
     def __init__(
         self,
@@ -258,13 +251,24 @@ class OpenAIClient(HttpProvider):
         stream: bool = True,
         options: Mapping[str, Any] | None = None,
         timeout: httpx.Timeout | float | None = None,
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        provider: str | None = None,
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        super().__init__(base_url=url, http_client=http_client, stream=stream, timeout=timeout)
+        super().__init__(
+            base_url=url,
+            http_client=http_client,
+            stream=stream,
+            timeout=timeout,
+            family="chat",
+            key_env="OPENAI_API_KEY",
+            provider=provider,
+            server_tools=tuple(dict(t) for t in server_tools),
+        )
         self.model = model
         self.options = dict(options or {})
         official = httpx.URL(self.base_url).host == "api.openai.com"
-        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", "OpenAI", required=official)
+        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)
 
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -272,10 +276,11 @@ class OpenAIClient(HttpProvider):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages_to_wire(request.messages, request.system),
+            "messages": messages_to_wire(request.messages, request.system, self.provider),
         }
-        if request.tools:
-            body["tools"] = tools_to_wire(request.tools)
+        server_tools = server_tools_of(self.server_tools, request)
+        if request.tools or server_tools:
+            body["tools"] = tools_to_wire(request.tools, server_tools)
         body.update(self.options)
         body.update(request.options)
         body["stream"] = self.streaming
@@ -284,31 +289,28 @@ class OpenAIClient(HttpProvider):
         return body
 
     async def parse_stream(
-        self, response: httpx.Response, request: ModelRequest
+        self, response: httpx.Response, request: ModelRequest, cursor: Cursor
     ) -> AsyncIterator[StreamEvent]:
-        calls = _Calls(request.turn)
+        reply = _Reply(self.info, request.turn, self.provider)
         finished = False
-        async for sse in sse_events(response.aiter_lines()):
+        async for sse in sse_events(response.aiter_lines(), cursor):
             if sse.data.strip() == "[DONE]":
                 break
-            chunk = loads(self.info, sse.data)
+            where = cursor.where()
+            chunk = loads(self.info, sse.data, where)
             if not isinstance(chunk, Mapping):
-                raise malformed(self.info, f"a chunk that is not an object: {sse.data[:200]!r}")
+                raise malformed(
+                    self.info, f"a chunk that is not an object: {sse.data[:200]!r}", where
+                )
             if "error" in chunk:
                 raise classify(self.info, None, chunk)
             for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                for key in ("content", "refusal"):  # a refusal is what the model said
-                    text = delta.get(key)
-                    if isinstance(text, str) and text:
-                        yield TextDelta(text=text)
-                for frag in delta.get("tool_calls") or []:
-                    for event in calls.fragment(self.info, frag):
-                        yield event
+                for event in reply.delta(choice.get("delta") or {}, where):
+                    yield event
                 reason = choice.get("finish_reason")
                 if reason:
                     finished = True
-                    for event in calls.close():
+                    for event in reply.finish():
                         yield event
                     yield StopEvent(reason=_STOP.get(reason, reason))
             usage = chunk.get("usage")
@@ -317,23 +319,21 @@ class OpenAIClient(HttpProvider):
         else:
             if not finished:
                 raise stream_ended_early(self.info, "its finish_reason")
-        for event in calls.close():
+        for event in reply.finish():
             yield event
 
     def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
         choices = data.get("choices") if isinstance(data, Mapping) else None
         if not choices:
-            raise malformed(self.info, "a completion without choices")
+            raise malformed(self.info, "a completion without choices", "the JSON body")
         choice = choices[0]
-        message = choice.get("message") or {}
-        for key in ("content", "refusal"):
-            text = message.get(key)
-            if isinstance(text, str) and text:
-                yield TextDelta(text=text)
-        calls = _Calls(request.turn)
-        for i, tc in enumerate(message.get("tool_calls") or []):
-            yield from calls.fragment(self.info, {**tc, "index": i})
-        yield from calls.close()
+        message = dict(choice.get("message") or {})
+        message["tool_calls"] = [
+            {**tc, "index": i} for i, tc in enumerate(message.get("tool_calls") or [])
+        ]
+        reply = _Reply(self.info, request.turn, self.provider)
+        yield from reply.delta(message, "the JSON body")
+        yield from reply.finish()
         reason = choice.get("finish_reason")
         if reason:
             yield StopEvent(reason=_STOP.get(reason, reason))

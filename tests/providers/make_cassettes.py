@@ -1442,9 +1442,14 @@ def strict_tools_variant(
 
 
 def main() -> None:
+    import make_cassettes_thinking
+
     openai()
     anthropic()
     ollama()
+    make_cassettes_thinking.write_all()
+    for provider in ("anthropic", "ollama"):
+        strict_tools_variant(provider, "thinking_tool_use", "loop_thinking_tool_use")
     for provider in ("openai", "anthropic", "ollama"):
         strict_tools_variant(provider, "tool_round_trip", "loop_tool_round_trip")
         # in a loop, the failing Tokyo lookup is a tool that raised: the driver words the result

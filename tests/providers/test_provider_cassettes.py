@@ -10,7 +10,9 @@ from typing import Any, Literal
 import pytest
 import yaml
 from anthropic.types import ErrorResponse, Message, RawMessageStreamEvent
+from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from vcr_support import CASSETTES, SECRET_REQUEST_HEADERS
@@ -33,6 +35,12 @@ OAI_ERROR = TypeAdapter(ErrorObject)
 ANT_EVENT = TypeAdapter(RawMessageStreamEvent)
 ANT_MESSAGE = TypeAdapter(Message)
 ANT_ERROR = TypeAdapter(ErrorResponse)
+# a request with an ``anthropic-beta`` header (the MCP connector) is answered in the beta types
+ANT_BETA_EVENT = TypeAdapter(BetaRawMessageStreamEvent)
+ANT_BETA_MESSAGE = TypeAdapter(BetaMessage)
+RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
+RESPONSE = TypeAdapter(Response)
+PROVIDER_DIRS = ["openai", "anthropic", "ollama", "openai_responses"]
 
 
 # Ollama has no official Python types in the test deps: a strict model of the documented shapes.
@@ -85,6 +93,21 @@ class LlamaCppError(_Strict):
     n_ctx: int | None = None
 
 
+# OpenRouter's error object (openrouter.ai/docs/api-reference/errors): a numeric ``code`` and
+# ``metadata`` (for a provider error: ``provider_name`` and the upstream's ``raw`` error)
+class OpenRouterMetadata(_Strict):
+    provider_name: str | None = None
+    raw: Any = None
+    reasons: list[str] | None = None
+    flagged_input: str | None = None
+
+
+class OpenRouterError(_Strict):
+    code: int
+    message: str
+    metadata: OpenRouterMetadata | None = None
+
+
 def load(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     assert isinstance(data, dict)
@@ -115,7 +138,7 @@ def validate_openai(status: int, ctype: str, body: str, compat: bool) -> None:
     if status >= 400:
         err = json.loads(body)["error"]
         if compat and isinstance(err.get("code"), int):
-            LlamaCppError.model_validate(err)
+            (LlamaCppError if "type" in err else OpenRouterError).model_validate(err)
         else:
             OAI_ERROR.validate_python(err)
         return
@@ -134,10 +157,11 @@ def validate_openai(status: int, ctype: str, body: str, compat: bool) -> None:
         COMPLETION.validate_python(json.loads(body))
 
 
-def validate_anthropic(status: int, ctype: str, body: str) -> None:
+def validate_anthropic(status: int, ctype: str, body: str, beta: bool = False) -> None:
     if status >= 400:
         ANT_ERROR.validate_python(json.loads(body))
         return
+    event, message = (ANT_BETA_EVENT, ANT_BETA_MESSAGE) if beta else (ANT_EVENT, ANT_MESSAGE)
     if ctype.startswith("text/event-stream"):
         for name, data in sse_data(body):
             obj = json.loads(data)
@@ -147,9 +171,24 @@ def validate_anthropic(status: int, ctype: str, body: str) -> None:
             elif name == "error":
                 ANT_ERROR.validate_python(obj)
             else:
-                ANT_EVENT.validate_python(obj)
+                event.validate_python(obj)
     else:
-        ANT_MESSAGE.validate_python(json.loads(body))
+        message.validate_python(json.loads(body))
+
+
+def validate_responses(status: int, ctype: str, body: str) -> None:
+    if status >= 400:
+        OAI_ERROR.validate_python(json.loads(body)["error"])
+        return
+    if ctype.startswith("text/event-stream"):
+        events = sse_data(body)
+        assert events, "a stream has events"
+        for name, data in events:
+            obj = json.loads(data)
+            assert obj["type"] == name, "the event line names the data's type"
+            RESPONSES_EVENT.validate_python(obj)
+    else:
+        RESPONSE.validate_python(json.loads(body))
 
 
 def validate_ollama(status: int, ctype: str, body: str) -> None:
@@ -181,7 +220,10 @@ def validate_cassette(path: Path) -> int:
         if provider == "openai":
             validate_openai(status, ctype, body, compat=path.stem.startswith("compat_"))
         elif provider == "anthropic":
-            validate_anthropic(status, ctype, body)
+            beta = "anthropic-beta" in {k.lower() for k in interaction["request"]["headers"]}
+            validate_anthropic(status, ctype, body, beta)
+        elif provider == "openai_responses":
+            validate_responses(status, ctype, body)
         elif provider == "ollama":
             validate_ollama(status, ctype, body)
         else:

@@ -1,0 +1,101 @@
+"""Framing of a response's bytes: server-sent events and NDJSON lines, and where a parser is.
+
+``sse_events`` and ``ndjson_objects`` frame a byte stream (lines split across chunks are joined
+by httpx's line decoder; an event cut off by a disconnect is dropped, never half-parsed). Both
+count what they read on a ``Cursor``, so that a body that cannot be parsed is reported with the
+event and line it failed at, not just a bare exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from loopctl.providers._errors import ProviderInfo, loads, stream_ended_early
+
+__all__ = ["Cursor", "SseEvent", "ndjson_objects", "sse_events"]
+
+
+class Cursor:
+    """How far a parser has read a response: events and lines, and the last event's name."""
+
+    __slots__ = ("event", "events", "lines")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.lines = 0
+        self.event: str | None = None
+
+    def where(self) -> str:
+        if not self.events and not self.lines:
+            return "the start of the response"
+        named = f" ({self.event})" if self.event else ""
+        if self.events:
+            return f"event {self.events}{named}, line {self.lines}"
+        return f"line {self.lines}"
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    event: str | None
+    data: str
+
+
+async def sse_events(
+    lines: AsyncIterator[str], cursor: Cursor | None = None
+) -> AsyncIterator[SseEvent]:
+    """Server-sent events from text lines: ``event:`` / ``data:`` fields up to a blank line.
+
+    Comment lines (starting with ``:``) and unknown fields are skipped; several ``data:`` lines
+    join with newlines. An event not closed by a blank line when the stream ends is dropped (the
+    SSE rule), so a disconnect mid-event never yields half a JSON document.
+    """
+    at = cursor if cursor is not None else Cursor()
+    event: str | None = None
+    data: list[str] = []
+    async for raw in lines:
+        at.lines += 1
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                at.events += 1
+                at.event = event
+                yield SseEvent(event, "\n".join(data))
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+
+
+async def ndjson_objects(
+    info: ProviderInfo, chunks: AsyncIterator[str], cursor: Cursor | None = None
+) -> AsyncIterator[Any]:
+    """JSON objects of an NDJSON stream, one a line, however the text was chunked.
+
+    A complete line that is not JSON is a malformed stream; an unfinished last line that is not
+    JSON means the connection dropped mid-line (``network``).
+    """
+    at = cursor if cursor is not None else Cursor()
+    buffer = ""
+    async for chunk in chunks:
+        buffer += chunk
+        *lines, buffer = buffer.split("\n")
+        for line in lines:
+            at.lines += 1
+            if line.strip():
+                yield loads(info, line, at.where())
+    if buffer.strip():
+        at.lines += 1
+        try:
+            last = json.loads(buffer)
+        except json.JSONDecodeError:
+            raise stream_ended_early(info, "its last line was complete") from None
+        yield last

@@ -1,0 +1,242 @@
+"""OpenAI Chat Completions: the conversation as chat messages and back, tools, usage, reasoning.
+
+History: the system prompt is the first message; an assistant message echoes its
+``tool_calls`` (arguments as a JSON string); each ``ToolResult`` becomes one ``role: tool``
+message, and text riding with results becomes a user message after them. The wire has no
+``is_error`` flag: an error result travels as its content alone.
+
+Reasoning and extras of compatible hosts are kept as parts of the client's ``provider`` key
+(its host: ``deepseek``, ``openrouter``, ``gemini``, ...) and echoed back only to it, as the
+fields it sent, on the assistant message they came with:
+
+- ``reasoning_content`` (DeepSeek, Z.ai, Qwen), ``reasoning`` (OpenRouter, vLLM, Groq, Ollama)
+  and ``reasoning_details`` (OpenRouter's structured, signed reasoning): one ``ThinkingPart``
+  whose ``data`` holds the fields. DeepSeek's thinking mode requires ``reasoning_content`` back
+  on assistant messages of tool-call turns (a 400 otherwise) and ignores it elsewhere;
+  OpenRouter asks for ``reasoning_details`` back unchanged; so it goes back wherever it came.
+- ``extra_content`` (Gemini's ``thought_signature``, which Gemini 3 requires back on function
+  calls): on a tool call, a ``ProviderPart`` ``{"type": "call_extra", "call_id", "fields"}``;
+  on the message, ``{"type": "message_extra", "fields"}``.
+
+Another provider's parts are left out: no host documents a conversion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from loopctl.api import ToolSpec, Usage
+from loopctl.core import Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
+
+__all__ = [
+    "CALL_EXTRA",
+    "DEFAULT_PROVIDER",
+    "MESSAGE_EXTRA",
+    "REASONING_FIELDS",
+    "merge_fields",
+    "messages_from_wire",
+    "messages_to_wire",
+    "reasoning_part",
+    "tools_to_wire",
+    "usage_from_wire",
+]
+
+DEFAULT_PROVIDER = "openai"
+CALL_EXTRA: Final = "call_extra"
+MESSAGE_EXTRA: Final = "message_extra"
+#: The reasoning fields of an assistant message, in the order their text is preferred.
+REASONING_FIELDS: Final = ("reasoning_content", "reasoning", "reasoning_details")
+
+
+def _args_json(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+
+
+def merge_fields(into: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """Add a message's fields: strings join, lists extend, objects merge, the rest replaces."""
+    for key, value in fields.items():
+        old = into.get(key)
+        if isinstance(old, str | list) and type(value) is type(old):
+            into[key] = old + value  # type: ignore[operator]
+        elif isinstance(old, dict) and isinstance(value, Mapping):
+            merged = dict(old)
+            merge_fields(merged, value)
+            into[key] = merged
+        else:
+            into[key] = value
+
+
+def _detail_text(details: Any) -> str:
+    if not isinstance(details, list):
+        return ""
+    pieces = [d.get("text") or d.get("summary") or "" for d in details if isinstance(d, Mapping)]
+    return "".join(p for p in pieces if isinstance(p, str))
+
+
+def reasoning_part(fields: Mapping[str, Any], provider: str) -> ThinkingPart | None:
+    """The ``ThinkingPart`` of a message's reasoning fields, or None without any."""
+    data = {k: fields[k] for k in REASONING_FIELDS if fields.get(k)}
+    if not data:
+        return None
+    text = data.get("reasoning_content") or data.get("reasoning")
+    if not isinstance(text, str):
+        text = _detail_text(data.get("reasoning_details"))
+    return ThinkingPart(provider=provider, text=text, data=data)
+
+
+def _assistant(message: Message, provider: str) -> dict[str, Any]:
+    # content may be null only beside tool_calls
+    content = message.text or (None if message.tool_calls else "")
+    entry: dict[str, Any] = {"role": "assistant", "content": content}
+    calls: dict[str, dict[str, Any]] = {}
+    if message.tool_calls:
+        entry["tool_calls"] = []
+        for call in message.tool_calls:
+            wire = {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": _args_json(call.arguments)},
+            }
+            entry["tool_calls"].append(wire)
+            calls[call.id] = wire
+    for part in message.parts:
+        if not isinstance(part, ThinkingPart | ProviderPart) or part.provider != provider:
+            continue
+        if isinstance(part, ThinkingPart):
+            if part.data:
+                merge_fields(entry, part.data)
+        elif part.data.get("type") == CALL_EXTRA:
+            target = calls.get(part.data.get("call_id", ""))
+            if target is not None:
+                target.update(part.data.get("fields") or {})
+        elif part.data.get("type") == MESSAGE_EXTRA:
+            entry.update(part.data.get("fields") or {})
+    return entry
+
+
+def messages_to_wire(
+    messages: Sequence[Message], system: str | None = None, provider: str = DEFAULT_PROVIDER
+) -> list[dict[str, Any]]:
+    """Messages in Chat Completions form; ``system`` (if any) becomes the first message."""
+    wire: list[dict[str, Any]] = []
+    if system:
+        wire.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "system":
+            wire.append({"role": "system", "content": message.text})
+        elif message.role == "assistant":
+            wire.append(_assistant(message, provider))
+        else:
+            for result in message.tool_results:
+                wire.append(
+                    {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+                )
+            texts = [p for p in message.parts if isinstance(p, TextPart)]
+            if texts or not message.tool_results:
+                wire.append({"role": "user", "content": message.text})
+    return wire
+
+
+def _extras(entry: Mapping[str, Any], ids: Sequence[str], provider: str) -> list[Part]:
+    parts: list[Part] = []
+    for call_id, tc in zip(ids, entry.get("tool_calls") or [], strict=True):
+        if tc.get("extra_content"):
+            data = {
+                "type": CALL_EXTRA,
+                "call_id": call_id,
+                "fields": {"extra_content": tc["extra_content"]},
+            }
+            parts.append(ProviderPart(provider=provider, data=data))
+    if entry.get("extra_content"):
+        data = {"type": MESSAGE_EXTRA, "fields": {"extra_content": entry["extra_content"]}}
+        parts.append(ProviderPart(provider=provider, data=data))
+    return parts
+
+
+def messages_from_wire(
+    wire: Sequence[Mapping[str, Any]], provider: str = DEFAULT_PROVIDER
+) -> tuple[str | None, list[Message]]:
+    """The inverse of ``messages_to_wire``: a leading system message becomes ``system``.
+
+    Consecutive ``role: tool`` messages become one user message of results; the result's
+    tool name is looked up from the assistant call it answers.
+    """
+    system: str | None = None
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    results: list[ToolResult] = []
+
+    def flush() -> None:
+        if results:
+            messages.append(Message.from_results(list(results)))
+            results.clear()
+
+    for i, entry in enumerate(wire):
+        role = entry.get("role")
+        if role != "tool":
+            flush()
+        content = entry.get("content")
+        if role == "system":
+            if i == 0:
+                system = content
+            else:
+                messages.append(Message.system(content or ""))
+        elif role == "assistant":
+            calls = []
+            for tc in entry.get("tool_calls") or []:
+                fn = tc["function"]
+                raw = fn.get("arguments") or ""
+                calls.append(
+                    ToolCall(id=tc["id"], name=fn["name"], arguments=json.loads(raw) if raw else {})
+                )
+                names[tc["id"]] = fn["name"]
+            thinking = reasoning_part(entry, provider)
+            parts: list[Part] = [thinking] if thinking is not None else []
+            parts.extend(Message.assistant(content or "", calls).parts)
+            parts.extend(_extras(entry, [c.id for c in calls], provider))
+            messages.append(Message(role="assistant", parts=tuple(parts)))
+        elif role == "tool":
+            call_id = entry["tool_call_id"]
+            results.append(
+                ToolResult(call_id=call_id, name=names.get(call_id, ""), content=content or "")
+            )
+        else:
+            messages.append(Message.user(content or ""))
+    flush()
+    return system, messages
+
+
+def tools_to_wire(
+    tools: Sequence[ToolSpec], server_tools: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Function tools, then tools the host runs itself, as given."""
+    wire = [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
+    return wire + [dict(t) for t in server_tools]
+
+
+def usage_from_wire(usage: Mapping[str, Any]) -> Usage:
+    """Usage from ``prompt_tokens``/``completion_tokens``; context = ``total_tokens``."""
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    total = usage.get("total_tokens")
+    details = usage.get("prompt_tokens_details") or {}
+    output = usage.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        cache_read_tokens=int(details.get("cached_tokens") or 0),
+        context_tokens=int(total) if total is not None else prompt + completion,
+        reasoning_tokens=int(output.get("reasoning_tokens") or 0),
+    )
