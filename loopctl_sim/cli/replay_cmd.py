@@ -1,7 +1,8 @@
 """``loopctl-sim replay``: replay traces against the brain, or through the whole driver.
 
 Exit 0 when every trace replays without divergence, 1 when any diverged, 2 when any could not be
-read.
+read. A divergence prints through ``loopctl_sim.view.print_divergence``: the differing fields with
+both values, the policy in force, the feeds before it (colour on a terminal only).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import click
 from loopctl_sim.cli.common import die, emit_json, expand_traces
 from loopctl_sim.replay import ReplayResult, pretty, replay_driver, replay_trace
 from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.view import make_console, print_divergence
 
 __all__ = ["replay"]
 
@@ -79,8 +81,15 @@ def replay(
             click.echo(pretty(result.machine.model_dump()))
             if result.stopped_at is None:
                 click.echo(f"note: the trace ends before seq {until}", err=True)
-        click.echo(result.summary())
+        _print_result(result)
     sys.exit(0 if result.ok else 1)
+
+
+def _print_result(result: ReplayResult) -> None:
+    if result.divergence is None:
+        click.echo(result.summary())
+    else:
+        print_divergence(make_console(), result.divergence, result.path)
 
 
 def _replay_one(trace: str, driver: bool, until: int | None, digest_every: int) -> ReplayResult:
@@ -110,7 +119,7 @@ def _replay_many(paths: list[str], as_json: bool, driver: bool, digest_every: in
         worst = max(worst, 0 if result.ok else 1)
         rows.append(result.to_json())
         if not as_json:
-            click.echo(result.summary())
+            _print_result(result)
     ok = sum(1 for r in rows if r["ok"])
     if as_json:
         emit_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})

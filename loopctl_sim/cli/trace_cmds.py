@@ -1,7 +1,8 @@
 """``loopctl-sim show``, ``diff`` and ``schema``: reading traces without replaying them.
 
 ``show`` exits 0 or 2; ``diff`` 0 when the traces hold the same records, 1 when they differ, 2
-when one cannot be read; ``schema`` 0.
+when one cannot be read; ``schema`` 0. Output goes through ``loopctl_sim.view.term``'s console:
+colour on a terminal only (never with ``NO_COLOR``), wrapped to the terminal's width.
 """
 
 from __future__ import annotations
@@ -11,20 +12,51 @@ import sys
 import click
 
 from loopctl_sim.cli.common import die, emit_json
-from loopctl_sim.replay import diff_traces
 from loopctl_sim.trace import TraceFormatError, trace_json_schema
-from loopctl_sim.view.show import timeline
+from loopctl_sim.view import (
+    ShowFilter,
+    compare_traces,
+    make_console,
+    parse_turns,
+    print_comparison,
+    print_timeline,
+)
 
 __all__ = ["diff", "schema", "show"]
 
 
+def _kinds(values: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(k.strip() for v in values for k in v.split(",") if k.strip())
+
+
 @click.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-def show(trace: str) -> None:
+@click.option("--full", is_flag=True, help="Whole texts (messages, arguments, results), uncut.")
+@click.option(
+    "--turn",
+    "turns",
+    default=None,
+    metavar="N|A-B",
+    help="Only turn N, or turns A to B (a feed belongs to the turn of the step before it).",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND[,KIND]",
+    help="Only records of these kinds: a type (step, feed, io, header, end), a lane (run, brain, "
+    "model, tools, compaction, events), a record's own kind (call_tools, tool_results, retry, "
+    "tool_result, ...) or 'error'. Naming an io kind also shows the io records that repeat a "
+    "brain record (model_request, model_reply, tool_call, tool_result).",
+)
+def show(trace: str, full: bool, turns: str | None, kinds: tuple[str, ...]) -> None:
     """Print a readable timeline of TRACE."""
     try:
-        for line in timeline(trace):
-            click.echo(line)
+        span = None if turns is None else parse_turns(turns)
+    except ValueError:
+        die(f"--turn: expected N or A-B, got {turns!r}")
+    try:
+        print_timeline(make_console(), trace, ShowFilter(span, _kinds(kinds), full))
     except TraceFormatError as exc:
         die(str(exc))
 
@@ -40,20 +72,17 @@ def show(trace: str) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def diff(a: str, b: str, ignore_io: bool, brain_only: bool, as_json: bool) -> None:
-    """Show the first divergence between traces A and B (times and durations ignored)."""
+    """Show where traces A and B first differ, how many records differ, and both outcomes
+    (times and durations ignored)."""
     try:
-        found = diff_traces(a, b, ignore_io=ignore_io, brain_only=brain_only)
+        found = compare_traces(a, b, ignore_io=ignore_io, brain_only=brain_only)
     except TraceFormatError as exc:
         die(str(exc))
     if as_json:
-        emit_json(
-            {"same": found is None, "divergence": None if found is None else found.to_json()}
-        )
-    elif found is None:
-        click.echo(f"same: {a} and {b} hold the same records")
+        emit_json(found.to_json())
     else:
-        click.echo(found.report())
-    sys.exit(0 if found is None else 1)
+        print_comparison(make_console(), found)
+    sys.exit(0 if found.same else 1)
 
 
 @click.command()

@@ -1,4 +1,46 @@
-"""Views of a run for people: the text timeline of a trace.
+"""Views of a run for people: the terminal timeline, divergence and comparison reports, the HTML
+timeline, and a trace as OpenTelemetry spans.
 
-It may import replay (a divergence is something to show), simulation and traces.
+==============  ==================================================================================
+module          owns
+==============  ==================================================================================
+``describe``    one record in words: its lane, kind, tone and lines (every view says the same)
+``fields``      field-level differences of two JSON values (the leaf paths, both values)
+``term``        the rich console (colour rules, width) and hanging-indent wrapping
+``show``        the terminal timeline of ``loopctl-sim show`` (filters by turn and kind)
+``compare``     two traces whole: the first difference, the count, both outcomes (``diff``)
+``reports``     divergences and comparisons on the terminal (``replay``, ``diff``)
+==============  ==================================================================================
+
+It may import replay (a divergence is something to show), simulation, traces and ``loopctl``;
+the command line and the plugin import it. Views read records as JSON through the public
+``loopctl_sim.trace`` API and describe what they do not know generically, so a newer record
+kind, io kind or message part shows up instead of breaking them.
 """
+
+from loopctl_sim.view.compare import TraceComparison, compare_traces
+from loopctl_sim.view.describe import LANES, Described, describe, outcome_text
+from loopctl_sim.view.fields import ABSENT, FieldDiff, leaf_diff
+from loopctl_sim.view.reports import policy_in_force, print_comparison, print_divergence
+from loopctl_sim.view.show import ShowFilter, parse_turns, print_timeline, timeline
+from loopctl_sim.view.term import make_console
+
+__all__ = [
+    "ABSENT",
+    "LANES",
+    "Described",
+    "FieldDiff",
+    "ShowFilter",
+    "TraceComparison",
+    "compare_traces",
+    "describe",
+    "leaf_diff",
+    "make_console",
+    "outcome_text",
+    "parse_turns",
+    "policy_in_force",
+    "print_comparison",
+    "print_divergence",
+    "print_timeline",
+    "timeline",
+]

@@ -1,143 +1,114 @@
-"""A readable timeline of a trace: turns, tool calls and results, errors, compactions, outcome.
+"""The terminal timeline of a trace (``loopctl-sim show``): turns, tool calls and results, errors,
+retries, compactions, crashes and resumes, the outcome.
 
-Built from the brain's records (steps and feeds); IO records add what the world did that the brain
-never saw (retries, model errors, crashes). Streams the trace: memory stays flat.
+Built from the brain's records (steps and feeds); io records add what the world did that the brain
+never saw (model errors, retries, crashes, cancels); the io records that only repeat a brain
+record (the request, the reply, a tool call, a plain result) are left out unless a ``--kind``
+filter asks for them. Streams the trace: memory stays flat whatever its length.
+
+Filters: by turn (a record without a turn of its own, a feed, belongs to the turn of the step
+before it) and by kind (a record's type, lane, own kind, or ``error`` for every line shown in
+red). Texts are cut at ``CLIP`` characters unless ``full``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
-from loopctl.core import CallLLM, CallTools, Compact, Done, Failed, Message
-from loopctl_sim.trace import EndRecord, HeaderRecord, IoRecord, StepRecord, TraceReader
+from rich.console import Console
 
-__all__ = ["timeline"]
+from loopctl_sim.trace import TraceReader
+from loopctl_sim.view.describe import CLIP, Described, describe
+from loopctl_sim.view.term import TONE_STYLE, styled, wrap_width, wrapped
 
+__all__ = ["SEQ_WIDTH", "ShowFilter", "parse_turns", "print_timeline", "timeline"]
 
-def _clip(text: str, limit: int = 100) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _args(arguments: dict[str, Any]) -> str:
-    return _clip(json.dumps(arguments, sort_keys=True, separators=(",", ":")), 80)
+#: The seq column: five digits and two spaces.
+SEQ_WIDTH = 7
 
 
-def _message(m: Message) -> Iterator[str]:
-    if m.text:
-        yield f'"{_clip(m.text)}"'
-    for c in m.tool_calls:
-        yield f"call {c.name}({_args(c.arguments)}) [{c.id}]"
+@dataclass(frozen=True)
+class ShowFilter:
+    """What ``show`` prints: a range of turns (inclusive), kinds, whole texts or cut ones."""
+
+    turns: tuple[int, int] | None = None
+    kinds: frozenset[str] = field(default_factory=frozenset)
+    full: bool = False
+
+    def wants(self, rec_type: str, described: Described, turn: int) -> bool:
+        if self.turns is not None and not self.turns[0] <= turn <= self.turns[1]:
+            return False
+        if not self.kinds:
+            return not described.echo
+        names = {rec_type, described.lane, described.kind}
+        if described.tone == "error":
+            names.add("error")
+        return not names.isdisjoint(self.kinds)
 
 
-def _outcome(outcome: Any) -> str:
-    if outcome is None:
-        return "not finished"
-    if isinstance(outcome, Failed):
-        return f"failed: {outcome.error}"
-    text = getattr(outcome, "final_text", None)
-    return f"{outcome.kind}" + (f': "{_clip(text)}"' if text else "")
+def parse_turns(text: str) -> tuple[int, int]:
+    """``"3"`` -> (3, 3); ``"2-4"`` or ``"2:4"`` -> (2, 4); ``ValueError`` otherwise."""
+    for sep in ("-", ":"):
+        if sep in text:
+            lo, hi = (int(p) for p in text.split(sep, 1))
+            break
+    else:
+        lo = hi = int(text)
+    if lo < 0 or hi < lo:
+        raise ValueError(f"not a range of turns: {text!r}")
+    return lo, hi
 
 
-def timeline(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Lines of the timeline of the trace at ``path`` (``TraceFormatError`` if unreadable)."""
+def _entries(
+    path: str | os.PathLike[str], flt: ShowFilter, warnings: list[str]
+) -> Iterator[tuple[int, str, Described]]:
     reader = TraceReader(path)
-    for _, record in reader.numbered():
-        seq = f"{record.seq:>5}"
-        if isinstance(record, HeaderRecord):
-            snap = record.snapshot
-            history = 0 if snap is None else len(snap.history)
-            meta = ", ".join(f"{k}={v}" for k, v in record.metadata.items())
-            if snap is not None and snap.started:
-                yield (
-                    f"{seq}  run resumed from a snapshot ({record.created}; state "
-                    f"{snap.state.kind}, turns {snap.turns_taken}, {history} + "
-                    f"{len(snap.pending)} messages)"
-                )
-                continue
-            yield (
-                f"{seq}  run started ({record.created}, engine {record.engine_version}, "
-                f"history {history} messages){'; ' + meta if meta else ''}"
-            )
-        elif isinstance(record, StepRecord):
-            step = record.step
-            if isinstance(step, CallLLM):
-                yield f"{seq}  turn {step.turn}: call the model"
-            elif isinstance(step, CallTools):
-                names = ", ".join(c.name for c in step.calls)
-                yield f"{seq}  turn {step.turn}: run tools {names}"
-            elif isinstance(step, Compact):
-                yield f"{seq}  compact ({step.reason.value})"
-            elif isinstance(step, Done):
-                yield f"{seq}  done: {_outcome(step.outcome)}"
-        elif isinstance(record, IoRecord):
-            line = _io(record)
-            if line:
-                yield f"{seq}    ~ {line}"
-        elif isinstance(record, EndRecord):
-            yield f"{seq}  run ended: {_outcome(record.outcome)} (digest {record.digest})"
-        else:
-            yield from (f"{seq}  {line}" for line in _feed(record.name, record.args))
-    for warning in reader.warnings:
-        yield f"warning: {warning}"
+    clip = None if flt.full else CLIP
+    turn = 0
+    for record in reader:
+        rec = record.model_dump(mode="json")
+        described = describe(rec, clip)
+        if rec.get("type") == "header" and described.kind == "header":
+            turn = 0
+        if described.turn is not None:
+            turn = described.turn
+        if flt.wants(str(rec.get("type")), described, turn):
+            yield record.seq, str(rec.get("type")), described
+    warnings.extend(reader.warnings)
 
 
-def _feed(name: str, args: Any) -> Iterator[str]:
-    if name == "accept_input":
-        yield f'user: "{_clip(args.input.text)}"'
-    elif name == "model_response":
-        parts = list(_message(args.response)) or ["(empty reply)"]
-        yield f"assistant: {'; '.join(parts)} (context {args.context_tokens} tokens)"
-    elif name == "tool_results":
-        for r in args.message.tool_results:
-            flag = " ERROR" if r.is_error else ""
-            yield f"  result{flag} {r.name} [{r.call_id}]: {_clip(r.content, 80)}"
-    elif name == "compaction_result":
-        yield (
-            f"compacted: {len(args.compacted)} messages kept, "
-            f"context {args.before} -> {args.after} tokens"
-        )
-    elif name == "compaction_noop":
-        yield f"compaction found nothing to cut (context {args.after} tokens)"
-    elif name == "set_context_tokens":
-        yield f"context set to {args.n} tokens"
-    elif name == "inject":
-        yield f'injected: "{_clip(args.message.text)}"'
-    elif name == "fail":
-        yield f"ERROR: {args.error}"
-    elif name == "cancel":
-        yield "cancelled"
-    elif name == "commit_pending":
-        yield "committed the run to history"
-    elif name == "discard_pending":
-        yield "discarded the run's in-flight tail (coherent prefix kept)"
+def timeline(
+    path: str | os.PathLike[str], flt: ShowFilter | None = None, width: int | None = None
+) -> Iterator[tuple[str, str]]:
+    """The timeline's lines with their tone, wrapped to ``width`` (``None``: not wrapped).
+
+    Raises ``TraceFormatError`` (naming ``file:line``) at the first unreadable record.
+    """
+    warnings: list[str] = []
+    for seq, rec_type, described in _entries(path, flt or ShowFilter(), warnings):
+        marker = "  ~ " if rec_type == "io" else ""
+        head = f"{seq:>5}  "
+        for i, line in enumerate(described.lines):
+            prefix = (head if i == 0 else " " * SEQ_WIDTH) + marker
+            for out in wrapped(prefix, line, width):
+                yield out, described.tone
+    for warning in warnings:
+        yield f"warning: {warning}", "warn"
 
 
-def _io(record: IoRecord) -> str | None:
-    d = record.data
-    kind = record.kind
-    took = f" in {record.duration_s:.3f}s" if record.duration_s is not None else ""
-    if kind == "model_error":
-        err = d.get("error") or {}
-        status = f" HTTP {err.get('status')}" if err.get("status") else ""
-        return f"model error{status}: {err.get('kind')}: {err.get('message')}{took}"
-    if kind == "retry":
-        return f"retry {d.get('attempt')} after {d.get('delay_s')}s ({d.get('kind')})"
-    if kind == "crash":
-        size = d.get("snapshot_bytes")
-        return f"crash at step {d.get('step')}; restored from a {size}-byte snapshot"
-    if kind == "cancel":
-        return f"cancel: {d.get('reason', '')}"
-    if kind == "tool_result" and d.get("fault"):
-        return f"tool fault {d.get('fault')} in {d.get('name')}"
-    if kind == "compaction":
-        if d.get("noop"):
-            return f"compaction ({d.get('reason')}): nothing to cut"
-        return (
-            f"compaction ({d.get('reason')}): {d.get('messages_before')} messages -> "
-            f"{d.get('messages_after')}"
-        )
-    return None
+def print_timeline(
+    console: Console, path: str | os.PathLike[str], flt: ShowFilter | None = None
+) -> None:
+    """Print the timeline on ``console``, coloured by tone when the console has colour."""
+    width = wrap_width(console)
+    lines: Iterable[tuple[str, str]] = timeline(path, flt, width)
+    if console.color_system is None:  # no colour: plain lines, no rich rendering per line
+        file = console.file
+        for line, _ in lines:
+            file.write(line + "\n")
+        file.flush()
+        return
+    for line, tone in lines:
+        console.print(styled(line, SEQ_WIDTH, TONE_STYLE.get(tone, "")), soft_wrap=True)

@@ -1,0 +1,320 @@
+"""One record, described for a person: its lane, its kind, its tone and its lines of text.
+
+Every view (the terminal timeline of ``show``, the HTML timeline) describes records here, so the
+words agree everywhere. It works on a record's JSON (``record.model_dump(mode="json")``), not on
+the typed models: a record kind, an io kind, a feed or a message part this module does not know
+(a newer trace format, a new provider part) is still described, generically, from its data,
+instead of breaking the view.
+
+``clip`` bounds every text (``None``: whole texts, newlines kept: ``show --full``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["CLIP", "LANES", "Described", "describe", "outcome_text"]
+
+#: How long a text may get in a summary line before it is cut (``show`` without ``--full``).
+CLIP: Final = 100
+
+#: The swimlanes, top to bottom: the run (starts, resumes, crashes, the outcome), the brain's
+#: steps and feeds, the model calls, the tool calls, compactions, other events (cancels,
+#: reflections), and io of a kind this view does not know.
+LANES: Final = ("run", "brain", "model", "tools", "compaction", "events", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """What a view shows of one record."""
+
+    lane: str
+    #: The record's own kind: the step's kind, the feed's name, the io kind, ``header``,
+    #: ``resume`` or ``end``; ``show --kind`` filters on it (and on the lane and the type).
+    kind: str
+    #: "" (plain), "ok", "warn" or "error": the colour of the line.
+    tone: str
+    lines: tuple[str, ...]
+    #: An io record that repeats what a brain record says (the request, the reply, a tool call
+    #: and its plain result): ``show`` leaves these out unless asked for by kind.
+    echo: bool = False
+    turn: int | None = None
+
+
+def _clip(text: str, limit: int | None) -> str:
+    if limit is None:
+        return text
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json(data: Any, limit: int | None) -> str:
+    return _clip(json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False), limit)
+
+
+def _short(limit: int | None, by: int = 20) -> int | None:
+    return None if limit is None else max(limit - by, 20)
+
+
+def _part(part: Any, limit: int | None) -> str:
+    if not isinstance(part, dict):
+        return _json(part, limit)
+    kind = part.get("kind")
+    if kind == "text":
+        return f'"{_clip(str(part.get("text", "")), limit)}"'
+    if kind == "tool_call":
+        args = _json(part.get("arguments", {}), _short(limit))
+        return f"call {part.get('name')}({args}) [{part.get('id')}]"
+    if kind == "tool_result":
+        flag = " ERROR" if part.get("is_error") else ""
+        content = _clip(str(part.get("content", "")), _short(limit))
+        return f"result{flag} {part.get('name')} [{part.get('call_id')}]: {content}"
+    if kind == "thinking" and isinstance(part.get("text"), str):
+        return f"(thinking: {_clip(part['text'], _short(limit))})"
+    rest = {k: v for k, v in part.items() if k != "kind"}
+    return f"[{kind}] {_json(rest, _short(limit))}"
+
+
+def _message(message: Any, limit: int | None) -> list[str]:
+    """A message's parts, each as text; a message of unknown shape as its JSON."""
+    if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+        return [_json(message, limit)]
+    return [_part(p, limit) for p in message["parts"]]
+
+
+def _error(error: Any) -> str:
+    if not isinstance(error, dict):
+        return str(error)
+    status = f" (HTTP {error['status']})" if error.get("status") is not None else ""
+    return f"{error.get('kind')}{status}: {error.get('message')}"
+
+
+def outcome_text(outcome: Any, limit: int | None = CLIP) -> str:
+    """An outcome (as JSON) in words: ``completed: "..."``, ``failed: kind: message``."""
+    if outcome is None:
+        return "not finished"
+    if not isinstance(outcome, dict):
+        return _json(outcome, limit)
+    kind = outcome.get("kind")
+    if kind == "failed":
+        return f"failed: {_error(outcome.get('error'))}"
+    text = outcome.get("final_text")
+    return f"{kind}" + (f': "{_clip(text, limit)}"' if isinstance(text, str) and text else "")
+
+
+def _header(rec: dict[str, Any], limit: int | None) -> Described:
+    snap = rec.get("snapshot") or {}
+    history = len(snap.get("history") or ())
+    if snap.get("started"):
+        state = (snap.get("state") or {}).get("kind")
+        text = (
+            f"run resumed from a snapshot ({rec.get('created')}; state {state}, turns "
+            f"{snap.get('turns_taken')}, {history} + {len(snap.get('pending') or ())} messages)"
+        )
+        return Described("run", "resume", "warn", (text,))
+    meta = ", ".join(f"{k}={v}" for k, v in (rec.get("metadata") or {}).items())
+    text = (
+        f"run started ({rec.get('created')}, engine {rec.get('engine_version')}, "
+        f"history {history} messages){'; ' + _clip(meta, limit) if meta else ''}"
+    )
+    return Described("run", "header", "", (text,))
+
+
+def _step(rec: dict[str, Any], limit: int | None) -> Described:
+    step = rec.get("step") or {}
+    kind = str(step.get("kind"))
+    turn = step.get("turn")
+    if kind == "call_llm":
+        return Described("brain", kind, "", (f"turn {turn}: call the model",), turn=turn)
+    if kind == "call_tools":
+        names = ", ".join(str(c.get("name")) for c in step.get("calls") or ())
+        return Described("brain", kind, "", (f"turn {turn}: run tools {names}",), turn=turn)
+    if kind == "compact":
+        return Described("brain", kind, "", (f"compact ({step.get('reason')})",))
+    if kind == "done":
+        outcome = step.get("outcome")
+        tone = _outcome_tone(outcome)
+        return Described("brain", kind, tone, (f"done: {outcome_text(outcome, limit)}",))
+    rest = {k: v for k, v in step.items() if k != "kind"}
+    return Described("brain", kind, "", (f"step {kind} {_json(rest, limit)}",), turn=turn)
+
+
+def _outcome_tone(outcome: Any) -> str:
+    kind = outcome.get("kind") if isinstance(outcome, dict) else None
+    return {"completed": "ok", "failed": "error", None: "warn"}.get(kind, "warn")
+
+
+def _feed_lines(name: str, args: dict[str, Any], limit: int | None) -> Iterator[str]:
+    if name == "accept_input":
+        yield "user: " + "; ".join(_message(args.get("input"), limit))
+    elif name == "model_response":
+        parts = _message(args.get("response"), limit) or ["(empty reply)"]
+        yield f"assistant: {'; '.join(parts)} (context {args.get('context_tokens')} tokens)"
+    elif name == "tool_results":
+        for part in _message(args.get("message"), limit):
+            yield f"  {part}"
+    elif name == "compaction_result":
+        yield (
+            f"compacted: {len(args.get('compacted') or ())} messages kept, "
+            f"context {args.get('before')} -> {args.get('after')} tokens"
+        )
+    elif name == "compaction_noop":
+        yield f"compaction found nothing to cut (context {args.get('after')} tokens)"
+    elif name == "set_context_tokens":
+        yield f"context set to {args.get('n')} tokens"
+    elif name == "inject":
+        yield "injected: " + "; ".join(_message(args.get("message"), limit))
+    elif name == "fail":
+        yield f"ERROR: {_error(args.get('error'))}"
+    elif name == "cancel":
+        yield "cancelled"
+    elif name == "commit_pending":
+        yield "committed the run to history"
+    elif name == "discard_pending":
+        yield "discarded the run's in-flight tail (coherent prefix kept)"
+    else:
+        yield f"{name} {_json(args, limit)}"
+
+
+_FEED_TONE: Final = {"fail": "error", "cancel": "warn", "discard_pending": "warn"}
+
+
+def _feed(rec: dict[str, Any], limit: int | None) -> Described:
+    name = str(rec.get("name"))
+    args = rec.get("args")
+    lines = tuple(_feed_lines(name, args if isinstance(args, dict) else {}, limit))
+    tone = _FEED_TONE.get(name, "")
+    if name == "tool_results" and any(" ERROR " in line for line in lines):
+        tone = "error"
+    return Described("brain", name, tone, lines)
+
+
+def _took(rec: dict[str, Any]) -> str:
+    d = rec.get("duration_s")
+    return f" in {d:.3f}s" if isinstance(d, int | float) else ""
+
+
+def _io_model_error(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    err = d.get("error") or {}
+    status = f" HTTP {err.get('status')}" if err.get("status") else ""
+    text = f"model error{status}: {err.get('kind')}: {_clip(str(err.get('message')), limit)}"
+    return Described("model", "model_error", "error", (text + _took(rec),))
+
+
+def _io_model_request(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    tools = d.get("tools")
+    names = ", ".join(str(t.get("name", t)) if isinstance(t, dict) else str(t) for t in tools or ())
+    size = d.get("n_messages")
+    if size is None and isinstance(d.get("messages"), list):
+        size = len(d["messages"])
+    text = f"model request: {size} messages; tools {_clip(names, limit) or '(none)'}"
+    return Described("model", "model_request", "", (text,), echo=True)
+
+
+def _io_model_reply(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    usage = d.get("usage") or {}
+    text = (
+        f"model reply{_took(rec)}: {usage.get('input_tokens')} in / "
+        f"{usage.get('output_tokens')} out tokens, stop {d.get('stop_reason')}, "
+        f"attempt {d.get('attempts')}"
+    )
+    return Described("model", "model_reply", "", (text,), echo=True)
+
+
+def _io_retry(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    text = f"retry {d.get('attempt')} after {d.get('delay_s')}s ({d.get('kind')})"
+    return Described("model", "retry", "warn", (text,))
+
+
+def _io_tool_call(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    args = _json(d.get("arguments", {}), _short(limit))
+    text = f"tool call {d.get('name')}({args}) [{d.get('id')}]"
+    return Described("tools", "tool_call", "", (text,), echo=True)
+
+
+def _io_tool_result(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    if d.get("fault"):
+        text = f"tool fault {d.get('fault')} in {d.get('name')}"
+        return Described("tools", "tool_result", "error", (text,))
+    flag = " ERROR" if d.get("is_error") else ""
+    content = _clip(str(d.get("content", "")), _short(limit))
+    text = f"tool result{flag} {d.get('name')} [{d.get('id')}]{_took(rec)}: {content}"
+    return Described("tools", "tool_result", "error" if flag else "", (text,), echo=True)
+
+
+def _io_crash(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    size = d.get("snapshot_bytes")
+    text = f"crash at step {d.get('step')}; restored from a {size}-byte snapshot"
+    return Described("run", "crash", "error", (text,))
+
+
+def _io_cancel(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    return Described("events", "cancel", "warn", (f"cancel: {d.get('reason', '')}",))
+
+
+def _io_compaction(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    if d.get("noop"):
+        text = f"compaction ({d.get('reason')}): nothing to cut"
+        return Described("compaction", "compaction", "warn", (text + _took(rec),))
+    text = (
+        f"compaction ({d.get('reason')}): {d.get('messages_before')} messages -> "
+        f"{d.get('messages_after')}"
+    )
+    return Described("compaction", "compaction", "", (text + _took(rec),))
+
+
+def _io_reflection(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    text = f'reflection: "{_clip(str(d.get("text", "")), limit)}"'
+    return Described("events", "reflection", "", (text,), echo=True)
+
+
+_IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Described]]] = {
+    "model_request": _io_model_request,
+    "model_reply": _io_model_reply,
+    "model_error": _io_model_error,
+    "retry": _io_retry,
+    "tool_call": _io_tool_call,
+    "tool_result": _io_tool_result,
+    "crash": _io_crash,
+    "cancel": _io_cancel,
+    "compaction": _io_compaction,
+    "reflection": _io_reflection,
+}
+
+
+def _io(rec: dict[str, Any], limit: int | None) -> Described:
+    kind = str(rec.get("kind"))
+    data = rec.get("data")
+    d = data if isinstance(data, dict) else {}
+    make = _IO.get(kind)
+    if make is not None:
+        found = make(d, rec, limit)
+    else:  # an io kind this view does not know: its data as it is
+        lane = "run" if kind == "resume" else "other"
+        found = Described(lane, kind, "", (f"{kind}{_took(rec)}: {_json(d, limit)}",))
+    turn = rec.get("turn")
+    if isinstance(turn, int):
+        return Described(found.lane, found.kind, found.tone, found.lines, found.echo, turn)
+    return found
+
+
+def describe(rec: dict[str, Any], clip: int | None = CLIP) -> Described:
+    """What a view shows of the record ``rec`` (a record's JSON); never raises on odd data."""
+    kind = rec.get("type")
+    if kind == "header":
+        return _header(rec, clip)
+    if kind == "step":
+        return _step(rec, clip)
+    if kind == "feed":
+        return _feed(rec, clip)
+    if kind == "io":
+        return _io(rec, clip)
+    if kind == "end":
+        outcome = rec.get("outcome")
+        text = f"run ended: {outcome_text(outcome, clip)} (digest {rec.get('digest')})"
+        return Described("run", "end", _outcome_tone(outcome), (text,))
+    rest = {k: v for k, v in rec.items() if k not in ("seq", "type")}
+    return Described("other", str(kind), "", (f"{kind} {_json(rest, clip)}",))

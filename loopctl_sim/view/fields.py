@@ -1,0 +1,90 @@
+"""Field-level differences between two JSON values: every leaf path that differs, both values.
+
+A divergence report shows these instead of two digests or a long unified diff: which field of the
+step, the brain's state or the record differs, and how (``state.kind: awaiting_tools ->
+start``). Generic over whatever dicts and lists it is given, so it works for any record kind or
+brain-state summary, including ones added after it was written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["ABSENT", "FieldDiff", "leaf_diff", "show_value"]
+
+
+class _Absent:
+    """The value on the side where a key or list item does not exist."""
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT: Final = _Absent()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    """One leaf that differs: its path (``a.b[2].c``; ``""`` for the value itself) and both
+    values (``ABSENT`` where the other side has it and this one does not)."""
+
+    path: str
+    expected: Any
+    actual: Any
+
+    def to_json(self) -> dict[str, Any]:
+        def side(value: Any) -> Any:
+            return None if value is ABSENT else value
+
+        return {
+            "path": self.path,
+            "expected": side(self.expected),
+            "actual": side(self.actual),
+            "expected_absent": self.expected is ABSENT,
+            "actual_absent": self.actual is ABSENT,
+        }
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _walk(a: Any, b: Any, path: str, out: list[FieldDiff], limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            _walk(a.get(key, ABSENT), b.get(key, ABSENT), _join(path, str(key)), out, limit)
+        return
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        for i in range(max(len(a), len(b))):
+            left = a[i] if i < len(a) else ABSENT
+            right = b[i] if i < len(b) else ABSENT
+            _walk(left, right, f"{path}[{i}]", out, limit)
+        return
+    if a != b or (type(a) is not type(b) and not (_number(a) and _number(b))):
+        out.append(FieldDiff(path, a, b))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def leaf_diff(expected: Any, actual: Any, limit: int = 200) -> list[FieldDiff]:
+    """The leaves of ``expected`` and ``actual`` that differ, in ``expected``'s key order, at
+    most ``limit`` of them. A dict against a list, or a value against ``None``, is one leaf."""
+    out: list[FieldDiff] = []
+    _walk(expected, actual, "", out, limit)
+    return out
+
+
+def show_value(value: Any, limit: int | None = 60) -> str:
+    """A leaf's value as a person reads it: strings bare, everything else as compact JSON."""
+    if value is ABSENT:
+        return "(absent)"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if limit is not None and len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text

@@ -1,0 +1,162 @@
+"""Divergences and trace comparisons on the terminal (``replay``, ``diff``).
+
+A replay divergence shows the record (seq, ``file:line``), what differs in words, the policy in
+force there, every field that differs with both values (``fields.leaf_diff``; never only two
+digests), the feeds just before it, and the unified diff of expected against actual when it is
+short enough to read (``--json`` always has it whole). The policy is the ``Divergence``'s own
+``policy`` when the replay filled it in, otherwise the policy of the last step record at or before
+the divergent one, read from the trace.
+
+A comparison (``diff``) shows the first differing record as ``TraceDiff.report`` always has, its
+differing fields, how many records differ in all, and the two traces' outcomes side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from loopctl_sim.replay import Divergence
+from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
+from loopctl_sim.view.compare import TraceComparison
+from loopctl_sim.view.describe import outcome_text
+from loopctl_sim.view.fields import FieldDiff, leaf_diff, show_value
+from loopctl_sim.view.term import wrap_width, wrapped
+
+__all__ = [
+    "MAX_DIFF_LINES",
+    "divergence_policy",
+    "fields_table",
+    "policy_in_force",
+    "print_comparison",
+    "print_divergence",
+]
+
+#: A unified diff longer than this is left to ``--json`` (the field table says what differs).
+MAX_DIFF_LINES = 60
+
+
+def policy_in_force(path: str | os.PathLike[str], seq: int) -> dict[str, Any] | None:
+    """The policy of the last step record at or before ``seq`` (None: no step before it)."""
+    found: dict[str, Any] | None = None
+    try:
+        for record in TraceReader(path):
+            if record.seq > seq:
+                break
+            if isinstance(record, StepRecord):
+                found = record.policy.model_dump(mode="json")
+    except TraceFormatError:
+        pass  # the replay already read up to the divergence; a later bad line changes nothing
+    return found
+
+
+def divergence_policy(divergence: Divergence, path: str | None) -> dict[str, Any] | None:
+    """The policy in force at the divergence: the report's own, else read from the trace."""
+    policy = getattr(divergence, "policy", None)
+    if isinstance(policy, dict):
+        return policy
+    if policy is not None and hasattr(policy, "model_dump"):
+        dumped: dict[str, Any] = policy.model_dump(mode="json")
+        return dumped
+    return None if not path else policy_in_force(path, divergence.seq)
+
+
+def fields_table(diffs: list[FieldDiff], a: str = "expected", b: str = "actual") -> Table:
+    """The differing fields as a table: path, then both values (long values fold)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    table.add_column("field", overflow="fold", style="bold")
+    table.add_column(a, overflow="fold", style="red")
+    table.add_column(b, overflow="fold", style="green")
+    for d in diffs:
+        expected, actual = show_value(d.expected, 200), show_value(d.actual, 200)
+        table.add_row(d.path or "(the value)", expected, actual)
+    return table
+
+
+def _policy_text(policy: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={show_value(v, 40)}" for k, v in policy.items())
+
+
+def _say(console: Console, prefix: str, body: str, style: str = "", indent: int = 2) -> None:
+    """One paragraph, wrapped with a hanging indent past ``prefix`` (not wrapped when piped)."""
+    for line in wrapped(prefix, body, wrap_width(console), indent):
+        console.print(Text(line, style=style), soft_wrap=True)
+
+
+def _print_diff(console: Console, text: str) -> None:
+    lines = text.splitlines()
+    if len(lines) > MAX_DIFF_LINES:
+        console.print(f"(the unified diff has {len(lines)} lines: --json holds it whole)")
+        return
+    for line in lines:
+        style = "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+        console.print(Text(line, style=style), soft_wrap=True)
+
+
+def print_divergence(console: Console, divergence: Divergence, path: str = "") -> None:
+    """The replay divergence, as described in this module's docstring."""
+    where = f"{path}:{divergence.line}" if path else f"line {divergence.line}"
+    _say(
+        console,
+        "",
+        f"divergence at seq {divergence.seq} ({where}): {divergence.message}",
+        "bold red",
+    )
+    console.print(f"what differs: {divergence.what}")
+    if divergence.note:
+        _say(console, "note: ", divergence.note, "yellow")
+    policy = divergence_policy(divergence, path or None)
+    _say(console, "policy in force: ", _policy_text(policy) if policy else "(no step before it)")
+    diffs = leaf_diff(divergence.expected, divergence.actual)
+    if diffs:
+        console.print(f"differing fields ({len(diffs)}):")
+        console.print(fields_table(diffs))
+    if divergence.recent_feeds:
+        console.print("feeds before it:")
+        for f in divergence.recent_feeds:
+            _say(console, f"  seq {f.seq} (line {f.line}): ", f"{f.name} {show_value(f.args, 100)}")
+    _print_diff(console, divergence.diff)
+
+
+def _outcomes_table(comparison: TraceComparison) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("run")
+    table.add_column(comparison.path_a, overflow="fold")
+    table.add_column(comparison.path_b, overflow="fold")
+    a, b = comparison.outcomes_a, comparison.outcomes_b
+    for i in range(max(len(a), len(b))):
+        left = outcome_text(a[i]) if i < len(a) else "(no such run)"
+        right = outcome_text(b[i]) if i < len(b) else "(no such run)"
+        style = "" if i < len(a) and i < len(b) and a[i] == b[i] else "bold"
+        table.add_row(str(i + 1), left, right, style=style)
+    return table
+
+
+def print_comparison(console: Console, comparison: TraceComparison) -> None:
+    """``diff``'s report, as described in this module's docstring."""
+    first = comparison.first
+    if first is None:
+        same = f"same: {comparison.path_a} and {comparison.path_b} hold the same records"
+        _say(console, "", same)
+    else:
+        for line in first.report().splitlines()[:3]:
+            _say(console, "", line, indent=4)
+        diffs = leaf_diff(first.expected, first.actual)
+        if diffs:
+            console.print(f"differing fields ({len(diffs)}):")
+            console.print(fields_table(diffs, "a", "b"))
+        _print_diff(console, first.diff)
+        extra = []
+        if comparison.only_a:
+            extra.append(f"{comparison.only_a} only in {comparison.path_a}")
+        if comparison.only_b:
+            extra.append(f"{comparison.only_b} only in {comparison.path_b}")
+        count = f"{comparison.differing} of {comparison.compared} compared records differ"
+        _say(console, "", count + (f" ({'; '.join(extra)})" if extra else ""), "bold")
+    console.print("outcomes:")
+    console.print(_outcomes_table(comparison))
