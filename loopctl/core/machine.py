@@ -19,39 +19,33 @@ Rules this module keeps:
 - No handler and no step scans the whole history: each costs O(size of the exchange).
 - History never holds a call without its result, nor a result without its call.
 - ``_history`` and ``_pending`` only grow by appending, or are replaced by a new list: never
-  edited in place. The JSON cache behind ``digest()`` and ``model_dump_json()`` relies on it.
+  edited in place. The JSON caches behind ``digest()`` and ``model_dump_json()`` rely on it.
 - A snapshot is checked when it is validated (``snapshot_problem``): restoring never trusts a
   state the brain could not have reached.
+
+Where the rest is: ``LoopMachine`` is ``MachineData`` (``machine_data.py``: the fields, the
+read-only views, snapshots, JSON and the digest with the caches that keep them O(the feed), and
+the exit door's move of pending onto history) plus what this module holds, the tables and their
+handlers, top to bottom. ``prebuilt.py`` holds the states and steps shared by every machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, NamedTuple, TypeVar, cast, get_args
+from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from loopctl.core.built import built
-from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
 from loopctl.core.errors import LoopError, ProtocolError
-from loopctl.core.loopdetect import LoopWindow, call_key, judge_keys
+from loopctl.core.loopdetect import call_key, judge_keys
+from loopctl.core.machine_data import MachineData, is_count
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
+from loopctl.core.prebuilt import START, awaiting_model, awaiting_tools, call_llm
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
-from loopctl.core.snapshot import (
-    HISTORY_HEAD,
-    PENDING_HEAD,
-    SNAPSHOT_FORMAT,
-    SNAPSHOT_VERSION,
-    EndEncoder,
-    Exchange,
-    MachineSnapshot,
-    gc_paused,
-    snapshot_json,
-)
+from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
-    AwaitingTools,
-    CallLLM,
     CallTools,
     Cancelled,
     Compact,
@@ -59,10 +53,8 @@ from loopctl.core.steps import (
     Completed,
     Done,
     Failed,
-    MachineState,
     MachineStep,
     MaxTurnsExceeded,
-    Start,
     Terminal,
 )
 
@@ -167,13 +159,6 @@ LOOP_NOTE = (
 )
 
 
-def _is_count(n: object) -> bool:
-    """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
-    if type(n) is int:  # nearly always: skip the two isinstance calls
-        return n >= 0
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
-
-
 def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     """The pre-answer to a call of a tool the driver did not advertise."""
     return ToolResult(
@@ -185,152 +170,11 @@ def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     )
 
 
-_Turned = TypeVar("_Turned", AwaitingModel, CallLLM, AwaitingTools)
+class LoopMachine(MachineData):
+    """The brain. See the module docstring for the rules it keeps; its fields, read-only views,
+    snapshots and digest are ``MachineData``'s."""
 
-#: States and steps are frozen, so one instance per turn serves every machine: the first turns'
-#: are built once (fuzzing runs thousands of short machines); later turns are built when reached
-#: (a long run reaches each turn once, so keeping them would only cost a cache lookup).
-_EARLY_TURNS: Final = 256
-
-
-def _per_turn(cls: type[_Turned]) -> Callable[[int], _Turned]:
-    """``turn -> cls(turn=turn)``, the first ``_EARLY_TURNS`` built once (``turn`` is the
-    brain's own count, an int: later ones are ``built`` without validation)."""
-    new = cls.__pydantic_validator__.validate_python
-    early: tuple[_Turned, ...] = tuple(new({"turn": t}) for t in range(_EARLY_TURNS))
-    kind = early[0].kind
-
-    def build(turn: int) -> _Turned:
-        if 0 <= turn < _EARLY_TURNS:
-            return early[turn]
-        return built(cls, {"kind": kind, "turn": turn}, {"turn"})
-
-    return build
-
-
-_awaiting_model: Final = _per_turn(AwaitingModel)
-_call_llm: Final = _per_turn(CallLLM)
-_awaiting_tools: Final = _per_turn(AwaitingTools)
-
-
-_START: Final = Start()
-_HISTORY_START: Final = sha256_of(HISTORY_HEAD)
-
-
-class LoopMachine:
-    """The brain. See the module docstring for the rules it keeps."""
-
-    #: What the brain is: equality, snapshots and the digest cover exactly these.
-    STATE_SLOTS: Final = (
-        "_advertised",
-        "_context_tokens",
-        "_exchange",
-        "_finalized",
-        "_history",
-        "_loop_calls",
-        "_loop_unjudged",
-        "_loop_warned",
-        "_noop_floor",
-        "_pending",
-        "_started",
-        "_state",
-        "_turns_taken",
-    )
-    # ... plus derived caches, never compared: each message's JSON and the running hashes for
-    # ``digest()``, the small fields' JSON, the loop keys of the exchange in flight (computed
-    # when its calls are checked at the door) and its ``CallTools`` step.
-    __slots__ = (
-        *STATE_SLOTS,
-        "_call_tools",
-        "_end_json",
-        "_exchange_keys",
-        "_history_json",
-        "_pending_json",
-    )
-
-    def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
-        history = list(history)
-        problem = coherence_problem(history)
-        if problem is not None:
-            raise ValueError(f"history is not provider-valid: {problem}")
-        if not _is_count(context_tokens):
-            raise ValueError(f"not a token count: {context_tokens!r}")
-        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = _START
-        self._history: list[Message] = history
-        self._pending: list[Message] = []
-        self._turns_taken = 0
-        self._context_tokens = context_tokens
-        self._exchange: Exchange | None = None
-        self._advertised: tuple[str, ...] = ()
-        self._started = False
-        self._finalized = False
-        self._noop_floor: int | None = None
-        # The loop detector's window, kept as plain fields: the hot path builds no model.
-        # A list, trimmed in place to MAX_LOOP_WINDOW: appending stays O(exchange size).
-        self._loop_calls: list[str] = []
-        self._loop_unjudged = 0
-        self._loop_warned = False
-        self._history_json: JsonCache | None = None
-        self._pending_json: JsonCache | None = None
-        self._end_json: EndEncoder | None = None
-        self._call_tools: tuple[Exchange, CallTools] | None = None
-        self._exchange_keys: list[str] | None = None
-
-    # --- read-only views -----------------------------------------------------------------
-
-    @property
-    def state(self) -> MachineState:
-        return self._state
-
-    @property
-    def history(self) -> tuple[Message, ...]:
-        return tuple(self._history)
-
-    @property
-    def pending(self) -> tuple[Message, ...]:
-        return tuple(self._pending)
-
-    @property
-    def turns_taken(self) -> int:
-        return self._turns_taken
-
-    @property
-    def context_tokens(self) -> int:
-        return self._context_tokens
-
-    @property
-    def exchange(self) -> Exchange | None:
-        return self._exchange
-
-    @property
-    def is_terminal(self) -> bool:
-        return isinstance(self._state, Terminal)
-
-    @property
-    def finalized(self) -> bool:
-        return self._finalized
-
-    @property
-    def started(self) -> bool:
-        """True once this run accepted its input (a run is under way or over)."""
-        return self._started
-
-    @property
-    def loop_window(self) -> LoopWindow:
-        """The loop detector's window (a fresh model built from the brain's fields)."""
-        return LoopWindow(
-            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
-        )
-
-    def messages(self) -> list[Message]:
-        """History plus pending: what the model is shown next (a copy)."""
-        return self._history + self._pending
-
-    def history_len(self) -> int:
-        return len(self._history)
-
-    def pending_len(self) -> int:
-        return len(self._pending)
+    __slots__ = ()  # the fields are MachineData's; no instance dict
 
     # --- the one question ----------------------------------------------------------------
 
@@ -367,8 +211,8 @@ class LoopMachine:
             return Compact(reason=reason)
         turn = self._turns_taken + 1
         self._advertised = policy.tools
-        self._state = _awaiting_model(turn)
-        return _call_llm(turn)
+        self._state = awaiting_model(turn)
+        return call_llm(turn)
 
     def _compaction_due(self, policy: MachinePolicy) -> CompactReason | None:
         if policy.compact_now:
@@ -389,7 +233,7 @@ class LoopMachine:
             # (the turn is not counted) and compact first.
             self._state = AwaitingCompaction(reason=CompactReason.EMERGENCY)
             return Compact(reason=CompactReason.EMERGENCY)
-        return _call_llm(self._state.turn)
+        return call_llm(self._state.turn)
 
     def _step_awaiting_tools(self, policy: MachinePolicy) -> MachineStep:
         exchange = self._exchange
@@ -494,7 +338,7 @@ class LoopMachine:
         self._pending.append(message)
 
     def _set_context_tokens(self, n: int) -> None:
-        if not _is_count(n):
+        if not is_count(n):
             raise self._refuse("set_context_tokens", f"not a token count: {n!r}")
         self._context_tokens = n
 
@@ -522,7 +366,7 @@ class LoopMachine:
                 raise self._refuse(
                     "model_response", "an assistant message cannot hold tool results"
                 )
-        if not _is_count(context_tokens):
+        if not is_count(context_tokens):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
         keys: list[str] = []
         if calls:
@@ -554,7 +398,7 @@ class LoopMachine:
             # Every call is unknown: the exchange completes at once, nothing is dispatched.
             self._pending.append(Message.from_results(preanswered))
             self._record(keys)
-            self._state = _START
+            self._state = START
             return
         self._exchange = built(
             Exchange,
@@ -562,7 +406,7 @@ class LoopMachine:
             {"turn", "calls", "preanswered"},
         )
         self._exchange_keys = keys
-        self._state = _awaiting_tools(turn)
+        self._state = awaiting_tools(turn)
 
     def _record(self, keys: list[str]) -> None:
         """Record one exchange's call keys in the loop window (the last MAX_LOOP_WINDOW kept)."""
@@ -599,24 +443,24 @@ class LoopMachine:
         self._record(keys if keys is not None else [call_key(c) for c in exchange.calls])
         self._exchange = None
         self._exchange_keys = None
-        self._state = _START
+        self._state = START
 
     def _compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
         new_history = list(compacted)
         problem = coherence_problem(new_history)
         if problem is not None:
             raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")
-        if not _is_count(after):
+        if not is_count(after):
             raise self._refuse("compaction_result", f"not a token count: {after!r}")
         self._history = new_history
         self._pending = []
         self._context_tokens = after
         self._noop_floor = None
-        self._state = _START
+        self._state = START
 
     def _compaction_noop(self, before: int, after: int) -> None:
         assert isinstance(self._state, AwaitingCompaction)
-        if not _is_count(after):
+        if not is_count(after):
             raise self._refuse("compaction_noop", f"not a token count: {after!r}")
         reason = self._state.reason
         self._context_tokens = after
@@ -633,7 +477,7 @@ class LoopMachine:
             return
         if reason is CompactReason.THRESHOLD_EXCEEDED:
             self._noop_floor = after
-        self._state = _START
+        self._state = START
 
     def _commit_pending(self) -> None:
         assert isinstance(self._state, Terminal)
@@ -653,23 +497,6 @@ class LoopMachine:
             raise self._refuse("discard_pending", "pending was already discarded")
         self._fold_pending(coherent_prefix_length(self._pending))
 
-    def _fold_pending(self, keep: int) -> None:
-        """The exit door: pending's first ``keep`` messages are glued onto history, and so is
-        their cached JSON onto history's (a long run's messages are not encoded again for the
-        next digest or save; history's running hash takes them in at the next digest)."""
-        history, pending = self._history_json, self._pending_json
-        if (
-            history is not None
-            and history.source is self._history
-            and len(history.parts) == len(self._history)
-            and pending is not None
-            and pending.source is self._pending
-        ):
-            history.parts.extend(pending.parts[:keep])
-        self._history.extend(self._pending[:keep])
-        self._pending = []
-        self._finalized = True
-
     # --- the next run --------------------------------------------------------------------
 
     def next_run(self) -> LoopMachine:
@@ -683,157 +510,6 @@ class LoopMachine:
         fresh = LoopMachine((), self._context_tokens)
         fresh._history = list(self._history)
         return fresh
-
-    # --- saving and restoring ------------------------------------------------------------
-
-    def snapshot(self) -> MachineSnapshot:
-        return MachineSnapshot.model_construct(
-            format=SNAPSHOT_FORMAT,
-            version=SNAPSHOT_VERSION,
-            state=self._state,
-            history=tuple(self._history),
-            pending=tuple(self._pending),
-            turns_taken=self._turns_taken,
-            context_tokens=self._context_tokens,
-            exchange=self._exchange,
-            advertised=self._advertised,
-            started=self._started,
-            finalized=self._finalized,
-            noop_floor=self._noop_floor,
-            loop=self.loop_window,
-        )
-
-    @classmethod
-    def from_snapshot(cls, snap: MachineSnapshot) -> LoopMachine:
-        """The machine a snapshot describes.
-
-        The snapshot was checked when it was validated (parsed or constructed), so this does not
-        walk the conversation again. A snapshot built with ``model_construct`` skips that check:
-        validate it first (``MachineSnapshot.model_validate(snap.model_dump())``).
-        """
-        machine = cls.__new__(cls)
-        machine._state = snap.state
-        machine._history = list(snap.history)
-        machine._pending = list(snap.pending)
-        machine._turns_taken = snap.turns_taken
-        machine._context_tokens = snap.context_tokens
-        machine._exchange = snap.exchange
-        machine._advertised = snap.advertised
-        machine._started = snap.started
-        machine._finalized = snap.finalized
-        machine._noop_floor = snap.noop_floor
-        machine._loop_calls = list(snap.loop.calls)
-        machine._loop_unjudged = snap.loop.unjudged
-        machine._loop_warned = snap.loop.warned
-        machine._history_json = None
-        machine._pending_json = None
-        machine._end_json = None
-        machine._call_tools = None
-        machine._exchange_keys = None
-        return machine
-
-    def model_dump_json(self) -> str:
-        """The whole brain as JSON: save a run at any decision boundary.
-
-        The same text as ``snapshot().model_dump_json()``, assembled from the per-message cache
-        that ``digest()`` keeps (see ``canonical_json``), so saving after every turn serializes
-        only the turn's new messages.
-        """
-        return self.canonical_json().decode()
-
-    @classmethod
-    def model_validate_json(cls, text: str | bytes) -> LoopMachine:
-        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
-        with gc_paused():
-            snap = MachineSnapshot.model_validate_json(text)
-        return cls.from_snapshot(snap)
-
-    def model_dump(self) -> dict[str, Any]:
-        return self.snapshot().model_dump(mode="json")
-
-    @classmethod
-    def model_validate(cls, data: Any) -> LoopMachine:
-        """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        with gc_paused():
-            snap = MachineSnapshot.model_validate(data)
-        return cls.from_snapshot(snap)
-
-    def digest(self) -> str:
-        """A short stable hash of the canonical JSON; traces compare it after every feed.
-
-        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing or
-        re-hashing the conversation: the snapshot's JSON puts history and pending first, and
-        each keeps its messages' JSON and a running hash of the JSON up to its last message
-        (both only ever grow by appending, or are replaced whole). A digest after a feed
-        encodes and hashes what the feed added plus the small fields after the conversation:
-        O(the feed), not O(history). A restored machine's first digest hashes it all once.
-        Tests pin the value to the hash of the snapshot model's own JSON.
-        """
-        history = self._history_json
-        if (  # history is mostly unchanged between two digests: skip the call
-            history is None
-            or history.chain is None
-            or history.source is not self._history
-            or not history.hashed == len(history.parts) == len(self._history)
-        ):
-            self._history_json = history = encoded(history, self._history, _HISTORY_START)
-        self._pending_json = pending = encoded(
-            self._pending_json, self._pending, self._after_history, (history, history.hashed)
-        )
-        final = pending.chain.copy()
-        final.update(self._end())
-        hexdigest: str = final.hexdigest()
-        return hexdigest[:16]
-
-    def _after_history(self) -> Hash:
-        """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""
-        assert self._history_json is not None
-        chain = self._history_json.chain.copy()
-        chain.update(PENDING_HEAD)
-        return chain
-
-    def _encoded(self) -> tuple[JsonCache, JsonCache]:
-        """The history and pending caches, brought up to date (their JSON, not their hashes)."""
-        self._history_json = history = encoded(self._history_json, self._history)
-        self._pending_json = pending = encoded(self._pending_json, self._pending)
-        return history, pending
-
-    def _end(self) -> bytes:
-        """The snapshot's JSON after pending: the state and the small fields."""
-        encoder = self._end_json
-        if encoder is None:
-            encoder = self._end_json = EndEncoder()
-        return encoder.encode(
-            self._state,
-            self._turns_taken,
-            self._context_tokens,
-            self._exchange,
-            self._advertised,
-            self._started,
-            self._finalized,
-            self._noop_floor,
-            self._loop_calls,
-            self._loop_unjudged,
-            self._loop_warned,
-        )
-
-    def canonical_json(self) -> bytes:
-        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
-        history, pending = self._encoded()
-        return snapshot_json(history.parts, pending.parts, self._end())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LoopMachine):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.STATE_SLOTS)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (
-            f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
-            f"history={len(self._history)} pending={len(self._pending)}>"
-        )
 
 
 # The tables above, resolved to the handler functions once (the hot path looks up, not getattr).

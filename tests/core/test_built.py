@@ -7,7 +7,7 @@ from brain_helpers import POLICY, answer, ask, call
 from pydantic import BaseModel
 
 from loopctl import LoopMachine
-from loopctl.core.machine import _EARLY_TURNS
+from loopctl.core.prebuilt import EARLY_TURNS as _EARLY_TURNS
 from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, CallTools
 

@@ -1,0 +1,350 @@
+"""``MachineData``: what the brain holds, and that data as a snapshot, as JSON and as a digest.
+
+``LoopMachine`` (``machine.py``) is this class plus what the brain does: the transition tables,
+the one question and the feeds. Here is everything that is about the brain's data and not about
+its decisions, so that ``machine.py`` reads as the table and its handlers, top to bottom:
+
+- the fields (``STATE_SLOTS``, which equality, snapshots and the digest cover exactly, plus the
+  derived caches, never compared), the constructor, the read-only views, equality and ``repr``;
+- saving and restoring: ``snapshot()``/``from_snapshot()``, ``model_dump_json()`` and the
+  other pydantic-like entry points;
+- the caches that make ``digest()`` and ``model_dump_json()`` cost O(the feed), not O(history):
+  the JSON of each message of history and pending with a running hash of each (``JsonCache``,
+  in ``encoding.py``), and the encoder of the small fields after the conversation
+  (``EndEncoder``, in ``snapshot.py``).
+
+Those caches rely on one rule the handlers keep (see ``machine.py``): ``_history`` and
+``_pending`` only grow by appending, or are replaced by a new list, never edited in place. A
+cache notices a replaced list by identity and starts again; an appended message is encoded
+once, when the next digest or save needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final, Self
+
+from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
+from loopctl.core.loopdetect import LoopWindow
+from loopctl.core.messages import Message
+from loopctl.core.prebuilt import START
+from loopctl.core.salvage import coherence_problem
+from loopctl.core.snapshot import (
+    HISTORY_HEAD,
+    PENDING_HEAD,
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_VERSION,
+    EndEncoder,
+    Exchange,
+    MachineSnapshot,
+    gc_paused,
+    snapshot_json,
+)
+from loopctl.core.steps import (
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    CallTools,
+    MachineState,
+    Start,
+    Terminal,
+)
+
+__all__ = ["MachineData", "is_count"]
+
+_HISTORY_START: Final = sha256_of(HISTORY_HEAD)
+
+
+def is_count(n: object) -> bool:
+    """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
+    if type(n) is int:  # nearly always: skip the two isinstance calls
+        return n >= 0
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+class MachineData:
+    """The brain's fields and their saved forms; ``LoopMachine`` is the class to use."""
+
+    #: What the brain is: equality, snapshots and the digest cover exactly these.
+    STATE_SLOTS: Final = (
+        "_advertised",
+        "_context_tokens",
+        "_exchange",
+        "_finalized",
+        "_history",
+        "_loop_calls",
+        "_loop_unjudged",
+        "_loop_warned",
+        "_noop_floor",
+        "_pending",
+        "_started",
+        "_state",
+        "_turns_taken",
+    )
+    # ... plus derived caches, never compared: each message's JSON and the running hashes for
+    # ``digest()``, the small fields' JSON, the loop keys of the exchange in flight (computed
+    # when its calls are checked at the door) and its ``CallTools`` step.
+    __slots__ = (
+        *STATE_SLOTS,
+        "_call_tools",
+        "_end_json",
+        "_exchange_keys",
+        "_history_json",
+        "_pending_json",
+    )
+
+    def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
+        history = list(history)
+        problem = coherence_problem(history)
+        if problem is not None:
+            raise ValueError(f"history is not provider-valid: {problem}")
+        if not is_count(context_tokens):
+            raise ValueError(f"not a token count: {context_tokens!r}")
+        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = START
+        self._history: list[Message] = history
+        self._pending: list[Message] = []
+        self._turns_taken = 0
+        self._context_tokens = context_tokens
+        self._exchange: Exchange | None = None
+        self._advertised: tuple[str, ...] = ()
+        self._started = False
+        self._finalized = False
+        self._noop_floor: int | None = None
+        # The loop detector's window, kept as plain fields: the hot path builds no model.
+        # A list, trimmed in place to MAX_LOOP_WINDOW: appending stays O(exchange size).
+        self._loop_calls: list[str] = []
+        self._loop_unjudged = 0
+        self._loop_warned = False
+        self._history_json: JsonCache | None = None
+        self._pending_json: JsonCache | None = None
+        self._end_json: EndEncoder | None = None
+        self._call_tools: tuple[Exchange, CallTools] | None = None
+        self._exchange_keys: list[str] | None = None
+
+    # --- read-only views -----------------------------------------------------------------
+
+    @property
+    def state(self) -> MachineState:
+        return self._state
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        return tuple(self._history)
+
+    @property
+    def pending(self) -> tuple[Message, ...]:
+        return tuple(self._pending)
+
+    @property
+    def turns_taken(self) -> int:
+        return self._turns_taken
+
+    @property
+    def context_tokens(self) -> int:
+        return self._context_tokens
+
+    @property
+    def exchange(self) -> Exchange | None:
+        return self._exchange
+
+    @property
+    def is_terminal(self) -> bool:
+        return isinstance(self._state, Terminal)
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    @property
+    def started(self) -> bool:
+        """True once this run accepted its input (a run is under way or over)."""
+        return self._started
+
+    @property
+    def loop_window(self) -> LoopWindow:
+        """The loop detector's window (a fresh model built from the brain's fields)."""
+        return LoopWindow(
+            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
+        )
+
+    def messages(self) -> list[Message]:
+        """History plus pending: what the model is shown next (a copy)."""
+        return self._history + self._pending
+
+    def history_len(self) -> int:
+        return len(self._history)
+
+    def pending_len(self) -> int:
+        return len(self._pending)
+
+    # --- saving and restoring ------------------------------------------------------------
+
+    def snapshot(self) -> MachineSnapshot:
+        return MachineSnapshot.model_construct(
+            format=SNAPSHOT_FORMAT,
+            version=SNAPSHOT_VERSION,
+            state=self._state,
+            history=tuple(self._history),
+            pending=tuple(self._pending),
+            turns_taken=self._turns_taken,
+            context_tokens=self._context_tokens,
+            exchange=self._exchange,
+            advertised=self._advertised,
+            started=self._started,
+            finalized=self._finalized,
+            noop_floor=self._noop_floor,
+            loop=self.loop_window,
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: MachineSnapshot) -> Self:
+        """The machine a snapshot describes.
+
+        The snapshot was checked when it was validated (parsed or constructed), so this does not
+        walk the conversation again. A snapshot built with ``model_construct`` skips that check:
+        validate it first (``MachineSnapshot.model_validate(snap.model_dump())``).
+        """
+        machine = cls.__new__(cls)
+        machine._state = snap.state
+        machine._history = list(snap.history)
+        machine._pending = list(snap.pending)
+        machine._turns_taken = snap.turns_taken
+        machine._context_tokens = snap.context_tokens
+        machine._exchange = snap.exchange
+        machine._advertised = snap.advertised
+        machine._started = snap.started
+        machine._finalized = snap.finalized
+        machine._noop_floor = snap.noop_floor
+        machine._loop_calls = list(snap.loop.calls)
+        machine._loop_unjudged = snap.loop.unjudged
+        machine._loop_warned = snap.loop.warned
+        machine._history_json = None
+        machine._pending_json = None
+        machine._end_json = None
+        machine._call_tools = None
+        machine._exchange_keys = None
+        return machine
+
+    def model_dump_json(self) -> str:
+        """The whole brain as JSON: save a run at any decision boundary.
+
+        The same text as ``snapshot().model_dump_json()``, assembled from the per-message cache
+        that ``digest()`` keeps (see ``canonical_json``), so saving after every turn serializes
+        only the turn's new messages.
+        """
+        return self.canonical_json().decode()
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> Self:
+        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
+        with gc_paused():
+            snap = MachineSnapshot.model_validate_json(text)
+        return cls.from_snapshot(snap)
+
+    def model_dump(self) -> dict[str, Any]:
+        return self.snapshot().model_dump(mode="json")
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Self:
+        """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
+        with gc_paused():
+            snap = MachineSnapshot.model_validate(data)
+        return cls.from_snapshot(snap)
+
+    # --- the digest and the canonical JSON, from the caches -------------------------------
+
+    def digest(self) -> str:
+        """A short stable hash of the canonical JSON; traces compare it after every feed.
+
+        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing or
+        re-hashing the conversation: the snapshot's JSON puts history and pending first, and
+        each keeps its messages' JSON and a running hash of the JSON up to its last message
+        (both only ever grow by appending, or are replaced whole). A digest after a feed
+        encodes and hashes what the feed added plus the small fields after the conversation:
+        O(the feed), not O(history). A restored machine's first digest hashes it all once.
+        Tests pin the value to the hash of the snapshot model's own JSON.
+        """
+        history = self._history_json
+        if (  # history is mostly unchanged between two digests: skip the call
+            history is None
+            or history.chain is None
+            or history.source is not self._history
+            or not history.hashed == len(history.parts) == len(self._history)
+        ):
+            self._history_json = history = encoded(history, self._history, _HISTORY_START)
+        self._pending_json = pending = encoded(
+            self._pending_json, self._pending, self._after_history, (history, history.hashed)
+        )
+        final = pending.chain.copy()
+        final.update(self._end())
+        hexdigest: str = final.hexdigest()
+        return hexdigest[:16]
+
+    def _after_history(self) -> Hash:
+        """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""
+        assert self._history_json is not None
+        chain = self._history_json.chain.copy()
+        chain.update(PENDING_HEAD)
+        return chain
+
+    def _encoded(self) -> tuple[JsonCache, JsonCache]:
+        """The history and pending caches, brought up to date (their JSON, not their hashes)."""
+        self._history_json = history = encoded(self._history_json, self._history)
+        self._pending_json = pending = encoded(self._pending_json, self._pending)
+        return history, pending
+
+    def _end(self) -> bytes:
+        """The snapshot's JSON after pending: the state and the small fields."""
+        encoder = self._end_json
+        if encoder is None:
+            encoder = self._end_json = EndEncoder()
+        return encoder.encode(
+            self._state,
+            self._turns_taken,
+            self._context_tokens,
+            self._exchange,
+            self._advertised,
+            self._started,
+            self._finalized,
+            self._noop_floor,
+            self._loop_calls,
+            self._loop_unjudged,
+            self._loop_warned,
+        )
+
+    def canonical_json(self) -> bytes:
+        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
+        history, pending = self._encoded()
+        return snapshot_json(history.parts, pending.parts, self._end())
+
+    def _fold_pending(self, keep: int) -> None:
+        """The exit door: pending's first ``keep`` messages are glued onto history, and so is
+        their cached JSON onto history's (a long run's messages are not encoded again for the
+        next digest or save; history's running hash takes them in at the next digest)."""
+        history, pending = self._history_json, self._pending_json
+        if (
+            history is not None
+            and history.source is self._history
+            and len(history.parts) == len(self._history)
+            and pending is not None
+            and pending.source is self._pending
+        ):
+            history.parts.extend(pending.parts[:keep])
+        self._history.extend(self._pending[:keep])
+        self._pending = []
+        self._finalized = True
+
+    # --- equality ------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MachineData):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.STATE_SLOTS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
+            f"history={len(self._history)} pending={len(self._pending)}>"
+        )

@@ -1,0 +1,122 @@
+"""``MachineData``, the brain's fields and their saved forms, and ``prebuilt``, the states and
+steps every machine shares: what the split of ``machine.py`` must keep true."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from brain_helpers import BY_STATE, POLICY, answer, ask, call, committed, warned
+
+from loopctl import LoopMachine
+from loopctl.core.machine_data import MachineData, is_count
+from loopctl.core.prebuilt import (
+    EARLY_TURNS,
+    START,
+    awaiting_model,
+    awaiting_tools,
+    call_llm,
+)
+from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, Start
+
+MACHINES: dict[str, Callable[[], LoopMachine]] = {
+    "fresh": LoopMachine,
+    **BY_STATE,
+    "warned": warned,
+    "committed": committed,
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0, True),
+        (1, True),
+        (10**12, True),
+        (-1, False),
+        (True, False),  # a bool is an int to Python, not a count
+        (False, False),
+        (1.0, False),
+        ("3", False),
+        (None, False),
+    ],
+)
+def test_is_count(value: object, expected: bool) -> None:
+    assert is_count(value) is expected
+
+
+def test_an_int_subclass_is_a_count() -> None:
+    class Tokens(int):
+        pass
+
+    assert is_count(Tokens(5)) and not is_count(Tokens(-5))
+
+
+@pytest.mark.parametrize("build", MACHINES.values(), ids=list(MACHINES))
+def test_both_ways_of_making_a_machine_set_every_field(build: Callable[[], LoopMachine]) -> None:
+    """The constructor and ``from_snapshot`` each set every slot (none left unset), and a
+    ``LoopMachine`` has no instance dict: the subclass adds no field of its own."""
+    m = build()
+    restored = LoopMachine.from_snapshot(m.snapshot())
+    for machine in (m, restored):
+        assert not hasattr(machine, "__dict__")
+        for slot in MachineData.__slots__:
+            getattr(machine, slot)  # raises AttributeError if a path forgot one
+    assert restored == m
+    assert type(restored) is LoopMachine
+    assert LoopMachine.model_validate_json(m.model_dump_json()) == m
+
+
+def test_the_state_slots_are_the_snapshot_fields() -> None:
+    """Equality, snapshots and the digest cover exactly ``STATE_SLOTS``: one per snapshot field
+    (the loop window's three are one field, ``loop``), no more."""
+    snapshot_fields = set(LoopMachine().snapshot().model_dump()) - {"format", "version", "loop"}
+    slots = {s.lstrip("_") for s in MachineData.STATE_SLOTS}
+    assert slots - {"loop_calls", "loop_unjudged", "loop_warned"} == snapshot_fields
+
+
+def test_equality_covers_the_state_not_the_caches() -> None:
+    a, b = BY_STATE["awaiting_tools"](), BY_STATE["awaiting_tools"]()
+    a.digest()  # fills a's caches only
+    assert a == b and a._history_json is not None and b._history_json is None
+    b.set_context_tokens(b.context_tokens + 1)
+    assert a != b
+    assert a.__eq__(object()) is NotImplemented
+    with pytest.raises(TypeError):
+        hash(a)
+
+
+def test_a_fresh_machine_starts_in_the_shared_start() -> None:
+    assert LoopMachine().state is START and isinstance(START, Start)
+
+
+@pytest.mark.parametrize(
+    ("build", "cls"),
+    [(awaiting_model, AwaitingModel), (call_llm, CallLLM), (awaiting_tools, AwaitingTools)],
+)
+def test_early_turns_are_shared_and_late_turns_are_built_each_time(
+    build: Callable[[int], AwaitingModel | CallLLM | AwaitingTools], cls: type
+) -> None:
+    for turn in (0, 1, EARLY_TURNS - 1):
+        value = build(turn)
+        assert build(turn) is value  # one instance for every machine
+        assert type(value) is cls and value.turn == turn
+    late = build(EARLY_TURNS)
+    assert type(late) is cls and late.turn == EARLY_TURNS
+    assert build(EARLY_TURNS) is not late and build(EARLY_TURNS) == late
+
+
+def test_two_machines_share_their_early_states_and_steps() -> None:
+    machines = [LoopMachine(), LoopMachine()]
+    steps = []
+    for m in machines:
+        m.accept_input("go")
+        steps.append(m.next_step(POLICY))
+    assert steps[0] is steps[1] and machines[0].state is machines[1].state
+    c = call("c1", path="/a")
+    for m in machines:
+        m.model_response(ask(c), 10)
+    assert machines[0].state is machines[1].state is awaiting_tools(1)
+    for m in machines:
+        m.tool_results(answer(c))
+    assert machines[0] == machines[1]
