@@ -19,21 +19,23 @@ __all__ = ["Cursor", "SseEvent", "ndjson_objects", "sse_events"]
 
 
 class Cursor:
-    """How far a parser has read a response: events and lines, and the last event's name."""
+    """How far a parser has read a response: lines, events, and the last event's name and the
+    line it began on (where a parser that fails on it would look)."""
 
-    __slots__ = ("event", "events", "lines")
+    __slots__ = ("event", "event_line", "events", "lines")
 
     def __init__(self) -> None:
         self.events = 0
         self.lines = 0
         self.event: str | None = None
+        self.event_line = 0
 
     def where(self) -> str:
         if not self.events and not self.lines:
             return "the start of the response"
         named = f" ({self.event})" if self.event else ""
         if self.events:
-            return f"event {self.events}{named}, line {self.lines}"
+            return f"event {self.events}{named}, line {self.event_line}"
         return f"line {self.lines}"
 
 
@@ -55,6 +57,7 @@ async def sse_events(
     at = cursor if cursor is not None else Cursor()
     event: str | None = None
     data: list[str] = []
+    first = 0  # the line the event began on
     async for raw in lines:
         at.lines += 1
         line = raw.rstrip("\r\n")
@@ -62,11 +65,13 @@ async def sse_events(
             if data:
                 at.events += 1
                 at.event = event
+                at.event_line = first
                 yield SseEvent(event, "\n".join(data))
-            event, data = None, []
+            event, data, first = None, [], 0
             continue
         if line.startswith(":"):
             continue
+        first = first or at.lines
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
         if field == "data":

@@ -1442,12 +1442,14 @@ def strict_tools_variant(
 
 
 def main() -> None:
+    import make_cassettes_compat
     import make_cassettes_thinking
 
     openai()
     anthropic()
     ollama()
     make_cassettes_thinking.write_all()
+    make_cassettes_compat.write_all()
     for provider in ("anthropic", "ollama"):
         strict_tools_variant(provider, "thinking_tool_use", "loop_thinking_tool_use")
     for provider in ("openai", "anthropic", "ollama"):
