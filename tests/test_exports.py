@@ -54,6 +54,7 @@ CONTRACT = {
     ],
     "loopctl.providers": [
         "OpenAIClient",
+        "OpenAIResponsesClient",
         "AnthropicClient",
         "OllamaClient",
     ],

@@ -2,6 +2,7 @@
 
 - ``OpenAIClient``: OpenAI Chat Completions and the servers that speak it (DeepSeek,
   OpenRouter, Groq, Gemini, vLLM, llama.cpp, LM Studio, Ollama's ``/v1``) via ``base_url``.
+- ``OpenAIResponsesClient``: OpenAI's Responses API (stateless, reasoning items sent back).
 - ``AnthropicClient``: Anthropic Messages.
 - ``OllamaClient``: Ollama's native ``/api/chat``.
 
@@ -17,12 +18,14 @@ from loopctl.providers._anthropic import AnthropicClient
 from loopctl.providers._common import MissingApiKeyError, classify, parse_retry_hints
 from loopctl.providers._ollama import OllamaClient
 from loopctl.providers._openai import OpenAIClient
+from loopctl.providers._openai_responses import OpenAIResponsesClient
 
 __all__ = [
     "AnthropicClient",
     "MissingApiKeyError",
     "OllamaClient",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "classify",
     "parse_retry_hints",
 ]

@@ -1443,6 +1443,7 @@ def strict_tools_variant(
 
 def main() -> None:
     import make_cassettes_compat
+    import make_cassettes_responses
     import make_cassettes_thinking
 
     openai()
@@ -1450,6 +1451,7 @@ def main() -> None:
     ollama()
     make_cassettes_thinking.write_all()
     make_cassettes_compat.write_all()
+    make_cassettes_responses.write_all()
     for provider in ("anthropic", "ollama"):
         strict_tools_variant(provider, "thinking_tool_use", "loop_thinking_tool_use")
     for provider in ("openai", "anthropic", "ollama"):

@@ -1,0 +1,206 @@
+"""OpenAI Responses (``POST {base_url}/responses``): the API OpenAI recommends for new work.
+
+Requests are stateless: the whole conversation goes in ``input`` every time, with
+``store: false`` (nothing kept on OpenAI's side) and ``include: ["reasoning.encrypted_content"]``,
+so reasoning items come back encrypted and can be sent back in the next request, which reasoning
+models need across tool calls when nothing is stored.
+
+Input items, from the conversation:
+
+- the system prompt is ``instructions``; a system message of the history a ``system`` message;
+- user text is a ``user`` message; each ``ToolResult`` a ``function_call_output``
+  ``{"call_id", "output"}`` (the wire has no error flag: an error result is its text);
+- an assistant message keeps its order: its reasoning items as received, its text as an
+  ``assistant`` message (with the annotations that came with it), each call a
+  ``function_call`` ``{"call_id", "name", "arguments", "id"}`` (the item id kept from the reply),
+  and any other item this client kept (a ``web_search_call``, ...) as received.
+
+Parts kept under another provider's key are left out. Reply parsing lives in
+``_openai_responses_stream``; tools are flat ``{"type": "function", "name", "description",
+"parameters"}``, followed by the built-in tools OpenAI runs itself (``server_tools``, e.g.
+``{"type": "web_search"}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from loopctl.api import ModelRequest, StreamEvent, ToolSpec
+from loopctl.core import Message, TextPart, ThinkingPart, ToolCall, ToolResult
+from loopctl.providers._common import Cursor, HttpProvider, resolve_key, server_tools_of, sse_events
+from loopctl.providers._openai_responses_stream import (
+    ANNOTATIONS,
+    CALL_EXTRA,
+    response_events,
+    stream_events,
+)
+
+__all__ = ["OpenAIResponsesClient", "input_items", "tools_to_wire"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_PROVIDER = "openai-responses"
+
+
+def _args_json(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+
+
+def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                items.append({"role": "assistant", "content": part.text})
+        elif isinstance(part, ToolCall):
+            item = {
+                "type": "function_call",
+                "call_id": part.id,
+                "name": part.name,
+                "arguments": _args_json(part.arguments),
+            }
+            calls[part.id] = item
+            items.append(item)
+        elif isinstance(part, ToolResult) or part.provider != provider:
+            continue
+        elif isinstance(part, ThinkingPart):
+            if part.data:
+                items.append(dict(part.data))
+        elif part.data.get("type") == CALL_EXTRA:
+            target = calls.get(part.data.get("call_id", ""))
+            if target is not None:
+                target.update(part.data.get("fields") or {})
+        elif part.data.get("type") == ANNOTATIONS:
+            if items and items[-1].get("role") == "assistant":
+                text = items[-1]["content"]
+                items[-1] = {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": text,
+                            "annotations": part.data.get("annotations", []),
+                        }
+                    ],
+                }
+        else:
+            items.append(dict(part.data))
+    return items
+
+
+def input_items(messages: Sequence[Message], provider: str = DEFAULT_PROVIDER) -> list[Any]:
+    """The conversation as Responses input items (see the module docstring)."""
+    items: list[Any] = []
+    for message in messages:
+        if message.role == "system":
+            items.append({"role": "system", "content": message.text})
+        elif message.role == "assistant":
+            items.extend(_assistant_items(message, provider))
+        else:
+            for result in message.tool_results:
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": result.call_id,
+                        "output": result.content,
+                    }
+                )
+            texts = [p for p in message.parts if isinstance(p, TextPart)]
+            if texts or not message.tool_results:
+                items.append({"role": "user", "content": message.text})
+    return items
+
+
+def tools_to_wire(
+    tools: Sequence[ToolSpec], server_tools: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    wire = [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        }
+        for tool in tools
+    ]
+    return wire + [dict(t) for t in server_tools]
+
+
+class OpenAIResponsesClient(HttpProvider):
+    """A Responses API client (streaming SSE by default; ``stream=False`` for one JSON body).
+
+    ``api_key`` defaults to ``OPENAI_API_KEY`` (required for the OpenAI API itself); ``base_url``
+    to ``OPENAI_BASE_URL`` or the OpenAI API. ``store`` (default False) is sent as is; while it
+    is False the request asks for ``reasoning.encrypted_content``. ``options`` are extra body
+    fields (``reasoning: {"effort": ..., "summary": "auto"}``, ``max_output_tokens``, ...); a
+    request's own ``options`` win. ``server_tools`` are OpenAI's built-in tools in its form
+    (``{"type": "web_search"}``). ``provider`` overrides the key the kept parts carry.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        store: bool = False,
+        options: Mapping[str, Any] | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        provider: str | None = None,
+    ) -> None:
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        super().__init__(
+            base_url=url,
+            http_client=http_client,
+            stream=stream,
+            timeout=timeout,
+            family="responses",
+            key_env="OPENAI_API_KEY",
+            provider=provider,
+            server_tools=tuple(dict(t) for t in server_tools),
+        )
+        self.model = model
+        self.store = store
+        self.options = dict(options or {})
+        official = httpx.URL(self.base_url).host == "api.openai.com"
+        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)
+
+    def url(self) -> str:
+        return f"{self.base_url}/responses"
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": input_items(request.messages, self.provider),
+        }
+        if request.system:
+            body["instructions"] = request.system
+        server_tools = server_tools_of(self.server_tools, request)
+        if request.tools or server_tools:
+            body["tools"] = tools_to_wire(request.tools, server_tools)
+        body["store"] = self.store
+        if not self.store:
+            body["include"] = ["reasoning.encrypted_content"]
+        body.update(self.options)
+        body.update(request.options)
+        body["stream"] = self.streaming
+        return body
+
+    async def parse_stream(
+        self, response: httpx.Response, request: ModelRequest, cursor: Cursor
+    ) -> AsyncIterator[StreamEvent]:
+        events = sse_events(response.aiter_lines(), cursor)
+        async for event in stream_events(self.info, events, cursor, request.turn, self.provider):
+            yield event
+
+    def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
+        return response_events(self.info, data, request.turn, self.provider)
