@@ -5,6 +5,7 @@ module          commands
 ==============  ==================================================================================
 ``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
 ``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
+``html_cmd``    ``html``: a trace as a self-contained HTML timeline
 ``run_cmd``     ``run``: a scenario file
 ``fuzz_cmd``    ``fuzz``: a fault-injection campaign
 ``export_cmd``  ``export-test``: a trace as a regression test
@@ -20,6 +21,7 @@ import click
 
 from loopctl_sim.cli.export_cmd import export_test
 from loopctl_sim.cli.fuzz_cmd import fuzz
+from loopctl_sim.cli.html_cmd import html
 from loopctl_sim.cli.replay_cmd import replay
 from loopctl_sim.cli.run_cmd import run
 from loopctl_sim.cli.trace_cmds import diff, schema, show
@@ -27,7 +29,16 @@ from loopctl_sim.cli.trace_cmds import diff, schema, show
 __all__ = ["COMMANDS", "main"]
 
 #: Every command of the group, in the order ``--help`` lists them.
-COMMANDS: tuple[click.Command, ...] = (replay, show, diff, run, fuzz, export_test, schema)
+COMMANDS: tuple[click.Command, ...] = (
+    replay,
+    show,
+    diff,
+    html,
+    run,
+    fuzz,
+    export_test,
+    schema,
+)
 
 
 @click.group()

@@ -15,7 +15,7 @@ import click
 from loopctl_sim.cli.common import die, emit_json, expand_traces
 from loopctl_sim.replay import ReplayResult, pretty, replay_driver, replay_trace
 from loopctl_sim.trace import TraceFormatError
-from loopctl_sim.view import make_console, print_divergence
+from loopctl_sim.view import make_console, print_divergence, write_html
 
 __all__ = ["replay"]
 
@@ -45,8 +45,21 @@ __all__ = ["replay"]
     "still names the first divergent record. Misses only a difference that heals between "
     "two checkpoints. Steps and outcomes are always compared. Machine level only.",
 )
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the trace as an HTML timeline to this file, the divergence (if any) "
+    "highlighted with expected against actual. One trace only.",
+)
 def replay(
-    traces: tuple[str, ...], until: int | None, as_json: bool, driver: bool, digest_every: int
+    traces: tuple[str, ...],
+    until: int | None,
+    as_json: bool,
+    driver: bool,
+    digest_every: int,
+    html_out: str | None,
 ) -> None:
     """Replay TRACES against the brain; exit 1 at the first divergence.
 
@@ -61,6 +74,8 @@ def replay(
     if len(paths) != 1:
         if until is not None:
             die("--until needs exactly one trace")
+        if html_out is not None:
+            die("--html needs exactly one trace")
         _replay_many(paths, as_json, driver, digest_every)
     trace = paths[0]
     try:
@@ -71,6 +86,12 @@ def replay(
         click.echo(f"warning: {warning}", err=True)
     if result.records == 0:
         die(f"{trace}: no complete record to replay")
+    if html_out is not None:
+        try:
+            write_html(trace, html_out, divergence=result.divergence)
+        except TraceFormatError as exc:  # a line past the replay's --until or divergence
+            die(str(exc))
+        click.echo(f"wrote {html_out}", err=True)
     if as_json:
         data = result.to_json()
         if until is not None and result.machine is not None:

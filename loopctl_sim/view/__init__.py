@@ -10,6 +10,9 @@ module          owns
 ``show``        the terminal timeline of ``loopctl-sim show`` (filters by turn and kind)
 ``compare``     two traces whole: the first difference, the count, both outcomes (``diff``)
 ``reports``     divergences and comparisons on the terminal (``replay``, ``diff``)
+``clock``       records placed in time from the trace's durations (waves overlap)
+``timeline``    the HTML timeline's data: items on lanes, labels, the summary
+``html``        the self-contained page (``assets/``: its template, style and script inlined)
 ==============  ==================================================================================
 
 It may import replay (a divergence is something to show), simulation, traces and ``loopctl``;
@@ -21,9 +24,11 @@ kind, io kind or message part shows up instead of breaking them.
 from loopctl_sim.view.compare import TraceComparison, compare_traces
 from loopctl_sim.view.describe import LANES, Described, describe, outcome_text
 from loopctl_sim.view.fields import ABSENT, FieldDiff, leaf_diff
+from loopctl_sim.view.html import render_html, write_html
 from loopctl_sim.view.reports import policy_in_force, print_comparison, print_divergence
 from loopctl_sim.view.show import ShowFilter, parse_turns, print_timeline, timeline
 from loopctl_sim.view.term import make_console
+from loopctl_sim.view.timeline import Timeline, build_timeline
 
 __all__ = [
     "ABSENT",
@@ -31,7 +36,9 @@ __all__ = [
     "Described",
     "FieldDiff",
     "ShowFilter",
+    "Timeline",
     "TraceComparison",
+    "build_timeline",
     "compare_traces",
     "describe",
     "leaf_diff",
@@ -42,5 +49,7 @@ __all__ = [
     "print_comparison",
     "print_divergence",
     "print_timeline",
+    "render_html",
     "timeline",
+    "write_html",
 ]

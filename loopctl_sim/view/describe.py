@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["CLIP", "LANES", "Described", "describe", "outcome_text"]
+__all__ = ["CLIP", "LANES", "Described", "data_of", "describe", "outcome_text"]
 
 #: How long a text may get in a summary line before it is cut (``show`` without ``--full``).
 CLIP: Final = 100
@@ -42,6 +42,12 @@ class Described:
     #: and its plain result): ``show`` leaves these out unless asked for by kind.
     echo: bool = False
     turn: int | None = None
+
+
+def data_of(rec: dict[str, Any]) -> dict[str, Any]:
+    """An io record's ``data`` (an empty dict when it has none, or not a dict)."""
+    data = rec.get("data")
+    return data if isinstance(data, dict) else {}
 
 
 def _clip(text: str, limit: int | None) -> str:
@@ -287,8 +293,7 @@ _IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Desc
 
 def _io(rec: dict[str, Any], limit: int | None) -> Described:
     kind = str(rec.get("kind"))
-    data = rec.get("data")
-    d = data if isinstance(data, dict) else {}
+    d = data_of(rec)
     make = _IO.get(kind)
     if make is not None:
         found = make(d, rec, limit)

@@ -1,0 +1,95 @@
+"""The HTML timeline: one self-contained file (``loopctl-sim html``, ``replay --html``).
+
+The page is the template ``assets/timeline.html`` with its stylesheet and script inlined and the
+data embedded: no network, no CDN, so it opens from an air-gapped CI artefact (a
+Content-Security-Policy in the page forbids every fetch, so a slip would show as a broken page
+in the browser test, not as a silent request). The data goes in two gzip-compressed,
+base64-encoded blocks, unpacked in the browser by ``DecompressionStream``: the index
+(``Timeline.to_json``: lanes, items, labels, summary, a divergence) that the first paint needs,
+and the records' JSON, one line each, unpacked only when a record is first clicked. Compressed,
+a trace of 100,000 records makes a page of a few megabytes instead of tens
+(``benchmarks/bench_html.py`` measures the size and the time to first paint).
+
+A divergence (a replay's ``Divergence``) is embedded with the field-level differences
+(``fields.leaf_diff``), the policy in force and the feeds before it; the page highlights the
+divergent record and opens it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from loopctl_sim.replay import Divergence
+from loopctl_sim.view.fields import leaf_diff
+from loopctl_sim.view.reports import divergence_policy
+from loopctl_sim.view.timeline import Timeline, build_timeline
+
+__all__ = ["divergence_json", "render_html", "write_html"]
+
+_ASSETS = resources.files("loopctl_sim.view") / "assets"
+
+
+def _asset(name: str) -> str:
+    return (_ASSETS / name).read_text(encoding="utf-8")
+
+
+def _packed(text: str) -> str:
+    """``text`` gzip-compressed and base64-encoded (level 6: most of level 9's size, quicker)."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), 6, mtime=0)).decode("ascii")
+
+
+def divergence_json(divergence: Divergence, path: str | None) -> dict[str, Any]:
+    """What the page shows of a replay divergence."""
+    data = divergence.to_json()
+    data["fields"] = [d.to_json() for d in leaf_diff(divergence.expected, divergence.actual)]
+    data["policy"] = divergence_policy(divergence, path)
+    return data
+
+
+def _script_safe(text: str) -> str:
+    """JSON or base64 put inside a ``<script>`` element cannot end it early."""
+    return text.replace("</", "<\\/")
+
+
+def render_html(
+    timeline: Timeline, *, divergence: dict[str, Any] | None = None, title: str | None = None
+) -> str:
+    """The page for ``timeline`` (and a divergence, from ``divergence_json``), as text."""
+    index = timeline.to_json()
+    index["divergence"] = divergence
+    index["title"] = title or f"loopctl trace: {timeline.path}"
+    page = _asset("timeline.html")
+    parts = {
+        "{{title}}": _html_escape(index["title"]),
+        "{{style}}": _asset("timeline.css"),
+        "{{index}}": _packed(json.dumps(index, ensure_ascii=False, separators=(",", ":"))),
+        "{{records}}": _packed("\n".join(timeline.records)),
+        "{{script}}": _script_safe(_asset("timeline.js")),
+    }
+    for key, value in parts.items():
+        page = page.replace(key, value)
+    return page
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_html(
+    trace: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    divergence: Divergence | None = None,
+) -> Timeline:
+    """Write the page of the trace at ``trace`` to ``out``; returns the timeline it drew
+    (``TraceFormatError`` if the trace is unreadable; nothing is written then)."""
+    timeline = build_timeline(trace)
+    found = None if divergence is None else divergence_json(divergence, timeline.path)
+    Path(out).write_text(render_html(timeline, divergence=found), encoding="utf-8")
+    return timeline
