@@ -1,0 +1,191 @@
+"""The HTML timeline in a real browser: headless Chromium (Debian's ``chromium`` package, which
+``.ci/run`` installs where missing) loads pages made from shipped traces, and the tests read
+what is on screen through the DOM: the lanes, the tool-call bars, the outcome, a divergence.
+
+Driven by Playwright's Python package against ``/usr/bin/chromium`` (no browser download).
+Every request the page makes is recorded: a self-contained page makes none but its own file.
+Screenshots go to ``artifacts/browser/`` at the top of the checkout (``LOOPCTL_ARTIFACTS``
+overrides the folder; git ignores it), kept as CI artefacts. The tests skip, saying why, only
+when there is no Chromium binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from view_helpers import DRIVER, ROOT, TRACES, invoke, lines, write_lines
+
+from loopctl import Message, ToolCall
+from loopctl.core import MachinePolicy
+from loopctl_sim.sim.machine import simulate
+from loopctl_sim.sim.world import ModelScript, World
+from loopctl_sim.view import write_html
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("LOOPCTL_ARTIFACTS", ROOT / "artifacts")) / "browser"
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="no Chromium binary (apt-get install chromium; .ci/run installs it)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+class Opened:
+    """A page loaded from a file, with every request it made and every script error."""
+
+    def __init__(self, page: Page, url: str) -> None:
+        self.page, self.url = page, url
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        return path
+
+    def count(self, selector: str) -> int:
+        return self.page.locator(selector).count()
+
+    def text(self, selector: str) -> str:
+        return self.page.locator(selector).inner_text()
+
+
+@pytest.fixture
+def open_page(browser: Browser) -> Iterator[Any]:
+    opened: list[Opened] = []
+
+    def open_(path: Path) -> Opened:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        result = Opened(page, path.resolve().as_uri())
+        page.on("request", lambda r: result.requests.append(r.url))
+        page.on("pageerror", lambda e: result.errors.append(str(e)))
+        page.goto(result.url)
+        page.wait_for_function("document.body.dataset.ready", timeout=30_000)
+        assert page.evaluate("document.body.dataset.ready") == "1", result.errors
+        opened.append(result)
+        return result
+
+    yield open_
+    for result in opened:
+        assert result.errors == []
+        assert result.requests == [result.url], "a self-contained page fetches nothing else"
+        result.page.close()
+
+
+def test_lanes_tool_calls_and_outcome_on_screen(open_page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "max_turns.html"
+    write_html(DRIVER / "max_turns.jsonl", out)
+    page = open_page(out)
+    lanes = page.page.eval_on_selector_all(
+        "[data-testid=lane]:not([hidden])", "els => els.map(e => e.dataset.lane)"
+    )
+    assert lanes == ["run", "brain", "model", "tools", "compaction", "events"]
+    assert page.count(".lane-tools .item") == 3
+    assert page.text("[data-testid=count-tool_calls]") == "3 tool calls"
+    assert page.text("[data-testid=outcome]") == "max_turns_exceeded"
+    assert page.count(".lane-tools .item.tone-error") == 1  # the broken tool
+    # the first wave's two calls run at once: bars side by side in time, stacked in rows
+    boxes = [page.page.locator(".lane-tools .item").nth(i).bounding_box() for i in range(2)]
+    assert boxes[0] and boxes[1]
+    assert abs(boxes[0]["x"] - boxes[1]["x"]) < 1 and boxes[1]["y"] > boxes[0]["y"]
+    page.shot("max_turns")
+
+
+def test_crashes_resumes_and_a_clicked_tool_call(open_page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "crash_restore.html"
+    write_html(DRIVER / "crash_restore.jsonl", out)
+    page = open_page(out)
+    assert page.count(".lane-run .item.kind-crash") == 2
+    assert page.count(".lane-run .item.kind-resume") == 2
+    assert page.text("[data-testid=count-resumes]") == "2 resumes"
+    page.page.locator(".lane-tools .item").first.click()
+    page.page.wait_for_selector("[data-testid=record-json]")
+    shown = page.page.locator("[data-testid=record-json]").all_inner_texts()
+    assert len(shown) == 2 and '"kind": "tool_call"' in shown[0]
+    assert '"kind": "tool_result"' in shown[1] and '"content": "5"' in shown[1]
+    assert page.count("#details h3") == 2
+    page.shot("crash_restore")
+
+
+def test_a_divergence_report(open_page: Any, tmp_path: Path) -> None:
+    records = lines(DRIVER / "basic.jsonl")
+    feed = next(r for r in records if r.get("name") == "tool_results")
+    feed["args"]["message"]["parts"][0]["content"] = "6"
+    edited = write_lines(tmp_path / "edited.jsonl", records)
+    out = tmp_path / "divergence.html"
+    assert invoke(["replay", str(edited), "--html", str(out)]).exit_code == 1
+    page = open_page(out)
+    banner = page.text("[data-testid=divergence]")
+    assert f"Divergence at seq {feed['seq']}" in banner
+    assert "policy in force: max_turns=10" in banner
+    assert page.count("[data-testid=fields] tr") >= 2  # a header and at least one field
+    assert page.count(".item.divergent") == 1 and page.count(".row.divergent") == 1
+    page.page.wait_for_selector("[data-testid=record-json]")
+    assert f'"seq": {feed["seq"]}' in page.text("#details")
+    page.shot("divergence")
+
+
+def test_a_long_trace_draws_density_then_records_when_zoomed(
+    open_page: Any, tmp_path: Path
+) -> None:
+    def model(conversation: Any, index: int) -> Message:
+        if index >= 400:
+            return Message.assistant("done")
+        return Message.assistant("", [ToolCall(id=f"c{index}", name="t", arguments={})])
+
+    world = World(
+        input="go",
+        model=ModelScript(model),
+        tools={"t": lambda a: "ok"},
+        policy=MachinePolicy(max_turns=500, loop_action="off"),
+        max_steps=5000,
+    )
+    trace = tmp_path / "long.jsonl"
+    simulate(world, trace, created="t")
+    out = tmp_path / "long.html"
+    timeline = write_html(trace, out)
+    assert timeline.summary()["tool_calls"] == 400
+    page = open_page(out)
+    assert page.page.locator("#lanes .lane-brain .track").get_attribute("data-mode") == "density"
+    assert "zoom in to see records" in page.text("[data-testid=mode]")
+    for _ in range(4):
+        page.page.click("#zoom-in")
+    assert page.page.locator("#lanes .lane-brain .track").get_attribute("data-mode") == "items"
+    assert 0 < page.count(".lane-brain .item") < 1500
+    page.page.fill("#filter", "call_tools")
+    expect(page.page.locator("#list-count")).to_have_text(f"400 of {len(timeline.seq)}")
+    page.shot("long")
+
+
+def test_a_machine_level_trace(open_page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "basic.html"
+    write_html(TRACES / "basic.jsonl", out)
+    page = open_page(out)
+    assert page.page.locator("#axis-time").is_disabled()  # no durations: record order only
+    assert page.count(".lane-tools .item") == 2
+    assert page.text("[data-testid=outcome]") == 'completed: "2 + 3 + 10 = 15."'
