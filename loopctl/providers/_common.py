@@ -18,7 +18,8 @@ public names are re-exported here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -43,6 +44,7 @@ __all__ = [
     "Cursor",
     "HttpProvider",
     "MissingApiKeyError",
+    "OpenAIKeyed",
     "ProviderInfo",
     "SseEvent",
     "classify",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Content types that say nothing about the framing: the request's mode decides.
 _NEUTRAL = frozenset({"", "text/plain", "application/octet-stream"})
 
@@ -240,3 +243,40 @@ class HttpProvider:
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = response.text
         return classify(self.info, response.status_code, data, response.headers)
+
+
+class OpenAIKeyed(HttpProvider):
+    """The clients of OpenAI's APIs and of the hosts that copy them: ``model``, a key from
+    ``OPENAI_API_KEY`` (required only by the OpenAI API itself: local servers run without one),
+    ``base_url`` from ``OPENAI_BASE_URL`` or the OpenAI API, and extra body ``options``."""
+
+    family: Family = "chat"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        options: Mapping[str, Any] | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        provider: str | None = None,
+    ) -> None:
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        super().__init__(
+            base_url=url,
+            http_client=http_client,
+            stream=stream,
+            timeout=timeout,
+            family=self.family,
+            key_env="OPENAI_API_KEY",
+            provider=provider,
+            server_tools=tuple(dict(t) for t in server_tools),
+        )
+        self.model = model
+        self.options = dict(options or {})
+        official = httpx.URL(self.base_url).host == "api.openai.com"
+        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)

@@ -21,8 +21,7 @@ History conversion, tools and usage live in ``_openai_wire``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -42,12 +41,11 @@ from loopctl.api import (
 from loopctl.core import ProviderPart
 from loopctl.providers._common import (
     Cursor,
-    HttpProvider,
+    OpenAIKeyed,
     ProviderInfo,
     classify,
     loads,
     malformed,
-    resolve_key,
     server_tools_of,
     sse_events,
     stream_ended_early,
@@ -65,7 +63,6 @@ from loopctl.providers._openai_wire import (
 
 __all__ = ["OpenAIClient", "messages_from_wire", "messages_to_wire", "usage_from_wire"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _STOP = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -229,7 +226,7 @@ class _Reply:
             self.extra = {}
 
 
-class OpenAIClient(HttpProvider):
+class OpenAIClient(OpenAIKeyed):
     """A Chat Completions client (streaming SSE by default; ``stream=False`` for one JSON body).
 
     ``api_key`` defaults to ``OPENAI_API_KEY``; ``base_url`` to ``OPENAI_BASE_URL`` or the
@@ -241,34 +238,7 @@ class OpenAIClient(HttpProvider):
     default the host's: ``deepseek``, ``openrouter``, ...); errors name the host.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        options: Mapping[str, Any] | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        server_tools: Sequence[Mapping[str, Any]] = (),
-        provider: str | None = None,
-    ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        super().__init__(
-            base_url=url,
-            http_client=http_client,
-            stream=stream,
-            timeout=timeout,
-            family="chat",
-            key_env="OPENAI_API_KEY",
-            provider=provider,
-            server_tools=tuple(dict(t) for t in server_tools),
-        )
-        self.model = model
-        self.options = dict(options or {})
-        official = httpx.URL(self.base_url).host == "api.openai.com"
-        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)
+    family = "chat"
 
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"

@@ -24,7 +24,6 @@ Parts kept under another provider's key are left out. Reply parsing lives in
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ import httpx
 
 from loopctl.api import ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import Message, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.providers._common import Cursor, HttpProvider, resolve_key, server_tools_of, sse_events
+from loopctl.providers._common import Cursor, OpenAIKeyed, server_tools_of, sse_events
 from loopctl.providers._openai_responses_stream import (
     ANNOTATIONS,
     CALL_EXTRA,
@@ -42,7 +41,6 @@ from loopctl.providers._openai_responses_stream import (
 
 __all__ = ["OpenAIResponsesClient", "input_items", "tools_to_wire"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_PROVIDER = "openai-responses"
 
 
@@ -132,47 +130,21 @@ def tools_to_wire(
     return wire + [dict(t) for t in server_tools]
 
 
-class OpenAIResponsesClient(HttpProvider):
+class OpenAIResponsesClient(OpenAIKeyed):
     """A Responses API client (streaming SSE by default; ``stream=False`` for one JSON body).
 
-    ``api_key`` defaults to ``OPENAI_API_KEY`` (required for the OpenAI API itself); ``base_url``
-    to ``OPENAI_BASE_URL`` or the OpenAI API. ``store`` (default False) is sent as is; while it
+    The arguments of ``OpenAIClient``, and ``store`` (default False), sent as is; while it
     is False the request asks for ``reasoning.encrypted_content``. ``options`` are extra body
     fields (``reasoning: {"effort": ..., "summary": "auto"}``, ``max_output_tokens``, ...); a
     request's own ``options`` win. ``server_tools`` are OpenAI's built-in tools in its form
     (``{"type": "web_search"}``). ``provider`` overrides the key the kept parts carry.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        store: bool = False,
-        options: Mapping[str, Any] | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        server_tools: Sequence[Mapping[str, Any]] = (),
-        provider: str | None = None,
-    ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        super().__init__(
-            base_url=url,
-            http_client=http_client,
-            stream=stream,
-            timeout=timeout,
-            family="responses",
-            key_env="OPENAI_API_KEY",
-            provider=provider,
-            server_tools=tuple(dict(t) for t in server_tools),
-        )
-        self.model = model
+    family = "responses"
+
+    def __init__(self, model: str, *, store: bool = False, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
         self.store = store
-        self.options = dict(options or {})
-        official = httpx.URL(self.base_url).host == "api.openai.com"
-        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)
 
     def url(self) -> str:
         return f"{self.base_url}/responses"

@@ -2,9 +2,10 @@
 FunctionModel): ``ScriptedClient`` plays a list of replies; ``FunctionClient`` asks a function.
 
 Both stream their replies as real event sequences (text in small deltas, tool-call arguments as
-JSON fragments), so the driver's fold, middleware and cancel paths are exercised exactly as with a
-provider. A reply may also be a ``LoopError`` (or an ``ApiError``), which fails that call as a
-provider would, so retries and emergency compaction can be scripted.
+JSON fragments, reasoning and provider parts as ``PartEvent`` where they stand), so the driver's
+fold, middleware and cancel paths are exercised exactly as with a provider. A reply may also be
+a ``LoopError`` (or an ``ApiError``), which fails that call as a provider would, so retries and
+emergency compaction can be scripted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from loopctl.api import (
     ApiError,
     ModelReply,
     ModelRequest,
+    PartEvent,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -27,7 +29,7 @@ from loopctl.api import (
     Usage,
     UsageEvent,
 )
-from loopctl.core import LoopError, Message, TextPart, ToolCall
+from loopctl.core import LoopError, Message, ProviderPart, TextPart, ThinkingPart, ToolCall
 
 __all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
 
@@ -50,6 +52,8 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
                 yield ToolCallDelta(index=index, arguments=raw[i : i + chunk])
             yield ToolCallEnd(index=index)
             index += 1
+        elif isinstance(part, ThinkingPart | ProviderPart):
+            yield PartEvent(part=part)
     if folded.usage != Usage():
         yield UsageEvent(usage=folded.usage)
     yield StopEvent(reason=folded.stop_reason or ("tool_use" if index else "end_turn"))

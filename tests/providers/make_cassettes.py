@@ -1430,9 +1430,12 @@ def strict_tools_variant(
         body = json.loads(item["request"]["body"])
         for tool in body.get("tools", []):
             schema = (
-                tool["input_schema"] if provider == "anthropic" else tool["function"]["parameters"]
+                tool.get("input_schema")
+                if provider == "anthropic"
+                else tool.get("function", {}).get("parameters")
             )
-            schema["additionalProperties"] = False
+            if schema is not None:  # a tool the provider runs itself has none
+                schema["additionalProperties"] = False
         for message in body["messages"]:
             for block in message["content"] if isinstance(message["content"], list) else []:
                 if block["type"] == "tool_result":
@@ -1454,6 +1457,8 @@ def main() -> None:
     make_cassettes_responses.write_all()
     for provider in ("anthropic", "ollama"):
         strict_tools_variant(provider, "thinking_tool_use", "loop_thinking_tool_use")
+    strict_tools_variant("openai", "compat_deepseek_reasoning", "loop_deepseek_reasoning")
+    strict_tools_variant("anthropic", "server_tools_nonstream", "loop_server_tools")
     for provider in ("openai", "anthropic", "ollama"):
         strict_tools_variant(provider, "tool_round_trip", "loop_tool_round_trip")
         # in a loop, the failing Tokyo lookup is a tool that raised: the driver words the result

@@ -18,15 +18,22 @@ from make_cassettes import (
     ANTHROPIC_URL,
     JSON,
     NDJSON,
+    OAI_MODEL,
     OAI_REQ_HEADERS,
+    OAI_STREAM,
     OLL_MODEL,
     OLLAMA_URL,
+    OPENAI_URL,
     WEATHER_DESC,
     WEATHER_PARAMS,
     AntStream,
+    OaiStream,
     ant_headers,
     dumps,
     interaction,
+    oai_call,
+    oai_headers,
+    oai_usage,
     oll_done,
     write,
 )
@@ -494,7 +501,104 @@ def _ollama_thinking() -> None:
     )
 
 
+# --- one conversation, three legs: Anthropic thinking, an OpenAI model, Anthropic again ------
+
+STRICT = {**WEATHER_PARAMS, "additionalProperties": False}
+TOKYO = "And in Tokyo?"
+NO_DATA = "I have no fresh data for Tokyo."
+
+
+def _cross_provider() -> None:
+    """What each provider gets after the thinking turn of ``loop_thinking_tool_use``: OpenAI the
+    conversation without Anthropic's thinking; Anthropic, afterwards, its thinking block again."""
+    call = {"type": "tool_use", "id": TOOL_ID, "name": "get_weather", "input": {"city": "Paris"}}
+    answer = "It is 18 C and sunny in Paris."
+    openai_tools = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": WEATHER_DESC, "parameters": STRICT},
+        }
+    ]
+    to_openai = [
+        *PARIS,
+        {
+            "role": "assistant",
+            "content": "Let me check the weather.",
+            "tool_calls": [oai_call(TOOL_ID, "get_weather", '{"city":"Paris"}')],
+        },
+        {"role": "tool", "tool_call_id": TOOL_ID, "content": "18 C and sunny"},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": TOKYO},
+    ]
+    reply = (
+        OaiStream("chatcmpl-CXaCross0001")
+        .chunk({"role": "assistant", "content": NO_DATA})
+        .chunk({}, "stop")
+        .chunk(usage=oai_usage(120, 9), choices=False)
+        .done()
+    )
+    write(
+        "openai",
+        "cross_after_anthropic",
+        [
+            interaction(
+                "POST",
+                OPENAI_URL,
+                {"model": OAI_MODEL, "messages": to_openai, "tools": openai_tools, **OAI_STREAM},
+                200,
+                oai_headers("req_cross01"),
+                reply,
+                OAI_REQ_HEADERS,
+            )
+        ],
+    )
+    thinking = {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}
+    to_anthropic = [
+        *PARIS,
+        {
+            "role": "assistant",
+            "content": [thinking, {"type": "text", "text": "Let me check the weather."}, call],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": TOOL_ID, "content": "18 C and sunny"}
+            ],
+        },
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": TOKYO},
+        {"role": "assistant", "content": NO_DATA},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    tools = [{"name": "get_weather", "description": WEATHER_DESC, "input_schema": STRICT}]
+    body = {
+        "model": ANT_MODEL,
+        "max_tokens": 4096,
+        "thinking": THINKING,
+        "messages": to_anthropic,
+        "tools": tools,
+        "stream": True,
+    }
+    back = ThinkingStream("msg_01CrossBackFromOpenAI0001", 700).text_block(0, "You're welcome!")
+    write(
+        "anthropic",
+        "cross_back_from_openai",
+        [
+            interaction(
+                "POST",
+                ANTHROPIC_URL,
+                body,
+                200,
+                ant_headers("req_011Cross01"),
+                back.finish("end_turn", 6),
+                ANT_REQ_HEADERS,
+            )
+        ],
+    )
+
+
 def write_all() -> None:
+    _cross_provider()
     _thinking_tool_use()
     _redacted_thinking()
     _server_tools()
