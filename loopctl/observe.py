@@ -42,6 +42,15 @@ class IoEvent:
 
     A plain dataclass, not a pydantic model: several are made every turn, and everything in them
     was built by the driver itself, so there is nothing to validate.
+
+    ``data`` by kind (JSON data, but for the request): ``model_request`` ``request`` (the
+    ``ModelRequest`` itself), ``model`` and ``provider`` (the client's, when it names them),
+    ``n_messages``, ``tools`` (names); ``model_reply`` ``message``, ``usage``, ``stop_reason``,
+    ``attempts``; ``model_error`` ``attempt``, ``error``; ``retry`` ``attempt``, ``delay_s``,
+    ``kind``; ``tool_call`` ``id``, ``name``, ``arguments``; ``tool_result`` ``id``, ``name``,
+    ``is_error``, ``content``; ``compaction`` ``reason``, ``noop``, ``before`` (and ``after``,
+    ``messages_before``, ``messages_after``); ``reflection`` ``text``; ``cancel`` whatever the
+    canceller said.
     """
 
     kind: IoKind

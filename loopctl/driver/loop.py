@@ -276,17 +276,20 @@ class BareLoop:
             options=dict(self.session.options),
             turn=step.turn,
         )
-        if self.observers:  # the event's data costs a dump of the last message: only if watched
+        if self.observers:
+            # The request itself, for observers to read what they need (a trace recorder keeps
+            # its context and a digest); who it goes to, as far as the client says.
+            client = self.client
             self._emit(
                 IoEvent(
                     kind="model_request",
                     turn=step.turn,
                     data={
+                        "request": request,
+                        "model": _named(getattr(client, "model", None)),
+                        "provider": _named(getattr(client, "provider", None)),
                         "n_messages": len(request.messages),
                         "tools": [t.name for t in request.tools],
-                        "last": request.messages[-1].model_dump(mode="json")
-                        if request.messages
-                        else None,
                     },
                 )
             )
@@ -470,3 +473,8 @@ class BareLoop:
             usage=self._usage,
             error=outcome.error if isinstance(outcome, Failed) else None,
         )
+
+
+def _named(value: object) -> str | None:
+    """A client's ``model`` or ``provider`` when it is a name (a string), else None."""
+    return value if isinstance(value, str) else None

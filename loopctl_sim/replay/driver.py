@@ -1,15 +1,22 @@
-"""Driver-level replay: a trace re-run through a fresh ``BareLoop`` that answers from the trace.
+"""Driver-level replay: a trace re-run through a real ``BareLoop``, the built-in one or the user's.
 
-``replay_driver(trace)`` replays a trace through a fresh ``BareLoop`` whose client and tools
-answer from the trace itself: each model attempt gets the recorded reply or error (retried only
-where the trace retried), each tool call the recorded result, each compaction the recorded
-outcome. A checking observer compares every step and feed the driver gives the brain with the
-trace, digests included, and the client checks that every request matches the recorded request
-summary (number of messages, tools, last message). This keeps the driver honest, not just the
-brain. Recorded cancels and injections are given through the driver's public ``before_step``
-seam at the step where the trace has them; a header in the middle of a run (a resume after a
-crash) stops the run there and resumes the brain in a fresh body. Limits: the whole trace is held
-in memory; the driver's default estimator (``CharEstimator``) is assumed.
+``replay_agent(trace, "mypkg.agent:build")`` replays the trace against the user's own agent, as
+the factory builds it today: the model's answers come from the trace (every recorded attempt,
+errors and retries included), while the user's tools, hooks, middleware and compactor run live
+(``tools="recorded"`` answers the tools from the trace too, ``tools="live:a,b"`` runs only those
+live). ``replay_driver(trace)`` is the same replay with loopctl's built-in body: stub tools and a
+compactor answering from the trace, the retry decisions the trace's. Either way a ``Checker``
+compares every step, feed, model request and end the driver reports with the trace, in one
+pass, and stops at the first difference with a report in the user's terms.
+
+Recorded cancels and injections are given through the driver's ``before_step`` seam at the step
+where the trace has them (unless the agent has a ``before_step`` hook of its own, which then
+runs live); a header in the middle of a run (a resume after a crash) stops the run there and
+resumes the brain in a fresh body, built by the factory again. A trace that ends under a run (a
+crash, a Ctrl-C, a header with nothing after it) replays up to its last record and says so: it
+is not a divergence.
+
+The trace is streamed (``Cursor``): memory stays flat whatever its length.
 """
 
 from __future__ import annotations
@@ -17,302 +24,113 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage
-from loopctl.core import (
-    CompactReason,
-    LoopError,
-    LoopMachine,
-    MachinePolicy,
-    MachineStep,
-    Message,
-    ToolCall,
-    ToolResult,
-)
-from loopctl.driver import BareLoop, CancelSignal, LoopObserver, StepPoint
-from loopctl.tools import NextTool
-from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
-from loopctl_sim.sim import Crash, configs_for, message_events, no_sleep, stub_tools
+from loopctl.core import LoopMachine, MachinePolicy, Message
+from loopctl.driver import BareLoop, CancelSignal, StepPoint
+from loopctl.observe import LoopObserver
+from loopctl_sim.replay.answers import RecordedCompactor, RecordedTools, ReplayClient, tools_live
+from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, brain_view
+from loopctl_sim.replay.cursor import Cursor
+from loopctl_sim.replay.report import ReplayResult
+from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
+from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
-    EndRecord,
     HeaderRecord,
-    IoRecord,
-    Record,
     StepRecord,
     TraceFormatError,
     TraceReader,
-    encode_feed_args,
+    default_scrubber,
 )
 
-__all__ = ["replay_driver"]
+__all__ = ["replay_agent", "replay_driver"]
 
-
-class _Diverged(BaseException):
-    """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
-    driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
-    not swallow it."""
-
-
-@dataclass
-class _Attempt:
-    request: dict[str, Any] | None
-    reply: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    retried: bool = False
-
-
-@dataclass
-class _Plan:
-    """What the world did, taken from the trace: model attempts, tool results, compactions."""
-
-    attempts: deque[_Attempt] = field(default_factory=deque)
-    results: dict[str, deque[ToolResult]] = field(default_factory=lambda: defaultdict(deque))
-    compactions: deque[list[Message] | None] = field(default_factory=deque)
-
-
-def _plan(records: Sequence[tuple[int, Record]]) -> _Plan:
-    plan = _Plan()
-    request: dict[str, Any] | None = None
-    last: _Attempt | None = None
-    for _, r in records:
-        if isinstance(r, IoRecord):
-            if r.kind == "model_request":
-                request = r.data
-            elif r.kind in ("model_reply", "model_error"):
-                last = _Attempt(request)
-                if r.kind == "model_reply":
-                    last.reply = r.data
-                else:
-                    last.error = r.data.get("error")
-                plan.attempts.append(last)
-                continue
-            elif r.kind == "retry" and last is not None:
-                last.retried = True
-            last = None if r.kind != "retry" else last
-        elif r.type == "feed":
-            if r.name == "tool_results":
-                for res in r.args.message.tool_results:
-                    plan.results[res.call_id].append(res)
-            elif r.name == "compaction_result":
-                plan.compactions.append(list(r.args.compacted))
-            elif r.name == "compaction_noop":
-                plan.compactions.append(None)
-    return plan
-
-
-def _summary(request: ModelRequest) -> dict[str, Any]:
-    return {
-        "n_messages": len(request.messages),
-        "tools": [t.name for t in request.tools],
-        "last": request.messages[-1].model_dump(mode="json") if request.messages else None,
-    }
-
-
-class _Checker(LoopObserver):
-    """Compares what the driver does with the trace's brain records, in order."""
-
-    def __init__(
-        self, path: str, brain: Sequence[tuple[int, Record]], result: ReplayResult
-    ) -> None:
-        self.path = path
-        self.brain = brain
-        self.pos = 0
-        self.result = result
-        self.recent: deque[RecentFeed] = deque(maxlen=3)
-
-    def peek(self) -> tuple[int, Record] | None:
-        return self.brain[self.pos] if self.pos < len(self.brain) else None
-
-    def fail(
-        self, line: int, seq: int, what: str, message: str, expected: Any, actual: Any
-    ) -> NoReturn:
-        if self.result.divergence is not None:  # the first divergence is the one to report
-            raise _Diverged
-        self.result.divergence = Divergence(
-            seq, line, what, message, expected, actual, list(self.recent)
-        )
-        raise _Diverged
-
-    def _next(self, kind: str, actual: Any) -> tuple[int, Record]:
-        item = self.peek()
-        if item is None:
-            self.fail(
-                0, -1, kind, f"the driver went on ({kind}) after the trace ended", None, actual
-            )
-        assert item is not None
-        self.pos += 1
-        return item
-
-    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        actual = {"policy": policy.model_dump(mode="json"), "step": step.model_dump(mode="json")}
-        line, rec = self._next("step", actual)
-        if not isinstance(rec, StepRecord) or rec.policy != policy or rec.step != step:
-            self.fail(
-                line, rec.seq, "step", "the driver asked another step", _brain_view(rec), actual
-            )
-        self.result.steps += 1
-
-    def feed(self, name: str, args: Any, machine: LoopMachine) -> None:
-        data = encode_feed_args(name, args)
-        digest = machine.digest()
-        actual = {"name": name, "args": data, "digest": digest}
-        line, rec = self._next("feed", actual)
-        self.recent.append(RecentFeed(rec.seq, line, name, data))
-        if (
-            rec.type != "feed"
-            or rec.name != name
-            or rec.args.model_dump(mode="json") != data
-            or rec.digest != digest
-        ):
-            self.fail(
-                line,
-                rec.seq,
-                "feed",
-                f"the driver fed {name}() differently",
-                _brain_view(rec),
-                actual,
-            )
-        self.result.feeds += 1
-
-    def run_ended(self, machine: LoopMachine) -> None:
-        line, rec = self._next("end", None)
-        outcome = machine.state.outcome if machine.is_terminal else None  # type: ignore[union-attr]
-        actual = {
-            "outcome": None if outcome is None else outcome.model_dump(mode="json"),
-            "digest": machine.digest(),
-        }
-        if not isinstance(rec, EndRecord) or _brain_view(rec) != {**actual}:
-            self.fail(
-                line, rec.seq, "outcome", "the run ended differently", _brain_view(rec), actual
-            )
-        self.result.complete = True
-        self.result.outcome = actual["outcome"]
-
-
-def _brain_view(rec: Record) -> dict[str, Any]:
-    data = rec.model_dump(mode="json")
-    for key in ("seq", "type", "scrubbed"):
-        data.pop(key, None)
-    return data
-
-
-class _ReplayClient:
-    def __init__(self, plan: _Plan, checker: _Checker) -> None:
-        self.plan = plan
-        self.checker = checker
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        if not self.plan.attempts:
-            self.checker.fail(
-                0,
-                -1,
-                "request",
-                "the driver called the model more often than the trace",
-                None,
-                _summary(request),
-            )
-        attempt = self.plan.attempts.popleft()
-        if attempt.request is not None and attempt.request != _summary(request):
-            self.checker.fail(
-                0,
-                -1,
-                "request",
-                "the driver sent another request",
-                attempt.request,
-                _summary(request),
-            )
-        if attempt.error is not None:
-            raise ApiError(LoopError.model_validate(attempt.error), should_retry=attempt.retried)
-        assert attempt.reply is not None
-        message = Message.model_validate(attempt.reply["message"])
-        usage = Usage.model_validate(attempt.reply.get("usage") or {})
-        for event in message_events(message, usage):
-            yield event
-
-
-class _ReplayCompactor:
-    def __init__(self, plan: _Plan) -> None:
-        self.plan = plan
-
-    async def compact(
-        self, messages: Sequence[Message], reason: CompactReason
-    ) -> list[Message] | None:
-        if not self.plan.compactions:
-            raise RuntimeError("the trace holds no more compactions")
-        return self.plan.compactions.popleft()
+#: Builds the replayed run's loop for a brain (the body shared by every run of the trace).
+Body = Callable[[LoopMachine], BareLoop]
 
 
 def replay_driver(path: str | os.PathLike[str]) -> ReplayResult:
-    """Replay the trace at ``path`` through ``BareLoop`` (see the module docstring)."""
+    """Replay the trace at ``path`` through loopctl's own ``BareLoop``, everything answered from
+    the trace (see the module docstring)."""
+    return _replay(path, None, "recorded", (), None)
+
+
+def replay_agent(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    *,
+    tools: str = "live",
+    compactor: str = "live",
+    observers: Sequence[LoopObserver] = (),
+    cwd: str | os.PathLike[str] | None = None,
+) -> ReplayResult:
+    """Replay the trace at ``path`` against the user's agent (``module:factory`` or the factory
+    itself); ``tools``: ``live``, ``recorded`` or ``live:a,b``; ``compactor``: ``live`` or
+    ``recorded``; ``observers`` are added to the replayed loop (a recorder, to re-record)."""
+    factory = load_agent(agent, cwd=cwd)
+    if compactor not in ("live", "recorded"):
+        raise ValueError(f"compactor {compactor!r}: expected live or recorded")
+    name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
+    return _replay(path, (name, factory, compactor == "recorded"), tools, observers, cwd)
+
+
+def _replay(
+    path: str | os.PathLike[str],
+    agent: tuple[str, AgentFactory, bool] | None,
+    tools: str,
+    observers: Sequence[LoopObserver],
+    cwd: str | os.PathLike[str] | None,
+) -> ReplayResult:
     reader = TraceReader(path)
-    records = list(reader.numbered())
-    result = ReplayResult(path=reader.path, records=len(records))
-    result.warnings = reader.warnings
-    result.io = sum(1 for _, r in records if r.type == "io")
-    if not records:
+    cursor = Cursor(reader)
+    result = ReplayResult(path=reader.path, agent=None if agent is None else agent[0])
+    first = cursor.peek()  # reads the first line: an unreadable trace raises here
+    if first is None:
         return result
-    with contextlib.suppress(_Diverged):
-        asyncio.run(_replay_driver(reader.path, records, result))
+    scrubber = default_scrubber()
+    header = first[1]
+    key = header.scrub_key if isinstance(header, HeaderRecord) else None
+    same_key = key is not None and key == scrubber.key_id
+    checker = Checker(
+        cursor, result, scrubber, fingerprints=same_key, own_context=agent is not None
+    )
+    if key is not None and key != scrubber.key_id:
+        result.notes.append(
+            "the trace's secrets were scrubbed with another key (LOOPCTL_SCRUB_KEY): they are "
+            "compared by where they stand, not by their fingerprints"
+        )
+    try:
+        with contextlib.suppress(Diverged):
+            asyncio.run(_runs(cursor, checker, result, agent, tools, observers, reader.path))
+    finally:
+        result.records = cursor.records
+        result.io = cursor.io
+        result.warnings = reader.warnings
     return result
 
 
-async def _replay_driver(
-    path: str, records: list[tuple[int, Record]], result: ReplayResult
+def _first_policy(path: str) -> MachinePolicy:
+    """The policy of the trace's first step (the built-in body advertises its tools)."""
+    for record in TraceReader(path):
+        if isinstance(record, StepRecord):
+            return record.policy
+    return MachinePolicy()
+
+
+async def _runs(
+    cursor: Cursor,
+    checker: Checker,
+    result: ReplayResult,
+    agent: tuple[str, AgentFactory, bool] | None,
+    tools: str,
+    observers: Sequence[LoopObserver],
+    path: str,
 ) -> None:
-    plan = _plan(records)
-    brain = [(line, r) for line, r in records if r.type != "io"]
-    checker = _Checker(path, brain, result)
-    first_step = next((r for _, r in brain if isinstance(r, StepRecord)), None)
-    policy = first_step.policy if first_step is not None else MachinePolicy()
-    run_config, session = configs_for(policy)
-    cancel = CancelSignal()
-
-    async def answer(call: ToolCall, next_tool: NextTool) -> ToolResult:
-        queue = plan.results.get(call.id)
-        if queue:
-            return queue.popleft()
-        cancel.cancel()  # the trace has no result: the run was cancelled while it ran
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def before_step(point: StepPoint) -> None:
-        item = checker.peek()
-        while item is not None:
-            rec = item[1]
-            if rec.type == "feed" and rec.name in ("cancel", "inject"):
-                if rec.name == "cancel":
-                    point.cancel()
-                else:
-                    point.inject(rec.args.message)
-            elif isinstance(rec, HeaderRecord):  # a resume: the recorded driver crashed here
-                raise Crash(0)
-            else:
-                if isinstance(rec, StepRecord) and rec.policy.compact_now:
-                    point.request_compaction()
-                return
-            item = checker.peek()
-
-    def body(machine: LoopMachine) -> BareLoop:
-        return BareLoop(
-            _ReplayClient(plan, checker),
-            stub_tools(policy.tools),
-            run_config,
-            session,
-            machine=machine,
-            compactor=_ReplayCompactor(plan),
-            middleware=[answer],
-            observers=[checker],
-            sleep=no_sleep,
-            rng=lambda: 0.0,
-            before_step=before_step,
-        )
-
+    recorded_tools = RecordedTools(cursor, lambda name: False)
+    body = _body(cursor, checker, recorded_tools, agent, tools, observers, path)
     loop: BareLoop | None = None
-    while (item := checker.peek()) is not None:
+    while (item := cursor.next_brain()) is not None:
         line, rec = item
         if not isinstance(rec, HeaderRecord):
             checker.fail(
@@ -320,10 +138,11 @@ async def _replay_driver(
                 rec.seq,
                 "header",
                 "the driver stopped before the trace did",
-                _brain_view(rec),
+                brain_view(rec),
                 None,
             )
-        checker.pos += 1
+        cursor.take_brain()  # the header, and the io records before it (a crash)
+        checker.new_run()
         if rec.snapshot is not None and rec.snapshot.started:
             result.resumes += 1
         else:
@@ -348,20 +167,126 @@ async def _replay_driver(
                 )
             if not previous.finalized:
                 machine = expected
+        input = None if machine.started else _input_of(cursor)
+        if not machine.started and input is None:
+            result.notes.append(
+                f"the trace ends after the header on line {line}: the run never started"
+            )
+            return
         loop = body(machine)
-        input = _input_of(checker) if not machine.started else None
+        cancel = CancelSignal()
+        recorded_tools.cancel = cancel
         try:
             await loop.run(input, cancel)
         except Crash:
             continue
+        except Incomplete:
+            result.notes.append(
+                f"the trace ends at line {cursor.line} under a run (a crash or an interrupt "
+                "while recording): replayed up to its last record"
+            )
+            result.machine = loop.machine
+            return
     if loop is not None:
         result.machine = loop.machine
         result.final_digest = loop.machine.digest()
 
 
-def _input_of(checker: _Checker) -> Message | None:
-    item = checker.peek()
+def _input_of(cursor: Cursor) -> Message | None:
+    item = cursor.next_brain()
     if item is not None and item[1].type == "feed" and item[1].name == "accept_input":
         message: Message = item[1].args.input
         return message
     return None
+
+
+def _body(
+    cursor: Cursor,
+    checker: Checker,
+    recorded_tools: RecordedTools,
+    agent: tuple[str, AgentFactory, bool] | None,
+    tools: str,
+    observers: Sequence[LoopObserver],
+    path: str,
+) -> Body:
+    """How each run's loop is built: the user's factory with the replay's parts, or the
+    built-in body."""
+
+    def replayed_events(point: StepPoint) -> None:
+        """Gives the recorded cancels and injections where the trace has them; a header is a
+        crash of the recorded driver: the run stops here to be resumed."""
+        while (item := cursor.next_brain()) is not None:
+            rec = item[1]
+            if rec.type == "feed" and rec.name == "cancel":
+                point.cancel()
+            elif rec.type == "feed" and rec.name == "inject":
+                point.inject(rec.args.message)
+            elif isinstance(rec, HeaderRecord):
+                raise Crash(0)
+            else:
+                if isinstance(rec, StepRecord) and rec.policy.compact_now:
+                    point.request_compaction()
+                return
+
+    if agent is None:
+        policy = _first_policy(path)
+        run_config, session = configs_for(policy)
+        recorded_tools.live = lambda name: False
+
+        def builtin(machine: LoopMachine) -> BareLoop:
+            return BareLoop(
+                ReplayClient(cursor, checker, trace_retries=True),
+                stub_tools(policy.tools),
+                run_config,
+                session,
+                machine=machine,
+                compactor=RecordedCompactor(cursor, checker),
+                middleware=[recorded_tools.answer],
+                observers=[checker, *observers],
+                sleep=no_sleep,
+                rng=lambda: 0.0,
+                before_step=replayed_events,
+            )
+
+        return builtin
+
+    _, factory, compactor_recorded = agent
+
+    def theirs(machine: LoopMachine) -> BareLoop:
+        client = ReplayClient(cursor, checker, trace_retries=False)
+        loop = build_agent(factory, client=client, observers=[checker, *observers])
+        if loop.client is not client:  # pragma: no cover - build_agent swaps it in
+            raise AssertionError("the replay client was not swapped in")
+        recorded_tools.live = tools_live(tools, loop.registry.names())
+        own_hook = loop.before_step
+        changes: dict[str, Any] = {
+            "machine": machine,
+            "middleware": [*loop.middleware, recorded_tools.answer],
+            "sleep": no_sleep,
+            "rng": lambda: 0.0,
+            "before_step": _both(own_hook, replayed_events, cursor),
+        }
+        if compactor_recorded:
+            changes["compactor"] = RecordedCompactor(cursor, checker)
+        return loop.replace(**changes)
+
+    return theirs
+
+
+def _both(
+    own: Callable[[StepPoint], None] | None,
+    replayed: Callable[[StepPoint], None],
+    cursor: Cursor,
+) -> Callable[[StepPoint], None]:
+    """The agent's own ``before_step`` hook runs live, and the trace's cancels and injections are
+    then not given (its hook is what made them); a recorded crash still stops the run."""
+    if own is None:
+        return replayed
+
+    def hook(point: StepPoint) -> None:
+        own(point)
+        item = cursor.next_brain()
+        if item is not None and isinstance(item[1], HeaderRecord):
+            raise Crash(0)
+
+    return hook

@@ -58,12 +58,16 @@ class Divergence:
 
     seq: int
     line: int
-    what: str  # "step", "digest", "protocol_error", "outcome", "snapshot"
+    what: str  # "step", "feed", "digest", "request", "protocol_error", "outcome", "snapshot"
     message: str
     expected: Any
     actual: Any
     recent_feeds: list[RecentFeed] = field(default_factory=list)
     note: str | None = None
+    #: lines under the message, in the user's terms (which fields, a diff of a prompt, ...)
+    details: list[str] = field(default_factory=list)
+    #: the policy the brain was handed at the divergence (JSON), when the replay knows it
+    policy: dict[str, Any] | None = None
 
     @property
     def diff(self) -> str:
@@ -72,6 +76,7 @@ class Divergence:
     def report(self, path: str = "") -> str:
         where = f"{path}:{self.line}" if path else f"line {self.line}"
         out = [f"divergence at seq {self.seq} ({where}): {self.message}"]
+        out += [f"  {line}" for line in self.details]
         if self.note:
             out.append(f"note: {self.note}")
         if self.recent_feeds:
@@ -95,6 +100,8 @@ class Divergence:
                 for f in self.recent_feeds
             ],
             "note": self.note,
+            "details": self.details,
+            "policy": self.policy,
         }
 
 
@@ -119,6 +126,11 @@ class ReplayResult:
     stopped_at: int | None = None  # --until
     warnings: list[str] = field(default_factory=list)
     machine: LoopMachine | None = None
+    #: what the reader should know about how far the replay could check (an incomplete trace,
+    #: digests not comparable past scrubbed secrets, ...)
+    notes: list[str] = field(default_factory=list)
+    #: the agent replayed (``module:factory``), None for the brain or the built-in driver
+    agent: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,7 +138,7 @@ class ReplayResult:
 
     def summary(self) -> str:
         if self.divergence is not None:
-            return self.divergence.report(self.path)
+            return "\n".join([self.divergence.report(self.path), *self._notes()])
         outcome = self.outcome.get("kind") if isinstance(self.outcome, dict) else "none"
         text = (
             f"ok: {self.path}: {self.records} records replayed ({self.runs} run(s), "
@@ -134,11 +146,16 @@ class ReplayResult:
             f"{self.steps} steps, {self.feeds} feeds, {self.io} io); outcome {outcome}; "
             f"digest {self.final_digest}"
         )
+        if self.agent is not None:
+            text += f"; agent {self.agent}"
         if self.stopped_at is not None:
             text += f"; stopped at seq {self.stopped_at}"
         elif not self.complete:
             text += "; the trace has no end record (incomplete run)"
-        return text
+        return "\n".join([text, *self._notes()])
+
+    def _notes(self) -> list[str]:
+        return [f"note: {note}" for note in self.notes]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -155,5 +172,7 @@ class ReplayResult:
             "complete": self.complete,
             "stopped_at": self.stopped_at,
             "warnings": self.warnings,
+            "notes": self.notes,
+            "agent": self.agent,
             "divergence": None if self.divergence is None else self.divergence.to_json(),
         }

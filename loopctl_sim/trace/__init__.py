@@ -15,6 +15,7 @@ module          owns
 ``writer``      ``TraceWriter``: append-only, flushed record by record
 ``fast``        the reader's fast path for machine replay (``msgspec``)
 ``reader``      ``TraceReader``: streaming, every line checked in its place
+``requests``    the model request as recorded: its context once per change, a digest each time
 ``recorder``    ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
 ==============  ==================================================================================
 
@@ -38,6 +39,7 @@ from loopctl_sim.trace.records import (
     RECORD,
     TRACE_FORMAT,
     TRACE_VERSION,
+    BrainSummary,
     EndRecord,
     FeedLine,
     FeedRecord,
@@ -52,7 +54,14 @@ from loopctl_sim.trace.records import (
     feed_record,
     trace_json_schema,
 )
-from loopctl_sim.trace.scrub import REDACTED, might_hold_secrets, scrub
+from loopctl_sim.trace.scrub import (
+    REDACTED,
+    Scrubber,
+    default_scrubber,
+    might_hold_secrets,
+    scrub,
+    without_fingerprints,
+)
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = [
@@ -62,6 +71,7 @@ __all__ = [
     "REDACTED",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "BrainSummary",
     "EndRecord",
     "FeedArgs",
     "FeedCodecError",
@@ -72,6 +82,7 @@ __all__ = [
     "Record",
     "RecordingMachine",
     "ReplayItem",
+    "Scrubber",
     "StepLine",
     "StepRecord",
     "TraceFormatError",
@@ -80,6 +91,7 @@ __all__ = [
     "TraceWriter",
     "apply_feed",
     "decode_feed_args",
+    "default_scrubber",
     "encode_feed_args",
     "end_outcome",
     "feed_call",
@@ -90,4 +102,5 @@ __all__ = [
     "scrub",
     "step_matches",
     "trace_json_schema",
+    "without_fingerprints",
 ]

@@ -72,6 +72,7 @@ from loopctl_sim.trace.feeds import (
 from loopctl_sim.trace.records import (
     FEED_RECORDS,
     RECORD,
+    BrainSummary,
     FeedLine,
     IoRecord,
     StepLine,
@@ -111,10 +112,15 @@ _SHAPES: Final[dict[type[BaseModel], tuple[str, ...]]] = {
     SetContextTokensArgs: ("n",),
     InjectArgs: ("message",),
     NoArgs: (),
-    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s"),
-    StepRecord: ("seq", "type", "policy", "step"),
+    BrainSummary: (
+        "state", "turn", "turns", "context_tokens", "history", "pending", "window", "last_call",
+        "warned",
+    ),
+    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s", "scrubbed"),
+    StepRecord: ("seq", "type", "policy", "step", "scrubbed"),
     **{
-        cls: ("seq", "type", "digest", "scrubbed", "name", "args") for cls in FEED_RECORDS.values()
+        cls: ("seq", "type", "digest", "scrubbed", "brain", "name", "args")
+        for cls in FEED_RECORDS.values()
     },
 }
 
@@ -284,6 +290,7 @@ class _Io(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
     turn: int | None
     data: _AnyObject
     duration_s: float | None  # any JSON number or null, as for pydantic's float | None
+    scrubbed: bool = False  # (v2; absent from version 1 lines, as pydantic's default)
 
 
 class _CallLLM(msgspec.Struct, tag_field="kind", tag="call_llm", **_STRUCT):
@@ -299,6 +306,21 @@ class _Step(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
     seq: int
     policy: msgspec.Raw  # its JSON text: compared with the previous step's
     step: _CallLLM | _CallTools  # compared with the brain's by step_matches
+    scrubbed: bool = False  # (v2)
+
+
+class _Brain(msgspec.Struct, **_STRUCT):
+    """A feed's brain summary (v2), read only for a divergence report."""
+
+    state: str
+    turn: int | None
+    turns: int
+    context_tokens: int
+    history: int
+    pending: int
+    window: int
+    last_call: str | None
+    warned: bool
 
 
 class _Feed(msgspec.Struct, tag_field="type", tag="feed", **_STRUCT):
@@ -307,6 +329,7 @@ class _Feed(msgspec.Struct, tag_field="type", tag="feed", **_STRUCT):
     scrubbed: bool
     name: str
     args: msgspec.Raw  # its JSON text: decoded by the struct of the feed's arguments
+    brain: _Brain | None = None  # (v2; absent from version 1 lines, as pydantic's default)
 
 
 #: Each struct with the models pydantic builds from the same JSON (``fast_path_problems``).
@@ -317,6 +340,7 @@ _STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
     (_Message, Message),
     (_CallLLM, CallLLM),
     (_CallTools, CallTools),
+    (_Brain, BrainSummary),
     *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
     (_Io, IoRecord),
     (_Step, StepRecord),
@@ -500,7 +524,8 @@ def make_batch_decoder() -> BatchDecoder | None:
                     return i
                 append(
                     _new_tuple(
-                        FeedLine, (name, values(args), line.args, line.digest, line.scrubbed)
+                        FeedLine,
+                        (name, values(args), line.args, line.digest, line.scrubbed, line.brain),
                     )
                 )
             else:

@@ -19,9 +19,9 @@ from pydantic import ValidationError
 
 from loopctl_sim.trace.fast import BatchDecoder, make_batch_decoder
 from loopctl_sim.trace.records import (
+    READABLE_VERSIONS,
     RECORD,
     TRACE_FORMAT,
-    TRACE_VERSION,
     HeaderRecord,
     Record,
     ReplayItem,
@@ -54,10 +54,11 @@ def _header_problem(raw: bytes) -> str | None:
     if fmt != TRACE_FORMAT:
         return f"not a loopctl trace (format {fmt!r}, expected {TRACE_FORMAT!r})"
     version = data.get("version")
-    if version != TRACE_VERSION:
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         return (
             f"trace format version {version!r} is not supported: this loopctl_sim reads "
-            f"version {TRACE_VERSION}; use the loopctl that wrote it, or upgrade"
+            f"versions {readable}; use the loopctl that wrote it, or upgrade"
         )
     return None
 

@@ -15,9 +15,12 @@ import os
 from collections.abc import Mapping
 from typing import IO, Any
 
+from loopctl.api import ModelRequest
 from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.trace.feeds import FeedArgs
+from loopctl_sim.trace.records import BrainSummary
+from loopctl_sim.trace.requests import RequestLog
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
@@ -48,17 +51,28 @@ class TraceRecorder(LoopObserver):
         self.writer = _writer(target, fsync)
         self.metadata = dict(metadata or {})
         self._created = created
+        self.requests = RequestLog()
+        self._machine: LoopMachine | None = None
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
+        self._machine = machine
         self.writer.header(machine.snapshot(), self.metadata, created=self._created)
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self._machine = machine
         self.writer.step(policy, step)
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
-        self.writer.feed(name, args, machine.digest())
+        self.writer.feed(name, args, machine.digest(), BrainSummary.of(machine))
 
     def io(self, event: IoEvent) -> None:
+        request = event.data.get("request")
+        if event.kind == "model_request" and isinstance(request, ModelRequest):
+            data = event.data
+            brain = self._machine.digest() if self._machine is not None else None
+            seen = self.requests.see(request, data.get("model"), data.get("provider"), brain)
+            self.writer.io("model_request", turn=event.turn, data=seen.data)
+            return
         self.writer.io(event)
 
     def run_ended(self, machine: LoopMachine) -> None:
@@ -107,7 +121,7 @@ class RecordingMachine:
 
     def _record(self, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
         if self.writer is not None:
-            self.writer.feed(name, args, self.machine.digest())
+            self.writer.feed(name, args, self.machine.digest(), BrainSummary.of(self.machine))
 
     def accept_input(self, input: str | Message) -> None:
         self.machine.accept_input(input)

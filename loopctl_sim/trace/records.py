@@ -49,9 +49,11 @@ from loopctl_sim.trace.feeds import (
 
 __all__ = [
     "FEED_RECORDS",
+    "READABLE_VERSIONS",
     "RECORD",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "BrainSummary",
     "EndRecord",
     "FeedLine",
     "FeedRecord",
@@ -62,13 +64,18 @@ __all__ = [
     "StepLine",
     "StepRecord",
     "TraceFormatError",
+    "brain_fields",
     "feed_line",
     "feed_record",
     "trace_json_schema",
 ]
 
 TRACE_FORMAT: Final = "loopctl-trace"
-TRACE_VERSION: Final = 1
+#: The version this loopctl_sim writes.
+TRACE_VERSION: Final = 2
+#: The versions it reads: version 1 traces (no request contexts, no brain summaries, steps and
+#: ends never marked scrubbed) replay as before.
+READABLE_VERSIONS: Final = (1, 2)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -81,12 +88,15 @@ class _Record(BaseModel):
 class HeaderRecord(_Record):
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
-    version: Literal[1] = TRACE_VERSION
+    version: Literal[1, 2] = TRACE_VERSION
     engine_version: str
     created: str
     snapshot: MachineSnapshot | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     scrubbed: bool = False
+    #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
+    #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
+    scrub_key: str | None = None
 
     def machine(self) -> LoopMachine:
         """The run's starting brain (a fresh one when the header holds no snapshot)."""
@@ -99,13 +109,51 @@ class StepRecord(_Record):
     type: Literal["step"] = "step"
     policy: MachinePolicy
     step: MachineStep
+    #: (v2) True when secrets were scrubbed from the step (a tool call's arguments).
+    scrubbed: bool = False
+
+
+class BrainSummary(BaseModel):
+    """(v2) The brain's small fields after a feed, beside its digest: when a replay reaches
+    another digest, the report names the fields that differ instead of showing two hashes."""
+
+    model_config = _FROZEN
+    state: str
+    turn: int | None = None
+    turns: int
+    context_tokens: int
+    history: int
+    pending: int
+    #: the loop detector's window: how many calls it holds, the last one's key, and its warning
+    window: int
+    last_call: str | None = None
+    warned: bool = False
+
+    @classmethod
+    def of(cls, machine: LoopMachine) -> BrainSummary:
+        state = machine.state
+        window = machine.loop_window
+        return cls.model_construct(
+            state=state.kind,
+            turn=getattr(state, "turn", None),
+            turns=machine.turns_taken,
+            context_tokens=machine.context_tokens,
+            history=machine.history_len(),
+            pending=machine.pending_len(),
+            window=len(window.calls),
+            last_call=window.calls[-1] if window.calls else None,
+            warned=window.warned,
+        )
 
 
 class _FeedBase(_Record):
     type: Literal["feed"] = "feed"
     digest: str
-    #: True when secrets were scrubbed from the args: replay past this record cannot be exact.
+    #: True when secrets were scrubbed from the args: the brain the replay builds from them holds
+    #: placeholders, so its digests can no longer be the recorded ones (see replay).
     scrubbed: bool = False
+    #: (v2) The brain's small fields after the feed.
+    brain: BrainSummary | None = None
 
 
 class AcceptInputFeed(_FeedBase):
@@ -200,29 +248,39 @@ def feed_record(
     digest: str,
     *,
     scrubbed: bool = False,
+    brain: BrainSummary | None = None,
 ) -> FeedRecord:
     """Build the feed record for ``name`` (args as data or typed)."""
     cls = FEED_RECORDS[name]
     record: FeedRecord = cls(  # type: ignore[assignment]
-        seq=seq, args=decode_feed_args(name, args), digest=digest, scrubbed=scrubbed
+        seq=seq, args=decode_feed_args(name, args), digest=digest, scrubbed=scrubbed, brain=brain
     )
     return record
 
 
 class IoRecord(_Record):
-    """One IO event (``loopctl.observe.IoEvent``); kinds are open-ended here."""
+    """One IO event (``loopctl.observe.IoEvent``); kinds are open-ended here.
+
+    (v2) A ``model_request`` record's data holds the request's ``digest`` (see
+    ``loopctl_sim.trace.requests``), its ``n_messages``, the advertised ``tools`` by name and the
+    ``last`` message, and, whenever the model, provider, system prompt, tool specs or options
+    changed since the trace's previous request, the whole ``context``."""
 
     type: Literal["io"] = "io"
     kind: str
     turn: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
     duration_s: float | None = None
+    #: (v2) True when secrets were scrubbed from the data.
+    scrubbed: bool = False
 
 
 class EndRecord(_Record):
     type: Literal["end"] = "end"
     outcome: MachineOutcome | None = None
     digest: str
+    #: (v2) True when secrets were scrubbed from the outcome (a final text, an error message).
+    scrubbed: bool = False
 
 
 Record = Annotated[
@@ -263,6 +321,9 @@ class FeedLine(NamedTuple):
     args: FeedArgs | msgspec.Raw
     digest: str
     scrubbed: bool
+    #: (v2) the brain's small fields after the feed: a ``BrainSummary``, or from the fast path
+    #: as msgspec decoded it (``brain_fields`` reads either), or None
+    brain: BrainSummary | msgspec.Struct | None = None
 
 
 #: A record in replay form (``TraceReader.replay_batches``; ``None``: an ``io`` record).
@@ -272,8 +333,23 @@ ReplayItem = HeaderRecord | EndRecord | StepLine | FeedLine | None
 def feed_line(record: FeedRecord) -> FeedLine:
     """The replay form of a feed record."""
     return FeedLine(
-        record.name, feed_call(record.args), record.args, record.digest, record.scrubbed
+        record.name,
+        feed_call(record.args),
+        record.args,
+        record.digest,
+        record.scrubbed,
+        record.brain,
     )
+
+
+def brain_fields(brain: BrainSummary | msgspec.Struct | None) -> dict[str, Any] | None:
+    """A feed line's brain summary as data (None when the trace has none: version 1)."""
+    if brain is None:
+        return None
+    if isinstance(brain, BaseModel):
+        return brain.model_dump(mode="json")
+    fields: dict[str, Any] = msgspec.to_builtins(brain)
+    return fields
 
 
 class TraceFormatError(Exception):

@@ -1,68 +1,218 @@
-"""Secret scrubbing: nothing shaped like a credential lands in a trace.
+"""Secret scrubbing: nothing shaped like a credential lands in a trace, and replay still compares.
 
-A mapping key that looks like a credential header (``authorization``, ``proxy-authorization``,
-``api-key``/``api_key``/``apikey``, ``x-api-key``) has its value replaced whole; any string that
-holds an ``sk-...`` key has that key replaced, wherever it sits.
+What counts as a secret:
+
+- the value of a mapping key that names a credential (``authorization``,
+  ``proxy-authorization``, ``api-key``/``api_key``/``apikey``, ``x-api-key``, ``*-token``,
+  ``password``, ``secret``, ``cookie``), replaced whole;
+- inside any string: OpenAI and Anthropic keys (``sk-...``, ``sk-proj-...``, ``sk-ant-...``),
+  ``Bearer <token>`` (the token), GitHub tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``,
+  ``ghr_``, ``github_pat_``), Slack tokens (``xoxb-`` and the other ``xox?-``), AWS access key
+  ids (``AKIA...``, ``ASIA...``), JWTs (``eyJ....eyJ....``), Google API keys (``AIza...``), and
+  any pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in
+  the environment variable ``LOOPCTL_SCRUB_PATTERNS``).
+
+A secret is replaced by a placeholder that carries a keyed fingerprint of it,
+``[REDACTED:1a2b3c4d5e6f]`` (the first 12 hex digits of HMAC-SHA256 under the scrub key), so two
+records holding the same secret hold the same placeholder, and a replay that meets the live
+value scrubs it the same way and compares placeholders. The key comes from the environment
+(``LOOPCTL_SCRUB_KEY``, or a file named by ``LOOPCTL_SCRUB_KEY_FILE``) and never enters a trace:
+a trace's header holds only the key's id (a fingerprint of the key itself), so replay can tell
+whether it scrubs with the key that wrote the trace. Without a key the placeholder is a bare
+``[REDACTED]`` and secrets can be compared only by where they are (``shape``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
-__all__ = ["REDACTED", "is_secret_key", "might_hold_secrets", "scrub", "scrub_text"]
+__all__ = [
+    "BUILTIN_PATTERNS",
+    "PLACEHOLDER",
+    "REDACTED",
+    "Scrubber",
+    "default_scrubber",
+    "is_secret_key",
+    "might_hold_secrets",
+    "scrub",
+    "scrub_text",
+    "without_fingerprints",
+]
 
 REDACTED: Final = "[REDACTED]"
 
-_SECRET_KEY = re.compile(r"^(proxy-)?authorization$|^(x-)?api[-_]?key$", re.IGNORECASE)
-_SECRET_VALUE = re.compile(r"sk-[A-Za-z0-9_\-]{8,}")
+#: A placeholder, with or without its fingerprint.
+PLACEHOLDER: Final = re.compile(r"\[REDACTED(?::[0-9a-f]{12})?\]")
 
-
-# A JSON text that matches neither of these holds nothing ``scrub`` would change (a cheap test,
-# in C, before the exact walk over the data).
-_JSON_SECRET_KEY = re.compile(
-    r'"(?:proxy-)?authorization"\s*:|"(?:x-)?api[-_]?key"\s*:', re.IGNORECASE
+#: The secret shapes looked for inside strings. Where a pattern has a group named ``s``, only
+#: that group is the secret (``Bearer`` stays readable).
+BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
+    r"sk-[A-Za-z0-9_\-]{8,}",
+    r"(?i:bearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",
+    r"\bgh[pousr]_[A-Za-z0-9]{16,}",
+    r"\bgithub_pat_[A-Za-z0-9_]{16,}",
+    r"\bxox[abposr]-[A-Za-z0-9\-]{8,}",
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}",
+    r"\bAIza[0-9A-Za-z_\-]{35}",
 )
 
-
-def might_hold_secrets(json_text: str) -> bool:
-    """False when the JSON text certainly holds no secret; True means: scrub the data."""
-    return "sk-" in json_text or _JSON_SECRET_KEY.search(json_text) is not None
+_KEY_NAMES: Final = (
+    r"(?:proxy-)?authorization|(?:x-)?(?:goog-)?api[-_]?key"
+    r"|(?:x-)?(?:auth|access|refresh|id|session|api)?[-_]?token"
+    r"|password|passwd|secret|client[-_]secret|cookie|set-cookie"
+)
+_SECRET_KEY = re.compile(_KEY_NAMES, re.IGNORECASE)
+_JSON_SECRET_KEY: Final = f'"(?:{_KEY_NAMES})"\\s*:'
 
 
 def is_secret_key(key: str) -> bool:
+    """Whether a mapping key names a credential (its value is replaced whole)."""
     return _SECRET_KEY.fullmatch(key) is not None
 
 
+def _user_patterns() -> tuple[str, ...]:
+    text = os.environ.get("LOOPCTL_SCRUB_PATTERNS", "")
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _key_from_env() -> bytes | None:
+    key = os.environ.get("LOOPCTL_SCRUB_KEY")
+    if key:
+        return key.encode("utf-8")
+    path = os.environ.get("LOOPCTL_SCRUB_KEY_FILE")
+    if path:
+        with open(path, "rb") as f:
+            data = f.read().strip()
+        if not data:
+            raise ValueError(f"LOOPCTL_SCRUB_KEY_FILE {path}: the file is empty")
+        return data
+    return None
+
+
+class Scrubber:
+    """Finds secrets in JSON-shaped data and replaces them with fingerprinted placeholders.
+
+    ``key`` (bytes) makes the fingerprints; None leaves bare ``[REDACTED]`` placeholders.
+    ``patterns`` are regular expressions added to ``BUILTIN_PATTERNS``. A scrubber is immutable
+    and cheap to share; ``default_scrubber()`` builds one from the environment.
+    """
+
+    def __init__(self, key: bytes | str | None = None, patterns: Sequence[str] = ()) -> None:
+        self.key: bytes | None = key.encode("utf-8") if isinstance(key, str) else key
+        self.patterns: tuple[str, ...] = (*BUILTIN_PATTERNS, *patterns)
+        # Each pattern's group ``s`` (the secret inside the match) gets a name of its own.
+        named = [p.replace("(?P<s>", f"(?P<s{i}>") for i, p in enumerate(self.patterns)]
+        self._values = re.compile("|".join(f"(?:{p})" for p in named))
+        # One search in C settles most records: no secret-shaped value, no secret-named key.
+        self._anything = re.compile(f"{self._values.pattern}|{_JSON_SECRET_KEY}", re.IGNORECASE)
+        self._group = tuple(self._values.groupindex)
+
+    @property
+    def key_id(self) -> str | None:
+        """A fingerprint of the key (never the key): it tells replay which key wrote a trace."""
+        if self.key is None:
+            return None
+        return hashlib.sha256(b"loopctl-scrub-key-id\0" + self.key).hexdigest()[:12]
+
+    def placeholder(self, secret: str) -> str:
+        if self.key is None:
+            return REDACTED
+        mac = hmac.new(self.key, secret.encode("utf-8"), hashlib.sha256).hexdigest()
+        return f"[REDACTED:{mac[:12]}]"
+
+    def might_hold(self, json_text: str) -> bool:
+        """False when the JSON text certainly holds nothing this scrubber would change."""
+        return self._anything.search(json_text) is not None
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret-shaped value replaced (the same object when none)."""
+        if self._values.search(text) is None:
+            return text
+        return self._values.sub(self._replace, text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        whole = match.group(0)
+        for name in self._group:
+            inner = match.group(name)
+            if inner is not None:
+                start, end = match.span(name)
+                offset = match.start(0)
+                return whole[: start - offset] + self.placeholder(inner) + whole[end - offset :]
+        if PLACEHOLDER.fullmatch(whole):
+            return whole
+        return self.placeholder(whole)
+
+    def __call__(self, value: Any) -> Any:
+        """A copy of JSON-shaped ``value`` with secrets replaced (the input is not changed).
+
+        Returns the very same object when nothing needed scrubbing, so callers can test
+        ``scrubber(x) is x`` to learn whether anything was removed.
+        """
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            changed = False
+            for k, v in value.items():
+                if isinstance(k, str) and is_secret_key(k) and isinstance(v, str | int | float):
+                    new: Any = v if isinstance(v, str) and PLACEHOLDER.fullmatch(v) else None
+                    if new is None:
+                        new = self.placeholder(str(v))
+                elif isinstance(k, str) and is_secret_key(k) and isinstance(v, list | tuple):
+                    new = [self.placeholder(str(i)) for i in v]
+                else:
+                    new = self(v)
+                changed = changed or new is not v
+                out[k] = new
+            return out if changed else value
+        if isinstance(value, list | tuple):
+            items = [self(v) for v in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                return items if isinstance(value, list) else tuple(items)
+            return value
+        return value
+
+
+def without_fingerprints(value: Any) -> Any:
+    """``value`` with every placeholder's fingerprint dropped: secrets compared by shape only."""
+    if isinstance(value, str):
+        return PLACEHOLDER.sub(REDACTED, value) if "[REDACTED" in value else value
+    if isinstance(value, dict):
+        return {k: without_fingerprints(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_fingerprints(v) for v in value]
+    return value
+
+
+_DEFAULT: dict[tuple[bytes | None, tuple[str, ...]], Scrubber] = {}
+
+
+def default_scrubber() -> Scrubber:
+    """The scrubber the environment asks for (``LOOPCTL_SCRUB_KEY``/``_KEY_FILE``/``_PATTERNS``),
+    built once per distinct setting."""
+    setting = (_key_from_env(), _user_patterns())
+    found = _DEFAULT.get(setting)
+    if found is None:
+        found = _DEFAULT[setting] = Scrubber(*setting)
+    return found
+
+
+def might_hold_secrets(json_text: str) -> bool:
+    """``default_scrubber().might_hold(json_text)``."""
+    return default_scrubber().might_hold(json_text)
+
+
 def scrub_text(text: str) -> str:
-    if "sk-" not in text:
-        return text
-    scrubbed = _SECRET_VALUE.sub(REDACTED, text)
-    return text if scrubbed == text else scrubbed
+    """``default_scrubber().text(text)``."""
+    return default_scrubber().text(text)
 
 
 def scrub(value: Any) -> Any:
-    """A copy of JSON-shaped ``value`` with secrets replaced (the input is not changed).
-
-    Returns the very same object when nothing needed scrubbing, so callers can test
-    ``scrub(x) is x`` to learn whether anything was removed.
-    """
-    if isinstance(value, str):
-        return scrub_text(value)
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        changed = False
-        for k, v in value.items():
-            if isinstance(k, str) and is_secret_key(k) and v is not None:
-                new = REDACTED
-            else:
-                new = scrub(v)
-            changed = changed or new is not v
-            out[k] = new
-        return out if changed else value
-    if isinstance(value, list | tuple):
-        items = [scrub(v) for v in value]
-        if any(a is not b for a, b in zip(items, value, strict=True)):
-            return items if isinstance(value, list) else tuple(items)
-        return value
-    return value
+    """``default_scrubber()(value)``: see ``Scrubber.__call__``."""
+    return default_scrubber()(value)

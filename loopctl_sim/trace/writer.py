@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Mapping
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,6 +19,7 @@ from loopctl.core import MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
 from loopctl_sim.trace.records import (
+    BrainSummary,
     EndRecord,
     FeedRecord,
     HeaderRecord,
@@ -26,21 +27,11 @@ from loopctl_sim.trace.records import (
     StepRecord,
     feed_record,
 )
-from loopctl_sim.trace.scrub import might_hold_secrets, scrub
+from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 __all__ = ["TraceWriter"]
 
-
-def _might_hold_secrets(text: str) -> bool:
-    """``might_hold_secrets(text)``, after an exact pre-test that settles most records cheaply.
-
-    Its patterns need ``sk-``, or (in any case) ``authorization"`` or ``key"``; in ASCII text,
-    lowering the case finds those exactly (outside ASCII, case rules are wider: ask it)."""
-    if text.isascii() and "sk-" not in text:
-        low = text.lower()
-        if 'authorization"' not in low and 'key"' not in low:
-            return False
-    return might_hold_secrets(text)
+_R = TypeVar("_R", bound=BaseModel)
 
 
 def _now() -> str:
@@ -51,10 +42,19 @@ class TraceWriter:
     """Append-only trace writer: builds each record with the next ``seq``, writes it, flushes.
 
     ``target`` is a path (opened for writing, truncated) or an open text file. ``fsync=True``
-    also syncs every record to disk. Secrets are scrubbed from everything written.
+    also syncs every record to disk. Secrets are scrubbed from every record written, whatever
+    its kind (``scrubber``: by default the one the environment sets up,
+    ``loopctl_sim.trace.scrub.default_scrubber``); a record that lost a secret is marked
+    ``scrubbed``.
     """
 
-    def __init__(self, target: str | os.PathLike[str] | IO[str], *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | IO[str],
+        *,
+        fsync: bool = False,
+        scrubber: Scrubber | None = None,
+    ) -> None:
         if isinstance(target, str | os.PathLike):
             self._file: IO[str] = open(target, "w", encoding="utf-8")  # noqa: SIM115
             self._owned = True
@@ -64,6 +64,7 @@ class TraceWriter:
             self._owned = False
             self.path = getattr(target, "name", "<stream>")
         self._fsync = fsync
+        self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self.seq = 0
         self.closed = False
 
@@ -99,6 +100,19 @@ class TraceWriter:
             os.fsync(self._file.fileno())
         self.seq += 1
 
+    def _scrubbed(self, record: _R, text: str) -> tuple[_R, str]:
+        """``record`` and its JSON, or, when the JSON holds a secret, the record rebuilt from its
+        scrubbed data and marked ``scrubbed`` (one search settles most records)."""
+        if not self.scrubber.might_hold(text):
+            return record, text
+        data = record.model_dump(mode="json")
+        clean = self.scrubber(data)
+        if clean is data:
+            return record, text
+        clean["scrubbed"] = True
+        rebuilt = type(record).model_validate(clean)
+        return rebuilt, rebuilt.model_dump_json()
+
     def header(
         self,
         snapshot: MachineSnapshot | None,
@@ -107,46 +121,34 @@ class TraceWriter:
         created: str | None = None,
         engine_version: str | None = None,
     ) -> HeaderRecord:
-        meta = _jsonable(dict(metadata or {}))
-        fields: dict[str, Any] = {
-            "seq": self.seq,
-            "engine_version": engine_version or loopctl.__version__,
-            "created": created or _now(),
-        }
-        record = HeaderRecord(snapshot=snapshot, metadata=meta, **fields)
-        text = record.model_dump_json()
-        if _might_hold_secrets(text):
-            clean_meta = scrub(meta)
-            scrubbed = clean_meta is not meta
-            snap = snapshot
-            if snap is not None:
-                data = snap.model_dump(mode="json")
-                clean = scrub(data)
-                if clean is not data:
-                    scrubbed = True
-                    snap = MachineSnapshot.model_validate(clean)
-            record = HeaderRecord(snapshot=snap, metadata=clean_meta, scrubbed=scrubbed, **fields)
-            text = record.model_dump_json()
+        record = HeaderRecord(
+            seq=self.seq,
+            engine_version=engine_version or loopctl.__version__,
+            created=created or _now(),
+            snapshot=snapshot,
+            metadata=_jsonable(dict(metadata or {})),
+            scrub_key=self.scrubber.key_id,
+        )
+        record, text = self._scrubbed(record, record.model_dump_json())
         self._write_line(text)
         return record
 
     def step(self, policy: MachinePolicy, step: MachineStep) -> StepRecord:
         record = StepRecord(seq=self.seq, policy=policy, step=step)
-        self._write_line(record.model_dump_json())
+        record, text = self._scrubbed(record, record.model_dump_json())
+        self._write_line(text)
         return record
 
-    def feed(self, name: str, args: Mapping[str, Any] | FeedArgs, digest: str) -> FeedRecord:
-        typed = decode_feed_args(name, args)
-        record = feed_record(self.seq, name, typed, digest)
-        text = record.model_dump_json()
-        if _might_hold_secrets(text):
-            data = typed.model_dump(mode="json")
-            clean = scrub(data)
-            if clean is not data:
-                record = feed_record(
-                    self.seq, name, decode_feed_args(name, clean), digest, scrubbed=True
-                )
-                text = record.model_dump_json()
+    def feed(
+        self,
+        name: str,
+        args: Mapping[str, Any] | FeedArgs,
+        digest: str,
+        brain: BrainSummary | None = None,
+    ) -> FeedRecord:
+        """A feed record; ``brain`` is the brain's summary after the feed (``BrainSummary.of``)."""
+        record = feed_record(self.seq, name, decode_feed_args(name, args), digest, brain=brain)
+        record, text = self._scrubbed(record, record.model_dump_json())
         self._write_line(text)
         return record
 
@@ -165,18 +167,14 @@ class TraceWriter:
             kind = event
         plain = _jsonable(dict(data or {}))
         record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=plain, duration_s=duration_s)
-        text = record.model_dump_json()
-        if _might_hold_secrets(text):
-            clean = scrub(plain)
-            if clean is not plain:
-                record = record.model_copy(update={"data": clean})
-                text = record.model_dump_json()
+        record, text = self._scrubbed(record, record.model_dump_json())
         self._write_line(text)
         return record
 
     def end(self, outcome: Any, digest: str) -> EndRecord:
         record = EndRecord(seq=self.seq, outcome=outcome, digest=digest)
-        self._write_line(record.model_dump_json())
+        record, text = self._scrubbed(record, record.model_dump_json())
+        self._write_line(text)
         return record
 
 

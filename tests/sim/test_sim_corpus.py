@@ -14,15 +14,33 @@ from click.testing import CliRunner
 from sim_helpers import SCENARIOS, TRACES
 
 from loopctl_sim.replay import corpus, replay_driver, replay_trace
+from loopctl_sim.trace import read_trace
 
 MACHINE_TRACES = sorted(TRACES.glob("*.jsonl"))
 DRIVER_TRACES = sorted((TRACES / "driver").glob("*.jsonl"))
+#: The corpus as trace format version 1 wrote it (before requests and brain summaries were
+#: recorded), kept so that the reader and both replays are shown to read version 1.
+V1_TRACES = sorted((TRACES / "v1").rglob("*.jsonl"))
 STEMS = [p.stem for p in sorted(SCENARIOS.glob("*.yaml"))]
 
 
 def test_there_are_two_traces_per_example_scenario() -> None:
     assert [p.stem for p in MACHINE_TRACES] == STEMS
     assert [p.stem for p in DRIVER_TRACES] == STEMS
+    assert len(V1_TRACES) == 2 * len(STEMS)
+
+
+@pytest.mark.parametrize("path", V1_TRACES, ids=lambda p: p.parent.name + "/" + p.stem)
+def test_a_version_1_trace_still_reads_and_replays_at_both_levels(path: Path) -> None:
+    records = read_trace(path)
+    assert records[0].version == 1  # type: ignore[union-attr]
+    for level in (replay_trace, replay_driver):
+        result = level(path)
+        assert result.ok and result.complete, result.summary()
+    # the same world recorded today ends in the same brain
+    stem = path.stem
+    today = TRACES / ("driver" if path.parent.name == "driver" else "") / f"{stem}.jsonl"
+    assert replay_trace(path).final_digest == replay_trace(today).final_digest
 
 
 @pytest.mark.parametrize(

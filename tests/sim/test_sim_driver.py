@@ -105,13 +105,30 @@ def test_driver_replay_notices_a_missing_retry(tmp_path: Path) -> None:
     assert d is not None and d.what == "feed" and "fail" in d.diff
 
 
-def test_driver_replay_of_a_truncated_trace(tmp_path: Path) -> None:
+def test_driver_replay_of_a_truncated_trace_replays_up_to_its_last_record(
+    tmp_path: Path,
+) -> None:
+    """A trace cut under a run (a crash, a Ctrl-C while recording) is not a divergence: it
+    replays up to its last record and says so."""
     trace = _driver_trace(tmp_path)
     records = lines(trace)
     cut = next(r["seq"] for r in records if r["type"] == "feed" and r["name"] == "tool_results")
     write_lines(trace, records[:cut])
+    result = replay_driver(trace)
+    assert result.ok and not result.complete
+    assert result.records == cut and result.steps > 0
+    assert any(f"ends at line {cut}" in note for note in result.notes), result.notes
+
+
+def test_driver_replay_of_a_trace_that_goes_on_after_its_end_is_a_divergence(
+    tmp_path: Path,
+) -> None:
+    trace = _driver_trace(tmp_path)
+    records = lines(trace)
+    end = next(r["seq"] for r in records if r["type"] == "end")
+    write_lines(trace, records[: end - 1] + [{**records[end], "seq": end - 1}])
     d = replay_driver(trace).divergence
-    assert d is not None and "after the trace ended" in d.message
+    assert d is not None and d.line == end and d.seq == end - 1
 
 
 def test_cli_run_and_replay_at_driver_level(tmp_path: Path) -> None:

@@ -202,8 +202,14 @@ def test_secrets_never_land_in_a_trace() -> None:
         ('{"Authorization": "x"}', True),
         ('{"x-api-key": 1}', True),
         ('{"text": "my api_key is"}', False),
-        ('{"text": "sk-"}', True),
+        ('{"text": "sk-"}', False),  # too short to be a key: the pre-test is the patterns
+        ('{"text": "sk-abcdefgh"}', True),
+        ('{"text": "Bearer abcdefgh"}', True),
+        ('{"text": "ghp_abcdefghijklmnopqrst"}', True),
+        ('{"text": "AKIAABCDEFGHIJKLMNOP"}', True),
+        ('{"token": "t"}', True),
         ('{"context_tokens": 5}', False),
+        ('{"max_tokens": 5}', False),
     ],
 )
 def test_might_hold_secrets_table(text: str, expected: bool) -> None:

@@ -1,0 +1,207 @@
+"""The world as the trace recorded it: the model's answers, and the tools and compactions that are
+not run live.
+
+``ReplayClient`` is an ``ApiClient`` whose every attempt gets the trace's: the recorded reply,
+streamed as a provider streams it (``loopctl.api.reply_events``), or the recorded error. Whether
+an error is retried is the agent's own retry policy (agent replay: a changed retry config is a
+divergence) or, replaying the built-in driver, the trace's (``trace_retries``).
+
+``RecordedTools`` is the innermost tool middleware: for a tool that is not run live it answers
+the call with the result the trace's next ``tool_results`` feed holds, below the user's hooks and
+middleware, which still run; a call the trace never answered (the run was cancelled while its
+tools ran) cancels the replayed run at the same point. ``RecordedCompactor`` answers a compaction
+with the trace's. All three read the trace through the one ``Cursor`` and never past the next
+brain record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
+from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
+from loopctl.driver import CancelSignal
+from loopctl.tools import NextTool
+from loopctl_sim.replay.checker import Checker
+from loopctl_sim.replay.cursor import Cursor
+from loopctl_sim.trace import IoRecord
+
+__all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
+
+_ATTEMPT = frozenset({"model_reply", "model_error"})
+
+
+class ReplayClient:
+    """An ``ApiClient`` answering from the trace; see the module docstring.
+
+    ``model`` and ``provider`` are what the replayed agent's own client named (None: not known,
+    the trace's are assumed)."""
+
+    def __init__(
+        self,
+        cursor: Cursor,
+        checker: Checker,
+        *,
+        trace_retries: bool,
+        model: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.cursor = cursor
+        self.checker = checker
+        self.trace_retries = trace_retries
+        self.model = model
+        self.provider = provider
+        self.attempts = 0  # of the current model call
+        self._turn: int | None = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.turn != self._turn:
+            self._turn, self.attempts = request.turn, 0
+        self.attempts += 1
+        found = self.cursor.take_io(_ATTEMPT)
+        if found is None:
+            if self.cursor.peek() is None:
+                self.checker.ended()
+            item = self.cursor.next_brain()
+            line, seq = (item[0], item[1].seq) if item is not None else (self.cursor.line, -1)
+            self.checker.fail(
+                line,
+                seq,
+                "request",
+                f"turn {request.turn}: the agent called the model {self.attempts} times, the "
+                f"trace {self.attempts - 1} (it retried where the trace gave up)",
+                None,
+                {"attempt": self.attempts},
+            )
+        _, record = found
+        if record.kind == "model_error":
+            error = LoopError.model_validate(record.data.get("error") or {})
+            retried = _retried_next(self.cursor)
+            recorded_retry = record.data.get("should_retry")
+            should_retry = (
+                retried
+                if self.trace_retries
+                else (recorded_retry if isinstance(recorded_retry, bool) else None)
+            )
+            raise ApiError(error, should_retry=should_retry)
+        data = record.data
+        message = Message.model_validate(data["message"])
+        usage = Usage.model_validate(data.get("usage") or {})
+        stop = data.get("stop_reason")
+        for event in reply_events(message, usage, stop if isinstance(stop, str) else None):
+            yield event
+
+
+def _retried_next(cursor: Cursor) -> bool:
+    item = cursor.peek()
+    return item is not None and isinstance(item[1], IoRecord) and item[1].kind == "retry"
+
+
+def tools_live(mode: str, names: Sequence[str] = ()) -> Callable[[str], bool]:
+    """Which tools run live for ``--tools MODE``: ``live`` (all), ``recorded`` (none), or
+    ``live:a,b`` (those named; the rest answered from the trace). ``names`` are the agent's
+    tools, to check a ``live:`` list against."""
+    if mode == "live":
+        return lambda name: True
+    if mode == "recorded":
+        return lambda name: False
+    if mode.startswith("live:"):
+        chosen = {n.strip() for n in mode[5:].split(",") if n.strip()}
+        unknown = sorted(chosen - set(names)) if names else []
+        if not chosen or unknown:
+            what = f"unknown tool(s) {', '.join(unknown)}" if unknown else "no tool named"
+            raise ValueError(f"--tools {mode}: {what} (the agent has: {', '.join(names)})")
+        return chosen.__contains__
+    raise ValueError(f"--tools {mode!r}: expected live, recorded or live:NAME[,NAME...]")
+
+
+class RecordedTools:
+    """The innermost tool middleware of a replay; see the module docstring."""
+
+    def __init__(self, cursor: Cursor, live: Callable[[str], bool]) -> None:
+        self.cursor = cursor
+        self.live = live
+        self.cancel: CancelSignal | None = None  # the replayed run's, set for each run
+        self._results: tuple[int, dict[str, ToolResult]] | None = None
+
+    def _recorded(self) -> dict[str, ToolResult] | None:
+        """The results the trace's next brain record holds: a ``tool_results`` feed's, by call
+        id; None when it is something else (the run was cancelled while its tools ran)."""
+        item = self.cursor.next_brain()
+        if item is None:
+            return None
+        line, record = item
+        cached = self._results
+        if cached is not None and cached[0] == line:
+            return cached[1]
+        if record.type != "feed" or record.name != "tool_results":
+            return None
+        results = {r.call_id: r for r in record.args.message.tool_results}
+        self._results = (line, results)
+        return results
+
+    async def answer(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
+        results = self._recorded()
+        if results is None and self._cancelled_here():
+            return await self._hang()
+        if self.live(call.name):
+            return await next_tool(call)
+        found = None if results is None else results.get(call.id)
+        if found is None:
+            return await self._hang()
+        return found
+
+    def _cancelled_here(self) -> bool:
+        item = self.cursor.next_brain()
+        return item is not None and item[1].type == "feed" and item[1].name == "cancel"
+
+    async def _hang(self) -> ToolResult:
+        """The trace has no result: the recorded run was cancelled while this call ran."""
+        if self.cancel is not None:
+            self.cancel.cancel()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class RecordedCompactor:
+    """Answers a compaction with the trace's (the next brain record)."""
+
+    def __init__(self, cursor: Cursor, checker: Checker) -> None:
+        self.cursor = cursor
+        self.checker = checker
+
+    async def compact(
+        self, messages: Sequence[Message], reason: CompactReason
+    ) -> list[Message] | None:
+        item = self.cursor.next_brain()
+        if item is None:
+            self.checker.ended()
+        line, record = item
+        if record.type == "feed" and record.name == "compaction_result":
+            return list(record.args.compacted)
+        if record.type == "feed" and record.name == "compaction_noop":
+            return None
+        if record.type == "feed" and record.name == "fail":
+            raise recorded_failure(record.args.error.message)
+        self.checker.fail(
+            line,
+            record.seq,
+            "compaction",
+            f"the agent compacted ({reason.value}) where the trace has {record.type}",
+            None,
+            {"messages": len(messages)},
+        )
+
+
+_FAILED = "the compactor failed: "
+
+
+def recorded_failure(message: str) -> Exception:
+    """The exception that makes the driver word a compactor failure as ``message`` did
+    (``the compactor failed: <type>: <text>``)."""
+    name, sep, text = message.removeprefix(_FAILED).partition(": ")
+    if not message.startswith(_FAILED) or not sep or not name.isidentifier():
+        name, text = "RuntimeError", message
+    failure: Exception = type(name, (Exception,), {})(text)
+    return failure

@@ -1,0 +1,355 @@
+"""The replay's observer: every step, feed, request and end the live driver reports, against the
+trace's record of it, in order; the first difference stops the replay as a ``Divergence``.
+
+Compared: the policy and the step; the feed's name and arguments and the brain's digest after
+it (when the digests differ, the brain's small fields say how); every model request's digest
+(when it differs, the two contexts say what changed: the system prompt, a tool spec, an option);
+the run's outcome and final digest. IO records other than the requests are the world's answers
+(``loopctl_sim.replay.answers`` reads them); the ones the driver never asks for are skipped.
+
+Secrets. A record marked ``scrubbed`` holds placeholders: the live value is scrubbed with the
+same key and the placeholders compared (by their fingerprints when this process holds the key
+the trace was written with, by where they stand otherwise). A brain that took a placeholder in
+(a recorded reply, a recorded tool result) can no longer reach the recorded digests, so from a
+run's first scrubbed record on, digests are not compared and the result says so; steps, feeds
+and requests still are.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from loopctl.api import ModelRequest
+from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
+from loopctl.observe import IoEvent, LoopObserver
+from loopctl_sim.replay.cursor import Cursor, TraceEnded
+from loopctl_sim.replay.explain import (
+    brain_changes,
+    feed_explanation,
+    policy_changes,
+    request_explanation,
+)
+from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
+from loopctl_sim.trace import (
+    BrainSummary,
+    EndRecord,
+    Record,
+    Scrubber,
+    StepRecord,
+    decode_feed_args,
+    without_fingerprints,
+)
+from loopctl_sim.trace.requests import (
+    RecordedContexts,
+    RequestLog,
+    canonical_context,
+    request_digest,
+)
+
+__all__ = ["Checker", "Diverged", "Incomplete", "brain_view"]
+
+
+class Diverged(BaseException):
+    """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
+    driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
+    not swallow it."""
+
+
+class Incomplete(BaseException):
+    """The trace ends while the run it records is under way (a crash, a Ctrl-C): the replay
+    stops there, and has checked everything up to the trace's last record."""
+
+
+def brain_view(rec: Record) -> dict[str, Any]:
+    """A brain record as data, without what replay never compares."""
+    data = rec.model_dump(mode="json")
+    for key in ("seq", "type", "scrubbed", "brain"):
+        data.pop(key, None)
+    return data
+
+
+def _kind(rec: Record) -> str:
+    if rec.type == "feed":
+        return f"feed {rec.name}"
+    if isinstance(rec, StepRecord):
+        return f"step {rec.step.kind}"
+    return rec.type
+
+
+class Checker(LoopObserver):
+    """Compares what the live driver reports with the trace; see the module docstring."""
+
+    def __init__(
+        self,
+        cursor: Cursor,
+        result: ReplayResult,
+        scrubber: Scrubber,
+        *,
+        fingerprints: bool,
+        own_context: bool = True,
+    ) -> None:
+        self.cursor = cursor
+        self.result = result
+        self.scrubber = scrubber
+        self.fingerprints = fingerprints  # the trace's scrub key is this scrubber's
+        # The agent's own requests are compared whole; loopctl's built-in body cannot know the
+        # recorded agent's prompt and tool specs, so its requests take the trace's context and
+        # only their messages are compared.
+        self.own_context = own_context
+        self.recent: deque[RecentFeed] = deque(maxlen=3)
+        self.turn: int | None = None
+        self.policy: MachinePolicy | None = None
+        self.digests = True  # still comparable in this run
+        self.requests = RequestLog()
+        self.contexts = RecordedContexts()
+        self.machine: LoopMachine | None = None
+        self.in_run = False
+
+    # --- failing ---------------------------------------------------------------------------
+
+    def fail(
+        self,
+        line: int,
+        seq: int,
+        what: str,
+        message: str,
+        expected: Any,
+        actual: Any,
+        details: list[str] | None = None,
+    ) -> NoReturn:
+        if self.result.divergence is None:  # the first divergence is the one to report
+            self.result.divergence = Divergence(
+                seq,
+                line,
+                what,
+                message,
+                expected,
+                actual,
+                list(self.recent),
+                details=details or [],
+                policy=None if self.policy is None else self.policy.model_dump(mode="json"),
+            )
+        raise Diverged
+
+    def ended(self) -> NoReturn:
+        """The trace ran out under a live run."""
+        if self.in_run:
+            raise Incomplete
+        self.fail(
+            self.cursor.line,
+            self.cursor.records - 1,
+            "end",
+            "the agent went on after the trace ended",
+            None,
+            None,
+        )
+
+    def _brain_record(self, actual: str) -> tuple[int, Record]:
+        try:
+            (line, rec), skipped = self.cursor.take_brain()
+        except TraceEnded:
+            self.ended()
+        if any(r.scrubbed for r in skipped):
+            self._scrubbed_from(line)
+        return line, rec
+
+    def _scrubbed_from(self, line: int) -> None:
+        if self.digests:
+            self.digests = False
+            self.result.notes.append(
+                f"digests compared up to line {line}: the trace holds scrubbed secrets from "
+                "there on (steps, feeds and requests are still compared, with the secrets "
+                + ("by their fingerprints)" if self.fingerprints else "by where they stand)")
+            )
+
+    def _same(self, recorded: Any, live: Any, scrubbed: bool) -> bool:
+        """JSON data ``recorded`` (from a ``scrubbed`` record or not) against ``live``."""
+        if not scrubbed:
+            return bool(recorded == live)
+        live = self.scrubber(live)
+        if self.fingerprints:
+            return bool(recorded == live)
+        return bool(without_fingerprints(recorded) == without_fingerprints(live))
+
+    # --- the observer ----------------------------------------------------------------------
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        self.machine = machine
+        self.in_run = True
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self.machine = machine
+        self.policy = policy
+        line, rec = self._brain_record("step")
+        self.turn = getattr(step, "turn", self.turn)
+        if not isinstance(rec, StepRecord):
+            self.fail(
+                line,
+                rec.seq,
+                "step",
+                f"the brain asked {step.kind} where the trace has {_kind(rec)}",
+                brain_view(rec),
+                {"policy": policy.model_dump(mode="json"), "step": step.model_dump(mode="json")},
+            )
+        if rec.policy != policy:
+            recorded, live = rec.policy.model_dump(mode="json"), policy.model_dump(mode="json")
+            changes = policy_changes(recorded, live)
+            self.fail(
+                line,
+                rec.seq,
+                "policy",
+                "the agent's settings differ from the trace's: " + ", ".join(changes),
+                recorded,
+                live,
+            )
+        if rec.step != step and not (
+            rec.scrubbed
+            and self._same(rec.step.model_dump(mode="json"), step.model_dump(mode="json"), True)
+        ):
+            at = f"turn {self.turn}: " if self.turn else ""
+            self.fail(
+                line,
+                rec.seq,
+                "step",
+                at + f"the brain asked {step.kind}, the trace has {rec.step.kind}"
+                if rec.step.kind != step.kind
+                else at + f"the brain asked another {step.kind}",
+                rec.step.model_dump(mode="json"),
+                step.model_dump(mode="json"),
+            )
+        if rec.scrubbed:
+            self._scrubbed_from(line)
+        self.result.steps += 1
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        self.machine = machine
+        line, rec = self._brain_record("feed")
+        typed = decode_feed_args(name, args)
+        if rec.type != "feed" or rec.name != name:
+            self.fail(
+                line,
+                rec.seq,
+                "feed",
+                f"the agent fed {name}() where the trace has {_kind(rec)}",
+                brain_view(rec),
+                {"name": name, "args": typed.model_dump(mode="json")},
+            )
+        self.recent.append(RecentFeed(rec.seq, line, name, rec.args))
+        if rec.args != typed:
+            recorded, live = rec.args.model_dump(mode="json"), typed.model_dump(mode="json")
+            if not self._same(recorded, live, rec.scrubbed):
+                message, details = feed_explanation(self.turn, name, recorded, live)
+                self.fail(line, rec.seq, "feed", message, recorded, live, details)
+        if rec.scrubbed:
+            self._scrubbed_from(line)
+        if self.digests:
+            digest = machine.digest()
+            if rec.digest != digest:
+                live_brain = BrainSummary.of(machine).model_dump(mode="json")
+                recorded_brain = None if rec.brain is None else rec.brain.model_dump(mode="json")
+                changes = brain_changes(recorded_brain, live_brain)
+                how = ": " + ", ".join(changes) if changes else " inside its messages or window"
+                self.fail(
+                    line,
+                    rec.seq,
+                    "digest",
+                    f"after {name}(), the brain's state differs{how}",
+                    {"digest": rec.digest, "brain": recorded_brain},
+                    {"digest": digest, "brain": live_brain},
+                )
+        self.result.feeds += 1
+
+    def io(self, event: IoEvent) -> None:
+        if event.kind != "model_request":
+            return
+        request = event.data.get("request")
+        if not isinstance(request, ModelRequest):
+            return
+        found = self.cursor.take_io(frozenset({"model_request"}))
+        if found is None:
+            if self.cursor.peek() is None:
+                self.ended()
+            item = self.cursor.next_brain()
+            line, seq = (item[0], item[1].seq) if item is not None else (self.cursor.line, -1)
+            self.fail(
+                line,
+                seq,
+                "request",
+                f"turn {self.turn}: the agent called the model where the trace did not",
+                None if item is None else brain_view(item[1]),
+                {"n_messages": len(request.messages)},
+            )
+        line, rec = found
+        live = self.requests.see(
+            request,
+            event.data.get("model"),
+            event.data.get("provider"),
+            self.machine.digest() if self.machine is not None else None,
+        )
+        recorded_context = self.contexts.follow(rec.data)
+        if rec.scrubbed:
+            self._scrubbed_from(line)
+        if "digest" in rec.data and not self.own_context:  # the built-in body: the messages
+            brain = self.machine.digest() if self.machine is not None else ""
+            expected = request_digest(canonical_context(recorded_context or {}), brain)
+            same = rec.data.get("messages") == "altered" or rec.data["digest"] == expected
+            same = same and rec.data.get("n_messages") == live.data["n_messages"]
+        elif "digest" in rec.data:  # version 2: the whole request (and its summary)
+            same = (
+                rec.data["digest"] == live.digest
+                or (not self.digests and self._same(recorded_context, live.context, rec.scrubbed))
+            ) and all(rec.data.get(k) == live.data[k] for k in ("n_messages", "tools"))
+        else:  # version 1: its summary
+            same = self._same(
+                {k: rec.data.get(k) for k in ("n_messages", "tools", "last")},
+                {k: live.data.get(k) for k in ("n_messages", "tools", "last")},
+                rec.scrubbed,
+            )
+        if not same:
+            message, details = request_explanation(
+                self.turn, recorded_context, live.context, rec.data, live.data
+            )
+            self.fail(line, rec.seq, "request", message, rec.data, live.data, details)
+
+    def run_ended(self, machine: LoopMachine) -> None:
+        self.machine = machine
+        line, rec = self._brain_record("end")
+        state = machine.state
+        outcome = state.outcome if isinstance(state, Terminal) else None
+        actual: dict[str, Any] = {
+            "outcome": None if outcome is None else outcome.model_dump(mode="json"),
+            "digest": machine.digest(),
+        }
+        if not isinstance(rec, EndRecord):
+            self.fail(
+                line,
+                rec.seq,
+                "outcome",
+                f"the run ended where the trace has {_kind(rec)}",
+                brain_view(rec),
+                actual,
+            )
+        recorded: dict[str, Any] = brain_view(rec)
+        same_outcome = self._same(recorded["outcome"], actual["outcome"], rec.scrubbed)
+        if not same_outcome or (self.digests and recorded["digest"] != actual["digest"]):
+            kind = (actual["outcome"] or {}).get("kind")
+            self.fail(
+                line,
+                rec.seq,
+                "outcome",
+                f"the run ended {kind}, the trace's {(recorded['outcome'] or {}).get('kind')}"
+                if not same_outcome
+                else "the run ended with another brain",
+                recorded,
+                actual,
+            )
+        self.in_run = False
+        self.result.complete = True
+        self.result.outcome = actual["outcome"]
+
+    def new_run(self) -> None:
+        """A header was taken: digests are comparable again until the run's first secret."""
+        self.digests = True
+        self.turn = None

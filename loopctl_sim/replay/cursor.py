@@ -1,0 +1,108 @@
+"""A trace read as a driver-level replay needs it: in order, streamed, with a short lookahead.
+
+The replaying driver does what the recorded one did, in the same order, so one cursor serves
+everyone: the checker takes the next brain record (``header``, ``step``, ``feed``, ``end``) for
+each step and feed the driver reports, the model client takes the next ``io`` records of a model
+attempt, and the recorded tools and compactor look ahead to the feed that holds their answers.
+The lookahead never goes past the next brain record, so the buffer holds one step's records at
+most and memory stays flat whatever the trace's length.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+
+from loopctl_sim.trace import IoRecord, Record, TraceReader
+
+__all__ = ["Cursor", "Numbered", "TraceEnded"]
+
+#: A record with its line number in the trace.
+Numbered = tuple[int, Record]
+
+
+class TraceEnded(Exception):
+    """The trace has no more records (``line``: the last one read)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"the trace ends at line {line}")
+        self.line = line
+
+
+class Cursor:
+    """The records of a trace, in order; see the module docstring."""
+
+    def __init__(self, reader: TraceReader) -> None:
+        self.reader = reader
+        self._records: Iterator[Numbered] = reader.numbered()
+        self._ahead: deque[Numbered] = deque()
+        self.line = 0  # the line of the last record taken
+        self.records = 0  # records taken
+        self.io = 0  # io records taken or skipped
+        self.done = False
+
+    def _read(self) -> Numbered | None:
+        if self.done:
+            return None
+        item = next(self._records, None)
+        if item is None:
+            self.done = True
+        return item
+
+    def peek(self) -> Numbered | None:
+        """The next record, not taken (None at the end of the trace)."""
+        if not self._ahead:
+            item = self._read()
+            if item is None:
+                return None
+            self._ahead.append(item)
+        return self._ahead[0]
+
+    def take(self) -> Numbered:
+        """The next record, taken; ``TraceEnded`` at the end of the trace."""
+        item = self._ahead.popleft() if self._ahead else self._read()
+        if item is None:
+            raise TraceEnded(self.line)
+        self.line = item[0]
+        self.records += 1
+        if item[1].type == "io":
+            self.io += 1
+        return item
+
+    def take_brain(self) -> tuple[Numbered, list[IoRecord]]:
+        """The next brain record, taken, with the ``io`` records skipped on the way."""
+        skipped: list[IoRecord] = []
+        while True:
+            line, record = self.take()
+            if isinstance(record, IoRecord):
+                skipped.append(record)
+                continue
+            return (line, record), skipped
+
+    def take_io(self, kinds: frozenset[str]) -> tuple[int, IoRecord] | None:
+        """The next ``io`` record of one of ``kinds``, taken, skipping other ``io`` records; None
+        when a brain record comes first (it is not taken) or the trace ends."""
+        while True:
+            item = self.peek()
+            if item is None:
+                return None
+            line, record = item
+            if not isinstance(record, IoRecord):
+                return None
+            self.take()
+            if record.kind in kinds:
+                return line, record
+
+    def next_brain(self) -> Numbered | None:
+        """The next brain record, not taken (the ``io`` records before it are read ahead and
+        kept); None at the end of the trace."""
+        for kept in self._ahead:
+            if not isinstance(kept[1], IoRecord):
+                return kept
+        while True:
+            item = self._read()
+            if item is None:
+                return None
+            self._ahead.append(item)
+            if not isinstance(item[1], IoRecord):
+                return item

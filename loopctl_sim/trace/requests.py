@@ -1,0 +1,203 @@
+"""The model request as a trace records it: its context once per change, a digest every time.
+
+A request is everything the model was shown: the model and the provider, the system prompt, the
+advertised tools (name, description, JSON schema) and the provider's own tools, the options, and
+the messages. The messages are the brain's conversation (history and pending), which the trace
+already holds through its feeds, so a ``model_request`` record does not repeat them: it holds
+their count, the last one (for a reader), and a ``digest`` of the whole request:
+
+    digest = sha256(canonical context JSON, "\\0", the brain's digest when the request was made)
+
+The brain's digest stands for the messages: it is a function of the brain's whole state, and the
+trace certifies it after every feed. Where the driver handed the client messages of its own (a
+model middleware rewrote them), the digest hashes their JSON instead and the record says so
+(``"messages": "altered"``). The ``context`` (model, provider, system, tools, server_tools,
+options) is written whole with the trace's first request and again whenever it changes, so a
+replay can say exactly what changed: the system prompt, a tool's schema, an option.
+
+``RequestLog`` keeps what one trace (or one replay) has seen; the recorder and the replayer use
+the same functions, so a live request and a recorded one compare by their digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from loopctl.api import ModelRequest
+from loopctl.core import Message
+
+__all__ = [
+    "CONTEXT_FIELDS",
+    "RecordedContexts",
+    "RequestLog",
+    "RequestSeen",
+    "canonical_context",
+    "context_changes",
+    "messages_fingerprint",
+    "request_context",
+    "request_digest",
+]
+
+#: The fields of a request's context, in the order a report lists them.
+CONTEXT_FIELDS: Final = ("model", "provider", "system", "tools", "server_tools", "options")
+
+
+def request_context(
+    request: ModelRequest, model: str | None = None, provider: str | None = None
+) -> dict[str, Any]:
+    """The request's context as JSON data: everything it holds but the messages."""
+    return {
+        "model": model,
+        "provider": provider,
+        "system": request.system,
+        "tools": [spec.model_dump(mode="json") for spec in request.tools],
+        "server_tools": [dict(t) for t in getattr(request, "server_tools", ())],
+        "options": dict(request.options),
+    }
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def canonical_context(context: Mapping[str, Any]) -> str:
+    """A context's canonical JSON (the digest's first part)."""
+    return _canonical(context)
+
+
+def request_digest(context_json: str, fingerprint: str) -> str:
+    """A request's digest: its canonical context and what stands for its messages (the brain's
+    digest, or ``messages_fingerprint`` of messages the driver did not take from the brain)."""
+    return _sha(context_json, fingerprint)
+
+
+def messages_fingerprint(messages: Sequence[Message]) -> str:
+    return _sha(_canonical([m.model_dump(mode="json") for m in messages]))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSeen:
+    """One request as recorded: its digest, its context (data and canonical JSON), whether the
+    messages were the brain's, and the record's data."""
+
+    digest: str
+    context: dict[str, Any]
+    context_json: str
+    brain_messages: bool
+    data: dict[str, Any]
+
+
+class RequestLog:
+    """What one trace has recorded of its requests: the context last written.
+
+    ``see(request, model, provider, brain_digest)`` gives the ``model_request`` record's data;
+    the context is part of it only when it differs from the one last seen. ``brain_digest`` is
+    the brain's digest when the messages are the brain's own (None: they were altered)."""
+
+    def __init__(self) -> None:
+        self._context_json: str | None = None
+        # The last request's context inputs, by identity: a loop hands the same tool specs,
+        # options and system prompt objects on every call, so the context JSON is built again
+        # only when one of them changed.
+        self._inputs: tuple[object, ...] | None = None
+        self._built: tuple[dict[str, Any], str] | None = None
+
+    def _context(
+        self, request: ModelRequest, model: str | None, provider: str | None
+    ) -> tuple[dict[str, Any], str]:
+        inputs = (
+            request.tools,
+            request.system,
+            request.options,
+            getattr(request, "server_tools", ()),
+            model,
+            provider,
+        )
+        built = self._built
+        if (
+            built is not None
+            and self._inputs is not None
+            and all(a is b for a, b in zip(self._inputs, inputs, strict=True))
+        ):
+            return built
+        context = request_context(request, model, provider)
+        built = self._built = (context, _canonical(context))
+        self._inputs = inputs
+        return built
+
+    def see(
+        self,
+        request: ModelRequest,
+        model: str | None,
+        provider: str | None,
+        brain_digest: str | None,
+    ) -> RequestSeen:
+        context, context_json = self._context(request, model, provider)
+        messages = request.messages
+        fingerprint = brain_digest if brain_digest is not None else messages_fingerprint(messages)
+        digest = request_digest(context_json, fingerprint)
+        data: dict[str, Any] = {
+            "digest": digest,
+            "n_messages": len(messages),
+            "tools": [spec.name for spec in request.tools],
+            "last": messages[-1].model_dump(mode="json") if messages else None,
+            "messages": "brain" if brain_digest is not None else "altered",
+        }
+        if context_json != self._context_json:
+            data["context"] = context
+            self._context_json = context_json
+        return RequestSeen(digest, context, context_json, brain_digest is not None, data)
+
+
+class RecordedContexts:
+    """A replay's view of a trace's requests: the context in force at each recorded request."""
+
+    def __init__(self) -> None:
+        self.context: dict[str, Any] | None = None
+
+    def follow(self, data: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The context in force for a recorded ``model_request`` with ``data`` (None for a
+        version 1 record, which has none)."""
+        if "digest" not in data:
+            return None
+        context = data.get("context")
+        if isinstance(context, dict):
+            self.context = context
+        return self.context
+
+
+def context_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """The context fields that differ, in report order, with tools compared one by one:
+    ``["system"]``, ``["tools.calculator"]``, ``["tools.search (added)"]``, ..."""
+    changes: list[str] = []
+    for field in CONTEXT_FIELDS:
+        a, b = recorded.get(field), live.get(field)
+        if a == b:
+            continue
+        if field == "tools" and isinstance(a, list) and isinstance(b, list):
+            changes.extend(_tool_changes(a, b) or ["tools (their order)"])
+        else:
+            changes.append(field)
+    return changes
+
+
+def _tool_changes(recorded: list[Any], live: list[Any]) -> list[str]:
+    old = {t.get("name"): t for t in recorded if isinstance(t, dict)}
+    new = {t.get("name"): t for t in live if isinstance(t, dict)}
+    changes = []
+    for name in sorted(set(old) | set(new), key=str):
+        if name not in new:
+            changes.append(f"tools.{name} (removed)")
+        elif name not in old:
+            changes.append(f"tools.{name} (added)")
+        elif old[name] != new[name]:
+            changes.append(f"tools.{name}")
+    return changes
