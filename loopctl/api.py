@@ -310,7 +310,7 @@ def reply_events(
             half = len(part.text) // 2
             events += [TextDelta(text=t) for t in (part.text[:half], part.text[half:]) if t]
         elif isinstance(part, ToolCall):
-            args = json.dumps(part.arguments, sort_keys=True)
+            args = json.dumps(part.arguments)  # in the message's order, which its JSON keeps
             half = len(args) // 2
             events.append(ToolCallStart(index=index, id=part.id, name=part.name))
             events += [ToolCallDelta(index=index, arguments=a) for a in (args[:half], args[half:])]

@@ -1,8 +1,11 @@
-"""``loopctl-sim replay``: replay traces against the brain, or through the whole driver.
+"""``loopctl-sim replay``: replay traces against the brain, through the whole driver, or against
+the user's own agent (``--agent module:factory``, or ``[tool.loopctl] agent`` in pyproject.toml).
 
-Exit 0 when every trace replays without divergence, 1 when any diverged, 2 when any could not be
-read. A divergence prints through ``loopctl_sim.view.print_divergence``: the differing fields with
-both values, the policy in force, the feeds before it (colour on a terminal only).
+Exit 0 when every trace replays without divergence (an incomplete trace replays up to its last
+record), 1 when any diverged (or ``--update`` needs a real model), 2 when any could not be read
+or the agent cannot be imported. A divergence prints through
+``loopctl_sim.view.print_divergence``: the differing fields with both values, the policy in
+force, the feeds before it (colour on a terminal only).
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from typing import Any, NoReturn
 import click
 
 from loopctl_sim.cli.common import die, emit_json, expand_traces
-from loopctl_sim.replay import ReplayResult, pretty, replay_driver, replay_trace
+from loopctl_sim.replay import (
+    ReplayResult,
+    pretty,
+    replay_agent,
+    replay_driver,
+    replay_trace,
+    update_trace,
+)
+from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence, write_html
 
@@ -46,6 +57,47 @@ __all__ = ["replay"]
     "two checkpoints. Steps and outcomes are always compared. Machine level only.",
 )
 @click.option(
+    "--agent",
+    default=None,
+    metavar="MODULE:FACTORY",
+    help="Replay against your agent, built by this factory (imported from the current "
+    "directory and PYTHONPATH): the model answers from the trace, your tools, hooks, "
+    "middleware and compactor run live. Default: [tool.loopctl] agent in pyproject.toml.",
+)
+@click.option(
+    "--tools",
+    "tools_mode",
+    default="live",
+    show_default=True,
+    metavar="live|recorded|live:A,B",
+    help="With an agent: run its tools live, answer them from the trace, or run only those named.",
+)
+@click.option(
+    "--compactor",
+    "compactor_mode",
+    type=click.Choice(["live", "recorded"]),
+    default="live",
+    show_default=True,
+    help="With an agent: run its compactor, or answer compactions from the trace.",
+)
+@click.option(
+    "--update",
+    is_flag=True,
+    help="With an agent: re-record the trace with its live results (the model's answers kept "
+    "where the requests still match; where one does not, stop and say which).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --update: keep the recorded answer even where the request differs.",
+)
+@click.option(
+    "--machine",
+    "machine_level",
+    is_flag=True,
+    help="Replay against the brain alone, even when pyproject.toml names an agent.",
+)
+@click.option(
     "--html",
     "html_out",
     type=click.Path(dir_okay=False, writable=True),
@@ -59,13 +111,36 @@ def replay(
     as_json: bool,
     driver: bool,
     digest_every: int,
+    agent: str | None,
+    tools_mode: str,
+    compactor_mode: str,
+    update: bool,
+    force: bool,
+    machine_level: bool,
     html_out: str | None,
 ) -> None:
-    """Replay TRACES against the brain; exit 1 at the first divergence.
+    """Replay TRACES against the brain (or --driver, or --agent); exit 1 at the first divergence.
 
     Several traces (or directories of *.jsonl) are replayed one after the other, for CI: each
     gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
     """
+    if agent is None and not (driver or machine_level):
+        try:
+            agent = agent_from_pyproject()
+        except AgentError as exc:
+            die(str(exc))
+    if agent is not None and (driver or machine_level):
+        die("--agent replays through the driver: drop --driver/--machine")
+    if (update or force) and agent is None:
+        die("--update re-records against an agent: name it with --agent")
+    if force and not update:
+        die("--force goes with --update")
+    if agent is not None:
+        if until is not None or digest_every != 1:
+            die("--until and --digest-every work at machine level only")
+        _with_agent(
+            expand_traces(traces), agent, tools_mode, compactor_mode, update, force, as_json
+        )
     if driver and until is not None:
         die("--until works at machine level only (drop --driver)")
     if driver and digest_every != 1:
@@ -106,11 +181,57 @@ def replay(
     sys.exit(0 if result.ok else 1)
 
 
+def _with_agent(
+    paths: list[str],
+    agent: str,
+    tools_mode: str,
+    compactor_mode: str,
+    update: bool,
+    force: bool,
+    as_json: bool,
+) -> NoReturn:
+    """Replay (or update) every trace against the agent."""
+    worst = 0
+    rows: list[dict[str, Any]] = []
+    for trace in paths:
+        try:
+            if update:
+                updated = update_trace(
+                    trace, agent, tools=tools_mode, compactor=compactor_mode, force=force
+                )
+                worst = max(worst, 0 if updated.ok else 1)
+                row: dict[str, Any] = {"path": trace, "ok": updated.ok, "message": updated.message}
+                rows.append({**row, "details": updated.details})
+                if not as_json:
+                    click.echo(updated.summary())
+                continue
+            result = replay_agent(trace, agent, tools=tools_mode, compactor=compactor_mode)
+        except AgentError as exc:
+            die(str(exc))
+        except ValueError as exc:  # a bad --tools list
+            die(str(exc))
+        except TraceFormatError as exc:
+            worst = 2
+            rows.append({"path": trace, "ok": False, "error": str(exc)})
+            if not as_json:
+                click.echo(f"error: {exc}", err=True)
+            continue
+        worst = max(worst, 0 if result.ok else 1)
+        rows.append(result.to_json())
+        if not as_json:
+            _print_result(result)
+    if as_json:
+        emit_json(rows[0] if len(rows) == 1 else {"ok": worst == 0, "results": rows})
+    sys.exit(worst)
+
+
 def _print_result(result: ReplayResult) -> None:
     if result.divergence is None:
         click.echo(result.summary())
     else:
         print_divergence(make_console(), result.divergence, result.path)
+        for note in result.notes:
+            click.echo(f"note: {note}")
 
 
 def _replay_one(trace: str, driver: bool, until: int | None, digest_every: int) -> ReplayResult:

@@ -6,7 +6,12 @@ module         owns
 =============  ===================================================================================
 ``report``     ``ReplayResult`` and ``Divergence``: what a replay reports, and how it reads
 ``machine``    ``replay_trace``: machine-level replay, the digest checked after every feed
-``driver``     ``replay_driver``: the trace through a fresh ``BareLoop`` answering from the trace
+``cursor``     the trace streamed in order, with a lookahead up to the next brain record
+``checker``    the replay's observer: every step, feed, request and end against the trace
+``explain``    a divergence in the user's terms (a tool's output, the prompt, a tool spec)
+``answers``    the model, recorded tools and compactions as the trace recorded them
+``driver``     ``replay_agent`` (the user's agent) and ``replay_driver`` (the built-in body)
+``update``     ``update_trace``: the trace re-recorded with the agent's live results
 ``diff``       ``diff_traces``: the first record where two traces differ
 ``export``     ``export_test``: a trace as a pytest regression test
 ``corpus``     the regression corpus in ``tests/traces/`` (``python -m loopctl_sim.replay.corpus``)
@@ -17,22 +22,27 @@ simulator does) and ``loopctl_sim.trace``; never the property, fuzz or command-l
 """
 
 from loopctl_sim.replay.diff import TraceDiff, diff_traces
-from loopctl_sim.replay.driver import replay_driver
+from loopctl_sim.replay.driver import replay_agent, replay_driver
 from loopctl_sim.replay.export import export_test, write_test
 from loopctl_sim.replay.machine import DIGEST_EVERY, replay_trace
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult, pretty, unified_diff
+from loopctl_sim.replay.update import NeedsModel, UpdateResult, update_trace
 
 __all__ = [
     "DIGEST_EVERY",
     "Divergence",
+    "NeedsModel",
     "RecentFeed",
     "ReplayResult",
     "TraceDiff",
+    "UpdateResult",
     "diff_traces",
     "export_test",
     "pretty",
+    "replay_agent",
     "replay_driver",
     "replay_trace",
     "unified_diff",
+    "update_trace",
     "write_test",
 ]

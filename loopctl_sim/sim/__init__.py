@@ -8,6 +8,8 @@ module         owns
                scripted, and how each fault strikes
 ``scenario``   scenario files: a ``World`` as YAML, validated
 ``machine``    ``simulate``: the bare brain driven synchronously against a world
+``agent``      the user's agent: ``module:factory`` found, imported, built with the harness's
+               parts
 ``body``       the ``BareLoop`` body shared by the driver-level simulator and driver-level replay
 ``driver``     ``simulate_driver``: a world through the real ``BareLoop``
 =============  ===================================================================================
@@ -16,6 +18,13 @@ It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; no
 Modules above import from this package; modules in it import from each other's modules.
 """
 
+from loopctl_sim.sim.agent import (
+    AgentError,
+    AgentFactory,
+    agent_from_pyproject,
+    build_agent,
+    load_agent,
+)
 from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.driver import WorldClient, simulate_driver, simulate_driver_async
 from loopctl_sim.sim.machine import SimError, SimResult, simulate
@@ -37,6 +46,8 @@ __all__ = [
     "MODEL_FAULTS",
     "RUN_FAULTS",
     "TOOL_FAULTS",
+    "AgentError",
+    "AgentFactory",
     "Crash",
     "Fault",
     "FaultKind",
@@ -49,7 +60,10 @@ __all__ = [
     "ToolFn",
     "World",
     "WorldClient",
+    "agent_from_pyproject",
+    "build_agent",
     "configs_for",
+    "load_agent",
     "load_scenario",
     "message_events",
     "no_sleep",

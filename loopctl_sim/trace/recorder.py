@@ -20,7 +20,7 @@ from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Mes
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.trace.feeds import FeedArgs
 from loopctl_sim.trace.records import BrainSummary
-from loopctl_sim.trace.requests import RequestLog
+from loopctl_sim.trace.requests import RequestLog, RequestSeen
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
@@ -52,6 +52,8 @@ class TraceRecorder(LoopObserver):
         self.metadata = dict(metadata or {})
         self._created = created
         self.requests = RequestLog()
+        #: the last model request as recorded (its digest and context)
+        self.last_request: RequestSeen | None = None
         self._machine: LoopMachine | None = None
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
@@ -71,6 +73,7 @@ class TraceRecorder(LoopObserver):
             data = event.data
             brain = self._machine.digest() if self._machine is not None else None
             seen = self.requests.see(request, data.get("model"), data.get("provider"), brain)
+            self.last_request = seen
             self.writer.io("model_request", turn=event.turn, data=seen.data)
             return
         self.writer.io(event)

@@ -1,0 +1,114 @@
+"""Record the sample agent's shipped traces, as a user records a run to keep it as a regression test.
+
+No model is reachable where these are made, so the model's side is scripted (a ``ScriptedClient``
+playing what a model would answer); everything else is the real agent: its tools run, its hook
+decides, its prompt and tool specs are what the trace records. From the repository root:
+
+    python examples/support_agent/record.py          # (re)write examples/support_agent/traces/
+    python examples/support_agent/record.py --check  # exit 1 when a stored trace is stale
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+from loopctl import Message, ToolCall
+from loopctl.testing import ScriptedClient
+from loopctl_sim import TraceRecorder, diff_traces
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parents[1]) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(HERE.parents[1]))
+
+from examples.support_agent.agent import build  # noqa: E402
+
+#: A fixed creation time: the same run always writes the same trace.
+CREATED = "2026-12-01T00:00:00+00:00"
+
+
+def _call(id: str, name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=id, name=name, arguments=arguments)
+
+
+#: Each shipped trace: the customer's message and what the model answers, turn by turn.
+CONVERSATIONS: dict[str, tuple[str, list[Message]]] = {
+    "refund": (
+        "My order A-1001 arrived broken. Can I get my money back?",
+        [
+            Message.assistant(
+                "Let me look that order up.", [_call("c1", "lookup_order", order_id="A-1001")]
+            ),
+            Message.assistant("", [_call("c2", "refund", order_id="A-1001", amount=800)]),
+            Message.assistant("I have refunded the 800 EUR you paid for the espresso machine."),
+        ],
+    ),
+    "refund_over_limit": (
+        "Please refund my barista course, order A-1003.",
+        [
+            Message.assistant("", [_call("c1", "lookup_order", order_id="A-1003")]),
+            Message.assistant("", [_call("c2", "refund", order_id="A-1003", amount=1500)]),
+            Message.assistant(
+                "A refund of 1500 EUR needs a colleague's approval: I have handed your case over."
+            ),
+        ],
+    ),
+    "shipping": (
+        "What does it cost to ship 2 kg to France, and to Japan?",
+        [
+            Message.assistant(
+                "",
+                [
+                    _call("c1", "shipping_quote", country="FR", weight_kg=2),
+                    _call("c2", "shipping_quote", country="JP", weight_kg=2),
+                ],
+            ),
+            Message.assistant("Shipping 2 kg costs 10.00 EUR to France and 20.00 EUR to Japan."),
+        ],
+    ),
+}
+
+
+def record(name: str) -> str:
+    """The trace of conversation ``name`` as text."""
+    text, replies = CONVERSATIONS[name]
+    out = io.StringIO()
+    recorder = TraceRecorder(
+        out, metadata={"agent": "examples.support_agent.agent:build"}, created=CREATED
+    )
+    loop = build(client=ScriptedClient(replies), observers=[recorder])
+    asyncio.run(loop.run(text))
+    return out.getvalue()
+
+
+def _same(text: str, path: Path) -> bool:
+    """Whether the stored trace holds the same records (durations aside, as ``diff`` compares)."""
+    if not path.exists():
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / path.name
+        fresh.write_text(text, encoding="utf-8")
+        return diff_traces(fresh, path) is None
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name in CONVERSATIONS:
+        path = HERE / "traces" / f"{name}.jsonl"
+        text = record(name)
+        if "--check" in argv:
+            if not _same(text, path):
+                stale.append(str(path))
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    for path in stale:
+        print(f"stale: {path} (re-record with python examples/support_agent/record.py)")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,248 @@
+"""Approving a change on purpose: a trace re-recorded with the agent's live results.
+
+``update_trace(trace, agent)`` runs the user's agent again on the trace's inputs, as snapshot
+testing re-records a snapshot (syrupy's ``--snapshot-update``): its tools, hooks, middleware and
+compactor run live and a new trace is written over the old one. The model is the one thing that
+cannot run again, so its answers are kept from the old trace, request by request, as long as the
+agent's requests still match the recorded ones (the same digest: the same context and the same
+conversation). Where a request no longer matches, the update stops, leaves the old trace as it
+was, and says which record needs a real model (``force=True`` answers it with the recorded
+reply anyway, and counts how many it did).
+
+Traces whose runs were cancelled, injected into or crashed by the world are not updated: those
+events came from outside the agent, and the new run could not place them faithfully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
+from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
+from loopctl.tools import NextTool
+from loopctl_sim.replay.answers import tools_live
+from loopctl_sim.replay.explain import request_explanation
+from loopctl_sim.sim import no_sleep
+from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.trace import HeaderRecord, IoRecord, TraceReader, TraceRecorder
+from loopctl_sim.trace.requests import RecordedContexts
+
+__all__ = ["NeedsModel", "UpdateResult", "update_trace"]
+
+
+class NeedsModel(BaseException):
+    """The agent's request differs from the trace's: only a real model can answer it. A
+    ``BaseException``, so that the driver's recovery (a broken stream becomes a provider error;
+    a failing tool middleware an error result) does not swallow it."""
+
+    def __init__(self, line: int, message: str, details: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+        self.details = list(details)
+
+
+@dataclass
+class UpdateResult:
+    """What an update did: ``ok`` when the trace was re-recorded."""
+
+    path: str
+    ok: bool
+    message: str
+    details: list[str] = field(default_factory=list)
+    records_before: int = 0
+    records_after: int = 0
+    forced: int = 0  # requests answered although they differ (force=True)
+
+    def summary(self) -> str:
+        lines = [self.message, *(f"  {d}" for d in self.details)]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Recorded:
+    """What the old trace holds for the update: the runs' inputs, every model request with its
+    attempts, the tool results by call id, the compactions in order."""
+
+    inputs: list[Message] = field(default_factory=list)
+    requests: deque[tuple[int, IoRecord, list[IoRecord]]] = field(default_factory=deque)
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    compactions: deque[list[Message] | None] = field(default_factory=deque)
+    records: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    unplaceable: str | None = None
+
+
+def _read(path: str) -> _Recorded:
+    recorded = _Recorded()
+    started = False
+    for line, rec in TraceReader(path).numbered():
+        recorded.records += 1
+        if isinstance(rec, HeaderRecord):
+            if rec.snapshot is not None and rec.snapshot.started:
+                recorded.unplaceable = f"line {line}: the recorded run crashed and was resumed"
+            if not recorded.metadata:
+                recorded.metadata = dict(rec.metadata)
+            started = False
+        elif isinstance(rec, IoRecord):
+            if rec.kind == "model_request":
+                recorded.requests.append((line, rec, []))
+            elif rec.kind in ("model_reply", "model_error") and recorded.requests:
+                recorded.requests[-1][2].append(rec)
+        elif rec.type == "feed":
+            name = rec.name
+            if name == "accept_input" and not started:
+                recorded.inputs.append(rec.args.input)  # type: ignore[union-attr]
+                started = True
+            elif name == "tool_results":
+                for r in rec.args.message.tool_results:  # type: ignore[union-attr]
+                    recorded.results[r.call_id] = r
+            elif name == "compaction_result":
+                recorded.compactions.append(list(rec.args.compacted))  # type: ignore[union-attr]
+            elif name == "compaction_noop":
+                recorded.compactions.append(None)
+            elif name in ("cancel", "inject") and recorded.unplaceable is None:
+                recorded.unplaceable = f"line {line}: the recorded run was given {name}()"
+    return recorded
+
+
+class _UpdateClient:
+    """Answers each request with the recorded one's attempts, while the requests match."""
+
+    def __init__(self, recorded: _Recorded, recorder: TraceRecorder, force: bool) -> None:
+        self.recorded = recorded
+        self.recorder = recorder
+        self.force = force
+        self.forced = 0
+        self.contexts = RecordedContexts()
+        self.attempts: Iterator[IoRecord] = iter(())
+        self.turn: int | None = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.turn != self.turn:
+            self.turn = request.turn
+            self.attempts = iter(self._match(request))
+        attempt = next(self.attempts, None)
+        if attempt is None:
+            raise NeedsModel(
+                0, f"turn {request.turn}: the agent called the model again where the trace did not"
+            )
+        if attempt.kind == "model_error":
+            raise ApiError(LoopError.model_validate(attempt.data.get("error") or {}))
+        message = Message.model_validate(attempt.data["message"])
+        usage = Usage.model_validate(attempt.data.get("usage") or {})
+        stop = attempt.data.get("stop_reason")
+        for event in reply_events(message, usage, stop if isinstance(stop, str) else None):
+            yield event
+
+    def _match(self, request: ModelRequest) -> list[IoRecord]:
+        requests = self.recorded.requests
+        if not requests:
+            raise NeedsModel(0, f"turn {request.turn}: the trace has no more model answers")
+        line, rec, attempts = requests.popleft()
+        context = self.contexts.follow(rec.data)
+        live = self.recorder.last_request
+        if live is not None and rec.data.get("digest") not in (None, live.digest):
+            if not self.force:
+                message, details = request_explanation(
+                    request.turn, context, live.context, rec.data, live.data
+                )
+                raise NeedsModel(line, message, details)
+            self.forced += 1
+        return attempts
+
+
+def update_trace(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    *,
+    tools: str = "live",
+    compactor: str = "live",
+    force: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+) -> UpdateResult:
+    """Re-record the trace at ``path`` with the agent's live results (see the module doc)."""
+    factory = load_agent(agent, cwd=cwd)
+    target = Path(path)
+    recorded = _read(os.fspath(target))
+    result = UpdateResult(os.fspath(target), False, "", records_before=recorded.records)
+    if recorded.unplaceable is not None:
+        result.message = (
+            f"cannot update {target}: {recorded.unplaceable}; re-record the run instead"
+        )
+        return result
+    fresh = target.with_name(target.name + ".updating")
+    recorder = TraceRecorder(fresh, metadata=recorded.metadata)
+    client = _UpdateClient(recorded, recorder, force)
+    try:
+        asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
+    except NeedsModel as needs:
+        recorder.close()
+        fresh.unlink(missing_ok=True)
+        where = f" (the trace's request on line {needs.line})" if needs.line else ""
+        result.message = (
+            f"cannot update {target}: {needs.message}{where}: this record needs a real model. "
+            "Re-record the run against the model, or update with --force to keep the "
+            "recorded answer"
+        )
+        result.details = needs.details
+        return result
+    except BaseException:
+        recorder.close()
+        fresh.unlink(missing_ok=True)
+        raise
+    recorder.close()
+    os.replace(fresh, target)
+    result.ok = True
+    result.forced = client.forced
+    result.records_after = sum(1 for _ in TraceReader(target))
+    forced = f"; {client.forced} request(s) differed and kept the recorded answer" if force else ""
+    result.message = (
+        f"updated {target}: {result.records_after} records (was {result.records_before}){forced}"
+    )
+    return result
+
+
+async def _rerun(
+    factory: AgentFactory,
+    recorded: _Recorded,
+    client: _UpdateClient,
+    recorder: TraceRecorder,
+    tools: str,
+    compactor: str,
+) -> None:
+    loop = build_agent(factory, client=client, observers=[recorder])
+    live = tools_live(tools, loop.registry.names())
+
+    async def answer(call: ToolCall, next_tool: NextTool) -> ToolResult:
+        if live(call.name):
+            return await next_tool(call)
+        found = recorded.results.get(call.id)
+        if found is None:
+            raise NeedsModel(0, f"tool call {call.id} ({call.name}) has no recorded result")
+        return found
+
+    changes: dict[str, Any] = {"middleware": [*loop.middleware, answer], "sleep": no_sleep}
+    if compactor == "recorded":
+        changes["compactor"] = _QueuedCompactor(recorded.compactions)
+    loop = loop.replace(**changes)
+    for text in recorded.inputs:
+        await loop.run(text)
+
+
+class _QueuedCompactor:
+    def __init__(self, compactions: deque[list[Message] | None]) -> None:
+        self.compactions = compactions
+
+    async def compact(
+        self, messages: Sequence[Message], reason: CompactReason
+    ) -> list[Message] | None:
+        if not self.compactions:
+            raise NeedsModel(0, "the agent compacted more often than the trace")
+        return self.compactions.popleft()
