@@ -26,6 +26,7 @@ DIAGRAMS: dict[str, list[str]] = {
         "loopctl.cli",
         "loopctl.driver",
         "loopctl.testing",
+        "loopctl.otel",
         "loopctl.tools",
         "loopctl.providers",
         "loopctl.api",

@@ -1,0 +1,105 @@
+"""``OtelObserver``: a ``BareLoop`` observer that emits OpenTelemetry GenAI spans as a run goes.
+
+Hand it to the driver like any observer (``BareLoop(client, tools, observers=[OtelObserver()])``);
+spans go to the global tracer provider, or to the one given. Each hook passes the event and the
+clock's time to ``GenAiSpans``, which decides the spans; the observer converts only what a span
+needs (an error, an outcome, compaction figures) from the brain's objects to plain data, so a
+run that nobody exports costs little more than the hooks' calls.
+
+Message content is off unless ``capture_content=True`` (or the conventions'
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), and scrubbed when on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import TracerProvider
+
+from loopctl.core import CallLLM, Done, LoopMachine, MachinePolicy, MachineStep, Terminal
+from loopctl.observe import IoEvent, LoopObserver
+from loopctl.otel.attributes import capture_from_env, scrub_content
+from loopctl.otel.spans import GenAiSpans
+
+__all__ = ["INSTRUMENTATION", "OtelObserver"]
+
+#: The instrumentation scope the spans are reported under.
+INSTRUMENTATION = "loopctl"
+
+
+def _version() -> str | None:
+    """loopctl's version, from the installed distribution (``import loopctl`` would bring in
+    the driver, a layer this package must not reach)."""
+    try:
+        return metadata.version("loopctl")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return None
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+class OtelObserver(LoopObserver):
+    """Emits a run span, a ``chat`` span per model call, an ``execute_tool`` span per tool call
+    and events for retries, compactions, cancels and crashes (see ``loopctl.otel.spans``)."""
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        agent_name: str = "loopctl",
+        model: str | None = None,
+        provider: str | None = None,
+        capture_content: bool | None = None,
+        scrub: Callable[[str], str] = scrub_content,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        tracer = trace.get_tracer(INSTRUMENTATION, _version(), tracer_provider=tracer_provider)
+        self.spans = GenAiSpans(
+            tracer,
+            agent_name=agent_name,
+            model=model,
+            provider=provider,
+            capture_content=capture_from_env() if capture_content is None else capture_content,
+            scrub=scrub,
+        )
+        self.clock = clock
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        text = getattr(input, "text", input)
+        self.spans.start_run(
+            self.clock(),
+            input_text=text if isinstance(text, str) else None,
+            history_messages=machine.history_len(),
+        )
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        if isinstance(step, CallLLM):
+            self.spans.step(step.kind, step.turn, self.clock())
+        elif not isinstance(step, Done):
+            self.spans.step(step.kind, getattr(step, "turn", None), self.clock())
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        if name == "fail":
+            self.spans.feed(name, {"error": _plain(args.get("error"))}, self.clock())
+        elif name in ("cancel", "compaction_result", "compaction_noop"):
+            figures = {k: args[k] for k in ("before", "after") if k in args}
+            self.spans.feed(name, figures, self.clock())
+
+    def io(self, event: IoEvent) -> None:
+        self.spans.io(event.kind, event.turn, event.data, event.duration_s, self.clock())
+
+    def run_ended(self, machine: LoopMachine) -> None:
+        state = machine.state
+        outcome = _plain(state.outcome) if isinstance(state, Terminal) else None
+        self.spans.end_run(self.clock(), outcome)
+
+    def close(self) -> None:
+        """End the spans a run left open (it crashed, or was abandoned): call before exit."""
+        self.spans.close(self.clock())
