@@ -6,6 +6,7 @@ module          commands
 ``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
 ``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
 ``html_cmd``    ``html``: a trace as a self-contained HTML timeline
+``otel_cmd``    ``otel``: a trace as OpenTelemetry GenAI spans (OTLP/JSON to a file or endpoint)
 ``run_cmd``     ``run``: a scenario file
 ``fuzz_cmd``    ``fuzz``: a fault-injection campaign
 ``export_cmd``  ``export-test``: a trace as a regression test
@@ -22,6 +23,7 @@ import click
 from loopctl_sim.cli.export_cmd import export_test
 from loopctl_sim.cli.fuzz_cmd import fuzz
 from loopctl_sim.cli.html_cmd import html
+from loopctl_sim.cli.otel_cmd import otel
 from loopctl_sim.cli.replay_cmd import replay
 from loopctl_sim.cli.run_cmd import run
 from loopctl_sim.cli.trace_cmds import diff, schema, show
@@ -34,6 +36,7 @@ COMMANDS: tuple[click.Command, ...] = (
     show,
     diff,
     html,
+    otel,
     run,
     fuzz,
     export_test,

@@ -13,6 +13,9 @@ module          owns
 ``clock``       records placed in time from the trace's durations (waves overlap)
 ``timeline``    the HTML timeline's data: items on lanes, labels, the summary
 ``html``        the self-contained page (``assets/``: its template, style and script inlined)
+``otel_spans``  a trace as OpenTelemetry GenAI spans (``loopctl-sim otel``; the ``otel`` extra,
+                so not imported here)
+``otlp``        finished spans as OTLP/JSON, to a file or an OTLP/HTTP endpoint
 ==============  ==================================================================================
 
 It may import replay (a divergence is something to show), simulation, traces and ``loopctl``;

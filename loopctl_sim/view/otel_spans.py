@@ -1,0 +1,152 @@
+"""A recorded trace as OpenTelemetry GenAI spans (``loopctl-sim otel``): the spans the live
+``loopctl.otel.OtelObserver`` would have emitted for the same run.
+
+Each record is handed to ``loopctl.otel.GenAiSpans`` (the same mapping the observer uses) at the
+time ``clock.Clock`` gives it: the header's ``created`` plus the durations before it, so a model
+call's span lasts as long as its attempts and waits, and a wave's tool spans overlap. A record
+that ends something (a reply, an error, a tool's result, a compaction) is given at its end, a
+retry at the start of its wait, as the driver reports them live.
+
+Span and trace ids come from a generator seeded with the trace's first line, so exporting the
+same trace twice gives the same ids (a file diff of two exports shows only real changes).
+
+Needs the ``otel`` extra (``pip install 'loopctl[otel]'``); ``loopctl_sim.view`` does not import
+this module, so the other views work without it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+from loopctl.otel import INSTRUMENTATION, GenAiSpans, scrub_content
+from loopctl_sim.trace import TraceReader
+from loopctl_sim.view.clock import Clock
+from loopctl_sim.view.describe import data_of
+
+__all__ = ["SeededIds", "export_spans", "trace_to_spans"]
+
+
+class SeededIds(IdGenerator):
+    """Span and trace ids drawn from a seeded generator: the same trace, the same ids."""
+
+    def __init__(self, seed: bytes) -> None:
+        self._random = random.Random(hashlib.sha256(seed).digest())
+
+    def generate_span_id(self) -> int:
+        return self._random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._random.getrandbits(128) or 1
+
+
+def _start_ns(created: Any, path: Path) -> int:
+    """The run's start: the header's ``created``, else the file's modification time."""
+    try:
+        when = dt.datetime.fromisoformat(str(created))
+    except ValueError:
+        return int(path.stat().st_mtime * 1e9)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1e9)
+
+
+def trace_to_spans(
+    path: str | os.PathLike[str],
+    tracer_provider: TracerProvider,
+    *,
+    agent_name: str | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+    capture_content: bool = False,
+) -> int:
+    """Emit the spans of the trace at ``path`` through ``tracer_provider``; returns the number
+    of records read (``TraceFormatError`` if one is unreadable). ``agent_name``, ``model`` and
+    ``provider`` default to the first header's metadata (``agent`` or ``world``, ``model``,
+    ``provider``)."""
+    reader = TraceReader(path)
+    tracer = tracer_provider.get_tracer(INSTRUMENTATION)
+    clock = Clock()
+    spans: GenAiSpans | None = None
+    base = 0
+    count = 0
+    for record in reader:
+        rec = record.model_dump(mode="json")
+        count += 1
+        placed = clock.place(rec)
+        kind = rec.get("type")
+        if spans is None:  # the reader guarantees a header first
+            meta = rec.get("metadata") or {}
+            base = _start_ns(rec.get("created"), Path(reader.path))
+            spans = GenAiSpans(
+                tracer,
+                agent_name=agent_name or str(meta.get("agent") or meta.get("world") or "loopctl"),
+                model=model or meta.get("model"),
+                provider=provider or meta.get("provider"),
+                capture_content=capture_content,
+                scrub=scrub_content,
+            )
+        at = base + int(placed.end * 1e9)
+        if kind == "header":
+            snap = rec.get("snapshot") or {}
+            if snap.get("started"):
+                spans.resumed(at, turns=snap.get("turns_taken"))
+            else:
+                spans.start_run(at, history_messages=len(snap.get("history") or ()))
+        elif kind == "step":
+            step = rec.get("step") or {}
+            spans.step(str(step.get("kind")), step.get("turn"), at)
+        elif kind == "feed":
+            args = rec.get("args")
+            spans.feed(str(rec.get("name")), args if isinstance(args, dict) else {}, at)
+        elif kind == "io":
+            io_kind = str(rec.get("kind"))
+            when = base + int(placed.start * 1e9) if io_kind == "retry" else at
+            spans.io(io_kind, rec.get("turn"), data_of(rec), rec.get("duration_s"), when)
+        elif kind == "end":
+            spans.end_run(at, rec.get("outcome"))
+    if spans is not None:
+        spans.close(base + int(clock.now * 1e9))
+    return count
+
+
+def export_spans(
+    path: str | os.PathLike[str],
+    *,
+    service_name: str = "loopctl",
+    agent_name: str | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+    capture_content: bool = False,
+) -> Sequence[ReadableSpan]:
+    """The finished spans of the trace at ``path``, in the order they ended, made by an SDK
+    provider of their own (seeded ids, resource ``service.name``)."""
+    with Path(path).open("rb") as f:
+        seed = f.readline()
+    exporter = InMemorySpanExporter()
+    created = Resource.create({"service.name": service_name})
+    # service.instance.id is random per process: left out, so two exports of a trace agree
+    resource = Resource({k: v for k, v in created.attributes.items() if k != "service.instance.id"})
+    tracer_provider = TracerProvider(resource=resource, id_generator=SeededIds(seed))
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_to_spans(
+        path,
+        tracer_provider,
+        agent_name=agent_name,
+        model=model,
+        provider=provider,
+        capture_content=capture_content,
+    )
+    tracer_provider.shutdown()
+    return exporter.get_finished_spans()
