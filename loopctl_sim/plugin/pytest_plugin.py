@@ -12,8 +12,10 @@ Fixtures
 ``loopctl_replay``
     ``loopctl_replay(path)`` replays a trace at machine level and fails the test with the
     divergence report (record, diff, the feeds before it) if the brain decides anything
-    differently; it returns the ``ReplayResult``. A relative path is resolved against the test
-    file's directory first, then the working directory.
+    differently; it returns the ``ReplayResult``. ``loopctl_replay(path, agent="pkg.mod:build")``
+    replays it against the user's agent instead (``tools="recorded"`` or ``"live:a,b"`` as
+    ``loopctl-sim replay --tools``). A relative path is resolved against the test file's
+    directory first, then the working directory.
 ``loopctl_recorder``
     A ``LoopObserver`` for ``BareLoop(observers=[loopctl_recorder])``: with
     ``--loopctl-record DIR`` it is a ``TraceRecorder`` writing ``DIR/<test id>.jsonl``;
@@ -22,9 +24,15 @@ Fixtures
 
 Marker
 ------
-``@pytest.mark.loopctl_trace("path.jsonl", ...)`` replays each named trace as part of the test
-(before its body runs) and fails it at the first divergence. The body may be empty, or ask for
-the ``loopctl_trace_results`` fixture (the ``ReplayResult`` of each trace) to assert more.
+``@pytest.mark.loopctl_trace("path.jsonl", ..., agent="pkg.mod:build", tools="live")`` replays
+each named trace as part of the test (before its body runs), against the agent when one is
+named, and fails it at the first divergence. The body may be empty, or ask for the
+``loopctl_trace_results`` fixture (the ``ReplayResult`` of each trace) to assert more.
+
+``--loopctl-update`` approves a change on purpose: every marked trace with an agent is
+re-recorded with the agent's live results instead of replayed (the model's answers kept where the
+requests still match; where one does not, the test fails naming the record that needs a real
+model), as ``loopctl-sim replay --agent ... --update`` does.
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ import pytest
 from loopctl.core import Message
 from loopctl.observe import LoopObserver
 from loopctl.testing import Reply, ScriptedClient
-from loopctl_sim.replay import ReplayResult, replay_trace
+from loopctl_sim.replay import ReplayResult, replay_agent, replay_trace, update_trace
+from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceRecorder
 
 __all__ = [
@@ -61,6 +70,13 @@ _RESULTS_KEY = pytest.StashKey[list[ReplayResult]]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("loopctl", "loopctl agent loops")
     group.addoption(
+        "--loopctl-update",
+        action="store_true",
+        default=False,
+        help="Re-record the traces of loopctl_trace markers that name an agent with its live "
+        "results, instead of replaying them.",
+    )
+    group.addoption(
         "--loopctl-record",
         metavar="DIR",
         default=None,
@@ -71,8 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "loopctl_trace(*paths): replay loopctl trace files (JSON Lines) as part of this test; "
-        "the test fails at the first divergence",
+        "loopctl_trace(*paths, agent=None, tools='live'): replay loopctl trace files (JSON "
+        "Lines) as part of this test, against an agent (module:factory) when named; the test "
+        "fails at the first divergence",
     )
 
 
@@ -89,12 +106,25 @@ def resolve_trace(path: str | os.PathLike[str], base: Path | None = None) -> Pat
     return candidate if candidate.exists() else p
 
 
-def replay_or_fail(path: str | os.PathLike[str], base: Path | None = None) -> ReplayResult:
-    """Replay the trace at ``path``; ``pytest.fail`` with a readable report if it diverges or
-    cannot be read."""
+def replay_or_fail(
+    path: str | os.PathLike[str],
+    base: Path | None = None,
+    *,
+    agent: str | None = None,
+    tools: str = "live",
+    update: bool = False,
+) -> ReplayResult:
+    """Replay the trace at ``path`` (against ``agent`` when given; re-recording it with
+    ``update``); ``pytest.fail`` with a readable report if it diverges or cannot be read."""
     p = resolve_trace(path, base)
     try:
-        result = replay_trace(p)
+        if agent is not None and update:
+            updated = update_trace(p, agent, tools=tools)
+            if not updated.ok:
+                pytest.fail(f"loopctl update failed\n{updated.summary()}", pytrace=False)
+        result = replay_agent(p, agent, tools=tools) if agent is not None else replay_trace(p)
+    except AgentError as exc:
+        pytest.fail(f"loopctl agent cannot be built: {exc}", pytrace=False)
     except TraceFormatError as exc:
         pytest.fail(f"loopctl trace cannot be read: {exc}", pytrace=False)
     if not result.ok:
@@ -104,12 +134,19 @@ def replay_or_fail(path: str | os.PathLike[str], base: Path | None = None) -> Re
     return result
 
 
-def _marked_paths(item: pytest.Item) -> list[str]:
-    paths: list[str] = []
+def _marked_paths(item: pytest.Item) -> list[tuple[str, str | None, str]]:
+    """Every marked trace with the agent and tools mode its marker names."""
+    paths: list[tuple[str, str | None, str]] = []
     for mark in item.iter_markers("loopctl_trace"):
         if not mark.args:
             raise pytest.UsageError(f"{item.nodeid}: loopctl_trace needs at least one path")
-        paths += [os.fspath(a) for a in mark.args]
+        unknown = set(mark.kwargs) - {"agent", "tools"}
+        if unknown:
+            raise pytest.UsageError(
+                f"{item.nodeid}: loopctl_trace takes agent= and tools=, not {sorted(unknown)}"
+            )
+        agent, tools = mark.kwargs.get("agent"), mark.kwargs.get("tools", "live")
+        paths += [(os.fspath(a), agent, tools) for a in mark.args]
     return paths
 
 
@@ -118,7 +155,11 @@ def _replay_marked(item: pytest.Item) -> list[ReplayResult]:
     if cached is not None:
         return cached
     base = Path(str(item.path)).parent
-    results = [replay_or_fail(p, base) for p in _marked_paths(item)]
+    update = bool(item.config.getoption("--loopctl-update", default=False))
+    results = [
+        replay_or_fail(p, base, agent=agent, tools=tools, update=update)
+        for p, agent, tools in _marked_paths(item)
+    ]
     item.stash[_RESULTS_KEY] = results
     return results
 
@@ -152,8 +193,12 @@ def loopctl_replay(request: pytest.FixtureRequest) -> Callable[..., ReplayResult
     """``loopctl_replay(path)``: replay a trace, fail the test at the first divergence."""
     base = Path(str(request.path)).parent
 
-    def replay(path: str | os.PathLike[str]) -> ReplayResult:
-        return replay_or_fail(path, base)
+    update = bool(request.config.getoption("--loopctl-update", default=False))
+
+    def replay(
+        path: str | os.PathLike[str], agent: str | None = None, tools: str = "live"
+    ) -> ReplayResult:
+        return replay_or_fail(path, base, agent=agent, tools=tools, update=update)
 
     return replay
 

@@ -98,7 +98,7 @@ def test_marker_on_a_missing_trace_fails_clearly(pytester: pytest.Pytester) -> N
 
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*PLUGIN, "--markers")
-    result.stdout.fnmatch_lines(["*loopctl_trace(*paths)*"])
+    result.stdout.fnmatch_lines(["*loopctl_trace(*paths, agent=None*"])
     result = pytester.runpytest(*PLUGIN, "--help")
     result.stdout.fnmatch_lines(["*--loopctl-record=DIR*"])
 
