@@ -191,7 +191,8 @@ def update_trace(
             "Re-record the run against the model, or update with --force to keep the "
             "recorded answer"
         )
-        result.details = needs.details
+        result.details = [recorder.writer.scrubber.text(d) for d in needs.details]
+        result.message = recorder.writer.scrubber.text(result.message)
         return result
     except BaseException:
         recorder.close()

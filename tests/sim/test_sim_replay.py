@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -137,14 +138,22 @@ def test_an_incomplete_trace_replays_what_it_has(trace: Path, tmp_path: Path) ->
     assert "no end record" in result.summary()
 
 
-def test_scrubbed_traces_say_why_they_cannot_replay_exactly(tmp_path: Path) -> None:
+def test_scrubbed_traces_replay_and_say_how_far_digests_were_compared(tmp_path: Path) -> None:
     path = tmp_path / "secret.jsonl"
     world = adding_world()
     world.input = "use key sk-abcdefghijklmnopqrstuvwx"
     simulate(world, path)
     assert "sk-abcdefghij" not in path.read_text()
+    result = replay_trace(path)
+    assert result.ok and result.complete, result.summary()
+    assert any("digests compared up to seq 1" in note for note in result.notes), result.notes
+    # a decision the brain takes differently is still found past the secret
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    calls = [r for r in records if r["type"] == "step" and r["step"]["kind"] == "call_llm"]
+    calls[1]["policy"]["max_turns"] = 1  # the second model call is now over the limit
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
     d = replay_trace(path).divergence
-    assert d is not None and d.note is not None and "scrubbed" in d.note
+    assert d is not None and d.what == "step" and d.note is not None and "scrubbed" in d.note
 
 
 # --- recorders ---------------------------------------------------------------------------------
