@@ -34,19 +34,11 @@ from loopctl import Message, ToolCall
 from loopctl.core import MachinePolicy
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.world import ModelScript, World
-from loopctl_sim.view.html import write_html
+from loopctl_sim.view.html import HEADLESS_CHROMIUM_ARGS, write_html
 
 RECORDS_PER_TURN = 11  # a two-call turn: 2 steps, 3 feeds, 6 io; a compaction now and then
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+BROWSER_ARGS = list(HEADLESS_CHROMIUM_ARGS)
 
 
 def make_world(records: int) -> World:

@@ -30,7 +30,19 @@ from loopctl_sim.view.fields import leaf_diff
 from loopctl_sim.view.reports import divergence_policy
 from loopctl_sim.view.timeline import Timeline, build_timeline
 
-__all__ = ["divergence_json", "render_html", "write_html"]
+__all__ = ["HEADLESS_CHROMIUM_ARGS", "divergence_json", "render_html", "write_html"]
+
+#: Flags for opening a page in headless Chromium offline, as the browser test and
+#: ``benchmarks/bench_html.py`` do (no sandbox for root in CI, no GPU, no background traffic).
+HEADLESS_CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 
 _ASSETS = resources.files("loopctl_sim.view") / "assets"
 

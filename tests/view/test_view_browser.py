@@ -26,17 +26,10 @@ from loopctl.core import MachinePolicy
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.view import write_html
+from loopctl_sim.view.html import HEADLESS_CHROMIUM_ARGS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+ARGS = list(HEADLESS_CHROMIUM_ARGS)
 ARTIFACTS = Path(os.environ.get("LOOPCTL_ARTIFACTS", ROOT / "artifacts")) / "browser"
 
 pytestmark = pytest.mark.skipif(
