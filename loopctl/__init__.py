@@ -5,6 +5,8 @@ The brain (``LoopMachine``, in ``loopctl.core``) decides; the hands (``BareLoop`
 ``loopctl.providers`` and offline test clients in ``loopctl.testing``.
 """
 
+import logging as _logging
+
 from loopctl.api import (
     ApiClient,
     ApiError,
@@ -30,6 +32,12 @@ from loopctl.tools import (
 )
 
 __version__ = "0.1.0"
+
+# Library code logs to the "loopctl" logger family and never picks a destination: without this
+# handler, a program that configured no logging would get every warning (a failing tool's whole
+# traceback, whose frames may hold secrets) on stderr from Python's last-resort handler. The
+# application (the ``loopctl`` CLI, or the user's own logging setup) decides what is shown.
+_logging.getLogger("loopctl").addHandler(_logging.NullHandler())
 
 __all__ = [
     *_core_all,

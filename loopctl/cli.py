@@ -10,15 +10,21 @@ The answer streams to stdout as it arrives. Two example tools are offered to the
 Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit, cancelled);
 2 a configuration or connection problem (missing key, unreachable server, refused credentials),
 reported in one line without a traceback.
+
+Logging: the library logs to the ``loopctl`` logger family and shows nothing by itself; this
+command shows its warnings (a tool that raised) on stderr in one line each, with the traceback
+only under ``-v`` (a traceback's frames can hold secrets the user did not mean to print).
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import logging
 import operator
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,7 @@ from loopctl.core import Completed, Failed, MaxTurnsExceeded
 from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
 from loopctl.providers._common import HttpProvider
 from loopctl.tools import tool
+from loopctl.tools.messages import describe_exception
 
 __all__ = ["CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
 
@@ -164,6 +171,39 @@ class _Output:
             self.line_open = False
 
 
+class _StderrLog(logging.Handler):
+    """The library's warnings on stderr: ``warning: <message>: <Error: text>`` in one line, the
+    traceback too when ``verbose``. Writes through click so CliRunner captures it."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.verbose = verbose
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"{record.levelname.lower()}: {record.getMessage()}"
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                text += f": {describe_exception(exc)}"
+                if self.verbose and record.exc_info:
+                    text += "\n" + logging.Formatter().formatException(record.exc_info)
+            click.echo(text, err=True)
+        except Exception:  # pragma: no cover - logging must never break the run
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _show_library_logs(verbose: bool) -> Iterator[None]:
+    """The ``loopctl`` logger's warnings shown on stderr for the length of one command."""
+    handler = _StderrLog(verbose)
+    library = logging.getLogger("loopctl")
+    library.addHandler(handler)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+
+
 def _fail(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
     raise SystemExit(code)
@@ -183,6 +223,7 @@ def main() -> None:
 @click.option("--trace", type=click.Path(dir_okay=False), default=None, help="Write a trace.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--system", default=None, help="A system prompt.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of failing tools.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -193,6 +234,7 @@ def run(
     trace: str | None,
     max_turns: int,
     system: str | None,
+    verbose: bool,
 ) -> None:
     """Run PROMPT through one agent loop, streaming the answer."""
     from loopctl.driver import BareLoop, LoopObserver, RunConfig, SessionConfig
@@ -236,7 +278,8 @@ def run(
                 await client.aclose()  # closes only a client it created itself
 
     try:
-        result = asyncio.run(go())
+        with _show_library_logs(verbose):
+            result = asyncio.run(go())
     except KeyboardInterrupt:
         out.end_line()
         _fail("interrupted", 130)
