@@ -22,7 +22,16 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loopctl.core import LoopError, Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall
+from loopctl.core import (
+    Conversation,
+    LoopError,
+    Message,
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+)
 
 __all__ = [
     "ApiClient",
@@ -173,6 +182,10 @@ class ToolSpec(BaseModel):
 class ModelRequest(BaseModel):
     """One model call: the conversation (history plus pending), tools, system prompt, options.
 
+    ``messages`` reads as a tuple (``len``, indexing, iteration, ``==`` with a tuple); built by
+    the driver it is a view of the brain's conversation (``Conversation``), not a copy, so a
+    request costs the same at 10 or 10,000 messages. Any sequence of messages is accepted.
+
     ``server_tools`` are tools the provider runs itself, in its own wire form (Anthropic
     ``{"type": "web_search_20250305", "name": "web_search"}``, OpenAI Responses
     ``{"type": "web_search"}``): advertised after ``tools``, their calls and results come back
@@ -180,7 +193,7 @@ class ModelRequest(BaseModel):
     """
 
     model_config = _FROZEN
-    messages: tuple[Message, ...]
+    messages: Conversation
     tools: tuple[ToolSpec, ...] = ()
     system: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)

@@ -2,6 +2,7 @@
 randomness, the OS or any module of the driver or the providers (an import-linter contract in CI
 keeps it so)."""
 
+from loopctl.core.conversation import Conversation
 from loopctl.core.errors import ErrorKind, LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge
 from loopctl.core.machine import (
@@ -63,6 +64,7 @@ __all__ = [
     "Compact",
     "CompactReason",
     "Completed",
+    "Conversation",
     "Done",
     "ErrorKind",
     "Exchange",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
+from loopctl.core.conversation import Conversation
 from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
@@ -170,6 +171,14 @@ class MachineData:
     def messages(self) -> list[Message]:
         """History plus pending: what the model is shown next (a copy)."""
         return self._history + self._pending
+
+    def conversation(self) -> Conversation:
+        """History plus pending as they are now, as a read-only view: O(1), not a copy.
+
+        Safe because the two lists only ever grow by appending or are replaced (the rule
+        ``machine.py`` keeps): what the brain does later never shows through the view."""
+        history, pending = self._history, self._pending
+        return Conversation(history, pending, len(history), len(pending))
 
     def history_len(self) -> int:
         return len(self._history)

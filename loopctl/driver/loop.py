@@ -269,11 +269,11 @@ class BareLoop:
 
     async def _call_llm(self, step: CallLLM, policy: MachinePolicy, cancel: CancelSignal) -> None:
         machine = self._machine
-        request = ModelRequest.model_construct(
-            messages=tuple(machine.messages()),
+        request = ModelRequest(
+            messages=machine.conversation(),  # a view of the brain's lists: O(1), not a copy
             tools=self.registry.specs(),
             system=self.session.system_prompt,
-            options=dict(self.session.options),
+            options=self.session.options,  # validation copies it: the request owns its dict
             turn=step.turn,
         )
         if self.observers:
@@ -312,7 +312,7 @@ class BareLoop:
         self._feed("model_response", response=reply.message, context_tokens=tokens)
         if reply.message.tool_calls and machine.state.kind == "start":
             # Every call was unknown: the brain answered them all itself.
-            answered = machine.messages()[-1].tool_results
+            answered = machine.conversation()[-1].tool_results
             await self._maybe_reflect(step.turn, answered, policy, cancel)
 
     async def _call_tools(
@@ -358,7 +358,7 @@ class BareLoop:
             turn=turn,
             errors=tuple(r for r in answered if r.is_error),
             loop=verdict,
-            messages=tuple(self._machine.messages()),
+            messages=self._machine.conversation(),
         )
         note = await self._race(self.reflector.reflect(context), cancel)
         if note is not None:

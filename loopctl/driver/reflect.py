@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from loopctl.core import LoopVerdict, Message, ToolResult
+from loopctl.core import Conversation, LoopVerdict, Message, ToolResult
 
 __all__ = ["NoReflector", "ReflectionContext", "Reflector"]
 
@@ -25,7 +25,7 @@ class ReflectionContext(BaseModel):
     turn: int
     errors: tuple[ToolResult, ...] = ()
     loop: LoopVerdict | None = None
-    messages: tuple[Message, ...] = ()
+    messages: Conversation = Conversation()  # the conversation so far (reads as a tuple)
 
 
 class Reflector(Protocol):

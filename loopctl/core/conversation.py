@@ -1,0 +1,127 @@
+"""``Conversation``: a read-only view of the conversation at one moment, history then pending.
+
+A model request shows the model the whole conversation. Copying it into a tuple on every call
+cost O(history) per turn (58 µs at 10,000 messages, measured), so a long run's turns grew
+slower with every turn. The brain's lists never change in place (they only grow by appending,
+or are replaced by a new list: the rule ``machine.py`` keeps), so a list together with its
+length at one moment is a frozen prefix of it: the view holds the two lists and their lengths,
+costs O(1) to build, and reads as a tuple would (``len``, indexing, slicing, iteration, ``==``
+with a tuple or another view, hashing). Later appends to the brain's lists do not show through.
+
+In a pydantic model a ``Conversation`` field accepts a view as it is (no per-message check: the
+brain's messages are already validated) and any sequence of messages, validated as
+``tuple[Message, ...]`` and wrapped; it serializes exactly as that tuple did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
+from typing import Any, overload
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+from loopctl.core.messages import Message
+
+__all__ = ["Conversation"]
+
+
+class Conversation(Sequence[Message]):
+    """The first ``len`` messages of ``head`` followed by the first ``len`` of ``tail``.
+
+    Build one with ``Conversation.of(messages)`` (a copy of any sequence) or let the brain hand
+    out its own (``LoopMachine.conversation()``); the lists given to the constructor must never
+    be edited in place (appending is fine: the view keeps its lengths).
+    """
+
+    __slots__ = ("_head", "_head_len", "_tail", "_tail_len")
+
+    def __init__(
+        self,
+        head: Sequence[Message] = (),
+        tail: Sequence[Message] = (),
+        head_len: int | None = None,
+        tail_len: int | None = None,
+    ) -> None:
+        self._head = head
+        self._head_len = len(head) if head_len is None else head_len
+        self._tail = tail
+        self._tail_len = len(tail) if tail_len is None else tail_len
+
+    @classmethod
+    def of(cls, messages: Sequence[Message] | Conversation) -> Conversation:
+        """A view of ``messages`` as they are now (a view is returned as it is)."""
+        if isinstance(messages, Conversation):
+            return messages
+        return cls(tuple(messages))
+
+    def __len__(self) -> int:
+        return self._head_len + self._tail_len
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return self.as_tuple()[index]
+        n = self._head_len + self._tail_len
+        i = index.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("conversation index out of range")
+        head = self._head_len
+        return self._head[i] if i < head else self._tail[i - head]
+
+    def __iter__(self) -> Iterator[Message]:
+        head = islice(self._head, self._head_len)
+        return chain(head, islice(self._tail, self._tail_len)) if self._tail_len else head
+
+    def as_tuple(self) -> tuple[Message, ...]:
+        """The messages as a tuple (a copy: O(length))."""
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Conversation):
+            if (
+                other._head is self._head
+                and other._tail is self._tail
+                and other._head_len == self._head_len
+                and other._tail_len == self._tail_len
+            ):
+                return True
+        elif not isinstance(other, tuple):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(self.as_tuple())
+
+    def __repr__(self) -> str:
+        return f"Conversation({self.as_tuple()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Conversation, (self.as_tuple(),))
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        messages = handler.generate_schema(tuple[Message, ...])
+
+        def validate(value: Any, inner: core_schema.ValidatorFunctionWrapHandler) -> Conversation:
+            if isinstance(value, Conversation):
+                return value
+            return cls(inner(value))
+
+        return core_schema.no_info_wrap_validator_function(
+            validate,
+            messages,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                Conversation.as_tuple, return_schema=messages
+            ),
+        )
