@@ -32,6 +32,7 @@ from loopctl.core import (
     ThinkingPart,
     ToolCall,
 )
+from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
 
 __all__ = [
     "ApiClient",
@@ -256,7 +257,10 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     form one text part (every ``TextDelta`` joined) followed by the calls in the order they
     started. A reply without reasoning or provider parts is thus one text part, then its calls.
     Invalid argument JSON raises ``ApiError`` (kind ``provider``) naming the tool, never a bare
-    ``JSONDecodeError``.
+    ``JSONDecodeError``. This is the door where a reply enters: arguments (and a part's data)
+    nested deeper than ``loopctl.core.values.MAX_NESTING`` or holding a number JSON cannot
+    (NaN, infinity) are refused here, as a provider error that is not retried, so everything
+    the brain accepts can be saved and read back.
     """
     out: list[Part | _CallBuffer] = []
     text: list[str] = []
@@ -298,6 +302,7 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
             buf_or_none.args.append(event.arguments)
         elif isinstance(event, PartEvent):
             close_segment()
+            _check_part(event.part)
             out.append(event.part)
         elif isinstance(event, UsageEvent):
             usage = event.usage
@@ -353,6 +358,20 @@ def _finish_call(buf: _CallBuffer) -> ToolCall:
                 details={"tool": buf.name, "arguments": raw[:500]},
             )
         ) from None
+    except RecursionError:  # nested far past MAX_NESTING: too deep for the parser itself
+        raise _unholdable(
+            f"the arguments for tool '{buf.name}'",
+            f"it is nested more than {MAX_NESTING} levels deep",
+            {"tool": buf.name, "arguments": raw[:500]},
+        ) from None
+    if nesting_bound(raw) > MAX_NESTING or might_be_nonfinite(raw):  # else surely holdable
+        problem = value_problem(arguments)
+        if problem is not None:
+            raise _unholdable(
+                f"the arguments for tool '{buf.name}'",
+                problem,
+                {"tool": buf.name, "arguments": raw[:500]},
+            )
     if not isinstance(arguments, dict):
         raise ApiError(
             LoopError(
@@ -363,3 +382,25 @@ def _finish_call(buf: _CallBuffer) -> ToolCall:
             )
         )
     return ToolCall(id=buf.id, name=buf.name, arguments=arguments)
+
+
+def _check_part(part: ThinkingPart | ProviderPart) -> None:
+    """A reasoning or provider part's ``data`` must be holdable, as tool arguments must."""
+    if part.data:
+        problem = value_problem(part.data)
+        if problem is not None:
+            raise _unholdable(f"a {part.kind} part's data", problem, {"part": part.kind})
+
+
+def _unholdable(what: str, problem: str, details: dict[str, Any]) -> ApiError:
+    """The door's refusal of a value the engine could not save and read back
+    (``loopctl.core.values``): a provider error, not retried (the model chose to send it)."""
+    return ApiError(
+        LoopError(
+            kind="provider",
+            message=f"the model sent {what} that the engine cannot hold: {problem} "
+            f"(the limit is {MAX_NESTING} levels; numbers must be finite)",
+            retryable=False,
+            details=details,
+        )
+    )

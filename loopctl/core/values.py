@@ -1,0 +1,77 @@
+"""What a JSON value from the outside may be: nested at most ``MAX_NESTING`` deep, numbers finite.
+
+Why a limit at all: what the engine accepts it must be able to write and read back. A tool
+call's arguments (and a reasoning or provider part's ``data``) are the provider's free-form JSON,
+and they travel inside every form the engine writes: the brain's snapshot, a trace's records,
+a replay's report. Each of those wraps the value a few levels down (the deepest, a trace's
+snapshot record, puts it 8 levels down: record, data, snapshot, history, message, parts, part),
+and every reader has a limit of its own: pydantic's JSON parser reads values nested 201 deep
+at most (the trace reader, ``loopctl_sim.trace.fast._MAX_DEPTH``, and the snapshot restore),
+its serializer refuses a little deeper, Python's ``json`` raises ``RecursionError`` near 1,000.
+A value accepted past those limits was a run that completed and then could not be saved or
+read back. So one limit, well inside all of them, is checked once, at the door where a model's
+reply enters (``loopctl.api.fold_events``): a deeper value is a provider error there, and every
+form written later is readable. The trace reader's tests pin that the two agree.
+
+Numbers: JSON has no NaN or infinity, but Python's parser reads ``NaN``, ``Infinity`` and
+``1e999`` (as ``inf``); a brain holding one cannot be saved as JSON and read back the same
+(pydantic writes it as ``null``). The brain refuses such arguments (``loopdetect.call_key``), the
+fold refuses them before the brain sees them, and a snapshot holding one is refused at restore.
+
+Pure helpers, no IO: ``value_problem`` walks iteratively (a value nested 5,000 deep is measured,
+never recursed into).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Final
+
+__all__ = ["MAX_NESTING", "might_be_nonfinite", "nesting_bound", "value_problem"]
+
+#: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
+MAX_NESTING: Final = 128
+
+
+def nesting_bound(raw: str | bytes) -> int:
+    """An upper bound on the nesting of the JSON text ``raw``: its count of opening brackets
+    (some may sit inside strings). A bound within the limit spares the walk."""
+    if isinstance(raw, str):
+        return raw.count("{") + raw.count("[")
+    return raw.count(b"{") + raw.count(b"[")
+
+
+#: A number JSON cannot hold may be in the text: NaN, an infinity, a three-digit exponent.
+_NONFINITE: Final = re.compile(r"NaN|Infinity|[eE][+-]?[0-9]{3}")
+_NONFINITE_BYTES: Final = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}")
+
+
+def might_be_nonfinite(raw: str | bytes) -> bool:
+    """Whether the JSON text ``raw`` might hold a number JSON cannot (a cheap search: ``NaN``,
+    ``Infinity`` or a three-digit exponent anywhere, inside strings too); False settles it."""
+    if isinstance(raw, str):
+        return _NONFINITE.search(raw) is not None
+    return _NONFINITE_BYTES.search(raw) is not None
+
+
+def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
+    """Why ``value`` (JSON data: dicts, lists, strings, numbers, booleans, None) cannot be held,
+    or None: nested deeper than ``limit``, or a number that is NaN or infinite."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"it holds {item!r}, which JSON cannot represent"
+        else:
+            continue
+        if depth > limit:
+            return f"it is nested more than {limit} levels deep"
+        for child in children:
+            if isinstance(child, dict | list | tuple | float):
+                stack.append((child, depth + 1))
+    return None
