@@ -9,15 +9,20 @@ async tool still returns a coroutine), so decorating a function never breaks its
 or its unit tests. The model-facing path is ``parse_arguments`` -> ``execute`` ->
 ``encode_result``, which ``dispatch`` drives.
 
-Sync functions run in a worker thread (``asyncio.to_thread``) so a slow tool never blocks the
-event loop. A thread cannot be interrupted: when a sync tool times out or the run is cancelled,
-the loop moves on at once but the thread finishes in the background. Async tools are
+Sync functions run in a worker thread (``loopctl.tools.threads``) so a slow tool never blocks
+the event loop. A thread cannot be interrupted: when a sync tool times out or the run is
+cancelled, the loop moves on at once but the thread finishes in the background. Async tools are
 cancelled for real.
+
+``inline=True`` runs a sync function on the event loop itself, with no thread: the hop to a
+thread and back costs more than a cheap pure function (39 µs against a few, measured in
+``benchmarks/bench_driver.py``). The trade-off: while an inline tool runs, nothing else on the
+loop does (no other tool of the wave, no cancel, no timeout: nothing can interrupt it, so it
+takes no ``timeout``). Keep it for functions that return in microseconds and never wait on IO.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
@@ -32,6 +37,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loopctl.api import ToolSpec
 from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
+from loopctl.tools.threads import run_in_worker
 
 __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 
@@ -74,6 +80,7 @@ class Tool(Generic[P, R]):
         description: str | None = None,
         timeout: float | None = None,
         parallel_safe: bool = True,
+        inline: bool = False,
     ) -> None:
         if isinstance(fn, Tool):  # re-decorating: wrap the original function with new options
             fn = fn.fn
@@ -88,11 +95,22 @@ class Tool(Generic[P, R]):
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"tool '{self.name}': timeout must be positive, got {timeout}")
+        self.is_async = _is_async(fn)
+        if inline and self.is_async:
+            raise ValueError(
+                f"tool '{self.name}': inline=True is for sync functions; an async tool always "
+                "runs on the event loop"
+            )
+        if inline and timeout is not None:
+            raise ValueError(
+                f"tool '{self.name}': an inline tool cannot be timed out (nothing interrupts it "
+                "while it blocks the event loop); drop timeout= or inline=True"
+            )
         doc = inspect.getdoc(fn)
         self.description = description if description is not None else docstring_summary(doc)
         self.timeout = timeout
         self.parallel_safe = parallel_safe
-        self.is_async = _is_async(fn)
+        self.inline = inline
         self.arguments_model, self._fields = _arguments_model(fn, self.name, doc)
         parameters = clean_schema(self.arguments_model.model_json_schema())
         self._spec = ToolSpec(name=self.name, description=self.description, parameters=parameters)
@@ -106,7 +124,11 @@ class Tool(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<Tool {self.name!r} parallel_safe={self.parallel_safe} timeout={self.timeout}>"
+        inline = " inline=True" if self.inline else ""
+        return (
+            f"<Tool {self.name!r} parallel_safe={self.parallel_safe} timeout={self.timeout}"
+            f"{inline}>"
+        )
 
     def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
         """Validate the model's arguments; raise ``ToolArgumentsError`` saying what to fix."""
@@ -116,7 +138,8 @@ class Tool(Generic[P, R]):
             raise ToolArgumentsError(describe_validation_error(self.name, exc)) from None
 
     async def execute(self, validated: BaseModel) -> Any:
-        """Run the function with validated arguments (sync functions in a worker thread)."""
+        """Run the function with validated arguments (sync functions in a worker thread, or on
+        the event loop when ``inline``)."""
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for field, param in self._fields:
@@ -128,7 +151,7 @@ class Tool(Generic[P, R]):
         fn: Callable[..., Any] = self.fn
         if self.is_async:
             return await fn(*args, **kwargs)
-        result = await asyncio.to_thread(fn, *args, **kwargs)
+        result = fn(*args, **kwargs) if self.inline else await run_in_worker(fn, *args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -152,6 +175,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     parallel_safe: bool = True,
+    inline: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -163,6 +187,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     parallel_safe: bool = True,
+    inline: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Turn a typed function (sync or async) into a ``Tool``.
 
@@ -171,11 +196,18 @@ def tool(
     Field(description=...)]``). ``timeout`` (seconds) bounds one execution; without it
     ``dispatch``'s ``default_timeout`` applies. ``parallel_safe=False`` makes every call of
     this tool run alone, after the calls before it and before the calls after it.
+    ``inline=True`` runs a sync function on the event loop, without a worker thread: for cheap
+    functions only, since it blocks the loop while it runs (see the module docstring).
     """
 
     def wrap(f: Callable[P, R]) -> Tool[P, R]:
         return Tool(
-            f, name=name, description=description, timeout=timeout, parallel_safe=parallel_safe
+            f,
+            name=name,
+            description=description,
+            timeout=timeout,
+            parallel_safe=parallel_safe,
+            inline=inline,
         )
 
     if fn is not None:

@@ -6,8 +6,9 @@ Waves run in order, so a non-parallel-safe call sees the effects of every call b
 none after it. Results always come back in call order, whatever order the calls finish in.
 
 Pipeline per call: pre-tool hooks -> middleware around (argument validation -> execution under
-the tool's timeout, else ``default_timeout``) -> post-tool hooks. A name missing from the
-registry is answered at once, without hooks.
+the tool's timeout, else ``default_timeout``; none for an ``inline`` tool, which nothing could
+interrupt) -> post-tool hooks. A name missing from the registry is answered at once, without
+hooks.
 
 Recovery. The brain needs exactly one result per call, and a tool must never crash the run, so
 everything that can go wrong (an exception in a tool, a hook or a middleware; a timeout;
@@ -256,7 +257,10 @@ class _Pipeline:
             validated = found.parse_arguments(call.arguments)
         except ToolArgumentsError as exc:
             return _error(call, str(exc))
-        limit = found.timeout if found.timeout is not None else self.default_timeout
+        if found.inline:
+            limit = None  # it blocks the loop until it returns: no deadline could fire meanwhile
+        else:
+            limit = found.timeout if found.timeout is not None else self.default_timeout
         deadline = asyncio.timeout(limit) if limit is not None else None
         try:
             if deadline is None:

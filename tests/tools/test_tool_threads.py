@@ -1,0 +1,221 @@
+"""Where a sync tool runs: the worker threads (``loopctl.tools.threads``) or, with
+``inline=True``, on the event loop; what each answers is the same."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from typing import Any
+
+import pytest
+
+from loopctl.core import ToolCall, ToolResult
+from loopctl.tools import ToolError, ToolRegistry, dispatch, threads, tool
+from loopctl.tools.threads import MAX_WORKERS, run_in_worker
+
+SAFETY = 5.0
+"""Only ends a test that would otherwise hang; no assertion depends on it."""
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+def _thread() -> str:
+    return threading.current_thread().name
+
+
+async def test_run_in_worker_answers_in_another_thread() -> None:
+    name = await run_in_worker(_thread)
+    assert name.startswith("loopctl-tool-") and name != _thread()
+    assert await run_in_worker(int, "ff", base=16) == 255
+
+
+async def test_run_in_worker_raises_what_the_function_raised() -> None:
+    def fails() -> None:
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError, match="missing"):
+        await run_in_worker(fails)
+
+
+async def test_stop_iteration_becomes_a_runtime_error() -> None:
+    def stops() -> None:
+        raise StopIteration("done")
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        await run_in_worker(stops)
+
+
+async def test_the_function_sees_the_callers_context_variables() -> None:
+    REQUEST_ID.set("r-42")
+    assert await run_in_worker(REQUEST_ID.get) == "r-42"
+
+
+async def test_calls_at_the_same_time_run_in_threads_at_the_same_time() -> None:
+    parties = min(3, MAX_WORKERS)
+    barrier = threading.Barrier(parties, timeout=SAFETY)
+
+    def meet(n: int) -> int:
+        barrier.wait()  # returns only when every call is running at once
+        return n
+
+    results = await asyncio.gather(*(run_in_worker(meet, n) for n in range(parties)))
+    assert results == list(range(parties))
+
+
+async def test_a_cancelled_wait_stops_at_once_and_the_thread_finishes() -> None:
+    release, finished = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        release.wait(SAFETY)
+        finished.set()
+        return "late"
+
+    waiting = asyncio.ensure_future(run_in_worker(slow))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not finished.is_set()  # the wait ended while the thread still ran
+    release.set()
+    assert await asyncio.to_thread(finished.wait, SAFETY)
+
+
+def _fails() -> None:
+    raise KeyError("nobody listens")
+
+
+@pytest.mark.parametrize("fn", [lambda: "late", _fails])
+async def test_an_answer_nobody_waits_for_is_dropped_quietly(fn: Any) -> None:
+    """The caller was cancelled (or timed out) before the thread answered: the answer, a value
+    or an error, is dropped without an error in the loop."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    future: asyncio.Future[Any] = loop.create_future()
+    future.cancel()
+    threads._Job(loop, future, fn, (), {}).run()  # the worker's side, run here
+    await asyncio.sleep(0)  # the answer's callback, scheduled first, runs before this returns
+    assert errors == [] and future.cancelled()
+
+
+def test_an_answer_after_the_loop_closed_is_dropped_quietly() -> None:
+    release, answered = threading.Event(), threading.Event()
+    hooked: list[Any] = []
+    previous = threading.excepthook
+    threading.excepthook = hooked.append
+
+    def slow() -> str:
+        release.wait(SAFETY)
+        return "late"
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(run_in_worker(slow))
+        await asyncio.sleep(0)
+        waiting.cancel()
+
+    try:
+        asyncio.run(main())  # returns at once: the worker is a daemon of its own pool
+        release.set()
+        assert run_after_close(answered)
+    finally:
+        threading.excepthook = previous
+    assert hooked == []
+
+
+def run_after_close(answered: threading.Event) -> bool:
+    """A job after the closed loop's one: the pool still works once the closed loop's answer
+    was dropped."""
+
+    async def main() -> str:
+        result: str = await run_in_worker(lambda: "alive")
+        answered.set()
+        return result
+
+    return asyncio.run(main()) == "alive" and answered.is_set()
+
+
+# --- inline tools ------------------------------------------------------------------------------
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def refuses(a: int, b: int) -> int:
+    raise ToolError("no sums today")
+
+
+def breaks(a: int, b: int) -> int:
+    raise ValueError("broken")
+
+
+@pytest.mark.parametrize("fn", [add, refuses, breaks])
+async def test_inline_and_threaded_tools_answer_alike(fn: Any) -> None:
+    calls = [ToolCall(id="c1", name=fn.__name__, arguments={"a": 1, "b": 2})]
+    bad = [ToolCall(id="c2", name=fn.__name__, arguments={"a": "x"})]
+    answers = []
+    for inline in (False, True):
+        registry = ToolRegistry([tool(inline=inline)(fn)])
+        answers.append(await dispatch([*calls, *bad], registry, default_timeout=SAFETY))
+    threaded, inline_ = answers
+    assert threaded == inline_
+    assert all(isinstance(r, ToolResult) for r in inline_)
+    assert inline_[1].is_error and "invalid arguments" in inline_[1].content
+
+
+async def test_an_inline_tool_runs_on_the_event_loops_thread() -> None:
+    here = _thread()
+
+    @tool(inline=True)
+    def where() -> str:
+        return _thread()
+
+    @tool
+    def elsewhere() -> str:
+        return _thread()
+
+    assert await where.run({}) == here
+    assert await elsewhere.run({}) != here
+
+
+async def test_an_inline_tool_takes_no_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default timeout is not applied to an inline tool: it could not fire while the tool
+    blocks the loop. A threaded tool still gets one."""
+    deadlines: list[float | None] = []
+    real = asyncio.timeout
+
+    def spy(delay: float | None) -> asyncio.Timeout:
+        deadlines.append(delay)
+        return real(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", spy)
+    registry = ToolRegistry([tool(inline=True)(add), tool(name="threaded")(add)])
+    calls = [
+        ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2}),
+        ToolCall(id="c2", name="threaded", arguments={"a": 1, "b": 2}),
+    ]
+    results = await dispatch(calls, registry, default_timeout=SAFETY)
+    assert [(r.content, r.is_error) for r in results] == [("3", False), ("3", False)]
+    assert deadlines == [SAFETY]
+
+
+def test_an_inline_tool_cannot_take_a_timeout() -> None:
+    with pytest.raises(ValueError, match="an inline tool cannot be timed out"):
+        tool(inline=True, timeout=1.0)(add)
+
+
+def test_an_async_tool_cannot_be_inline() -> None:
+    async def aadd(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(ValueError, match="inline=True is for sync functions"):
+        tool(inline=True)(aadd)
+
+
+def test_inline_is_kept_and_shown() -> None:
+    assert tool(inline=True)(add).inline and not tool(add).inline
+    assert (
+        repr(tool(inline=True)(add)) == "<Tool 'add' parallel_safe=True timeout=None inline=True>"
+    )
+    assert repr(tool(add)) == "<Tool 'add' parallel_safe=True timeout=None>"
