@@ -12,7 +12,9 @@ Rules this module keeps:
 - Every transition is listed in ``TRANSITIONS`` below, keyed by (state, feed). A pair that is not
   listed is a ``ProtocolError`` naming the feed and the state.
 - A handler validates everything before it changes anything, so a ``ProtocolError`` leaves the
-  machine exactly as it was.
+  machine exactly as it was. That includes the arguments' types: a feed given something other
+  than what it takes (``compaction_result("abc", ...)``, a count that is ``None``) refuses it
+  with a ``ProtocolError``, never an ``AttributeError`` from deeper down.
 - ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal verdict,
   a loop warning), but asking again at once answers the same and changes nothing.
 - Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
@@ -31,7 +33,7 @@ handlers, top to bottom. ``prebuilt.py`` holds the states and steps shared by ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from loopctl.core.built import built
@@ -446,12 +448,28 @@ class LoopMachine(MachineData):
         self._state = START
 
     def _compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+        # Typed before anything is read: a string, a message or a mapping is iterable too, and
+        # what it yields is no message (``coherence_problem`` would fail on it, not refuse it).
+        if isinstance(compacted, str | bytes | Message | Mapping) or not isinstance(
+            compacted, Iterable
+        ):
+            raise self._refuse(
+                "compaction_result",
+                f"compacted must be a list of messages, got {type(compacted).__name__}",
+            )
         new_history = list(compacted)
+        for message in new_history:
+            if not isinstance(message, Message):
+                raise self._refuse(
+                    "compaction_result",
+                    f"compacted holds a {type(message).__name__}, not a Message",
+                )
         problem = coherence_problem(new_history)
         if problem is not None:
             raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")
-        if not is_count(after):
-            raise self._refuse("compaction_result", f"not a token count: {after!r}")
+        for n in (before, after):
+            if not is_count(n):
+                raise self._refuse("compaction_result", f"not a token count: {n!r}")
         self._history = new_history
         self._pending = []
         self._context_tokens = after
@@ -460,8 +478,9 @@ class LoopMachine(MachineData):
 
     def _compaction_noop(self, before: int, after: int) -> None:
         assert isinstance(self._state, AwaitingCompaction)
-        if not is_count(after):
-            raise self._refuse("compaction_noop", f"not a token count: {after!r}")
+        for n in (before, after):
+            if not is_count(n):
+                raise self._refuse("compaction_noop", f"not a token count: {n!r}")
         reason = self._state.reason
         self._context_tokens = after
         if reason is CompactReason.EMERGENCY:
