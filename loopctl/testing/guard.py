@@ -1,56 +1,124 @@
 """A guard that makes any real network connection fail, for offline tests.
 
-Loopback addresses stay reachable (tests may run a local server); everything else raises
-``NetworkBlockedError`` at connect time, naming the address, so an accidental provider call fails
-loudly instead of hanging or spending money. Like pydantic-ai's ``ALLOW_MODEL_REQUESTS=False``.
+By default loopback addresses stay reachable (a test may run a local server); everything else
+raises ``NetworkBlockedError`` when a name is resolved or a socket connects, naming the host and
+port, so an accidental provider call fails loudly instead of hanging or spending money. Like
+pydantic-ai's ``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits on the socket.
+
+The options serve harnesses that must tell the user more than "blocked": ``allow_loopback=False``
+closes local servers too (a local Ollama is a model provider), ``allow_hosts`` opens named hosts
+again (the addresses a name resolves to are opened with it), ``hint`` is appended to the error
+(how to record instead), and ``on_block`` sees every error before it is raised. A client or
+driver may turn the error into an ordinary failed run; ``on_block`` lets the harness notice
+anyway (the pytest plugin fails the test with it).
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["NetworkBlockedError", "block_network"]
 
-_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 
 class NetworkBlockedError(RuntimeError):
-    """A test tried to reach the network."""
+    """A test tried to reach the network: ``host`` and ``port`` say where."""
+
+    def __init__(self, message: str, host: str = "", port: int | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+
+    @property
+    def where(self) -> str:
+        """``host:port`` (or the host alone when no port was given)."""
+        return self.host if self.port is None else f"{self.host}:{self.port}"
 
 
-def _is_loopback(address: Any) -> bool:
-    if isinstance(address, tuple) and address:
-        host = str(address[0])
-    else:
-        return isinstance(address, str | bytes)  # a unix socket path is local
-    return host in _LOOPBACK_NAMES or host.startswith("127.")
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine."""
+    return host in _LOOPBACK_NAMES or host.startswith("127.") or host.startswith("::ffff:127.")
+
+
+def _port_of(value: Any) -> int | None:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str | bytes) and value.isdigit():
+        return int(value)
+    return None
+
+
+class _Policy:
+    """Which hosts a block lets through; it learns the addresses of allowed names."""
+
+    def __init__(self, allow_hosts: Iterable[str], allow_loopback: bool) -> None:
+        self.hosts = {h.lower() for h in allow_hosts}
+        self.loopback = allow_loopback or any(is_loopback(h) for h in self.hosts)
+
+    def allows(self, host: str) -> bool:
+        host = host.lower()
+        return host in self.hosts or (self.loopback and is_loopback(host))
+
+    def learn(self, infos: Any) -> None:
+        for info in infos:
+            address = info[4]
+            if isinstance(address, tuple) and address:
+                self.hosts.add(str(address[0]).lower())
 
 
 @contextmanager
-def block_network() -> Iterator[None]:
-    """Within the block, connecting a socket to a non-loopback address raises."""
+def block_network(
+    *,
+    allow_hosts: Iterable[str] = (),
+    allow_loopback: bool = True,
+    hint: str = "",
+    on_block: Callable[[NetworkBlockedError], None] | None = None,
+) -> Iterator[None]:
+    """Within the block, resolving or connecting to a host that is not allowed raises
+    ``NetworkBlockedError`` (after ``on_block`` saw it); ``hint`` ends its message."""
+    policy = _Policy(allow_hosts, allow_loopback)
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
     original_getaddrinfo = socket.getaddrinfo
 
+    def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
+        where = host if port is None else f"{host}:{port}"
+        message = f"network access blocked in tests: {verb} {where}"
+        error = NetworkBlockedError(f"{message}\n{hint}" if hint else message, host, port)
+        if on_block is not None:
+            on_block(error)
+        return error
+
+    def check(address: Any) -> None:
+        if not isinstance(address, tuple) or not address:
+            return  # a unix socket path is local
+        host = str(address[0])
+        if not policy.allows(host):
+            port = _port_of(address[1]) if len(address) > 1 else None
+            raise refuse("connect to", host, port)
+
     def guarded_connect(self: socket.socket, address: Any) -> None:
-        if not _is_loopback(address):
-            raise NetworkBlockedError(f"network access blocked in tests: connect to {address!r}")
+        check(address)
         original_connect(self, address)
 
     def guarded_connect_ex(self: socket.socket, address: Any) -> int:
-        if not _is_loopback(address):
-            raise NetworkBlockedError(f"network access blocked in tests: connect to {address!r}")
+        check(address)
         return original_connect_ex(self, address)
 
-    def guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    def guarded_getaddrinfo(host: Any, port: Any = None, *args: Any, **kwargs: Any) -> Any:
         name = host.decode() if isinstance(host, bytes) else host
-        if name is not None and name not in _LOOPBACK_NAMES and not str(name).startswith("127."):
-            raise NetworkBlockedError(f"network access blocked in tests: resolve {name!r}")
-        return original_getaddrinfo(host, *args, **kwargs)
+        if name is None or is_loopback(str(name)):
+            # resolving this machine is harmless (servers bind through it); connect decides
+            return original_getaddrinfo(host, port, *args, **kwargs)
+        if not policy.allows(str(name)):
+            raise refuse("resolve", str(name), _port_of(port))
+        infos = original_getaddrinfo(host, port, *args, **kwargs)
+        policy.learn(infos)
+        return infos
 
     socket.socket.connect = guarded_connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign,assignment]

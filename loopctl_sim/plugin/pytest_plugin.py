@@ -33,6 +33,17 @@ named, and fails it at the first divergence. The body may be empty, or ask for t
 re-recorded with the agent's live results instead of replayed (the model's answers kept where the
 requests still match; where one does not, the test fails naming the record that needs a real
 model), as ``loopctl-sim replay --agent ... --update`` does.
+
+Cassettes and the network (``loopctl_sim.plugin.offline``)
+---------------------------------------------------------
+``@pytest.mark.loopctl_cassette`` (``@pytest.mark.vcr`` too, unless pytest-recording is
+installed) or the ``loopctl_cassette`` fixture answers the test's httpx requests from
+``loopctl_cassette_dir/<test name>.yaml`` with loopctl's rules (method, path and JSON body;
+secrets scrubbed; streams replayed chunk by chunk), recorded as ``--loopctl-record-mode`` says
+(``none``, the default, only replays). Tests that use loopctl's fixtures or markers run with the
+network closed (``@pytest.mark.loopctl_allow_network(*hosts)`` opens it;
+``--loopctl-block-network`` closes it for every test). A cassette miss or a blocked call fails the
+test with its report, whatever the test asserted.
 """
 
 from __future__ import annotations
@@ -48,18 +59,32 @@ import pytest
 from loopctl.core import Message
 from loopctl.observe import LoopObserver
 from loopctl.testing import Reply, ScriptedClient
+from loopctl_sim.plugin import offline
+from loopctl_sim.plugin.cassette_rules import register_matchers
+from loopctl_sim.plugin.offline import (
+    loopctl_cassette,
+    loopctl_cassette_dir,
+    loopctl_offline,
+    loopctl_record_mode,
+)
 from loopctl_sim.replay import ReplayResult, replay_agent, replay_trace, update_trace
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceRecorder
 
 __all__ = [
+    "loopctl_cassette",
+    "loopctl_cassette_dir",
+    "loopctl_offline",
+    "loopctl_record_mode",
     "loopctl_recorder",
     "loopctl_replay",
     "loopctl_scripted",
     "loopctl_trace_results",
     "pytest_addoption",
     "pytest_configure",
+    "pytest_recording_configure",
     "pytest_runtest_call",
+    "pytest_unconfigure",
     "replay_or_fail",
     "resolve_trace",
 ]
@@ -82,6 +107,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="Write a trace of every loop run that uses the loopctl_recorder fixture to DIR.",
     )
+    offline.add_options(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,6 +117,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "Lines) as part of this test, against an agent (module:factory) when named; the test "
         "fails at the first divergence",
     )
+    offline.configure(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    offline.unconfigure(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+    """pytest-recording's hook: its VCR learns loopctl's body matcher (``loopctl_body``), for
+    ``vcr_config`` fixtures returning ``loopctl_sim.plugin.cassette_rules.vcr_config()``."""
+    register_matchers(vcr)
 
 
 # --- replaying ---------------------------------------------------------------------------------
@@ -164,11 +202,16 @@ def _replay_marked(item: pytest.Item) -> list[ReplayResult]:
     return results
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> None:
-    """Replay the traces of a ``loopctl_trace`` marker before the test body runs."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Replay the traces of a ``loopctl_trace`` marker before the test body runs; after it, fail
+    the test with the cassette misses and blocked calls it met (even if the body passed)."""
     if item.get_closest_marker("loopctl_trace") is not None:
         _replay_marked(item)
+    try:
+        return (yield)
+    finally:
+        offline.fail_on_problems(item)
 
 
 # --- fixtures ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Provider tests: offline unless LOOPCTL_RECORD asks to record (see vcr_support)."""
+"""Provider tests: offline unless --loopctl-record-mode records (see vcr_support)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ JSON (NOT produced by loopctl's converters, so a changed request fails to match 
 tests/providers/test_cassettes.py validates every response body with the official SDK types.
 
 Run from the repository root:  .venv/bin/python tests/providers/make_cassettes.py
-To re-record against real servers instead, see docs/providers.md (LOOPCTL_RECORD).
+To re-record against real servers instead, see docs/providers.md (--loopctl-record-mode).
 """
 
 from __future__ import annotations

@@ -300,7 +300,11 @@ async def test_a_changed_request_does_not_replay_a_stale_answer() -> None:
     client = make_client("openai")
     request = ModelRequest(messages=(Message.user("What is the capital of Spain?"),), turn=1)
     with (
+        pytest.raises(CannotOverwriteExistingCassetteException) as caught,
         cassette("openai", "plain_answer"),
-        pytest.raises(CannotOverwriteExistingCassetteException),
     ):
         await reply_of(client, request)
+    report = str(caught.value)
+    assert "POST https://api.openai.com/v1/chat/completions" in report
+    assert '-      "content": "What is the capital of France?",' in report
+    assert '+      "content": "What is the capital of Spain?",' in report

@@ -1,0 +1,235 @@
+"""Cassettes for loopctl's model clients: vcrpy with loopctl's rules, record modes, loud misses.
+
+``use_cassette(path)`` is the one entry (the pytest plugin's ``loopctl_cassette`` marker and
+fixture use it too): within it every httpx request is answered from the cassette at ``path``, or
+recorded into it, as the record mode says. It adds three things to vcrpy:
+
+- loopctl's rules (``cassette_rules``): model calls matched on method, path and the JSON body,
+  secrets scrubbed from everything written;
+- streams replayed chunk by chunk: vcrpy hands a recorded body back in one piece, so a stream's
+  parser would never see an event arrive alone; here a replayed (or just recorded) body reaches
+  the client one server-sent event or one JSON line at a time, as a server sends it;
+- misses that cannot be swallowed: a request the cassette cannot answer raises ``CassetteMiss``
+  in the transport (the model client or driver may turn that into a failed run) and is kept on
+  the session; leaving the ``with`` block raises it again unless it already propagated, and the
+  pytest plugin fails the test with it.
+
+Record modes (``RECORD_MODES``), from ``--loopctl-record-mode`` (``none`` by default, so CI never
+records): ``none`` replays only; ``once`` records a cassette that does not exist yet and replays
+one that does; ``new_episodes`` replays what matches and records what does not; ``all`` records
+every request again (vcrpy replaces the interactions it re-records and keeps the others);
+``rewrite`` deletes the cassette first and records it afresh (as pytest-recording does).
+
+vcrpy is the optional extra ``loopctl[cassettes]``; this module imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+import vcr
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+from loopctl_sim.plugin.cassette_rules import register_matchers, vcr_config
+from loopctl_sim.plugin.misses import CassetteMiss, describe_miss
+from loopctl_sim.plugin.modes import (
+    RECORD_MODES,
+    check_record_mode,
+    current_record_mode,
+    pop_record_mode,
+    push_record_mode,
+)
+from loopctl_sim.trace.scrub import Scrubber, default_scrubber
+
+__all__ = [
+    "RECORD_MODES",
+    "CassetteSession",
+    "check_record_mode",
+    "current_record_mode",
+    "pop_record_mode",
+    "push_record_mode",
+    "split_events",
+    "use_cassette",
+]
+
+# --- chunk by chunk --------------------------------------------------------------------------
+
+_SSE_END = re.compile(rb"(?<=\n\n)|(?<=\n\r\n)")
+_LINE_END = re.compile(rb"(?<=\n)")
+
+
+def split_events(body: bytes, content_type: str) -> list[bytes]:
+    """The pieces a server sends ``body`` in: one server-sent event (up to its blank line) or one
+    JSON line each; any other body whole."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == "text/event-stream":
+        pieces = _SSE_END.split(body)
+    elif "ndjson" in kind or "jsonl" in kind:
+        pieces = _LINE_END.split(body)
+    else:
+        pieces = [body]
+    return [p for p in pieces if p]
+
+
+class _Pieces(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body handed out piece by piece, to sync and async clients alike."""
+
+    def __init__(self, pieces: Iterable[bytes]) -> None:
+        self.pieces = tuple(pieces)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+
+
+def _in_pieces(response: httpx.Response) -> httpx.Response:
+    stream = response.stream
+    if not isinstance(stream, httpx.ByteStream) or response.is_stream_consumed:
+        return response
+    body = b"".join(stream)
+    response.stream = _Pieces(split_events(body, response.headers.get("content-type", "")))
+    return response
+
+
+# --- the session -----------------------------------------------------------------------------
+
+#: The httpx transport methods vcrpy patches, wrapped again inside its patch.
+_TARGETS: Final = (
+    (httpx.HTTPTransport, "handle_request"),
+    (httpx.AsyncHTTPTransport, "handle_async_request"),
+    (httpx.MockTransport, "handle_request"),
+    (httpx.MockTransport, "handle_async_request"),
+)
+
+
+class CassetteSession:
+    """One cassette in use: ``with CassetteSession(path) as cassette:`` (vcrpy's ``Cassette``,
+    e.g. ``cassette.all_played``). ``misses`` holds every request it could not answer."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        record_mode: str | None = None,
+        allow_playback_repeats: bool = False,
+        scrubber: Scrubber | None = None,
+        raise_on_miss: bool = True,
+        hint: str = "",
+    ) -> None:
+        self.path = Path(path)
+        self.requested_mode = record_mode
+        self.allow_playback_repeats = allow_playback_repeats
+        self.scrubber = scrubber or default_scrubber()
+        self.raise_on_miss = raise_on_miss
+        self.hint = hint
+        self.mode = "none"
+        self.misses: list[CassetteMiss] = []
+        self.cassette: Any = None
+        self._context: Any = None
+        self._saved: list[tuple[type, str, Any]] = []
+
+    # misses
+    def report(self) -> str:
+        """Every miss's report (each request once), with the hint on recording."""
+        seen: list[str] = []
+        for miss in self.misses:
+            if miss.report not in seen:
+                seen.append(miss.report)
+        text = "\n\n".join(seen)
+        return f"{text}\n{self.hint}" if self.hint and text else text
+
+    def _miss(self, error: CannotOverwriteExistingCassetteException) -> Exception:
+        """The error to raise for vcrpy's: a ``CassetteMiss`` kept on the session."""
+        if isinstance(error, CassetteMiss) or error.failed_request is None:
+            return error  # type: ignore[no-any-return]  # already ours, or cassette metadata
+        report = describe_miss(error.failed_request, self.cassette, self.mode, self.scrubber)
+        miss = CassetteMiss(report, self.cassette, error.failed_request)
+        self.misses.append(miss)
+        return miss
+
+    # patching, inside vcrpy's own
+    def _wrap(self, inner: Any, is_async: bool) -> Any:
+        miss = self._miss
+
+        def handle(transport: Any, request: httpx.Request) -> httpx.Response:
+            try:
+                response = inner(transport, request)
+            except CannotOverwriteExistingCassetteException as error:
+                raise miss(error) from None
+            return _in_pieces(response)
+
+        async def handle_async(transport: Any, request: httpx.Request) -> httpx.Response:
+            try:
+                response = await inner(transport, request)
+            except CannotOverwriteExistingCassetteException as error:
+                raise miss(error) from None
+            return _in_pieces(response)
+
+        return handle_async if is_async else handle
+
+    def _install(self) -> None:
+        for owner, name in _TARGETS:
+            inner = getattr(owner, name)
+            self._saved.append((owner, name, inner))
+            setattr(owner, name, self._wrap(inner, name.endswith("_async_request")))
+
+    def _uninstall(self) -> None:
+        while self._saved:
+            owner, name, inner = self._saved.pop()
+            setattr(owner, name, inner)
+
+    def __enter__(self) -> Any:
+        self.mode = check_record_mode(self.requested_mode or current_record_mode())
+        mode = self.mode
+        if mode == "rewrite":
+            self.path.unlink(missing_ok=True)
+            mode = "new_episodes"
+        recorder = register_matchers(vcr.VCR(record_mode=mode, **vcr_config(self.scrubber)))
+        self._context = recorder.use_cassette(
+            str(self.path), allow_playback_repeats=self.allow_playback_repeats
+        )
+        self.cassette = self._context.__enter__()
+        self._install()
+        return self.cassette
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._uninstall()
+        self._context.__exit__(kind, error, traceback)
+        self._context = None
+        if self.raise_on_miss and self.misses and not isinstance(error, CassetteMiss):
+            # the miss was swallowed (or hidden behind what it caused): it is the failure
+            raise CassetteMiss(self.report(), self.cassette, self.misses[0].failed_request)
+
+
+def use_cassette(
+    path: str | os.PathLike[str],
+    *,
+    record_mode: str | None = None,
+    allow_playback_repeats: bool = False,
+    scrubber: Scrubber | None = None,
+) -> CassetteSession:
+    """``with use_cassette("cassettes/answer.yaml") as cassette:``: httpx requests within are
+    replayed from (or recorded into) the cassette with loopctl's rules. ``record_mode`` defaults
+    to the pytest session's ``--loopctl-record-mode`` (``none`` outside pytest); a request the
+    cassette cannot answer raises ``CassetteMiss``, again at the end of the block if it was
+    swallowed."""
+    return CassetteSession(
+        path,
+        record_mode=record_mode,
+        allow_playback_repeats=allow_playback_repeats,
+        scrubber=scrubber,
+    )

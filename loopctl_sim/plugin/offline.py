@@ -1,0 +1,267 @@
+"""The plugin's offline half: cassettes for a test's model calls and the network guard.
+
+``pytest_plugin`` imports the fixtures from here (pytest finds them among its names) and calls
+the hook helpers; this module owns the rules:
+
+- A test that uses loopctl's fixtures or markers (``GUARDED_FIXTURES``, ``GUARDED_MARKERS``), or
+  any test under ``--loopctl-block-network``, runs with the network closed, local servers
+  included (a local Ollama is a model provider too): a call fails with the host it tried and
+  how to record a cassette. ``@pytest.mark.loopctl_allow_network`` lifts the guard,
+  ``loopctl_allow_network("127.0.0.1", ...)`` opens only those hosts. A test with a cassette
+  runs with the network open while the record mode records (as pytest-recording does).
+- ``@pytest.mark.loopctl_cassette`` (or ``@pytest.mark.vcr`` when pytest-recording is not
+  installed), or asking for the ``loopctl_cassette`` fixture, puts the test's httpx requests on
+  a cassette: ``loopctl_cassette_dir/<test name>.yaml`` unless the marker names a path
+  (relative to ``loopctl_cassette_dir``). While replaying (``none``) the provider key variables
+  that are unset get a placeholder, so an agent that builds its client from the environment
+  runs in CI without secrets (credential headers are never recorded nor matched).
+- A blocked call or a cassette miss fails the test after its body, whatever the body asserted:
+  clients and the driver may turn either into an ordinary failed run, so the plugin keeps them
+  on the test and reports them itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from loopctl.testing import NetworkBlockedError, block_network
+from loopctl_sim.plugin.modes import RECORD_MODES, pop_record_mode, push_record_mode
+
+__all__ = [
+    "GUARDED_FIXTURES",
+    "GUARDED_MARKERS",
+    "REPLAY_KEY",
+    "add_options",
+    "cassette_name",
+    "configure",
+    "fail_on_problems",
+    "loopctl_cassette",
+    "loopctl_cassette_dir",
+    "loopctl_offline",
+    "loopctl_record_mode",
+    "unconfigure",
+]
+
+GUARDED_FIXTURES: Final = frozenset(
+    {
+        "loopctl_scripted",
+        "loopctl_replay",
+        "loopctl_recorder",
+        "loopctl_trace_results",
+        "loopctl_cassette",
+    }
+)
+GUARDED_MARKERS: Final = ("loopctl_trace", "loopctl_cassette")
+#: The environment variables given a placeholder while replaying, when unset.
+KEY_VARIABLES: Final = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+REPLAY_KEY: Final = "loopctl-replay-without-a-key"
+
+_PROBLEMS = pytest.StashKey[list[str]]()
+_SESSION = pytest.StashKey[Any]()
+_VCR_IS_OURS = pytest.StashKey[bool]()
+
+
+def add_options(group: Any) -> None:
+    group.addoption(
+        "--loopctl-record-mode",
+        choices=RECORD_MODES,
+        default="none",
+        help="How loopctl cassettes record: none (replay only, the default; CI), once (record a "
+        "cassette that does not exist), new_episodes (record what a cassette lacks), all "
+        "(record every request again), rewrite (delete and record afresh).",
+    )
+    group.addoption(
+        "--loopctl-block-network",
+        action="store_true",
+        default=False,
+        help="Close the network for every test, not only those using loopctl's fixtures and "
+        "markers.",
+    )
+
+
+def configure(config: pytest.Config) -> None:
+    push_record_mode(str(config.getoption("--loopctl-record-mode", default="none")))
+    ours = not config.pluginmanager.hasplugin("recording")  # pytest-recording owns `vcr`
+    config.stash[_VCR_IS_OURS] = ours
+    lines = [
+        "loopctl_cassette(path=None, *, allow_playback_repeats=False): answer this test's "
+        "httpx requests from a cassette (recorded as --loopctl-record-mode says) with "
+        "loopctl's rules; a miss fails the test",
+        "loopctl_allow_network(*hosts): let this loopctl test reach the network (only the "
+        "named hosts when given)",
+    ]
+    if ours:
+        lines.append("vcr(path=None): loopctl_cassette (pytest-recording is not installed)")
+    for line in lines:
+        config.addinivalue_line("markers", line)
+
+
+def unconfigure(config: pytest.Config) -> None:
+    pop_record_mode()
+
+
+def _cassette_markers(item: pytest.Item) -> list[pytest.Mark]:
+    marks = list(item.iter_markers("loopctl_cassette"))
+    if item.config.stash.get(_VCR_IS_OURS, False):
+        marks += list(item.iter_markers("vcr"))
+    return marks
+
+
+def _wants_cassette(request: pytest.FixtureRequest) -> bool:
+    return bool(_cassette_markers(request.node)) or "loopctl_cassette" in request.fixturenames
+
+
+def _guarded(request: pytest.FixtureRequest) -> bool:
+    if request.config.getoption("--loopctl-block-network", default=False):
+        return True
+    if GUARDED_FIXTURES & set(request.fixturenames):
+        return True
+    node = request.node
+    return any(node.get_closest_marker(m) is not None for m in GUARDED_MARKERS) or bool(
+        _cassette_markers(node)
+    )
+
+
+def _record_hint(nodeid: str) -> str:
+    return (
+        f'To record it: run `pytest --loopctl-record-mode=new_episodes "{nodeid}"` once with '
+        "real credentials (`once` for a new cassette, `rewrite` to record it afresh), then "
+        "commit the cassette."
+    )
+
+
+def _blocked_hint(nodeid: str, has_cassette: bool) -> str:
+    record = (
+        _record_hint(nodeid)
+        if has_cassette
+        else "To answer it from a cassette: mark the test @pytest.mark.loopctl_cassette and run "
+        f'`pytest --loopctl-record-mode=once "{nodeid}"` once with real credentials, then '
+        "commit the cassette."
+    )
+    return (
+        f"loopctl closes the network for {nodeid} (it uses loopctl's fixtures or markers). "
+        f"{record} A test that must reach this host: "
+        '@pytest.mark.loopctl_allow_network("<host>").'
+    )
+
+
+def _problems(item: pytest.Item) -> list[str]:
+    found = item.stash.get(_PROBLEMS, None)
+    if found is None:
+        found = item.stash[_PROBLEMS] = []
+    return found
+
+
+@pytest.fixture(autouse=True)
+def loopctl_offline(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Closes the network for loopctl tests and puts marked tests on their cassette."""
+    wants_cassette = _wants_cassette(request)
+    recording = wants_cassette and request.config.getoption("--loopctl-record-mode") != "none"
+    allow = request.node.get_closest_marker("loopctl_allow_network")
+    if recording or (allow is not None and not allow.args) or not _guarded(request):
+        if wants_cassette:
+            request.getfixturevalue("loopctl_cassette")
+        yield
+        return
+    problems = _problems(request.node)
+
+    def note(error: NetworkBlockedError) -> None:
+        problems.append(str(error))
+
+    hosts = [str(h) for h in allow.args] if allow is not None else []
+    hint = _blocked_hint(request.node.nodeid, wants_cassette)
+    with block_network(allow_hosts=hosts, allow_loopback=False, hint=hint, on_block=note):
+        if wants_cassette:
+            request.getfixturevalue("loopctl_cassette")
+        yield
+
+
+@pytest.fixture(scope="session")
+def loopctl_record_mode(pytestconfig: pytest.Config) -> str:
+    """The session's ``--loopctl-record-mode``."""
+    return str(pytestconfig.getoption("--loopctl-record-mode"))
+
+
+@pytest.fixture(scope="module")
+def loopctl_cassette_dir(request: pytest.FixtureRequest) -> Path:
+    """Where a test module's cassettes live: ``cassettes/<module>/`` beside it (override the
+    fixture to keep them elsewhere)."""
+    module = Path(str(request.path))
+    return module.parent / "cassettes" / module.stem
+
+
+def cassette_name(request: pytest.FixtureRequest) -> str:
+    """The default cassette of a test: its name (and its class's), safe as a file name."""
+    name = request.node.name
+    if request.cls is not None:
+        name = f"{request.cls.__name__}.{name}"
+    for ch in "<>?%*:|\"'/\\":
+        name = name.replace(ch, "-")
+    return f"{name}.yaml"
+
+
+def _cassette_path(request: pytest.FixtureRequest, directory: Path) -> tuple[Path, bool]:
+    marks = _cassette_markers(request.node)
+    mark = marks[0] if marks else None
+    if mark is not None:
+        unknown = set(mark.kwargs) - {"allow_playback_repeats"}
+        if unknown or len(mark.args) > 1:
+            raise pytest.UsageError(
+                f"{request.node.nodeid}: {mark.name} takes one optional path and "
+                f"allow_playback_repeats=, not {mark.args!r} {sorted(unknown)}"
+            )
+    name = os.fspath(mark.args[0]) if mark is not None and mark.args else cassette_name(request)
+    path = Path(name) if Path(name).is_absolute() else directory / name
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        path = path.with_name(path.name + ".yaml")
+    repeats = bool(mark.kwargs.get("allow_playback_repeats", False)) if mark else False
+    return path, repeats
+
+
+@pytest.fixture
+def loopctl_cassette(
+    request: pytest.FixtureRequest, loopctl_cassette_dir: Path, loopctl_record_mode: str
+) -> Iterator[Any]:
+    """The test's cassette (vcrpy's ``Cassette``: ``all_played``, ``play_count``, ``requests``)
+    while its httpx requests are answered from it; a miss fails the test."""
+    try:
+        from loopctl_sim.plugin.cassettes import CassetteSession
+    except ImportError as exc:  # vcrpy is the optional extra
+        raise pytest.UsageError(
+            f"loopctl cassettes need vcrpy: pip install 'loopctl[cassettes]' ({exc})"
+        ) from exc
+    path, repeats = _cassette_path(request, Path(loopctl_cassette_dir))
+    session = CassetteSession(
+        path,
+        record_mode=loopctl_record_mode,
+        allow_playback_repeats=repeats,
+        raise_on_miss=False,
+        hint=_record_hint(request.node.nodeid),
+    )
+    request.node.stash[_SESSION] = session
+    with pytest.MonkeyPatch.context() as patch:
+        if loopctl_record_mode == "none":
+            for variable in KEY_VARIABLES:
+                if not os.environ.get(variable):
+                    patch.setenv(variable, REPLAY_KEY)
+        with session as cassette:
+            yield cassette
+
+
+def fail_on_problems(item: pytest.Item) -> None:
+    """``pytest.fail`` with every blocked call and cassette miss of the test, if any."""
+    noted: list[str] = item.stash.get(_PROBLEMS, [])
+    problems = list(dict.fromkeys(noted))
+    session = item.stash.get(_SESSION, None)
+    if session is not None and session.misses:
+        problems.append(session.report())
+    if problems:
+        item.stash[_PROBLEMS] = []
+        if session is not None:
+            session.misses.clear()
+        pytest.fail("\n\n".join(problems), pytrace=False)
