@@ -20,14 +20,17 @@ import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, MachineStep, ProtocolError
+from loopctl_sim.replay.explain import brain_changes
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
+    BrainSummary,
     EndRecord,
     FeedLine,
     HeaderRecord,
     StepLine,
     TraceFormatError,
     TraceReader,
+    brain_fields,
     end_outcome,
     step_matches,
 )
@@ -82,19 +85,36 @@ class _Diverged(Exception):
     six. (An exception rather than a call, so that the loop's variables stay plain locals.)"""
 
 
-def _digest_check(machine: LoopMachine, seq: int, line: int, name: str, recorded: str) -> None:
-    """Raise ``_Diverged`` if the machine's digest is not the one recorded after feed ``name``."""
+def _digest_check(
+    machine: LoopMachine,
+    seq: int,
+    line: int,
+    name: str,
+    recorded: str,
+    brain: BrainSummary | msgspec.Struct | None = None,
+) -> None:
+    """Raise ``_Diverged`` if the machine's digest is not the one recorded after feed ``name``;
+    the report names the brain's fields that differ (from the feed's brain summary, v2)."""
     digest = machine.digest()
     if digest != recorded:
+        expected_brain = brain_fields(brain)
+        actual_brain = BrainSummary.of(machine).model_dump(mode="json")
+        changes = brain_changes(expected_brain, actual_brain)
+        how = (
+            ": " + ", ".join(changes)
+            if changes
+            else " inside its messages or loop window"
+            if expected_brain is not None
+            else f" (state now {machine.state.kind}, turns {machine.turns_taken}, "
+            f"context {machine.context_tokens})"
+        )
         raise _Diverged(
             seq,
             line,
             "digest",
-            f"the machine after {name}() is not the recorded one "
-            f"(state now {machine.state.kind}, turns {machine.turns_taken}, "
-            f"context {machine.context_tokens})",
-            {"digest": recorded},
-            {"digest": digest},
+            f"the machine after {name}() is not the recorded one{how}",
+            {"digest": recorded, "brain": expected_brain},
+            {"digest": digest, "brain": actual_brain},
         )
 
 
@@ -159,8 +179,9 @@ def _replay_spared(
     # False from a run's first scrubbed record on: the brain replayed holds placeholders where
     # the recorded one held secrets, so its digests can no longer be the recorded ones.
     exact = True
-    # The last feed whose digest was not compared yet (fast pass): seq, line, name, digest.
-    unchecked: tuple[int, int, str, str] | None = None
+    # The last feed whose digest was not compared yet (fast pass): seq, line, name, digest,
+    # brain summary.
+    unchecked: tuple[int, int, str, str, Any] | None = None
     since_check = 0
     line = 0  # the records read so far: seq is always line - 1
     steps = n_feeds = headers = ends = 0
@@ -200,9 +221,16 @@ def _replay_spared(
                         since_check = 0
                         unchecked = None
                         if machine.digest() != record.digest:  # type: ignore[union-attr]
-                            _digest_check(machine, line - 1, line, record.name, record.digest)  # type: ignore[arg-type]
+                            _digest_check(
+                                machine,  # type: ignore[arg-type]
+                                line - 1,
+                                line,
+                                record.name,
+                                record.digest,
+                                record.brain,
+                            )
                     else:
-                        unchecked = (line - 1, line, record.name, record.digest)
+                        unchecked = (line - 1, line, record.name, record.digest, record.brain)
                 elif type(record) is StepLine:
                     steps += 1
                     try:

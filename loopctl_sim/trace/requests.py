@@ -104,33 +104,34 @@ class RequestLog:
 
     def __init__(self) -> None:
         self._context_json: str | None = None
-        # The last request's context inputs, by identity: a loop hands the same tool specs,
-        # options and system prompt objects on every call, so the context JSON is built again
-        # only when one of them changed.
-        self._inputs: tuple[object, ...] | None = None
+        # The last request's context inputs: a loop hands the same tool spec objects and equal
+        # options on every call, so the context JSON is built again only when one changed.
+        self._inputs: tuple[Any, ...] | None = None
         self._built: tuple[dict[str, Any], str] | None = None
 
     def _context(
         self, request: ModelRequest, model: str | None, provider: str | None
     ) -> tuple[dict[str, Any], str]:
+        tools = request.tools
         inputs = (
-            request.tools,
             request.system,
             request.options,
             getattr(request, "server_tools", ()),
             model,
             provider,
         )
-        built = self._built
+        built, last = self._built, self._inputs
         if (
             built is not None
-            and self._inputs is not None
-            and all(a is b for a, b in zip(self._inputs, inputs, strict=True))
+            and last is not None
+            and len(last[0]) == len(tools)
+            and all(a is b for a, b in zip(last[0], tools, strict=True))
+            and last[1:] == inputs
         ):
             return built
         context = request_context(request, model, provider)
         built = self._built = (context, _canonical(context))
-        self._inputs = inputs
+        self._inputs = (tuple(tools), *inputs)
         return built
 
     def see(

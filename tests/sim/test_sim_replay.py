@@ -88,8 +88,25 @@ def test_a_changed_feed_is_a_digest_divergence(trace: Path, tmp_path: Path) -> N
     write_lines(edited, records)
     d = replay_trace(edited).divergence
     assert d is not None and (d.seq, d.what) == (seq, "digest")
-    assert d.expected == {"digest": records[seq]["digest"]}
+    assert d.expected == {"digest": records[seq]["digest"], "brain": records[seq]["brain"]}
     assert d.recent_feeds[-1].args["message"]["parts"][0]["content"] == "6"
+    # the same small fields, other content: the report says where the difference must be
+    assert d.actual["brain"] == records[seq]["brain"]
+    assert "inside its messages or loop window" in d.message
+
+
+def test_a_digest_divergence_names_the_brain_fields_that_differ(
+    trace: Path, tmp_path: Path
+) -> None:
+    seq = _seq_of(trace, lambda r: r.get("name") == "set_context_tokens")
+    records = lines(trace)
+    records[seq]["args"]["n"] += 7  # a count the recorded brain never had
+    edited = tmp_path / "e.jsonl"
+    write_lines(edited, records)
+    d = replay_trace(edited).divergence
+    assert d is not None and (d.seq, d.what) == (seq, "digest")
+    n = records[seq]["brain"]["context_tokens"]
+    assert f"context_tokens {n} -> {n + 7}" in d.message
 
 
 def test_a_feed_the_brain_refuses_is_a_divergence(trace: Path, tmp_path: Path) -> None:
