@@ -186,9 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     for shape in ("runs", "long"):
         pair = [r for r in longs if r["shape"] == shape]
         if len(pair) == 2:
-            print(
-                f"{shape}: peak RSS ratio x10 records: {pair[1]['peak_rss_kib'] / pair[0]['peak_rss_kib']:.3f}"
-            )
+            ratio = pair[1]["peak_rss_kib"] / pair[0]["peak_rss_kib"]
+            print(f"{shape}: peak RSS ratio for 10x the records: {ratio:.3f}")
     print(f"goal {GOAL:,} records/s at 10k records: {'met' if result['goal_met'] else 'NOT met'}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
