@@ -178,7 +178,7 @@ def update_trace(
         )
         return result
     fresh = target.with_name(target.name + ".updating")
-    recorder = TraceRecorder(fresh, metadata=recorded.metadata)
+    recorder = TraceRecorder(fresh, metadata=dict(recorded.metadata))
     client = _UpdateClient(recorded, recorder, force)
     try:
         asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
@@ -220,6 +220,10 @@ async def _rerun(
 ) -> None:
     loop = build_agent(factory, client=client, observers=[recorder])
     live = tools_live(tools, loop.registry.names())
+    # which tools ran live and which answered from the old trace, for whoever reads the new one
+    recorder.metadata["tool_modes"] = {
+        name: "live" if live(name) else "recorded" for name in loop.registry.names()
+    }
 
     async def answer(call: ToolCall, next_tool: NextTool) -> ToolResult:
         if live(call.name):

@@ -86,6 +86,11 @@ class _Record(BaseModel):
 
 
 class HeaderRecord(_Record):
+    """A run's start. ``metadata`` is free, with one convention: ``tool_modes`` maps a tool's
+    name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
+    ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
+    simulated when ``simulated`` is true."""
+
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
     version: Literal[1, 2] = TRACE_VERSION

@@ -142,6 +142,11 @@ def test_update_re_records_what_needs_no_model(project: Path) -> None:
     after = read_trace(trace(project))
     assert len(after) == len(before)
     assert replay_agent(trace(project), AGENT).ok
+    modes = after[0].metadata["tool_modes"]  # type: ignore[union-attr]
+    assert modes == {"lookup_order": "live", "shipping_quote": "live", "refund": "live"}
+    assert update_trace(trace(project), AGENT, tools="live:refund").ok
+    modes = read_trace(trace(project))[0].metadata["tool_modes"]  # type: ignore[union-attr]
+    assert modes["refund"] == "live" and modes["lookup_order"] == "recorded"
 
 
 def test_update_stops_where_a_real_model_is_needed_and_keeps_the_trace(project: Path) -> None:
