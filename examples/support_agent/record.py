@@ -1,4 +1,4 @@
-"""Record the sample agent's shipped traces, as a user records a run to keep it as a regression test.
+"""Record the sample agent's shipped traces, as a user records a run to keep as a regression test.
 
 No model is reachable where these are made, so the model's side is scripted (a ``ScriptedClient``
 playing what a model would answer); everything else is the real agent: its tools run, its hook

@@ -1,0 +1,1 @@
+"""The sample support agent (``agent.build``), its shipped traces, the script recording them."""
