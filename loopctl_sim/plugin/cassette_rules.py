@@ -190,7 +190,11 @@ def scrub_response(response: dict[str, Any], scrubber: Scrubber | None = None) -
                 headers[name] = scrub.text(values)
     body = response.get("body")
     if isinstance(body, dict) and "string" in body:
-        body["string"] = scrub_body(body["string"], scrub)
+        clean = scrub_body(body["string"], scrub)
+        if clean is not body["string"]:
+            body["string"] = clean
+            for name in [n for n in headers if n.lower() == "content-length"]:
+                del headers[name]  # the length of the body before it was scrubbed
     return response
 
 

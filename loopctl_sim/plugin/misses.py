@@ -94,11 +94,14 @@ def describe_miss(
     scrub = scrubber or default_scrubber()
     clean = scrub_request(sent, scrub)
     path = Path(str(cassette.path))
+    shown = path
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        shown = path.relative_to(Path.cwd())
     recorded = list(cassette.requests)
     played = len(cassette.play_counts)
     lines = [
         f"loopctl cassette miss: {clean.method} {clean.uri}",
-        f"  cassette: {path} ({len(recorded)} interaction(s), {played} played; "
+        f"  cassette: {shown} ({len(recorded)} interaction(s), {played} played; "
         f"record mode {record_mode!r})",
         f"  reason: {_reason(clean, cassette, path.exists())}",
     ]

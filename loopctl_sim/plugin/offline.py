@@ -253,15 +253,30 @@ def loopctl_cassette(
             yield cassette
 
 
-def fail_on_problems(item: pytest.Item) -> None:
-    """``pytest.fail`` with every blocked call and cassette miss of the test, if any."""
+def _consequence(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [""])[0]
+    if len(first) > 200:
+        first = first[:200] + "..."
+    return f"(the test body then failed with {type(error).__name__}: {first})"
+
+
+def fail_on_problems(item: pytest.Item, error: BaseException | None = None) -> None:
+    """``pytest.fail`` with every blocked call and cassette miss of the test, if any: they are
+    the cause, so they replace ``error``, the failure of the body they led to (named on a line
+    of its own)."""
     noted: list[str] = item.stash.get(_PROBLEMS, [])
     problems = list(dict.fromkeys(noted))
     session = item.stash.get(_SESSION, None)
     if session is not None and session.misses:
         problems.append(session.report())
-    if problems:
-        item.stash[_PROBLEMS] = []
-        if session is not None:
-            session.misses.clear()
+    if not problems:
+        return
+    item.stash[_PROBLEMS] = []
+    if session is not None:
+        session.misses.clear()
+    if error is not None and not isinstance(error, pytest.skip.Exception):
+        problems.append(_consequence(error))
+    try:
         pytest.fail("\n\n".join(problems), pytrace=False)
+    except pytest.fail.Exception as failure:
+        raise failure from None

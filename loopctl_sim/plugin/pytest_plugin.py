@@ -209,9 +209,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if item.get_closest_marker("loopctl_trace") is not None:
         _replay_marked(item)
     try:
-        return (yield)
-    finally:
-        offline.fail_on_problems(item)
+        result = yield
+    except BaseException as error:
+        offline.fail_on_problems(item, error)
+        raise
+    offline.fail_on_problems(item)
+    return result
 
 
 # --- fixtures ----------------------------------------------------------------------------------
