@@ -5,19 +5,20 @@ Everything above this package (simulation, replay, properties, fuzzing, views, t
 reads and writes traces only through it. It may import ``loopctl`` (the brain's types, the
 driver's observer types) and nothing else of ``loopctl_sim``.
 
-==============  ==================================================================================
-module          owns
-==============  ==================================================================================
-``records``     the record models (one per ``type``), the format name and version, the replay
-                forms of steps and feeds, ``TraceFormatError``
-``feeds``       the feed codec: a feed's arguments as data, and back onto a machine
-``scrub``       secret scrubbing of anything written
-``writer``      ``TraceWriter``: append-only, flushed record by record
-``fast``        the reader's fast path for machine replay (``msgspec``)
-``reader``      ``TraceReader``: streaming, every line checked in its place
-``requests``    the model request as recorded: its context once per change, a digest each time
-``recorder``    ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
-==============  ==================================================================================
+================  ================================================================================
+module            owns
+================  ================================================================================
+``records``       the record models (one per ``type``), the format name and version, the replay
+                  forms of steps and feeds, ``TraceFormatError``
+``feeds``         the feed codec: a feed's arguments as data, and back onto a machine
+``scrub``         secret scrubbing of anything written
+``writer``        ``TraceWriter``: append-only, flushed record by record
+``fast``          the reader's fast path for machine replay (``msgspec``)
+``fast_structs``  the record shapes it reads, mirrored as msgspec structs
+``reader``        ``TraceReader``: streaming, every line checked in its place
+``requests``      the model request as recorded: its context once per change, a digest each time
+``recorder``      ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
+================  ================================================================================
 
 Modules above import from this package (``from loopctl_sim.trace import TraceReader``); modules in
 it import from each other's modules, never from the package, so the package imports in one order.

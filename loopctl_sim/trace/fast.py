@@ -48,36 +48,19 @@ import msgspec
 from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
-from loopctl.core import (
-    CallLLM,
-    CallTools,
-    MachinePolicy,
-    Message,
-    Role,
-    TextPart,
-    ToolCall,
-    ToolResult,
+from loopctl.core import CallLLM, CallTools, MachinePolicy, ToolCall
+from loopctl_sim.trace.fast_structs import (
+    ARG_READERS,
+    LINE,
+    SHAPES,
+    STRUCTS,
+    CallLLMStruct,
+    CallToolsStruct,
+    FeedStruct,
+    IoStruct,
 )
-from loopctl.core.built import built
-from loopctl_sim.trace.feeds import (
-    AcceptInputArgs,
-    CompactionNoopArgs,
-    CompactionResultArgs,
-    InjectArgs,
-    ModelResponseArgs,
-    NoArgs,
-    SetContextTokensArgs,
-    ToolResultsArgs,
-)
-from loopctl_sim.trace.records import (
-    FEED_RECORDS,
-    RECORD,
-    BrainSummary,
-    FeedLine,
-    IoRecord,
-    StepLine,
-    StepRecord,
-)
+from loopctl_sim.trace.feeds import AcceptInputArgs
+from loopctl_sim.trace.records import RECORD, FeedLine, StepLine
 
 __all__ = [
     "BatchDecoder",
@@ -93,261 +76,6 @@ BatchDecoder = Callable[[list[bytes], int, int, list[Any]], int]
 
 _new_tuple = tuple.__new__
 
-
-#: Every class whose shape the fast path relies on, with its fields in order: the messages and
-#: parts it builds; the steps ``step_matches`` compares; the feed arguments (their fields, in
-#: order, are the machine method's arguments); the records whose lines it checks.
-_SHAPES: Final[dict[type[BaseModel], tuple[str, ...]]] = {
-    TextPart: ("kind", "text"),
-    ToolCall: ("kind", "id", "name", "arguments"),
-    ToolResult: ("kind", "call_id", "name", "content", "is_error"),
-    Message: ("role", "parts"),
-    CallLLM: ("kind", "turn"),
-    CallTools: ("kind", "turn", "calls"),
-    AcceptInputArgs: ("input",),
-    ModelResponseArgs: ("response", "context_tokens"),
-    ToolResultsArgs: ("message",),
-    CompactionResultArgs: ("compacted", "before", "after"),
-    CompactionNoopArgs: ("before", "after"),
-    SetContextTokensArgs: ("n",),
-    InjectArgs: ("message",),
-    NoArgs: (),
-    BrainSummary: (
-        "state", "turn", "turns", "context_tokens", "history", "pending", "window", "last_call",
-        "warned",
-    ),
-    IoRecord: ("seq", "type", "kind", "turn", "data", "duration_s", "scrubbed"),
-    StepRecord: ("seq", "type", "policy", "step", "scrubbed"),
-    **{
-        cls: ("seq", "type", "digest", "scrubbed", "brain", "name", "args")
-        for cls in FEED_RECORDS.values()
-    },
-}
-
-
-#: One fields set per class, shared by its instances: pydantic copies it before any change
-#: (``model_copy``), and frozen models never change it in place.
-_FIELDS_SET: Final = {cls: set(fields) for cls, fields in _SHAPES.items()}
-
-
-# --- messages and feed arguments ---------------------------------------------------------------
-# As msgspec decodes them (every field given, no other key; a part's "kind" tag picks its
-# struct), then built into what pydantic builds. ``gc=False``: decoded JSON holds no cycles, and
-# untracked structs do not bring on collections.
-
-_STRUCT: Final[dict[str, Any]] = {"forbid_unknown_fields": True, "gc": False}
-
-
-class _TextPart(msgspec.Struct, tag_field="kind", tag="text", **_STRUCT):
-    text: str
-
-
-class _ToolCall(msgspec.Struct, tag_field="kind", tag="tool_call", **_STRUCT):
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-class _ToolResult(msgspec.Struct, tag_field="kind", tag="tool_result", **_STRUCT):
-    call_id: str
-    name: str
-    content: str
-    is_error: bool
-
-
-class _Message(msgspec.Struct, **_STRUCT):
-    role: Role
-    parts: list[_TextPart | _ToolCall | _ToolResult]
-
-
-def _message(m: _Message) -> Message:
-    """The ``Message`` pydantic builds from the JSON that ``m`` was decoded from.
-
-    One function for the message and its parts: a feed of every turn carries a message, and
-    Python calls are much of the cost here."""
-    made = []
-    parts: list[Any] = m.parts
-    for p in parts:
-        kind = type(p)
-        if kind is _TextPart:
-            cls: type[BaseModel] = TextPart
-            values: dict[str, Any] = {"kind": "text", "text": p.text}
-        elif kind is _ToolCall:
-            cls = ToolCall
-            values = {"kind": "tool_call", "id": p.id, "name": p.name, "arguments": p.arguments}
-        else:
-            cls = ToolResult
-            values = {
-                "kind": "tool_result",
-                "call_id": p.call_id,
-                "name": p.name,
-                "content": p.content,
-                "is_error": p.is_error,
-            }
-        made.append(built(cls, values, _FIELDS_SET[cls]))
-    return built(Message, {"role": m.role, "parts": tuple(made)}, _FIELDS_SET[Message])
-
-
-# Per feed: its arguments, and their values in field order (which is also the order the machine
-# method of the same name takes them). ``fail`` (a LoopError) is not here; nor is a plain string
-# ``input`` for ``accept_input`` (a validator makes it a user message): pydantic reads those.
-
-
-class _AcceptInputArgs(msgspec.Struct, **_STRUCT):
-    input: _Message
-
-
-class _ModelResponseArgs(msgspec.Struct, **_STRUCT):
-    response: _Message
-    context_tokens: int
-
-
-class _MessageArgs(msgspec.Struct, **_STRUCT):
-    message: _Message
-
-
-class _CompactionResultArgs(msgspec.Struct, **_STRUCT):
-    compacted: list[_Message]
-    before: int
-    after: int
-
-
-class _CompactionNoopArgs(msgspec.Struct, **_STRUCT):
-    before: int
-    after: int
-
-
-class _SetContextTokensArgs(msgspec.Struct, **_STRUCT):
-    n: int
-
-
-class _NoArgs(msgspec.Struct, **_STRUCT):
-    pass
-
-
-def _accept_input(a: _AcceptInputArgs) -> tuple[Any, ...]:
-    return (_message(a.input),)
-
-
-def _model_response(a: _ModelResponseArgs) -> tuple[Any, ...]:
-    return (_message(a.response), a.context_tokens)
-
-
-def _one_message(a: _MessageArgs) -> tuple[Any, ...]:
-    return (_message(a.message),)
-
-
-def _compaction_result(a: _CompactionResultArgs) -> tuple[Any, ...]:
-    return (tuple([_message(m) for m in a.compacted]), a.before, a.after)
-
-
-def _compaction_noop(a: _CompactionNoopArgs) -> tuple[Any, ...]:
-    return (a.before, a.after)
-
-
-def _set_context_tokens(a: _SetContextTokensArgs) -> tuple[Any, ...]:
-    return (a.n,)
-
-
-def _no_args(a: _NoArgs) -> tuple[Any, ...]:
-    return ()
-
-
-#: Per feed name: the arguments' struct, the model pydantic builds from the same JSON, and
-#: their values.
-_FEED_ARGS: Final[dict[str, tuple[type[msgspec.Struct], type[BaseModel], Callable[[Any], Any]]]] = {
-    "accept_input": (_AcceptInputArgs, AcceptInputArgs, _accept_input),
-    "model_response": (_ModelResponseArgs, ModelResponseArgs, _model_response),
-    "tool_results": (_MessageArgs, ToolResultsArgs, _one_message),
-    "compaction_result": (_CompactionResultArgs, CompactionResultArgs, _compaction_result),
-    "compaction_noop": (_CompactionNoopArgs, CompactionNoopArgs, _compaction_noop),
-    "set_context_tokens": (_SetContextTokensArgs, SetContextTokensArgs, _set_context_tokens),
-    "inject": (_MessageArgs, InjectArgs, _one_message),
-    "cancel": (_NoArgs, NoArgs, _no_args),
-    "commit_pending": (_NoArgs, NoArgs, _no_args),
-    "discard_pending": (_NoArgs, NoArgs, _no_args),
-}
-
-#: Per feed name: decode its arguments' JSON text, and give their values.
-_ARG_READERS: Final = {
-    name: (msgspec.json.Decoder(struct).decode, values)
-    for name, (struct, _, values) in _FEED_ARGS.items()
-}
-
-
-# --- records ----------------------------------------------------------------------------------
-# The lines the fast path takes, as msgspec decodes them (the record's "type" tag picks the
-# struct).
-
-
-class _AnyObject(msgspec.Struct, gc=False):
-    """Any JSON object, skipped (its keys are all unknown fields): an ``io`` record's data."""
-
-
-class _Io(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
-    seq: int
-    kind: str
-    turn: int | None
-    data: _AnyObject
-    duration_s: float | None  # any JSON number or null, as for pydantic's float | None
-    scrubbed: bool = False  # (v2; absent from version 1 lines, as pydantic's default)
-
-
-class _CallLLM(msgspec.Struct, tag_field="kind", tag="call_llm", **_STRUCT):
-    turn: int
-
-
-class _CallTools(msgspec.Struct, tag_field="kind", tag="call_tools", **_STRUCT):
-    turn: int
-    calls: list[_ToolCall]
-
-
-class _Step(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
-    seq: int
-    policy: msgspec.Raw  # its JSON text: compared with the previous step's
-    step: _CallLLM | _CallTools  # compared with the brain's by step_matches
-    scrubbed: bool = False  # (v2)
-
-
-class _Brain(msgspec.Struct, **_STRUCT):
-    """A feed's brain summary (v2), read only for a divergence report."""
-
-    state: str
-    turn: int | None
-    turns: int
-    context_tokens: int
-    history: int
-    pending: int
-    window: int
-    last_call: str | None
-    warned: bool
-
-
-class _Feed(msgspec.Struct, tag_field="type", tag="feed", **_STRUCT):
-    seq: int
-    digest: str
-    scrubbed: bool
-    name: str
-    args: msgspec.Raw  # its JSON text: decoded by the struct of the feed's arguments
-    brain: _Brain | None = None  # (v2; absent from version 1 lines, as pydantic's default)
-
-
-#: Each struct with the models pydantic builds from the same JSON (``fast_path_problems``).
-_STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
-    (_TextPart, TextPart),
-    (_ToolCall, ToolCall),
-    (_ToolResult, ToolResult),
-    (_Message, Message),
-    (_CallLLM, CallLLM),
-    (_CallTools, CallTools),
-    (_Brain, BrainSummary),
-    *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
-    (_Io, IoRecord),
-    (_Step, StepRecord),
-    *((_Feed, record) for record in FEED_RECORDS.values()),
-]
-
-_LINE: Final = msgspec.json.Decoder(_Io | _Step | _Feed)
 
 #: An integer that only an exact reader gets right (``fast_path_problems``).
 _BIG_INT: Final = 2**64 + 1
@@ -397,9 +125,9 @@ def step_matches(actual: object, expected: object) -> bool:
     decoded step holds every field, and a model's type fixes its ``kind``: so the type and the
     other fields' values decide."""
     kind = type(expected)
-    if kind is _CallLLM:
+    if kind is CallLLMStruct:
         return type(actual) is CallLLM and actual.turn == expected.turn  # type: ignore[attr-defined]
-    if kind is not _CallTools:
+    if kind is not CallToolsStruct:
         return actual == expected
     if type(actual) is not CallTools:
         return False
@@ -444,7 +172,7 @@ def fast_path_problems() -> list[str]:
     process: if the models change (a new field, a validator, a private attribute), the fast
     path turns itself off rather than give something else."""
     problems = []
-    for cls, fields in _SHAPES.items():
+    for cls, fields in SHAPES.items():
         name = cls.__name__
         if tuple(cls.model_fields) != fields:
             problems.append(f"{name}: fields {tuple(cls.model_fields)}, expected {fields}")
@@ -469,10 +197,10 @@ def fast_path_problems() -> list[str]:
         problems.append(f"pydantic's JSON parser does not read values {_MAX_DEPTH} deep at most")
     if msgspec.json.decode(str(_BIG_INT).encode()) != _BIG_INT:
         problems.append("msgspec reads integers beyond 64 bits inexactly (pydantic does not)")
-    for struct, model in _STRUCTS:
+    for struct, model in STRUCTS:
         config = struct.__struct_config__
         read = {*struct.__struct_fields__, *([config.tag_field] if config.tag else [])}
-        if read != set(_SHAPES[model]) or not config.forbid_unknown_fields:
+        if read != set(SHAPES[model]) or not config.forbid_unknown_fields:
             problems.append(f"{struct.__name__}: does not read {model.__name__}'s fields")
     return problems
 
@@ -488,12 +216,12 @@ def make_batch_decoder() -> BatchDecoder | None:
     when it took them all). One call takes a run of lines: Python calls are much of the cost."""
     if _problems():  # checked once a process
         return None
-    decode = _LINE.decode
+    decode = LINE.decode
     not_read = (msgspec.DecodeError, RecursionError)  # msgspec's depth limit: RecursionError
     validate_policy = MachinePolicy.__pydantic_validator__.validate_json
     last_policy_json: msgspec.Raw | None = None
     last_policy: MachinePolicy | None = None
-    arg_reader = _ARG_READERS.get
+    arg_reader = ARG_READERS.get
 
     def take(lines: list[bytes], start: int, seq: int, out: list[Any]) -> int:
         nonlocal last_policy_json, last_policy
@@ -508,11 +236,11 @@ def make_batch_decoder() -> BatchDecoder | None:
             if line.seq != seq + i or (len(raw) > _SHORT and not _nesting_ok(raw)):
                 return i
             kind = type(line)
-            if kind is _Io:
+            if kind is IoStruct:
                 if not (raw.isascii() or _utf8(raw)):  # its data was skipped, not checked
                     return i
                 append(None)
-            elif kind is _Feed:
+            elif kind is FeedStruct:
                 name = line.name
                 reader = arg_reader(name)
                 if reader is None:
