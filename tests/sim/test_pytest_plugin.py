@@ -198,3 +198,59 @@ def test_marker_without_a_path_is_a_usage_error(pytester: pytest.Pytester) -> No
     result = pytester.runpytest(*PLUGIN)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*loopctl_trace needs at least one path*"])
+
+
+def _copy_agent(pytester: pytest.Pytester) -> Path:
+    """The sample agent as a user's package ``shop``, with its refund trace beside the tests."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "support_agent"
+    shutil.copytree(example, pytester.path / "shop", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(example / "traces" / "refund.jsonl", pytester.path / "refund.jsonl")
+    return pytester.path / "shop" / "agent.py"
+
+
+def test_the_marker_replays_against_the_agent_and_update_approves_a_change(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = _copy_agent(pytester)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.loopctl_trace("refund.jsonl", agent="shop.agent:build")
+        def test_refund():
+            pass
+
+        def test_refund_fixture(loopctl_replay):
+            assert loopctl_replay("refund.jsonl", agent="shop.agent:build", tools="recorded").ok
+        """
+    )
+    pytester.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=2)
+    agent.write_text(agent.read_text().replace("max_turns=12", "max_turns=20"))
+    failed = pytester.runpytest_subprocess(*PLUGIN)
+    failed.assert_outcomes(failed=2)
+    failed.stdout.fnmatch_lines(["*max_turns 12 -> 20*"])
+    before = (pytester.path / "refund.jsonl").read_text()
+    pytester.runpytest_subprocess(*PLUGIN, "--loopctl-update").assert_outcomes(passed=2)
+    assert (pytester.path / "refund.jsonl").read_text() != before
+    pytester.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=2)
+
+
+def test_update_that_needs_a_model_fails_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = _copy_agent(pytester)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    agent.write_text(agent.read_text().replace('"amount": 800', '"amount": 900'))
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.loopctl_trace("refund.jsonl", agent="shop.agent:build")
+        def test_refund():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess(*PLUGIN, "--loopctl-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*needs a real model*"])
