@@ -107,6 +107,8 @@ def print_divergence(console: Console, divergence: Divergence, path: str = "") -
         f"divergence at seq {divergence.seq} ({where}): {divergence.message}",
         "bold red",
     )
+    for line in divergence.details:  # the divergence in the user's terms: a prompt diff, ...
+        console.print(f"  {line}", markup=False, highlight=False)
     console.print(f"what differs: {divergence.what}")
     if divergence.note:
         _say(console, "note: ", divergence.note, "yellow")
