@@ -17,7 +17,7 @@ from typing import Any
 from loopctl_sim.replay.report import unified_diff
 from loopctl_sim.trace import Record, TraceReader
 
-__all__ = ["TraceDiff", "diff_traces"]
+__all__ = ["TraceDiff", "comparable", "diff_traces"]
 
 
 @dataclass
@@ -55,14 +55,20 @@ class TraceDiff:
         }
 
 
+def comparable(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON as ``diff`` compares it: no seq (records are compared by position; the
+    report names both seqs), no header ``created``, no io ``duration_s`` (times never decide
+    anything)."""
+    out = {k: v for k, v in rec.items() if k != "seq"}
+    if out.get("type") == "header":
+        out.pop("created", None)
+    elif out.get("type") == "io":
+        out.pop("duration_s", None)
+    return out
+
+
 def _normalized(record: Record) -> dict[str, Any]:
-    data = record.model_dump(mode="json")
-    del data["seq"]  # records are compared by position; the report names both seqs
-    if data["type"] == "header":
-        data.pop("created", None)
-    elif data["type"] == "io":
-        data.pop("duration_s", None)
-    return data
+    return comparable(record.model_dump(mode="json"))
 
 
 def _stream(reader: TraceReader, skip: frozenset[str]) -> Iterator[tuple[int, Record]]:

@@ -17,20 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl_sim.replay import TraceDiff
+from loopctl_sim.replay.diff import comparable
 from loopctl_sim.trace import TraceReader
 
 __all__ = ["TraceComparison", "comparable", "compare_traces"]
-
-
-def comparable(rec: dict[str, Any]) -> dict[str, Any]:
-    """A record's JSON as ``diff`` compares it: no seq (records are compared by position), no
-    header ``created``, no io ``duration_s`` (times never decide anything)."""
-    out = {k: v for k, v in rec.items() if k != "seq"}
-    if out.get("type") == "header":
-        out.pop("created", None)
-    elif out.get("type") == "io":
-        out.pop("duration_s", None)
-    return out
 
 
 @dataclass
