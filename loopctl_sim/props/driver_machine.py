@@ -1,25 +1,31 @@
 """``DriverMachine``: the hands (``BareLoop``) under hypothesis's stateful testing.
 
 Hypothesis plays the world. Each ``run`` rule starts one run of a ``BareLoop`` over the same
-conversation, with a scripted model (replies with tool calls, final texts, provider errors, calls
-of tools that do not exist) and one scripted tool, ``work(n, mode)``, whose ``mode`` makes it
-answer, raise, hang (until its timeout), cancel the run while it works, or crash the process
-while it works. Further cancels and crashes strike at arbitrary points: the observer counts the
-steps and feeds the driver reports and cancels, or crashes (raises out of the loop), at the drawn
-ones. A crash is followed by what a real restart does: the brain is saved to JSON, restored, put
-into a fresh body (``BareLoop.from_machine``) and resumed with ``run()``.
+conversation, with a scripted model (``driver_world``: tool calls, final texts, calls of tools
+that do not exist, provider failures of one to three attempts or persistent ones, with and
+without retry-after, context overflows) and one scripted tool, ``work(n, mode)``, whose ``mode``
+makes it answer, answer late, raise, hang (until its timeout), cancel the run while it works, or
+crash the process while it works. Further cancels, crashes and config changes strike at
+arbitrary steps and feeds. A crash is followed by what a real restart does: the brain is saved
+to JSON, restored, put into a fresh body and resumed with ``run()``.
 
-Checked after every step and feed: the brain invariants of ``loopctl_sim.props.invariants``. Checked
+Checked after every step and feed, by the ``DriverWatch`` put into every body: the digest first,
+the brain invariants, and the hands' promises (results in call order, every pending call
+dispatched exactly once across a crash, attempts as the retry config says with delays no
+shorter than the server's retry-after, an overflow followed by ``Compact(EMERGENCY)``, the
+estimate grown after tool results, a config change in force at the next step), with bounds on
+steps, attempts and dispatches so that a driver that loops fails instead of hanging. Checked
 after every run: it ended (terminal, pending committed or discarded, within a bounded number of
-resumes), the result agrees with the brain, and no tool call ran twice, except a call that was in
-flight when a crash struck (the contract: pending tool calls are dispatched again on resume).
+resumes), the result agrees with the brain, no tool call ran twice except a call that was in
+flight when a crash struck (the contract: pending tool calls are dispatched again on resume),
+and every answered call ran.
 
 Run it as a test::
 
     from loopctl_sim.props.driver_machine import TestDriver   # collected by pytest
 
-Rules run their loop with ``asyncio.run``; retries sleep through an injected no-op and the jitter
-is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms timeout).
+Rules run their loop with ``asyncio.run``; retries sleep through the watch's no-op sleep and the
+jitter is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms timeout).
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from hypothesis import event as _hypothesis_event
@@ -35,66 +40,31 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from loopctl.api import ModelRequest
 from loopctl.core import (
     AwaitingTools,
     Completed,
     Failed,
-    LoopError,
     LoopMachine,
-    MachinePolicy,
-    MachineStep,
-    Message,
     Terminal,
-    ToolCall,
 )
-from loopctl.driver import BareLoop, CancelSignal, RetryConfig, RunConfig, RunResult
-from loopctl.observe import LoopObserver
-from loopctl.testing import FunctionClient, Reply
-from loopctl.tools import Tool, tool
+from loopctl.driver import BareLoop, CancelSignal, RunConfig, RunResult
+from loopctl.testing import FunctionClient
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.driver_watch import Broken, Crash, DriverWatch, Strike, unwrap
+from loopctl_sim.props.driver_world import (
+    MODES,
+    ReplySpec,
+    ScriptedModel,
+    World,
+    config_changes,
+    reply_specs,
+    run_configs,
+)
 
 __all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_configs"]
 
-#: What ``work(n, mode)`` does: answer, raise, hang until its timeout, cancel the run while
-#: working, crash the process while working.
-MODES: Final = ("ok", "ok", "ok", "raise", "hang", "cancel", "crash")
-_TOOL_TIMEOUT: Final = 0.02
 #: The most crash-and-resume cycles one run may need (each drawn crash strikes once).
 _MAX_RESUMES: Final = 20
-
-
-class Crash(BaseException):
-    """The process dies here (a BaseException: nothing in the loop may swallow it)."""
-
-
-# --- strategies --------------------------------------------------------------------------------
-
-_ERROR_KINDS: Final = ("network", "overloaded", "provider", "auth", "context_overflow")
-
-ReplySpec = tuple[str, Any]
-
-
-def reply_specs() -> st.SearchStrategy[ReplySpec]:
-    """One scripted model answer: ``("calls", [mode, ...])``, ``("final", text)``,
-    ``("error", kind)`` or ``("unknown", None)`` (a call of a tool that does not exist)."""
-    return st.one_of(
-        st.tuples(st.just("calls"), st.lists(st.sampled_from(MODES), min_size=1, max_size=3)),
-        st.tuples(st.just("final"), st.sampled_from(["done", "all good", ""])),
-        st.tuples(st.just("error"), st.sampled_from(_ERROR_KINDS)),
-        st.tuples(st.just("unknown"), st.none()),
-    )
-
-
-@st.composite
-def run_configs(draw: st.DrawFn) -> RunConfig:
-    return RunConfig(
-        max_turns=draw(st.integers(1, 6)),
-        loop_action=draw(st.sampled_from(["warn", "fail", "off"])),
-        retry=RetryConfig(max_retries=draw(st.integers(0, 2))),
-        tool_timeout=_TOOL_TIMEOUT,
-    )
-
 
 _INTERRUPTS: Final = st.lists(
     st.tuples(st.sampled_from(["cancel", "crash"]), st.integers(1, 25)), max_size=2
@@ -107,127 +77,44 @@ def event(text: str) -> None:
         _hypothesis_event(text)
 
 
-async def _no_sleep(delay: float) -> None:
-    await asyncio.sleep(0)
-
-
-# --- the observer: checks, and strikes at drawn points -------------------------------------------
-
-
-class _Watcher(LoopObserver):
-    def __init__(self, harness: DriverMachine, plan: list[tuple[str, int]]) -> None:
-        self.harness = harness
-        self.plan = plan
-        self.events = 0
-        self.problems: list[str] = []
-        self.policy: MachinePolicy | None = None
-
-    def _tick(self, machine: LoopMachine, where: str) -> None:
-        self.problems += [
-            f"{where}: {p}"
-            for p in inv.check_machine(machine, self.policy)
-            if inv.problem_code(p) not in self.harness.tolerated
-        ]
-        self.events += 1
-        for entry in list(self.plan):
-            kind, at = entry
-            if at != self.events:
-                continue
-            self.plan.remove(entry)
-            if kind == "cancel":
-                event("cancel at a step or feed")
-                self.harness.signal.cancel()
-            else:
-                event("crash at a step or feed")
-                raise Crash(where)
-
-    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        self.policy = policy
-        problems = inv.check_step(machine, step, policy)
-        self.problems += [f"step {step!r}: {p}" for p in problems]
-        self._tick(machine, f"after step {step.kind}")
-
-    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
-        self._tick(machine, f"after feed {name}")
-
-
-# --- the machine ---------------------------------------------------------------------------------
-
-
 class DriverMachine(RuleBasedStateMachine):
-    """Hypothesis drives ``BareLoop`` runs in a scripted world. See the module docstring."""
+    """Hypothesis drives ``BareLoop`` runs in a scripted world. See the module docstring.
+
+    Override ``configs`` (a strategy of ``RunConfig``) to test your own run settings, and
+    ``changes`` (a strategy of ``RunConfig`` field updates) for the changes made mid-run.
+    ``tolerated`` names brain problem codes reported nowhere (known issues); ``skip`` names
+    driver property codes not checked; ``max_steps`` bounds the steps of one run.
+    """
 
     configs: ClassVar[st.SearchStrategy[RunConfig]] = run_configs()
+    changes: ClassVar[st.SearchStrategy[dict[str, Any]]] = config_changes()
     tolerated: ClassVar[frozenset[str]] = frozenset({inv.RESTORE_OPEN_TAIL_CODE})
+    skip: ClassVar[frozenset[str]] = frozenset()
+    max_steps: ClassVar[int] = 200
 
     def __init__(self) -> None:
         super().__init__()
         self.machine = LoopMachine()
         self.config = RunConfig()
         self.signal = CancelSignal()
-        self.executions: Counter[int] = Counter()
+        self.world = World(lambda: self.signal)
         self.allowed: Counter[int] = Counter()  # extra executions a crash in flight allows
-        self.crashed_in_tool: set[int] = set()
-        self.replies: list[Reply] = []
-        self.nonce = 0
         self.runs = 0
         self.last: RunResult | None = None
-        self.tool: Tool[..., Any] = self._make_tool()
+        self.watch = DriverWatch()
+        self.model = ScriptedModel(self.watch, [])
+
+    @property
+    def executions(self) -> Counter[int]:
+        """Executions of ``work`` by ``n``."""
+        return self.world.executions
 
     # --- the world -----------------------------------------------------------------------------
 
-    def _make_tool(self) -> Tool[..., Any]:
-        harness = self
-
-        @tool
-        async def work(n: int, mode: str = "ok") -> str:
-            """Do a unit of work."""
-            harness.executions[n] += 1
-            if mode == "raise":
-                raise RuntimeError(f"work {n} failed")
-            if mode == "hang":
-                await asyncio.Event().wait()
-            if mode == "cancel":
-                harness.signal.cancel()
-                await asyncio.Event().wait()
-            if mode == "crash" and n not in harness.crashed_in_tool:
-                harness.crashed_in_tool.add(n)
-                raise Crash(f"work {n}")
-            return f"work {n} done"
-
-        return work
-
-    def _reply(self, spec: ReplySpec) -> Reply:
-        kind, value = spec
-        if kind == "final":
-            return Message.assistant(value)
-        if kind == "error":
-            retryable = value in ("network", "overloaded")
-            return LoopError(kind=value, message=f"scripted {value}", retryable=retryable)
-        if kind == "unknown":
-            self.nonce += 1
-            return Message.assistant(tool_calls=[ToolCall(id=f"u{self.nonce}", name="nope")])
-        calls = []
-        for mode in value:
-            self.nonce += 1
-            n = self.nonce
-            calls.append(ToolCall(id=f"c{n}", name="work", arguments={"n": n, "mode": mode}))
-        return Message.assistant("working", calls)
-
-    def _model(self, request: ModelRequest) -> Reply:
-        if self.replies:
-            return self.replies.pop(0)
-        return Message.assistant("nothing more to do")
-
-    def _body(self, machine: LoopMachine, watcher: _Watcher) -> BareLoop:
+    def _body(self, machine: LoopMachine) -> BareLoop:
+        """A fresh body holding ``machine``, before the watch is installed."""
         return BareLoop.from_machine(
-            machine,
-            FunctionClient(self._model),
-            [self.tool],
-            self.config,
-            observers=[watcher],
-            sleep=_no_sleep,
-            rng=lambda: 0.5,
+            machine, FunctionClient(self.model), [self.world.tool], self.config
         )
 
     # --- rules ---------------------------------------------------------------------------------
@@ -240,12 +127,30 @@ class DriverMachine(RuleBasedStateMachine):
         replies=st.lists(reply_specs(), max_size=6),
         interrupts=_INTERRUPTS,
         text=st.sampled_from(["go", "continue", "and now?"]),
+        data=st.data(),
     )
-    def run(self, replies: list[ReplySpec], interrupts: list[tuple[str, int]], text: str) -> None:
-        self.replies = [self._reply(s) for s in replies]
+    def run(
+        self,
+        replies: list[ReplySpec],
+        interrupts: list[tuple[str, int]],
+        text: str,
+        data: st.DataObject | None = None,
+    ) -> None:
+        strikes: list[Strike] = list(interrupts)
+        if data is not None:
+            changes = data.draw(st.lists(self.changes, max_size=2), label="config changes")
+            at = data.draw(st.lists(st.integers(1, 12), min_size=len(changes), max_size=2))
+            strikes += [("config", k, c) for k, c in zip(at, changes, strict=False)]
         self.signal = CancelSignal()
-        watcher = _Watcher(self, list(interrupts))
-        loop = self._body(self.machine, watcher)
+        watch = self.watch = DriverWatch(
+            strikes,
+            signal=self.signal,
+            tolerated=self.tolerated,
+            skip=self.skip,
+            max_steps=self.max_steps,
+        )
+        self.model = ScriptedModel(watch, [self.world.entry(s) for s in replies])
+        loop = watch.install(self._body(self.machine))
         result: RunResult | None = None
         resumes = 0
         first = True
@@ -253,18 +158,20 @@ class DriverMachine(RuleBasedStateMachine):
             try:
                 result = asyncio.run(loop.run(text if first else None, self.signal))
             except BaseException as exc:  # a Crash, possibly wrapped in a group by the tools
-                if not _is_crash(exc):
+                broken = unwrap(exc, Broken)
+                if isinstance(broken, Broken):
+                    raise broken.violation() from None
+                if unwrap(exc, Crash) is None:
                     raise
                 resumes += 1
                 assert resumes <= _MAX_RESUMES, "the run keeps crashing: no progress"
-                restarted = self._restart(loop, watcher)
+                restarted = self._restart(loop, watch)
                 if restarted is None:  # the crash struck after the exit door: the run is over
                     break
                 loop = restarted
             first = False
         if result is not None:
             self.machine = loop.machine
-        assert not watcher.problems, watcher.problems[:3]
         self.runs += 1
         self.last = result
         if result is not None:
@@ -278,7 +185,7 @@ class DriverMachine(RuleBasedStateMachine):
         if resumes:
             event("resumed after a crash")
 
-    def _restart(self, loop: BareLoop, watcher: _Watcher) -> BareLoop | None:
+    def _restart(self, loop: BareLoop, watcher: DriverWatch) -> BareLoop | None:
         """What a restarted process does: restore the saved brain into a fresh body."""
         machine = loop.machine
         if isinstance(machine.state, AwaitingTools) and machine.exchange is not None:
@@ -301,7 +208,7 @@ class DriverMachine(RuleBasedStateMachine):
         else:
             assert restored == machine and restored.digest() == machine.digest()
         self.machine = restored
-        return self._body(restored, watcher)
+        return watcher.restarted(self._body(restored))
 
     @rule()
     def save_and_restore_between_runs(self) -> None:
@@ -324,14 +231,15 @@ class DriverMachine(RuleBasedStateMachine):
         for n, times in self.executions.items():
             assert times <= 1 + self.allowed[n], (n, times, self.allowed[n])
 
-
-def _is_crash(exc: BaseException) -> bool:
-    if isinstance(exc, Crash):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_crash(e) for e in exc.exceptions)
-    cause = exc.__cause__ or exc.__context__
-    return cause is not None and _is_crash(cause)
+    @invariant()
+    def every_answered_call_ran(self) -> None:
+        """The lower bound: a ``work`` call answered in the conversation was executed (the
+        world's calls are never denied and their arguments are always valid)."""
+        for message in self.machine.messages():
+            for result in message.tool_results:
+                if result.name == "work" and result.call_id.startswith("c"):
+                    n = int(result.call_id[1:])
+                    assert self.executions[n] >= 1, f"call {result.call_id} answered, never run"
 
 
 TestDriver = DriverMachine.TestCase

@@ -16,8 +16,11 @@ Two kinds of checker:
 - state checks, true of any machine at any time: ``check_machine``;
 - relational checks over a before/after pair or a question asked: ``check_step``,
   ``check_start_decision``, ``check_salvage``, ``check_commit``, ``check_compaction_commit``,
-  ``check_terminal_sticky``, ``check_transition``, ``check_refused``, ``check_next_run`` and
-  ``check_resume``.
+  ``check_terminal_sticky``, ``check_transition``, ``check_refused``, ``check_next_run``,
+  ``check_awaiting_model_decision``, ``check_digest`` and ``check_resume``;
+- driver checks, over what a harness saw the hands do (``driver``): ``check_result_order``,
+  ``check_dispatched_once``, ``check_model_call``, ``check_after_overflow``, ``check_estimate``,
+  ``check_policy``.
 
 Import the package, not its modules (``from loopctl_sim.props import invariants as inv``); the
 modules split it by what they check:
@@ -28,9 +31,12 @@ module            owns
 ``problems``      the problem codes, ``problem_code``, ``InvariantViolation``
 ``conversation``  the independent model of provider validity, the salvage reference, open tails
 ``state``         ``check_machine`` and the checks of one move: step, transition, sticky, refused
-``decisions``     the reference for decisions in ``Start``, including the loop detector's
+``decisions``     the reference for decisions in ``Start`` (the loop detector's included) and
+                  in ``AwaitingModel``
 ``commits``       the exit doors, compaction and ``next_run``: what each commit point keeps
-``resume``        exact save/restore and the same decision after it
+``resume``        exact save/restore, the same decision after it, a fresh digest
+``driver``        the hands' promises around each step (result order, dispatch, retries,
+                  overflow, estimate, policy), over what a harness observed
 ``along_trace``   ``check_trace``: all of the above after every record of a recorded trace
 ================  ===============================================================================
 
@@ -53,10 +59,20 @@ from loopctl_sim.props.invariants.conversation import (
     provider_problems,
 )
 from loopctl_sim.props.invariants.decisions import (
+    check_awaiting_model_decision,
     check_loop_decision,
     check_start_decision,
     reference_call_key,
     reference_loop_verdict,
+)
+from loopctl_sim.props.invariants.driver import (
+    check_after_overflow,
+    check_dispatched_once,
+    check_estimate,
+    check_model_call,
+    check_policy,
+    check_result_order,
+    reference_retry,
 )
 from loopctl_sim.props.invariants.problems import (
     ANSWERED_TWICE_CODE,
@@ -65,15 +81,24 @@ from loopctl_sim.props.invariants.problems import (
     COMPACTION_CODE,
     CONVERSATION_CODE,
     DECISION_CODE,
+    DIGEST_CODE,
     DISPATCH_CODE,
+    DISPATCH_ONCE_CODE,
+    ESTIMATE_CODE,
     HISTORY_CODE,
     IDEMPOTENCE_CODE,
     LOOP_CODE,
     NEXT_RUN_CODE,
     OPEN_TAIL_CODE,
+    OVERFLOW_CODE,
+    POLICY_CODE,
     REFUSAL_CODE,
     RESTORE_OPEN_TAIL_CODE,
+    RESULT_ORDER_CODE,
     RESUME_CODE,
+    RETRY_AFTER_CODE,
+    RETRY_CODE,
+    RUNAWAY_CODE,
     SALVAGE_CODE,
     SHAPE_CODE,
     STEP_CODE,
@@ -84,7 +109,7 @@ from loopctl_sim.props.invariants.problems import (
     assert_no_problems,
     problem_code,
 )
-from loopctl_sim.props.invariants.resume import check_resume
+from loopctl_sim.props.invariants.resume import check_digest, check_resume
 from loopctl_sim.props.invariants.state import (
     assert_machine,
     check_machine,
@@ -101,15 +126,24 @@ __all__ = [
     "COMPACTION_CODE",
     "CONVERSATION_CODE",
     "DECISION_CODE",
+    "DIGEST_CODE",
     "DISPATCH_CODE",
+    "DISPATCH_ONCE_CODE",
+    "ESTIMATE_CODE",
     "HISTORY_CODE",
     "IDEMPOTENCE_CODE",
     "LOOP_CODE",
     "NEXT_RUN_CODE",
     "OPEN_TAIL_CODE",
+    "OVERFLOW_CODE",
+    "POLICY_CODE",
     "REFUSAL_CODE",
     "RESTORE_OPEN_TAIL_CODE",
+    "RESULT_ORDER_CODE",
     "RESUME_CODE",
+    "RETRY_AFTER_CODE",
+    "RETRY_CODE",
+    "RUNAWAY_CODE",
     "SALVAGE_CODE",
     "SHAPE_CODE",
     "STEP_CODE",
@@ -119,12 +153,20 @@ __all__ = [
     "InvariantViolation",
     "assert_machine",
     "assert_no_problems",
+    "check_after_overflow",
+    "check_awaiting_model_decision",
     "check_commit",
     "check_compaction_commit",
+    "check_digest",
+    "check_dispatched_once",
+    "check_estimate",
     "check_loop_decision",
     "check_machine",
+    "check_model_call",
     "check_next_run",
+    "check_policy",
     "check_refused",
+    "check_result_order",
     "check_resume",
     "check_salvage",
     "check_start_decision",
@@ -138,4 +180,5 @@ __all__ = [
     "provider_problems",
     "reference_call_key",
     "reference_loop_verdict",
+    "reference_retry",
 ]

@@ -1,11 +1,13 @@
-"""Decisions in ``Start``: an independent reference for what the brain must decide there, and
-checkers that compare the brain's decision with it.
+"""Decisions in ``Start`` and ``AwaitingModel``: an independent reference for what the brain
+must decide there, and checkers that compare the brain's decision with it.
 
 ``check_start_decision`` holds the contract's order of decisions (turn limit, manual, emergency
 and threshold compaction with its no-op floor, then the model); the loop detector has its own
 reference (``reference_call_key``, ``reference_loop_verdict``: the contract's verdict from the
 run's whole call record, not from the brain's window) and checker (``check_loop_decision``).
-A harness keeps the call record; these functions only judge it.
+A harness keeps the call record; these functions only judge it. In ``AwaitingModel`` the one
+decision is whether a context count over the emergency line (a provider's overflow report) has
+arrived: ``check_awaiting_model_decision``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 from collections.abc import Sequence
 
 from loopctl.core import (
+    AwaitingCompaction,
+    AwaitingModel,
     CallLLM,
     Compact,
     CompactReason,
@@ -32,6 +36,7 @@ from loopctl_sim.props.invariants.problems import DECISION_CODE, LOOP_CODE
 from loopctl_sim.props.invariants.problems import problem as _p
 
 __all__ = [
+    "check_awaiting_model_decision",
     "check_loop_decision",
     "check_start_decision",
     "reference_call_key",
@@ -71,6 +76,43 @@ def check_start_decision(
     if expected == step:
         return []
     return [_p(DECISION_CODE, f"in Start expected {expected!r}, got {step!r}")]
+
+
+def check_awaiting_model_decision(
+    before: MachineSnapshot, after: LoopMachine, step: MachineStep, policy: MachinePolicy
+) -> list[str]:
+    """A question asked in ``AwaitingModel`` (``before``, the snapshot just before it).
+
+    A count at or over the emergency line (a context overflow the driver reported with
+    ``set_context_tokens``) withdraws the call: ``Compact(EMERGENCY)``, the machine awaiting that
+    compaction, the turn not counted and nothing added to pending. Under the line the same
+    call is asked again: ``CallLLM`` of the awaited turn, nothing changed. Not applicable
+    elsewhere: returns [].
+    """
+    state = before.state
+    if not isinstance(state, AwaitingModel):
+        return []
+    problems: list[str] = []
+    over = before.context_tokens >= policy.context_window * policy.emergency_threshold
+    if over:
+        expected: MachineStep = Compact(reason=CompactReason.EMERGENCY)
+        if after.state != AwaitingCompaction(reason=CompactReason.EMERGENCY):
+            problems.append(_p(DECISION_CODE, f"an overflow left the machine in {after.state!r}"))
+    else:
+        expected = CallLLM(turn=state.turn)
+        if after.state != state:
+            problems.append(_p(DECISION_CODE, f"asking again left {state!r} for {after.state!r}"))
+    if step != expected:
+        problems.append(
+            _p(
+                DECISION_CODE,
+                f"in AwaitingModel at {before.context_tokens} tokens expected "
+                f"{expected!r}, got {step!r}",
+            )
+        )
+    if after.turns_taken != before.turns_taken or after.pending_len() != len(before.pending):
+        problems.append(_p(DECISION_CODE, "a question in AwaitingModel changed turns or pending"))
+    return problems
 
 
 def reference_call_key(call: ToolCall) -> str:

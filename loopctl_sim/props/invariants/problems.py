@@ -19,15 +19,24 @@ __all__ = [
     "COMPACTION_CODE",
     "CONVERSATION_CODE",
     "DECISION_CODE",
+    "DIGEST_CODE",
     "DISPATCH_CODE",
+    "DISPATCH_ONCE_CODE",
+    "ESTIMATE_CODE",
     "HISTORY_CODE",
     "IDEMPOTENCE_CODE",
     "LOOP_CODE",
     "NEXT_RUN_CODE",
     "OPEN_TAIL_CODE",
+    "OVERFLOW_CODE",
+    "POLICY_CODE",
     "REFUSAL_CODE",
     "RESTORE_OPEN_TAIL_CODE",
+    "RESULT_ORDER_CODE",
     "RESUME_CODE",
+    "RETRY_AFTER_CODE",
+    "RETRY_CODE",
+    "RUNAWAY_CODE",
     "SALVAGE_CODE",
     "SHAPE_CODE",
     "STEP_CODE",
@@ -64,6 +73,20 @@ RESUME_CODE: Final = "resume"
 RESTORE_OPEN_TAIL_CODE: Final = "restore-terminal-open-tail"
 IDEMPOTENCE_CODE: Final = "idempotence"
 LOOP_CODE: Final = "loop"
+#: ``digest()`` is not the hash of a fresh canonical encoding (a stale digest cache).
+DIGEST_CODE: Final = "digest"
+# The hands' promises around each step (``driver``): results in call order, every dispatched
+# call run exactly once per body, retries as configured, the server's retry-after kept, a
+# context overflow turned into an emergency compaction, the estimate grown after tool results,
+# a config change in force at the next step, and a run that ends within a bound.
+RESULT_ORDER_CODE: Final = "result-order"
+DISPATCH_ONCE_CODE: Final = "dispatch-once"
+RETRY_CODE: Final = "retry"
+RETRY_AFTER_CODE: Final = "retry-after"
+OVERFLOW_CODE: Final = "overflow"
+ESTIMATE_CODE: Final = "estimate"
+POLICY_CODE: Final = "policy"
+RUNAWAY_CODE: Final = "runaway"
 
 CODES: Final = (
     HISTORY_CODE,
@@ -86,6 +109,15 @@ CODES: Final = (
     RESTORE_OPEN_TAIL_CODE,
     IDEMPOTENCE_CODE,
     LOOP_CODE,
+    DIGEST_CODE,
+    RESULT_ORDER_CODE,
+    DISPATCH_ONCE_CODE,
+    RETRY_CODE,
+    RETRY_AFTER_CODE,
+    OVERFLOW_CODE,
+    ESTIMATE_CODE,
+    POLICY_CODE,
+    RUNAWAY_CODE,
 )
 
 

@@ -3,6 +3,9 @@
 This is the promise crash recovery stands on (a driver saves the brain's JSON and a new process
 resumes from it), so ``check_resume`` checks the JSON, the digest, both restore paths and the
 answer to the next question, always on restored copies, never on the machine it is given.
+``check_digest`` asks the machine's ``digest()`` before anything else touches its caches: a save
+(``model_dump_json``) brings them up to date, so a digest checked only after one cannot catch a
+cache that missed a change (a history replaced by another list of the same length).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from pydantic import ValidationError
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError, Terminal
 from loopctl_sim.props.invariants.conversation import open_tail_allowed
 from loopctl_sim.props.invariants.problems import (
+    DIGEST_CODE,
     IDEMPOTENCE_CODE,
     RESTORE_OPEN_TAIL_CODE,
     RESUME_CODE,
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = ["check_resume"]
+__all__ = ["check_digest", "check_resume"]
 
 
 def _restore(text: str, cls: type[LoopMachine] = LoopMachine) -> LoopMachine:
@@ -32,6 +36,17 @@ def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
         return machine.next_step(policy)
     except ProtocolError as exc:
         return f"ProtocolError({exc})"
+
+
+def check_digest(machine: LoopMachine) -> list[str]:
+    """``machine.digest()``, asked first, is the hash of a fresh canonical encoding: the snapshot
+    model's own JSON, built without the machine's caches. Call it before anything that saves
+    the machine (``check_resume``, ``model_dump_json``) refreshes them."""
+    got = machine.digest()
+    fresh = hashlib.sha256(machine.snapshot().model_dump_json().encode()).hexdigest()[:16]
+    if got == fresh:
+        return []
+    return [_p(DIGEST_CODE, f"digest() is {got}, a fresh encoding hashes to {fresh}")]
 
 
 def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:

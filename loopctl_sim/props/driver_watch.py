@@ -1,0 +1,293 @@
+"""``DriverWatch``: the harness's eyes and hands on one ``BareLoop`` run, and the properties of
+the hands it checks after every step and feed.
+
+A driver bug that feeds the brain something valid but wrong passes every brain invariant, so
+the watch also sees the driver from outside, through seams it puts into the loop with
+``BareLoop.replace`` (``install``):
+
+- the model client, wrapped: it counts the attempts of each ``CallLLM`` and keeps the
+  ``ApiError`` each failed one raised;
+- ``sleep``: records every backoff delay (and sleeps no wall time); the jitter draw is fixed;
+- a pre-tool hook, first of the user's: counts how often each call id goes through dispatch;
+- the watch itself, last of the observers: sees every step and feed.
+
+After every step and feed it checks the brain (``check_digest`` first, then ``check_step`` and
+``check_machine``) and the hands (``loopctl_sim.props.invariants.driver``): results fed in call
+order, each call of a ``CallTools`` dispatched exactly once by the body that feeds its results
+(a resume after a crash dispatches pending calls again, once), the attempts and delays of every
+model call against the retry reference, ``Compact(EMERGENCY)`` after an overflow, the context
+estimate grown after tool results, and each step's policy equal to the configs in force. It
+bounds the run: at most ``max_steps`` steps, ``max_retries + 1`` attempts per model call and
+``MAX_DISPATCHES`` dispatches of one call, so a driver bug that loops fails instead of hanging
+the test.
+
+It also strikes where a plan says (counted in steps and feeds): a cancel, a crash (``Crash``,
+raised out of the loop; the harness restores the brain into a fresh body and calls
+``restarted``) or a config change (``loop.config`` replaced: the next step must use it).
+
+A problem raises ``Broken`` at once, from inside the run, naming its code (the harness turns it
+into ``InvariantViolation``). Usable by
+any harness (the hypothesis machines, a driver-level campaign): build the loop, ``install`` it,
+run, and on a crash ``install`` the fresh body and call ``restarted``. No hypothesis here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final
+
+from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent
+from loopctl.core import (
+    CallLLM,
+    CallTools,
+    LoopMachine,
+    MachinePolicy,
+    MachineStep,
+    Message,
+    ToolCall,
+)
+from loopctl.driver import BareLoop, CancelSignal, Hooks, RetryConfig
+from loopctl.observe import LoopObserver
+from loopctl_sim.props import invariants as inv
+
+__all__ = ["MAX_DISPATCHES", "Broken", "Crash", "DriverWatch", "Strike", "unwrap"]
+
+#: Dispatches of one call id before the watch stops the run (two bodies, one crash in flight,
+#: is two; more means a driver that keeps dispatching).
+MAX_DISPATCHES: Final = 4
+
+#: A planned strike: ``("cancel", k)``, ``("crash", k)`` or ``("config", k, {field: value})``
+#: at the k-th step or feed of the run (counted from 1, across bodies).
+Strike = tuple[Any, ...]
+
+
+class Crash(BaseException):
+    """The process dies here (a BaseException: nothing in the loop may swallow it)."""
+
+
+class Broken(BaseException):
+    """A property broke (or a bound: the run would not end); ``problems`` says which. A
+    BaseException, so that neither the model caller, dispatch nor any handler of the driver
+    turns it into an error the run carries on with; the harness reraises it as
+    ``InvariantViolation``."""
+
+    def __init__(self, problems: Sequence[str], where: str) -> None:
+        super().__init__(f"{where}: " + "; ".join(problems))
+        self.problems = list(problems)
+        self.where = where
+
+    def violation(self) -> inv.InvariantViolation:
+        return inv.InvariantViolation(self.problems, self.where)
+
+
+class _CountingClient:
+    """The user's (or the world's) client, with every attempt told to the watch."""
+
+    def __init__(self, watch: DriverWatch, inner: ApiClient) -> None:
+        self.watch = watch
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # model, provider, ...: the inner client's
+        return getattr(self.inner, name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.watch._attempt_started()
+        try:
+            async for event in self.inner.stream(request):
+                yield event
+        except ApiError as exc:
+            self.watch.attempts.append(exc)
+            raise
+        self.watch.attempts.append(None)
+
+
+class DriverWatch(LoopObserver):
+    """See the module docstring. ``tolerated``: brain problem codes reported nowhere (known
+    issues); ``skip``: driver property codes not checked (say, ``RETRY_CODE`` for an agent whose
+    model middleware retries on its own)."""
+
+    def __init__(
+        self,
+        plan: Sequence[Strike] = (),
+        *,
+        signal: CancelSignal | None = None,
+        tolerated: frozenset[str] = frozenset(),
+        skip: frozenset[str] = frozenset(),
+        max_steps: int = 200,
+    ) -> None:
+        self.plan = list(plan)
+        self.signal = signal or CancelSignal()
+        self.tolerated = tolerated
+        self.skip = skip
+        self.max_steps = max_steps
+        self.loop: BareLoop | None = None
+        self.problems: list[str] = []
+        self.events = 0
+        self.steps = 0
+        self.policy: MachinePolicy | None = None
+        #: every backoff delay slept, in order
+        self.slept: list[float] = []
+        #: call id -> times through dispatch, over the whole run
+        self.dispatches: Counter[str] = Counter()
+        self.model_steps = 0  # CallLLM steps so far (the world's scripted model reads it)
+        self.attempts: list[ApiError | None] = []
+        self._reset_body()
+        self._overflowed = False
+
+    def _reset_body(self) -> None:
+        """What one body (one ``BareLoop``) owes the watch; a crash forgets it."""
+        self.calls: tuple[ToolCall, ...] | None = None
+        self.dispatched: Counter[str] = Counter()  # since the body's last CallTools
+        self.in_call = False
+        self.attempts = []
+        self.delays: list[float] = []
+        self.retry: RetryConfig | None = None
+        self.estimate: tuple[int, int] | None = None
+
+    # --- the seams -------------------------------------------------------------------------
+
+    def install(self, loop: BareLoop) -> BareLoop:
+        """``loop`` with the watch's client wrapper, sleep, jitter, dispatch counter and itself
+        put in (the user's client, hooks and observers kept, inside or before them)."""
+        hooks = loop.hooks
+        watched = loop.replace(
+            client=_CountingClient(self, loop.client),
+            observers=[*loop.observers, self],
+            sleep=self._sleep,
+            rng=lambda: 0.5,
+            hooks=Hooks(pre_tool=[self._dispatching, *hooks.pre_tool], post_tool=hooks.post_tool),
+        )
+        self.loop = watched
+        return watched
+
+    def restarted(self, loop: BareLoop) -> BareLoop:
+        """A crash killed the body; ``loop`` (built fresh, holding the restored brain) goes on:
+        it is installed, and what the old body owed is forgotten (an overflow's emergency
+        compaction is still owed: the brain holds the count)."""
+        self._reset_body()
+        return self.install(loop)
+
+    async def _sleep(self, delay: float) -> None:
+        self.slept.append(delay)
+        if self.in_call:
+            self.delays.append(delay)
+        await asyncio.sleep(0)
+
+    def _dispatching(self, call: ToolCall) -> None:
+        self.dispatched[call.id] += 1
+        self.dispatches[call.id] += 1
+        if self.dispatches[call.id] > MAX_DISPATCHES:
+            self._raise([f"{inv.RUNAWAY_CODE}: call {call.id} dispatched {MAX_DISPATCHES}+ times"])
+
+    def _attempt_started(self) -> None:
+        if not self.attempts:
+            loop = self.loop
+            self.retry = loop.config.retry if loop is not None else RetryConfig()
+        limit = (self.retry or RetryConfig()).max_retries + 1
+        if len(self.attempts) >= limit:
+            self._raise(
+                [
+                    f"{inv.RUNAWAY_CODE}: attempt {len(self.attempts) + 1} of a model call, the "
+                    f"config allows {limit}"
+                ]
+            )
+
+    # --- the observer ----------------------------------------------------------------------
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self.policy = policy
+        self.steps += 1
+        problems = inv.check_digest(machine)
+        if self.steps > self.max_steps:
+            problems.append(f"{inv.RUNAWAY_CODE}: more than {self.max_steps} steps in one run")
+            self._raise(problems)
+        problems += inv.check_step(machine, step, policy)
+        loop = self.loop
+        if loop is not None:
+            problems += inv.check_policy(policy, loop.session, loop.config, loop.registry.names())
+        if self._overflowed:
+            self._overflowed = False
+            problems += inv.check_after_overflow(step)
+        if self.estimate is not None:
+            before, estimate = self.estimate
+            self.estimate = None
+            problems += inv.check_estimate(before, estimate, machine.context_tokens)
+        if isinstance(step, CallTools):
+            self.calls = step.calls
+            self.dispatched = Counter()
+        elif isinstance(step, CallLLM):
+            self.model_steps += 1
+            self.in_call = True
+            self.attempts = []
+            self.delays = []
+        self._tick(machine, problems)
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        problems = inv.check_digest(machine)
+        if self.in_call and name in ("model_response", "fail", "set_context_tokens", "cancel"):
+            self.in_call = False
+            retry = self.retry or RetryConfig()
+            problems += inv.check_model_call(self.attempts, self.delays, retry, name)
+            last = self.attempts[-1] if self.attempts else None
+            if last is not None and last.error.kind == "context_overflow" and name != "cancel":
+                self._overflowed = True
+        elif name == "tool_results":
+            message: Message = args["message"]
+            if self.calls is None:
+                problems.append(f"{inv.DISPATCH_ONCE_CODE}: results fed without a CallTools")
+            else:
+                problems += inv.check_result_order(self.calls, message)
+                problems += inv.check_dispatched_once(self.calls, self.dispatched)
+            self.calls = None
+            loop = self.loop
+            if loop is not None:
+                self.estimate = (machine.context_tokens, loop.estimator.count([message]))
+        self._tick(machine, problems)
+
+    # --- checks and strikes ----------------------------------------------------------------
+
+    def _tick(self, machine: LoopMachine, problems: list[str]) -> None:
+        problems += inv.check_machine(machine, self.policy)
+        real = [
+            p
+            for p in problems
+            if inv.problem_code(p) not in self.tolerated and inv.problem_code(p) not in self.skip
+        ]
+        if real:
+            self._raise(real)
+        self.events += 1
+        for strike in list(self.plan):
+            if strike[1] != self.events:
+                continue
+            self.plan.remove(strike)
+            self.strike(strike)
+
+    def strike(self, strike: Strike) -> None:
+        """Do one planned strike now (``Crash`` propagates out of the run)."""
+        kind = strike[0]
+        if kind == "cancel":
+            self.signal.cancel()
+        elif kind == "config" and self.loop is not None:
+            self.loop.config = self.loop.config.model_copy(update=dict(strike[2]))
+        elif kind == "crash":
+            raise Crash(f"at event {self.events}")
+
+    def _raise(self, problems: list[str]) -> None:
+        self.problems += problems
+        raise Broken(problems, f"at step or feed {self.events + 1} of the run")
+
+
+def unwrap(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first ``kind`` in ``exc``, its groups (a tool's crash comes out of a task group) and
+    its causes, or None."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = unwrap(inner, kind)
+            if found is not None:
+                return found
+    cause = exc.__cause__ or exc.__context__
+    return unwrap(cause, kind) if cause is not None else None

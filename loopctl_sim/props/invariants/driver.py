@@ -1,0 +1,206 @@
+"""The hands' promises around each step: what ``BareLoop`` must do between the brain's question
+and its next feed, as pure checkers over what a harness observed.
+
+The brain's checkers (the rest of this package) cannot see a driver bug that feeds the brain
+something valid but wrong: results in completion order (the brain reorders them), calls answered
+without running them on resume, one retry too many or too few, a retry that ignores the server's
+retry-after, an overflow fed as a failure, a context count never grown after tool results, a
+stale policy. These checkers judge what the harness saw from outside the driver (its own
+counting client, sleep and pre-tool hook; the observer's steps and feeds) against independent
+references written here, never against the driver's own code:
+
+=============================  =================================================================
+checker                        the promise
+=============================  =================================================================
+``check_result_order``         results are fed in the order of the calls of ``CallTools``
+``check_dispatched_once``      each call of ``CallTools`` went through dispatch exactly once in the
+                               body that fed its results (a resume re-dispatches, once)
+``check_model_call``           the attempts of one ``CallLLM``: retried exactly while the error is
+                               retryable and retries remain, a sleep before each retry no shorter
+                               than the server's retry-after, and the feed that follows (a reply,
+                               the last error, or an overflow's count)
+``check_after_overflow``       the step after a context overflow is ``Compact(EMERGENCY)``
+``check_estimate``             after tool results the count grew by at least their estimate
+``check_policy``               the policy of a step is the configs in force (a change counts at
+                               the very next step)
+=============================  =================================================================
+
+The retry reference (``reference_retry``) is the contract in ``loopctl.driver.retry``'s
+docstring, restated: retryable is ``should_retry`` when the server said, else the error's kind;
+never more than ``max_retries`` retries; a retry-after between 0 and ``max_retry_after`` is the
+least delay. Not modelled: a body that fails to parse the same way twice is fatal early (the
+harness's clients never send one). Imports ``loopctl`` only; no hypothesis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from loopctl.api import ApiError
+from loopctl.core import (
+    Cancelled,
+    Compact,
+    CompactReason,
+    Done,
+    MachinePolicy,
+    MachineStep,
+    Message,
+    ToolCall,
+)
+from loopctl.driver import RetryConfig, RunConfig, SessionConfig
+from loopctl_sim.props.invariants.problems import (
+    DISPATCH_ONCE_CODE,
+    ESTIMATE_CODE,
+    OVERFLOW_CODE,
+    POLICY_CODE,
+    RESULT_ORDER_CODE,
+    RETRY_AFTER_CODE,
+    RETRY_CODE,
+)
+from loopctl_sim.props.invariants.problems import problem as _p
+
+__all__ = [
+    "check_after_overflow",
+    "check_dispatched_once",
+    "check_estimate",
+    "check_model_call",
+    "check_policy",
+    "check_result_order",
+    "reference_retry",
+]
+
+
+def check_result_order(calls: Sequence[ToolCall], results: Message) -> list[str]:
+    """The ``tool_results`` message answers ``calls`` (a ``CallTools`` step's) in their order."""
+    got = [r.call_id for r in results.tool_results]
+    expected = [c.id for c in calls]
+    if got == expected:
+        return []
+    return [_p(RESULT_ORDER_CODE, f"results fed in the order {got}, the calls were {expected}")]
+
+
+def check_dispatched_once(calls: Sequence[ToolCall], dispatched: Mapping[str, int]) -> list[str]:
+    """Each of ``calls`` went through dispatch exactly once (``dispatched``: call id -> times,
+    counted since the body asked this ``CallTools``)."""
+    wrong = {c.id: dispatched.get(c.id, 0) for c in calls if dispatched.get(c.id, 0) != 1}
+    if not wrong:
+        return []
+    return [_p(DISPATCH_ONCE_CODE, f"calls answered after being dispatched {wrong} times, not 1")]
+
+
+def reference_retry(error: ApiError, attempt: int, retry: RetryConfig) -> float | None:
+    """The least delay before retry number ``attempt + 1`` after ``error``, or None when the
+    contract says to give up (not retryable, or ``max_retries`` retries made)."""
+    retryable = error.should_retry if error.should_retry is not None else error.error.retryable
+    if not retryable or attempt >= retry.max_retries:
+        return None
+    after = error.retry_after
+    if after is not None and 0 <= after <= retry.max_retry_after:
+        return float(after)
+    return 0.0
+
+
+def check_model_call(
+    attempts: Sequence[ApiError | None],
+    delays: Sequence[float],
+    retry: RetryConfig,
+    feed: str,
+) -> list[str]:
+    """One ``CallLLM``'s attempts as the client saw them (an ``ApiError`` raised, or None for a
+    reply), the delays slept between them, the retry config in force and the feed that followed
+    (``model_response``, ``fail``, ``set_context_tokens``; a ``cancel`` is not judged)."""
+    if feed == "cancel" or not attempts:
+        return []
+    problems: list[str] = []
+    for i, outcome in enumerate(attempts[:-1]):
+        if outcome is None:
+            problems.append(_p(RETRY_CODE, f"attempt {i + 1} got a reply and was made again"))
+            continue
+        least = reference_retry(outcome, i, retry)
+        if least is None:
+            problems.append(
+                _p(
+                    RETRY_CODE,
+                    f"retried after attempt {i + 1} ({outcome.error.kind}); max_retries is "
+                    f"{retry.max_retries}, retryable {outcome.error.retryable}",
+                )
+            )
+        elif i < len(delays) and delays[i] < least:
+            problems.append(
+                _p(
+                    RETRY_AFTER_CODE,
+                    f"slept {delays[i]}s before retry {i + 1}; retry-after {least}",
+                )
+            )
+    if len(delays) != len(attempts) - 1:
+        problems.append(_p(RETRY_CODE, f"{len(delays)} sleeps for {len(attempts) - 1} retries"))
+    last = attempts[-1]
+    n = len(attempts)
+    if last is None:
+        if feed != "model_response":
+            problems.append(_p(RETRY_CODE, f"a reply was followed by {feed}, not model_response"))
+        return problems
+    if reference_retry(last, n - 1, retry) is not None:
+        problems.append(
+            _p(
+                RETRY_CODE,
+                f"gave up after {n} attempts ({last.error.kind}); max_retries is "
+                f"{retry.max_retries}, so retry {n} was due",
+            )
+        )
+    expected = "set_context_tokens" if last.error.kind == "context_overflow" else "fail"
+    if feed != expected:
+        code = OVERFLOW_CODE if expected == "set_context_tokens" else RETRY_CODE
+        problems.append(_p(code, f"the last error ({last.error.kind}) was followed by {feed}"))
+    return problems
+
+
+def check_after_overflow(step: MachineStep) -> list[str]:
+    """The first step after the model reported a context overflow: ``Compact(EMERGENCY)``
+    (the brain withdrew the call), or ``Done(Cancelled())`` when a cancel came first."""
+    if isinstance(step, Compact) and step.reason is CompactReason.EMERGENCY:
+        return []
+    if isinstance(step, Done) and isinstance(step.outcome, Cancelled):
+        return []
+    return [_p(OVERFLOW_CODE, f"a context overflow was followed by {step!r}")]
+
+
+def check_estimate(before: int, estimate: int, after: int) -> list[str]:
+    """After tool results: the count (``before`` them) grew by at least their ``estimate``."""
+    if after >= before + estimate:
+        return []
+    return [
+        _p(ESTIMATE_CODE, f"context {after} after tool results estimated at {estimate} on {before}")
+    ]
+
+
+def check_policy(
+    policy: MachinePolicy, session: SessionConfig, config: RunConfig, tools: Sequence[str]
+) -> list[str]:
+    """The policy a step was asked with is the configs in force at that step, field by field
+    (``compact_now`` is the driver's own flag and not compared)."""
+    expected = {
+        "max_turns": config.max_turns,
+        "context_window": session.context_window,
+        "compact_threshold": config.compact_threshold,
+        "emergency_threshold": config.emergency_threshold,
+        "loop_window": config.loop_window,
+        "loop_repeat_limit": config.loop_repeat_limit,
+        "loop_action": config.loop_action,
+        "tools": tuple(tools),
+    }
+    stale = {
+        name: (getattr(policy, name), value)
+        for name, value in expected.items()
+        if not _same(getattr(policy, name), value)
+    }
+    if not stale:
+        return []
+    return [_p(POLICY_CODE, f"the step's policy is not the configs in force: {stale}")]
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b)
+    return a == b

@@ -1,0 +1,295 @@
+"""Planted driver bugs, one at a time: the property layer (``DriverMachine`` and its
+``DriverWatch``) must find each.
+
+Each fixture patches the real driver (``loopctl.driver``) for the one test: a method of
+``BareLoop`` or a function the driver's modules call, replaced by a buggy version. The machine
+then runs under fixed settings (derandomized, a bounded number of examples, no shrinking), so a
+test is deterministic and takes seconds; it asserts that the run fails and that the failure
+names the property that caught the bug (its problem code). Every plant also counts how often it
+fired: a plant that stops matching the driver (a refactoring moved the code it patches) fails
+loudly instead of passing for the wrong reason.
+
+Without any plant the same settings pass (``test_the_unpatched_driver_passes``), so what fails
+below is the bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+import loopctl.driver.loop as driver_loop
+import loopctl.driver.model as driver_model
+from loopctl.api import ApiError
+from loopctl.core import AwaitingModel, AwaitingTools, LoopError, Message, Start, ToolResult
+from loopctl.driver import BareLoop, build_policy
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.driver_machine import DriverMachine
+
+#: Settings for hunting a planted bug: the same examples every run, stop at the first failure.
+HUNT = settings(
+    max_examples=100,
+    stateful_step_count=6,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.generate],
+    report_multiple_bugs=False,
+    suppress_health_check=list(HealthCheck),
+    print_blob=False,
+)
+
+
+class Plant:
+    """Counts how often a planted bug fired."""
+
+    def __init__(self) -> None:
+        self.fired = 0
+
+
+def hunt(machine: type[DriverMachine] = DriverMachine) -> str:
+    """Run the machine under ``HUNT``; the text of the failure it finds."""
+    with pytest.raises(AssertionError) as info:
+        run_state_machine_as_test(machine, settings=HUNT)
+    return str(info.value)
+
+
+# --- the plants ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def completion_order(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """Tool results returned in completion order instead of call order."""
+    plant = Plant()
+    real = vars(driver_loop)["dispatch"]
+
+    async def dispatch(calls: Any, registry: Any, **kwargs: Any) -> list[ToolResult]:
+        async def one(call: Any) -> ToolResult:
+            results: list[ToolResult] = await real([call], registry, **kwargs)
+            return results[0]
+
+        tasks = [asyncio.ensure_future(one(call)) for call in calls]
+        for task in tasks:  # a crash in one leaves the others' outcomes unread: read them
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        results = [await done for done in asyncio.as_completed(tasks)]
+        if [r.call_id for r in results] != [c.id for c in calls]:
+            plant.fired += 1
+        return results
+
+    monkeypatch.setattr(driver_loop, "dispatch", dispatch)
+    yield plant
+
+
+def _on_resume_with_pending_calls(
+    monkeypatch: pytest.MonkeyPatch, plant: Plant, instead: Callable[..., Any]
+) -> None:
+    """Patch ``BareLoop`` so that the first ``CallTools`` of a run resumed in ``AwaitingTools``
+    (the calls pending at a crash) goes to ``instead(loop, step, policy, cancel, real)``."""
+    real_run = BareLoop.run
+    real_call_tools = BareLoop._call_tools
+
+    async def run(self: BareLoop, input: Any = None, cancel: Any = None) -> Any:
+        self._planted = input is None and isinstance(self.machine.state, AwaitingTools)  # type: ignore[attr-defined]
+        return await real_run(self, input, cancel)
+
+    async def call_tools(self: BareLoop, step: Any, policy: Any, cancel: Any) -> None:
+        if getattr(self, "_planted", False):
+            self._planted = False  # type: ignore[attr-defined]
+            plant.fired += 1
+            await instead(self, step, policy, cancel, real_call_tools)
+            return
+        await real_call_tools(self, step, policy, cancel)
+
+    monkeypatch.setattr(BareLoop, "run", run)
+    monkeypatch.setattr(BareLoop, "_call_tools", call_tools)
+
+
+@pytest.fixture
+def resume_skips_pending(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A resume answers the pending calls as interrupted instead of dispatching them again."""
+    plant = Plant()
+
+    async def skip(loop: BareLoop, step: Any, policy: Any, cancel: Any, real: Any) -> None:
+        results = [
+            ToolResult(call_id=c.id, name=c.name, content="interrupted", is_error=True)
+            for c in step.calls
+        ]
+        loop._feed("tool_results", message=Message.from_results(results))
+
+    _on_resume_with_pending_calls(monkeypatch, plant, skip)
+    yield plant
+
+
+@pytest.fixture
+def resume_dispatches_twice(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A resume dispatches the pending calls twice (once more before the real dispatch)."""
+    plant = Plant()
+
+    async def twice(loop: BareLoop, step: Any, policy: Any, cancel: Any, real: Any) -> None:
+        once = vars(driver_loop)["dispatch"](
+            step.calls,
+            loop.registry,
+            pre_hooks=loop.hooks.pre_tool,
+            post_hooks=loop.hooks.post_tool,
+            middleware=loop.middleware,
+            default_timeout=loop.config.tool_timeout,
+        )
+        await loop._race(once, cancel)  # cancellable as the real dispatch is
+        await real(loop, step, policy, cancel)
+
+    _on_resume_with_pending_calls(monkeypatch, plant, twice)
+    yield plant
+
+
+def _patch_retry(
+    monkeypatch: pytest.MonkeyPatch, plant: Plant, change: Callable[..., float | None]
+) -> None:
+    real = vars(driver_model)["retry_delay"]
+
+    def retry_delay(error: ApiError, attempt: int, config: Any, draw: float) -> float | None:
+        got = change(real, error, attempt, config, draw)
+        if got != real(error, attempt, config, draw):
+            plant.fired += 1
+        return got
+
+    monkeypatch.setattr(driver_model, "retry_delay", retry_delay)
+
+
+@pytest.fixture
+def one_retry_too_many(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    plant = Plant()
+    _patch_retry(
+        monkeypatch,
+        plant,
+        lambda real, e, a, c, d: real(
+            e, a, c.model_copy(update={"max_retries": c.max_retries + 1}), d
+        ),
+    )
+    yield plant
+
+
+@pytest.fixture
+def one_retry_too_few(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    plant = Plant()
+    _patch_retry(
+        monkeypatch,
+        plant,
+        lambda real, e, a, c, d: None if a + 1 >= c.max_retries else real(e, a, c, d),
+    )
+    yield plant
+
+
+@pytest.fixture
+def retry_after_ignored(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    plant = Plant()
+    _patch_retry(
+        monkeypatch,
+        plant,
+        lambda real, e, a, c, d: real(ApiError(e.error, should_retry=e.should_retry), a, c, d),
+    )
+    yield plant
+
+
+def _patch_feed(monkeypatch: pytest.MonkeyPatch, plant: Plant, change: Callable[..., bool]) -> None:
+    """``BareLoop._feed`` through ``change(loop, name, args, plant)``, which returns True when
+    it took the feed over (the real feed is then not given) and counts that in ``plant`` before
+    it feeds anything (a feed may raise the watch's failure)."""
+    real = BareLoop._feed
+
+    def feed(self: BareLoop, name: str, **args: Any) -> None:
+        if not change(self, name, args, plant):
+            real(self, name, **args)
+
+    monkeypatch.setattr(BareLoop, "_feed", feed)
+
+
+@pytest.fixture
+def overflow_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A context overflow fails the run instead of becoming an emergency compaction."""
+    plant = Plant()
+    real = BareLoop._feed
+
+    def change(loop: BareLoop, name: str, args: Any, plant: Plant) -> bool:
+        if name != "set_context_tokens" or not isinstance(loop.machine.state, AwaitingModel):
+            return False
+        plant.fired += 1
+        error = LoopError(kind="context_overflow", message="the context is too long")
+        real(loop, "fail", error=error)
+        return True
+
+    _patch_feed(monkeypatch, plant, change)
+    yield plant
+
+
+@pytest.fixture
+def estimate_not_updated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """The context estimate is not updated after tool results."""
+    plant = Plant()
+
+    def change(loop: BareLoop, name: str, args: Any, plant: Plant) -> bool:
+        if name != "set_context_tokens" or not isinstance(loop.machine.state, Start):
+            return False
+        plant.fired += 1
+        return True
+
+    _patch_feed(monkeypatch, plant, change)
+    yield plant
+
+
+@pytest.fixture
+def stale_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """The policy cache is keyed without the run config: a changed config is not seen."""
+    plant = Plant()
+
+    def policy(self: BareLoop) -> Any:
+        key = (self.session, self.registry, self._compact_requested)
+        cached = getattr(self, "_planted_cache", None)
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            if cached[2] is not self.config:
+                plant.fired += 1
+            return cached[1]
+        fresh = build_policy(
+            self.session, self.config, tools=self.registry.names(), compact_now=key[2]
+        )
+        self._planted_cache = (key, fresh, self.config)  # type: ignore[attr-defined]
+        return fresh
+
+    monkeypatch.setattr(BareLoop, "policy", policy)
+    yield plant
+
+
+# --- the tests -----------------------------------------------------------------------------------
+
+
+def test_the_unpatched_driver_passes() -> None:
+    run_state_machine_as_test(DriverMachine, settings=HUNT)
+
+
+#: Each planted bug (its fixture) and the codes of the properties that may catch it first.
+PLANTED = [
+    ("completion_order", {inv.RESULT_ORDER_CODE}),
+    ("resume_skips_pending", {inv.DISPATCH_ONCE_CODE}),
+    ("resume_dispatches_twice", {inv.DISPATCH_ONCE_CODE}),
+    # one attempt more than allowed: the attempt bound stops it, or the retry check sees it
+    ("one_retry_too_many", {inv.RETRY_CODE, inv.RUNAWAY_CODE}),
+    ("one_retry_too_few", {inv.RETRY_CODE}),
+    ("retry_after_ignored", {inv.RETRY_AFTER_CODE}),
+    ("overflow_fails_the_run", {inv.OVERFLOW_CODE}),
+    ("estimate_not_updated", {inv.ESTIMATE_CODE}),
+    ("stale_policy", {inv.POLICY_CODE}),
+]
+
+
+@pytest.mark.parametrize(("bug", "codes"), PLANTED, ids=[bug for bug, _ in PLANTED])
+def test_the_property_layer_finds_the_planted_bug(
+    bug: str, codes: set[str], request: pytest.FixtureRequest
+) -> None:
+    plant: Plant = request.getfixturevalue(bug)
+    text = hunt()
+    assert plant.fired, "the plant never fired: the driver changed, update the plant"
+    assert any(f"{code}:" in text for code in codes), text
