@@ -37,6 +37,7 @@ __all__ = [
     "GUARDED_MARKERS",
     "REPLAY_KEY",
     "add_options",
+    "blocked_hint",
     "cassette_name",
     "configure",
     "fail_on_problems",
@@ -44,6 +45,7 @@ __all__ = [
     "loopctl_cassette_dir",
     "loopctl_offline",
     "loopctl_record_mode",
+    "record_hint",
     "unconfigure",
 ]
 
@@ -127,7 +129,8 @@ def _guarded(request: pytest.FixtureRequest) -> bool:
     )
 
 
-def _record_hint(nodeid: str) -> str:
+def record_hint(nodeid: str) -> str:
+    """How to record what a test's cassette lacks (ends a miss report)."""
     return (
         f'To record it: run `pytest --loopctl-record-mode=new_episodes "{nodeid}"` once with '
         "real credentials (`once` for a new cassette, `rewrite` to record it afresh), then "
@@ -135,9 +138,10 @@ def _record_hint(nodeid: str) -> str:
     )
 
 
-def _blocked_hint(nodeid: str, has_cassette: bool) -> str:
+def blocked_hint(nodeid: str, has_cassette: bool) -> str:
+    """What a blocked call in ``nodeid`` tells the user to do instead."""
     record = (
-        _record_hint(nodeid)
+        record_hint(nodeid)
         if has_cassette
         else "To answer it from a cassette: mark the test @pytest.mark.loopctl_cassette and run "
         f'`pytest --loopctl-record-mode=once "{nodeid}"` once with real credentials, then '
@@ -174,7 +178,7 @@ def loopctl_offline(request: pytest.FixtureRequest) -> Iterator[None]:
         problems.append(str(error))
 
     hosts = [str(h) for h in allow.args] if allow is not None else []
-    hint = _blocked_hint(request.node.nodeid, wants_cassette)
+    hint = blocked_hint(request.node.nodeid, wants_cassette)
     with block_network(allow_hosts=hosts, allow_loopback=False, hint=hint, on_block=note):
         if wants_cassette:
             request.getfixturevalue("loopctl_cassette")
@@ -232,16 +236,17 @@ def loopctl_cassette(
     try:
         from loopctl_sim.plugin.cassettes import CassetteSession
     except ImportError as exc:  # vcrpy is the optional extra
-        raise pytest.UsageError(
-            f"loopctl cassettes need vcrpy: pip install 'loopctl[cassettes]' ({exc})"
-        ) from exc
+        pytest.fail(
+            f"loopctl cassettes need vcrpy: pip install 'loopctl[cassettes]' ({exc})",
+            pytrace=False,
+        )
     path, repeats = _cassette_path(request, Path(loopctl_cassette_dir))
     session = CassetteSession(
         path,
         record_mode=loopctl_record_mode,
         allow_playback_repeats=repeats,
         raise_on_miss=False,
-        hint=_record_hint(request.node.nodeid),
+        hint=record_hint(request.node.nodeid),
     )
     request.node.stash[_SESSION] = session
     with pytest.MonkeyPatch.context() as patch:

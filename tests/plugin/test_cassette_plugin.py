@@ -342,3 +342,31 @@ def test_a_recording_test_reaches_the_network(
     result = calls.runpytest(*ARGS, "-v", "-k", "recording")  # replayed
     assert outcome(result, "test_recording") == "PASSED"
     assert len(fake_openai.requests) == 1
+
+
+def test_without_vcrpy_the_plugin_loads_and_a_cassette_test_says_what_to_install(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+import sys
+
+assert "vcr" not in sys.modules  # the plugin itself does not import vcrpy
+sys.modules["vcr"] = None  # as if the cassettes extra were not installed
+"""
+    )
+    pytester.makepyfile(
+        """
+import pytest
+
+def test_scripted(loopctl_scripted):
+    assert loopctl_scripted("hi") is not None
+
+@pytest.mark.loopctl_cassette
+def test_cassette():
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess(*ARGS)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["loopctl cassettes need vcrpy: pip install 'loopctl?cassettes?'*"])

@@ -252,3 +252,15 @@ async def test_a_miss_inside_a_loop_run_becomes_a_failed_run_and_still_fails(
     assert isinstance(result.outcome, Failed)
     assert "CassetteMiss" in result.outcome.error.message
     assert not isinstance(result.outcome, Completed)
+
+
+def test_the_machinery_is_public_from_the_plugin_package() -> None:
+    import loopctl_sim.plugin as plugin
+
+    assert len(plugin.__all__) == len(set(plugin.__all__))
+    for name in plugin.__all__:
+        assert getattr(plugin, name) is not None, name
+    assert plugin.use_cassette is use_cassette
+    assert plugin.CassetteMiss is CassetteMiss
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = plugin.nothing

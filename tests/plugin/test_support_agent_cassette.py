@@ -36,8 +36,12 @@ def loopctl_cassette_dir() -> Path:
     return CASSETTES
 
 
-def agent(server: FakeOpenAI) -> Any:
-    return build(client=OpenAIClient("gpt-4o-mini", base_url=server.url, api_key=FAKE_KEY))
+async def completed_run(server: FakeOpenAI, prompt: str) -> tuple[Any, list[tuple[str, Any]]]:
+    """The agent's run of ``prompt`` (it must complete) and the tool calls it made."""
+    client = OpenAIClient("gpt-4o-mini", base_url=server.url, api_key=FAKE_KEY)
+    result = await build(client=client).run(prompt)
+    assert isinstance(result.outcome, Completed), result.error
+    return result, [(c.name, c.arguments) for m in result.messages for c in m.tool_calls]
 
 
 def check_offline(server: FakeOpenAI, cassette: Any, record_mode: str, recorded: int) -> None:
@@ -54,10 +58,8 @@ def check_offline(server: FakeOpenAI, cassette: Any, record_mode: str, recorded:
 async def test_the_agent_looks_the_order_up_and_answers(
     fake_openai: FakeOpenAI, loopctl_cassette: Any, loopctl_record_mode: str
 ) -> None:
-    result = await agent(fake_openai).run("Where is my order A-1002?")
-    assert isinstance(result.outcome, Completed), result.error
+    result, calls = await completed_run(fake_openai, "Where is my order A-1002?")
     assert result.final_text == "Order A-1002 (coffee grinder) is shipped."
-    calls = [(c.name, c.arguments) for m in result.messages for c in m.tool_calls]
     assert calls == [("lookup_order", {"order_id": "A-1002"})]
     check_offline(fake_openai, loopctl_cassette, loopctl_record_mode, 2)
 
@@ -66,9 +68,7 @@ async def test_the_agent_looks_the_order_up_and_answers(
 async def test_a_refund_over_the_limit_is_handed_to_a_human(
     fake_openai: FakeOpenAI, loopctl_cassette: Any, loopctl_record_mode: str
 ) -> None:
-    result = await agent(fake_openai).run("Please refund my order A-1003.")
-    assert isinstance(result.outcome, Completed), result.error
-    calls = [(c.name, c.arguments) for m in result.messages for c in m.tool_calls]
+    result, calls = await completed_run(fake_openai, "Please refund my order A-1003.")
     assert calls == [
         ("lookup_order", {"order_id": "A-1003"}),
         ("refund", {"order_id": "A-1003", "amount": 1500}),
