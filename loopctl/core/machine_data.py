@@ -237,11 +237,15 @@ class MachineData:
     def model_dump_json(self) -> str:
         """The whole brain as JSON: save a run at any decision boundary.
 
-        The same text as ``snapshot().model_dump_json()``, assembled from the per-message cache
-        that ``digest()`` keeps (see ``canonical_json``), so saving after every turn serializes
+        The text of ``snapshot().model_dump_json()`` sealed with its checksum (``snapshot.py``:
+        version 3, the sha256 of those bytes last, so a damaged save is refused at restore),
+        assembled from the per-message cache that ``digest()`` keeps (see ``canonical_json``),
+        and the checksum from its running hash: saving after every turn serializes and hashes
         only the turn's new messages.
         """
-        return self.canonical_json().decode()
+        checksum = self.checksum()
+        history, pending = self._encoded()
+        return snapshot_json(history.parts, pending.parts, self._end(), checksum).decode()
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
@@ -251,6 +255,9 @@ class MachineData:
         return cls.from_snapshot(snap)
 
     def model_dump(self) -> dict[str, Any]:
+        """The brain as JSON data: its content, not sealed. This is the in-process form (edit
+        it, restore it with ``model_validate``); the saved form, which carries the checksum
+        that catches damage at rest, is ``model_dump_json()``."""
         return self.snapshot().model_dump(mode="json")
 
     @classmethod
@@ -263,9 +270,14 @@ class MachineData:
     # --- the digest and the canonical JSON, from the caches -------------------------------
 
     def digest(self) -> str:
-        """A short stable hash of the canonical JSON; traces compare it after every feed.
+        """A short stable hash of the canonical JSON; traces compare it after every feed: the
+        first 16 hex digits of ``checksum()``."""
+        return self.checksum()[:16]
 
-        The value is ``sha256(model_dump_json())[:16]``, computed without re-serializing or
+    def checksum(self) -> str:
+        """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with.
+
+        The value is ``sha256(canonical_json())``, computed without re-serializing or
         re-hashing the conversation: the snapshot's JSON puts history and pending first, and
         each keeps its messages' JSON and a running hash of the JSON up to its last message
         (both only ever grow by appending, or are replaced whole). A digest after a feed
@@ -287,7 +299,7 @@ class MachineData:
         final = pending.chain.copy()
         final.update(self._end())
         hexdigest: str = final.hexdigest()
-        return hexdigest[:16]
+        return hexdigest
 
     def _after_history(self) -> Hash:
         """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""

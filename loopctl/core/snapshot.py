@@ -6,11 +6,32 @@ snapshot is a ``ValidationError`` at restore, never a machine that misbehaves la
 ``snapshot_json`` writes the same bytes as pydantic from cached per-message JSON, which keeps the
 digest that traces take after every feed from re-serializing the whole conversation.
 
-Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``). A
-snapshot is written in the lowest version that holds it, so a conversation without those parts
-is still version 1, byte for byte as before: its digest is unchanged (recorded traces still
-replay) and an older loopctl still reads it. Both versions are read; a version-1 text holding a
-version-2 part is damaged.
+Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``); 3 added
+the checksum. A snapshot's *content* (what ``MachineSnapshot`` holds and dumps, what
+``LoopMachine.canonical_json()`` writes and ``digest()`` hashes) is written in the lowest of
+versions 1 and 2 that holds it, so a conversation without those parts is still version 1, byte
+for byte as before: its digest is unchanged and recorded traces still replay.
+
+The checksum. A saved brain (``LoopMachine.model_dump_json()``: the at-rest form) is that
+content *sealed*: version 3 in its head and, after the loop window, ``"checksum"``: the whole
+sha256 of the content's bytes (``digest()`` is its first 16 hex digits, so sealing costs no
+extra hashing once the digest's running hash is up to date). Why: the consistency check catches
+a snapshot the brain could not be in, but not one it could: 15 of 400 random bit flips of a
+snapshot restored as a different, valid brain (a digit of a count, a letter of a message). A
+sealed snapshot restores only if its checksum matches, so a damaged one is a ``ValidationError``
+saying so, and a version-1/2 text carrying a checksum (a flipped version digit) or a version-3
+text without one is damaged too. Reading: the bytes as given are hashed (the head's version
+put back), about 1 ms per MB; a text laid out otherwise (re-indented, keys reordered) is checked
+against its re-serialized content instead. The checksum is not kept: a validated
+``MachineSnapshot`` is the content, and so is ``LoopMachine.model_dump()`` (in-process data, to
+edit and restore; a dict given to ``model_validate`` with a checksum is checked all the same).
+Versions 1 and 2 (no checksum) are still read, unverified,
+as before; an older loopctl refuses version 3 with its "upgrade loopctl" message.
+
+Numbers: a snapshot holding NaN or an infinity (``1e999``) in a tool call's arguments or a part's
+data is refused, as the brain refuses such a call (``loopctl.core.values``): restored, it would
+save back as ``null``. A verified sealed text cannot hold one (its bytes are the serializer's,
+which writes no such number), so only unsealed snapshots are walked for them.
 """
 
 from __future__ import annotations
@@ -19,7 +40,7 @@ import gc
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -33,29 +54,39 @@ from pydantic_core import to_json
 
 from loopctl.core.encoding import MODERN_PARTS, Head, is_modern
 from loopctl.core.loopdetect import LoopWindow
-from loopctl.core.messages import Message, ToolCall, ToolResult
+from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState, Start
+from loopctl.core.values import value_problem
 
 __all__ = [
     "HISTORY_HEAD",
     "PENDING_HEAD",
+    "SEALED_HEAD",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "SNAPSHOT_VERSIONS",
     "EndEncoder",
     "Exchange",
     "MachineSnapshot",
+    "checksum_tail",
     "gc_paused",
+    "nonfinite_problem",
     "snapshot_json",
     "snapshot_problem",
 ]
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
-#: The newest format version: what a snapshot holding reasoning or provider parts is written in.
-SNAPSHOT_VERSION: Final = 2
-#: Every version this loopctl reads; a snapshot is written in the lowest that holds it.
-SNAPSHOT_VERSIONS: Final = (1, 2)
+#: The newest format version: what a saved brain is written in (its content, sealed).
+SNAPSHOT_VERSION: Final = 3
+#: Every version this loopctl reads.
+SNAPSHOT_VERSIONS: Final = (1, 2, 3)
+#: The highest version of a snapshot's content (without its checksum): one holding reasoning
+#: or provider parts; a content is written in the lowest version that holds it.
+CONTENT_VERSION: Final = 2
+#: The context key under which ``MachineSnapshot.model_validate_json`` hands its validators the
+#: text's bytes (so that a sealed text is verified by hashing them, not by re-serializing).
+_RAW: Final = "loopctl.snapshot.raw"
 
 
 def needed_version(*conversations: Sequence[Message]) -> int:
@@ -96,7 +127,7 @@ class MachineSnapshot(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT
-    version: int = SNAPSHOT_VERSION
+    version: int = CONTENT_VERSION
     # The conversation comes before the small fields, so that the JSON of a machine is a prefix
     # that only grows between commits (history, then pending) followed by a few bytes that
     # change at every feed: the digest keeps a running hash of the prefix (see ``digest()``).
@@ -111,6 +142,23 @@ class MachineSnapshot(BaseModel):
     finalized: bool = False
     noop_floor: int | None = Field(default=None, ge=0)
     loop: LoopWindow = LoopWindow()
+    #: (version 3) The sha256 of the content's bytes; checked at validation, then dropped (None):
+    #: never dumped by the model (the machine's ``model_dump_json()`` adds it).
+    checksum: str | None = Field(
+        default=None, exclude=True, pattern="^[0-9a-f]{64}$", validate_default=True
+    )
+
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, *, context: Any | None = None, **kwargs: Any
+    ) -> Self:
+        """Validate a snapshot's JSON; a sealed one is verified against the bytes given."""
+        raw = json_data.encode() if isinstance(json_data, str) else bytes(json_data)
+        if context is None:
+            context = {_RAW: raw}
+        elif isinstance(context, dict):
+            context = {**context, _RAW: raw}
+        return super().model_validate_json(json_data, context=context, **kwargs)
 
     # Field validators, not a model "before" validator: a model-level one makes pydantic parse the
     # whole JSON into Python objects first, which doubled the cost of restoring a long history.
@@ -132,6 +180,22 @@ class MachineSnapshot(BaseModel):
             )
         return version
 
+    @field_validator("checksum", mode="after")
+    @classmethod
+    def _sealed_in_version_3(cls, checksum: str | None, info: ValidationInfo) -> str | None:
+        version = info.data.get("version")
+        if version == SNAPSHOT_VERSION and checksum is None:
+            raise ValueError(
+                f"a version-{SNAPSHOT_VERSION} snapshot carries a checksum and this one has none "
+                "(damaged, or edited by hand)"
+            )
+        if checksum is not None and version is not None and version != SNAPSHOT_VERSION:
+            raise ValueError(
+                f"a version-{version} snapshot has no checksum, and this one has one (damaged: "
+                "its version was changed)"
+            )
+        return checksum
+
     @field_validator("history", "pending", mode="after")
     @classmethod
     def _fits_its_version(
@@ -146,23 +210,41 @@ class MachineSnapshot(BaseModel):
 
     def model_post_init(self, context: Any, /) -> None:
         """The version is what the conversation needs (the lowest that holds it), whatever the
-        constructor or the text said: a snapshot of a plain conversation is version 1."""
-        if self.version != 1:
+        constructor or the text said: a snapshot of a plain conversation is version 1. (A
+        sealed one's is settled when its checksum is checked, by the head that matched.)"""
+        if self.version != 1 and self.checksum is None:
             object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
     @model_validator(mode="after")
-    def _consistent(self) -> MachineSnapshot:
-        problem = snapshot_problem(self)
+    def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
+        sealed = self.checksum is not None
+        if sealed:
+            # Imported here: the check re-serializes a snapshot with this module's encoder, and
+            # ``seal`` imports it (its cost is a dict lookup after the first time).
+            from loopctl.core.seal import verified_version
+
+            raw = info.context.get(_RAW) if isinstance(info.context, dict) else None
+            version = verified_version(self, raw)
+            if version is None:
+                raise ValueError(
+                    "damaged machine snapshot: its checksum does not match its content (the "
+                    "text changed after it was saved)"
+                )
+            object.__setattr__(self, "version", version)
+            object.__setattr__(self, "checksum", None)
+        problem = snapshot_problem(self, numbers=not sealed)
         if problem is not None:
             raise ValueError(f"inconsistent machine snapshot: {problem}")
         return self
 
 
-def snapshot_problem(snap: MachineSnapshot) -> str | None:
+def snapshot_problem(snap: MachineSnapshot, *, numbers: bool = True) -> str | None:
     """Why ``snap`` is not a state the brain can be in, or None. Linear in the conversation.
 
     A terminal machine that was not finalized may end with calls still open: the run failed or
     was cancelled while its tools ran, and ``discard_pending`` will drop that tail.
+    ``numbers=False`` skips the walk for NaN and infinities (``nonfinite_problem``): a verified
+    sealed text cannot hold one.
     """
     state = snap.state
     kind = state.kind
@@ -193,13 +275,43 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
     problem = coherence_problem(snap.history, open_tail=False)
     if problem is None:
         problem = coherence_problem(snap.pending, open_tail=open_tail)
+    if problem is None and numbers:
+        return nonfinite_problem(snap.history, snap.pending)
     return None if problem is None else f"conversation: {problem}"
+
+
+def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
+    """Where a tool call's arguments or a part's data hold NaN or an infinity, or None: the
+    brain's rule for what it accepts (JSON cannot hold such a number: saved, it becomes
+    ``null``, and the brain restored is another)."""
+    for name, messages in zip(("history", "pending"), conversations, strict=False):
+        for i, message in enumerate(messages):
+            for part in message.parts:
+                kind = type(part)
+                if kind is ToolCall:
+                    value: Any = part.arguments  # type: ignore[union-attr]
+                elif kind is ThinkingPart or kind is ProviderPart:
+                    value = part.data  # type: ignore[union-attr]
+                else:
+                    continue
+                if value and (why := value_problem(value, limit=1 << 30)) is not None:
+                    return f"{name}[{i}]: a {part.kind} part's data cannot be saved: {why}"
+    return None
+
+
+def checksum_tail(checksum: str) -> bytes:
+    """The end of a sealed snapshot's JSON: its checksum, last."""
+    return b',"checksum":"' + checksum.encode() + b'"}'
 
 
 #: The snapshot's JSON up to its first message (version 1; ``.modern`` names version 2).
 HISTORY_HEAD: Final = Head(
     f'{{"format":"{SNAPSHOT_FORMAT}","version":1,"history":['.encode(),
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode(),
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{CONTENT_VERSION},"history":['.encode(),
+)
+#: A sealed snapshot's JSON up to its first message (version 3: the content, with a checksum).
+SEALED_HEAD: Final = (
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
 )
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
@@ -349,14 +461,23 @@ class EndEncoder:
             self.calls_json = b'["' + '","'.join(calls).encode() + b'"]' if calls else b"[]"
 
 
-def snapshot_json(history: Sequence[bytes], pending: Sequence[bytes], end: bytes) -> bytes:
+def snapshot_json(
+    history: Sequence[bytes], pending: Sequence[bytes], end: bytes, checksum: str | None = None
+) -> bytes:
     """The snapshot's JSON from its parts, byte for byte what ``MachineSnapshot`` would write.
 
     ``history`` and ``pending`` are the JSON of each message (cached by the machine), so a
     long conversation is joined, not serialized again; ``end`` is ``EndEncoder``'s. The head names
-    version 2 when a message's JSON is ``Modern``.
+    version 2 when a message's JSON is ``Modern``. With ``checksum`` (the sha256 of those very
+    bytes), the snapshot is written sealed instead: version 3, the checksum last.
     """
-    head = HISTORY_HEAD.modern if is_modern(history) or is_modern(pending) else HISTORY_HEAD
+    if checksum is not None:
+        head = SEALED_HEAD
+        end = end[:-1] + checksum_tail(checksum)
+    elif is_modern(history) or is_modern(pending):
+        head = HISTORY_HEAD.modern
+    else:
+        head = HISTORY_HEAD
     return b"".join((head, b",".join(history), PENDING_HEAD, b",".join(pending), end))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
@@ -93,18 +94,23 @@ def test_digest_changes_with_every_change_of_state() -> None:
 
 
 def test_snapshot_names_its_format_and_version() -> None:
-    data = json.loads(SCENARIOS["started"]().model_dump_json())
+    m = SCENARIOS["started"]()
+    data = json.loads(m.model_dump_json())
     assert data["format"] == SNAPSHOT_FORMAT == "loopctl-machine"
-    # a conversation without reasoning or provider parts is still written in version 1
-    assert data["version"] == 1
-    assert SNAPSHOT_VERSION == 2
+    # saved, a brain is sealed: version 3, its checksum last
+    assert data["version"] == SNAPSHOT_VERSION == 3
+    assert list(data)[-1] == "checksum" and data["checksum"][:16] == m.digest()
+    # its content (what the digest hashes) without reasoning or provider parts is version 1
+    assert json.loads(m.canonical_json())["version"] == 1
 
 
 # --- damaged snapshots --------------------------------------------------------------------------
 
 
 def _data(scenario: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(SCENARIOS[scenario]().model_dump_json())
+    """The content of a scenario's snapshot (unsealed: read unverified, as versions 1 and 2 are,
+    so that each edit below meets the consistency check, not the checksum)."""
+    data: dict[str, Any] = json.loads(SCENARIOS[scenario]().canonical_json())
     return data
 
 
@@ -214,11 +220,21 @@ def _slow_digest(m: LoopMachine) -> str:
     return hashlib.sha256(m.snapshot().model_dump_json().encode()).hexdigest()[:16]
 
 
+def _sealed(content: str) -> str:
+    """The saved form by definition: the content with version 3 in its head and the sha256 of
+    the content's bytes last."""
+    checksum = hashlib.sha256(content.encode()).hexdigest()
+    head = re.match(r'\{"format":"loopctl-machine","version":[12],', content)
+    assert head is not None
+    sealed_head = '{"format":"loopctl-machine","version":3,'
+    return sealed_head + content[head.end() : -1] + f',"checksum":"{checksum}"}}'
+
+
 @pytest.mark.parametrize("build", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_canonical_json_is_the_snapshot_json(build: Callable[[], LoopMachine]) -> None:
     m = build()
     assert m.canonical_json() == m.snapshot().model_dump_json().encode()
-    assert m.model_dump_json() == m.snapshot().model_dump_json()
+    assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
     assert m.digest() == _slow_digest(m)
 
 
@@ -259,7 +275,7 @@ def test_digest_of_odd_arguments_is_exact() -> None:
         ask(call("a", f=0.1, big=10**20, nested={"z": [1.5e-7, None, True]}, s='"quoted" \\ ü')),
         7,
     )
-    assert m.model_dump_json() == m.snapshot().model_dump_json()
+    assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
 
 
 def test_digest_cache_follows_a_replaced_history_it_did_not_see_change() -> None:
@@ -293,7 +309,7 @@ def test_digest_stays_exact_while_the_loop_window_fills_and_slides() -> None:
         m.tool_results(answer(*calls))
         if turn % 7 == 0 or turn > 125:
             assert m.digest() == _slow_digest(m)
-            assert m.model_dump_json() == m.snapshot().model_dump_json()
+            assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
     assert len(m.loop_window.calls) == MAX_LOOP_WINDOW
 
 
@@ -465,7 +481,7 @@ def test_the_exit_door_hands_pendings_json_to_history(door: str) -> None:
         for a, b in zip(m._history_json.parts[2:], encoded[:kept], strict=True)  # type: ignore[union-attr]
     )
     assert m.digest() == _slow_digest(m)
-    assert m.model_dump_json() == m.snapshot().model_dump_json()
+    assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
 
 
 # --- version 2: reasoning and provider parts -------------------------------------------------
@@ -498,7 +514,8 @@ def _modern_machine() -> LoopMachine:
 def test_a_conversation_with_reasoning_is_written_in_version_2_and_restores() -> None:
     m = _modern_machine()
     text = m.model_dump_json()
-    assert json.loads(text)["version"] == SNAPSHOT_VERSION == 2
+    assert json.loads(text)["version"] == SNAPSHOT_VERSION == 3
+    assert json.loads(m.canonical_json())["version"] == 2
     assert m.snapshot().version == 2
     restored = LoopMachine.model_validate_json(text)
     assert restored == m
@@ -515,7 +532,7 @@ def test_a_plain_conversation_keeps_version_1_bytes() -> None:
 
 
 def test_version_1_text_holding_new_parts_is_damaged() -> None:
-    data = json.loads(_modern_machine().model_dump_json())
+    data = json.loads(_modern_machine().canonical_json())
     data["version"] = 1
     with pytest.raises(ValidationError) as raised:
         LoopMachine.model_validate_json(json.dumps(data))
@@ -524,7 +541,7 @@ def test_version_1_text_holding_new_parts_is_damaged() -> None:
 
 def test_version_2_text_of_a_plain_conversation_reads_and_is_written_in_version_1() -> None:
     m = SCENARIOS["after_exchange"]()
-    data = json.loads(m.model_dump_json())
+    data = json.loads(m.canonical_json())
     data["version"] = 2
     restored = LoopMachine.model_validate_json(json.dumps(data))
     assert restored == m

@@ -176,7 +176,7 @@ def check_readable(path: Path, machine: LoopMachine) -> None:
 
 
 def test_a_run_at_the_limit_completes_and_reads_back(tmp_path: Path) -> None:
-    result, client, path, machine = record(tmp_path, nested_text(MAX_NESTING))
+    result, _client, path, machine = record(tmp_path, nested_text(MAX_NESTING))
     assert result.final_text == "done"
     assert machine.history[2].tool_results[0].content == f"depth {MAX_NESTING - 1}"  # x: one in
     check_readable(path, machine)

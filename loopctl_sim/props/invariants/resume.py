@@ -15,6 +15,7 @@ import hashlib
 from pydantic import ValidationError
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError, Terminal
+from loopctl.core.seal import sealed_text
 from loopctl_sim.props.invariants.conversation import open_tail_allowed
 from loopctl_sim.props.invariants.problems import (
     DIGEST_CODE,
@@ -52,17 +53,21 @@ def check_digest(machine: LoopMachine) -> list[str]:
 def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
     """Exact resume, without touching ``machine`` (beyond its derived JSON cache).
 
-    ``model_dump_json()`` is the snapshot model's own JSON and ``digest()`` its hash; the snapshot
-    restores to an equal machine with an equal digest and the same JSON; with a
-    policy, two restored copies answer ``next_step`` identically, and asking one twice gives the
-    same answer and leaves it as the first ask did (idempotence).
+    ``model_dump_json()`` is the snapshot model's own JSON, sealed with its checksum, and
+    ``digest()`` the hash of that JSON; the snapshot restores to an equal machine with an equal
+    digest and the same JSON; with a policy, two restored copies answer ``next_step``
+    identically, and asking one twice gives the same answer and leaves it as the first ask did
+    (idempotence).
     """
     problems: list[str] = []
     text = machine.model_dump_json()
-    if text != machine.snapshot().model_dump_json():
-        problems.append(_p(RESUME_CODE, "model_dump_json() is not the snapshot model's JSON"))
-    if machine.digest() != hashlib.sha256(text.encode()).hexdigest()[:16]:
-        problems.append(_p(RESUME_CODE, "digest() is not the hash of model_dump_json()"))
+    content = machine.snapshot().model_dump_json().encode()
+    if text.encode() != sealed_text(content):
+        problems.append(
+            _p(RESUME_CODE, "model_dump_json() is not the snapshot model's JSON, sealed")
+        )
+    if machine.digest() != hashlib.sha256(content).hexdigest()[:16]:
+        problems.append(_p(RESUME_CODE, "digest() is not the hash of the snapshot model's JSON"))
     try:
         first = _restore(text, type(machine))
     except (ValidationError, ValueError) as exc:
