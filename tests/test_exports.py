@@ -58,7 +58,7 @@ CONTRACT = {
         "AnthropicClient",
         "OllamaClient",
     ],
-    "loopctl.testing": ["ScriptedClient", "FunctionClient", "block_network"],
+    "loopctl.testing": ["ScriptedClient", "FunctionClient", "ExploringClient", "block_network"],
     "loopctl_sim": ["TraceRecorder", "replay_trace", "simulate", "check_machine"],
 }
 

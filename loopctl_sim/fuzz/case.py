@@ -78,7 +78,9 @@ def _arguments(rng: random.Random, tool: str, spread: int) -> dict[str, Any]:
     return {"x": rng.randint(0, spread)}
 
 
-def _fault(rng: random.Random, kind: str, replies: int, tools: Sequence[str], i: int) -> Fault:
+def _fault(
+    rng: random.Random, kind: str, replies: int, tools: Sequence[str], i: int, window: int
+) -> Fault:
     k: FaultKind = kind  # type: ignore[assignment]
     if kind in MODEL_FAULTS:
         times = rng.choice([1, 1, 1, 2, 3, 5]) if kind in _RETRYABLE else 1
@@ -87,9 +89,12 @@ def _fault(rng: random.Random, kind: str, replies: int, tools: Sequence[str], i:
             kind=k, model_call=rng.randint(1, replies + 3), times=times, retry_after=retry_after
         )
     if kind in TOOL_FAULTS:
+        # an oversized result of about a tenth, a half or twice the window (4 characters a token)
+        size = int(4 * window * rng.choice([0.1, 0.5, 2.0])) if kind == "tool_oversized" else None
         if rng.random() < 0.75:
-            return Fault(kind=k, tool_call=rng.randint(1, 2 * replies), times=rng.randint(1, 2))
-        return Fault(kind=k, tool=rng.choice(list(tools)), times=rng.randint(1, 2))
+            place = rng.randint(1, 2 * replies)
+            return Fault(kind=k, tool_call=place, times=rng.randint(1, 2), size=size)
+        return Fault(kind=k, tool=rng.choice(list(tools)), times=rng.randint(1, 2), size=size)
     text = f"steering note {i}" if kind == "inject" else None
     return Fault(kind=k, step=rng.randint(1, 3 * replies), text=text)
 
@@ -124,7 +129,7 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
     faults = []
     if enabled:
         for i in range(rng.randint(1, 5)):
-            faults.append(_fault(rng, rng.choice(enabled), n, tools, i))
+            faults.append(_fault(rng, rng.choice(enabled), n, tools, i, window))
     scenario = Scenario(
         name=f"fuzz-{seed}",
         description=f"fuzz seed {seed}; enabled fault kinds: {', '.join(enabled) or 'none'}",

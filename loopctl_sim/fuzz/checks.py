@@ -31,6 +31,7 @@ from loopctl.core import (
     Failed,
     LoopMachine,
     MachineOutcome,
+    MachinePolicy,
     Message,
     ProtocolError,
     ToolCall,
@@ -202,17 +203,20 @@ def _run_world(
     return _Run1(buf.getvalue(), result, heal_result, fired, steps, None)
 
 
-def _heal_failure(first: SimResult, healed: SimResult) -> Failure | None:
+def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> Failure | None:
     """A clean next run after the faults must complete. One other end is legitimate: the
-    context is over the emergency line and the compactor finds nothing to cut (no compaction
-    succeeded), so the brain fails with ``context_overflow`` rather than loop."""
+    faults left the context over the compaction line (an oversized tool result, a spike) and the
+    compactor finds nothing more to cut, so the brain fails with ``context_overflow`` rather than
+    loop; without a compaction that could not help, the context must have been that high from
+    the start."""
     outcome = healed.outcome
     if isinstance(outcome, Completed) and outcome.final_text == _HEAL_TEXT:
         return None
+    over = first.machine.context_tokens >= policy.threshold_tokens
     if (
         isinstance(outcome, Failed)
         and outcome.error.kind == "context_overflow"
-        and healed.compactions == 0
+        and (healed.compactions == 0 or over)
     ):
         return None
     ended: str = outcome.kind
@@ -266,7 +270,7 @@ def check_case(
         return out
     assert first.result is not None
     if config.check_heal and first.heal is not None:
-        out.failure = _heal_failure(first.result, first.heal)
+        out.failure = heal_failure(first.result, first.heal, sc.policy.policy())
         if out.failure is not None:
             return out
     if config.check_determinism:

@@ -4,8 +4,13 @@ run a world: one drives the bare brain, the other the real ``BareLoop``.
 =============  ===================================================================================
 module         owns
 =============  ===================================================================================
-``world``      ``World``, ``Fault``, ``FaultPlan``, ``ModelScript``: everything outside the brain,
-               scripted, and how each fault strikes
+``faults``     the fault catalogue: ``Fault``, ``FaultPlan``, every kind and where it strikes
+``world``      ``World``, ``ModelScript``: everything outside the brain, scripted, and what each
+               fault does to a reply or a tool's result
+``layers``     the fault layers around a real ``BareLoop``: ``FaultyClient`` (model faults over
+               any model source), ``ToolFaults`` (a tool middleware: live, simulated or
+               scripted tools, tool faults), ``RunFaults`` (``before_step``: cancel, crash,
+               compaction, injection)
 ``scenario``   scenario files: a ``World`` as YAML, validated
 ``machine``    ``simulate``: the bare brain driven synchronously against a world
 ``agent``      the user's agent: ``module:factory`` found, imported, built with the harness's

@@ -1,12 +1,12 @@
 """The driver-level simulator: a ``World`` through the real ``BareLoop``.
 
 ``simulate_driver(world)`` runs the real driver (retries, fold, tool dispatch, compaction, cancel,
-crash and resume via ``from_machine``) against the world: ``WorldClient`` is a scripted
-``ApiClient`` that applies the world's model faults, a tool middleware answers every call from
-the world's tools and tool faults, and run-level faults (cancel, crash, a manual compaction, an
-injected note) are applied through the driver's public ``before_step`` seam right before the
-driver asks its next step. Sleeping is a no-op and the retry jitter is off, so the run is
-deterministic.
+crash and resume via ``from_machine``) against the world, through the fault layers of
+``loopctl_sim.sim.layers``: ``WorldClient`` is a scripted ``ApiClient`` that applies the world's
+model faults, a tool middleware answers every call from the world's tools and tool faults, and
+run-level faults (cancel, crash, a manual compaction, an injected note) are applied through the
+driver's public ``before_step`` seam right before the driver asks its next step. Sleeping is a
+no-op and the retry jitter is off, so the run is deterministic.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from loopctl.api import ModelRequest, StreamEvent, Usage
-from loopctl.core import LoopMachine, Message, Start, ToolCall, ToolResult
+from loopctl.core import LoopMachine, Message
 from loopctl.driver import (
     BareLoop,
     CancelSignal,
@@ -28,52 +26,33 @@ from loopctl.driver import (
     MiddleOutCompactor,
     StepPoint,
 )
-from loopctl.tools import NextTool
 from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
-from loopctl_sim.sim.machine import SimError, SimResult
-from loopctl_sim.sim.world import (
-    FaultPlan,
-    ToolHang,
-    World,
-    fault_error,
-    faulty_reply,
-    run_tool,
+from loopctl_sim.sim.layers import (
+    FaultyClient,
+    RunFaults,
+    ScriptSource,
+    StepLimit,
+    ToolFaults,
+    chain_before_step,
 )
+from loopctl_sim.sim.machine import SimError, SimResult
+from loopctl_sim.sim.world import FaultPlan, World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
 __all__ = ["WorldClient", "simulate_driver", "simulate_driver_async"]
 
 
-class WorldClient:
-    """A scripted ``ApiClient`` playing the world's model, with its model-side faults.
-
-    Every request counts (retries included); a scripted reply is used up only when it is
-    delivered intact (no fault, or an ``unknown_tool`` rename), as a provider's retry would
-    answer the same question again.
+class WorldClient(FaultyClient):
+    """A scripted ``ApiClient`` playing the world's model, with its model-side faults
+    (``FaultyClient`` over the world's script; every reply carries the script's context count).
     """
 
     def __init__(self, world: World, plan: FaultPlan | None = None) -> None:
+        policy = world.run_policy()
+        source = ScriptSource(world.model)
+        plan = plan or FaultPlan(world.faults)
+        super().__init__(source, plan, lambda: policy, usage=source.usage)
         self.world = world
-        self.plan = plan or FaultPlan(world.faults)
-        self.requests = 0
-        self.replies = 0
-        self.policy = world.run_policy()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        self.requests += 1
-        fault = self.plan.model_fault(self.requests)
-        if fault is not None:
-            error = fault_error(fault, self.policy)
-            if error is not None:
-                raise error
-        conversation = list(request.messages)
-        message = self.world.model.reply(conversation, self.replies)
-        tokens = self.world.model.context_tokens(conversation, message, self.replies)
-        events = faulty_reply(fault, message, Usage(context_tokens=tokens))
-        if fault is None or fault.kind == "unknown_tool":
-            self.replies += 1
-        for event in events:
-            yield event
 
 
 class _Counter(LoopObserver):
@@ -87,62 +66,29 @@ class _Counter(LoopObserver):
             self.compactions += 1
 
 
-@dataclass
-class _SimState:
-    world: World
-    plan: FaultPlan
-    cancel: CancelSignal
-    steps: int = 0
-    fired: set[int] = field(default_factory=set)
-    injects: list[str] = field(default_factory=list)
-    tool_calls: int = 0
-    per_tool: Counter[str] = field(default_factory=Counter)
-    crashes: int = 0
-
-    def before_step(self, point: StepPoint) -> None:
-        self.steps += 1
-        if self.steps > self.world.max_steps:
-            raise SimError(f"{self.world.name}: no Done after {self.world.max_steps} steps")
-        for i, fault in enumerate(self.plan.faults):
-            if fault.step != self.steps or i in self.fired:
-                continue
-            self.fired.add(i)
-            if fault.kind == "cancel":
-                point.cancel({"step": self.steps, "reason": fault.message or "scheduled"})
-            elif fault.kind == "crash":
-                self.steps -= 1  # the resumed driver asks this step again
-                raise Crash(self.steps + 1)
-            elif fault.kind == "compact_now":
-                point.request_compaction()
-            elif fault.kind == "inject":
-                assert fault.text is not None
-                self.injects.append(fault.text)
-        if self.injects and isinstance(point.machine.state, Start):
-            for text in self.injects:
-                point.inject(Message.user(text))
-            self.injects.clear()
-
-    async def tool_middleware(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
-        self.tool_calls += 1
-        self.per_tool[call.name] += 1
-        fault = self.plan.tool_fault(self.tool_calls, call.name, self.per_tool[call.name])
-        try:
-            return run_tool(call, self.world.tools.get(call.name), fault, self.world.tool_timeout)
-        except ToolHang:
-            self.cancel.cancel()  # nobody else will: the user gives up on the hung tool
-            await asyncio.Event().wait()
-            raise AssertionError("unreachable") from None  # pragma: no cover
-
-
 def simulate_driver(
     world: World,
     trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
     *,
     created: str | None = None,
     metadata: dict[str, Any] | None = None,
+    observers: Sequence[LoopObserver] = (),
+    before_step: Callable[[StepPoint], None] | None = None,
 ) -> SimResult:
-    """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given)."""
-    return asyncio.run(simulate_driver_async(world, trace, created=created, metadata=metadata))
+    """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
+
+    ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
+    every step after the world's run-level faults struck: a checking harness's seam."""
+    return asyncio.run(
+        simulate_driver_async(
+            world,
+            trace,
+            created=created,
+            metadata=metadata,
+            observers=observers,
+            before_step=before_step,
+        )
+    )
 
 
 async def simulate_driver_async(
@@ -151,11 +97,13 @@ async def simulate_driver_async(
     *,
     created: str | None = None,
     metadata: dict[str, Any] | None = None,
+    observers: Sequence[LoopObserver] = (),
+    before_step: Callable[[StepPoint], None] | None = None,
 ) -> SimResult:
     """``simulate_driver`` for callers already inside an event loop."""
     plan = FaultPlan(world.faults)
-    cancel = CancelSignal()
-    state = _SimState(world, plan, cancel)
+    run_faults = RunFaults(plan, max_steps=world.max_steps)
+    tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)
     client = WorldClient(world, plan)
     policy = world.run_policy()
     run_config, session = configs_for(policy, world)
@@ -168,7 +116,9 @@ async def simulate_driver_async(
     }
     recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
     counter = _Counter()
-    observers: list[LoopObserver] = [counter] if recorder is None else [recorder, counter]
+    mine: list[LoopObserver] = [counter, tools] if recorder is None else [recorder, counter, tools]
+    watchers = [*mine, *observers]
+    hook = chain_before_step(run_faults.before_step, before_step)
 
     def body(machine: LoopMachine) -> BareLoop:
         return BareLoop(
@@ -178,35 +128,38 @@ async def simulate_driver_async(
             session,
             machine=machine,
             compactor=MiddleOutCompactor(world.keep_head, world.keep_tail),
-            middleware=[state.tool_middleware],
-            observers=observers,
+            middleware=[tools.middleware],
+            observers=watchers,
             sleep=no_sleep,
             rng=lambda: 0.0,
-            before_step=state.before_step,
+            before_step=hook,
         )
 
     loop = body(LoopMachine(world.history))
     input: str | Message | None = world.input
     try:
         while True:
+            cancel = tools.cancel = CancelSignal()
             try:
                 result = await loop.run(input, cancel)
                 break
+            except StepLimit as exc:
+                raise SimError(f"{world.name}: {exc}") from None
             except Crash as crash:
                 saved = loop.machine.model_dump_json()
                 restored = LoopMachine.model_validate_json(saved)
                 if restored != loop.machine:
                     raise SimError(f"step {crash.step}: the restored machine differs") from None
-                if recorder is not None:
-                    recorder.writer.io(
-                        "crash",
-                        data={
-                            "step": crash.step,
-                            "snapshot_bytes": len(saved),
-                            "digest": restored.digest(),
-                        },
-                    )
-                state.crashes += 1
+                event = IoEvent(
+                    kind="crash",
+                    data={
+                        "step": crash.step,
+                        "snapshot_bytes": len(saved),
+                        "digest": restored.digest(),
+                    },
+                )
+                for watcher in watchers:
+                    watcher.io(event)
                 loop = body(restored)
                 input = None
     finally:
@@ -217,12 +170,12 @@ async def simulate_driver_async(
         world=world.name,
         outcome=result.outcome,
         machine=machine,
-        steps=state.steps,
+        steps=run_faults.steps,
         model_requests=client.requests,
         replies=client.replies,
         retries=counter.kinds["retry"],
-        tool_calls=state.tool_calls,
+        tool_calls=tools.calls,
         compactions=counter.compactions,
-        crashes=state.crashes,
+        crashes=run_faults.crashes,
         trace=None if recorder is None else recorder.writer.path,
     )

@@ -6,18 +6,9 @@ conversation), scripted tools (name -> function of the arguments returning ``str
 and a fault schedule (``Fault`` records). Everything here is deterministic: the same world gives
 the same run, byte for byte.
 
-Fault kinds and where they strike:
-
-- model side, at the ``model_call``-th request (1-based, every attempt counts, retries included)
-  and the ``times - 1`` requests after it: ``network``, ``timeout``, ``rate_limited`` (429 with
-  ``retry_after``), ``server_error`` (5xx, ``status``), ``overloaded`` (529), ``context_overflow``,
-  ``malformed_stream``, ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
-- tool side, at the ``tool_call``-th dispatched call (1-based) and the ``times - 1`` after it,
-  or at the first ``times`` calls of the tool named ``tool``:
-  ``tool_exception``, ``tool_timeout``, ``tool_hang``;
-- run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (snapshot the
-  brain, drop it, restore a fresh one from the bytes), ``compact_now`` (a user's manual compaction),
-  ``inject`` (a steering message, in the next ``Start`` state).
+The faults (``Fault``, ``FaultPlan``: their kinds and where each strikes) are
+``loopctl_sim.sim.faults``, re-exported here; this module says what each does to a reply or a
+tool's result.
 
 A scripted reply is used up only when it is delivered intact (no fault, or an ``unknown_tool``
 rename): a retried request is answered with the same reply, as a provider would answer the same
@@ -32,9 +23,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any, Final
 
 from loopctl.api import (
     ApiError,
@@ -63,9 +52,19 @@ from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.estimate import CharEstimator, message_chars
 from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
+from loopctl_sim.sim.faults import (
+    MODEL_FAULTS,
+    RUN_FAULTS,
+    TOOL_FAULTS,
+    UNKNOWN_TOOL,
+    Fault,
+    FaultKind,
+    FaultPlan,
+)
 
 __all__ = [
     "MODEL_FAULTS",
+    "OVERSIZED",
     "RUN_FAULTS",
     "TOOL_FAULTS",
     "Fault",
@@ -76,101 +75,16 @@ __all__ = [
     "ToolHang",
     "World",
     "delivered_reply",
+    "distort",
     "estimate_tokens",
     "fault_error",
+    "fault_result",
     "faulty_reply",
     "message_chars",
     "message_events",
     "middle_out",
     "run_tool",
 ]
-
-ModelFaultKind = Literal[
-    "network",
-    "timeout",
-    "rate_limited",
-    "server_error",
-    "overloaded",
-    "context_overflow",
-    "malformed_stream",
-    "invalid_tool_json",
-    "unknown_tool",
-    "duplicate_call_ids",
-]
-ToolFaultKind = Literal["tool_exception", "tool_timeout", "tool_hang"]
-RunFaultKind = Literal["cancel", "crash", "compact_now", "inject"]
-FaultKind = Literal[ModelFaultKind, ToolFaultKind, RunFaultKind]
-MODEL_FAULTS: Final = frozenset(get_args(ModelFaultKind))
-TOOL_FAULTS: Final = frozenset(get_args(ToolFaultKind))
-RUN_FAULTS: Final = frozenset(get_args(RunFaultKind))
-
-#: The name an ``unknown_tool`` fault gives the model's call.
-UNKNOWN_TOOL: Final = "no_such_tool"
-
-
-class Fault(BaseModel):
-    """One scheduled fault. Exactly one place: ``model_call``, ``tool_call``/``tool``, ``step``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: FaultKind
-    model_call: int | None = Field(None, ge=1)
-    tool_call: int | None = Field(None, ge=1)
-    tool: str | None = None
-    step: int | None = Field(None, ge=1)
-    times: int = Field(1, ge=1)
-    status: int | None = None
-    retry_after: float | None = Field(None, ge=0)
-    message: str | None = None
-    text: str | None = None
-
-    @model_validator(mode="after")
-    def _placed(self) -> Fault:
-        if self.kind in MODEL_FAULTS:
-            if self.model_call is None:
-                raise ValueError(f"a {self.kind} fault needs model_call (1-based request index)")
-            if self.tool_call is not None or self.tool is not None or self.step is not None:
-                raise ValueError(f"a {self.kind} fault is placed by model_call only")
-        elif self.kind in TOOL_FAULTS:
-            if (self.tool_call is None) == (self.tool is None):
-                raise ValueError(f"a {self.kind} fault needs exactly one of tool_call or tool")
-            if self.model_call is not None or self.step is not None:
-                raise ValueError(f"a {self.kind} fault is placed by tool_call or tool only")
-        else:
-            if self.step is None:
-                raise ValueError(f"a {self.kind} fault needs step (1-based next_step index)")
-            if self.model_call is not None or self.tool_call is not None or self.tool:
-                raise ValueError(f"a {self.kind} fault is placed by step only")
-            if self.kind == "inject" and not self.text:
-                raise ValueError("an inject fault needs text")
-        return self
-
-    def hits(self, index: int, start: int | None) -> bool:
-        return start is not None and start <= index < start + self.times
-
-
-class FaultPlan:
-    """Look up the fault scheduled at a model request, tool call or step (first listed wins)."""
-
-    def __init__(self, faults: Sequence[Fault] = ()) -> None:
-        self.faults = tuple(faults)
-
-    def model_fault(self, request: int) -> Fault | None:
-        for f in self.faults:
-            if f.kind in MODEL_FAULTS and f.hits(request, f.model_call):
-                return f
-        return None
-
-    def tool_fault(self, index: int, name: str, nth_of_name: int) -> Fault | None:
-        for f in self.faults:
-            if f.kind not in TOOL_FAULTS:
-                continue
-            if f.hits(index, f.tool_call) or (f.tool == name and nth_of_name <= f.times):
-                return f
-        return None
-
-    def run_faults(self, step: int) -> list[Fault]:
-        return [f for f in self.faults if f.kind in RUN_FAULTS and f.step == step]
-
 
 # --- the model --------------------------------------------------------------------------------
 
@@ -329,7 +243,9 @@ def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
     return message
 
 
-def faulty_reply(fault: Fault | None, message: Message, usage: Usage) -> list[StreamEvent]:
+def faulty_reply(
+    fault: Fault | None, message: Message, usage: Usage | None
+) -> list[StreamEvent]:
     """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
     streamed = _streamed_message(fault, message)
     if streamed is not None:
@@ -405,6 +321,44 @@ class ToolHang(Exception):
     """A tool that never returns (the driver's deadline or a cancel must end it)."""
 
 
+#: The characters a ``tool_oversized`` fault pads a result to, unless it says ``size``.
+OVERSIZED: Final = 200_000
+_NON_JSON_TAIL: Final = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+
+
+def fault_result(call: ToolCall, fault: Fault, timeout: float | None) -> ToolResult | None:
+    """The result a tool fault gives ``call`` instead of running the tool (the driver's own
+    texts, ``loopctl.tools.messages``), or None when the tool runs and ``distort`` changes its
+    output. Raises ``ToolHang`` for a hang with no timeout (the run can only be cancelled)."""
+
+    def error(text: str) -> ToolResult:
+        return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+    if fault.kind == "tool_exception":
+        return error(raised_message(call.name, RuntimeError(fault.message or "boom")))
+    if fault.kind == "tool_timeout":
+        return error(timed_out_message(call.name, timeout or 60.0))
+    if fault.kind == "tool_hang":
+        if timeout is None:
+            raise ToolHang(call.name)
+        return error(timed_out_message(call.name, timeout))
+    return None
+
+
+def distort(content: str, fault: Fault | None) -> str:
+    """A tool's output as an output-changing fault (``tool_oversized``, ``tool_non_json``)
+    delivers it; unchanged for the others."""
+    if fault is None:
+        return content
+    if fault.kind == "tool_oversized":
+        size = fault.size or OVERSIZED
+        unit = content or "x"
+        return (unit * (size // len(unit) + 1))[:size] if len(content) < size else content
+    if fault.kind == "tool_non_json":
+        return content[: len(content) // 2] + _NON_JSON_TAIL
+    return content
+
+
 def run_tool(
     call: ToolCall, fn: ToolFn | None, fault: Fault | None, timeout: float | None
 ) -> ToolResult:
@@ -412,26 +366,24 @@ def run_tool(
     the driver's own texts (``loopctl.tools.messages``).
 
     Raises ``ToolHang`` for a hang with no timeout (the run can only be cancelled)."""
-
-    def error(text: str) -> ToolResult:
-        return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
-
     if fault is not None:
-        if fault.kind == "tool_exception":
-            return error(raised_message(call.name, RuntimeError(fault.message or "boom")))
-        if fault.kind == "tool_timeout":
-            return error(timed_out_message(call.name, timeout or 60.0))
-        if fault.kind == "tool_hang":
-            if timeout is None:
-                raise ToolHang(call.name)
-            return error(timed_out_message(call.name, timeout))
+        faulted = fault_result(call, fault, timeout)
+        if faulted is not None:
+            return faulted
     if fn is None:
-        return error(unknown_tool_message(call.name, ()))
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            content=unknown_tool_message(call.name, ()),
+            is_error=True,
+        )
     try:
         content = fn(dict(call.arguments))
     except Exception as exc:
-        return error(raised_message(call.name, exc))
-    return ToolResult(call_id=call.id, name=call.name, content=str(content))
+        return ToolResult(
+            call_id=call.id, name=call.name, content=raised_message(call.name, exc), is_error=True
+        )
+    return ToolResult(call_id=call.id, name=call.name, content=distort(str(content), fault))
 
 
 # --- compaction -------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ def test_a_campaign_catches_a_brain_that_salvages_an_open_tail(
     import loopctl.core.machine as machine_mod
 
     monkeypatch.setattr(machine_mod, "coherent_prefix_length", lambda pending: len(pending))
-    summary = fz.run_campaign(range(0, 15), fz.FuzzConfig(shrink=False))
+    summary = fz.run_campaign(range(0, 30), fz.FuzzConfig(shrink=False))
     assert summary.failures
     assert {(r.failure.kind, r.failure.code) for r in summary.failures if r.failure} == {
         ("invariant", "salvage")

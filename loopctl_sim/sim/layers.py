@@ -1,0 +1,323 @@
+"""Fault layers: the fault catalogue applied around a real ``BareLoop`` and its parts.
+
+Three layers, one per place a fault strikes (``loopctl_sim.sim.faults``), each put into a loop
+through a public seam only, so they work on the user's own agent as well as on loopctl's
+built-in simulated world:
+
+- ``FaultyClient``: an ``ApiClient`` over a *model source* (an exploring model, a script) that
+  applies the model-side faults: the provider errors of ``fault_error`` raised, the streams of
+  ``faulty_reply`` sent (broken, with invalid argument JSON, renamed or duplicated calls);
+- ``ToolFaults``: the innermost tool middleware (below the user's hooks and middleware, which
+  see every faulted result as they would a real one) that runs each call live, simulated (a
+  stand-in answers, the real tool never runs) or scripted, and applies the tool-side faults;
+  tools listed in ``exempt`` (tools with side effects) are never faulted;
+- ``RunFaults``: a ``before_step`` hook (``loopctl.driver.control.StepPoint``) that cancels,
+  crashes (raises ``Crash``: the harness restores the brain into a fresh body), requests a
+  compaction or injects a message at the scheduled steps.
+
+Each layer counts the faults that struck, by kind (``fired``), so a campaign can say what it
+exercised. Faults are assigned to tool calls when the brain asks for them (``ToolFaults`` is also
+an observer of steps), in call order, so concurrent calls of one wave get the same faults
+whatever order they run in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Protocol
+
+from loopctl.api import ModelRequest, StreamEvent, Usage
+from loopctl.core import (
+    CallTools,
+    LoopMachine,
+    MachinePolicy,
+    MachineStep,
+    Message,
+    Start,
+    ToolCall,
+    ToolResult,
+)
+from loopctl.driver import CancelSignal, StepPoint
+from loopctl.observe import LoopObserver
+from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
+from loopctl_sim.sim.body import Crash
+from loopctl_sim.sim.faults import Fault, FaultPlan
+from loopctl_sim.sim.world import (
+    ModelScript,
+    ToolFn,
+    ToolHang,
+    distort,
+    fault_error,
+    fault_result,
+    faulty_reply,
+    run_tool,
+)
+
+__all__ = [
+    "FaultyClient",
+    "ModelSource",
+    "RunFaults",
+    "ScriptSource",
+    "StepLimit",
+    "ToolFaults",
+    "chain_before_step",
+    "simulated_result",
+]
+
+
+class ModelSource(Protocol):
+    """Where a ``FaultyClient``'s replies come from: an ``ExploringClient``, a ``ScriptSource``."""
+
+    def peek(self, request: ModelRequest) -> Message:
+        """The next reply to ``request``, not used up (a faulted attempt's)."""
+        ...
+
+    def deliver(self, request: ModelRequest) -> Message:
+        """The next reply to ``request``, used up (it reached the driver intact)."""
+        ...
+
+
+class ScriptSource:
+    """A ``ModelScript`` as a model source: reply ``i`` is the script's ``i``-th."""
+
+    def __init__(self, script: ModelScript) -> None:
+        self.script = script
+        self.delivered = 0
+        self._last: tuple[int, ModelRequest, Message] | None = None
+
+    def peek(self, request: ModelRequest) -> Message:
+        last = self._last
+        if last is not None and last[0] == self.delivered and last[1] is request:
+            return last[2]  # asked again for the same attempt: a function script runs once
+        message = self.script.reply(list(request.messages), self.delivered)
+        self._last = (self.delivered, request, message)
+        return message
+
+    def deliver(self, request: ModelRequest) -> Message:
+        message = self.peek(request)
+        self.delivered += 1
+        return message
+
+    def usage(self, request: ModelRequest, message: Message) -> Usage:
+        """The context size the provider reports: scripted, or estimated (``ModelScript``)."""
+        count = self.script.context_tokens(list(request.messages), message, self.delivered)
+        return Usage(context_tokens=count)
+
+
+UsageFn = Callable[[ModelRequest, Message], Usage | None]
+
+
+class FaultyClient:
+    """An ``ApiClient`` over ``source`` with the model-side faults of ``plan``.
+
+    Every request counts (retries included). A reply is used up only when it is delivered
+    intact (no fault, or an ``unknown_tool`` rename): a retried request is answered with the
+    same reply, as a provider asked the same question again would answer it. ``policy`` gives
+    the context window a ``context_overflow`` error reports; ``usage`` the usage each reply
+    carries (default: none, so the driver estimates the context)."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        plan: FaultPlan,
+        policy: Callable[[], MachinePolicy],
+        *,
+        usage: UsageFn | None = None,
+    ) -> None:
+        self.source = source
+        self.plan = plan
+        self.policy = policy
+        self.usage = usage
+        self.requests = 0
+        self.replies = 0
+        self.fired: Counter[str] = Counter()
+        self.script: list[Message] = []  # every reply delivered intact, in order
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests += 1
+        fault = self.plan.model_fault(self.requests)
+        if fault is not None:
+            self.fired[fault.kind] += 1
+            error = fault_error(fault, self.policy())
+            if error is not None:
+                raise error
+        intact = fault is None or fault.kind == "unknown_tool"
+        message = self.source.peek(request)
+        usage = self.usage(request, message) if self.usage is not None else None
+        events = faulty_reply(fault, message, usage)
+        if intact:
+            self.source.deliver(request)
+            self.script.append(message)
+            self.replies += 1
+        for event in events:
+            yield event
+
+
+def simulated_result(call: ToolCall) -> str:
+    """What a simulated tool answers: its name and the arguments it was given, as JSON (the
+    same call, the same answer)."""
+    return json.dumps(
+        {"tool": call.name, "simulated": True, "arguments": call.arguments},
+        sort_keys=True,
+        default=str,
+    )
+
+
+class ToolFaults(LoopObserver):
+    """The innermost tool middleware of a faulted run; see the module docstring.
+
+    ``live(name)``: the tool runs for real (else a stand-in answers after the arguments are
+    validated against the tool's own model); ``scripted``: tools answered by a function of the
+    arguments (a scenario's ``returns``, ``results``...); ``timeout(name)``: the timeout a
+    ``tool_hang`` or ``tool_timeout`` reports (None: a hang can only be cancelled, and this
+    layer cancels ``cancel``, the run's signal, as a user who gives up would).
+    ``executions`` counts, by call id, how often a live tool was really run."""
+
+    def __init__(
+        self,
+        plan: FaultPlan,
+        *,
+        registry: ToolRegistry | None = None,
+        live: Callable[[str], bool] = lambda name: True,
+        scripted: Mapping[str, ToolFn] | None = None,
+        exempt: frozenset[str] = frozenset(),
+        timeout: Callable[[str], float | None] = lambda name: None,
+        stand_in: Callable[[ToolCall], str] = simulated_result,
+    ) -> None:
+        self.plan = plan
+        self.registry = registry
+        self.live = live
+        self.scripted = dict(scripted or {})
+        self.exempt = exempt
+        self.timeout = timeout
+        self.stand_in = stand_in
+        self.cancel: CancelSignal | None = None
+        self.index = 0
+        self.per_tool: Counter[str] = Counter()
+        self.assigned: dict[str, Fault | None] = {}
+        self.fired: Counter[str] = Counter()
+        self.executions: Counter[str] = Counter()
+        self.calls = 0
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        if not isinstance(step, CallTools):
+            return
+        for call in step.calls:
+            self.index += 1
+            self.per_tool[call.name] += 1
+            fault = None
+            if call.name not in self.exempt:
+                fault = self.plan.tool_fault(self.index, call.name, self.per_tool[call.name])
+            self.assigned[call.id] = fault
+
+    async def middleware(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
+        """The layer itself (``BareLoop(middleware=[..., layer.middleware])``)."""
+        self.calls += 1
+        fault = self.assigned.pop(call.id, None)
+        if fault is not None:
+            self.fired[fault.kind] += 1
+        timeout = self.timeout(call.name)
+        try:
+            scripted = self.scripted.get(call.name)
+            if scripted is not None:
+                return run_tool(call, scripted, fault, timeout)
+            if not self.live(call.name):
+                return self._simulated(call, fault, timeout)
+            if fault is not None and fault.kind != "tool_timeout":
+                faulted = fault_result(call, fault, timeout)
+                if faulted is not None:
+                    return faulted
+            self.executions[call.id] += 1
+            result = await next_tool(call)
+            if fault is not None and fault.kind == "tool_timeout":
+                late = fault_result(call, fault, timeout)
+                assert late is not None
+                return late
+            if fault is not None:
+                return result.model_copy(update={"content": distort(result.content, fault)})
+            return result
+        except ToolHang:
+            if self.cancel is not None:
+                self.cancel.cancel()  # nobody else will: the user gives up on the hung tool
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable") from None  # pragma: no cover
+
+    def _simulated(self, call: ToolCall, fault: Fault | None, timeout: float | None) -> ToolResult:
+        found = self.registry.get(call.name) if self.registry is not None else None
+        if found is not None:
+            try:
+                found.parse_arguments(call.arguments)
+            except ToolArgumentsError as exc:
+                return ToolResult(call_id=call.id, name=call.name, content=str(exc), is_error=True)
+        return run_tool(call, lambda args: self.stand_in(call), fault, timeout)
+
+
+class StepLimit(Exception):
+    """A run asked more steps than its bound: it does not end (a livelock)."""
+
+
+class RunFaults:
+    """The run-level faults of ``plan`` at their steps, through ``before_step``.
+
+    Steps are counted across crashes: after a crash the resumed driver asks the same step again,
+    which is not counted twice, and a fault strikes once. Injected messages wait for the next
+    ``Start`` (the brain accepts them only there). ``max_steps`` bounds the run: one step more
+    raises ``StepLimit``."""
+
+    def __init__(self, plan: FaultPlan, *, max_steps: int = 10_000) -> None:
+        self.plan = plan
+        self.max_steps = max_steps
+        self.steps = 0
+        self.crashes = 0
+        self.fired: Counter[str] = Counter()
+        self._done: set[int] = set()
+        self._injects: list[str] = []
+
+    def before_step(self, point: StepPoint) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise StepLimit(f"no Done after {self.max_steps} steps")
+        for i, fault in enumerate(self.plan.faults):
+            if fault.step != self.steps or i in self._done:
+                continue
+            self._done.add(i)
+            self.fired[fault.kind] += 1
+            self._strike(fault, point)
+        if self._injects and isinstance(point.machine.state, Start):
+            for text in self._injects:
+                point.inject(Message.user(text))
+            self._injects.clear()
+
+    def _strike(self, fault: Fault, point: StepPoint) -> None:
+        if fault.kind == "cancel":
+            point.cancel({"step": self.steps, "reason": fault.message or "scheduled"})
+        elif fault.kind == "crash":
+            self.steps -= 1  # the resumed driver asks this step again
+            self.crashes += 1
+            raise Crash(self.steps + 1)
+        elif fault.kind == "compact_now":
+            point.request_compaction()
+        elif fault.kind == "inject":
+            assert fault.text is not None
+            self._injects.append(fault.text)
+
+
+def chain_before_step(
+    *hooks: Callable[[StepPoint], None] | None,
+) -> Callable[[StepPoint], None] | None:
+    """One ``before_step`` hook that calls ``hooks`` in order (None ones left out)."""
+    live = [h for h in hooks if h is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def both(point: StepPoint) -> None:
+        for hook in live:
+            hook(point)
+
+    return both
+
