@@ -1,72 +1,74 @@
-"""Sealed snapshots: checking a snapshot's checksum against its content (see ``snapshot.py``).
+"""Sealed snapshots at the byte level: the snapshot format's heads and versions, the checksum's
+place in the text, and checking a text's checksum by hashing it as given.
 
-A saved brain carries the sha256 of its content's bytes. Checking it is hashing the text as
-given, when it is laid out as loopctl writes it (the sealed head, the content, the checksum
-last): about 1 ms per MB, no copy. Any other layout (a re-indented file, keys in another order,
-a dict) is checked by serializing the content again with the snapshot's own encoder, which
-writes exactly the bytes the checksum was taken of.
+A saved brain carries the sha256 of its content's bytes (see ``snapshot.py`` for why). Checked
+here when the text is laid out as loopctl writes it (the sealed head, the content, the checksum
+last): the bytes are hashed with the content's head put back, about 1 ms per MB, no copy.
+``snapshot.py`` checks any other layout (a re-indented file, a dict) by serializing the content
+again. Bytes only: nothing here knows the snapshot model, so the model's validators can use it.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
-from loopctl.core.encoding import message_json
-from loopctl.core.snapshot import (
-    HISTORY_HEAD,
-    SEALED_HEAD,
-    EndEncoder,
-    MachineSnapshot,
-    checksum_tail,
-    snapshot_json,
+from loopctl.core.encoding import Head
+
+__all__ = [
+    "CONTENT_VERSION",
+    "HISTORY_HEAD",
+    "PENDING_HEAD",
+    "SEALED_HEAD",
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_VERSION",
+    "SNAPSHOT_VERSIONS",
+    "checksum_tail",
+    "raw_version",
+    "sealed_text",
+]
+
+SNAPSHOT_FORMAT: Final = "loopctl-machine"
+#: The newest format version: what a saved brain is written in (its content, sealed).
+SNAPSHOT_VERSION: Final = 3
+#: Every version this loopctl reads.
+SNAPSHOT_VERSIONS: Final = (1, 2, 3)
+#: The highest version of a snapshot's content (without its checksum): one holding reasoning
+#: or provider parts; a content is written in the lowest version that holds it.
+CONTENT_VERSION: Final = 2
+#: The snapshot's JSON up to its first message (version 1; ``.modern`` names version 2).
+HISTORY_HEAD: Final = Head(
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":1,"history":['.encode(),
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{CONTENT_VERSION},"history":['.encode(),
 )
-
-__all__ = ["content_json", "sealed_text", "verified_version"]
-
-
-def content_json(snap: MachineSnapshot) -> bytes:
-    """The content's bytes (what the digest hashes), serialized again from ``snap``."""
-    end = EndEncoder().encode(
-        snap.state,
-        snap.turns_taken,
-        snap.context_tokens,
-        snap.exchange,
-        snap.advertised,
-        snap.started,
-        snap.finalized,
-        snap.noop_floor,
-        snap.loop.calls,
-        snap.loop.unjudged,
-        snap.loop.warned,
-    )
-    history = [message_json(m) for m in snap.history]
-    pending = [message_json(m) for m in snap.pending]
-    return snapshot_json(history, pending, end)
+#: A sealed snapshot's JSON up to its first message (version 3: the content, with a checksum).
+SEALED_HEAD: Final = (
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
+)
+#: Between the last message of history and the first of pending.
+PENDING_HEAD: Final = b'],"pending":['
 
 
-def verified_version(snap: MachineSnapshot, raw: bytes | None) -> int | None:
-    """The content version of a sealed snapshot whose checksum matches its content, else None.
+def checksum_tail(checksum: str) -> bytes:
+    """The end of a sealed snapshot's JSON: its checksum, last."""
+    return b',"checksum":"' + checksum.encode() + b'"}'
 
-    First the bytes as given (a saved text: the sealed head, the content, the checksum last):
-    hashed with either content head put back, no copy made. Otherwise (another layout, or no
-    text: a dict) the content serialized again."""
-    checksum = snap.checksum
-    assert checksum is not None
+
+def raw_version(raw: bytes, checksum: str) -> int | None:
+    """The content version (1 or 2) of the sealed text ``raw`` when its bytes, laid out as
+    loopctl writes them, hash to ``checksum``; None otherwise (damaged, or laid out otherwise)."""
+    raw = raw.rstrip(b" \t\r\n")  # a file's last newline (the same object when none)
     tail = checksum_tail(checksum)
-    if raw is not None:
-        raw = raw.rstrip(b" \t\r\n")  # a file's last newline (the same object when none)
-    if raw is not None and raw.startswith(SEALED_HEAD) and raw.endswith(tail):
-        body = memoryview(raw)[len(SEALED_HEAD) : len(raw) - len(tail)]
-        for version, head in ((1, bytes(HISTORY_HEAD)), (2, HISTORY_HEAD.modern)):
-            h = hashlib.sha256(head)
-            h.update(body)
-            h.update(b"}")
-            if h.hexdigest() == checksum:
-                return version
-    content = content_json(snap)
-    if hashlib.sha256(content).hexdigest() != checksum:
+    if not (raw.startswith(SEALED_HEAD) and raw.endswith(tail)):
         return None
-    return 2 if content.startswith(HISTORY_HEAD.modern) else 1
+    body = memoryview(raw)[len(SEALED_HEAD) : len(raw) - len(tail)]
+    for version, head in ((1, bytes(HISTORY_HEAD)), (2, HISTORY_HEAD.modern)):
+        h = hashlib.sha256(head)
+        h.update(body)
+        h.update(b"}")
+        if h.hexdigest() == checksum:
+            return version
+    return None
 
 
 def sealed_text(content: bytes) -> bytes:

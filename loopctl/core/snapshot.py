@@ -37,6 +37,7 @@ which writes no such number), so only unsealed snapshots are walked for them.
 from __future__ import annotations
 
 import gc
+import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,10 +53,21 @@ from pydantic import (
 )
 from pydantic_core import to_json
 
-from loopctl.core.encoding import MODERN_PARTS, Head, is_modern
+from loopctl.core.encoding import MODERN_PARTS, is_modern, message_json
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
+from loopctl.core.seal import (
+    CONTENT_VERSION,
+    HISTORY_HEAD,
+    PENDING_HEAD,
+    SEALED_HEAD,
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_VERSION,
+    SNAPSHOT_VERSIONS,
+    checksum_tail,
+    raw_version,
+)
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState, Start
 from loopctl.core.values import value_problem
 
@@ -76,14 +88,6 @@ __all__ = [
     "snapshot_problem",
 ]
 
-SNAPSHOT_FORMAT: Final = "loopctl-machine"
-#: The newest format version: what a saved brain is written in (its content, sealed).
-SNAPSHOT_VERSION: Final = 3
-#: Every version this loopctl reads.
-SNAPSHOT_VERSIONS: Final = (1, 2, 3)
-#: The highest version of a snapshot's content (without its checksum): one holding reasoning
-#: or provider parts; a content is written in the lowest version that holds it.
-CONTENT_VERSION: Final = 2
 #: The context key under which ``MachineSnapshot.model_validate_json`` hands its validators the
 #: text's bytes (so that a sealed text is verified by hashing them, not by re-serializing).
 _RAW: Final = "loopctl.snapshot.raw"
@@ -219,12 +223,8 @@ class MachineSnapshot(BaseModel):
     def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
         sealed = self.checksum is not None
         if sealed:
-            # Imported here: the check re-serializes a snapshot with this module's encoder, and
-            # ``seal`` imports it (its cost is a dict lookup after the first time).
-            from loopctl.core.seal import verified_version
-
             raw = info.context.get(_RAW) if isinstance(info.context, dict) else None
-            version = verified_version(self, raw)
+            version = _verified_version(self, raw)
             if version is None:
                 raise ValueError(
                     "damaged machine snapshot: its checksum does not match its content (the "
@@ -299,22 +299,41 @@ def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
     return None
 
 
-def checksum_tail(checksum: str) -> bytes:
-    """The end of a sealed snapshot's JSON: its checksum, last."""
-    return b',"checksum":"' + checksum.encode() + b'"}'
+def _content_json(snap: MachineSnapshot) -> bytes:
+    """The content's bytes (what the digest hashes), serialized again from ``snap``."""
+    end = EndEncoder().encode(
+        snap.state,
+        snap.turns_taken,
+        snap.context_tokens,
+        snap.exchange,
+        snap.advertised,
+        snap.started,
+        snap.finalized,
+        snap.noop_floor,
+        snap.loop.calls,
+        snap.loop.unjudged,
+        snap.loop.warned,
+    )
+    history = [message_json(m) for m in snap.history]
+    pending = [message_json(m) for m in snap.pending]
+    return snapshot_json(history, pending, end)
 
 
-#: The snapshot's JSON up to its first message (version 1; ``.modern`` names version 2).
-HISTORY_HEAD: Final = Head(
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":1,"history":['.encode(),
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{CONTENT_VERSION},"history":['.encode(),
-)
-#: A sealed snapshot's JSON up to its first message (version 3: the content, with a checksum).
-SEALED_HEAD: Final = (
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
-)
-#: Between the last message of history and the first of pending.
-PENDING_HEAD: Final = b'],"pending":['
+def _verified_version(snap: MachineSnapshot, raw: bytes | None) -> int | None:
+    """The content version of a sealed snapshot whose checksum matches its content, else None:
+    the bytes as given (``seal.raw_version``), else the content serialized again (another
+    layout, or no text: a dict)."""
+    checksum = snap.checksum
+    assert checksum is not None
+    if raw is not None:
+        version = raw_version(raw, checksum)
+        if version is not None:
+            return version
+    content = _content_json(snap)
+    if hashlib.sha256(content).hexdigest() != checksum:
+        return None
+    return 2 if content.startswith(HISTORY_HEAD.modern) else 1
+
 
 _JSON: Final = to_json
 _EXCHANGE_JSON: Final = Exchange.__pydantic_serializer__.to_json
