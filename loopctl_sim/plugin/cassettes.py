@@ -151,8 +151,9 @@ class CassetteSession:
         """The error to raise for vcrpy's: a ``CassetteMiss`` kept on the session."""
         if isinstance(error, CassetteMiss) or error.failed_request is None:
             return error  # type: ignore[no-any-return]  # already ours, or cassette metadata
-        report = describe_miss(error.failed_request, self.cassette, self.mode, self.scrubber)
-        miss = CassetteMiss(report, self.cassette, error.failed_request)
+        request = error.failed_request
+        report = describe_miss(request, self.cassette, self.mode, self.scrubber, self.path)
+        miss = CassetteMiss(report, self.cassette, request)
         self.misses.append(miss)
         return miss
 

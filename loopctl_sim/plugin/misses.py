@@ -15,6 +15,7 @@ catches vcrpy's error keeps working.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any, Final
 
@@ -87,13 +88,17 @@ def _reason(sent: Any, cassette: Any, exists: bool) -> str:
 
 
 def describe_miss(
-    sent: Any, cassette: Any, record_mode: str, scrubber: Scrubber | None = None
+    sent: Any,
+    cassette: Any,
+    record_mode: str,
+    scrubber: Scrubber | None = None,
+    path: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The report of a request ``cassette`` could not answer (``sent`` is vcrpy's request as the
-    client sent it; what is shown of it is scrubbed)."""
+    """The report of a request ``cassette`` (saved at ``path``) could not answer (``sent`` is
+    vcrpy's request as the client sent it; what is shown of it is scrubbed)."""
     scrub = scrubber or default_scrubber()
     clean = scrub_request(sent, scrub)
-    path = Path(str(cassette.path))
+    path = Path(path if path is not None else str(getattr(cassette, "_path", "")))
     shown = path
     if path.is_absolute() and path.is_relative_to(Path.cwd()):
         shown = path.relative_to(Path.cwd())

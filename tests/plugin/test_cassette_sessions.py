@@ -222,7 +222,7 @@ def test_the_diff_is_cut_short() -> None:
     assert nearest_request(sent, []) is None
 
     class Tape:
-        path = "t.yaml"
+        _path = "t.yaml"
         requests = recorded
         play_counts: dict[int, int] = {}
 
