@@ -6,6 +6,9 @@ streamed as a provider streams it (``loopctl.api.reply_events``), or the recorde
 an error is retried is the agent's own retry policy (agent replay: a changed retry config is a
 divergence) or, replaying the built-in driver, the trace's (``trace_retries``).
 
+An attempt the trace has no answer for, where its next brain record is a ``cancel`` feed, was
+cut off by the recorded run's cancel: the replayed run is cancelled at the same point.
+
 ``RecordedTools`` is the innermost tool middleware: for a tool that is not run live it answers
 the call with the result the trace's next ``tool_results`` feed holds, below the user's hooks and
 middleware, which still run; a call the trace never answered (the run was cancelled while its
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import NoReturn
 
 from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
@@ -54,6 +58,7 @@ class ReplayClient:
         self.provider = provider
         self.attempts = 0  # of the current model call
         self._turn: int | None = None
+        self.cancel: CancelSignal | None = None  # the replayed run's, set for each run
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         if request.turn != self._turn:
@@ -64,7 +69,12 @@ class ReplayClient:
             if self.cursor.peek() is None:
                 self.checker.ended()
             item = self.cursor.next_brain()
-            line, seq = (item[0], item[1].seq) if item is not None else (self.cursor.line, -1)
+            if item is not None and item[1].type == "feed" and item[1].name == "cancel":
+                # The recorded run was cancelled while this attempt streamed (or while it waited
+                # to retry): cancel the replayed run at the same point.
+                await _cancelled(self.cancel)
+            line = item[0] if item is not None else self.cursor.last_read()
+            seq = item[1].seq if item is not None else line - 1
             self.checker.fail(
                 line,
                 seq,
@@ -158,10 +168,16 @@ class RecordedTools:
 
     async def _hang(self) -> ToolResult:
         """The trace has no result: the recorded run was cancelled while this call ran."""
-        if self.cancel is not None:
-            self.cancel.cancel()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")  # pragma: no cover
+        await _cancelled(self.cancel)
+
+
+async def _cancelled(cancel: CancelSignal | None) -> NoReturn:
+    """Fire the replayed run's cancel signal and wait for it to cut this task off, as the
+    recorded run's cancel cut off what it was waiting on."""
+    if cancel is not None:
+        cancel.cancel()
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class RecordedCompactor:

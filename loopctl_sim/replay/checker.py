@@ -138,9 +138,10 @@ class Checker(LoopObserver):
         """The trace ran out under a live run."""
         if self.in_run:
             raise Incomplete
+        line = self.cursor.last_read()
         self.fail(
-            self.cursor.line,
-            self.cursor.records - 1,
+            line,
+            line - 1,
             "end",
             "the agent went on after the trace ended",
             None,
@@ -282,7 +283,8 @@ class Checker(LoopObserver):
             if self.cursor.peek() is None:
                 self.ended()
             item = self.cursor.next_brain()
-            line, seq = (item[0], item[1].seq) if item is not None else (self.cursor.line, -1)
+            line = item[0] if item is not None else self.cursor.last_read()
+            seq = item[1].seq if item is not None else line - 1
             self.fail(
                 line,
                 seq,

@@ -93,6 +93,11 @@ class Cursor:
             if record.kind in kinds:
                 return line, record
 
+    def last_read(self) -> int:
+        """The line of the last record read (taken or kept ahead): where a report points when
+        the trace has nothing after it (never line 0: a cursor is asked after its header)."""
+        return max(self._ahead[-1][0] if self._ahead else self.line, 1)
+
     def next_brain(self) -> Numbered | None:
         """The next brain record, not taken (the ``io`` records before it are read ahead and
         kept); None at the end of the trace."""

@@ -172,20 +172,25 @@ async def _runs(
             result.notes.append(
                 f"the trace ends after the header on line {line}: the run never started"
             )
+            result.machine = machine  # the brain as the header has it, as machine replay says
+            result.final_digest = machine.digest()
             return
         loop = body(machine)
         cancel = CancelSignal()
         recorded_tools.cancel = cancel
+        if isinstance(loop.client, ReplayClient):
+            loop.client.cancel = cancel
         try:
             await loop.run(input, cancel)
         except Crash:
             continue
         except Incomplete:
             result.notes.append(
-                f"the trace ends at line {cursor.line} under a run (a crash or an interrupt "
-                "while recording): replayed up to its last record"
+                f"the trace ends at line {cursor.last_read()} under a run (a crash or an "
+                "interrupt while recording): replayed up to its last record"
             )
             result.machine = loop.machine
+            result.final_digest = loop.machine.digest()
             return
     if loop is not None:
         result.machine = loop.machine
