@@ -15,8 +15,13 @@ module                owns
 ``brain_feeds``       ``BrainFeeds``: one rule per feed, and the question
 ``brain_machine``     ``BrainMachine`` and ``TestBrain``: runs, moves, liveness, misuse, invariants;
                       ``run_program``, the same machine under weighted actions
-``driver_machine``    ``DriverMachine`` and ``TestDriver``: ``BareLoop`` runs with crashes and
-                      cancels in a scripted world
+``brain_loops``       looping programs (repeats, spaced repeats, ping-pongs) for ``BrainMachine``,
+                      so that every loop verdict is judged by the reference
+``driver_watch``      ``DriverWatch``: the seams a harness puts into a ``BareLoop``, the hands'
+                      properties after every step and feed, the bounds, crashes and strikes
+``driver_world``      the scripted world: per-step model plans with failures, the ``work`` tool
+``driver_machine``    ``DriverMachine`` and ``TestDriver``: ``BareLoop`` runs with crashes,
+                      cancels and config changes, watched by ``DriverWatch``
 ``profiles``          the ``dev``, ``ci`` and ``nightly`` hypothesis profiles
 ====================  ============================================================================
 """

@@ -164,6 +164,7 @@ class BrainFeeds(RuleBasedStateMachine):
         problems += inv.check_transition(before.state.kind, "next_step", self.kind)
         judged, label = self.ref.asked(before, self.machine, step, policy)
         problems += judged
+        problems += inv.check_awaiting_model_decision(before, self.machine, step, policy)
         if label is not None:
             event(label)
         if isinstance(step, CallLLM) and step.turn > policy.max_turns:
@@ -238,7 +239,7 @@ class BrainFeeds(RuleBasedStateMachine):
     @precondition(lambda self: self.kind == "awaiting_compaction")
     @rule(mode=st.sampled_from(COMPACTION_MODES), tokens=TOKEN_FRACTIONS)
     def compaction_result(self, mode: str, tokens: float) -> None:
-        compacted = compaction_of(self.machine.messages(), mode)
+        compacted = compaction_of(self.machine.messages(), mode, self.machine.history_len())
         count = int(tokens * self.policy.context_window)
         before_tokens = self.machine.context_tokens
         before = self._feed(

@@ -122,7 +122,9 @@ class BrainMachine(BrainFeeds):
     @rule(moves=st.lists(MOVES, min_size=1, max_size=6))
     def drive(self, moves: list[Move]) -> None:
         """Iterations of a well-behaved driver: ask, do what was asked and report it (the
-        reply, results or compaction drawn in the move); at the end, the exit door. The
+        reply, results or compaction drawn in the move; a move whose count is a whole window is
+        a context overflow, reported as that count, then asked again); at the end, the exit
+        door. The
         invariants are checked after every move, as after every rule."""
         for i, move in enumerate(moves):
             if self.kind == "terminal" and self.machine.finalized:
@@ -180,7 +182,13 @@ class BrainMachine(BrainFeeds):
             return
         self.next_step()
         kind = self.kind
-        if kind == "awaiting_model":
+        if kind == "awaiting_model" and tokens >= 1.0:
+            # the provider refused the request as too long: the driver reports the count (a
+            # whole window; over the line unless the emergency threshold is above 1) and asks
+            # again, and the brain must withdraw the call for an emergency compaction
+            self.set_context_tokens(tokens)
+            self.next_step()
+        elif kind == "awaiting_model":
             self.model_response(text, calls, tokens)
         elif kind == "awaiting_tools":
             self.tool_results(len(calls), [])
@@ -223,12 +231,20 @@ class BrainMachine(BrainFeeds):
 
     def check_all(self) -> None:
         """All the invariants at once (hypothesis runs them after every rule; ``drive`` also
-        between its moves)."""
+        between its moves). The digest comes first: the others may save the machine, which
+        refreshes the caches a stale digest would come from."""
+        self.digest_matches_a_fresh_encoding()
         self.machine_is_sound()
         self.matches_reference_counts()
         self.terminal_is_sticky()
         self.resumes_exactly()
         self.awaiting_tools_has_an_exchange()
+
+    @invariant()
+    def digest_matches_a_fresh_encoding(self) -> None:
+        """``digest()`` asked before anything saves the machine (hypothesis runs invariants in
+        the order of their names; the only one that saves, ``resumes_exactly``, sorts after)."""
+        self._fail_on(inv.check_digest(self.machine), "digest")
 
     @invariant()
     def machine_is_sound(self) -> None:

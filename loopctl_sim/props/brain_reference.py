@@ -14,6 +14,7 @@ Pure (no hypothesis); imports ``loopctl.core`` and the invariants.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +51,10 @@ class BrainReference:
     noop_floor: int | None = None
     #: ``policy.tools`` of the last ``CallLLM`` asked in ``Start``
     advertised: tuple[str, ...] = ()
+    #: how often the reference saw each loop verdict (``"ping_pong (warn)"``, ``"repeat (fail
+    #: after a warning)"``), over every run:
+    #: what a test reads to show that its programs exercise the loop detector
+    verdicts: Counter[str] = field(default_factory=Counter)
 
     def next_run(self) -> None:
         """A fresh run: turns, outcome, the loop record and the no-op floor start over."""
@@ -113,4 +118,12 @@ class BrainReference:
         self.loop_unjudged = 0
         if verdict is None:
             return problems, None
-        return problems, f"loop verdict {verdict} ({'fail' if failed else 'warn'})"
+        if not failed:
+            how = "warn"
+        elif policy.loop_action == "fail":
+            how = "fail"
+        else:
+            how = "fail after a warning"
+        label = f"{verdict} ({how})"
+        self.verdicts[label] += 1
+        return problems, f"loop verdict {label}"

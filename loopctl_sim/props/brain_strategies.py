@@ -140,19 +140,30 @@ def _units(messages: Sequence[Message]) -> list[list[Message]]:
 
 
 #: The shapes ``compaction_of`` can give a compacted conversation.
-COMPACTION_MODES: Final = ("middle_out", "tail", "head_and_summary", "summary_only", "unchanged")
+COMPACTION_MODES: Final = (
+    "middle_out",
+    "tail",
+    "head_and_summary",
+    "summary_only",
+    "unchanged",
+    "same_length",
+)
 
 
-def compaction_of(messages: Sequence[Message], mode: str) -> list[Message]:
+def compaction_of(messages: Sequence[Message], mode: str, history_len: int = 0) -> list[Message]:
     """A provider-valid compaction of a closed conversation, in one of ``COMPACTION_MODES``.
 
     ``middle_out`` keeps the first and last unit and replaces the middle with a summary (the
     default compactor's shape); ``tail`` keeps the last coherent unit; ``head_and_summary`` the
-    first unit and a summary; ``summary_only`` one summary message; ``unchanged`` all of it.
+    first unit and a summary; ``summary_only`` one summary message; ``unchanged`` all of it;
+    ``same_length`` rewrites it as ``history_len`` summaries, the length of the history it
+    replaces (a swap that caches keyed on length alone would miss).
     """
     units = _units(messages)
     flat = [m for u in units for m in u]
     summary = Message.user(f"[summary of {len(flat)} messages]")
+    if mode == "same_length":
+        return [Message.user(f"[part {i + 1} of {len(flat)} messages]") for i in range(history_len)]
     if mode == "unchanged" or (len(units) <= 1 and mode == "middle_out"):
         return flat
     if mode == "middle_out":

@@ -222,3 +222,15 @@ def test_asked_sees_a_loop_and_marks_a_warning(action: str, label: str, warned: 
     problems, seen = ref.asked(before, m, step, policy)
     assert problems == [] and seen == label
     assert ref.loop_warned is warned and ref.loop_unjudged == 0
+    assert ref.verdicts == {label.removeprefix("loop verdict "): 1}
+    if warned:  # the next repeat fails the warned run: told apart from a fail policy's
+        m.next_step(policy)
+        call = ToolCall(id="c9", name="read")
+        m.model_response(Message.assistant(tool_calls=[call]), 10)
+        m.next_step(policy)
+        m.tool_results(Message.from_results([ToolResult(call_id=call.id, name="read", content="")]))
+        ref.record_calls([call])
+        before = m.snapshot()
+        step = m.next_step(policy)
+        problems, seen = ref.asked(before, m, step, policy)
+        assert problems == [] and seen == "loop verdict repeat (fail after a warning)"

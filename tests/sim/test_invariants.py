@@ -660,3 +660,52 @@ def test_check_resume_catches_a_stale_json_cache() -> None:
     m._pending[0] = Message.user("edited in place")  # forged: not a feed
     problems = inv.check_resume(m)
     assert any("not the snapshot model's JSON" in p for p in problems), problems
+
+
+# --- AwaitingModel decisions and the digest -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [(949, CallLLM(turn=1)), (950, Compact(reason=CompactReason.EMERGENCY)), (5000, None)],
+)
+def test_check_awaiting_model_decision_passes_the_brain(tokens: int, expected: Any) -> None:
+    m = awaiting_model()
+    m.set_context_tokens(tokens)
+    before = m.snapshot()
+    step = m.next_step(POLICY)  # emergency line: 1000 * 0.95
+    assert step == (expected or Compact(reason=CompactReason.EMERGENCY))
+    assert inv.check_awaiting_model_decision(before, m, step, POLICY) == []
+
+
+def test_check_awaiting_model_decision_catches_an_ignored_overflow() -> None:
+    m = awaiting_model()
+    m.set_context_tokens(990)
+    before = m.snapshot()
+    # the brain asked again instead of withdrawing the call (forged: the state left as it was)
+    problems = inv.check_awaiting_model_decision(before, m, CallLLM(turn=1), POLICY)
+    assert codes(problems) == {inv.DECISION_CODE} and len(problems) == 2
+    # and a withdrawal under the line
+    m2 = awaiting_model()
+    before2 = m2.snapshot()
+    step = Compact(reason=CompactReason.EMERGENCY)
+    assert codes(inv.check_awaiting_model_decision(before2, m2, step, POLICY)) == {
+        inv.DECISION_CODE
+    }
+    # not applicable elsewhere
+    s = started()
+    assert inv.check_awaiting_model_decision(s.snapshot(), s, CallLLM(turn=1), POLICY) == []
+
+
+def test_check_digest_passes_real_machines_and_catches_a_stale_one() -> None:
+    m = awaiting_tools()
+    assert inv.check_digest(m) == []
+
+    class Stale(LoopMachine):
+        __slots__ = ()
+
+        def digest(self) -> str:
+            return "0" * 16
+
+    stale = Stale.from_snapshot(m.snapshot())
+    assert codes(inv.check_digest(stale)) == {inv.DIGEST_CODE}

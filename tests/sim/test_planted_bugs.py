@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+from planting import HUNT, NEVER_FIRED, Plant, plant_function
 
 import loopctl.driver.loop as driver_loop
 import loopctl.driver.model as driver_model
@@ -30,26 +30,6 @@ from loopctl.core import AwaitingModel, AwaitingTools, LoopError, Message, Start
 from loopctl.driver import BareLoop, build_policy
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_machine import DriverMachine
-
-#: Settings for hunting a planted bug: the same examples every run, stop at the first failure.
-HUNT = settings(
-    max_examples=100,
-    stateful_step_count=6,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=[Phase.generate],
-    report_multiple_bugs=False,
-    suppress_health_check=list(HealthCheck),
-    print_blob=False,
-)
-
-
-class Plant:
-    """Counts how often a planted bug fired."""
-
-    def __init__(self) -> None:
-        self.fired = 0
 
 
 def hunt(machine: type[DriverMachine] = DriverMachine) -> str:
@@ -146,53 +126,39 @@ def resume_dispatches_twice(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     yield plant
 
 
-def _patch_retry(
-    monkeypatch: pytest.MonkeyPatch, plant: Plant, change: Callable[..., float | None]
-) -> None:
-    real = vars(driver_model)["retry_delay"]
-
-    def retry_delay(error: ApiError, attempt: int, config: Any, draw: float) -> float | None:
-        got = change(real, error, attempt, config, draw)
-        if got != real(error, attempt, config, draw):
-            plant.fired += 1
-        return got
-
-    monkeypatch.setattr(driver_model, "retry_delay", retry_delay)
-
-
 @pytest.fixture
-def one_retry_too_many(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
-    plant = Plant()
-    _patch_retry(
+def one_retry_too_many(monkeypatch: pytest.MonkeyPatch) -> Plant:
+    """The retry count is off by one: one retry more than ``max_retries``."""
+    return plant_function(
         monkeypatch,
-        plant,
+        driver_model,
+        "retry_delay",
         lambda real, e, a, c, d: real(
             e, a, c.model_copy(update={"max_retries": c.max_retries + 1}), d
         ),
     )
-    yield plant
 
 
 @pytest.fixture
-def one_retry_too_few(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
-    plant = Plant()
-    _patch_retry(
+def one_retry_too_few(monkeypatch: pytest.MonkeyPatch) -> Plant:
+    """The retry count is off by one: it gives up one retry early."""
+    return plant_function(
         monkeypatch,
-        plant,
+        driver_model,
+        "retry_delay",
         lambda real, e, a, c, d: None if a + 1 >= c.max_retries else real(e, a, c, d),
     )
-    yield plant
 
 
 @pytest.fixture
-def retry_after_ignored(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
-    plant = Plant()
-    _patch_retry(
+def retry_after_ignored(monkeypatch: pytest.MonkeyPatch) -> Plant:
+    """The server's retry-after is ignored: the backoff alone decides the delay."""
+    return plant_function(
         monkeypatch,
-        plant,
+        driver_model,
+        "retry_delay",
         lambda real, e, a, c, d: real(ApiError(e.error, should_retry=e.should_retry), a, c, d),
     )
-    yield plant
 
 
 def _patch_feed(monkeypatch: pytest.MonkeyPatch, plant: Plant, change: Callable[..., bool]) -> None:
@@ -291,5 +257,5 @@ def test_the_property_layer_finds_the_planted_bug(
 ) -> None:
     plant: Plant = request.getfixturevalue(bug)
     text = hunt()
-    assert plant.fired, "the plant never fired: the driver changed, update the plant"
+    assert plant.fired, NEVER_FIRED
     assert any(f"{code}:" in text for code in codes), text

@@ -7,6 +7,7 @@ nightly on a schedule). At the bottom: regressions found by these tests, kept as
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from loopctl import (
     CallLLM,
     Done,
     Failed,
+    LoopAction,
     LoopMachine,
     MachinePolicy,
     Message,
@@ -25,6 +27,12 @@ from loopctl import (
     ToolResult,
 )
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_loops import (
+    LoopProgram,
+    loop_policies,
+    loop_programs,
+    run_loop_program,
+)
 from loopctl_sim.props.brain_machine import BrainMachine, run_program
 from loopctl_sim.props.brain_strategies import compaction_of
 from loopctl_sim.props.profiles import profile_settings
@@ -73,7 +81,9 @@ TestOneToolBrain.settings = settings(_PROFILE, max_examples=max(10, _PROFILE.max
 # --- the helpers the machine uses ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["middle_out", "tail", "head_and_summary", "summary_only"])
+@pytest.mark.parametrize(
+    "mode", ["middle_out", "tail", "head_and_summary", "summary_only", "same_length"]
+)
 def test_compactions_are_provider_valid_and_no_longer(mode: str) -> None:
     a, b = ToolCall(id="a", name="read"), ToolCall(id="b", name="read")
     convo = [
@@ -84,9 +94,11 @@ def test_compactions_are_provider_valid_and_no_longer(mode: str) -> None:
         Message.assistant(tool_calls=[b]),
         Message.from_results([ToolResult(call_id="b", name="read", content="2")]),
     ]
-    compacted = compaction_of(convo, mode)
+    compacted = compaction_of(convo, mode, history_len=4)
     assert inv.provider_problems(compacted) == []
     assert len(compacted) <= len(convo)
+    if mode == "same_length":  # the length of the history it replaces, other messages
+        assert len(compacted) == 4 and all(m not in convo for m in compacted)
     assert compaction_of(convo, "unchanged") == convo
     with pytest.raises(ValueError):
         compaction_of(convo, "bogus")
@@ -170,3 +182,37 @@ def test_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(profiles.ENV_VAR, "warp-speed")
     with pytest.raises(ValueError, match="warp-speed"):
         profiles.profile_name()
+
+
+# --- looping programs: every loop verdict judged by the reference detector ---------------------
+
+
+@settings(_PROFILE, max_examples=max(10, _PROFILE.max_examples // 3))
+@given(policy=loop_policies(), program=loop_programs())
+def test_looping_programs_agree_with_the_reference_loop_detector(
+    policy: MachinePolicy, program: LoopProgram
+) -> None:
+    run_loop_program(BrainMachine(), policy, program)
+
+
+@pytest.mark.parametrize(
+    ("action", "kinds"), [("warn", ("warn", "fail after a warning")), ("fail", ("fail",))]
+)
+def test_looping_programs_reach_every_kind_of_verdict(
+    action: LoopAction, kinds: tuple[str, ...]
+) -> None:
+    """The programs exercise what the loop detector decides: repeats and ping-pongs, each
+    warned, failed at once, and failed after a warning (in a fixed set of examples)."""
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=20, derandomize=True, database=None, deadline=None)
+    @given(policy=loop_policies(actions=(action,)), program=loop_programs())
+    def tally(policy: MachinePolicy, program: LoopProgram) -> None:
+        machine = BrainMachine()
+        run_loop_program(machine, policy, program)
+        seen.update(machine.ref.verdicts)
+
+    tally()
+    for verdict in ("repeat", "ping_pong"):
+        for how in kinds:
+            assert seen[f"{verdict} ({how})"], (verdict, how, seen)

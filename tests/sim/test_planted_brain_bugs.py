@@ -1,0 +1,168 @@
+"""Planted brain bugs, one at a time: the brain's property layer must find each.
+
+The bugs of this file once survived every generated program and were caught only by
+hand-written tables: a loop detector that ignores ping-pongs, ignores the policy's window or
+never escalates a warning (the programs of ``BrainMachine`` almost never loop; the looping
+programs of ``brain_loops`` do); a brain that answers ``AwaitingModel`` without looking at an
+overflow count (``check_awaiting_model_decision``); a digest cache that misses a history replaced
+by another list of the same length (``check_digest``, asked before anything saves the machine).
+
+Each fixture patches the real brain for the one test; the property runs under fixed settings
+(derandomized, a bounded number of examples, no shrinking) and the test asserts that it fails
+with the code of the property that caught the bug. Every plant counts how often it fired, so a
+plant that stops matching the brain fails loudly instead of passing for the wrong reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis.stateful import run_state_machine_as_test
+from planting import HUNT, NEVER_FIRED, Plant, plant_function
+
+import loopctl.core.machine as brain
+import loopctl.core.machine_data as brain_data
+from loopctl.core import MAX_LOOP_WINDOW, CallLLM, LoopMachine, MachinePolicy
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_loops import (
+    LoopProgram,
+    loop_policies,
+    loop_programs,
+    run_loop_program,
+)
+from loopctl_sim.props.brain_machine import BrainMachine
+
+#: The brain's hunts are cheaper per example than the driver's but need longer programs.
+BRAIN_HUNT = settings(HUNT, max_examples=40)
+
+
+@settings(BRAIN_HUNT)
+@given(policy=loop_policies(), program=loop_programs())
+def _looping(policy: MachinePolicy, program: LoopProgram) -> None:
+    run_loop_program(BrainMachine(), policy, program)
+
+
+def _stateful() -> None:
+    run_state_machine_as_test(BrainMachine, settings=settings(BRAIN_HUNT, stateful_step_count=30))
+
+
+# --- the loop detector ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_ping_pong(monkeypatch: pytest.MonkeyPatch) -> Plant:
+    """The loop detector never reports a ping-pong."""
+
+    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
+        verdict = real(calls, unjudged, policy)
+        return None if verdict is not None and verdict.pattern == "ping_pong" else verdict
+
+    return plant_function(monkeypatch, brain, "judge_keys", change)
+
+
+@pytest.fixture
+def window_ignored(monkeypatch: pytest.MonkeyPatch) -> Plant:
+    """The loop detector looks at the whole record it keeps, not the policy's window."""
+
+    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
+        return real(calls, unjudged, policy.model_copy(update={"loop_window": MAX_LOOP_WINDOW}))
+
+    return plant_function(monkeypatch, brain, "judge_keys", change)
+
+
+@pytest.fixture
+def never_escalates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A warned run is warned again instead of failed (the flag is kept, but not consulted)."""
+    plant = Plant()
+    real = brain._STEP_HANDLERS["start"]
+
+    def step_start(machine: LoopMachine, policy: MachinePolicy) -> Any:
+        warned = machine._loop_warned
+        machine._loop_warned = False
+        notes = machine.pending_len()
+        step = real(machine, policy)
+        if warned and machine.pending_len() > notes:
+            plant.fired += 1  # a second warning note where a failure was due
+        machine._loop_warned = machine._loop_warned or warned
+        return step
+
+    monkeypatch.setitem(brain._STEP_HANDLERS, "start", step_start)
+    yield plant
+
+
+# --- AwaitingModel -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def overflow_count_ignored(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """Asked in AwaitingModel, the brain asks the model again whatever the count says."""
+    plant = Plant()
+    real = brain._STEP_HANDLERS["awaiting_model"]
+
+    def step_awaiting_model(machine: LoopMachine, policy: MachinePolicy) -> Any:
+        state = machine.state
+        if machine.context_tokens >= policy.emergency_tokens:
+            plant.fired += 1
+            return CallLLM(turn=state.turn)  # type: ignore[union-attr]
+        return real(machine, policy)
+
+    monkeypatch.setitem(brain._STEP_HANDLERS, "awaiting_model", step_awaiting_model)
+    yield plant
+
+
+# --- the digest ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stale_digest(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """The digest's history cache is kept when the new history has the old one's length (it
+    checks the length, not the list): a same-length swap keeps the old history's hash. Saves
+    build their JSON without a running hash (no ``start``) and stay right."""
+    plant = Plant()
+    real = vars(brain_data)["encoded"]
+
+    def encoded(cache: Any, messages: Any, start: Any = None, base: Any = None) -> Any:
+        if (
+            start is not None
+            and base is None
+            and cache is not None
+            and cache.chain is not None
+            and cache.source is not messages
+            and len(cache.parts) == len(messages)
+        ):
+            if list(cache.source) != list(messages):
+                plant.fired += 1
+            return cache
+        return real(cache, messages, start, base)
+
+    monkeypatch.setattr(brain_data, "encoded", encoded)
+    yield plant
+
+
+#: Each planted bug (its fixture), the property run that hunts it, and the code it must fail with.
+PLANTED: list[tuple[str, Callable[[], None], str]] = [
+    ("no_ping_pong", _looping, inv.LOOP_CODE),
+    ("window_ignored", _looping, inv.LOOP_CODE),
+    ("never_escalates", _looping, inv.LOOP_CODE),
+    ("overflow_count_ignored", _stateful, inv.DECISION_CODE),
+    ("stale_digest", _stateful, inv.DIGEST_CODE),
+]
+
+
+@pytest.mark.parametrize(("bug", "run", "code"), PLANTED, ids=[bug for bug, _, _ in PLANTED])
+def test_the_property_layer_finds_the_planted_bug(
+    bug: str, run: Callable[[], None], code: str, request: pytest.FixtureRequest
+) -> None:
+    plant: Plant = request.getfixturevalue(bug)
+    with pytest.raises(AssertionError) as info:
+        run()
+    assert plant.fired, NEVER_FIRED
+    assert f"{code}:" in str(info.value), str(info.value)
+
+
+def test_the_unpatched_brain_passes_the_same_hunts() -> None:
+    _looping()
+    _stateful()
