@@ -37,6 +37,7 @@ from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, 
 __all__ = [
     "ApiClient",
     "ApiError",
+    "AttemptAbandoned",
     "ModelReply",
     "ModelRequest",
     "PartEvent",
@@ -155,6 +156,24 @@ class PartEvent(BaseModel):
     part: Annotated[ThinkingPart | ProviderPart, Field(discriminator="kind")]
 
 
+class AttemptAbandoned(BaseModel):
+    """The model attempt whose events were streamed since the last ``AttemptAbandoned`` (or the
+    start of the call) failed: nothing it streamed is part of the reply. Sent by the driver to
+    ``on_stream`` watchers only (a client never yields it; the fold ignores it), so a UI can
+    clear the attempt's text instead of running it into the next attempt's.
+
+    ``attempt`` counts from 1; ``error`` is the failure's ``LoopError`` kind and ``message``
+    its text; ``retry_in`` the seconds until the next attempt, or None when there is none
+    (the call fails with this error)."""
+
+    model_config = _FROZEN
+    kind: Literal["attempt_abandoned"] = "attempt_abandoned"
+    attempt: int
+    error: str
+    message: str = ""
+    retry_in: float | None = None
+
+
 StreamEvent = Annotated[
     TextDelta
     | ToolCallStart
@@ -163,7 +182,8 @@ StreamEvent = Annotated[
     | UsageEvent
     | StopEvent
     | ThinkingDelta
-    | PartEvent,
+    | PartEvent
+    | AttemptAbandoned,
     Field(discriminator="kind"),
 ]
 

@@ -4,6 +4,8 @@ The driver asks this module for one reply per ``CallLLM``. Each attempt goes thr
 middleware (outermost first) to the client's stream; the events are folded into one message. A
 retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
 simulation stays deterministic); the last error is raised for the driver to feed to the brain.
+Every failed attempt is told to the stream's watcher (``on_stream``) as ``AttemptAbandoned``:
+text it streamed is never taken back otherwise, and would run into the next attempt's.
 
 A body that could not be parsed (``details["parse"]``, from the providers' ``malformed``) is
 retried like other retryable errors, since the next reply may differ; but when it fails the same
@@ -16,7 +18,15 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from loopctl.api import ApiClient, ApiError, ModelReply, ModelRequest, StreamEvent, fold_events
+from loopctl.api import (
+    ApiClient,
+    ApiError,
+    AttemptAbandoned,
+    ModelReply,
+    ModelRequest,
+    StreamEvent,
+    fold_events,
+)
 from loopctl.core import LoopError, Message
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.retry import retry_delay
@@ -85,6 +95,15 @@ class ModelCaller:
         check_call_ids(reply.message)
         return reply
 
+    def _abandoned(self, attempt: int, error: LoopError, delay: float | None) -> None:
+        """Tell the stream's watcher that what this attempt streamed is not the reply."""
+        if self.on_stream is not None:
+            self.on_stream(
+                AttemptAbandoned(
+                    attempt=attempt + 1, error=error.kind, message=error.message, retry_in=delay
+                )
+            )
+
     def _chain(self) -> CallNext:
         call: CallNext = self._stream
         for middleware in reversed(self.middleware):
@@ -114,8 +133,11 @@ class ModelCaller:
                 delay = retry_delay(exc, attempt, retry, self.draw())
                 repeats = delay is None or failure == last_parse_failure  # it will repeat
                 if failure is not None and attempt and repeats:
-                    raise _parse_failure_after(exc, attempt + 1) from exc
+                    final = _parse_failure_after(exc, attempt + 1)
+                    self._abandoned(attempt, final.error, None)
+                    raise final from exc
                 last_parse_failure = failure
+                self._abandoned(attempt, exc.error, delay)
                 if delay is None:
                     raise
                 self.emit(
