@@ -20,6 +20,7 @@ module                owns
 ``driver_watch``      ``DriverWatch``: the seams a harness puts into a ``BareLoop``, the hands'
                       properties after every step and feed, the bounds, crashes and strikes
 ``driver_world``      the scripted world: per-step model plans with failures, the ``work`` tool
+``driver_agent``      the user's agent as the world: drawn replies, fault plans, the layers
 ``driver_machine``    ``DriverMachine`` and ``TestDriver``: ``BareLoop`` runs with crashes,
                       cancels and config changes, watched by ``DriverWatch``
 ``profiles``          the ``dev``, ``ci`` and ``nightly`` hypothesis profiles

@@ -24,6 +24,16 @@ Run it as a test::
 
     from loopctl_sim.props.driver_machine import TestDriver   # collected by pytest
 
+Or around your own agent (``driver_agent``): its factory builds every loop, a model explores the
+tools it advertises, faults strike around the model, the tools and the run, and the same checks
+hold::
+
+    class ShopMachine(DriverMachine):
+        agent = "examples.support_agent.agent:build"
+        simulated = frozenset({"refund"})      # a stand-in answers: no side effects
+
+    TestShop = ShopMachine.TestCase
+
 Rules run their loop with ``asyncio.run``; retries sleep through the watch's no-op sleep and the
 jitter is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms timeout).
 """
@@ -38,7 +48,7 @@ from typing import Any, ClassVar, Final
 from hypothesis import event as _hypothesis_event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from loopctl.core import (
     AwaitingTools,
@@ -46,10 +56,12 @@ from loopctl.core import (
     Failed,
     LoopMachine,
     Terminal,
+    ToolCall,
 )
 from loopctl.driver import BareLoop, CancelSignal, RunConfig, RunResult
-from loopctl.testing import FunctionClient
+from loopctl.testing import ExploreConfig, FunctionClient
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.driver_agent import AgentRun, fault_plans
 from loopctl_sim.props.driver_watch import Broken, Crash, DriverWatch, Strike, unwrap
 from loopctl_sim.props.driver_world import (
     MODES,
@@ -60,6 +72,7 @@ from loopctl_sim.props.driver_world import (
     reply_specs,
     run_configs,
 )
+from loopctl_sim.sim.agent import AgentFactory, load_agent
 
 __all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_configs"]
 
@@ -68,6 +81,10 @@ _MAX_RESUMES: Final = 20
 
 _INTERRUPTS: Final = st.lists(
     st.tuples(st.sampled_from(["cancel", "crash"]), st.integers(1, 25)), max_size=2
+)
+#: A user's agent also crashes inside a tool, after it ran (``tool_crash`` at the k-th dispatch).
+_AGENT_INTERRUPTS: Final = st.lists(
+    st.tuples(st.sampled_from(["cancel", "crash", "tool_crash"]), st.integers(1, 12)), max_size=2
 )
 
 
@@ -78,51 +95,106 @@ def event(text: str) -> None:
 
 
 class DriverMachine(RuleBasedStateMachine):
-    """Hypothesis drives ``BareLoop`` runs in a scripted world. See the module docstring.
+    """Hypothesis drives ``BareLoop`` runs, in the scripted world or around your own agent.
 
-    Override ``configs`` (a strategy of ``RunConfig``) to test your own run settings, and
-    ``changes`` (a strategy of ``RunConfig`` field updates) for the changes made mid-run.
+    The built-in world (``agent = None``): see the module docstring. Override ``configs`` (a
+    strategy of ``RunConfig``) to test your own run settings there.
+
+    Your own agent: set ``agent`` to its factory (``"mypkg.agent:build"`` or the callable; see
+    ``loopctl_sim.sim.agent``). Each run builds the loop with the factory and drives it with a
+    model that explores the advertised tools and with faults around the model, the tools and the
+    run (``driver_agent``); a crash restores the brain into a fresh loop built by the factory.
+    ``inputs`` are the user messages runs start with; ``simulated`` names tools a stand-in
+    answers (the real one never runs: side effects); ``exempt`` names tools that run but are
+    never faulted; ``explore`` is the model's ``ExploreConfig`` (its ``turns``: when replies
+    become final answers). ``configs`` defaults to None there (the factory's own config).
+
+    Both: ``changes`` (a strategy of ``RunConfig`` field updates) for the changes made mid-run;
     ``tolerated`` names brain problem codes reported nowhere (known issues); ``skip`` names
-    driver property codes not checked; ``max_steps`` bounds the steps of one run.
+    driver property codes not checked (say ``RETRY_CODE`` for a model middleware that retries
+    on its own); ``max_steps`` bounds the steps of one run.
     """
 
-    configs: ClassVar[st.SearchStrategy[RunConfig]] = run_configs()
+    agent: ClassVar[str | AgentFactory | None] = None
+    inputs: ClassVar[tuple[str, ...]] = ("Hello!", "Can you help me?", "What can you do?")
+    simulated: ClassVar[frozenset[str]] = frozenset()
+    exempt: ClassVar[frozenset[str]] = frozenset()
+    explore: ClassVar[ExploreConfig] = ExploreConfig(turns=8)
+    configs: ClassVar[st.SearchStrategy[RunConfig] | None] = run_configs()
     changes: ClassVar[st.SearchStrategy[dict[str, Any]]] = config_changes()
     tolerated: ClassVar[frozenset[str]] = frozenset({inv.RESTORE_OPEN_TAIL_CODE})
     skip: ClassVar[frozenset[str]] = frozenset()
     max_steps: ClassVar[int] = 200
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("agent") is not None and "configs" not in cls.__dict__:
+            cls.configs = None  # the agent's own config, unless the subclass draws some
+
     def __init__(self) -> None:
         super().__init__()
         self.machine = LoopMachine()
-        self.config = RunConfig()
+        self.config: RunConfig | None = RunConfig() if self.agent is None else None
         self.signal = CancelSignal()
         self.world = World(lambda: self.signal)
-        self.allowed: Counter[int] = Counter()  # extra executions a crash in flight allows
+        self.allowed: Counter[Any] = Counter()  # extra executions a crash in flight allows
+        # a user's live tools, by (run, call id): the exploring model's ids start again in a
+        # run whose predecessor was discarded
+        self.agent_executions: Counter[tuple[int, str]] = Counter()
+        self.dispatched: Counter[str] = Counter()  # every run's dispatches, by call id
+        self.tool_names: frozenset[str] = frozenset()
         self.runs = 0
         self.last: RunResult | None = None
         self.watch = DriverWatch()
         self.model = ScriptedModel(self.watch, [])
+        self.agent_run: AgentRun | None = None
 
     @property
-    def executions(self) -> Counter[int]:
-        """Executions of ``work`` by ``n``."""
-        return self.world.executions
+    def executions(self) -> Counter[Any]:
+        """Tool executions: of ``work`` by ``n`` in the built-in world, of the user's live tools
+        by (run, call id) (the run under way included)."""
+        if self.agent is None:
+            return self.world.executions
+        counts = Counter(self.agent_executions)
+        run = self.agent_run
+        if run is not None:
+            for call_id, n in run.tools.executions.items():
+                counts[(self.runs, call_id)] += n
+        return counts
+
+    @classmethod
+    def factory(cls) -> AgentFactory:
+        """The agent's factory (``agent`` loaded once per class)."""
+        assert cls.agent is not None
+        loaded = cls.__dict__.get("_loaded")
+        if loaded is None:
+            loaded = load_agent(cls.agent)
+            cls._loaded = loaded
+        return loaded
 
     # --- the world -----------------------------------------------------------------------------
 
     def _body(self, machine: LoopMachine) -> BareLoop:
         """A fresh body holding ``machine``, before the watch is installed."""
+        if self.agent_run is not None:
+            changes = {"config": self.config} if self.config is not None else {}
+            return self.agent_run.body(machine, **changes)
         return BareLoop.from_machine(
             machine, FunctionClient(self.model), [self.world.tool], self.config
         )
+
+    def _key(self, call: ToolCall) -> Any:
+        """What executions are counted by: ``n`` in the built-in world, else (run, call id)."""
+        return call.arguments.get("n") if self.agent is None else (self.runs, call.id)
 
     # --- rules ---------------------------------------------------------------------------------
 
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
-        self.config = data.draw(self.configs, label="config")
+        if self.configs is not None:
+            self.config = data.draw(self.configs, label="config")
 
+    @precondition(lambda self: self.agent is None)
     @rule(
         replies=st.lists(reply_specs(), max_size=6),
         interrupts=_INTERRUPTS,
@@ -132,44 +204,89 @@ class DriverMachine(RuleBasedStateMachine):
     def run(
         self,
         replies: list[ReplySpec],
-        interrupts: list[tuple[str, int]],
+        interrupts: list[Strike],
         text: str,
         data: st.DataObject | None = None,
     ) -> None:
+        """One run in the built-in world: the model plays ``replies``."""
+        watch = self._watch(interrupts, data)
+        self.model = ScriptedModel(watch, [self.world.entry(s) for s in replies])
+        self._drive(watch, text)
+
+    @precondition(lambda self: self.agent is not None)
+    @rule(data=st.data(), interrupts=_AGENT_INTERRUPTS)
+    def run_agent(self, data: st.DataObject, interrupts: list[Strike]) -> None:
+        """One run of the user's agent: drawn replies, drawn faults, drawn strikes."""
+        text = data.draw(st.sampled_from(self.inputs), label="input")
+        watch = self._watch(interrupts, data)
+        plan = data.draw(fault_plans(tuple(sorted(self.tool_names))), label="faults")
+        self.agent_run = AgentRun(
+            self.factory(),
+            data,
+            plan,
+            self.explore,
+            simulated=self.simulated,
+            exempt=self.exempt,
+        )
+        self.agent_run.tools.cancel = self.signal
+        run = self.runs
+        try:
+            self._drive(watch, text)
+        finally:
+            for call_id, n in self.agent_run.tools.executions.items():
+                self.agent_executions[(run, call_id)] += n
+            self.agent_run.tools.executions.clear()
+            for name, n in self.agent_run.tools.fired.items():
+                event(f"tool fault {name} x{min(n, 3)}")
+            for name in self.agent_run.client.fired:
+                event(f"model fault {name}")
+
+    def _watch(self, interrupts: list[Strike], data: st.DataObject | None) -> DriverWatch:
         strikes: list[Strike] = list(interrupts)
         if data is not None:
             changes = data.draw(st.lists(self.changes, max_size=2), label="config changes")
             at = data.draw(st.lists(st.integers(1, 12), min_size=len(changes), max_size=2))
             strikes += [("config", k, c) for k, c in zip(at, changes, strict=False)]
         self.signal = CancelSignal()
-        watch = self.watch = DriverWatch(
+        self.watch = DriverWatch(
             strikes,
             signal=self.signal,
             tolerated=self.tolerated,
             skip=self.skip,
             max_steps=self.max_steps,
         )
-        self.model = ScriptedModel(watch, [self.world.entry(s) for s in replies])
-        loop = watch.install(self._body(self.machine))
+        return self.watch
+
+    def _install(self, loop: BareLoop) -> BareLoop:
+        self.tool_names = frozenset(loop.registry.names())
+        return loop
+
+    def _drive(self, watch: DriverWatch, text: str) -> None:
+        """Run to the end through crashes (each restored into a fresh body), then check the
+        result against the brain."""
+        loop = self._watched(watch.install(self._install(self._body(self.machine))))
         result: RunResult | None = None
         resumes = 0
         first = True
-        while result is None:
-            try:
-                result = asyncio.run(loop.run(text if first else None, self.signal))
-            except BaseException as exc:  # a Crash, possibly wrapped in a group by the tools
-                broken = unwrap(exc, Broken)
-                if isinstance(broken, Broken):
-                    raise broken.violation() from None
-                if unwrap(exc, Crash) is None:
-                    raise
-                resumes += 1
-                assert resumes <= _MAX_RESUMES, "the run keeps crashing: no progress"
-                restarted = self._restart(loop, watch)
-                if restarted is None:  # the crash struck after the exit door: the run is over
-                    break
-                loop = restarted
-            first = False
+        try:
+            while result is None:
+                try:
+                    result = asyncio.run(loop.run(text if first else None, self.signal))
+                except BaseException as exc:  # a Crash, possibly wrapped in a group by tools
+                    broken = unwrap(exc, Broken)
+                    if isinstance(broken, Broken):
+                        raise broken.violation() from None
+                    if unwrap(exc, Crash) is None:
+                        raise
+                    resumes += 1
+                    assert resumes <= _MAX_RESUMES, "the run keeps crashing: no progress"
+                    restarted = self._restart(loop, watch)
+                    if restarted is None:  # struck after the exit door: the run is over
+                        break
+                    loop = self._watched(restarted)
+                first = False
+        finally:
+            self.dispatched += watch.dispatches
         if result is not None:
             self.machine = loop.machine
         self.runs += 1
@@ -185,14 +302,20 @@ class DriverMachine(RuleBasedStateMachine):
         if resumes:
             event("resumed after a crash")
 
+    def _watched(self, loop: BareLoop) -> BareLoop:
+        if self.agent_run is not None:
+            self.agent_run.loop = loop  # the loop the faults read the policy and timeouts of
+        return loop
+
     def _restart(self, loop: BareLoop, watcher: DriverWatch) -> BareLoop | None:
         """What a restarted process does: restore the saved brain into a fresh body."""
         machine = loop.machine
         if isinstance(machine.state, AwaitingTools) and machine.exchange is not None:
+            executions = self.executions
             for call in machine.exchange.dispatch:
-                n = call.arguments.get("n")
-                if isinstance(n, int) and self.executions[n]:
-                    self.allowed[n] += 1  # it may run again on resume
+                key = self._key(call)
+                if key is not None and executions[key]:
+                    self.allowed[key] += 1  # it may run again on resume
         if machine.is_terminal and machine.finalized:
             self.machine = machine
             return None
@@ -228,18 +351,22 @@ class DriverMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_tool_call_ran_twice_except_after_a_crash(self) -> None:
-        for n, times in self.executions.items():
-            assert times <= 1 + self.allowed[n], (n, times, self.allowed[n])
+        for key, times in self.executions.items():
+            assert times <= 1 + self.allowed[key], (key, times, self.allowed[key])
 
     @invariant()
     def every_answered_call_ran(self) -> None:
-        """The lower bound: a ``work`` call answered in the conversation was executed (the
-        world's calls are never denied and their arguments are always valid)."""
+        """The lower bound: a call answered in the conversation was dispatched (and, in the
+        built-in world, whose calls are never denied and always valid, executed)."""
         for message in self.machine.messages():
             for result in message.tool_results:
-                if result.name == "work" and result.call_id.startswith("c"):
+                if self.agent is None and result.name == "work" and result.call_id[1:].isdigit():
                     n = int(result.call_id[1:])
                     assert self.executions[n] >= 1, f"call {result.call_id} answered, never run"
+                elif self.agent is not None and result.name in self.tool_names:
+                    assert self.dispatched[result.call_id] >= 1, (
+                        f"call {result.call_id} answered, never dispatched"
+                    )
 
 
 TestDriver = DriverMachine.TestCase

@@ -9,6 +9,7 @@ the watch also sees the driver from outside, through seams it puts into the loop
   ``ApiError`` each failed one raised;
 - ``sleep``: records every backoff delay (and sleeps no wall time); the jitter draw is fixed;
 - a pre-tool hook, first of the user's: counts how often each call id goes through dispatch;
+  a post-tool hook, first of the user's: counts the calls that ran (and crashes after one);
 - the watch itself, last of the observers: sees every step and feed.
 
 After every step and feed it checks the brain (``check_digest`` first, then ``check_step`` and
@@ -38,7 +39,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
-from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent
+from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent, fold_events
 from loopctl.core import (
     CallLLM,
     CallTools,
@@ -49,6 +50,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl.driver import BareLoop, CancelSignal, Hooks, RetryConfig
+from loopctl.driver.model import check_call_ids
 from loopctl.observe import LoopObserver
 from loopctl_sim.props import invariants as inv
 
@@ -59,7 +61,8 @@ __all__ = ["MAX_DISPATCHES", "Broken", "Crash", "DriverWatch", "Strike", "unwrap
 MAX_DISPATCHES: Final = 4
 
 #: A planned strike: ``("cancel", k)``, ``("crash", k)`` or ``("config", k, {field: value})``
-#: at the k-th step or feed of the run (counted from 1, across bodies).
+#: at the k-th step or feed of the run (counted from 1, across bodies), or ``("tool_crash", k)``
+#: right after the k-th dispatched call ran (a process that dies with a tool's work done).
 Strike = tuple[Any, ...]
 
 
@@ -83,7 +86,10 @@ class Broken(BaseException):
 
 
 class _CountingClient:
-    """The user's (or the world's) client, with every attempt told to the watch."""
+    """The user's (or the world's) client, with every attempt told to the watch: the
+    ``ApiError`` it raised, or, for a stream it sent whole, what the driver will make of it
+    (the stream folded with ``fold_events`` and its call ids checked, as the driver does: a
+    broken stream or duplicate ids is a failed attempt the client never raised)."""
 
     def __init__(self, watch: DriverWatch, inner: ApiClient) -> None:
         self.watch = watch
@@ -94,13 +100,20 @@ class _CountingClient:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.watch._attempt_started()
+        events: list[StreamEvent] = []
         try:
             async for event in self.inner.stream(request):
+                events.append(event)
                 yield event
         except ApiError as exc:
             self.watch.attempts.append(exc)
             raise
-        self.watch.attempts.append(None)
+        try:
+            check_call_ids(fold_events(events).message)
+        except ApiError as exc:
+            self.watch.attempts.append(exc)
+        else:
+            self.watch.attempts.append(None)
 
 
 class DriverWatch(LoopObserver):
@@ -132,6 +145,7 @@ class DriverWatch(LoopObserver):
         #: call id -> times through dispatch, over the whole run
         self.dispatches: Counter[str] = Counter()
         self.model_steps = 0  # CallLLM steps so far (the world's scripted model reads it)
+        self.tools_ran = 0  # calls through the post-tool hooks so far
         self.attempts: list[ApiError | None] = []
         self._reset_body()
         self._overflowed = False
@@ -157,7 +171,10 @@ class DriverWatch(LoopObserver):
             observers=[*loop.observers, self],
             sleep=self._sleep,
             rng=lambda: 0.5,
-            hooks=Hooks(pre_tool=[self._dispatching, *hooks.pre_tool], post_tool=hooks.post_tool),
+            hooks=Hooks(
+                pre_tool=[self._dispatching, *hooks.pre_tool],
+                post_tool=[self._ran, *hooks.post_tool],
+            ),
         )
         self.loop = watched
         return watched
@@ -180,6 +197,13 @@ class DriverWatch(LoopObserver):
         self.dispatches[call.id] += 1
         if self.dispatches[call.id] > MAX_DISPATCHES:
             self._raise([f"{inv.RUNAWAY_CODE}: call {call.id} dispatched {MAX_DISPATCHES}+ times"])
+
+    def _ran(self, call: ToolCall, result: Any) -> None:
+        self.tools_ran += 1
+        for strike in list(self.plan):
+            if strike[0] == "tool_crash" and strike[1] == self.tools_ran:
+                self.plan.remove(strike)
+                raise Crash(f"after call {call.id} ran")
 
     def _attempt_started(self) -> None:
         if not self.attempts:
@@ -259,7 +283,7 @@ class DriverWatch(LoopObserver):
             self._raise(real)
         self.events += 1
         for strike in list(self.plan):
-            if strike[1] != self.events:
+            if strike[1] != self.events or strike[0] == "tool_crash":
                 continue
             self.plan.remove(strike)
             self.strike(strike)

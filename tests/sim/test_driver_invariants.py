@@ -78,6 +78,8 @@ def test_reference_retry(error_: ApiError, attempt: int, expected: float | None)
 E = error()
 LATE = error(retry_after=3.0)
 OVERFLOW = error("context_overflow", retryable=False)
+PARSE = ApiError(LoopError(kind="provider", message="bad", retryable=True, details={"parse": 1}))
+PARSE2 = ApiError(LoopError(kind="provider", message="other", retryable=True, details={"parse": 1}))
 
 #: (attempts, delays, feed, the codes expected)
 MODEL_CALLS: list[tuple[list[ApiError | None], list[float], str, set[str]]] = [
@@ -94,6 +96,10 @@ MODEL_CALLS: list[tuple[list[ApiError | None], list[float], str, set[str]]] = [
     ([OVERFLOW], [], "fail", {inv.OVERFLOW_CODE}),
     ([E], [], "cancel", set()),  # cancelled: not judged
     ([None], [], "fail", {inv.RETRY_CODE}),
+    # a body that fails to parse the same way twice is not retried again
+    ([PARSE, PARSE], [0.4], "fail", set()),
+    ([PARSE, PARSE, None], [0.4, 0.8], "model_response", {inv.RETRY_CODE}),
+    ([PARSE, PARSE2, None], [0.4, 0.8], "model_response", set()),
 ]
 
 

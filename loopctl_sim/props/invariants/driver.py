@@ -28,8 +28,8 @@ checker                        the promise
 The retry reference (``reference_retry``) is the contract in ``loopctl.driver.retry``'s
 docstring, restated: retryable is ``should_retry`` when the server said, else the error's kind;
 never more than ``max_retries`` retries; a retry-after between 0 and ``max_retry_after`` is the
-least delay. Not modelled: a body that fails to parse the same way twice is fatal early (the
-harness's clients never send one). Imports ``loopctl`` only; no hypothesis.
+least delay; a body that fails to parse (``details["parse"]``) the same way as the attempt
+before is not retried again. Imports ``loopctl`` only; no hypothesis.
 """
 
 from __future__ import annotations
@@ -89,16 +89,26 @@ def check_dispatched_once(calls: Sequence[ToolCall], dispatched: Mapping[str, in
     return [_p(DISPATCH_ONCE_CODE, f"calls answered after being dispatched {wrong} times, not 1")]
 
 
-def reference_retry(error: ApiError, attempt: int, retry: RetryConfig) -> float | None:
+def reference_retry(
+    error: ApiError, attempt: int, retry: RetryConfig, previous: ApiError | None = None
+) -> float | None:
     """The least delay before retry number ``attempt + 1`` after ``error``, or None when the
-    contract says to give up (not retryable, or ``max_retries`` retries made)."""
+    contract says to give up (not retryable, ``max_retries`` retries made, or a body that failed
+    to parse the same way as the ``previous`` attempt's: it will fail so again)."""
     retryable = error.should_retry if error.should_retry is not None else error.error.retryable
     if not retryable or attempt >= retry.max_retries:
+        return None
+    parse = _parse_failure(error)
+    if parse is not None and previous is not None and parse == _parse_failure(previous):
         return None
     after = error.retry_after
     if after is not None and 0 <= after <= retry.max_retry_after:
         return float(after)
     return 0.0
+
+
+def _parse_failure(error: ApiError) -> str | None:
+    return error.error.message if (error.error.details or {}).get("parse") else None
 
 
 def check_model_call(
@@ -117,7 +127,7 @@ def check_model_call(
         if outcome is None:
             problems.append(_p(RETRY_CODE, f"attempt {i + 1} got a reply and was made again"))
             continue
-        least = reference_retry(outcome, i, retry)
+        least = reference_retry(outcome, i, retry, attempts[i - 1] if i else None)
         if least is None:
             problems.append(
                 _p(
@@ -141,7 +151,7 @@ def check_model_call(
         if feed != "model_response":
             problems.append(_p(RETRY_CODE, f"a reply was followed by {feed}, not model_response"))
         return problems
-    if reference_retry(last, n - 1, retry) is not None:
+    if reference_retry(last, n - 1, retry, attempts[-2] if n > 1 else None) is not None:
         problems.append(
             _p(
                 RETRY_CODE,

@@ -1,0 +1,171 @@
+"""The user's own agent as ``DriverMachine``'s world: their factory's loop, a model that explores
+it and the fault layers around it, all drawn by hypothesis.
+
+- The model: every reply is drawn, while the run asks for it, from the tools the request
+  advertises (``loopctl.testing.strategies.replies``: valid and invalid arguments from the JSON
+  schemas, parallel, repeated and ping-pong calls, unknown tools, empty and long texts, final
+  answers), so a failing run shrinks towards plain final answers. From ``ExploreConfig.turns``
+  on, every reply is a final answer (every run ends).
+- The faults (``loopctl_sim.sim.layers``): provider errors and broken streams at drawn model
+  requests (``FaultyClient``), tool exceptions, timeouts, hangs, oversized and non-JSON outputs
+  at drawn tool calls (``ToolFaults``, the innermost tool middleware, below the user's hooks and
+  middleware), compaction requests and injected messages at drawn steps (``RunFaults``, after the
+  user's own ``before_step``). Cancels, crashes (at a step, a feed, or inside a tool after it
+  ran) and config changes are ``DriverWatch`` strikes.
+- The loop: built by the factory (``module:factory`` or a callable,
+  ``loopctl_sim.sim.agent``) with the drawn client and the brain to resume, then given the
+  tool layer (``BareLoop.replace``); the watch puts its own seams in on top.
+
+``AgentRun`` holds one run's parts; ``fault_plans`` draws the faults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from hypothesis import strategies as st
+
+from loopctl.api import ModelRequest
+from loopctl.core import LoopMachine, Message
+from loopctl.driver import BareLoop
+from loopctl.testing import ExploreConfig
+from loopctl.testing.explore import MOVES
+from loopctl.testing.strategies import replies
+from loopctl_sim.sim.agent import AgentFactory, build_agent
+from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan
+from loopctl_sim.sim.layers import FaultyClient, RunFaults, ToolFaults, chain_before_step
+
+__all__ = ["AGENT_TOOL_FAULTS", "AgentRun", "DrawnReplies", "fault_plans"]
+
+#: The tool faults drawn for a user's agent (``tool_hang`` reports the configured timeout
+#: without waiting for it, or cancels the run when there is none).
+AGENT_TOOL_FAULTS: Final = (
+    "tool_exception",
+    "tool_timeout",
+    "tool_hang",
+    "tool_oversized",
+    "tool_non_json",
+)
+
+
+#: The model faults drawn. Not ``unknown_tool``: on a reply without calls it adds one with the
+#: fixed id ``call_unknown``, which a second such reply repeats, so the conversation answers one
+#: id twice (a harness artefact, not a driver bug); the model's own ``unknown`` move calls
+#: unknown tools with fresh ids instead.
+_MODEL_FAULTS: Final = tuple(sorted(MODEL_FAULTS - {"unknown_tool"}))
+
+
+class DrawnReplies:
+    """A model source (``loopctl_sim.sim.layers.ModelSource``) whose replies hypothesis draws
+    from ``data`` when they are first asked for: reply ``i`` answers the request it was drawn
+    for (a retried request gets the same reply)."""
+
+    def __init__(self, data: st.DataObject, config: ExploreConfig) -> None:
+        self.data = data
+        self.config = config
+        self.delivered = 0
+        self._last: tuple[int, ModelRequest, Message] | None = None
+
+    def peek(self, request: ModelRequest) -> Message:
+        last = self._last
+        if last is not None and last[0] == self.delivered and last[1] is request:
+            return last[2]
+        allowed = ("final",) if request.turn >= self.config.turns else MOVES
+        message = self.data.draw(
+            replies(request, self.config, index=self.delivered, allowed=allowed),
+            label=f"reply {self.delivered + 1}",
+        )
+        self._last = (self.delivered, request, message)
+        return message
+
+    def deliver(self, request: ModelRequest) -> Message:
+        message = self.peek(request)
+        self.delivered += 1
+        return message
+
+
+@st.composite
+def fault_plans(draw: st.DrawFn, tools: tuple[str, ...] = ()) -> FaultPlan:
+    """Up to three model faults (at requests 1 to 8, for 1 to 3 requests; rate limits with a
+    retry-after now and then), up to three tool faults (at dispatched calls 1 to 6, or at the
+    first call of a named tool), and now and then a compaction request or an injection."""
+    faults: list[Fault] = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(_MODEL_FAULTS))
+        after = draw(st.sampled_from([None, 1.5])) if kind == "rate_limited" else None
+        faults.append(
+            Fault(
+                kind=kind,
+                model_call=draw(st.integers(1, 8)),
+                times=draw(st.sampled_from([1, 1, 2, 3])),
+                retry_after=after,
+            )
+        )
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(AGENT_TOOL_FAULTS))
+        size = draw(st.sampled_from([2_000, 40_000])) if kind == "tool_oversized" else None
+        by_name: bool = draw(st.booleans()) if tools else False
+        if by_name:
+            place: dict[str, Any] = {"tool": draw(st.sampled_from(tools))}
+        else:
+            place = {"tool_call": draw(st.integers(1, 6))}
+        faults.append(Fault(kind=kind, size=size, **place))
+    if draw(st.integers(0, 3)) == 0:
+        faults.append(Fault(kind="compact_now", step=draw(st.integers(2, 12))))
+    if draw(st.integers(0, 3)) == 0:
+        faults.append(Fault(kind="inject", step=draw(st.integers(2, 12)), text="please hurry"))
+    return FaultPlan(faults)
+
+
+class AgentRun:
+    """One run's parts around the user's agent: the faulty client over drawn replies, the tool
+    and run fault layers. ``body(machine)`` builds a fresh loop holding ``machine`` (at the run's
+    start and after every crash), ready for the watch to install."""
+
+    def __init__(
+        self,
+        factory: AgentFactory,
+        data: st.DataObject,
+        plan: FaultPlan,
+        config: ExploreConfig,
+        *,
+        simulated: frozenset[str],
+        exempt: frozenset[str],
+    ) -> None:
+        self.factory = factory
+        self.plan = plan
+        self.loop: BareLoop | None = None
+        self.client = FaultyClient(DrawnReplies(data, config), plan, self._policy)
+        self.tools = ToolFaults(
+            plan,
+            live=lambda name: name not in simulated,
+            exempt=exempt,
+            timeout=self._timeout,
+        )
+        self.run_faults = RunFaults(plan)
+
+    def _policy(self) -> Any:
+        assert self.loop is not None
+        return self.loop.policy()
+
+    def _timeout(self, name: str) -> float | None:
+        loop = self.loop
+        if loop is None:
+            return None
+        found = loop.registry.get(name)
+        if found is not None and found.timeout is not None:
+            return found.timeout
+        return loop.config.tool_timeout
+
+    def body(self, machine: LoopMachine, **changes: Any) -> BareLoop:
+        """The user's loop as their factory builds it, holding ``machine``, with the fault
+        layers put in (``changes``: other ``BareLoop`` arguments, a config to test)."""
+        loop = build_agent(self.factory, client=self.client, machine=machine, **changes)
+        self.tools.registry = loop.registry
+        loop = loop.replace(
+            middleware=[*loop.middleware, self.tools.middleware],
+            observers=[*loop.observers, self.tools],
+            before_step=chain_before_step(loop.before_step, self.run_faults.before_step),
+        )
+        self.loop = loop
+        return loop
