@@ -1,42 +1,51 @@
 """``loopctl-sim fuzz``: a seeded fault-injection campaign, its failures and their reproducers.
 
-Exit 0 when every seed passes, 1 when any fails, 2 on bad arguments.
+Three targets: the built-in world at machine level (the default), the same world through the
+real driver (``--level driver``), or the user's own agent (``--agent mypkg.agent:build``, or
+``[tool.loopctl] agent`` in pyproject.toml; ``--builtin`` ignores that).
+
+Exit 0 when every seed passes, 1 when any fails, 2 on bad arguments (or an agent or check that
+cannot be loaded).
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 
 import click
 
-from loopctl_sim.fuzz.campaign import (
-    CaseResult,
-    FuzzConfig,
-    parse_faults,
-    parse_seeds,
-    run_campaign,
-)
+from loopctl_sim.cli.common import die
+from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
+from loopctl_sim.fuzz import FuzzConfig, parse_faults, parse_seeds, run_campaign
+from loopctl_sim.fuzz.agent_case import agent_profile
+from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.sim import AgentError, agent_from_pyproject, live_tools
+from loopctl_sim.view import make_console
 
 __all__ = ["fuzz"]
 
 
-def _failure_lines(r: CaseResult, seeds_arg: str, faults_arg: str) -> list[str]:
-    assert r.failure is not None
-    out = [f"FAIL seed {r.seed}: {r.failure}"]
-    if r.shrunk:
-        out.append(f"  {r.shrunk}")
-    again = f"loopctl-sim fuzz --seeds {r.seed}:{r.seed + 1}"
-    if faults_arg != "all":
-        again += f" --faults {faults_arg}"
-    out.append(f"  rerun:  {again}")
-    traces = [f for f in r.files if f.endswith(".jsonl")]
-    yamls = [f for f in r.files if f.endswith(".yaml")]
-    for f in traces:
-        out.append(f"  replay: loopctl-sim replay {f}")
-    if yamls:
-        out.append(f"  run:    loopctl-sim run {yamls[-1]}")
-        out.append(f"  test:   loopctl-sim export-test {traces[-1]}" if traces else "")
-    return [line for line in out if line]
+def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:
+    """The command line that runs ``seed`` again with the campaign's options."""
+    parts = ["loopctl-sim fuzz", f"--seeds {seed}:{seed + 1}"]
+    for flag, value in args:
+        if value is not None:
+            parts.append(f"{flag} {value}" if value else flag)
+    return " ".join(parts)
+
+
+def _agent_config(agent: str, config: FuzzConfig) -> None:
+    """Load the agent and the checks now, so that a mistake is one clear error (exit 2)."""
+    try:
+        profile = agent_profile(agent, config.cwd)
+        live_tools(config.tools, profile.tools)
+        unknown = sorted(set(config.exempt) - set(profile.tools))
+        if unknown:
+            raise ValueError(f"--exempt: the agent has no tool {', '.join(unknown)}")
+    except (AgentError, ValueError) as exc:
+        die(str(exc))
 
 
 @click.command("fuzz")
@@ -71,9 +80,59 @@ def _failure_lines(r: CaseResult, seeds_arg: str, faults_arg: str) -> list[str]:
 @click.option(
     "--turns",
     type=click.IntRange(min=1),
-    default=20,
+    default=None,
+    help="About how many model replies a run has (default 20; an agent's, 12).",
+)
+@click.option(
+    "--level",
+    type=click.Choice(["machine", "driver"]),
+    default="machine",
     show_default=True,
-    help="About how many model replies each world scripts.",
+    help="The built-in world against the brain alone, or through the real BareLoop.",
+)
+@click.option(
+    "--agent",
+    default=None,
+    metavar="MODULE:FACTORY",
+    help="Fuzz your agent, built by this factory: the exploring model, your tools live, the "
+    "faults around them. Default: [tool.loopctl] agent in pyproject.toml.",
+)
+@click.option(
+    "--builtin", is_flag=True, help="Fuzz the built-in world even if pyproject names an agent."
+)
+@click.option(
+    "--tools",
+    "tools_mode",
+    default="live",
+    show_default=True,
+    metavar="live|simulated|live:A,B|simulated:A,B",
+    help="With an agent: run its tools for real, answer them with a stand-in, or a mix.",
+)
+@click.option(
+    "--exempt",
+    multiple=True,
+    metavar="TOOL[,TOOL]",
+    help="With an agent: tools no fault may strike (tools with side effects). Repeatable.",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="MODULE:FUNCTION",
+    help="A check of your own, run on every run's result and trace. Repeatable.",
+)
+@click.option(
+    "--deterministic/--nondeterministic",
+    default=None,
+    help="With an agent: say whether its tools give the same results for the same calls "
+    "(default: find out by running each seed twice).",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="TEXT",
+    help="With an agent: a task the runs start from (repeatable; default: generic tasks).",
 )
 @click.option("--no-shrink", is_flag=True, help="Save failures without shrinking them.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: tty).")
@@ -82,7 +141,15 @@ def fuzz(
     workers: int,
     faults_arg: str,
     out: str,
-    turns: int,
+    turns: int | None,
+    level: str,
+    agent: str | None,
+    builtin: bool,
+    tools_mode: str,
+    exempt: tuple[str, ...],
+    checks: tuple[str, ...],
+    deterministic: bool | None,
+    inputs: tuple[str, ...],
     no_shrink: bool,
     progress: bool | None,
 ) -> None:
@@ -90,34 +157,76 @@ def fuzz(
 
     Each seed builds one world (replies, tools, a swarm of faults); each is run with the
     invariants checked after every step, twice for determinism, once with a crash/restore, and
-    followed by a heal run that must complete.
+    followed by a heal run that must complete. With --agent, the world is your agent: its own
+    loop, tools, hooks and compactor, a model that explores its tool schemas, and faults around
+    the model, the tools and the run.
     """
     try:
         seeds = parse_seeds(seeds_arg)
         kinds = parse_faults(faults_arg)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    config = FuzzConfig(faults=kinds, turns=turns, shrink=not no_shrink)
-    show = sys.stderr.isatty() if progress is None else progress
-    click.echo(
-        f"fuzz: {len(seeds)} seeds, faults {faults_arg}, {workers} worker(s), failures to {out}",
-        err=True,
+    if agent is None and not builtin:
+        try:
+            agent = agent_from_pyproject()
+        except AgentError as exc:
+            die(str(exc))
+    if agent is not None and builtin:
+        die("--builtin fuzzes the built-in world: drop --agent")
+    exempt_names = tuple(n.strip() for item in exempt for n in item.split(",") if n.strip())
+    config = FuzzConfig(
+        faults=kinds,
+        turns=turns or (12 if agent else 20),
+        level="driver" if agent else level,
+        shrink=not no_shrink,
+        agent=agent,
+        tools=tools_mode,
+        exempt=exempt_names,
+        checks=checks,
+        deterministic=deterministic,
+        inputs=inputs,
+        cwd=os.getcwd(),
     )
-    with click.progressbar(
-        length=len(seeds), label="seeds", file=sys.stderr, show_pos=True, hidden=not show
-    ) as bar:
-
-        def on_result(r: CaseResult) -> None:
-            bar.update(1)
-            if r.failure is not None and show:
-                bar.label = f"seeds ({len(summary_failures) + 1} failing)"
-                summary_failures.append(r.seed)
-
-        summary_failures: list[int] = []
-        summary = run_campaign(seeds, config, workers=workers, out=out, on_result=on_result)
+    for spec in checks:
+        try:
+            load_check(spec, config.cwd)
+        except ValueError as exc:
+            die(str(exc))
+    if agent is not None:
+        _agent_config(agent, config)
+    elif (tools_mode, exempt, deterministic, inputs) != ("live", (), None, ()):
+        die("--tools, --exempt, --deterministic and --input go with --agent")
+    target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
+    errors = make_console(stderr=True)
+    errors.print(
+        f"fuzz: {target}; {len(seeds)} seeds, faults {faults_arg}, {workers} worker(s), "
+        f"failures to {out}"
+    )
+    show = errors.is_terminal if progress is None else progress
+    with CampaignProgress(len(seeds), console=errors, show=show) as bar:
+        summary = run_campaign(seeds, config, workers=workers, out=out, on_result=bar.advance)
+    args: list[tuple[str, str | None]] = [
+        ("--agent", agent),
+        ("--level", level if agent is None and level != "machine" else None),
+        ("--faults", faults_arg if faults_arg != "all" else None),
+        ("--turns", str(turns) if turns else None),
+        ("--tools", tools_mode if tools_mode != "live" else None),
+        ("--exempt", ",".join(exempt_names) or None),
+        *(("--check", spec) for spec in checks),
+        *(("--input", shlex.quote(text)) for text in inputs),
+    ]
+    if deterministic is not None:
+        args.append(("--deterministic" if deterministic else "--nondeterministic", ""))
+    console = make_console()
     for r in summary.failures:
-        for line in _failure_lines(r, seeds_arg, faults_arg):
-            click.echo(line)
-    for line in summary.lines():
-        click.echo(line)
+        for line in failure_lines(r, _rerun(r.seed, args), agent):
+            console.print(line, soft_wrap=True)
+    for table in summary_tables(summary, target):
+        console.print(table)
+    for note, count in sorted(summary.notes.items()):
+        console.print(f"note ({count} seeds): {note}", soft_wrap=True)
+    console.print(
+        f"{summary.seeds} seeds, {summary.runs} simulated runs, {summary.steps} steps checked; "
+        f"{len(summary.failures)} failing seed(s)"
+    )
     sys.exit(0 if summary.ok else 1)

@@ -1,17 +1,33 @@
-"""``loopctl-sim run``: run a scenario file (a scripted world) and check its expected outcome.
+"""``loopctl-sim run``: run a scenario file (a scripted world, or the user's own agent under
+faults) and check its expected outcome; with ``--checks``, check it as the fuzzer checks a seed.
 
-Exit 0 when the outcome is the one the scenario expects (or it expects none), 1 when it differs,
-2 when the scenario cannot be loaded or the simulation itself fails.
+Exit 0 when the outcome is the one the scenario expects (or it expects none) and, with
+``--checks``, every check passes; 1 when it differs, a check fails or something escaped the
+agent's run; 2 when the scenario or the agent cannot be loaded or the simulation itself fails.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from loopctl_sim.cli.common import die, emit_json
-from loopctl_sim.sim import ScenarioError, SimError, load_scenario, simulate, simulate_driver
+from loopctl_sim.fuzz import FuzzCase, FuzzConfig
+from loopctl_sim.fuzz.campaign import check
+from loopctl_sim.sim import (
+    AgentError,
+    AgentRun,
+    AgentRunError,
+    Scenario,
+    ScenarioError,
+    SimError,
+    load_scenario,
+    run_agent,
+    simulate,
+    simulate_driver,
+)
 
 __all__ = ["run"]
 
@@ -28,14 +44,43 @@ __all__ = ["run"]
 @click.option("--driver", is_flag=True, help="Run through BareLoop with a scripted client.")
 @click.option("--created", default=None, help="Fix the header's creation time (reproducible).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--checks",
+    "fuzz_checks",
+    is_flag=True,
+    help="Check the run as the fuzzer checks a seed: invariants after every step, a heal run, "
+    "determinism, a crash/restore (and, for an agent, nothing escapes, no tool call twice).",
+)
+@click.option(
+    "--check",
+    "user_checks",
+    multiple=True,
+    metavar="MODULE:FUNCTION",
+    help="A check of your own on the run's result and trace (implies --checks; repeatable).",
+)
 def run(
-    scenario: str, trace_path: str | None, driver: bool, created: str | None, as_json: bool
+    scenario: str,
+    trace_path: str | None,
+    driver: bool,
+    created: str | None,
+    as_json: bool,
+    fuzz_checks: bool,
+    user_checks: tuple[str, ...],
 ) -> None:
-    """Run a SCENARIO (YAML world) and print its outcome; exit 1 if it differs from `expect`."""
+    """Run a SCENARIO (YAML world) and print its outcome; exit 1 if it differs from `expect`.
+
+    A scenario that names an agent (`agent: mypkg.agent:build`) runs the loop that factory
+    builds, its tools live unless the scenario says otherwise, under the scenario's faults."""
     try:
         sc = load_scenario(scenario)
     except ScenarioError as exc:
         die(str(exc))
+    if fuzz_checks or user_checks:
+        _checked(sc, scenario, driver, user_checks, as_json)
+    if sc.agent is not None:
+        if driver:
+            die("a scenario that names an agent always runs through the agent's own loop")
+        _agent(sc, scenario, trace_path, created, as_json)
     try:
         if driver:
             result = simulate_driver(sc.world(), trace_path, created=created)
@@ -43,29 +88,104 @@ def run(
             result = simulate(sc.world(), trace_path, created=created)
     except SimError as exc:
         die(f"{scenario}: {exc}")
-    outcome = result.outcome.kind
-    ok = sc.expect is None or sc.expect == outcome
+    _report(sc, result.outcome, result.summary(), trace_path, as_json, _counts(result))
+
+
+def _counts(result: Any) -> dict[str, Any]:
+    return {
+        "steps": result.steps,
+        "model_requests": result.model_requests,
+        "retries": result.retries,
+        "tool_calls": result.tool_calls,
+        "compactions": result.compactions,
+        "crashes": result.crashes,
+        "digest": result.digest,
+    }
+
+
+def _report(
+    sc: Scenario,
+    outcome: Any,
+    summary: str,
+    trace_path: str | None,
+    as_json: bool,
+    counts: dict[str, Any],
+) -> None:
+    ok = sc.expect is None or sc.expect == outcome.kind
     if as_json:
         emit_json(
             {
                 "scenario": sc.name,
-                "outcome": result.outcome.model_dump(mode="json"),
+                "outcome": outcome.model_dump(mode="json"),
                 "expected": sc.expect,
                 "ok": ok,
-                "steps": result.steps,
-                "model_requests": result.model_requests,
-                "retries": result.retries,
-                "tool_calls": result.tool_calls,
-                "compactions": result.compactions,
-                "crashes": result.crashes,
-                "digest": result.digest,
+                **counts,
                 "trace": trace_path,
             }
         )
     else:
-        click.echo(result.summary())
+        click.echo(summary)
         if trace_path:
             click.echo(f"trace written to {trace_path}")
         if not ok:
-            click.echo(f"unexpected outcome: {outcome} (the scenario expects {sc.expect})")
+            click.echo(f"unexpected outcome: {outcome.kind} (the scenario expects {sc.expect})")
+    sys.exit(0 if ok else 1)
+
+
+def _agent(
+    sc: Scenario, path: str, trace_path: str | None, created: str | None, as_json: bool
+) -> None:
+    try:
+        result: AgentRun = run_agent(sc.agent_world(), trace_path, created=created)
+    except AgentError as exc:
+        die(f"{path}: {exc}")
+    except ValueError as exc:  # a tools list that names no tool of the agent
+        die(f"{path}: {exc}")
+    except AgentRunError as exc:
+        message = f"{type(exc.error).__name__}: {exc.error}"
+        if as_json:
+            emit_json({"scenario": sc.name, "ok": False, "escaped": message, "trace": trace_path})
+        else:
+            click.echo(f"{sc.name}: the run raised {message}")
+            if trace_path:
+                click.echo(f"trace written to {trace_path} (up to where it raised)")
+        sys.exit(1)
+    counts = _counts(result)
+    _report(sc, result.outcome, result.summary(), trace_path, as_json, counts)
+
+
+def _checked(
+    sc: Scenario, path: str, driver: bool, user_checks: tuple[str, ...], as_json: bool
+) -> None:
+    """Every check of a fuzz seed, on this scenario; exit 0 when all pass, else 1."""
+    config = FuzzConfig(level="driver" if driver else "machine", checks=user_checks)
+    case = FuzzCase(seed=0, scenario=sc, crash_at=0.5, enabled=())
+    try:
+        result = check(case, None, config)
+    except (AgentError, ValueError) as exc:
+        die(f"{path}: {exc}")
+    ok = result.failure is None
+    if as_json:
+        emit_json(
+            {
+                "scenario": sc.name,
+                "ok": ok,
+                "outcome": result.outcome,
+                "failure": str(result.failure) if result.failure else None,
+                "runs": result.runs,
+                "steps": result.steps,
+                "notes": result.notes,
+            }
+        )
+    else:
+        level = "agent" if sc.agent else ("driver" if driver else "machine")
+        if ok:
+            click.echo(
+                f"{sc.name}: every check passed ({level} level; {result.runs} runs, "
+                f"{result.steps} steps checked; outcome {result.outcome})"
+            )
+        else:
+            click.echo(f"{sc.name}: FAIL {result.failure}")
+        for note in result.notes:
+            click.echo(f"note: {note}")
     sys.exit(0 if ok else 1)

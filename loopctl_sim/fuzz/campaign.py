@@ -1,17 +1,24 @@
-"""Fault-injection campaigns: many seeded worlds through the machine-level simulator.
+"""Fault-injection campaigns: many seeded worlds, checked at every step.
 
-A campaign takes a range of seeds; each seed becomes one case (``loopctl_sim.fuzz.case``: a
-scenario of about 20 turns with scripted replies, builtin tools and a swarm of random faults),
-and each case is checked five ways (``loopctl_sim.fuzz.checks``: invariants at every step and
-feed, determinism, exact crash/restore, liveness with a heal run, nothing raises).
+A campaign takes a range of seeds; each seed becomes one case, of one of three targets:
+
+- the built-in world at machine level (``loopctl_sim.fuzz.case``: a scenario of about 20 turns
+  with scripted replies, builtin tools and a swarm of random faults, the brain driven by the
+  machine-level simulator), checked five ways (``loopctl_sim.fuzz.checks``: invariants at every
+  step and feed, determinism, exact crash/restore, liveness with a heal run, nothing raises);
+- the same world at driver level (``FuzzConfig.level = "driver"``): the real ``BareLoop``'s
+  retries, dispatch, compaction and resume, the same checks made from outside the driver;
+- the user's own agent (``FuzzConfig.agent``: ``loopctl_sim.fuzz.agent_case`` and
+  ``agent_checks``): their loop, the exploring model, their tools live or simulated, with the
+  checks of the built-in world plus: no tool call runs twice, nothing escapes the run.
 
 This module owns what happens around the cases: parsing the command line's seed and fault
 ranges, what a failing seed leaves behind (its trace and scenario saved to ``out``, then shrunk
 with ``loopctl_sim.fuzz.shrink`` to a minimal scenario whose trace ``loopctl-sim replay`` replays
-and whose YAML ``loopctl-sim run`` runs), and the summary of a whole campaign. Where the seeds
-run, in this process or spread over ``workers`` processes in chunks, is
-``loopctl_sim.fuzz.executors``. A passing seed's trace is dropped as soon as it is checked: a
-campaign keeps only counts and its failures.
+(``--agent``, with ``CaseResult.replay_tools``, for an agent) and whose YAML ``loopctl-sim run``
+runs), and the summary of a whole campaign. Where the seeds run, in this process or spread over
+``workers`` processes in chunks, is ``loopctl_sim.fuzz.executors``. A passing seed's trace is
+dropped as soon as it is checked: a campaign keeps only counts and its failures.
 
 ``CaseResult`` and ``FuzzConfig`` are re-exported here for the command line's imports.
 """
@@ -24,13 +31,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
+from loopctl_sim.fuzz.agent_case import case_for
+from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
 from loopctl_sim.fuzz.case import (
     ALL_FAULTS,
     DEFAULT_CONFIG,
     FuzzCase,
     FuzzConfig,
-    make_case,
     scenario_yaml,
 )
 from loopctl_sim.fuzz.checks import CaseResult, Failure, check_case, crash_variant
@@ -86,23 +95,50 @@ def parse_faults(text: str) -> tuple[str, ...]:
 # --- seeds, shrinking, files -------------------------------------------------------------------
 
 
-def _shrink(case: FuzzCase, failure: Failure, config: FuzzConfig) -> ShrinkResult:
+def check(case: FuzzCase, scenario: Scenario | None, config: FuzzConfig) -> CaseResult:
+    """``check_case`` for the built-in world, ``check_agent_case`` for an agent's case."""
+    sc = scenario if scenario is not None else case.scenario
+    if sc.agent is not None:
+        return check_agent_case(case, scenario, config)
+    return check_case(case, scenario, config)
+
+
+#: The failures the first run (and its heal run and checks) finds alone: shrinking them need
+#: not run the determinism twin and the crash variant.
+_FIRST_RUN: Final = frozenset({"invariant", "exception", "livelock", "heal", "check", "tool-twice"})
+
+
+def _oracle_config(config: FuzzConfig, failure: Failure) -> FuzzConfig:
     quiet = dataclasses.replace(config, shrink=False)
+    if failure.kind in _FIRST_RUN:
+        return dataclasses.replace(quiet, check_determinism=False, check_crash=False)
+    if failure.kind == "nondeterminism":
+        return dataclasses.replace(quiet, check_crash=False)
+    return quiet
+
+
+def _shrink(case: FuzzCase, base: Scenario, failure: Failure, config: FuzzConfig) -> ShrinkResult:
+    quiet = _oracle_config(config, failure)
 
     def fails(candidate: Scenario) -> bool:
-        found = check_case(case, candidate, quiet).failure
+        found = check(case, candidate, quiet).failure
         return found is not None and found.signature == failure.signature
 
-    return shrink_scenario(case.scenario, fails, max_tests=config.max_shrink_tests)
+    return shrink_scenario(base, fails, max_tests=config.max_shrink_tests)
 
 
 def run_seed(seed: int, config: FuzzConfig = DEFAULT_CONFIG, out: str | None = None) -> CaseResult:
-    """Check one seed; on failure save the trace and scenario to ``out`` and shrink them."""
-    case = make_case(seed, config)
-    result = check_case(case, None, config)
+    """Check one seed; on failure save the trace and scenario to ``out`` and shrink them.
+
+    An agent's case is shrunk in its written-out form (the replies the exploring model gave, as
+    a script: ``agent_checks.scripted``); the shrunk scenario and its trace are the reproducer,
+    and ``CaseResult.replay_tools`` says how the trace replays against the agent."""
+    case = case_for(seed, config)
+    result = check(case, None, config)
     failure = result.failure
     if failure is None:
         result.trace = ""
+        result.script = []
         return result
     files: list[str] = []
     if out is not None:
@@ -112,24 +148,52 @@ def run_seed(seed: int, config: FuzzConfig = DEFAULT_CONFIG, out: str | None = N
         Path(f"{base}.jsonl").write_text(result.trace, encoding="utf-8")
         Path(f"{base}.yaml").write_text(scenario_yaml(case.scenario), encoding="utf-8")
         files += [f"{base}.jsonl", f"{base}.yaml"]
-    if config.shrink:
-        shrunk = _shrink(case, failure, config)
-        result.shrunk = shrunk.summary()
-        small = shrunk.scenario.model_copy(
-            update={"description": f"fuzz seed {seed}, shrunk ({shrunk.summary()}): {failure}"}
-        )
-        if failure.kind == "crash-restore":
-            steps = check_case(case, small, dataclasses.replace(config, check_crash=False)).steps
-            small = crash_variant(case, small, steps)
+    start = _shrink_start(case, result, failure, config) if config.shrink else None
+    if start is not None:
+        small = _shrunk(case, start, failure, config, result)
         if out is not None:
-            again = check_case(case, small, dataclasses.replace(config, check_crash=False))
+            again = check(case, small, dataclasses.replace(config, check_crash=False))
+            result.replay_tools = again.replay_tools
             base = Path(out) / f"seed-{seed}.min"
             Path(f"{base}.jsonl").write_text(again.trace, encoding="utf-8")
             Path(f"{base}.yaml").write_text(scenario_yaml(small), encoding="utf-8")
             files += [f"{base}.jsonl", f"{base}.yaml"]
     result.files = files
     result.trace = ""
+    result.script = []
     return result
+
+
+def _shrink_start(
+    case: FuzzCase, result: CaseResult, failure: Failure, config: FuzzConfig
+) -> Scenario | None:
+    """What shrinking starts from: the case's scenario, an agent's written out as a script
+    (None, with a note, when the script does not fail the same way)."""
+    if case.scenario.agent is None:
+        return case.scenario
+    start = scripted(case.scenario, result.script)
+    again = check(case, start, _oracle_config(config, failure)).failure
+    if again is None or again.signature != failure.signature:
+        result.notes.append(
+            "not shrunk: the run written out as a script does not fail the same way (the agent "
+            "is not deterministic)"
+        )
+        return None
+    return start
+
+
+def _shrunk(
+    case: FuzzCase, start: Scenario, failure: Failure, config: FuzzConfig, result: CaseResult
+) -> Scenario:
+    shrunk = _shrink(case, start, failure, config)
+    result.shrunk = shrunk.summary()
+    small = shrunk.scenario.model_copy(
+        update={"description": f"fuzz seed {case.seed}, shrunk ({shrunk.summary()}): {failure}"}
+    )
+    if failure.kind == "crash-restore":
+        steps = check(case, small, dataclasses.replace(config, check_crash=False)).steps
+        small = crash_variant(case, small, steps)
+    return small
 
 
 @dataclass
@@ -147,6 +211,12 @@ class CampaignSummary:
     enabled: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     failures: list[CaseResult] = field(default_factory=list)
+    #: the exploring model's moves (an agent's campaign)
+    moves: Counter[str] = field(default_factory=Counter)
+    #: what some seeds could not check (each note, with the number of seeds it applies to)
+    notes: Counter[str] = field(default_factory=Counter)
+    #: the faults the seeds scheduled, by kind (``faults``: those that struck)
+    scheduled: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -159,8 +229,21 @@ class CampaignSummary:
         self.faults.update(r.faults)
         self.enabled.update(r.enabled)
         self.outcomes[r.outcome] += 1
+        self.moves.update(r.moves)
+        self.notes.update(r.notes)
+        self.scheduled.update(r.scheduled)
         if r.failure is not None:
             self.failures.append(r)
+
+    def fault_rows(self) -> list[tuple[str, int, int, int]]:
+        """``(kind, faults scheduled, times they struck, seeds that enabled the kind)`` for
+        every kind that any seed enabled (a fault with ``times: 3`` strikes up to 3 times; one
+        placed past the end of its run never does)."""
+        return [
+            (kind, self.scheduled[kind], self.faults[kind], self.enabled[kind])
+            for kind in ALL_FAULTS
+            if self.enabled[kind] or self.faults[kind]
+        ]
 
     def lines(self) -> list[str]:
         out = [
@@ -169,11 +252,16 @@ class CampaignSummary:
             "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
             "faults that struck, by kind:",
         ]
-        for kind in ALL_FAULTS:
-            if self.enabled[kind] or self.faults[kind]:
-                out.append(
-                    f"  {kind:<20} {self.faults[kind]:>7}  (enabled in {self.enabled[kind]} seeds)"
-                )
+        for kind, scheduled, struck, enabled in self.fault_rows():
+            out.append(
+                f"  {kind:<20} {struck:>7}  ({scheduled} scheduled; enabled in {enabled} seeds)"
+            )
+        if self.moves:
+            out.append(
+                "the model's moves: " + ", ".join(f"{k} {v}" for k, v in sorted(self.moves.items()))
+            )
+        for note, seeds in sorted(self.notes.items()):
+            out.append(f"note ({seeds} seeds): {note}")
         return out
 
 

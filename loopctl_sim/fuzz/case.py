@@ -31,7 +31,15 @@ from loopctl_sim.sim.scenario import (
 )
 from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 
-__all__ = ["ALL_FAULTS", "DEFAULT_CONFIG", "FuzzCase", "FuzzConfig", "make_case", "scenario_yaml"]
+__all__ = [
+    "ALL_FAULTS",
+    "DEFAULT_CONFIG",
+    "FuzzCase",
+    "FuzzConfig",
+    "draw_fault",
+    "make_case",
+    "scenario_yaml",
+]
 
 #: Every fault kind of ``loopctl_sim.sim.world``, in a fixed order.
 ALL_FAULTS: Final[tuple[str, ...]] = tuple(
@@ -43,16 +51,33 @@ _TOOLS: Final = tuple(sorted(BUILTINS))
 
 @dataclass(frozen=True)
 class FuzzConfig:
-    """What a campaign injects and checks."""
+    """What a campaign injects and checks. Plain data (it travels to worker processes)."""
 
     faults: tuple[str, ...] = ALL_FAULTS
     turns: int = 20
+    #: ``machine`` (the brain driven by the simulator) or ``driver`` (the real ``BareLoop``);
+    #: an ``agent`` campaign is always at driver level
+    level: str = "machine"
     check_invariants: bool = True
     check_determinism: bool = True
     check_crash: bool = True
     check_heal: bool = True
     shrink: bool = True
     max_shrink_tests: int = 400
+    #: the user's agent (``module:factory``): its own loop is fuzzed instead of the built-in world
+    agent: str | None = None
+    #: how its tools run: ``live``, ``simulated``, ``live:a,b`` or ``simulated:a,b``
+    tools: str = "live"
+    #: its tools no fault may strike (tools with side effects)
+    exempt: tuple[str, ...] = ()
+    #: the user's checks (``module:function``), run after every run
+    checks: tuple[str, ...] = ()
+    #: the tools are deterministic (True), are not (False), or find out by running twice (None)
+    deterministic: bool | None = None
+    #: the inputs an agent's runs start from (default: a generic task)
+    inputs: tuple[str, ...] = ()
+    #: where ``agent`` and ``checks`` are imported from (default: the current directory)
+    cwd: str | None = None
 
 
 #: Every check, every fault kind, shrinking on: the default of every function taking a config.
@@ -78,9 +103,11 @@ def _arguments(rng: random.Random, tool: str, spread: int) -> dict[str, Any]:
     return {"x": rng.randint(0, spread)}
 
 
-def _fault(
+def draw_fault(
     rng: random.Random, kind: str, replies: int, tools: Sequence[str], i: int, window: int
 ) -> Fault:
+    """One fault of ``kind`` at a random place of a run of about ``replies`` replies (a tool
+    fault by name picks one of ``tools``; with none, by call index)."""
     k: FaultKind = kind  # type: ignore[assignment]
     if kind in MODEL_FAULTS:
         times = rng.choice([1, 1, 1, 2, 3, 5]) if kind in _RETRYABLE else 1
@@ -89,9 +116,11 @@ def _fault(
             kind=k, model_call=rng.randint(1, replies + 3), times=times, retry_after=retry_after
         )
     if kind in TOOL_FAULTS:
-        # an oversized result of about a tenth, a half or twice the window (4 characters a token)
-        size = int(4 * window * rng.choice([0.1, 0.5, 2.0])) if kind == "tool_oversized" else None
-        if rng.random() < 0.75:
+        # an oversized result of about a tenth, a half or twice the window (4 characters a
+        # token), at most 100,000 characters (every trace record holding it is scrubbed)
+        scale = rng.choice([0.1, 0.5, 2.0])
+        size = min(int(4 * window * scale), 100_000) if kind == "tool_oversized" else None
+        if rng.random() < 0.75 or not tools:
             place = rng.randint(1, 2 * replies)
             return Fault(kind=k, tool_call=place, times=rng.randint(1, 2), size=size)
         return Fault(kind=k, tool=rng.choice(list(tools)), times=rng.randint(1, 2), size=size)
@@ -129,7 +158,7 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
     faults = []
     if enabled:
         for i in range(rng.randint(1, 5)):
-            faults.append(_fault(rng, rng.choice(enabled), n, tools, i, window))
+            faults.append(draw_fault(rng, rng.choice(enabled), n, tools, i, window))
     scenario = Scenario(
         name=f"fuzz-{seed}",
         description=f"fuzz seed {seed}; enabled fault kinds: {', '.join(enabled) or 'none'}",
@@ -148,4 +177,6 @@ def scenario_yaml(scenario: Scenario) -> str:
     """The scenario as a YAML file ``loopctl-sim run`` reads (how a failing case is saved)."""
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data.setdefault("input", scenario.input)
+    if scenario.agent is not None and scenario.explore is None:
+        data.setdefault("model", [])  # an agent's scripted model, even with no replies left
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -16,7 +16,7 @@ step or feed that broke a promise. The first problem raises ``Violation``, which
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loopctl.core import (
@@ -24,6 +24,8 @@ from loopctl.core import (
     LoopError,
     LoopMachine,
     MachinePolicy,
+    MachineSnapshot,
+    MachineState,
     MachineStep,
     Message,
     Terminal,
@@ -31,7 +33,7 @@ from loopctl.core import (
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.trace import RecordingMachine
 
-__all__ = ["CheckingMachine", "Violation"]
+__all__ = ["CheckingMachine", "Violation", "feed_problems", "step_problems"]
 
 
 class Violation(Exception):
@@ -41,6 +43,54 @@ class Violation(Exception):
         super().__init__(f"{where}: {'; '.join(problems)}")
         self.problems = list(problems)
         self.where = where
+
+
+def step_problems(
+    before: MachineSnapshot,
+    policy: MachinePolicy,
+    step: MachineStep,
+    machine: LoopMachine,
+    dispatched: set[str],
+    again: frozenset[str] | set[str] = frozenset(),
+) -> list[str]:
+    """What is wrong with one ``next_step``: the step itself, the transition table, the decision
+    order in ``Start``, terminal stickiness, and a call id dispatched twice (``dispatched`` is
+    updated; ids in ``again`` may be dispatched once more: a crash interrupted them)."""
+    problems = inv.check_step(machine, step, policy)
+    problems += inv.check_transition(before.state.kind, "next_step", machine.state.kind)
+    problems += inv.check_start_decision(before, policy, step)
+    if isinstance(before.state, Terminal) and machine.state != before.state:
+        problems.append(f"{inv.STICKY_CODE}: next_step left {before.state!r}")
+    if isinstance(step, CallTools):
+        twice = [c.id for c in step.calls if c.id in dispatched and c.id not in again]
+        if twice:
+            problems.append(f"{inv.DISPATCH_CODE}: call ids dispatched twice: {twice}")
+        dispatched.update(c.id for c in step.calls)
+    return problems
+
+
+def feed_problems(
+    name: str,
+    before_state: MachineState,
+    machine: LoopMachine,
+    copy: LoopMachine | None = None,
+    args: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """What is wrong with one feed: the transition table and stickiness, plus the commit,
+    salvage and compaction rules around the exit doors and a compaction (``copy``: the machine
+    just before the feed, needed for those three)."""
+    problems = inv.check_transition(before_state.kind, name, machine.state.kind)
+    if isinstance(before_state, Terminal) and machine.state != before_state:
+        problems.append(f"{inv.STICKY_CODE}: {name} left {before_state!r}")
+    if copy is not None and name == "commit_pending":
+        problems += inv.check_commit(copy, machine)
+    elif copy is not None and name == "discard_pending":
+        problems += inv.check_salvage(copy, machine)
+    elif copy is not None and name == "compaction_result" and args is not None:
+        problems += inv.check_compaction_commit(
+            copy, machine, list(args["compacted"]), int(args["after"])
+        )
+    return problems
 
 
 class CheckingMachine(RecordingMachine):
@@ -68,34 +118,19 @@ class CheckingMachine(RecordingMachine):
         self._raise(inv.check_machine(self.machine, policy), f"before {where}")
         before = self.machine.snapshot()
         step = super().next_step(policy)
-        machine = self.machine
-        problems = inv.check_step(machine, step, policy)
-        problems += inv.check_transition(before.state.kind, "next_step", machine.state.kind)
-        problems += inv.check_start_decision(before, policy, step)
-        if isinstance(before.state, Terminal) and machine.state != before.state:
-            problems.append(f"{inv.STICKY_CODE}: next_step left {before.state!r}")
-        if isinstance(step, CallTools):
-            again = [c.id for c in step.calls if c.id in self.dispatched]
-            if again:
-                problems.append(f"{inv.DISPATCH_CODE}: call ids dispatched twice: {again}")
-            self.dispatched.update(c.id for c in step.calls)
+        problems = step_problems(before, policy, step, self.machine, self.dispatched)
         self._raise(problems, f"{where} ({step!r})")
         self.policy = policy
         return step
 
-    def _around(self, name: str, feed: Callable[[], None]) -> None:
+    def _around(
+        self, name: str, feed: Callable[[], None], args: Mapping[str, Any] | None = None
+    ) -> None:
         before_state = self.machine.state
         copy_needed = name in ("commit_pending", "discard_pending", "compaction_result")
         before = LoopMachine.from_snapshot(self.machine.snapshot()) if copy_needed else None
         feed()
-        machine = self.machine
-        problems = inv.check_transition(before_state.kind, name, machine.state.kind)
-        if isinstance(before_state, Terminal) and machine.state != before_state:
-            problems.append(f"{inv.STICKY_CODE}: {name} left {before_state!r}")
-        if before is not None and name == "commit_pending":
-            problems += inv.check_commit(before, machine)
-        elif before is not None and name == "discard_pending":
-            problems += inv.check_salvage(before, machine)
+        problems = feed_problems(name, before_state, self.machine, before, args)
         self._raise(problems, f"step {self.steps}: feed {name}")
 
     def accept_input(self, input: str | Message) -> None:
@@ -111,14 +146,10 @@ class CheckingMachine(RecordingMachine):
         self._around("tool_results", lambda: RecordingMachine.tool_results(self, message))
 
     def compaction_result(self, compacted: list[Message], before: int, after: int) -> None:
-        copy = LoopMachine.from_snapshot(self.machine.snapshot())
         self._around(
             "compaction_result",
             lambda: RecordingMachine.compaction_result(self, compacted, before, after),
-        )
-        self._raise(
-            inv.check_compaction_commit(copy, self.machine, compacted, after),
-            f"step {self.steps}: feed compaction_result",
+            {"compacted": compacted, "after": after},
         )
 
     def compaction_noop(self, before: int, after: int) -> None:

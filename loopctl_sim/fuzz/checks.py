@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,13 +39,27 @@ from loopctl.core import (
 )
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
 from loopctl_sim.fuzz.checker import CheckingMachine, Violation
+from loopctl_sim.fuzz.driver_checker import DriverChecker
+from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.machine import SimError, SimResult, SimRun
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
 from loopctl_sim.trace import RecordingMachine, TraceWriter
 
-__all__ = ["CREATED", "CaseResult", "Failure", "check_case", "crash_variant"]
+__all__ = [
+    "CREATED",
+    "CaseResult",
+    "Failure",
+    "check_case",
+    "crash_variant",
+    "first_difference",
+    "heal_failure",
+    "outcome_name",
+    "scheduled_kinds",
+    "user_failure",
+]
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"
@@ -83,6 +98,16 @@ class CaseResult:
     trace: str = ""  # the trace text of the checked run (faulted run, then the heal run)
     files: list[str] = field(default_factory=list)
     shrunk: str | None = None
+    #: the moves the exploring model made (an agent's case)
+    moves: Counter[str] = field(default_factory=Counter)
+    #: the replies the run got (an agent's case: the script a reproducer holds)
+    script: list[Message] = field(default_factory=list)
+    #: the ``--tools`` that replays the trace against the agent
+    replay_tools: str = "live"
+    #: what the case could not check, and why
+    notes: list[str] = field(default_factory=list)
+    #: the faults the case's scenario schedules, by kind (``faults``: those that struck)
+    scheduled: Counter[str] = field(default_factory=Counter)
 
 
 class _CountingPlan(FaultPlan):
@@ -139,6 +164,29 @@ def _sim(
     return run.go(), plan.fired
 
 
+def _sim_driver(
+    world: World,
+    *,
+    machine: LoopMachine | None,
+    writer: TraceWriter | None,
+    checked: bool,
+    metadata: dict[str, Any],
+) -> tuple[SimResult, Counter[str]]:
+    """``_sim`` through the real ``BareLoop``: the same world, checked from outside the driver
+    (``DriverChecker``) instead of around a brain the simulator drives."""
+    checker = DriverChecker() if checked else None
+    result = simulate_driver(
+        dataclasses.replace(world, max_steps=_bound(world)),
+        writer,
+        created=CREATED,
+        metadata=metadata,
+        observers=[checker] if checker is not None else (),
+        before_step=checker.before_step if checker is not None else None,
+        machine=machine,
+    )
+    return result, result.fired
+
+
 def _heal_world(scenario: Scenario, world: World) -> World:
     tool = next(iter(world.tools)) if world.tools else "none"
     replies = [
@@ -176,8 +224,15 @@ class _Run1:
 
 
 def _run_world(
-    scenario: Scenario, *, checked: bool, heal: bool, seed: int, trace: bool = True
+    scenario: Scenario,
+    *,
+    checked: bool,
+    heal: bool,
+    seed: int,
+    trace: bool = True,
+    level: str = "machine",
 ) -> _Run1:
+    sim = _sim_driver if level == "driver" else _sim
     buf = io.StringIO()
     writer = TraceWriter(buf) if trace else None
     meta = {"fuzz_seed": seed}
@@ -186,11 +241,11 @@ def _run_world(
     steps = 0
     try:
         world = scenario.world()
-        result, fired = _sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
+        result, fired = sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
         steps = result.steps
         if heal:
             hw = _heal_world(scenario, world)
-            heal_result, _ = _sim(
+            heal_result, _ = sim(
                 hw,
                 machine=result.machine.next_run(),
                 writer=writer,
@@ -240,12 +295,40 @@ def _same_end(a: SimResult, b: SimResult) -> str | None:
     return None
 
 
-def _outcome_name(outcome: MachineOutcome | None) -> str:
+_DURATION: Final = re.compile(r'"duration_s":[^,}]+')
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """The first line (1-based) where two traces differ, durations excluded (the one field a
+    deterministic run may vary: wall time), or None when they are the same."""
+    if a == b:
+        return None
+    x, y = _DURATION.sub("", a).splitlines(), _DURATION.sub("", b).splitlines()
+    if x == y:
+        return None
+    return next(
+        (i for i, (p, q) in enumerate(zip(x, y, strict=False), 1) if p != q),
+        min(len(x), len(y)) + 1,
+    )
+
+
+def outcome_name(outcome: MachineOutcome | None) -> str:
     if outcome is None:
         return "aborted"
     if isinstance(outcome, Failed):
         return f"failed:{outcome.error.kind}"
     return outcome.kind
+
+
+def scheduled_kinds(scenario: Scenario) -> Counter[str]:
+    """The faults ``scenario`` schedules, by kind."""
+    return Counter(f.kind for f in scenario.faults)
+
+
+def user_failure(config: FuzzConfig, result: Any, trace: str) -> Failure | None:
+    """The first of the user's checks (``config.checks``) that fails on one run, as a failure."""
+    found = run_user_checks(config.checks, result, trace, config.cwd)
+    return None if found is None else Failure("check", found[0], found[1])
 
 
 def crash_variant(case: FuzzCase, scenario: Scenario, steps: int) -> Scenario:
@@ -260,11 +343,14 @@ def check_case(
 ) -> CaseResult:
     """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
     sc = scenario if scenario is not None else case.scenario
-    out = CaseResult(seed=case.seed, enabled=case.enabled)
-    first = _run_world(sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed)
+    out = CaseResult(seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc))
+    level = config.level
+    first = _run_world(
+        sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed, level=level
+    )
     out.runs += 1 + (first.heal is not None)
     out.steps, out.faults, out.trace = first.steps, first.fired, first.trace
-    out.outcome = _outcome_name(first.result.outcome if first.result else None)
+    out.outcome = outcome_name(first.result.outcome if first.result else None)
     if first.failure is not None:
         out.failure = first.failure
         return out
@@ -273,22 +359,23 @@ def check_case(
         out.failure = heal_failure(first.result, first.heal, sc.policy.policy())
         if out.failure is not None:
             return out
+    out.failure = user_failure(config, first.result, first.trace)
+    if out.failure is not None:
+        return out
     if config.check_determinism:
-        second = _run_world(sc, checked=False, heal=config.check_heal, seed=case.seed)
+        second = _run_world(sc, checked=False, heal=config.check_heal, seed=case.seed, level=level)
         out.runs += 1 + (second.heal is not None)
-        if second.trace != first.trace:
-            a, b = first.trace.splitlines(), second.trace.splitlines()
-            line = next(
-                (i for i, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y),
-                min(len(a), len(b)) + 1,
-            )
+        line = first_difference(first.trace, second.trace)
+        if line is not None:
             out.failure = Failure(
                 "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}"
             )
             return out
     if config.check_crash:
         crashed = crash_variant(case, sc, first.result.steps)
-        third = _run_world(crashed, checked=False, heal=False, seed=case.seed, trace=False)
+        third = _run_world(
+            crashed, checked=False, heal=False, seed=case.seed, trace=False, level=level
+        )
         out.runs += 1
         if third.failure is not None:
             out.failure = Failure(

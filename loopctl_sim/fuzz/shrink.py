@@ -8,7 +8,8 @@ removed: the result is 1-minimal.
 
 ``shrink_scenario`` applies it to a ``Scenario``: one list of units made of the scripted model
 replies, the scheduled faults and the tools, so a reply and the fault it needs shrink together
-(a removed tool is no longer advertised: calls of it are answered as unknown); then it tries to
+(a removed tool is no longer advertised: calls of it are answered as unknown; an agent's tools
+are never removed, they are its own); then it tries to
 lower each remaining fault's ``times``. A removed reply shifts the later ones up: a
 fault placed by ``model_call`` then strikes another reply, which is fine, because the oracle
 re-runs every candidate.
@@ -143,6 +144,49 @@ def _pin_ids(replies: Sequence[ReplyScenario]) -> list[ReplyScenario]:
     return out
 
 
+#: Rounds of removing units and lowering faults (each round only if the last lowered one).
+_ROUNDS: Final = 4
+_PLACES: Final = ("step", "model_call", "tool_call")
+
+
+def _units(scenario: Scenario) -> list[_Unit]:
+    units: list[_Unit] = [("reply", i) for i in range(len(scenario.model))]
+    units += [("fault", i) for i in range(len(scenario.faults))]
+    if scenario.agent is None:
+        # an agent's tools are its own: the scenario's entries only say how they run (a tool
+        # removed from them would run live, faults and all), so they are kept
+        units += [("tool", i) for i in range(len(scenario.tools))]
+    return units
+
+
+def _lower_faults(
+    best: Scenario, fails: Callable[[Scenario], bool], budget: _Budget
+) -> Scenario | None:
+    """``best`` with each fault's ``times`` and place (step, model call, tool call) as low as
+    it can go and still fail; None when nothing could be lowered. Places are tried at a few
+    points from 1 up (1, 2, 3, a quarter, a half, three quarters, one less), not one by one."""
+    faults = list(best.faults)
+    changed = False
+    for i in range(len(faults)):
+        fault = faults[i]
+        trials: list[dict[str, int]] = [{"times": t} for t in range(1, fault.times)]
+        for place in _PLACES:
+            value = getattr(fault, place)
+            if value is not None and value > 1:
+                points = {1, 2, 3, value // 4, value // 2, 3 * value // 4, value - 1}
+                trials += [{place: p} for p in sorted(p for p in points if 1 <= p < value)]
+        for update in trials:
+            if any(getattr(faults[i], k) <= v for k, v in update.items()):
+                continue  # already as low (an earlier trial of this fault got there)
+            if not budget.spend():
+                return best if changed else None
+            trial = [*faults[:i], faults[i].model_copy(update=update), *faults[i + 1 :]]
+            candidate = best.model_copy(update={"faults": trial})
+            if fails(candidate):
+                faults, best, changed = trial, candidate, True
+    return best if changed else None
+
+
 def shrink_scenario(
     scenario: Scenario,
     fails: Callable[[Scenario], bool],
@@ -151,33 +195,28 @@ def shrink_scenario(
 ) -> ShrinkResult:
     """The smallest sub-scenario (replies and faults) for which ``fails`` holds.
 
-    ``fails(scenario)`` is assumed true. Each oracle call must be deterministic.
+    ``fails(scenario)`` is assumed true. Each oracle call must be deterministic. Removing
+    units and lowering the faults' counts and places alternate, a few rounds, while either
+    finds something: a fault that strikes earlier may need fewer replies before it.
     """
     budget = _Budget(max_tests)
     base = scenario.model_copy(update={"model": _pin_ids(scenario.model)})
     if not fails(base):  # pinning ids changed nothing for the run: it must still fail
         base = scenario
-    units: list[_Unit] = [("reply", i) for i in range(len(base.model))]
-    units += [("fault", i) for i in range(len(base.faults))]
-    units += [("tool", i) for i in range(len(base.tools))]
+    best = base
+    units = _units(best)
 
     def test(candidate: list[_Unit]) -> bool:
-        return fails(_build(base, candidate))
+        return fails(_build(best, candidate))
 
-    kept = ddmin(units, test, max_tests=max_tests, _budget=budget)
-    best = _build(base, kept)
-    # lower each fault's repeat count
-    faults = list(best.faults)
-    for i, fault in enumerate(faults):
-        for times in range(1, fault.times):
-            if not budget.spend():
-                break
-            trial = [*faults[:i], fault.model_copy(update={"times": times}), *faults[i + 1 :]]
-            candidate = best.model_copy(update={"faults": trial})
-            if fails(candidate):
-                faults = trial
-                best = candidate
-                break
+    for _ in range(_ROUNDS):
+        kept = ddmin(units, test, max_tests=max_tests, _budget=budget)
+        best = _build(best, kept)
+        lowered = _lower_faults(best, fails, budget)
+        if lowered is None or budget.used >= budget.limit:
+            break
+        best = lowered  # a fault now strikes earlier: replies it needed no longer may be
+        units = _units(best)
     return ShrinkResult(
         scenario=best,
         tests=budget.used,

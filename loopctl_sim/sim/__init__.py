@@ -17,6 +17,8 @@ module         owns
                parts
 ``body``       the ``BareLoop`` body shared by the driver-level simulator and driver-level replay
 ``driver``     ``simulate_driver``: a world through the real ``BareLoop``
+``agent_run``  ``run_agent``: the user's own agent under faults (``AgentWorld``), its model
+               exploring or scripted, its tools live, simulated or scripted
 =============  ===================================================================================
 
 It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; nothing above it.
@@ -30,10 +32,28 @@ from loopctl_sim.sim.agent import (
     build_agent,
     load_agent,
 )
+from loopctl_sim.sim.agent_run import (
+    AgentRun,
+    AgentRunError,
+    AgentWorld,
+    live_tools,
+    run_agent,
+    run_agent_async,
+)
 from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.driver import WorldClient, simulate_driver, simulate_driver_async
+from loopctl_sim.sim.layers import (
+    FaultyClient,
+    ModelSource,
+    RunFaults,
+    ScriptSource,
+    StepLimit,
+    ToolFaults,
+    chain_before_step,
+    simulated_result,
+)
 from loopctl_sim.sim.machine import SimError, SimResult, simulate
-from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
+from loopctl_sim.sim.scenario import ExploreScenario, Scenario, ScenarioError, load_scenario
 from loopctl_sim.sim.world import (
     MODEL_FAULTS,
     RUN_FAULTS,
@@ -53,27 +73,42 @@ __all__ = [
     "TOOL_FAULTS",
     "AgentError",
     "AgentFactory",
+    "AgentRun",
+    "AgentRunError",
+    "AgentWorld",
     "Crash",
+    "ExploreScenario",
     "Fault",
     "FaultKind",
     "FaultPlan",
+    "FaultyClient",
     "ModelScript",
+    "ModelSource",
+    "RunFaults",
     "Scenario",
     "ScenarioError",
+    "ScriptSource",
     "SimError",
     "SimResult",
+    "StepLimit",
+    "ToolFaults",
     "ToolFn",
     "World",
     "WorldClient",
     "agent_from_pyproject",
     "build_agent",
+    "chain_before_step",
     "configs_for",
+    "live_tools",
     "load_agent",
     "load_scenario",
     "message_events",
     "no_sleep",
+    "run_agent",
+    "run_agent_async",
     "simulate",
     "simulate_driver",
     "simulate_driver_async",
+    "simulated_result",
     "stub_tools",
 ]

@@ -34,6 +34,7 @@ from loopctl_sim.sim.layers import (
     StepLimit,
     ToolFaults,
     chain_before_step,
+    restore_after_crash,
 )
 from loopctl_sim.sim.machine import SimError, SimResult
 from loopctl_sim.sim.world import FaultPlan, World
@@ -74,11 +75,14 @@ def simulate_driver(
     metadata: dict[str, Any] | None = None,
     observers: Sequence[LoopObserver] = (),
     before_step: Callable[[StepPoint], None] | None = None,
+    machine: LoopMachine | None = None,
 ) -> SimResult:
     """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
 
     ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
-    every step after the world's run-level faults struck: a checking harness's seam."""
+    every step after the world's run-level faults struck: a checking harness's seam. The run
+    starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
+    ``world.history``."""
     return asyncio.run(
         simulate_driver_async(
             world,
@@ -87,6 +91,7 @@ def simulate_driver(
             metadata=metadata,
             observers=observers,
             before_step=before_step,
+            machine=machine,
         )
     )
 
@@ -99,6 +104,7 @@ async def simulate_driver_async(
     metadata: dict[str, Any] | None = None,
     observers: Sequence[LoopObserver] = (),
     before_step: Callable[[StepPoint], None] | None = None,
+    machine: LoopMachine | None = None,
 ) -> SimResult:
     """``simulate_driver`` for callers already inside an event loop."""
     plan = FaultPlan(world.faults)
@@ -135,7 +141,7 @@ async def simulate_driver_async(
             before_step=hook,
         )
 
-    loop = body(LoopMachine(world.history))
+    loop = body(machine if machine is not None else LoopMachine(world.history))
     input: str | Message | None = world.input
     try:
         while True:
@@ -146,30 +152,18 @@ async def simulate_driver_async(
             except StepLimit as exc:
                 raise SimError(f"{world.name}: {exc}") from None
             except Crash as crash:
-                saved = loop.machine.model_dump_json()
-                restored = LoopMachine.model_validate_json(saved)
+                restored = restore_after_crash(loop.machine, crash.step, watchers)
                 if restored != loop.machine:
                     raise SimError(f"step {crash.step}: the restored machine differs") from None
-                event = IoEvent(
-                    kind="crash",
-                    data={
-                        "step": crash.step,
-                        "snapshot_bytes": len(saved),
-                        "digest": restored.digest(),
-                    },
-                )
-                for watcher in watchers:
-                    watcher.io(event)
                 loop = body(restored)
                 input = None
     finally:
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()
-    machine = loop.machine
     return SimResult(
         world=world.name,
         outcome=result.outcome,
-        machine=machine,
+        machine=loop.machine,
         steps=run_faults.steps,
         model_requests=client.requests,
         replies=client.replies,
@@ -178,4 +172,5 @@ async def simulate_driver_async(
         compactions=counter.compactions,
         crashes=run_faults.crashes,
         trace=None if recorder is None else recorder.writer.path,
+        fired=client.fired + tools.fired + run_faults.fired,
     )

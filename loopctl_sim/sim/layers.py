@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Protocol
 
 from loopctl.api import ModelRequest, StreamEvent, Usage
@@ -41,7 +41,7 @@ from loopctl.core import (
     ToolResult,
 )
 from loopctl.driver import CancelSignal, StepPoint
-from loopctl.observe import LoopObserver
+from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
 from loopctl_sim.sim.body import Crash
 from loopctl_sim.sim.faults import Fault, FaultPlan
@@ -63,7 +63,9 @@ __all__ = [
     "ScriptSource",
     "StepLimit",
     "ToolFaults",
+    "UsageFn",
     "chain_before_step",
+    "restore_after_crash",
     "simulated_result",
 ]
 
@@ -107,6 +109,7 @@ class ScriptSource:
         return Usage(context_tokens=count)
 
 
+#: The usage a ``FaultyClient``'s reply carries (None: none; the driver estimates the context).
 UsageFn = Callable[[ModelRequest, Message], Usage | None]
 
 
@@ -199,6 +202,7 @@ class ToolFaults(LoopObserver):
         self.per_tool: Counter[str] = Counter()
         self.assigned: dict[str, Fault | None] = {}
         self.fired: Counter[str] = Counter()
+        self.faulted: set[str] = set()  # the tools a fault struck
         self.executions: Counter[str] = Counter()
         self.calls = 0
 
@@ -219,6 +223,7 @@ class ToolFaults(LoopObserver):
         fault = self.assigned.pop(call.id, None)
         if fault is not None:
             self.fired[fault.kind] += 1
+            self.faulted.add(call.name)
         timeout = self.timeout(call.name)
         try:
             scripted = self.scripted.get(call.name)
@@ -305,6 +310,23 @@ class RunFaults:
             self._injects.append(fault.text)
 
 
+def restore_after_crash(
+    brain: LoopMachine, step: int, observers: Sequence[LoopObserver]
+) -> LoopMachine:
+    """What a restarted process finds after a crash before ``step``: the brain saved as JSON and
+    read back. The observers are told (a ``crash`` io event), so a trace holds the crash where
+    it struck."""
+    saved = brain.model_dump_json()
+    restored = LoopMachine.model_validate_json(saved)
+    event = IoEvent(
+        kind="crash",
+        data={"step": step, "snapshot_bytes": len(saved), "digest": restored.digest()},
+    )
+    for observer in observers:
+        observer.io(event)
+    return restored
+
+
 def chain_before_step(
     *hooks: Callable[[StepPoint], None] | None,
 ) -> Callable[[StepPoint], None] | None:
@@ -320,4 +342,3 @@ def chain_before_step(
             hook(point)
 
     return both
-

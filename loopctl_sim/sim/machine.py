@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from loopctl.api import ApiError, Usage
@@ -64,6 +64,8 @@ class SimResult:
     compactions: int = 0
     crashes: int = 0
     trace: str | None = None
+    #: the faults that struck, by kind (filled by the driver-level simulator)
+    fired: Counter[str] = field(default_factory=Counter)
 
     @property
     def final_text(self) -> str | None:

@@ -31,15 +31,17 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from loopctl.core import MachinePolicy, Message, ToolCall
+from loopctl.testing import ExploreConfig
+from loopctl_sim.sim.agent_run import AgentWorld
 from loopctl_sim.sim.world import Fault, ModelScript, ToolFn, World
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario"]
+__all__ = ["BUILTINS", "ExploreScenario", "Scenario", "ScenarioError", "load_scenario"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -78,22 +80,43 @@ BUILTINS: dict[str, ToolFn] = {
 
 
 class ToolScenario(BaseModel):
+    """One tool of a scenario: scripted (``builtin``, ``returns``, ``results``, ``raises``), or,
+    for an agent's tool, how it runs (``mode``: ``live`` or ``simulated``; the string alone is
+    short for it) and whether faults may strike it (``faults: false`` exempts a tool with side
+    effects)."""
+
     model_config = _STRICT
     builtin: Literal["add", "echo", "concat", "upper", "length"] | None = None
     returns: str | None = None
     results: list[str] | None = Field(None, min_length=1)
     raises: str | None = None
+    mode: Literal["live", "simulated"] | None = None
+    faults: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"mode": data} if isinstance(data, str) else data
 
     @model_validator(mode="after")
     def _one(self) -> ToolScenario:
         given = [
-            k for k in ("builtin", "returns", "results", "raises") if getattr(self, k) is not None
+            k
+            for k in ("builtin", "returns", "results", "raises", "mode")
+            if getattr(self, k) is not None
         ]
-        if len(given) != 1:
+        if len(given) > 1:
             raise ValueError(
-                f"a tool takes exactly one of builtin, returns, results, raises (got {given})"
+                f"a tool takes one of builtin, returns, results, raises, mode (got {given})"
             )
         return self
+
+    @property
+    def scripted(self) -> bool:
+        """Answered by the scenario (not the agent's own tool)."""
+        return self.mode is None and any(
+            getattr(self, k) is not None for k in ("builtin", "returns", "results", "raises")
+        )
 
     def function(self) -> ToolFn:
         if self.builtin is not None:
@@ -156,15 +179,41 @@ class PolicyScenario(BaseModel):
         return MachinePolicy(**self.model_dump())
 
 
+class ExploreScenario(BaseModel):
+    """The exploring model (``loopctl.testing.ExploringClient``) instead of scripted replies."""
+
+    model_config = _STRICT
+    seed: int = 0
+    turns: int = Field(12, ge=1)
+    weights: dict[str, float] | None = None
+
+    def config(self) -> ExploreConfig:
+        if self.weights is None:
+            return ExploreConfig(turns=self.turns)
+        return ExploreConfig(turns=self.turns, weights=self.weights)  # type: ignore[arg-type]
+
+
+#: What the agent's own factory decides: a scenario naming an agent may not set these.
+_AGENT_OWNS: Final = ("policy", "max_retries", "tool_timeout", "keep_head", "keep_tail")
+
+
 class Scenario(BaseModel):
+    """A world as a file (see the module docstring). With ``agent``, the world is the user's own
+    agent: its factory builds the loop, its tools run (``tools`` says otherwise per tool), and
+    its configs decide what ``policy``, ``max_retries``, ``tool_timeout`` and the compactor
+    settings decide for the built-in world (so those may not be set); the model is ``model``
+    (scripted replies) or ``explore`` (the exploring model)."""
+
     model_config = _STRICT
     name: str
     description: str = ""
+    agent: str | None = None
     input: str
     history: list[Message] = Field(default_factory=list)
     policy: PolicyScenario = Field(default_factory=PolicyScenario)
     tools: dict[str, ToolScenario] = Field(default_factory=dict)
     model: list[ReplyScenario] = Field(default_factory=list)
+    explore: ExploreScenario | None = None
     faults: list[Fault] = Field(default_factory=list)
     max_retries: int = Field(3, ge=0)
     tool_timeout: float | None = Field(30.0, gt=0)
@@ -175,19 +224,40 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _policy_valid(self) -> Scenario:
         self.policy.policy()  # thresholds in order, loop settings in range
+        if self.agent is None:
+            if self.explore is not None:
+                raise ValueError("explore drives an agent: name it with agent: module:factory")
+            modes = [n for n, t in self.tools.items() if not t.scripted]
+            if modes:
+                raise ValueError(
+                    f"tools {modes}: live, simulated and faults apply to an agent's tools "
+                    "(name it with agent: module:factory); a scripted world's tools take "
+                    "builtin, returns, results or raises"
+                )
+            return self
+        owned = [k for k in _AGENT_OWNS if k in self.model_fields_set]
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: the agent's factory sets these")
+        given = {"model", "explore"} & self.model_fields_set
+        if self.explore is not None and self.model:
+            raise ValueError("give model (scripted replies) or explore, not both")
+        if not given:
+            raise ValueError(
+                "an agent's scenario gives model (scripted replies, maybe none) or explore "
+                "(the exploring model: explore: {seed: 0})"
+            )
         return self
 
     def world(self) -> World:
         """A fresh world (tools with state, like ``results``, start over)."""
+        if self.agent is not None:
+            raise ValueError(f"{self.name}: names an agent: run it with agent_world()")
         fns: dict[str, Callable[[dict[str, Any]], str]] = {
             name: t.function() for name, t in self.tools.items()
         }
         return World(
             input=self.input,
-            model=ModelScript(
-                [r.message(i) for i, r in enumerate(self.model)],
-                tokens=[r.context_tokens for r in self.model],
-            ),
+            model=ModelScript(self.replies(), tokens=[r.context_tokens for r in self.model]),
             tools=fns,
             faults=tuple(self.faults),
             policy=self.policy.policy(),
@@ -198,6 +268,34 @@ class Scenario(BaseModel):
             keep_tail=self.keep_tail,
             name=self.name,
             metadata={"scenario": self.name},
+        )
+
+    def replies(self) -> list[Message]:
+        """The scripted model's replies (default call ids ``call_<reply>_<n>``)."""
+        return [r.message(i) for i, r in enumerate(self.model)]
+
+    def agent_world(self, *, cwd: str | None = None) -> AgentWorld:
+        """The agent's world: its factory, the model (scripted or exploring), the faults, and
+        the scenario's say on each tool (live, simulated, scripted, exempt from faults)."""
+        if self.agent is None:
+            raise ValueError(f"{self.name}: names no agent: run it with world()")
+        simulated = sorted(n for n, t in self.tools.items() if t.mode == "simulated")
+        explore = self.explore
+        return AgentWorld(
+            agent=self.agent,
+            input=self.input,
+            explore=explore.seed if explore is not None else None,
+            explore_config=explore.config() if explore is not None else ExploreConfig(),
+            script=None if explore is not None else self.replies(),
+            tokens=[r.context_tokens for r in self.model],
+            faults=tuple(self.faults),
+            tools=f"simulated:{','.join(simulated)}" if simulated else "live",
+            exempt=frozenset(n for n, t in self.tools.items() if not t.faults),
+            scripted={n: t.function() for n, t in self.tools.items() if t.scripted},
+            history=tuple(self.history),
+            name=self.name,
+            metadata={"scenario": self.name},
+            cwd=cwd,
         )
 
 

@@ -243,9 +243,7 @@ def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
     return message
 
 
-def faulty_reply(
-    fault: Fault | None, message: Message, usage: Usage | None
-) -> list[StreamEvent]:
+def faulty_reply(fault: Fault | None, message: Message, usage: Usage | None) -> list[StreamEvent]:
     """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
     streamed = _streamed_message(fault, message)
     if streamed is not None:

@@ -1,0 +1,141 @@
+"""What ``loopctl-sim fuzz`` shows: a progress bar while the seeds run, then the summary as
+tables, then each failure with the commands that reproduce it.
+
+The progress bar is rich's (``rich.progress``), on stderr, shown on a terminal only. Its time
+left is rich's estimate: the seeds still to run over the rate of the last 30 seconds, which
+stays right when results arrive in bursts (a worker process hands back a chunk of seeds at
+once), where an estimate from the time between two updates swings wildly (it showed 01:25:39
+three seconds into a 35-second campaign).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from loopctl_sim.fuzz import CampaignSummary, CaseResult
+
+__all__ = ["CampaignProgress", "failure_lines", "summary_tables"]
+
+
+class CampaignProgress:
+    """A progress bar over ``total`` seeds (``advance`` once per result); does nothing when
+    hidden. ``get_time`` is rich's clock (a test gives its own)."""
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        console: Console,
+        show: bool,
+        get_time: Callable[[], float] | None = None,
+    ) -> None:
+        self.failing = 0
+        self.progress = Progress(
+            TextColumn("seeds"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failing]}"),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not show,
+            get_time=get_time,
+            transient=False,
+        )
+        self.task: TaskID = self.progress.add_task("seeds", total=total, failing="")
+
+    def __enter__(self) -> CampaignProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.progress.stop()
+
+    def advance(self, result: CaseResult) -> None:
+        if result.failure is not None:
+            self.failing += 1
+        failing = f"{self.failing} failing" if self.failing else ""
+        self.progress.update(self.task, advance=1, failing=failing)
+
+    def time_remaining(self) -> float | None:
+        """Seconds left, as the bar shows them (None until there is a rate)."""
+        return self.progress.tasks[0].time_remaining
+
+
+def summary_tables(summary: CampaignSummary, target: str) -> list[Table]:
+    """The summary: totals, outcomes, faults exercised by kind, the exploring model's moves."""
+    totals = Table(title=target, show_header=False, title_justify="left")
+    totals.add_column("what")
+    totals.add_column("count", justify="right")
+    for what, count in (
+        ("seeds", summary.seeds),
+        ("simulated runs", summary.runs),
+        ("steps checked", summary.steps),
+        ("failing seeds", len(summary.failures)),
+    ):
+        totals.add_row(what, str(count))
+    outcomes = Table(title="outcomes of the faulted runs", title_justify="left")
+    outcomes.add_column("outcome")
+    outcomes.add_column("seeds", justify="right")
+    for outcome, seeds in sorted(summary.outcomes.items(), key=lambda kv: (-kv[1], kv[0])):
+        outcomes.add_row(outcome, str(seeds))
+    faults = Table(title="faults exercised, by kind", title_justify="left")
+    faults.add_column("fault")
+    faults.add_column("scheduled", justify="right")
+    faults.add_column("struck", justify="right")
+    faults.add_column("enabled in seeds", justify="right")
+    for kind, scheduled, struck, enabled in summary.fault_rows():
+        faults.add_row(kind, str(scheduled), str(struck), str(enabled))
+    tables = [totals, outcomes, faults]
+    if summary.moves:
+        moves = Table(title="the model's moves", title_justify="left")
+        moves.add_column("move")
+        moves.add_column("replies", justify="right")
+        for move, count in sorted(summary.moves.items(), key=lambda kv: (-kv[1], kv[0])):
+            moves.add_row(move, str(count))
+        tables.append(moves)
+    return tables
+
+
+def failure_lines(r: CaseResult, rerun: str, agent: str | None) -> list[str]:
+    """One failing seed: what failed, how it shrank, and the commands that reproduce it
+    (``rerun`` is the ``loopctl-sim fuzz`` command line for this one seed)."""
+    assert r.failure is not None
+    out = [f"FAIL seed {r.seed}: {r.failure}"]
+    if r.shrunk:
+        out.append(f"  {r.shrunk}")
+    out += [f"  note: {note}" for note in r.notes]
+    out.append(f"  rerun:  {rerun}")
+    traces = [f for f in r.files if f.endswith(".jsonl")]
+    yamls = [f for f in r.files if f.endswith(".yaml")]
+    for f in traces:
+        if agent is None:
+            out.append(f"  replay: loopctl-sim replay {f}")
+        else:
+            out.append(f"  replay: loopctl-sim replay {f} --agent {agent} --tools {r.replay_tools}")
+    if yamls:
+        out.append(f"  run:    loopctl-sim run {yamls[-1]} --checks")
+    if traces and agent is None:
+        out.append(f"  test:   loopctl-sim export-test {traces[-1]}")
+    elif traces:
+        out.append(f"  test:   loopctl-sim export-test {traces[-1]} --agent {agent}")
+    return out

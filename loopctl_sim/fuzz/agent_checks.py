@@ -1,0 +1,287 @@
+"""The checks run on one case of the user's own agent, at driver level; the first failure is
+reported, as for the built-in world (``loopctl_sim.fuzz.checks``, whose ``Failure`` and
+``CaseResult`` these are):
+
+1. **invariants** after every step and feed of the real loop (``DriverChecker``), exact resume
+   at every crash (the brain restored into a fresh loop the factory builds);
+2. **nothing escapes the run**: an exception out of ``run()`` (a tool's, a hook's, a
+   middleware's, a compactor's, or the engine refusing what the agent fed it) is a failure;
+3. **no tool call runs twice**, except one a crash interrupted after it ran;
+4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it (the
+   next run on the same history, a scripted model, no faults) completes, unless the faults left
+   the context over the compaction line;
+5. **the user's checks** (``module:function``, ``loopctl_sim.fuzz.user_checks``) on the run's
+   result and trace;
+6. **determinism**: the case runs again and both traces (fixed creation time, durations left
+   out) must be equal, byte for byte. Where the first difference is a tool's result, the
+   agent's tools are not deterministic: that is a failure only when they were declared
+   deterministic; otherwise the case says it could not check determinism (``notes``), and the
+   crash check below is skipped, which needs the same run twice;
+7. **crash/restore**: the case runs again with one more crash at a random step; outcome,
+   history and final digest must equal the uninterrupted run's.
+
+A case arrives with the exploring model; ``scripted`` turns a failing case's run into the same
+scenario with the replies it got written out, which is what the shrinker cuts down and what a
+reproducer holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final
+
+from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
+from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
+from loopctl_sim.fuzz.checker import Violation
+from loopctl_sim.fuzz.checks import (
+    CREATED,
+    CaseResult,
+    Failure,
+    crash_variant,
+    first_difference,
+    outcome_name,
+    scheduled_kinds,
+    user_failure,
+)
+from loopctl_sim.fuzz.driver_checker import DriverChecker
+from loopctl_sim.props import invariants as inv
+from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, run_agent
+from loopctl_sim.sim.layers import StepLimit
+from loopctl_sim.sim.scenario import CallScenario, ReplyScenario, Scenario
+from loopctl_sim.trace import TraceWriter
+
+__all__ = ["check_agent_case", "replay_tools", "scripted"]
+
+_HEAL_INPUT: Final = "Please wrap up."
+_HEAL_TEXT: Final = "healed"
+
+
+def _bound(world: AgentWorld) -> int:
+    """Steps a run may take before it counts as a livelock (as ``checks._bound``)."""
+    turns = len(world.script) + 2 if world.script is not None else world.explore_config.turns
+    return 6 * (turns + 2) + 4 * len(world.faults) + 10
+
+
+@dataclasses.dataclass
+class _Run:
+    trace: str
+    result: AgentRun | None
+    heal: AgentRun | None
+    steps: int
+    failure: Failure | None
+
+
+def _failure_of(exc: BaseException) -> Failure:
+    if isinstance(exc, Violation):
+        return Failure("invariant", inv.problem_code(exc.problems[0]), str(exc))
+    if isinstance(exc, StepLimit):
+        return Failure("livelock", "steps", str(exc))
+    name = type(exc).__name__
+    where = "the engine refused what the agent fed it" if isinstance(exc, ProtocolError) else ""
+    text = f"{name}: {exc}" + (f" ({where})" if where else "")
+    return Failure("exception", name, f"{text}, escaped the run")
+
+
+def _heal_world(world: AgentWorld) -> AgentWorld:
+    return dataclasses.replace(
+        world,
+        input=_HEAL_INPUT,
+        script=[Message.assistant(_HEAL_TEXT)],
+        explore=None,
+        tokens=(),
+        faults=(),
+        history=(),
+        max_steps=40,
+        metadata={**world.metadata, "heal": True},
+    )
+
+
+def _run(
+    scenario: Scenario,
+    config: FuzzConfig,
+    *,
+    checked: bool,
+    heal: bool,
+    seed: int,
+    trace: bool = True,
+) -> _Run:
+    buf = io.StringIO()
+    writer = TraceWriter(buf) if trace else None
+    world = scenario.agent_world(cwd=config.cwd)
+    world = dataclasses.replace(
+        world, max_steps=_bound(world), metadata={**world.metadata, "fuzz_seed": seed}
+    )
+    checker = DriverChecker() if checked else None
+    observers = [checker] if checker is not None else []
+    hook = checker.before_step if checker is not None else None
+    result = healed = None
+    steps = 0
+    try:
+        result = run_agent(world, writer, created=CREATED, observers=observers, before_step=hook)
+        steps = result.steps
+        twice = sorted(
+            i for i, n in result.executions.items() if n > 1 and i not in result.rerun_allowed
+        )
+        if twice:
+            failure = Failure("tool-twice", "executions", f"tool calls ran twice: {twice}")
+            return _Run(buf.getvalue(), result, None, steps, failure)
+        if heal:
+            healing = _heal_world(world)
+            healed = run_agent(
+                healing,
+                writer,
+                machine=result.machine,
+                created=CREATED,
+                observers=observers,
+                before_step=hook,
+            )
+            steps += healed.steps
+    except AgentRunError as exc:  # everything out of the user's loop is a finding, as data
+        partial = exc.run
+        if result is None:
+            result, steps = partial, partial.steps
+        else:
+            healed, steps = partial, steps + partial.steps
+        return _Run(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
+    return _Run(buf.getvalue(), result, healed, steps, None)
+
+
+def _heal_failure(first: AgentRun, healed: AgentRun) -> Failure | None:
+    """The heal run must complete (whatever the agent makes of the final text); a
+    ``context_overflow`` failure is legitimate when the faults left the context over the
+    compaction line (the compactor may be unable to cut it)."""
+    outcome = healed.outcome
+    if isinstance(outcome, Completed):
+        return None
+    policy = first.policy
+    over = policy is not None and first.machine.context_tokens >= policy.threshold_tokens
+    if isinstance(outcome, Failed) and outcome.error.kind == "context_overflow" and over:
+        return None
+    ended = outcome_name(outcome)
+    return Failure(
+        "heal",
+        getattr(outcome, "kind", "?"),
+        f"after the faults, a clean next run ended {ended} instead of completing (it started "
+        f"with {first.machine.context_tokens} context tokens)",
+    )
+
+
+def _tool_difference(a: str, b: str, line: int) -> bool:
+    """Whether the two traces first differ at a tool's result (the tools, not the engine)."""
+    for text in (a, b):
+        lines = text.splitlines()
+        if line <= len(lines):
+            record = json.loads(lines[line - 1])
+            kind = record.get("kind") if record.get("type") == "io" else record.get("name")
+            if kind in ("tool_result", "tool_results"):
+                return True
+    return False
+
+
+def check_agent_case(
+    case: FuzzCase, scenario: Scenario | None = None, config: FuzzConfig = DEFAULT_CONFIG
+) -> CaseResult:
+    """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
+    sc = scenario if scenario is not None else case.scenario
+    out = CaseResult(seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc))
+    first = _run(
+        sc, config, checked=config.check_invariants, heal=config.check_heal, seed=case.seed
+    )
+    out.runs += 1 + (first.heal is not None)
+    out.steps, out.trace = first.steps, first.trace
+    if first.result is not None:
+        out.faults, out.moves = Counter(first.result.fired), Counter(first.result.moves)
+        out.script = list(first.result.script)
+        out.replay_tools = replay_tools(sc, first.result)
+    out.outcome = outcome_name(first.result.outcome if first.result else None)
+    out.failure = first.failure
+    if out.failure is not None:
+        return out
+    assert first.result is not None
+    if config.check_heal and first.heal is not None:
+        out.failure = _heal_failure(first.result, first.heal)
+    if out.failure is None:
+        out.failure = user_failure(config, first.result, first.trace)
+    if out.failure is not None:
+        return out
+    same_runs = config.deterministic is not False
+    if config.check_determinism and config.deterministic is not False:
+        second = _run(sc, config, checked=False, heal=config.check_heal, seed=case.seed)
+        out.runs += 1 + (second.heal is not None)
+        line = first_difference(first.trace, second.trace)
+        if line is not None and _tool_difference(first.trace, second.trace, line):
+            if config.deterministic:
+                out.failure = Failure(
+                    "nondeterminism",
+                    "tool",
+                    f"the tools were declared deterministic, but two runs of the same seed "
+                    f"differ at trace line {line}, a tool's result",
+                )
+                return out
+            out.notes.append("determinism not checked: the agent's tools are not deterministic")
+            same_runs = False
+        elif line is not None:
+            out.failure = Failure(
+                "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}"
+            )
+            return out
+    elif config.deterministic is False:
+        out.notes.append("determinism not checked: the tools were declared nondeterministic")
+    if config.check_crash and same_runs:
+        crashed = crash_variant(case, sc, first.result.steps)
+        third = _run(crashed, config, checked=False, heal=False, seed=case.seed, trace=False)
+        out.runs += 1
+        out.failure = _crash_failure(first.result, third, crashed)
+    return out
+
+
+def _crash_failure(first: AgentRun, third: _Run, crashed: Scenario) -> Failure | None:
+    at = crashed.faults[-1].step
+    if third.failure is not None:
+        return Failure(
+            "crash-restore", third.failure.code, f"with a crash at step {at}: {third.failure}"
+        )
+    assert third.result is not None
+    if third.result.outcome != first.outcome:
+        what = f"outcome {first.outcome!r} uninterrupted, {third.result.outcome!r} with the crash"
+    elif third.result.machine.history != first.machine.history:
+        what = "the history differs from the uninterrupted run's"
+    elif third.result.digest != first.digest:
+        what = f"final digest {first.digest} uninterrupted, {third.result.digest} with the crash"
+    else:
+        return None
+    return Failure("crash-restore", "differs", f"crash at step {at}: {what}")
+
+
+def scripted(scenario: Scenario, script: Sequence[Message]) -> Scenario:
+    """``scenario`` with its model written out: ``script``'s replies instead of the exploring
+    model (the same run, if the agent is deterministic), ready to shrink and to keep."""
+    replies = [
+        ReplyScenario(
+            text=m.text,
+            calls=[_call(c) for c in m.tool_calls],
+        )
+        for m in script
+    ]
+    return scenario.model_copy(update={"model": replies, "explore": None})
+
+
+def _call(call: ToolCall) -> CallScenario:
+    return CallScenario(name=call.name, arguments=dict(call.arguments), id=call.id)
+
+
+def replay_tools(scenario: Scenario, run: AgentRun) -> str:
+    """The ``--tools`` that replays ``run``'s trace against the agent: every tool that ran live
+    and no fault struck runs live again; the others (simulated, scripted, faulted) are answered
+    from the trace."""
+    names = run.tools
+    live = [n for n in names if n in run.live and n not in run.faulted_tools]
+    if len(live) == len(names):
+        return "live"
+    if not live:
+        return "recorded"
+    return "live:" + ",".join(live)

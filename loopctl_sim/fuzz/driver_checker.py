@@ -1,0 +1,102 @@
+"""The invariants at driver level: ``CheckingMachine``'s checks, made from outside a real
+``BareLoop``.
+
+The machine-level fuzzer drives the brain itself, so it can check around every call it makes.
+A real driver (the built-in world through ``BareLoop``, or the user's own agent) is watched
+through its public seams instead:
+
+- ``DriverChecker.before_step`` (chained last into the loop's ``before_step``, after the run's
+  faults struck) checks the machine as a whole right before the driver asks its next step, and
+  keeps the snapshot the decision is judged against;
+- the checker is an observer: ``step`` checks the step (``step_problems``), ``feed`` each feed
+  (``feed_problems``); at a ``Done`` or ``Compact`` step it copies the brain, so that the exit
+  door and the compaction that follow are judged against the brain just before them;
+- ``run_started`` without an input is a resume after a crash: the restored brain must resume
+  exactly (``check_resume``), and the calls it still has to dispatch may be dispatched again.
+
+The first problem raises ``Violation`` from inside the run (an observer's exception propagates
+out of ``run()``), so a failure names the step or feed that broke a promise, exactly as at
+machine level. The same checkers run (``loopctl_sim.fuzz.checker``), looked up on the
+``invariants`` module at every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loopctl.core import (
+    AwaitingTools,
+    Compact,
+    Done,
+    LoopMachine,
+    MachinePolicy,
+    MachineSnapshot,
+    MachineState,
+    MachineStep,
+)
+from loopctl.driver import StepPoint
+from loopctl.observe import LoopObserver
+from loopctl_sim.fuzz.checker import Violation, feed_problems, step_problems
+from loopctl_sim.props import invariants as inv
+
+__all__ = ["DriverChecker"]
+
+
+class DriverChecker(LoopObserver):
+    """Checks a ``BareLoop`` run at every step and feed; see the module docstring. One checker
+    watches a run and its resumes (and a heal run after it)."""
+
+    tolerated: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.policy: MachinePolicy | None = None
+        self.steps = 0
+        self.dispatched: set[str] = set()
+        self.again: set[str] = set()
+        self._before: MachineSnapshot | None = None
+        self._state: MachineState | None = None
+        self._copy: LoopMachine | None = None
+
+    def _raise(self, problems: Sequence[str], where: str) -> None:
+        real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
+        if real:
+            raise Violation(real, where)
+
+    def before_step(self, point: StepPoint) -> None:
+        """The loop's last ``before_step`` hook: the brain as the driver asks its next step."""
+        machine = point.machine
+        self._raise(inv.check_machine(machine, self.policy), f"before step {self.steps + 1}")
+        self._before = machine.snapshot()
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        if input is None and machine.started:
+            self._raise(inv.check_resume(machine, self.policy), f"resume at step {self.steps}")
+            exchange = machine.exchange
+            if isinstance(machine.state, AwaitingTools) and exchange is not None:
+                self.again.update(c.id for c in exchange.dispatch)
+        self._state = machine.state
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self.steps += 1
+        before = self._before if self._before is not None else machine.snapshot()
+        self._before = None
+        problems = step_problems(before, policy, step, machine, self.dispatched, self.again)
+        self._raise(problems, f"step {self.steps} ({step!r})")
+        self.policy = policy
+        self._state = machine.state
+        self._copy = (
+            LoopMachine.from_snapshot(machine.snapshot())
+            if isinstance(step, Done | Compact)
+            else None
+        )
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        before_state = self._state if self._state is not None else machine.state
+        problems = feed_problems(name, before_state, machine, self._copy, args)
+        if name in ("commit_pending", "discard_pending"):
+            problems += inv.check_machine(machine, self.policy)
+            self.again.clear()
+        self._raise(problems, f"step {self.steps}: feed {name}")
+        self._state = machine.state
+        self._copy = None

@@ -1,0 +1,74 @@
+"""The user's own checks, like hypothesis invariants: ``--check mypkg.checks:no_budget_over_limit``.
+
+A check is a function of one run's result and its trace, run after every checked run of a
+campaign (the built-in world's and an agent's alike); a failing check is a failing seed, shrunk
+like any other (its signature is the check's name)::
+
+    def no_budget_over_limit(result, trace):
+        refunds = [r for r in trace if r.type == "io" and r.kind == "tool_call"
+                   and r.data["name"] == "refund"]
+        assert sum(r.data["arguments"].get("amount", 0) for r in refunds) <= 1000
+
+``result`` is the run's ``AgentRun`` (``loopctl_sim.sim.agent_run``) for an agent, its
+``SimResult`` for the built-in world: the outcome, the final brain, the counts. ``trace`` is the
+list of the trace's records (``loopctl_sim.trace``: headers, steps, feeds, io records, ends),
+the faulted run's and the heal run's. A check fails by raising (an ``AssertionError``, say) or
+by returning ``False`` or a message; ``None`` and ``True`` pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from loopctl_sim.trace import RECORD, Record
+
+__all__ = ["UserCheck", "load_check", "run_user_checks"]
+
+#: A user's check: ``check(result, trace)``; see the module docstring.
+UserCheck = Callable[[Any, list[Record]], object]
+
+
+def load_check(spec: str, cwd: str | None = None) -> UserCheck:
+    """The function ``module:function`` names, imported as the agent is (the current
+    directory, or ``cwd``, first on ``sys.path``)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"check {spec!r}: expected 'module:function'")
+    folder = os.fspath(Path(cwd if cwd is not None else os.getcwd()).resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"check {spec!r}: cannot import {module_name!r}: {exc}") from None
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+    if not callable(found):
+        raise ValueError(f"check {spec!r}: {attribute!r} is not a function of {module_name!r}")
+    check: UserCheck = found
+    return check
+
+
+def run_user_checks(
+    specs: Sequence[str], result: Any, trace: str, cwd: str | None
+) -> tuple[str, str] | None:
+    """The first of the user's checks that fails on ``result`` and ``trace``: its name and what
+    it said (None when all pass). A check that cannot be loaded raises ``ValueError``."""
+    if not specs:
+        return None
+    records = [RECORD.validate_json(line) for line in trace.splitlines() if line.strip()]
+    for spec in specs:
+        check = load_check(spec, cwd)
+        try:
+            verdict = check(result, records)
+        except Exception as exc:
+            return spec, f"{spec} raised {type(exc).__name__}: {exc}"
+        if verdict is False or isinstance(verdict, str):
+            detail = verdict if isinstance(verdict, str) else "returned False"
+            return spec, f"{spec}: {detail}"
+    return None

@@ -1,0 +1,340 @@
+"""The user's own agent under faults: one run of the loop their factory builds, with the model
+played by an exploring model or a script, their tools live (or simulated), and the fault layers
+of ``loopctl_sim.sim.layers`` around it.
+
+``AgentWorld`` says what the run is: the factory (``module:factory``, loaded by
+``loopctl_sim.sim.agent``), the input, where the replies come from (``explore``: a seed for
+``loopctl.testing.ExploringClient``; or ``script``: a fixed list, what a shrunk reproducer
+holds), the faults, and how the tools run:
+
+- ``tools``: ``live`` (the default: every tool runs for real), ``simulated`` (none runs: a
+  stand-in answers with its name and arguments once they validate), or ``live:a,b`` /
+  ``simulated:a,b`` (those named live or simulated, the others the opposite);
+- ``exempt``: tools never faulted (tools with side effects whose failure modes you do not want
+  to provoke), whatever ``tools`` says;
+- ``scripted``: tools answered by a function of the arguments (a scenario's ``returns``,
+  ``results``...), instead of the agent's.
+
+Everything else is the user's: tools, hooks, middleware, compactor, configs, system prompt. Only
+the client, the observers, ``sleep`` (no wall time), the jitter draw (fixed), the innermost tool
+middleware and the ``before_step`` hook (after the agent's own) are put in, through
+``build_agent`` and ``BareLoop.replace``. A crash restores the brain from its JSON into a fresh
+loop built by the factory again, as a restarted process would.
+
+What escapes the user's code is not caught: an exception out of ``run()`` (other than the
+harness's own ``Crash``; a step bound exceeded is ``StepLimit``) ends the run with
+``AgentRunError``, which carries it and what the run did until then (a campaign reports it,
+``loopctl_sim.fuzz``, and shrinks the replies the run got).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from loopctl.api import ModelRequest, Usage
+from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
+from loopctl.driver import BareLoop, CancelSignal, IoEvent, LoopObserver, RunResult, StepPoint
+from loopctl.testing import ExploreConfig, ExploringClient
+from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.body import Crash, no_sleep
+from loopctl_sim.sim.faults import Fault, FaultPlan
+from loopctl_sim.sim.layers import (
+    FaultyClient,
+    ModelSource,
+    RunFaults,
+    ScriptSource,
+    ToolFaults,
+    UsageFn,
+    chain_before_step,
+    restore_after_crash,
+)
+from loopctl_sim.sim.world import ModelScript, ToolFn
+from loopctl_sim.trace import TraceRecorder, TraceWriter
+
+__all__ = [
+    "AgentRun",
+    "AgentRunError",
+    "AgentWorld",
+    "live_tools",
+    "run_agent",
+    "run_agent_async",
+]
+
+
+def live_tools(mode: str, names: Sequence[str]) -> Callable[[str], bool]:
+    """Which tools run live for ``mode``: ``live``, ``simulated``, ``live:a,b`` or
+    ``simulated:a,b``; ``names`` are the agent's tools (a name list is checked against them)."""
+    if mode == "live":
+        return lambda name: True
+    if mode == "simulated":
+        return lambda name: False
+    kind, sep, listed = mode.partition(":")
+    chosen = {n.strip() for n in listed.split(",") if n.strip()}
+    if not sep or kind not in ("live", "simulated") or not chosen:
+        raise ValueError(f"tools {mode!r}: expected live, simulated, live:A,B or simulated:A,B")
+    unknown = sorted(chosen - set(names))
+    if unknown:
+        raise ValueError(
+            f"tools {mode}: unknown tool(s) {', '.join(unknown)} (the agent has: "
+            f"{', '.join(names) or 'none'})"
+        )
+    if kind == "live":
+        return chosen.__contains__
+    return lambda name: name not in chosen
+
+
+@dataclass
+class AgentWorld:
+    """One run of the user's agent under faults; see the module docstring."""
+
+    agent: str | AgentFactory
+    input: str | Message
+    explore: int | None = 0
+    explore_config: ExploreConfig = field(default_factory=ExploreConfig)
+    script: Sequence[Message] | None = None
+    tokens: Sequence[int | None] = ()
+    faults: Sequence[Fault] = ()
+    tools: str = "live"
+    exempt: frozenset[str] = frozenset()
+    scripted: Mapping[str, ToolFn] = field(default_factory=dict)
+    history: Sequence[Message] = ()
+    max_steps: int = 10_000
+    name: str = "agent"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def agent_name(self) -> str:
+        if isinstance(self.agent, str):
+            return self.agent
+        return str(getattr(self.agent, "__qualname__", repr(self.agent)))
+
+    def source(self) -> ModelSource:
+        """A fresh model source: the script when there is one, else the exploring model."""
+        if self.script is not None:
+            return ScriptSource(ModelScript(list(self.script), tokens=self.tokens))
+        return ExploringClient(self.explore or 0, self.explore_config)
+
+    def scripted_world(self, script: Sequence[Message]) -> AgentWorld:
+        """This world with its model fixed to ``script`` (a run's replies, to replay them)."""
+        return dataclasses.replace(self, script=list(script), explore=None)
+
+
+@dataclass
+class AgentRun:
+    """What one run of an agent did: how it ended, and what the harness counted on the way."""
+
+    world: str
+    outcome: Any
+    machine: LoopMachine
+    result: RunResult | None
+    steps: int = 0
+    model_requests: int = 0
+    replies: int = 0
+    retries: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    crashes: int = 0
+    #: the replies delivered intact, in order: the model script that replays the run
+    script: list[Message] = field(default_factory=list)
+    #: the moves the exploring model made (empty for a script)
+    moves: Counter[str] = field(default_factory=Counter)
+    #: the faults that struck, by kind
+    fired: Counter[str] = field(default_factory=Counter)
+    #: how often each call id ran a live tool, and the ids a crash allows to run again
+    executions: Counter[str] = field(default_factory=Counter)
+    rerun_allowed: set[str] = field(default_factory=set)
+    trace: str | None = None
+    #: the agent's tools, those that ran live, and those a fault struck
+    tools: tuple[str, ...] = ()
+    live: frozenset[str] = frozenset()
+    faulted_tools: set[str] = field(default_factory=set)
+    #: the policy of the run's last step (the agent's configs)
+    policy: MachinePolicy | None = None
+
+    @property
+    def digest(self) -> str:
+        return self.machine.digest()
+
+    def summary(self) -> str:
+        return (
+            f"{self.world}: {getattr(self.outcome, 'kind', self.outcome)}; {self.steps} steps, "
+            f"{self.model_requests} model requests ({self.retries} retries), {self.tool_calls} "
+            f"tool calls, {self.compactions} compactions, {self.crashes} crash-restores; "
+            f"digest {self.digest}"
+        )
+
+
+class AgentRunError(Exception):
+    """Something escaped the agent's run (``__cause__``; also ``error``): a tool's, hook's or
+    compactor's exception, the engine refusing a feed, a checker's violation, the step bound.
+    ``run`` holds what the run did until then (the replies it got, the faults that struck)."""
+
+    def __init__(self, run: AgentRun, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.run = run
+        self.error = error
+
+
+class _Counter(LoopObserver):
+    def __init__(self) -> None:
+        self.retries = 0
+        self.compactions = 0
+
+    def io(self, event: IoEvent) -> None:
+        if event.kind == "retry":
+            self.retries += 1
+        elif event.kind == "compaction" and not event.data.get("noop"):
+            self.compactions += 1
+
+
+def run_agent(
+    world: AgentWorld,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    machine: LoopMachine | None = None,
+    created: str | None = None,
+    observers: Sequence[LoopObserver] = (),
+    before_step: Callable[[StepPoint], None] | None = None,
+) -> AgentRun:
+    """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain)."""
+    return asyncio.run(
+        run_agent_async(
+            world,
+            trace,
+            machine=machine,
+            created=created,
+            observers=observers,
+            before_step=before_step,
+        )
+    )
+
+
+async def run_agent_async(
+    world: AgentWorld,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    machine: LoopMachine | None = None,
+    created: str | None = None,
+    observers: Sequence[LoopObserver] = (),
+    before_step: Callable[[StepPoint], None] | None = None,
+) -> AgentRun:
+    """``run_agent`` for callers already inside an event loop."""
+    factory = load_agent(world.agent, cwd=world.cwd)
+    plan = FaultPlan(world.faults)
+    source = world.source()
+    current: list[BareLoop] = []
+    usage = _scripted_usage(source, world.tokens) if isinstance(source, ScriptSource) else None
+    client = FaultyClient(source, plan, lambda: current[-1].policy(), usage=usage)
+    run_faults = RunFaults(plan, max_steps=world.max_steps)
+    tools = ToolFaults(plan, scripted=world.scripted, exempt=world.exempt)
+    meta = {
+        "agent": world.agent_name(),
+        "world": world.name,
+        "simulated": True,
+        "level": "agent",
+        **world.metadata,
+    }
+    recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
+    counter = _Counter()
+    watchers: list[LoopObserver] = [counter, tools, *observers]
+    if recorder is not None:
+        watchers.insert(0, recorder)
+
+    def body(brain: LoopMachine) -> BareLoop:
+        loop = build_agent(factory, client=client, observers=watchers)
+        names = loop.registry.names()
+        tools.registry = loop.registry
+        tools.live = live_tools(world.tools, names)
+        config = loop.config
+        tools.timeout = lambda name: _timeout(loop, name, config.tool_timeout)
+        built = loop.replace(
+            machine=brain,
+            middleware=[*loop.middleware, tools.middleware],
+            sleep=no_sleep,
+            rng=lambda: 0.0,
+            before_step=chain_before_step(loop.before_step, run_faults.before_step, before_step),
+        )
+        current.append(built)
+        return built
+
+    loop = body(machine if machine is not None else LoopMachine(world.history))
+    input: str | Message | None = world.input
+    rerun: set[str] = set()
+    result: RunResult | None = None
+
+    def collected() -> AgentRun:
+        names = loop.registry.names()
+        return AgentRun(
+            world=world.name,
+            outcome=result.outcome if result is not None else None,
+            machine=loop.machine,
+            result=result,
+            steps=run_faults.steps,
+            model_requests=client.requests,
+            replies=client.replies,
+            retries=counter.retries,
+            tool_calls=tools.calls,
+            compactions=counter.compactions,
+            crashes=run_faults.crashes,
+            script=list(client.script),
+            moves=Counter(source.moves) if isinstance(source, ExploringClient) else Counter(),
+            fired=client.fired + tools.fired + run_faults.fired,
+            executions=tools.executions,
+            rerun_allowed=rerun,
+            trace=None if recorder is None else recorder.writer.path,
+            tools=names,
+            live=frozenset(n for n in names if tools.live(n) and n not in world.scripted),
+            faulted_tools=set(tools.faulted),
+            policy=loop.policy(),
+        )
+
+    try:
+        while True:
+            cancel = tools.cancel = CancelSignal()
+            try:
+                result = await loop.run(input, cancel)
+                break
+            except Crash as crash:
+                rerun |= _in_flight(loop.machine, tools.executions)
+                loop = body(restore_after_crash(loop.machine, crash.step, watchers))
+                input = None
+    except Exception as exc:
+        raise AgentRunError(collected(), exc) from exc
+    finally:
+        if recorder is not None and not isinstance(trace, TraceWriter):
+            recorder.close()
+    return collected()
+
+
+def _timeout(loop: BareLoop, name: str, default: float | None) -> float | None:
+    """The timeout the driver gives a call of ``name``: the tool's own, else the run's."""
+    found = loop.registry.get(name)
+    if found is not None and found.timeout is not None:
+        return found.timeout
+    return default
+
+
+def _in_flight(machine: LoopMachine, executions: Counter[str]) -> set[str]:
+    """The calls a crash interrupts after they ran: the contract dispatches them again."""
+    exchange = machine.exchange
+    if not isinstance(machine.state, AwaitingTools) or exchange is None:
+        return set()
+    return {c.id for c in exchange.dispatch if executions[c.id]}
+
+
+def _scripted_usage(source: ScriptSource, tokens: Sequence[int | None]) -> UsageFn:
+    """Usage only where the script gives a context count (else the agent's estimator counts)."""
+
+    def usage(request: ModelRequest, message: Message) -> Usage | None:
+        index = source.delivered
+        if index < len(tokens) and tokens[index] is not None:
+            return Usage(context_tokens=tokens[index])
+        return None
+
+    return usage
