@@ -107,6 +107,15 @@ class _Pool:
             name = f"loopctl-tool-{self.threads}"
             threading.Thread(target=self.work, name=name, daemon=True).start()
 
+    def forget(self) -> None:
+        """In a child process after ``fork()``: the parent's workers do not exist here (a fork
+        copies only the thread that called it), so the pool starts again empty; else a call
+        would count on an idle worker that never takes its job, and hang."""
+        self.jobs = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = 0
+        self.threads = 0
+
     def work(self) -> None:
         while True:
             job = self.jobs.get()
@@ -117,6 +126,7 @@ class _Pool:
 
 
 _POOL: Final = _Pool()
+os.register_at_fork(after_in_child=_POOL.forget)
 
 
 async def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
