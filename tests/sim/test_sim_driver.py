@@ -126,7 +126,7 @@ def test_driver_replay_of_a_trace_that_goes_on_after_its_end_is_a_divergence(
     trace = _driver_trace(tmp_path)
     records = lines(trace)
     end = next(r["seq"] for r in records if r["type"] == "end")
-    write_lines(trace, records[: end - 1] + [{**records[end], "seq": end - 1}])
+    write_lines(trace, [*records[: end - 1], {**records[end], "seq": end - 1}])
     d = replay_driver(trace).divergence
     assert d is not None and d.line == end and d.seq == end - 1
 
