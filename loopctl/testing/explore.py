@@ -36,6 +36,7 @@ same moves as strategies are in ``loopctl.testing.strategies``.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -126,20 +127,36 @@ def _previous_calls(messages: Sequence[Message], back: int) -> list[ToolCall]:
     return []
 
 
-def _texts(request: ModelRequest, recent: int = 6) -> list[str]:
-    """What a model would copy values from: the first user message, the recent messages, and
-    the tool descriptions."""
-    out: list[str] = []
+def _vocabulary(request: ModelRequest, recent: int = 6) -> Vocabulary:
+    """What a model would copy values from: the first user message, the recent messages (their
+    JSON objects by key too: tool results, its own earlier arguments), the tool descriptions."""
+    texts: list[str] = []
+    objects: list[Mapping[str, object]] = []
     messages = request.messages
     chosen = [*messages[:1], *messages[-recent:]] if len(messages) > recent else list(messages)
-    for message in chosen:
+    for message in reversed(chosen):  # the latest first: a model copies what it just read
         for part in message.parts:
             if isinstance(part, TextPart):
-                out.append(part.text)
+                texts.append(part.text)
             elif isinstance(part, ToolResult):
-                out.append(part.content[:2000])
-    out += [t.description for t in request.tools]
-    return out
+                texts.append(part.content[:2000])
+                found = _json_object(part.content)
+                if found is not None:
+                    objects.append(found)
+            elif isinstance(part, ToolCall):
+                objects.append(part.arguments)
+    texts += [t.description for t in request.tools]
+    return Vocabulary.of(texts, objects)
+
+
+def _json_object(text: str) -> Mapping[str, object] | None:
+    if not text.startswith("{") or len(text) > 20_000:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class Explorer:
@@ -176,7 +193,7 @@ class Explorer:
         chosen = move if move is not None else self.move(request, choose)
         config = self.config
         tools = request.tools
-        words = Vocabulary.of(_texts(request))
+        words = _vocabulary(request)
         used = _ids_in(request.messages)
 
         def call(spec: ToolSpec, arguments: dict[str, object], j: int) -> ToolCall:

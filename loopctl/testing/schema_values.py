@@ -101,14 +101,20 @@ class RandomChooser:
 
 @dataclass
 class Vocabulary:
-    """Words and numbers a model could copy into arguments (from the conversation and the tool
-    descriptions), in the order first seen; ``words_in`` and ``numbers_in`` collect them."""
+    """What a model could copy into arguments: the words and numbers of the conversation and
+    the tool descriptions (in the order first seen), and, by key, the values that JSON objects
+    in it held (a tool's result ``{"order_id": "A-1003", "amount": 1500}``, the model's own
+    earlier arguments): a model that refunds an order it looked up copies ``amount`` from the
+    lookup into the refund, which is where the bugs of real agents are."""
 
     words: list[str] = field(default_factory=list)
     numbers: list[float] = field(default_factory=list)
+    keyed: dict[str, list[Any]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, texts: Sequence[str], limit: int = 200) -> Vocabulary:
+    def of(
+        cls, texts: Sequence[str], objects: Sequence[Mapping[str, Any]] = (), limit: int = 200
+    ) -> Vocabulary:
         words: dict[str, None] = {}
         numbers: dict[float, None] = {}
         for text in texts:
@@ -119,7 +125,13 @@ class Vocabulary:
                 if len(numbers) < limit:
                     numbers.setdefault(float(match.group()), None)
         words.pop("", None)
-        return cls(list(words), list(numbers))
+        keyed: dict[str, list[Any]] = {}
+        for obj in objects:
+            for key, value in obj.items():
+                seen = keyed.setdefault(key, [])
+                if value not in seen and len(seen) < 20:
+                    seen.append(value)
+        return cls(list(words), list(numbers), keyed)
 
 
 _NO_WORDS: Final = Vocabulary()
@@ -222,7 +234,11 @@ def _object(
     out: dict[str, Any] = {}
     for name, sub in props.items():
         if name in required or (depth < MAX_DEPTH and choose.chance(0.5)):
-            out[name] = schema_value(sub, choose, words, root=top, depth=depth + 1)
+            copied = _copied(name, sub, choose, words, top)
+            if copied is not _NONE:
+                out[name] = copied
+            else:
+                out[name] = schema_value(sub, choose, words, root=top, depth=depth + 1)
     for name in sorted(required - set(out)):  # required but not described
         out[name] = schema_value({}, choose, words, root=top, depth=depth + 1)
     extra = s.get("additionalProperties")
@@ -231,6 +247,28 @@ def _object(
             extra, choose, words, root=top, depth=depth + 1
         )
     return out
+
+
+_NONE: Final = object()
+
+
+def _copied(
+    name: str, schema: Any, choose: Chooser, words: Vocabulary, top: Mapping[str, Any]
+) -> Any:
+    """Often, a value seen under the same key (``_NONE`` when there is none of a type the
+    schema allows, or when the model does not copy this time)."""
+    seen = words.keyed.get(name)
+    if not seen or not choose.chance(0.6):
+        return _NONE
+    s = _resolve(schema, top)
+    enum = s.get("enum")
+    types = _types(s)
+    fitting = [
+        v
+        for v in seen
+        if (not isinstance(enum, list) or v in enum) and (not types or _is_type(v, types))
+    ]
+    return choose.choice(fitting) if fitting else _NONE
 
 
 def _array(

@@ -2,10 +2,13 @@
 tables, then each failure with the commands that reproduce it.
 
 The progress bar is rich's (``rich.progress``), on stderr, shown on a terminal only. Its time
-left is rich's estimate: the seeds still to run over the rate of the last 30 seconds, which
-stays right when results arrive in bursts (a worker process hands back a chunk of seeds at
-once), where an estimate from the time between two updates swings wildly (it showed 01:25:39
-three seconds into a 35-second campaign).
+left is the seeds still to run over the campaign's rate so far (seeds done over the time since
+it started). Results arrive in bursts (a worker process hands back a chunk of seeds at once), and
+an estimate from the time between updates swings with them: click's showed 01:25:39 three
+seconds into a 35-second campaign, and rich's own (the rate between its first and last sample
+of the last 30 seconds) leaves out the time before the first burst, so it runs short by one
+chunk's time. Seeds of one campaign cost about the same, so the rate since the start is the
+right one.
 """
 
 from __future__ import annotations
@@ -18,16 +21,36 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from loopctl_sim.fuzz import CampaignSummary, CaseResult
 
-__all__ = ["CampaignProgress", "failure_lines", "summary_tables"]
+__all__ = ["CampaignProgress", "failure_lines", "summary_tables", "time_left"]
+
+
+def time_left(task: Task) -> float | None:
+    """Seconds left at the rate since the start (None before the first seed is done)."""
+    elapsed = task.elapsed
+    if not task.completed or elapsed is None or task.total is None:
+        return None
+    return elapsed / task.completed * max(task.total - task.completed, 0)
+
+
+class _TimeLeft(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        left = time_left(task)
+        if left is None:
+            return Text("-:--:--")
+        minutes, seconds = divmod(int(left + 0.5), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"{hours}:{minutes:02d}:{seconds:02d}")
 
 
 class CampaignProgress:
@@ -50,7 +73,7 @@ class CampaignProgress:
             TextColumn("{task.fields[failing]}"),
             TimeElapsedColumn(),
             TextColumn("left"),
-            TimeRemainingColumn(),
+            _TimeLeft(),
             console=console,
             disable=not show,
             get_time=get_time,
@@ -78,7 +101,7 @@ class CampaignProgress:
 
     def time_remaining(self) -> float | None:
         """Seconds left, as the bar shows them (None until there is a rate)."""
-        return self.progress.tasks[0].time_remaining
+        return time_left(self.progress.tasks[0])
 
 
 def summary_tables(summary: CampaignSummary, target: str) -> list[Table]:

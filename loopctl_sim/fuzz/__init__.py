@@ -4,25 +4,32 @@ of a failing world to a minimal reproducer.
 The top of the harness below the command line: it may import every lower layer (properties,
 replay, simulation, traces) and ``loopctl``, never the command line or the pytest plugin.
 
-==============  ==================================================================================
-module          owns
-==============  ==================================================================================
-``case``        the case generator: a seed becomes a scenario with a swarm of random faults
-``checker``     ``CheckingMachine``: a recording brain checked against the invariants at every
-                step and feed
-``checks``      the five checks run on one case (invariants, determinism, crash/restore,
-                liveness with a heal run, nothing raises) and their ``Failure``
-``campaign``    seeds and fault ranges, a failing seed's files and shrinking, the summary
-``executors``   where chunks of seeds run: this process, or ``--workers N`` processes
-``shrink``      delta debugging of a failing scenario
-==============  ==================================================================================
+==================  ==============================================================================
+module              owns
+==================  ==============================================================================
+``case``            the case generator: a seed becomes a scenario with a swarm of random faults
+``agent_case``      the same for the user's agent: a scenario naming it, the exploring model
+``checker``         ``CheckingMachine``: a recording brain checked at every step and feed
+``driver_checker``  ``DriverChecker``: the same checks from outside a real ``BareLoop``
+``checks``          the checks of one case of the built-in world (invariants, determinism,
+                    crash/restore, liveness with a heal run, nothing raises) and their ``Failure``
+``agent_checks``    the checks of one case of an agent (the same, plus nothing escapes the
+                    run and no tool call runs twice)
+``user_checks``     the user's own checks (``module:function``)
+``campaign``        seeds and fault ranges, a failing seed's files and shrinking, the summary
+``executors``       where chunks of seeds run: this process, or ``--workers N`` processes
+``shrink``          delta debugging of a failing scenario
+==================  ==============================================================================
 
 Code above imports from this package (``from loopctl_sim.fuzz import run_campaign``); modules in
 it import from each other's modules, never from the package, so the package imports in one order.
 """
 
+from loopctl_sim.fuzz.agent_case import AgentProfile, agent_profile, case_for, make_agent_case
+from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
 from loopctl_sim.fuzz.campaign import (
     CampaignSummary,
+    check,
     parse_faults,
     parse_seeds,
     run_campaign,
@@ -30,24 +37,36 @@ from loopctl_sim.fuzz.campaign import (
 )
 from loopctl_sim.fuzz.case import ALL_FAULTS, FuzzCase, FuzzConfig, make_case, scenario_yaml
 from loopctl_sim.fuzz.checks import CREATED, CaseResult, Failure, check_case
+from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.fuzz.shrink import ShrinkResult, ddmin, shrink_scenario
+from loopctl_sim.fuzz.user_checks import UserCheck, load_check
 
 __all__ = [
     "ALL_FAULTS",
     "CREATED",
+    "AgentProfile",
     "CampaignSummary",
     "CaseResult",
+    "DriverChecker",
     "Failure",
     "FuzzCase",
     "FuzzConfig",
     "ShrinkResult",
+    "UserCheck",
+    "agent_profile",
+    "case_for",
+    "check",
+    "check_agent_case",
     "check_case",
     "ddmin",
+    "load_check",
+    "make_agent_case",
     "make_case",
     "parse_faults",
     "parse_seeds",
     "run_campaign",
     "run_seed",
     "scenario_yaml",
+    "scripted",
     "shrink_scenario",
 ]

@@ -1,0 +1,49 @@
+"""A user's project for the agent tests: the sample support agent copied into ``tmp_path`` as
+package ``shop`` (the shipped example is never edited), changed the way a user changes an
+agent, or given a planted bug."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "support_agent"
+AGENT = "shop.agent:build"
+
+
+def make_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The project (cwd set to it); yields its folder, then forgets the imported ``shop``."""
+    shutil.copytree(EXAMPLE, tmp_path / "shop", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "shop" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    forget()
+    yield tmp_path
+    forget()
+
+
+def forget() -> None:
+    """Drop every imported ``shop`` module (each test imports its own, edited, copy)."""
+    for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
+        del sys.modules[name]
+    from loopctl_sim.fuzz.agent_case import agent_profile
+
+    agent_profile.cache_clear()
+
+
+def edit(project: Path, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in the copy's ``agent.py`` (it must be there)."""
+    path = project / "shop" / "agent.py"
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+    forget()
+
+
+def add(project: Path, code: str, *, before: str = "def build(") -> None:
+    """Insert ``code`` into the copy's ``agent.py`` before ``before``."""
+    edit(project, before, code.strip("\n") + "\n\n\n" + before)
