@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,7 @@ from loopctl.core import (
     ThinkingPart,
     ToolCall,
 )
+from loopctl.core.built import built
 from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
 
 __all__ = [
@@ -75,6 +76,26 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     context_tokens: int | None = None
     reasoning_tokens: int = 0
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        """The sum of ``usages`` (``Usage()`` for none), as ``+`` one by one would give it, but
+        built once: a run adds its calls' usage at the end instead of building a validated
+        ``Usage`` after every call (24,000 instructions a turn, measured with cachegrind)."""
+        items = tuple(usages)
+        context = None
+        for usage in reversed(items):
+            if usage.context_tokens is not None:
+                context = usage.context_tokens
+                break
+        return cls(
+            input_tokens=sum(u.input_tokens for u in items),
+            output_tokens=sum(u.output_tokens for u in items),
+            cache_read_tokens=sum(u.cache_read_tokens for u in items),
+            cache_write_tokens=sum(u.cache_write_tokens for u in items),
+            context_tokens=context,
+            reasoning_tokens=sum(u.reasoning_tokens for u in items),
+        )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -260,6 +281,18 @@ class ApiClient(Protocol):
 
 # --- the fold (pure) -------------------------------------------------------------------------
 
+#: A reply that reported no usage: the one ``Usage()``, shared (it is frozen).
+_NO_USAGE: Final = Usage()
+# The fields a validator call would be given for each model the fold builds. The fold builds
+# them with ``built`` (no second validation): every value is already checked, a validated
+# event's strings, a parsed JSON object, parts and a usage that are validated models. That
+# saves about 30,000 instructions a tool-call reply (cachegrind); tests pin the result to the
+# validator's (equal, same fields set, same JSON).
+_TEXT_GIVEN: Final = {"text"}
+_CALL_GIVEN: Final = {"id", "name", "arguments"}
+_MESSAGE_GIVEN: Final = {"role", "parts"}
+_REPLY_GIVEN: Final = {"message", "usage", "stop_reason"}
+
 
 class _CallBuffer:
     __slots__ = ("args", "id", "name")
@@ -286,13 +319,13 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     text: list[str] = []
     segment: list[_CallBuffer] = []  # the calls since the last PartEvent
     calls: dict[int, _CallBuffer] = {}
-    usage = Usage()
+    usage = _NO_USAGE
     stop: str | None = None
 
     def close_segment() -> None:
         joined = "".join(text)
         if joined:
-            out.append(TextPart(text=joined))
+            out.append(built(TextPart, {"kind": "text", "text": joined}, _TEXT_GIVEN))
         out.extend(segment)
         text.clear()
         segment.clear()
@@ -330,7 +363,10 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
             stop = event.reason
     close_segment()
     parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
-    return ModelReply(message=Message(role="assistant", parts=parts), usage=usage, stop_reason=stop)
+    message = built(Message, {"role": "assistant", "parts": parts}, _MESSAGE_GIVEN)
+    return built(
+        ModelReply, {"message": message, "usage": usage, "stop_reason": stop}, _REPLY_GIVEN
+    )
 
 
 def reply_events(
@@ -366,7 +402,7 @@ def reply_events(
 def _finish_call(buf: _CallBuffer) -> ToolCall:
     raw = "".join(buf.args).strip()
     if not raw:
-        return ToolCall(id=buf.id, name=buf.name, arguments={})
+        return _call(buf, {})
     try:
         arguments = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -401,7 +437,13 @@ def _finish_call(buf: _CallBuffer) -> ToolCall:
                 details={"tool": buf.name, "arguments": raw[:500]},
             )
         )
-    return ToolCall(id=buf.id, name=buf.name, arguments=arguments)
+    return _call(buf, arguments)
+
+
+def _call(buf: _CallBuffer, arguments: dict[str, Any]) -> ToolCall:
+    """The call, built from its validated start event's id and name and the parsed object."""
+    values = {"kind": "tool_call", "id": buf.id, "name": buf.name, "arguments": arguments}
+    return built(ToolCall, values, _CALL_GIVEN)
 
 
 def _check_part(part: ThinkingPart | ProviderPart) -> None:

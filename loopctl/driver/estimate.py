@@ -7,11 +7,11 @@ the context grow. The default is the usual rule of thumb of about 4 characters a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Protocol
 
 from loopctl.core import Message, TextPart, ToolCall, ToolResult
+from loopctl.core.jsontext import DUMPS
 
 __all__ = ["CharEstimator", "TokenEstimator", "message_chars"]
 
@@ -48,7 +48,7 @@ def message_chars(message: Message) -> int:
         if isinstance(part, TextPart):
             chars += len(part.text)
         elif isinstance(part, ToolCall):
-            chars += len(part.name) + len(json.dumps(part.arguments))
+            chars += len(part.name) + len(DUMPS(part.arguments))  # json.dumps' text
         elif isinstance(part, ToolResult):
             chars += len(part.content)
     return chars

@@ -42,7 +42,7 @@ Sleep = Callable[[float], Awaitable[None]]
 def check_call_ids(message: Message) -> None:
     """Providers guarantee unique, non-empty call ids; anything else is a retryable error."""
     ids = [c.id for c in message.tool_calls]
-    if any(not i for i in ids) or len(set(ids)) != len(ids):
+    if "" in ids or len(set(ids)) != len(ids):
         raise ApiError(
             LoopError(
                 kind="provider",

@@ -11,9 +11,8 @@ emergency compaction can be scripted.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from loopctl.api import (
     ApiError,
@@ -30,16 +29,25 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import LoopError, Message, ProviderPart, TextPart, ThinkingPart, ToolCall
+from loopctl.core.jsontext import DUMPS
 
 __all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
 
 Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
 
+_NO_USAGE: Final = Usage()
+
 
 def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
     """The event stream a provider would send for ``reply``."""
-    folded = reply if isinstance(reply, ModelReply) else ModelReply(message=reply)
-    message = folded.message
+    if isinstance(reply, Message):
+        message, usage, stop_reason = reply, _NO_USAGE, None
+    elif isinstance(reply, ModelReply):
+        message, usage, stop_reason = reply.message, reply.usage, reply.stop_reason
+    else:
+        raise TypeError(
+            f"a reply is a Message, a ModelReply, a LoopError or an ApiError, not {reply!r}"
+        )
     index = 0
     for part in message.parts:
         if isinstance(part, TextPart):
@@ -47,16 +55,16 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
                 yield TextDelta(text=part.text[i : i + chunk])
         elif isinstance(part, ToolCall):
             yield ToolCallStart(index=index, id=part.id, name=part.name)
-            raw = json.dumps(part.arguments)
+            raw = DUMPS(part.arguments)  # json.dumps' text
             for i in range(0, len(raw), chunk):
                 yield ToolCallDelta(index=index, arguments=raw[i : i + chunk])
             yield ToolCallEnd(index=index)
             index += 1
         elif isinstance(part, ThinkingPart | ProviderPart):
             yield PartEvent(part=part)
-    if folded.usage != Usage():
-        yield UsageEvent(usage=folded.usage)
-    yield StopEvent(reason=folded.stop_reason or ("tool_use" if index else "end_turn"))
+    if usage != _NO_USAGE:
+        yield UsageEvent(usage=usage)
+    yield StopEvent(reason=stop_reason or ("tool_use" if index else "end_turn"))
 
 
 def _raise_for(reply: LoopError | ApiError) -> ApiError:
