@@ -107,10 +107,12 @@ class CheckingMachine(RecordingMachine):
         self.steps = 0
         self.dispatched: set[str] = set()
 
-    def _raise(self, problems: Sequence[str], where: str) -> None:
+    def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
+        if not problems:
+            return
         real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
         if real:
-            raise Violation(real, where)
+            raise Violation(real, where if step is None else f"{where} ({step!r})")
 
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         self.steps += 1
@@ -119,7 +121,7 @@ class CheckingMachine(RecordingMachine):
         before = self.machine.snapshot()
         step = super().next_step(policy)
         problems = step_problems(before, policy, step, self.machine, self.dispatched)
-        self._raise(problems, f"{where} ({step!r})")
+        self._raise(problems, where, step)
         self.policy = policy
         return step
 

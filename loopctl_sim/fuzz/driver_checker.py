@@ -58,10 +58,12 @@ class DriverChecker(LoopObserver):
         self._state: MachineState | None = None
         self._copy: LoopMachine | None = None
 
-    def _raise(self, problems: Sequence[str], where: str) -> None:
+    def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
+        if not problems:
+            return
         real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
         if real:
-            raise Violation(real, where)
+            raise Violation(real, where if step is None else f"{where} ({step!r})")
 
     def before_step(self, point: StepPoint) -> None:
         """The loop's last ``before_step`` hook: the brain as the driver asks its next step."""
@@ -82,7 +84,7 @@ class DriverChecker(LoopObserver):
         before = self._before if self._before is not None else machine.snapshot()
         self._before = None
         problems = step_problems(before, policy, step, machine, self.dispatched, self.again)
-        self._raise(problems, f"step {self.steps} ({step!r})")
+        self._raise(problems, f"step {self.steps}", step)
         self.policy = policy
         self._state = machine.state
         self._copy = (

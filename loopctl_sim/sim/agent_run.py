@@ -39,12 +39,13 @@ from typing import IO, Any
 
 from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
-from loopctl.driver import BareLoop, CancelSignal, IoEvent, LoopObserver, RunResult, StepPoint
+from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunResult, StepPoint
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
-from loopctl_sim.sim.body import Crash, no_sleep
+from loopctl_sim.sim.body import Crash
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.layers import (
+    Counting,
     FaultyClient,
     ModelSource,
     RunFaults,
@@ -181,18 +182,6 @@ class AgentRunError(Exception):
         self.error = error
 
 
-class _Counter(LoopObserver):
-    def __init__(self) -> None:
-        self.retries = 0
-        self.compactions = 0
-
-    def io(self, event: IoEvent) -> None:
-        if event.kind == "retry":
-            self.retries += 1
-        elif event.kind == "compaction" and not event.data.get("noop"):
-            self.compactions += 1
-
-
 def run_agent(
     world: AgentWorld,
     trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
@@ -241,10 +230,9 @@ async def run_agent_async(
         **world.metadata,
     }
     recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
-    counter = _Counter()
-    watchers: list[LoopObserver] = [counter, tools, *observers]
-    if recorder is not None:
-        watchers.insert(0, recorder)
+    counting = Counting()
+    # no observer of the harness's own: a loop nobody observes builds no IO events
+    watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
 
     def body(brain: LoopMachine) -> BareLoop:
         loop = build_agent(factory, client=client, observers=watchers)
@@ -253,12 +241,16 @@ async def run_agent_async(
         tools.live = live_tools(world.tools, names)
         config = loop.config
         tools.timeout = lambda name: _timeout(loop, name, config.tool_timeout)
+        hook = chain_before_step(
+            loop.before_step, run_faults.before_step, tools.before_step, before_step
+        )
         built = loop.replace(
             machine=brain,
             middleware=[*loop.middleware, tools.middleware],
-            sleep=no_sleep,
+            compactor=counting.compactor(loop.compactor),
+            sleep=counting.sleep,
             rng=lambda: 0.0,
-            before_step=chain_before_step(loop.before_step, run_faults.before_step, before_step),
+            before_step=hook,
         )
         current.append(built)
         return built
@@ -278,9 +270,9 @@ async def run_agent_async(
             steps=run_faults.steps,
             model_requests=client.requests,
             replies=client.replies,
-            retries=counter.retries,
+            retries=counting.retries,
             tool_calls=tools.calls,
-            compactions=counter.compactions,
+            compactions=counting.compactions,
             crashes=run_faults.crashes,
             script=list(client.script),
             moves=Counter(source.moves) if isinstance(source, ExploringClient) else Counter(),

@@ -10,6 +10,7 @@ would.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from loopctl.core import MachinePolicy
@@ -26,8 +27,15 @@ async def no_sleep(seconds: float) -> None:
 
 
 def stub_tools(names: Sequence[str]) -> ToolRegistry:
-    """Tools the driver can advertise; a middleware answers every call, so they never run."""
+    """Tools the driver can advertise; a middleware answers every call, so they never run.
 
+    Built once per set of names (a registry and its tools are immutable): building a ``Tool``
+    makes a pydantic model and its JSON schema, a millisecond, a tenth of a simulated run."""
+    return _stub_tools(tuple(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _stub_tools(names: tuple[str, ...]) -> ToolRegistry:
     def stub() -> str:  # pragma: no cover - never called
         raise AssertionError("a world tool runs through the middleware")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -21,13 +20,13 @@ from loopctl.core import LoopMachine, Message
 from loopctl.driver import (
     BareLoop,
     CancelSignal,
-    IoEvent,
     LoopObserver,
     MiddleOutCompactor,
     StepPoint,
 )
-from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
+from loopctl_sim.sim.body import Crash, configs_for, stub_tools
 from loopctl_sim.sim.layers import (
+    Counting,
     FaultyClient,
     RunFaults,
     ScriptSource,
@@ -54,17 +53,6 @@ class WorldClient(FaultyClient):
         plan = plan or FaultPlan(world.faults)
         super().__init__(source, plan, lambda: policy, usage=source.usage)
         self.world = world
-
-
-class _Counter(LoopObserver):
-    def __init__(self) -> None:
-        self.kinds: Counter[str] = Counter()
-        self.compactions = 0
-
-    def io(self, event: IoEvent) -> None:
-        self.kinds[event.kind] += 1
-        if event.kind == "compaction" and not event.data.get("noop"):
-            self.compactions += 1
 
 
 def simulate_driver(
@@ -121,10 +109,10 @@ async def simulate_driver_async(
         **(metadata or {}),
     }
     recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
-    counter = _Counter()
-    mine: list[LoopObserver] = [counter, tools] if recorder is None else [recorder, counter, tools]
-    watchers = [*mine, *observers]
-    hook = chain_before_step(run_faults.before_step, before_step)
+    # no observer of the harness's own: a loop nobody observes builds no IO events
+    watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
+    counting = Counting()
+    hook = chain_before_step(run_faults.before_step, tools.before_step, before_step)
 
     def body(machine: LoopMachine) -> BareLoop:
         return BareLoop(
@@ -133,10 +121,10 @@ async def simulate_driver_async(
             run_config,
             session,
             machine=machine,
-            compactor=MiddleOutCompactor(world.keep_head, world.keep_tail),
+            compactor=counting.compactor(MiddleOutCompactor(world.keep_head, world.keep_tail)),
             middleware=[tools.middleware],
             observers=watchers,
-            sleep=no_sleep,
+            sleep=counting.sleep,
             rng=lambda: 0.0,
             before_step=hook,
         )
@@ -167,9 +155,9 @@ async def simulate_driver_async(
         steps=run_faults.steps,
         model_requests=client.requests,
         replies=client.replies,
-        retries=counter.kinds["retry"],
+        retries=counting.retries,
         tool_calls=tools.calls,
-        compactions=counter.compactions,
+        compactions=counting.compactions,
         crashes=run_faults.crashes,
         trace=None if recorder is None else recorder.writer.path,
         fired=client.fired + tools.fired + run_faults.fired,

@@ -16,9 +16,12 @@ built-in simulated world:
   compaction or injects a message at the scheduled steps.
 
 Each layer counts the faults that struck, by kind (``fired``), so a campaign can say what it
-exercised. Faults are assigned to tool calls when the brain asks for them (``ToolFaults`` is also
-an observer of steps), in call order, so concurrent calls of one wave get the same faults
-whatever order they run in.
+exercised. Faults are assigned to tool calls right before the brain asks for them
+(``ToolFaults.before_step``, or as an observer of the step), in call order, so concurrent
+calls of one wave get the same faults whatever order they run in. The harness's runs put no
+observer of their own into a loop: a loop with no observer builds no IO events (``Counting``
+counts retries and compactions through ``sleep`` and the compactor instead), which is a tenth
+of a simulated turn.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from typing import Protocol
 
 from loopctl.api import ModelRequest, StreamEvent, Usage
 from loopctl.core import (
+    AwaitingTools,
     CallTools,
+    CompactReason,
     LoopMachine,
     MachinePolicy,
     MachineStep,
@@ -40,7 +45,7 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.driver import CancelSignal, StepPoint
+from loopctl.driver import CancelSignal, ContextCompactor, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
 from loopctl_sim.sim.body import Crash
@@ -57,6 +62,7 @@ from loopctl_sim.sim.world import (
 )
 
 __all__ = [
+    "Counting",
     "FaultyClient",
     "ModelSource",
     "RunFaults",
@@ -201,15 +207,32 @@ class ToolFaults(LoopObserver):
         self.index = 0
         self.per_tool: Counter[str] = Counter()
         self.assigned: dict[str, Fault | None] = {}
+        self.seen: set[str] = set()
         self.fired: Counter[str] = Counter()
         self.faulted: set[str] = set()  # the tools a fault struck
         self.executions: Counter[str] = Counter()
         self.calls = 0
 
+    def before_step(self, point: StepPoint) -> None:
+        """Assigns the faults of the calls the next step dispatches (a ``before_step`` hook:
+        in ``AwaitingTools`` the brain's next step is ``CallTools`` of ``exchange.dispatch``).
+        The preferred seam: a loop with no observer builds no IO events."""
+        machine = point.machine
+        exchange = machine.exchange
+        if isinstance(machine.state, AwaitingTools) and exchange is not None:
+            self._assign(exchange.dispatch)
+
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        if not isinstance(step, CallTools):
-            return
-        for call in step.calls:
+        """The same as an observer (either seam, or both: a call is assigned once)."""
+        if isinstance(step, CallTools):
+            self._assign(step.calls)
+
+    def _assign(self, calls: Sequence[ToolCall]) -> None:
+        """Each call's fault, in call order; a call asked again after a crash keeps its own."""
+        for call in calls:
+            if call.id in self.seen:
+                continue
+            self.seen.add(call.id)
             self.index += 1
             self.per_tool[call.name] += 1
             fault = None
@@ -258,6 +281,35 @@ class ToolFaults(LoopObserver):
             except ToolArgumentsError as exc:
                 return ToolResult(call_id=call.id, name=call.name, content=str(exc), is_error=True)
         return run_tool(call, lambda args: self.stand_in(call), fault, timeout)
+
+
+class Counting:
+    """Counts what a run did without observing it: ``sleep`` (the driver sleeps before every
+    retry, and only then) and a compactor wrapper (a compaction that cut something)."""
+
+    def __init__(self) -> None:
+        self.retries = 0
+        self.compactions = 0
+
+    async def sleep(self, seconds: float) -> None:
+        """The driver's sleep: no wall time, one retry counted."""
+        self.retries += 1
+
+    def compactor(self, inner: ContextCompactor) -> ContextCompactor:
+        """``inner``, its successful compactions counted (as the driver counts them: a result
+        shorter than the conversation)."""
+        counting = self
+
+        class _Counted:
+            async def compact(
+                self, messages: Sequence[Message], reason: CompactReason
+            ) -> list[Message] | None:
+                result = await inner.compact(messages, reason)
+                if result is not None and len(result) < len(messages):
+                    counting.compactions += 1
+                return result
+
+        return _Counted()
 
 
 class StepLimit(Exception):

@@ -206,7 +206,7 @@ def test_faults_strike_parallel_calls_in_call_order() -> None:
     calls = [ToolCall(id=f"p{n}", name="slow", arguments={"n": n}) for n in range(4)]
     script = ScriptSource(ModelScript([Message.assistant("", calls), DONE]))
     client = FaultyClient(script, FaultPlan(), _policy)
-    loop = BareLoop(client, [slow], observers=[layer], middleware=[layer.middleware])
+    loop = BareLoop(client, [slow], before_step=layer.before_step, middleware=[layer.middleware])
     loop.run_sync("go")
     answered = [r for m in loop.machine.history for r in m.tool_results]
     assert [r.is_error for r in answered] == [False, True, False, False]
