@@ -22,6 +22,13 @@
     faults:
       - {kind: rate_limited, model_call: 1, retry_after: 2}
 
+A scenario may name the user's agent instead (``agent: mypkg.agent:build``): its factory builds
+the loop, its tools run live unless ``tools`` says ``simulated`` (or scripts one), ``faults:
+false`` keeps faults away from a tool, and the model is ``model`` (scripted) or ``explore`` (the
+exploring model, ``{seed: 3, turns: 8}``); what the factory decides (``policy``, retries, the tool
+timeout, the compactor) may not be set. The format is documented in docs/testing.md ("Scenario
+files").
+
 Errors name the file and the field: ``scenario.yaml: faults.0.model_call: ...``.
 """
 
