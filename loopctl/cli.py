@@ -7,9 +7,14 @@ The answer streams to stdout as it arrives. Two example tools are offered to the
 ``calculator`` (arithmetic evaluated safely from the syntax tree, never ``eval``) and
 ``read_file`` (a text file under the current directory; paths outside it are refused).
 
-Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit, cancelled);
-2 a configuration or connection problem (missing key, unreachable server, refused credentials),
-reported in one line without a traceback.
+Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit); 2 a
+configuration or connection problem (missing key, unreachable server, refused credentials),
+reported in one line without a traceback; 130 (143 for SIGTERM) the run was interrupted.
+
+Ctrl-C (or SIGTERM) cancels the run: what it waits on stops, the outcome is ``Cancelled``, what
+is complete is kept, and a ``--trace`` ends with its cancel and end records (it replays). A second
+Ctrl-C aborts at once. A model attempt that fails and is retried is shown as a retry on stderr
+(see ``loopctl.terminal``).
 
 Logging: the library logs to the ``loopctl`` logger family and shows nothing by itself; this
 command shows its warnings (a tool that raised) on stderr in one line each, with the traceback
@@ -32,10 +37,11 @@ from typing import Any
 import click
 import httpx
 
-from loopctl.api import ApiClient, StopEvent, StreamEvent, TextDelta
-from loopctl.core import Completed, Failed, MaxTurnsExceeded
+from loopctl.api import ApiClient
+from loopctl.core import Cancelled, Completed, Failed, MaxTurnsExceeded
 from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
 from loopctl.providers._common import HttpProvider
+from loopctl.terminal import Interrupts, StreamOutput
 from loopctl.tools import tool
 from loopctl.tools.messages import describe_exception
 
@@ -150,27 +156,6 @@ def make_client(
     raise ValueError(f"unknown provider {provider!r}")
 
 
-class _Output:
-    """Streams text to stdout; a turn that ends in tool calls ends its line."""
-
-    def __init__(self) -> None:
-        self.printed = False
-        self.line_open = False
-
-    def on_stream(self, event: StreamEvent) -> None:
-        if isinstance(event, TextDelta) and event.text:
-            click.echo(event.text, nl=False)
-            self.printed = True
-            self.line_open = not event.text.endswith("\n")
-        elif isinstance(event, StopEvent):
-            self.end_line()
-
-    def end_line(self) -> None:
-        if self.line_open:
-            click.echo()
-            self.line_open = False
-
-
 class _StderrLog(logging.Handler):
     """The library's warnings on stderr: ``warning: <message>: <Error: text>`` in one line, the
     traceback too when ``verbose``. Writes through click so CliRunner captures it."""
@@ -220,10 +205,25 @@ def main() -> None:
 @click.option("--provider", type=click.Choice(PROVIDERS), default="openai", show_default=True)
 @click.option("--model", required=True, help="Model name, e.g. gpt-4o-mini or llama3.2.")
 @click.option("--base-url", default=None, help="Server URL (OpenAI-compatible servers, Ollama).")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None, help="Write a trace.")
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a trace (gzip-compressed when the name ends in .gz).",
+)
+@click.option(
+    "--snapshot-every",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --trace: also record the brain's snapshot every N feeds, so that "
+    "`loopctl-sim resume` need not replay a long run from its start.",
+)
 @click.option("--max-turns", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--system", default=None, help="A system prompt.")
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of failing tools.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show tracebacks of failing tools, and every retry."
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -232,12 +232,13 @@ def run(
     model: str,
     base_url: str | None,
     trace: str | None,
+    snapshot_every: int | None,
     max_turns: int,
     system: str | None,
     verbose: bool,
 ) -> None:
     """Run PROMPT through one agent loop, streaming the answer."""
-    from loopctl.driver import BareLoop, LoopObserver, RunConfig, SessionConfig
+    from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunConfig, SessionConfig
 
     deps = ctx.find_object(CliDeps) or CliDeps()
     try:
@@ -256,10 +257,14 @@ def run(
         except ImportError:
             _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
             return
-        recorder = TraceRecorder(trace, metadata={"provider": provider, "model": model})
+        metadata = {"provider": provider, "model": model}
+        recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
         observers.append(recorder)
+    elif snapshot_every is not None:
+        _fail("--snapshot-every goes with --trace", 2)
+        return
 
-    out = _Output()
+    out = StreamOutput(live=sys.stdout.isatty(), every_retry=verbose)
     loop = BareLoop(
         client,
         tools=[calculator, read_file],
@@ -270,25 +275,34 @@ def run(
         sleep=deps.sleep,
     )
 
+    cancel = CancelSignal()
+    interrupts = Interrupts(cancel)
+
     async def go() -> Any:
+        interrupts.attach(asyncio.get_running_loop())
         try:
-            return await loop.run(prompt)
+            return await loop.run(prompt, cancel)
         finally:
             if isinstance(client, HttpProvider):
                 await client.aclose()  # closes only a client it created itself
 
     try:
-        with _show_library_logs(verbose):
+        with _show_library_logs(verbose), interrupts:
             result = asyncio.run(go())
     except KeyboardInterrupt:
-        out.end_line()
-        _fail("interrupted", 130)
+        out.finish()
+        _fail("aborted (interrupted twice): the run did not finish", interrupts.exit_code)
         return
     finally:
         if recorder is not None:
             recorder.close()
-    out.end_line()
+    out.finish()
     outcome = result.outcome
+    if interrupts.signum is not None and isinstance(outcome, Cancelled):
+        where = f"; the trace {trace} ends with it" if trace else ""
+        _fail(
+            f"interrupted ({interrupts.name}): the run was cancelled{where}", interrupts.exit_code
+        )
     if isinstance(outcome, Completed):
         if not out.printed and outcome.final_text:
             click.echo(outcome.final_text)

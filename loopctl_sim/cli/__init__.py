@@ -4,6 +4,7 @@
 module          commands
 ==============  ==================================================================================
 ``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
+``resume_cmd``  ``resume``: finish a run whose process died, from its trace
 ``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
 ``html_cmd``    ``html``: a trace as a self-contained HTML timeline
 ``otel_cmd``    ``otel``: a trace as OpenTelemetry GenAI spans (OTLP/JSON to a file or endpoint)
@@ -25,6 +26,7 @@ from loopctl_sim.cli.fuzz_cmd import fuzz
 from loopctl_sim.cli.html_cmd import html
 from loopctl_sim.cli.otel_cmd import otel
 from loopctl_sim.cli.replay_cmd import replay
+from loopctl_sim.cli.resume_cmd import resume
 from loopctl_sim.cli.run_cmd import run
 from loopctl_sim.cli.trace_cmds import diff, schema, show
 
@@ -33,6 +35,7 @@ __all__ = ["COMMANDS", "main"]
 #: Every command of the group, in the order ``--help`` lists them.
 COMMANDS: tuple[click.Command, ...] = (
     replay,
+    resume,
     show,
     diff,
     html,

@@ -15,6 +15,8 @@ import click
 
 __all__ = ["die", "emit_json", "expand_traces"]
 
+_TRACES = ("*.jsonl", "*.jsonl.gz")
+
 
 def die(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code``."""
@@ -27,14 +29,15 @@ def emit_json(data: Any) -> None:
 
 
 def expand_traces(args: tuple[str, ...]) -> list[str]:
-    """Trace paths from the arguments: a directory stands for every ``*.jsonl`` under it."""
+    """Trace paths from the arguments: a directory stands for every ``*.jsonl`` and
+    ``*.jsonl.gz`` under it; ``-`` is stdin (``loopctl_sim.trace.files``)."""
     paths: list[str] = []
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            found = sorted(str(f) for f in p.rglob("*.jsonl"))
+            found = sorted(str(f) for pattern in _TRACES for f in p.rglob(pattern))
             if not found:
-                die(f"{arg}: no *.jsonl trace in this directory")
+                die(f"{arg}: no *.jsonl or *.jsonl.gz trace in this directory")
             paths.extend(found)
         else:
             paths.append(arg)

@@ -15,17 +15,21 @@ module         owns
 ``diff``       ``diff_traces``: the first record where two traces differ
 ``export``     ``export_test``: a trace as a pytest regression test
 ``corpus``     the regression corpus in ``tests/traces/`` (``python -m loopctl_sim.replay.corpus``)
+``resume``     ``resume_point``: a run's brain rebuilt from its trace, cut anywhere
+``continuation`` ``resume_trace``: the rest of that run, with the user's agent, recorded
 =============  ===================================================================================
 
 It may import ``loopctl_sim.sim`` (the driver-level replay puts a ``BareLoop`` together the way the
 simulator does) and ``loopctl_sim.trace``; never the property, fuzz or command-line layers.
 """
 
+from loopctl_sim.replay.continuation import ResumeResult, resume_trace, resume_trace_async
 from loopctl_sim.replay.diff import TraceDiff, diff_traces
 from loopctl_sim.replay.driver import replay_agent, replay_driver
 from loopctl_sim.replay.export import export_test, write_test
 from loopctl_sim.replay.machine import DIGEST_EVERY, replay_trace
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult, pretty, unified_diff
+from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
 from loopctl_sim.replay.update import NeedsModel, UpdateResult, update_trace
 
 __all__ = [
@@ -34,6 +38,9 @@ __all__ = [
     "NeedsModel",
     "RecentFeed",
     "ReplayResult",
+    "ResumeError",
+    "ResumePoint",
+    "ResumeResult",
     "TraceDiff",
     "UpdateResult",
     "diff_traces",
@@ -42,6 +49,9 @@ __all__ = [
     "replay_agent",
     "replay_driver",
     "replay_trace",
+    "resume_point",
+    "resume_trace",
+    "resume_trace_async",
     "unified_diff",
     "update_trace",
     "write_test",

@@ -27,9 +27,9 @@ from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
-from loopctl_sim.replay.checker import Checker
+from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor
-from loopctl_sim.trace import IoRecord
+from loopctl_sim.trace import HeaderRecord, IoRecord
 
 __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
 
@@ -68,6 +68,8 @@ class ReplayClient:
         if found is None:
             if self.cursor.peek() is None:
                 self.checker.ended()
+            if header_next(self.cursor):
+                raise Killed  # the recorded driver died during this call; resumed from here
             item = self.cursor.next_brain()
             if item is not None and item[1].type == "feed" and item[1].name == "cancel":
                 # The recorded run was cancelled while this attempt streamed (or while it waited
@@ -152,6 +154,8 @@ class RecordedTools:
         return results
 
     async def answer(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
+        if header_next(self.cursor):
+            raise Killed  # the recorded driver died while its tools ran; resumed from here
         results = self._recorded()
         if results is None and self._cancelled_here():
             return await self._hang()
@@ -194,6 +198,8 @@ class RecordedCompactor:
         if item is None:
             self.checker.ended()
         line, record = item
+        if isinstance(record, HeaderRecord):
+            raise Killed  # the recorded driver died while it compacted; resumed from here
         if record.type == "feed" and record.name == "compaction_result":
             return list(record.args.compacted)
         if record.type == "feed" and record.name == "compaction_noop":

@@ -35,6 +35,7 @@ from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
     EndRecord,
+    HeaderRecord,
     Record,
     Scrubber,
     StepRecord,
@@ -48,13 +49,19 @@ from loopctl_sim.trace.requests import (
     request_digest,
 )
 
-__all__ = ["Checker", "Diverged", "Incomplete", "brain_view"]
+__all__ = ["Checker", "Diverged", "Incomplete", "Killed", "brain_view", "header_next"]
 
 
 class Diverged(BaseException):
     """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
     driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
     not swallow it."""
+
+
+class Killed(BaseException):
+    """The trace's driver stopped in the middle of what the replaying one is doing (killed while
+    it recorded) and a header follows: the trace was resumed from there. The replayed run stops
+    here too, to go on from that header (``loopctl_sim.replay.driver``)."""
 
 
 class Incomplete(BaseException):
@@ -106,6 +113,9 @@ class Checker(LoopObserver):
         self.contexts = RecordedContexts()
         self.machine: LoopMachine | None = None
         self.in_run = False
+        #: the digest of the brain as of the last record matched (None: not comparable): what a
+        #: header after a kill must hold
+        self.matched: str | None = None
 
     # --- failing ---------------------------------------------------------------------------
 
@@ -149,6 +159,8 @@ class Checker(LoopObserver):
         )
 
     def _brain_record(self, actual: str) -> tuple[int, Record]:
+        if header_next(self.cursor):
+            raise Killed
         try:
             (line, rec), skipped = self.cursor.take_brain()
         except TraceEnded:
@@ -224,6 +236,7 @@ class Checker(LoopObserver):
             )
         if rec.scrubbed:
             self._scrubbed_from(line)
+        self.matched = machine.digest() if self.digests else None
         self.result.steps += 1
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
@@ -270,6 +283,7 @@ class Checker(LoopObserver):
                     {"digest": rec.digest, "brain": recorded_brain},
                     {"digest": digest, "brain": live_brain},
                 )
+        self.matched = machine.digest() if self.digests else None
         self.result.feeds += 1
 
     def io(self, event: IoEvent) -> None:
@@ -279,6 +293,8 @@ class Checker(LoopObserver):
         if not isinstance(request, ModelRequest):
             return
         found = self.cursor.take_io(frozenset({"model_request"}))
+        if found is None and header_next(self.cursor):
+            raise Killed
         if found is None:
             if self.cursor.peek() is None:
                 self.ended()
@@ -369,3 +385,10 @@ class Checker(LoopObserver):
         """A header was taken: digests are comparable again until the run's first secret."""
         self.digests = True
         self.turn = None
+
+
+def header_next(cursor: Cursor) -> bool:
+    """Whether the trace's next brain record is a header: where a run is under way, the
+    recorded driver was killed here and the trace resumed."""
+    item = cursor.next_brain()
+    return item is not None and isinstance(item[1], HeaderRecord)

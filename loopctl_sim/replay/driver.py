@@ -12,9 +12,12 @@ pass, and stops at the first difference with a report in the user's terms.
 Recorded cancels and injections are given through the driver's ``before_step`` seam at the step
 where the trace has them (unless the agent has a ``before_step`` hook of its own, which then
 runs live); a header in the middle of a run (a resume after a crash) stops the run there and
-resumes the brain in a fresh body, built by the factory again. A trace that ends under a run (a
-crash, a Ctrl-C, a header with nothing after it) replays up to its last record and says so: it
-is not a divergence.
+resumes the brain in a fresh body, built by the factory again. The header may come anywhere, as
+``loopctl-sim resume`` writes it after a kill -9 (in the middle of a model call, a tool wave, a
+compaction): the replayed run stops where the trace's did (``Killed``), and the feeds the resume
+made before its first step (the cut exchange finished) are given to the brain as recorded. A
+trace that ends under a run (a crash, a Ctrl-C, a header with nothing after it) replays up to its
+last record and says so: it is not a divergence.
 
 The trace is streamed (``Cursor``): memory stays flat whatever its length.
 """
@@ -25,22 +28,23 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from loopctl.core import LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim.replay.answers import RecordedCompactor, RecordedTools, ReplayClient, tools_live
-from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, brain_view
+from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.replay.report import ReplayResult
+from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     HeaderRecord,
     StepRecord,
-    TraceFormatError,
     TraceReader,
+    apply_feed,
     default_scrubber,
 )
 
@@ -130,6 +134,7 @@ async def _runs(
     recorded_tools = RecordedTools(cursor, lambda name: False)
     body = _body(cursor, checker, recorded_tools, agent, tools, observers, path)
     loop: BareLoop | None = None
+    killed = False  # the last run stopped where the recorded driver was killed
     while (item := cursor.next_brain()) is not None:
         line, rec = item
         if not isinstance(rec, HeaderRecord):
@@ -147,13 +152,11 @@ async def _runs(
             result.resumes += 1
         else:
             result.runs += 1
-        try:
-            machine = rec.machine()
-        except ValueError as exc:
-            raise TraceFormatError(
-                path, line, f"the header's snapshot does not restore: {exc}"
-            ) from None
-        if loop is not None:
+        machine = header_brain(path, line, rec)
+        if loop is not None and killed:
+            killed = False
+            _check_resumed(checker, line, rec.seq, machine)
+        elif loop is not None:
             previous = loop.machine
             expected = previous.next_run() if previous.finalized else previous
             if expected != machine:
@@ -175,6 +178,8 @@ async def _runs(
             result.machine = machine  # the brain as the header has it, as machine replay says
             result.final_digest = machine.digest()
             return
+        if machine.started:
+            _finishing(cursor, checker, machine)
         loop = body(machine)
         cancel = CancelSignal()
         recorded_tools.cancel = cancel
@@ -183,6 +188,14 @@ async def _runs(
         try:
             await loop.run(input, cancel)
         except Crash:
+            continue
+        except Killed:
+            killed = True
+            continue
+        except BaseExceptionGroup as group:  # a wave of tools, one of them stopped by the kill
+            if group.subgroup(lambda e: isinstance(e, Killed)) is None:
+                raise
+            killed = True
             continue
         except Incomplete:
             result.notes.append(
@@ -195,6 +208,49 @@ async def _runs(
     if loop is not None:
         result.machine = loop.machine
         result.final_digest = loop.machine.digest()
+
+
+def _check_resumed(checker: Checker, line: int, seq: int, machine: LoopMachine) -> None:
+    """A header after a kill holds the brain as of the trace's last record before it, which is
+    the replayed brain as of the last record the checker matched (the replaying driver may
+    have gone a step further before it met the header)."""
+    if checker.matched is not None and machine.digest() != checker.matched:
+        checker.fail(
+            line,
+            seq,
+            "snapshot",
+            "the header's snapshot is not the brain the records before it build",
+            {"digest": checker.matched},
+            {"digest": machine.digest()},
+        )
+
+
+#: The feeds a resume writes between its header and the run's first step.
+_FINISHING: Final = frozenset({"tool_results", "set_context_tokens"})
+
+
+def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
+    """The feeds a resume wrote between its header and its first step: it finished the
+    exchange the trace was cut in (``loopctl_sim.replay.continuation``: its results, their
+    count). They are the resume's work, not the driver's, so they are given to the brain as
+    recorded, each checked by its digest."""
+    while (item := cursor.next_brain()) is not None:
+        rec = item[1]
+        if rec.type != "feed" or rec.name not in _FINISHING:
+            return
+        (line, rec), _ = cursor.take_brain()
+        apply_feed(machine, rec.name, rec.args)  # type: ignore[union-attr]
+        digest = machine.digest()
+        if checker.digests and not rec.scrubbed and digest != rec.digest:  # type: ignore[union-attr]
+            checker.fail(
+                line,
+                rec.seq,
+                "digest",
+                f"after the resume's {rec.name}(), the brain is not the recorded one",  # type: ignore[union-attr]
+                {"digest": rec.digest},  # type: ignore[union-attr]
+                {"digest": digest},
+            )
+        checker.result.feeds += 1
 
 
 def _input_of(cursor: Cursor) -> Message | None:
@@ -234,7 +290,7 @@ def _body(
                 return
 
     if agent is None:
-        policy = _first_policy(path)
+        policy = _first_policy(cursor.reader.source)  # opened again: what it reads
         run_config, session = configs_for(policy)
         recorded_tools.live = lambda name: False
 

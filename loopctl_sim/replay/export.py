@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader
+from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 
 __all__ = ["ExportInfo", "export_test", "regression_test_name", "write_test"]
 
@@ -52,11 +52,12 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
         elif getattr(record, "scrubbed", False):
             info.scrubbed = True
     info.warnings = list(reader.warnings)
-    # keep exactly the lines the reader accepted (a truncated last line is dropped)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    # keep exactly the lines the reader accepted (a truncated last line is dropped; a
+    # compressed trace cut short gives only whole lines)
+    with open_for_reading(path) as f:
+        lines = [line.decode("utf-8").rstrip("\r\n") for line in lines_of(f)]
     info.lines = [line for line in lines if line.strip()]
-    if reader.warnings:
+    if any("truncated last line" in w for w in reader.warnings):
         info.lines = info.lines[:-1]
     return info
 

@@ -13,6 +13,7 @@ module            owns
 ``feeds``         the feed codec: a feed's arguments as data, and back onto a machine
 ``scrub``         secret scrubbing of anything written
 ``writer``        ``TraceWriter``: append-only, flushed record by record
+``files``         where the bytes are: plain, gzip-compressed (``.gz``), stdin (``-``)
 ``fast``          the reader's fast path for machine replay (``msgspec``)
 ``fast_structs``  the record shapes it reads, mirrored as msgspec structs
 ``reader``        ``TraceReader``: streaming, every line checked in its place
@@ -34,6 +35,7 @@ from loopctl_sim.trace.feeds import (
     encode_feed_args,
     feed_call,
 )
+from loopctl_sim.trace.files import STDIN, display_name, is_gzip_name, lines_of, open_for_reading
 from loopctl_sim.trace.reader import READ_AHEAD, TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
 from loopctl_sim.trace.records import (
@@ -71,6 +73,7 @@ __all__ = [
     "READ_AHEAD",
     "RECORD",
     "REDACTED",
+    "STDIN",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "BrainSummary",
@@ -95,12 +98,16 @@ __all__ = [
     "brain_fields",
     "decode_feed_args",
     "default_scrubber",
+    "display_name",
     "encode_feed_args",
     "end_outcome",
     "feed_call",
     "feed_line",
     "feed_record",
+    "is_gzip_name",
+    "lines_of",
     "might_hold_secrets",
+    "open_for_reading",
     "read_trace",
     "scrub",
     "step_matches",

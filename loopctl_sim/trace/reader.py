@@ -4,6 +4,8 @@ A malformed line is a ``TraceFormatError`` naming ``file:line``; an unparseable 
 a newline (a write cut short) is reported as a warning and skipped; another format or version is
 refused with a reason. Well-formed lines read for machine replay take a fast path
 (``loopctl_sim.trace.fast``) that gives the same items; every other line is validated by pydantic.
+A gzip-compressed trace is read as the plain one (``loopctl_sim.trace.files``; one cut short
+gives its records up to the cut, and says so), and ``-`` reads stdin.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import IO, Final
 from pydantic import ValidationError
 
 from loopctl_sim.trace.fast import BatchDecoder, make_batch_decoder
+from loopctl_sim.trace.files import CutShort, display_name, lines_of, open_for_reading
 from loopctl_sim.trace.records import (
     READABLE_VERSIONS,
     RECORD,
@@ -82,7 +85,8 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fast: bool = True) -> None:
-        self.path = os.fspath(path)
+        self.source = os.fspath(path)  # what is opened; ``path`` is what messages name
+        self.path = display_name(path)
         self.warnings: list[str] = []
         self.header: HeaderRecord | None = None
         self.line = 0
@@ -92,20 +96,32 @@ class TraceReader:
         for _, record in self.numbered():
             yield record
 
-    def numbered(self) -> Iterator[tuple[int, Record]]:
-        """``(line number, record)`` for every record."""
+    def numbered(self, start: tuple[int, int] | None = None) -> Iterator[tuple[int, Record]]:
+        """``(line number, record)`` for every record; from ``start`` (a byte offset into the
+        trace's text, decompressed, and the line that begins there), when given: a resume reads
+        from its last checkpoint, a record inside a run (a header or a ``snapshot``)."""
         expected_seq = 0
         in_run = False  # a header was read, and no end since
         validate = RECORD.validator.validate_json
+        first = 1
         with self._open() as f:
-            for lineno, raw in enumerate(f, 1):
-                self.line = lineno
-                record = self._validated(validate, raw, lineno, in_run, self.warnings)
-                if record is None:  # a truncated last line
-                    return
-                in_run = record.type != "end"  # a header opens a run, an end closes it
-                expected_seq += 1
-                yield lineno, record
+            if start is not None:
+                offset, first = start
+                f.seek(offset)
+                in_run, expected_seq = True, first - 1
+            lines = lines_of(f)
+            try:
+                for lineno, raw in enumerate(lines, first):
+                    self.line = lineno
+                    record = self._validated(validate, raw, lineno, in_run, self.warnings)
+                    if record is None:  # a truncated last line
+                        return
+                    in_run = record.type != "end"  # a header opens a run, an end closes it
+                    expected_seq += 1
+                    yield lineno, record
+            except CutShort as exc:
+                raise TraceFormatError(self.path, self.line + 1, exc.detail) from None
+            self._ended_early(lines, self.line, self.warnings)
         if expected_seq == 0:
             raise TraceFormatError(self.path, 1, "empty trace (no header record)")
 
@@ -138,8 +154,12 @@ class TraceReader:
         in_run = False  # a header was read, and no end since
         truncated = False
         with self._open() as f:
+            source = lines_of(f)
             while not truncated:
-                lines = list(islice(f, READ_AHEAD))
+                try:
+                    lines = list(islice(source, READ_AHEAD))
+                except CutShort as exc:
+                    raise TraceFormatError(self.path, seq + 1, exc.detail) from None
                 if not lines:
                     break
                 batch: list[ReplayItem] = []
@@ -168,15 +188,24 @@ class TraceReader:
                 self.line = seq + truncated
                 if batch:
                     yield batch
+            self._ended_early(source, seq, deferred)
         if seq == 0 and not truncated:
             raise TraceFormatError(self.path, 1, "empty trace (no header record)")
         self.warnings.extend(deferred)
 
     def _open(self) -> IO[bytes]:
         try:
-            return open(self.path, "rb")
+            return open_for_reading(self.source)
         except OSError as exc:
             raise TraceFormatError(self.path, 0, f"cannot open: {exc.strerror or exc}") from None
+
+    def _ended_early(self, lines: object, read: int, warnings: list[str]) -> None:
+        """A compressed trace that stopped before its end marker (its writer was killed)."""
+        if getattr(lines, "cut", False):
+            warnings.append(
+                f"{self.path}:{read + 1}: the compressed trace ends early (its writer stopped "
+                f"before closing it): {read} complete records read"
+            )
 
     def _validated(
         self,
@@ -238,7 +267,6 @@ def _replay_form(record: Record) -> ReplayItem:
     if kind == "step":
         return StepLine(record.policy, record.step)  # type: ignore[union-attr]
     return feed_line(record)  # type: ignore[arg-type]
-
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[Record]:

@@ -7,6 +7,11 @@
 Every feed record carries ``machine.digest()`` after the feed. The digest keeps a running hash
 of the conversation, so recording costs O(the feed), not O(history) (see
 ``benchmarks/bench_replay.py`` for figures).
+
+``TraceRecorder(..., snapshot_every=N)`` also writes the brain's whole snapshot after every N-th
+feed of a run (an ``io`` record of kind ``snapshot``, see ``TraceWriter.snapshot``), so that a
+resume of a long run (``loopctl_sim.replay.resume``) restores the last one instead of replaying
+every record before it. Each costs O(history): choose N for the run's length.
 """
 
 from __future__ import annotations
@@ -47,7 +52,10 @@ class TraceRecorder(LoopObserver):
         metadata: Mapping[str, Any] | None = None,
         fsync: bool = False,
         created: str | None = None,
+        snapshot_every: int | None = None,
     ) -> None:
+        if snapshot_every is not None and snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
         self.writer = _writer(target, fsync)
         self.metadata = dict(metadata or {})
         self._created = created
@@ -55,9 +63,25 @@ class TraceRecorder(LoopObserver):
         #: the last model request as recorded (its digest and context)
         self.last_request: RequestSeen | None = None
         self._machine: LoopMachine | None = None
+        self.snapshot_every = snapshot_every
+        self._feeds = 0  # of the current run, for snapshot_every
+        self._header_for: LoopMachine | None = None  # whose header is already written
+
+    def continue_run(self, machine: LoopMachine, metadata: Mapping[str, Any]) -> None:
+        """Write the header of a run resumed from a trace now, before ``run()`` starts: records
+        that finish what the trace was cut in the middle of (an exchange's results) follow it.
+        The loop's ``run_started`` for this brain then writes no second header."""
+        self._machine = machine
+        self._feeds = 0
+        self.writer.header(machine.snapshot(), {**self.metadata, **metadata}, created=self._created)
+        self._header_for = machine
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         self._machine = machine
+        if self._header_for is machine:
+            self._header_for = None
+            return
+        self._feeds = 0
         self.writer.header(machine.snapshot(), self.metadata, created=self._created)
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
@@ -66,6 +90,11 @@ class TraceRecorder(LoopObserver):
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         self.writer.feed(name, args, machine.digest(), BrainSummary.of(machine))
+        every = self.snapshot_every
+        if every is not None:
+            self._feeds += 1
+            if self._feeds % every == 0 and not machine.is_terminal:
+                self.writer.snapshot(machine, turn=getattr(machine.state, "turn", None))
 
     def io(self, event: IoEvent) -> None:
         request = event.data.get("request")

@@ -3,21 +3,31 @@
 The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
 record being written. Every typed helper (``header``, ``step``, ``feed``, ``io``, ``end``) builds
 the record with the next ``seq`` and scrubs what could hold a credential before writing it.
+
+A path ending in ``.gz`` is written gzip-compressed, flushed record by record all the same
+(``loopctl_sim.trace.files``). ``append=True`` goes on with an existing plain trace (a resume):
+a torn last line is cut off first and ``seq`` continues after the records kept.
+
+``snapshot(machine)`` writes the brain's whole snapshot as an ``io`` record of kind
+``snapshot`` (``data``: the brain's ``digest`` and its ``snapshot``, the content form): a point
+``loopctl-sim resume`` restores from instead of replaying the run from its start. Every reader
+takes it as any ``io`` record (replay does not replay the world).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import IO, Any, Final, TypeVar
 
 from pydantic import BaseModel
 
 import loopctl
-from loopctl.core import MachinePolicy, MachineSnapshot, MachineStep
+from loopctl.core import LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
+from loopctl_sim.trace.files import complete_prefix, open_for_writing
 from loopctl_sim.trace.records import (
     BrainSummary,
     EndRecord,
@@ -41,8 +51,10 @@ def _now() -> str:
 class TraceWriter:
     """Append-only trace writer: builds each record with the next ``seq``, writes it, flushes.
 
-    ``target`` is a path (opened for writing, truncated) or an open text file. ``fsync=True``
-    also syncs every record to disk. Secrets are scrubbed from every record written, whatever
+    ``target`` is a path (opened for writing, truncated; gzip-compressed when it ends in
+    ``.gz``; with ``append=True`` a plain trace is continued) or an open text file. ``seq`` is
+    the first record's (a continued path counts its own). ``fsync=True`` also syncs every
+    record to disk. Secrets are scrubbed from every record written, whatever
     its kind (``scrubber``: by default the one the environment sets up,
     ``loopctl_sim.trace.scrub.default_scrubber``); a record that lost a secret is marked
     ``scrubbed``.
@@ -54,9 +66,14 @@ class TraceWriter:
         *,
         fsync: bool = False,
         scrubber: Scrubber | None = None,
+        append: bool = False,
+        seq: int = 0,
     ) -> None:
         if isinstance(target, str | os.PathLike):
-            self._file: IO[str] = open(target, "w", encoding="utf-8")  # noqa: SIM115
+            if append and os.path.exists(target):
+                seq, size = complete_prefix(target)
+                os.truncate(target, size)  # a torn last line (a killed writer's) is cut off
+            self._file: IO[str] = open_for_writing(target, append=append)
             self._owned = True
             self.path: str = os.fspath(target)
         else:
@@ -65,7 +82,7 @@ class TraceWriter:
             self.path = getattr(target, "name", "<stream>")
         self._fsync = fsync
         self.scrubber = scrubber if scrubber is not None else default_scrubber()
-        self.seq = 0
+        self.seq = seq
         self.closed = False
 
     # context manager
@@ -92,6 +109,12 @@ class TraceWriter:
         if seq != self.seq:
             raise ValueError(f"record seq {seq} is not the next seq {self.seq}")
         self._write_line(record.model_dump_json())
+
+    def copy_lines(self, lines: Iterable[str]) -> None:
+        """Write records already written elsewhere, as they are (a trace continued in a new
+        file starts with the records of the one it continues); ``seq`` counts them."""
+        for line in lines:
+            self._write_line(line.rstrip("\n"))
 
     def _write_line(self, text: str) -> None:
         self._file.write(text + "\n")
@@ -171,11 +194,34 @@ class TraceWriter:
         self._write_line(text)
         return record
 
+    def snapshot(self, machine: LoopMachine, *, turn: int | None = None) -> None:
+        """An ``io`` record of kind ``snapshot``: the brain's digest and whole snapshot.
+
+        Its text is spliced from the brain's canonical JSON (the bytes pydantic would write for
+        the record, without building the snapshot's data); a text that might hold a secret is
+        built and scrubbed as any record."""
+        digest = machine.digest()
+        content = machine.canonical_json().decode()
+        text = (
+            f'{{"seq":{self.seq},"type":"io","kind":"snapshot","turn":{_int_json(turn)},'
+            f'"data":{{"digest":"{digest}","snapshot":{content}}},'
+            '"duration_s":null,"scrubbed":false}'
+        )
+        if self.scrubber.might_hold(text):
+            data = {"digest": digest, "snapshot": machine.model_dump()}
+            record = IoRecord(seq=self.seq, kind="snapshot", turn=turn, data=data)
+            _, text = self._scrubbed(record, record.model_dump_json())
+        self._write_line(text)
+
     def end(self, outcome: Any, digest: str) -> EndRecord:
         record = EndRecord(seq=self.seq, outcome=outcome, digest=digest)
         record, text = self._scrubbed(record, record.model_dump_json())
         self._write_line(text)
         return record
+
+
+def _int_json(n: int | None) -> str:
+    return "null" if n is None else str(int(n))
 
 
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})
@@ -200,4 +246,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return repr(value)
-

@@ -257,6 +257,15 @@ def _io_crash(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Desc
     return Described("run", "crash", "error", (text,))
 
 
+def _io_snapshot(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    """A periodic snapshot (``TraceRecorder(snapshot_every=N)``): its size, not its content."""
+    found = d.get("snapshot")
+    snap: dict[str, Any] = found if isinstance(found, dict) else {}
+    history, pending = len(snap.get("history") or ()), len(snap.get("pending") or ())
+    text = f"snapshot of the brain: {history} + {pending} messages (digest {d.get('digest')})"
+    return Described("run", "snapshot", "", (text,))
+
+
 def _io_cancel(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
     return Described("events", "cancel", "warn", (f"cancel: {d.get('reason', '')}",))
 
@@ -285,6 +294,7 @@ _IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Desc
     "tool_call": _io_tool_call,
     "tool_result": _io_tool_result,
     "crash": _io_crash,
+    "snapshot": _io_snapshot,
     "cancel": _io_cancel,
     "compaction": _io_compaction,
     "reflection": _io_reflection,

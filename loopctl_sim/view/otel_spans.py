@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from loopctl.otel import INSTRUMENTATION, GenAiSpans, scrub_content
-from loopctl_sim.trace import TraceReader
+from loopctl_sim.trace import TraceReader, open_for_reading
 from loopctl_sim.view.clock import Clock
 from loopctl_sim.view.describe import data_of
 
@@ -132,7 +132,7 @@ def export_spans(
 ) -> Sequence[ReadableSpan]:
     """The finished spans of the trace at ``path``, in the order they ended, made by an SDK
     provider of their own (seeded ids, resource ``service.name``)."""
-    with Path(path).open("rb") as f:
+    with open_for_reading(path) as f:  # a compressed trace's first line too, and stdin's
         seed = f.readline()
     exporter = InMemorySpanExporter()
     created = Resource.create({"service.name": service_name})

@@ -1,0 +1,195 @@
+"""Resume a run from its trace: the rebuilt brain in the user's agent, the rest of the run live.
+
+``resume_trace(trace, "mypkg.agent:build")`` rebuilds the brain (``resume_point``), builds the
+agent as the factory does today (``build_agent``) with the brain in it (``machine=``, which is
+``BareLoop.from_machine``'s way), and runs it to the end, recording the continuation in the trace
+after a header holding the rebuilt brain (a resume, as machine replay reads it: that brain must
+be the one the records before it build).
+
+No tool call runs twice. When the trace stops inside an exchange, the calls whose results it holds
+are answered with them, and only the others are dispatched, through the agent's own hooks and
+middleware (``loopctl.tools.dispatch``, as the driver dispatches); the results are then fed and
+counted as the driver would have. A trace cut between an exchange's results and the driver's
+count of them gets the count. A call that was running when the process died (its start
+recorded, its result not) runs again: the engine's contract asks tools to be idempotent. Not
+redone: a reflector's note after the cut exchange (the continuation goes straight on).
+
+Where the continuation goes: a plain trace is continued in place (a torn last line cut off first);
+``out=`` writes the trace's complete records and the continuation to a new file instead (the
+input is left as it is), which a compressed trace or stdin needs: a compressed trace is written
+whole again, to a temporary file that replaces it once the run has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from loopctl.core import Message, ToolResult
+from loopctl.driver import BareLoop, CancelSignal, RunResult
+from loopctl.tools import dispatch
+from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
+from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.trace import (
+    STDIN,
+    TraceRecorder,
+    TraceWriter,
+    end_outcome,
+    is_gzip_name,
+    lines_of,
+    open_for_reading,
+)
+
+__all__ = ["ResumeResult", "resume_trace", "resume_trace_async"]
+
+
+@dataclass
+class ResumeResult:
+    """What a resume did: the point it resumed from, the run's result (None when the trace's
+    run had ended: nothing to resume), where the trace now ends, the calls answered from the
+    trace and those run now."""
+
+    point: ResumePoint
+    result: RunResult | None
+    trace: str
+    reused: list[str] = field(default_factory=list)
+    dispatched: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        p = self.point
+        where = f"{p.restored_from} on line {p.checkpoint}, then {p.replayed} records replayed"
+        if self.result is None:
+            return f"nothing to resume: the run in {p.path} had ended ({where})"
+        outcome = self.result.outcome.kind
+        calls = ""
+        if self.reused or self.dispatched:
+            calls = (
+                f"; {len(self.reused)} recorded results reused, {len(self.dispatched)} calls run"
+            )
+        head = f"resumed {p.path} from line {p.line} ({where}){calls}"
+        return f"{head}: {outcome}; written to {self.trace}"
+
+
+def resume_trace(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    cancel: CancelSignal | None = None,
+) -> ResumeResult:
+    """``resume_trace_async`` for scripts without an event loop."""
+    return asyncio.run(resume_trace_async(path, agent, out=out, cwd=cwd, cancel=cancel))
+
+
+async def resume_trace_async(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    cancel: CancelSignal | None = None,
+) -> ResumeResult:
+    """Resume the last run of the trace at ``path`` with the agent ``module:factory`` (or the
+    factory); see the module docstring. Raises ``TraceFormatError`` for an unreadable trace,
+    ``ResumeError`` when there is no run to resume or its brain leaves the trace,
+    ``AgentError`` when the agent cannot be built."""
+    source = os.fspath(path)
+    if source == STDIN and out is None:
+        raise ValueError("a trace read from stdin is resumed into a new file: give out=")
+    point = resume_point(source)
+    machine = point.machine
+    if not machine.started:
+        raise ResumeError(
+            point.path, point.line, "the run never started: its input is not in the trace"
+        )
+    factory = load_agent(agent, cwd=cwd)
+    target, replace = _target(source, out)
+    writer = _writer(source, target, in_place=out is None and target == source)
+    resumed = ResumeResult(point, None, os.fspath(out) if out is not None else source)
+    try:
+        if machine.is_terminal and machine.finalized:
+            if not point.ended:  # the end record was the one being written
+                writer.end(end_outcome(machine), machine.digest())
+                resumed.notes.append("the run had ended: its end record was written")
+            return resumed
+        recorder = TraceRecorder(writer)
+        loop = build_agent(factory, observers=[recorder], machine=machine)
+        recorder.continue_run(machine, {"resumed": {"from_line": point.line, "trace": point.path}})
+        await _finish_exchange(loop, recorder, point, resumed)
+        resumed.result = await loop.run(None, cancel)
+    finally:
+        writer.close()
+        if replace is not None:
+            os.replace(replace, source)
+    resumed.notes[:0] = point.notes
+    return resumed
+
+
+def _target(source: str, out: str | os.PathLike[str] | None) -> tuple[str, str | None]:
+    """Where the continuation is written, and the temporary file that replaces ``source``
+    afterwards (a compressed trace continued in place), if any."""
+    if out is not None:
+        return os.fspath(out), None
+    if not is_gzip_name(source):
+        return source, None
+    fd, temp = tempfile.mkstemp(
+        prefix=Path(source).name + ".", suffix=".gz", dir=Path(source).parent
+    )
+    os.close(fd)
+    return temp, temp
+
+
+def _writer(source: str, target: str, *, in_place: bool) -> TraceWriter:
+    """A plain trace continued in place, or a new file holding the source's complete records."""
+    if in_place:
+        return TraceWriter(target, append=True)
+    writer = TraceWriter(target)
+    with open_for_reading(source) as f:
+        writer.copy_lines(_complete(f))
+    return writer
+
+
+def _complete(f: IO[bytes]) -> list[str]:
+    return [raw.decode("utf-8") for raw in lines_of(f) if raw.endswith(b"\n")]
+
+
+async def _finish_exchange(
+    loop: BareLoop, recorder: TraceRecorder, point: ResumePoint, resumed: ResumeResult
+) -> None:
+    """What the driver was doing when the trace stopped, done as it would have: an exchange's
+    calls answered (from the trace where it holds their results) and fed, and counted."""
+    machine = loop.machine
+    exchange = machine.exchange
+    message: Message | None = point.uncounted
+    if exchange is not None and machine.state.kind == "awaiting_tools":
+        calls = exchange.dispatch
+        missing = [c for c in calls if c.id not in point.results]
+        fresh: Sequence[ToolResult] = ()
+        if missing:
+            fresh = await dispatch(
+                missing,
+                loop.registry,
+                pre_hooks=loop.hooks.pre_tool,
+                post_hooks=loop.hooks.post_tool,
+                middleware=loop.middleware,
+                default_timeout=loop.config.tool_timeout,
+                on_event=recorder.io,
+                turn=exchange.turn,
+            )
+        answered = {**point.results, **{r.call_id: r for r in fresh}}
+        resumed.reused = [c.id for c in calls if c.id in point.results]
+        resumed.dispatched = [c.id for c in missing]
+        message = Message.from_results([answered[c.id] for c in calls])
+        machine.tool_results(message)
+        recorder.feed("tool_results", {"message": message}, machine)
+    if message is not None:
+        tokens = machine.context_tokens + loop.estimator.count([message])
+        machine.set_context_tokens(tokens)
+        recorder.feed("set_context_tokens", {"n": tokens}, machine)

@@ -1,0 +1,226 @@
+"""Rebuild the brain of a run from its trace, cut anywhere (a kill -9, a power cut, a Ctrl-C).
+
+The brain is deterministic and a trace records every step and feed with the digest after it, so
+the brain as it was at the trace's last complete record is the header's brain, asked the
+recorded steps and given the recorded feeds (machine replay), every digest checked on the way:
+the rebuilt brain is exactly the one that was running, or the rebuild says where it is not.
+
+Checkpoints. A long run need not be replayed from its start: a ``header`` (a run's start, or an
+earlier resume) and a periodic ``snapshot`` record (``TraceRecorder(snapshot_every=N)``) each
+hold the whole brain. A first pass over the raw lines finds the last checkpoint (a line that
+starts like one: ``{"seq":N,"type":"header"`` or ``{"seq":N,"type":"io","kind":"snapshot"``,
+the writer's field order; a trace written otherwise is simply replayed from further back); the
+second pass reads, validated, from there. A snapshot is checked against the digest it names,
+and against the brain replayed up to it when there is one.
+
+What the trace says beyond the brain (``ResumePoint``): the results of the exchange in flight
+that the trace already holds (``tool_result`` records after its ``call_tools`` step: those tools
+ran, and must not run again), and whether the trace stops between an exchange's results and the
+driver's count of them (``set_context_tokens``), which the continuation then makes.
+``loopctl_sim.replay.continuation`` runs the rest of the run with the user's agent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from pydantic import ValidationError
+
+from loopctl.core import CallTools, LoopMachine, Message, ProtocolError, ToolResult
+from loopctl_sim.trace import (
+    HeaderRecord,
+    IoRecord,
+    StepRecord,
+    TraceFormatError,
+    TraceReader,
+    apply_feed,
+    lines_of,
+    open_for_reading,
+)
+
+__all__ = ["ResumeError", "ResumePoint", "header_brain", "resume_point"]
+
+#: A line that starts like a checkpoint, as the writer writes one.
+_CHECKPOINT: Final = re.compile(rb'\{"seq":[0-9]+,"type":"(?:header"|io","kind":"snapshot")')
+
+
+class ResumeError(Exception):
+    """The trace cannot be resumed as it is (its brain and the engine disagree, or there is no
+    run to resume); ``line`` names the record."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+@dataclass
+class ResumePoint:
+    """The brain at a trace's last complete record, and what the trace says around it."""
+
+    path: str
+    machine: LoopMachine
+    #: the line of the last complete record, and of the checkpoint the brain was restored from
+    line: int
+    checkpoint: int
+    #: "header" or "snapshot": what the checkpoint was
+    restored_from: str
+    #: records read (and replayed, for steps and feeds) after the checkpoint
+    replayed: int = 0
+    #: results the trace holds of the exchange the brain awaits, by call id (those tools ran)
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    #: an exchange's results fed last, the driver's count of them not recorded after them
+    uncounted: Message | None = None
+    #: the run's end record is in the trace
+    ended: bool = False
+    #: the run's records hold scrubbed secrets: the rebuilt brain holds their placeholders
+    scrubbed: bool = False
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _checkpoints(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
+    """``(offset, line)`` of every line that starts like a checkpoint (the raw first pass)."""
+    found: list[tuple[int, int]] = []
+    offset = 0
+    with open_for_reading(path) as f:
+        for line, raw in enumerate(lines_of(f), 1):
+            if _CHECKPOINT.match(raw):
+                found.append((offset, line))
+            offset += len(raw)
+    return found
+
+
+def resume_point(path: str | os.PathLike[str]) -> ResumePoint:
+    """The brain of the last run in the trace at ``path``, as it was at its last complete record.
+
+    Raises ``TraceFormatError`` for a trace that cannot be read (or a checkpoint that does not
+    restore) and ``ResumeError`` where the replayed brain leaves the trace."""
+    reader = TraceReader(path)
+    try:
+        starts = _checkpoints(path)
+    except OSError as exc:
+        raise TraceFormatError(reader.path, 0, f"cannot open: {exc.strerror or exc}") from None
+    except Exception:  # damaged compressed data: the validated pass says where
+        starts = []
+    # The last checkpoint may be the torn last line: try the ones before it, then the start.
+    for start in [*reversed(starts[-3:]), None]:
+        point = _replay_from(TraceReader(path), start)
+        if point is not None:
+            return point
+    raise TraceFormatError(reader.path, 1, "no complete header record to resume from")
+
+
+def _replay_from(reader: TraceReader, start: tuple[int, int] | None) -> ResumePoint | None:
+    """The resume point replayed from ``start``; None when the record there is no checkpoint
+    after all (a torn last line, a line that only looked like one)."""
+    point: ResumePoint | None = None
+    for line, rec in reader.numbered(start):
+        if isinstance(rec, HeaderRecord):
+            point = _from_header(reader.path, line, rec)
+        elif isinstance(rec, IoRecord) and rec.kind == "snapshot":
+            point = _from_snapshot(reader.path, line, rec, point)
+        elif point is None:
+            return None  # the first record read is no checkpoint
+        else:
+            _apply(point, line, rec)
+    if point is not None:
+        point.warnings = list(reader.warnings)
+    return point
+
+
+def header_brain(path: str, line: int, rec: HeaderRecord) -> LoopMachine:
+    """The brain a header holds; a snapshot that does not restore is a damaged trace."""
+    try:
+        return rec.machine()
+    except ValueError as exc:
+        why = f"the header's snapshot does not restore: {exc}"
+        raise TraceFormatError(path, line, why) from None
+
+
+def _from_header(path: str, line: int, rec: HeaderRecord) -> ResumePoint:
+    machine = header_brain(path, line, rec)
+    return ResumePoint(path, machine, line, line, "header", scrubbed=rec.scrubbed)
+
+
+def _from_snapshot(path: str, line: int, rec: IoRecord, point: ResumePoint | None) -> ResumePoint:
+    data = rec.data
+    try:
+        machine = LoopMachine.model_validate(data.get("snapshot"))
+    except (ValidationError, ValueError) as exc:
+        raise TraceFormatError(path, line, f"the snapshot does not restore: {exc}") from None
+    if not rec.scrubbed and machine.digest() != data.get("digest"):
+        raise TraceFormatError(
+            path, line, f"the snapshot is not the brain it names (digest {data.get('digest')})"
+        )
+    if point is not None and not point.scrubbed and point.machine != machine:
+        raise ResumeError(path, line, "the snapshot is not the brain the records before it build")
+    if point is None:
+        return ResumePoint(path, machine, line, line, "snapshot", scrubbed=rec.scrubbed)
+    point.machine, point.line = machine, line  # the same brain: keep what was learnt
+    return point
+
+
+def _apply(point: ResumePoint, line: int, rec: object) -> None:
+    """One record after the checkpoint: a step asked, a feed given, an io record read."""
+    point.line = line
+    point.replayed += 1
+    machine = point.machine
+    if getattr(rec, "scrubbed", False) and not point.scrubbed:
+        point.scrubbed = True
+        point.notes.append(
+            f"secrets were scrubbed from this trace at line {line}: the rebuilt brain holds "
+            "their placeholders (the continuation sends those to the model)"
+        )
+    if isinstance(rec, IoRecord):
+        if rec.kind == "tool_result":
+            d = rec.data
+            result = ToolResult(
+                call_id=str(d.get("id")),
+                name=str(d.get("name")),
+                content=str(d.get("content")),
+                is_error=bool(d.get("is_error")),
+            )
+            point.results[result.call_id] = result
+        return
+    if isinstance(rec, StepRecord):
+        try:
+            step = machine.next_step(rec.policy)
+        except ProtocolError as exc:
+            raise ResumeError(
+                point.path, line, f"the brain refuses the recorded step: {exc}"
+            ) from None
+        if step != rec.step and not rec.scrubbed:
+            raise ResumeError(
+                point.path,
+                line,
+                f"the brain asks {step.kind} where the trace has {rec.step.kind} (the engine "
+                "decides differently from the one that wrote the trace)",
+            )
+        if isinstance(step, CallTools):
+            point.results = {}
+        return
+    kind = getattr(rec, "type", None)
+    if kind == "end":
+        point.ended = True
+        return
+    if kind != "feed":
+        return
+    name: str = rec.name  # type: ignore[attr-defined]
+    try:
+        apply_feed(machine, name, rec.args)  # type: ignore[attr-defined]
+    except ProtocolError as exc:
+        raise ResumeError(point.path, line, f"the brain refuses {name}(): {exc}") from None
+    if not point.scrubbed and machine.digest() != rec.digest:  # type: ignore[attr-defined]
+        raise ResumeError(
+            point.path,
+            line,
+            f"after {name}() the brain is not the recorded one (its digest differs)",
+        )
+    point.uncounted = rec.args.message if name == "tool_results" else None  # type: ignore[attr-defined]
+    if name == "tool_results":
+        point.results = {}

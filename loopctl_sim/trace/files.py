@@ -1,0 +1,156 @@
+"""Where a trace's bytes come from and go to: plain files, gzip-compressed files, stdin.
+
+A trace is JSON Lines, and users keep long ones compressed: a name ending in ``.gz`` is written
+gzip-compressed, and a compressed trace is read whatever its name (recognised by its first two
+bytes: a JSON line cannot start with them). The writer flushes the compressor after every record
+(a sync flush: a byte-aligned point a decompressor can read up to), so a compressed trace keeps
+the plain one's promise: a crash loses at most the record being written. Reading one cut short
+gives every record before the cut and then a truncated last line, reported and skipped.
+
+``-`` reads a trace from stdin. Several readers may read it (a replay reads a trace twice: its
+policy first, or a fast pass and then an exact one), so the first one copies stdin into a
+temporary file that every later one reads (``stdin_trace``); messages name it ``<stdin>``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gzip
+import io
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from typing import IO, Final
+
+__all__ = [
+    "STDIN",
+    "STDIN_NAME",
+    "CutShort",
+    "GzipLines",
+    "complete_prefix",
+    "display_name",
+    "is_gzip_name",
+    "lines_of",
+    "open_for_reading",
+    "open_for_writing",
+    "stdin_trace",
+]
+
+#: The path that means stdin.
+STDIN: Final = "-"
+#: How messages name it.
+STDIN_NAME: Final = "<stdin>"
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_stdin_copy: str | None = None
+
+
+class CutShort(Exception):
+    """A compressed trace whose data is damaged past the records read so far (``detail``)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def is_gzip_name(path: str | os.PathLike[str]) -> bool:
+    """Whether the name asks for gzip (it ends in ``.gz``)."""
+    return os.fspath(path).endswith(".gz")
+
+
+def display_name(path: str | os.PathLike[str]) -> str:
+    """How messages name the trace at ``path``."""
+    text = os.fspath(path)
+    return STDIN_NAME if text == STDIN else text
+
+
+def stdin_trace() -> str:
+    """The path of a file holding what stdin held: copied once, on the first call, and removed
+    when the process exits."""
+    global _stdin_copy
+    if _stdin_copy is None:
+        fd, name = tempfile.mkstemp(prefix="loopctl-stdin-", suffix=".jsonl")
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        atexit.register(_remove, name)
+        _stdin_copy = name
+    return _stdin_copy
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def open_for_reading(path: str | os.PathLike[str]) -> IO[bytes]:
+    """The trace's bytes, decompressed when they are gzip's; ``-`` is stdin. ``OSError`` when it
+    cannot be opened."""
+    source = stdin_trace() if os.fspath(path) == STDIN else os.fspath(path)
+    raw = open(source, "rb")  # noqa: SIM115 - handed to the caller, who closes it
+    try:
+        magic = raw.peek(2)[:2]
+    except OSError:
+        raw.close()
+        raise
+    if magic == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+class GzipLines:
+    """The lines of a compressed trace. Cut short (the stream ends before its end marker, as a
+    killed writer leaves it), it ends after the last whole record and sets ``cut``; damaged data
+    raises ``CutShort`` where it is met."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.cut = False
+
+    def __iter__(self) -> GzipLines:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            line = self.f.readline()
+        except EOFError:
+            self.cut = True
+            raise StopIteration from None
+        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise CutShort(f"the compressed data is damaged ({exc})") from None
+        if not line:
+            raise StopIteration
+        return line
+
+
+def lines_of(f: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``f``: the file itself when plain (nothing in the reader's way), else
+    ``GzipLines``."""
+    if isinstance(f, gzip.GzipFile):
+        return GzipLines(f)
+    return f
+
+
+def open_for_writing(path: str | os.PathLike[str], *, append: bool = False) -> IO[str]:
+    """A text file to write the trace to, gzip-compressed when the name ends in ``.gz``.
+    ``append`` adds to an existing plain trace (a compressed one is written whole)."""
+    if is_gzip_name(path):
+        if append:
+            raise ValueError(f"{os.fspath(path)}: a compressed trace cannot be appended to")
+        binary = gzip.open(path, "wb")  # noqa: SIM115 - wrapped and handed to the caller
+        return io.TextIOWrapper(binary, encoding="utf-8", write_through=True)
+    return open(path, "a" if append else "w", encoding="utf-8")
+
+
+def complete_prefix(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """``(records, size)`` of the complete lines at the start of the plain file at ``path``: a
+    torn last line (no newline) is not counted, and ``size`` ends before it."""
+    records = size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            records += chunk.count(b"\n")
+            last = chunk.rfind(b"\n")
+            size = f.tell() - len(chunk) + last + 1 if last != -1 else size
+    return records, size
