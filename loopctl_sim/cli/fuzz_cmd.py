@@ -21,7 +21,8 @@ from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary
 from loopctl_sim.fuzz import FuzzConfig, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.user_checks import load_check
-from loopctl_sim.sim import AgentError, agent_from_pyproject, live_tools
+from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.view import make_console
 
 __all__ = ["fuzz"]
@@ -40,7 +41,11 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     """Load the agent and the checks now, so that a mistake is one clear error (exit 2)."""
     try:
         profile = agent_profile(agent, config.cwd)
-        live_tools(config.tools, profile.tools)
+        modes = tool_modes(config.tools, profile.tools)
+        if not config.recorded and any(modes(t) == "recorded" for t in profile.tools):
+            raise ValueError(
+                "--tools recorded answers tools from traces: name them with --recorded"
+            )
         unknown = sorted(set(config.exempt) - set(profile.tools))
         if unknown:
             raise ValueError(f"--exempt: the agent has no tool {', '.join(unknown)}")
@@ -105,8 +110,17 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     "tools_mode",
     default="live",
     show_default=True,
-    metavar="live|simulated|live:A,B|simulated:A,B",
-    help="With an agent: run its tools for real, answer them with a stand-in, or a mix.",
+    metavar="live|simulated|recorded|MODE:A,B",
+    help="With an agent: run its tools for real, answer them with a stand-in, or with what "
+    "--recorded traces hold for the same call; live:A,B runs those (the others simulated), "
+    "simulated:A,B and recorded:A,B those so (the others live).",
+)
+@click.option(
+    "--recorded",
+    multiple=True,
+    type=click.Path(exists=True),
+    metavar="TRACE|DIR",
+    help="With --tools recorded: traces whose tool results answer the recorded tools.",
 )
 @click.option(
     "--exempt",
@@ -146,6 +160,7 @@ def fuzz(
     agent: str | None,
     builtin: bool,
     tools_mode: str,
+    recorded: tuple[str, ...],
     exempt: tuple[str, ...],
     checks: tuple[str, ...],
     deterministic: bool | None,
@@ -181,6 +196,7 @@ def fuzz(
         shrink=not no_shrink,
         agent=agent,
         tools=tools_mode,
+        recorded=tuple(os.path.abspath(p) for p in recorded),
         exempt=exempt_names,
         checks=checks,
         deterministic=deterministic,
@@ -194,8 +210,8 @@ def fuzz(
             die(str(exc))
     if agent is not None:
         _agent_config(agent, config)
-    elif (tools_mode, exempt, deterministic, inputs) != ("live", (), None, ()):
-        die("--tools, --exempt, --deterministic and --input go with --agent")
+    elif (tools_mode, exempt, deterministic, inputs, recorded) != ("live", (), None, (), ()):
+        die("--tools, --recorded, --exempt, --deterministic and --input go with --agent")
     target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
     errors = make_console(stderr=True)
     errors.print(
@@ -211,6 +227,7 @@ def fuzz(
         ("--faults", faults_arg if faults_arg != "all" else None),
         ("--turns", str(turns) if turns else None),
         ("--tools", tools_mode if tools_mode != "live" else None),
+        *(("--recorded", path) for path in recorded),
         ("--exempt", ",".join(exempt_names) or None),
         *(("--check", spec) for spec in checks),
         *(("--input", shlex.quote(text)) for text in inputs),

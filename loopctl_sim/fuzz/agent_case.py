@@ -23,7 +23,7 @@ from typing import Final
 from loopctl.testing import ExploringClient
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig, draw_fault, make_case
 from loopctl_sim.sim.agent import build_agent, load_agent
-from loopctl_sim.sim.agent_run import live_tools
+from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.sim.scenario import ExploreScenario, Scenario, ToolScenario
 
 __all__ = ["AgentProfile", "agent_profile", "case_for", "make_agent_case"]
@@ -53,7 +53,7 @@ def agent_profile(spec: str, cwd: str | None = None) -> AgentProfile:
 
 
 def _tool_entries(profile: AgentProfile, config: FuzzConfig) -> dict[str, ToolScenario]:
-    live = live_tools(config.tools, profile.tools)
+    modes = tool_modes(config.tools, profile.tools)
     exempt = set(config.exempt)
     unknown = sorted(exempt - set(profile.tools))
     if unknown:
@@ -63,8 +63,8 @@ def _tool_entries(profile: AgentProfile, config: FuzzConfig) -> dict[str, ToolSc
         )
     entries: dict[str, ToolScenario] = {}
     for name in profile.tools:
-        mode = None if live(name) else "simulated"
-        if mode is not None or name in exempt:
+        mode = modes(name)
+        if mode != "live" or name in exempt:
             entries[name] = ToolScenario(mode=mode, faults=name not in exempt)
     return entries
 
@@ -95,6 +95,7 @@ def make_agent_case(seed: int, config: FuzzConfig) -> FuzzCase:
         input=text,
         tools=_tool_entries(profile, config),
         explore=ExploreScenario(seed=seed, turns=turns),
+        recorded=list(config.recorded),
         faults=faults,
     )
     return FuzzCase(seed=seed, scenario=scenario, crash_at=rng.random(), enabled=enabled)

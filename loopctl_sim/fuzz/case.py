@@ -66,8 +66,11 @@ class FuzzConfig:
     max_shrink_tests: int = 400
     #: the user's agent (``module:factory``): its own loop is fuzzed instead of the built-in world
     agent: str | None = None
-    #: how its tools run: ``live``, ``simulated``, ``live:a,b`` or ``simulated:a,b``
+    #: how its tools run: ``live``, ``simulated``, ``recorded``, or one of them with a list
+    #: (``loopctl_sim.sim.agent_run.tool_modes``)
     tools: str = "live"
+    #: the traces whose tool results answer the ``recorded`` tools
+    recorded: tuple[str, ...] = ()
     #: its tools no fault may strike (tools with side effects)
     exempt: tuple[str, ...] = ()
     #: the user's checks (``module:function``), run after every run

@@ -8,8 +8,10 @@ of ``loopctl_sim.sim.layers`` around it.
 holds), the faults, and how the tools run:
 
 - ``tools``: ``live`` (the default: every tool runs for real), ``simulated`` (none runs: a
-  stand-in answers with its name and arguments once they validate), or ``live:a,b`` /
-  ``simulated:a,b`` (those named live or simulated, the others the opposite);
+  stand-in answers with its name and arguments once they validate), ``recorded`` (none runs:
+  the answer recorded traces, ``recorded``, hold for the same call, else the stand-in's), a
+  list (``live:a,b``, ``simulated:a,b``, ``recorded:a,b``; see ``tool_modes``) or a mapping
+  of tool to mode;
 - ``exempt``: tools never faulted (tools with side effects whose failure modes you do not want
   to provoke), whatever ``tools`` says;
 - ``scripted``: tools answered by a function of the arguments (a scenario's ``returns``,
@@ -55,6 +57,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
+from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
@@ -62,32 +65,55 @@ __all__ = [
     "AgentRun",
     "AgentRunError",
     "AgentWorld",
+    "ToolModes",
     "live_tools",
     "run_agent",
     "run_agent_async",
+    "tool_modes",
 ]
 
 
-def live_tools(mode: str, names: Sequence[str]) -> Callable[[str], bool]:
-    """Which tools run live for ``mode``: ``live``, ``simulated``, ``live:a,b`` or
-    ``simulated:a,b``; ``names`` are the agent's tools (a name list is checked against them)."""
-    if mode == "live":
-        return lambda name: True
-    if mode == "simulated":
-        return lambda name: False
-    kind, sep, listed = mode.partition(":")
-    chosen = {n.strip() for n in listed.split(",") if n.strip()}
-    if not sep or kind not in ("live", "simulated") or not chosen:
-        raise ValueError(f"tools {mode!r}: expected live, simulated, live:A,B or simulated:A,B")
+ToolModes = str | Mapping[str, str]
+_MODES = ("live", "simulated", "recorded")
+
+
+def tool_modes(mode: ToolModes, names: Sequence[str]) -> Callable[[str], str]:
+    """How each tool runs, ``live``, ``simulated`` or ``recorded``, for ``mode``: one of those
+    for every tool; ``live:a,b`` (those live, the others simulated); ``simulated:a,b`` or
+    ``recorded:a,b`` (those so, the others live); or a mapping of tool to mode (the others
+    live). ``names`` are the agent's tools: a name given is checked against them."""
+    if isinstance(mode, Mapping):
+        chosen, kind, rest = set(mode), "", "live"
+        bad = sorted(m for m in mode.values() if m not in _MODES)
+        if bad:
+            raise ValueError(f"tool modes {bad}: expected {', '.join(_MODES)}")
+    elif mode in _MODES:
+        return lambda name: mode
+    else:
+        kind, sep, listed = mode.partition(":")
+        chosen = {n.strip() for n in listed.split(",") if n.strip()}
+        if not sep or kind not in _MODES or not chosen:
+            raise ValueError(
+                f"tools {mode!r}: expected live, simulated, recorded, or one of them followed "
+                "by :A,B (live:A,B runs those, the others simulated; simulated:A,B and "
+                "recorded:A,B those so, the others live)"
+            )
+        rest = "simulated" if kind == "live" else "live"
     unknown = sorted(chosen - set(names))
     if unknown:
         raise ValueError(
             f"tools {mode}: unknown tool(s) {', '.join(unknown)} (the agent has: "
             f"{', '.join(names) or 'none'})"
         )
-    if kind == "live":
-        return chosen.__contains__
-    return lambda name: name not in chosen
+    if isinstance(mode, Mapping):
+        return lambda name: mode.get(name, rest)
+    return lambda name: kind if name in chosen else rest
+
+
+def live_tools(mode: ToolModes, names: Sequence[str]) -> Callable[[str], bool]:
+    """Which tools run live for ``mode`` (see ``tool_modes``)."""
+    modes = tool_modes(mode, names)
+    return lambda name: modes(name) == "live"
 
 
 @dataclass
@@ -101,8 +127,10 @@ class AgentWorld:
     script: Sequence[Message] | None = None
     tokens: Sequence[int | None] = ()
     faults: Sequence[Fault] = ()
-    tools: str = "live"
+    tools: ToolModes = "live"
     exempt: frozenset[str] = frozenset()
+    #: traces whose tool results answer the ``recorded`` tools (files or directories)
+    recorded: Sequence[str] = ()
     scripted: Mapping[str, ToolFn] = field(default_factory=dict)
     history: Sequence[Message] = ()
     max_steps: int = 10_000
@@ -222,6 +250,7 @@ async def run_agent_async(
     client = FaultyClient(source, plan, lambda: current[-1].policy(), usage=usage)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.scripted, exempt=world.exempt)
+    recordings = RecordedResults.from_traces(world.recorded) if world.recorded else None
     meta = {
         "agent": world.agent_name(),
         "world": world.name,
@@ -238,7 +267,12 @@ async def run_agent_async(
         loop = build_agent(factory, client=client, observers=watchers)
         names = loop.registry.names()
         tools.registry = loop.registry
-        tools.live = live_tools(world.tools, names)
+        modes = tool_modes(world.tools, names)
+        tools.live = lambda name: modes(name) == "live"
+        if recordings is not None:
+            tools.recorded = lambda call: (
+                recordings.answer(call) if modes(call.name) == "recorded" else None
+            )
         config = loop.config
         tools.timeout = lambda name: _timeout(loop, name, config.tool_timeout)
         hook = chain_before_step(

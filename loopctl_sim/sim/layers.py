@@ -182,7 +182,8 @@ class ToolFaults(LoopObserver):
     validated against the tool's own model); ``scripted``: tools answered by a function of the
     arguments (a scenario's ``returns``, ``results``...); ``timeout(name)``: the timeout a
     ``tool_hang`` or ``tool_timeout`` reports (None: a hang can only be cancelled, and this
-    layer cancels ``cancel``, the run's signal, as a user who gives up would).
+    layer cancels ``cancel``, the run's signal, as a user who gives up would); ``recorded``:
+    for a tool that does not run live, the answer a recording holds (None: the stand-in's).
     ``executions`` counts, by call id, how often a live tool was really run."""
 
     def __init__(
@@ -195,8 +196,10 @@ class ToolFaults(LoopObserver):
         exempt: frozenset[str] = frozenset(),
         timeout: Callable[[str], float | None] = lambda name: None,
         stand_in: Callable[[ToolCall], str] = simulated_result,
+        recorded: Callable[[ToolCall], ToolResult | None] | None = None,
     ) -> None:
         self.plan = plan
+        self.recorded = recorded
         self.registry = registry
         self.live = live
         self.scripted = dict(scripted or {})
@@ -280,7 +283,14 @@ class ToolFaults(LoopObserver):
                 found.parse_arguments(call.arguments)
             except ToolArgumentsError as exc:
                 return ToolResult(call_id=call.id, name=call.name, content=str(exc), is_error=True)
-        return run_tool(call, lambda args: self.stand_in(call), fault, timeout)
+        answer = self.recorded(call) if self.recorded is not None else None
+        if answer is not None and answer.is_error:
+            faulted = fault_result(call, fault, timeout) if fault is not None else None
+            return faulted if faulted is not None else answer
+        text = answer.content if answer is not None else None
+        return run_tool(
+            call, lambda args: text if text is not None else self.stand_in(call), fault, timeout
+        )
 
 
 class Counting:

@@ -23,8 +23,9 @@
       - {kind: rate_limited, model_call: 1, retry_after: 2}
 
 A scenario may name the user's agent instead (``agent: mypkg.agent:build``): its factory builds
-the loop, its tools run live unless ``tools`` says ``simulated`` (or scripts one), ``faults:
-false`` keeps faults away from a tool, and the model is ``model`` (scripted) or ``explore`` (the
+the loop, its tools run live unless ``tools`` says ``simulated`` or ``recorded`` (answered
+from the traces ``recorded`` names), or scripts one; ``faults: false`` keeps faults away from a
+tool, and the model is ``model`` (scripted) or ``explore`` (the
 exploring model, ``{seed: 3, turns: 8}``); what the factory decides (``policy``, retries, the tool
 timeout, the compactor) may not be set. The format is documented in docs/testing.md ("Scenario
 files").
@@ -97,7 +98,7 @@ class ToolScenario(BaseModel):
     returns: str | None = None
     results: list[str] | None = Field(None, min_length=1)
     raises: str | None = None
-    mode: Literal["live", "simulated"] | None = None
+    mode: Literal["live", "simulated", "recorded"] | None = None
     faults: bool = True
 
     @model_validator(mode="before")
@@ -221,6 +222,8 @@ class Scenario(BaseModel):
     tools: dict[str, ToolScenario] = Field(default_factory=dict)
     model: list[ReplyScenario] = Field(default_factory=list)
     explore: ExploreScenario | None = None
+    #: traces (files or directories) whose tool results answer the ``recorded`` tools
+    recorded: list[str] = Field(default_factory=list)
     faults: list[Fault] = Field(default_factory=list)
     max_retries: int = Field(3, ge=0)
     tool_timeout: float | None = Field(30.0, gt=0)
@@ -232,8 +235,10 @@ class Scenario(BaseModel):
     def _policy_valid(self) -> Scenario:
         self.policy.policy()  # thresholds in order, loop settings in range
         if self.agent is None:
-            if self.explore is not None:
-                raise ValueError("explore drives an agent: name it with agent: module:factory")
+            if self.explore is not None or self.recorded:
+                raise ValueError(
+                    "explore and recorded go with an agent: name it with agent: module:factory"
+                )
             modes = [n for n, t in self.tools.items() if not t.scripted]
             if modes:
                 raise ValueError(
@@ -245,6 +250,8 @@ class Scenario(BaseModel):
         owned = [k for k in _AGENT_OWNS if k in self.model_fields_set]
         if owned:
             raise ValueError(f"{', '.join(owned)}: the agent's factory sets these")
+        if any(t.mode == "recorded" for t in self.tools.values()) and not self.recorded:
+            raise ValueError("a recorded tool needs the traces it is answered from (recorded:)")
         given = {"model", "explore"} & self.model_fields_set
         if self.explore is not None and self.model:
             raise ValueError("give model (scripted replies) or explore, not both")
@@ -286,7 +293,7 @@ class Scenario(BaseModel):
         the scenario's say on each tool (live, simulated, scripted, exempt from faults)."""
         if self.agent is None:
             raise ValueError(f"{self.name}: names no agent: run it with world()")
-        simulated = sorted(n for n, t in self.tools.items() if t.mode == "simulated")
+        modes = {n: t.mode for n, t in self.tools.items() if t.mode is not None}
         explore = self.explore
         return AgentWorld(
             agent=self.agent,
@@ -296,7 +303,8 @@ class Scenario(BaseModel):
             script=None if explore is not None else self.replies(),
             tokens=[r.context_tokens for r in self.model],
             faults=tuple(self.faults),
-            tools=f"simulated:{','.join(simulated)}" if simulated else "live",
+            tools=modes or "live",
+            recorded=list(self.recorded),
             exempt=frozenset(n for n, t in self.tools.items() if not t.faults),
             scripted={n: t.function() for n, t in self.tools.items() if t.scripted},
             history=tuple(self.history),

@@ -279,3 +279,37 @@ def test_a_loop_built_without_the_factory_accepting_client_gets_it_swapped_in(
 
     run = run_agent(AgentWorld(no_keywords, "go", script=[LOOKUP, DONE]))
     assert run.script == [LOOKUP, DONE] and run.policy is not None and run.policy.max_turns == 3
+
+
+# --- recorded tools: answered from the user's own traces ------------------------------------------
+
+
+def test_recorded_tools_answer_from_traces_and_never_run(project: Path) -> None:
+    from loopctl_sim.sim.recorded import RecordedResults
+
+    traces = str(project / "shop" / "traces")
+    recordings = RecordedResults.from_traces([traces])
+    assert len(recordings) >= 3
+    answer = recordings.answer(
+        ToolCall(id="x", name="lookup_order", arguments={"order_id": "A-1001"})
+    )
+    assert answer is not None and json.loads(answer.content)["amount"] == 800
+    refund = call("refund", cid="c2", order_id="A-1001", amount=800)
+    unknown = call("lookup_order", cid="c3", order_id="A-9999")
+    run = run_agent(
+        world(script=[LOOKUP, refund, unknown, DONE], tools="recorded", recorded=[traces])
+    )
+    looked, refunded, stood_in = results(run)
+    assert looked.content == answer.content and refunded.content.startswith("refunded 800")
+    assert json.loads(stood_in.content)["simulated"] is True  # never recorded: the stand-in
+    import shop.agent as shop
+
+    assert shop.REFUNDS == [] and run.executions == {}
+    mixed = run_agent(world(tools="recorded:refund", recorded=[traces]))
+    assert mixed.executions == {"c1": 1}  # lookup_order ran live, refund would be recorded
+    from loopctl_sim.sim.agent_run import tool_modes
+
+    modes = tool_modes({"refund": "recorded"}, ["refund", "lookup_order"])
+    assert (modes("refund"), modes("lookup_order")) == ("recorded", "live")
+    with pytest.raises(ValueError, match="expected live, simulated, recorded"):
+        tool_modes({"refund": "sometimes"}, ["refund"])

@@ -61,7 +61,7 @@ def test_an_agent_scenario_runs_the_agents_own_loop(project: Path) -> None:
     sc = load_scenario(path)
     assert sc.agent == AGENT and sc.tools["shipping_quote"].mode == "simulated"
     world = sc.agent_world()
-    assert world.exempt == frozenset({"refund"}) and world.tools == "simulated:shipping_quote"
+    assert world.exempt == frozenset({"refund"}) and world.tools == {"shipping_quote": "simulated"}
     trace = project / "t.jsonl"
     code, out = cli("run", str(path), "--trace", str(trace), "--created", fz.CREATED)
     assert code == 0, out
@@ -114,7 +114,7 @@ def test_agent_fields_need_an_agent_and_a_model(project: Path) -> None:
     with pytest.raises(ScenarioError, match="apply to an agent's tools"):
         load_scenario(write(project, no_agent))
     exploring = "name: x\ninput: go\nexplore: {seed: 1}\n"
-    with pytest.raises(ScenarioError, match="explore drives an agent"):
+    with pytest.raises(ScenarioError, match="explore and recorded go with an agent"):
         load_scenario(write(project, exploring))
     neither = f"name: x\nagent: {AGENT}\ninput: go\n"
     with pytest.raises(ScenarioError, match="gives model"):
@@ -192,3 +192,33 @@ def test_the_summary_is_tables_and_a_failure_names_its_reproducers() -> None:
         in lines
     )
     assert "  run:    loopctl-sim run out/seed-2.min.yaml --checks" in lines
+
+
+def test_recorded_tools_in_a_scenario_and_a_campaign(project: Path) -> None:
+    recorded = SCENARIO.replace("  shipping_quote: simulated\n", "  lookup_order: recorded\n")
+    with pytest.raises(ScenarioError, match="needs the traces"):
+        load_scenario(write(project, recorded))
+    path = write(project, recorded.replace("tools:\n", "recorded: [shop/traces]\ntools:\n"))
+    code, out = cli("run", str(path))
+    assert code == 0, out
+    import shop.agent as shop
+
+    shop.REFUNDS.clear()  # the scenario's refund ran live
+    code, out = cli("fuzz", "--agent", AGENT, "--seeds", "0:2", "--tools", "recorded")
+    assert code == 2 and "--recorded" in out
+    code, out = cli(
+        "fuzz",
+        "--agent",
+        AGENT,
+        "--seeds",
+        "0:8",
+        "--tools",
+        "recorded",
+        "--recorded",
+        "shop/traces",
+        "--no-progress",
+        "--out",
+        str(project / "out"),
+    )
+    assert code == 0, out
+    assert shop.REFUNDS == []  # every tool was answered from the recordings
