@@ -33,6 +33,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl.core.built import built
+from loopctl.core.jsontext import loads
 from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
 
 __all__ = [
@@ -404,7 +405,7 @@ def _finish_call(buf: _CallBuffer) -> ToolCall:
     if not raw:
         return _call(buf, {})
     try:
-        arguments = json.loads(raw)
+        arguments = loads(raw)  # json.loads' value (or error), parsed by msgspec where it can
     except json.JSONDecodeError as exc:
         raise ApiError(
             LoopError(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopctl.core.jsontext import DUMPS, dumps_like
+from loopctl.core.jsontext import DUMPS, dumps_like, loads
 
 JSON = st.recursive(
     st.none()
@@ -49,3 +49,36 @@ def test_what_json_cannot_write_is_a_type_error(value: Any) -> None:
         json.dumps(value)
     with pytest.raises(TypeError):
         DUMPS(value)
+
+
+TEXTS = st.one_of(
+    JSON.map(json.dumps),
+    JSON.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.text(alphabet='{}[]",:0123456789.eE+-truefalsn \\u\n\t', max_size=30),
+    st.sampled_from(
+        ['{"a": NaN}', '{"a": 1e400}', '{"a": "\\ud800"}', '{"a": 1} x', "", " ", "[1,]", "{"]
+    ),
+)
+
+
+def _parsed(parse: Any, text: str) -> tuple[str, Any]:
+    try:
+        return ("value", parse(text))
+    except json.JSONDecodeError as exc:
+        return ("error", (exc.msg, exc.pos))
+
+
+@given(TEXTS)
+def test_loads_gives_json_loads_value_or_error(text: str) -> None:
+    mine, theirs = _parsed(loads, text), _parsed(json.loads, text)
+    assert repr(mine) == repr(theirs)  # repr: NaN is not equal to itself
+    if mine[0] == "value":
+        assert type(mine[1]) is type(theirs[1])
+
+
+def test_deep_nesting_is_a_recursion_error_from_loads_as_from_json() -> None:
+    text = "[" * 5000 + "]" * 5000
+    with pytest.raises(RecursionError):
+        json.loads(text)
+    with pytest.raises(RecursionError):
+        loads(text)
