@@ -172,7 +172,7 @@ class _StderrLog(logging.Handler):
                 text += f": {describe_exception(exc)}"
                 if self.verbose and record.exc_info:
                     text += "\n" + logging.Formatter().formatException(record.exc_info)
-            click.echo(text, err=True)
+            click.echo(_clean(text), err=True)
         except Exception:  # pragma: no cover - logging must never break the run
             self.handleError(record)
 
@@ -189,8 +189,18 @@ def _show_library_logs(verbose: bool) -> Iterator[None]:
         library.removeHandler(handler)
 
 
+def _clean(text: str) -> str:
+    """``text`` with secret-shaped values replaced, as a trace would have them: an error may
+    echo a key (a 401 does), and what this command prints on stderr ends up in logs."""
+    try:
+        from loopctl_sim import scrub_text
+    except ImportError:  # pragma: no cover - loopctl_sim is part of the same distribution
+        return text
+    return scrub_text(text)
+
+
 def _fail(message: str, code: int) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {_clean(message)}", err=True)
     raise SystemExit(code)
 
 
@@ -264,7 +274,7 @@ def run(
         _fail("--snapshot-every goes with --trace", 2)
         return
 
-    out = StreamOutput(live=sys.stdout.isatty(), every_retry=verbose)
+    out = StreamOutput(live=sys.stdout.isatty(), every_retry=verbose, clean=_clean)
     loop = BareLoop(
         client,
         tools=[calculator, read_file],

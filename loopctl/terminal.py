@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -35,9 +36,12 @@ class StreamOutput:
     or always with ``every_retry`` (``-v``): a quiet retry of a refused connection stays quiet,
     so the error a run ends with is still its one line."""
 
-    def __init__(self, live: bool, every_retry: bool = False) -> None:
+    def __init__(
+        self, live: bool, every_retry: bool = False, clean: Callable[[str], str] = str
+    ) -> None:
         self.live = live
         self.every_retry = every_retry
+        self.clean = clean  # applied to what is said on stderr (an error may echo a secret)
         self.printed = False  # any text reached stdout
         self.line_open = False
         self.attempt_text = 0  # characters of the current attempt already shown
@@ -81,9 +85,8 @@ class StreamOutput:
             what += "; the text above is not part of the answer"
         elif dropped:
             what += f"; its {dropped} characters of text were dropped"
-        click.echo(
-            f"retrying: {what}; attempt {event.attempt + 1} in {event.retry_in:.1f}s", err=True
-        )
+        next_one = f"attempt {event.attempt + 1} in {event.retry_in:.1f}s"
+        click.echo(self.clean(f"retrying: {what}; {next_one}"), err=True)
 
     def end_line(self) -> None:
         if self.line_open:

@@ -77,6 +77,7 @@ from loopctl_sim.trace import (
     decode_feed_args,
     encode_feed_args,
     read_trace,
+    scrub_text,
     trace_json_schema,
 )
 
@@ -127,6 +128,7 @@ __all__ = [
     "replay_trace",
     "resume_point",
     "resume_trace",
+    "scrub_text",
     "simulate",
     "simulate_driver",
     "trace_json_schema",

@@ -64,6 +64,7 @@ from loopctl_sim.trace.scrub import (
     default_scrubber,
     might_hold_secrets,
     scrub,
+    scrub_text,
     without_fingerprints,
 )
 from loopctl_sim.trace.writer import TraceWriter
@@ -110,6 +111,7 @@ __all__ = [
     "open_for_reading",
     "read_trace",
     "scrub",
+    "scrub_text",
     "step_matches",
     "trace_json_schema",
     "without_fingerprints",

@@ -61,6 +61,7 @@ PUBLIC = [
     "replay_trace",
     "resume_point",
     "resume_trace",
+    "scrub_text",
     "simulate",
     "simulate_driver",
     "trace_json_schema",
