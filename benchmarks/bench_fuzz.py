@@ -238,6 +238,7 @@ def run(smoke: bool) -> dict[str, Any]:
         "sim_runs_per_cpu_s": sim_row["runs_per_cpu_s"],
         "goal_driver_runs_per_s_per_core": bench_fuzz_driver.GOAL,
         "driver_runs_per_cpu_s": driver["driver_runs_per_cpu_s"],
+        "driver_runs_per_s": driver["driver_runs_per_s"],
         "meets_goal": sim_row["runs_per_cpu_s"] >= GOAL and driver["meets_driver_goal"],
         "driver": driver,
         "campaign": campaign,

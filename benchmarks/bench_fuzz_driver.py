@@ -176,6 +176,7 @@ def run(smoke: bool) -> dict[str, Any]:
         "smoke": smoke,
         "rows": rows,
         "driver_runs_per_cpu_s": sim["runs_per_cpu_s"],
+        "driver_runs_per_s": sim["runs_per_s"],
         "meets_driver_goal": sim["runs_per_cpu_s"] >= GOAL,
         "profile": profile,
         "floor_profile": floor_profile,
