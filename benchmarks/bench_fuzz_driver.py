@@ -141,32 +141,22 @@ def run(smoke: bool) -> dict[str, Any]:
     sim = row("driver_sim", lambda: simulate_driver(make_world()))
     row("driver_sim_traced", lambda: simulate_driver(make_world(), io.StringIO()))
     row("agent_sim", lambda: run_agent(world))
-    seeds = iter(range(10**9))
-    driver_config = fz.FuzzConfig(level="driver")
-    runs_per_seed: list[int] = []
 
-    def driver_seed() -> None:
-        result = fz.check_case(fz.make_case(next(seeds), driver_config), None, driver_config)
-        assert result.failure is None, result.failure
-        runs_per_seed.append(result.runs)
+    def seed_row(name: str, config: fz.FuzzConfig) -> None:
+        """One fuzz seed per call, every check (seeds 0, 1, 2...; each must pass)."""
+        seeds = iter(range(10**9))
+        runs: list[int] = []
 
-    seed_row = row("fuzz_seed_driver", driver_seed, 3 if smoke else 20)
-    seed_row["sim_runs_per_cpu_s"] = round(
-        seed_row["runs_per_cpu_s"] * sum(runs_per_seed) / max(len(runs_per_seed), 1), 1
-    )
-    agent_config = fz.FuzzConfig(agent=SAMPLE_AGENT)
-    agent_seeds = iter(range(10**9))
-    agent_runs: list[int] = []
+        def one_seed() -> None:
+            result = fz.check(fz.case_for(next(seeds), config), None, config)
+            assert result.failure is None, result.failure
+            runs.append(result.runs)
 
-    def agent_seed() -> None:
-        result = fz.check(fz.case_for(next(agent_seeds), agent_config), None, agent_config)
-        assert result.failure is None, result.failure
-        agent_runs.append(result.runs)
+        r = row(name, one_seed, 3 if smoke else 20)
+        rows[-1]["sim_runs_per_cpu_s"] = round(r["runs_per_cpu_s"] * sum(runs) / len(runs), 1)
 
-    agent_row = row("fuzz_seed_agent", agent_seed, 3 if smoke else 20)
-    agent_row["sim_runs_per_cpu_s"] = round(
-        agent_row["runs_per_cpu_s"] * sum(agent_runs) / max(len(agent_runs), 1), 1
-    )
+    seed_row("fuzz_seed_driver", fz.FuzzConfig(level="driver"))
+    seed_row("fuzz_seed_agent", fz.FuzzConfig(agent=SAMPLE_AGENT))
     profile = _profile(lambda: simulate_driver(make_world()), 10 if smoke else 150, top=14)
     floor_profile = _profile(driver_floor, 10 if smoke else 150, top=10)
     return {

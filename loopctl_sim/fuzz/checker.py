@@ -33,7 +33,7 @@ from loopctl.core import (
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.trace import RecordingMachine
 
-__all__ = ["CheckingMachine", "Violation", "feed_problems", "step_problems"]
+__all__ = ["CheckingMachine", "Violation", "feed_problems", "raise_problems", "step_problems"]
 
 
 class Violation(Exception):
@@ -43,6 +43,18 @@ class Violation(Exception):
         super().__init__(f"{where}: {'; '.join(problems)}")
         self.problems = list(problems)
         self.where = where
+
+
+def raise_problems(
+    problems: Sequence[str], tolerated: frozenset[str], where: str, step: object = None
+) -> None:
+    """Raise ``Violation`` for the problems not ``tolerated`` (by code), found ``where`` (with
+    the step's repr, made only when there is something to report)."""
+    if not problems:
+        return
+    real = [p for p in problems if inv.problem_code(p) not in tolerated]
+    if real:
+        raise Violation(real, where if step is None else f"{where} ({step!r})")
 
 
 def step_problems(
@@ -108,11 +120,7 @@ class CheckingMachine(RecordingMachine):
         self.dispatched: set[str] = set()
 
     def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
-        if not problems:
-            return
-        real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
-        if real:
-            raise Violation(real, where if step is None else f"{where} ({step!r})")
+        raise_problems(problems, self.tolerated, where, step)
 
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         self.steps += 1

@@ -37,7 +37,7 @@ from loopctl.core import (
 )
 from loopctl.driver import StepPoint
 from loopctl.observe import LoopObserver
-from loopctl_sim.fuzz.checker import Violation, feed_problems, step_problems
+from loopctl_sim.fuzz.checker import feed_problems, raise_problems, step_problems
 from loopctl_sim.props import invariants as inv
 
 __all__ = ["DriverChecker"]
@@ -59,11 +59,7 @@ class DriverChecker(LoopObserver):
         self._copy: LoopMachine | None = None
 
     def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
-        if not problems:
-            return
-        real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
-        if real:
-            raise Violation(real, where if step is None else f"{where} ({step!r})")
+        raise_problems(problems, self.tolerated, where, step)
 
     def before_step(self, point: StepPoint) -> None:
         """The loop's last ``before_step`` hook: the brain as the driver asks its next step."""
