@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
+from loopctl.core.adopted import adopted_json
 from loopctl.core.conversation import Conversation
 from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
 from loopctl.core.prebuilt import START
 from loopctl.core.salvage import coherence_problem
+from loopctl.core.seal import SEALED_HEAD
 from loopctl.core.snapshot import (
     HISTORY_HEAD,
     PENDING_HEAD,
@@ -249,10 +251,29 @@ class MachineData:
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
-        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
+        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``.
+
+        A sealed text in the writer's layout also gives the brain its messages' JSON
+        (``adopted.py``): the first save or digest after a restore does not encode them again.
+        """
+        raw = text.encode() if isinstance(text, str) else bytes(text)
         with gc_paused():
-            snap = MachineSnapshot.model_validate_json(text)
-        return cls.from_snapshot(snap)
+            snap = MachineSnapshot.model_validate_json(raw)
+            machine = cls.from_snapshot(snap)
+            if raw.startswith(SEALED_HEAD):
+                machine._adopt(raw, modern=snap.version > 1)
+        return machine
+
+    def _adopt(self, raw: bytes, *, modern: bool) -> None:
+        """Take the messages' JSON from ``raw``, the sealed text just restored, if it is the
+        writer's (see ``adopted.py``); ``modern``: its content is version 2."""
+
+        def rebuilt(history: list[bytes], pending: list[bytes], checksum: str) -> bytes:
+            return snapshot_json(history, pending, self._end(), checksum)
+
+        caches = adopted_json(raw, self._history, self._pending, rebuilt, modern)
+        if caches is not None:
+            self._history_json, self._pending_json = caches
 
     def model_dump(self) -> dict[str, Any]:
         """The brain as JSON data: its content, not sealed. This is the in-process form (edit
