@@ -319,3 +319,16 @@ def test_the_secret_pre_test_never_misses_what_scrubbing_would_change(text: str)
     for data in ({"text": text}, {text: "value"}, {"x": {text.strip('" :'): text}}):
         if not scrubber.might_hold(json.dumps(data)):
             assert scrubber(data) is data, data
+
+
+def test_an_escape_in_the_json_text_does_not_hide_a_secret_from_the_pre_test() -> None:
+    """``Bearer<TAB>token`` is ``Bearer\\ttoken`` in JSON: the pre-test finds the literal and
+    the data is walked, where the pattern matches."""
+    import json
+
+    from loopctl_sim.trace import Scrubber
+
+    scrubber = Scrubber(b"key")
+    data = {"header": "Bearer\tabcdefghijklmnop"}
+    assert scrubber.might_hold(json.dumps(data))
+    assert "abcdefghijklmnop" not in json.dumps(scrubber(data))
