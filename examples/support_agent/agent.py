@@ -71,7 +71,10 @@ def refund(order_id: str, amount: int) -> str:
 
 def refunds_within_limit(call: ToolCall) -> Deny | None:
     """A pre-tool hook: a refund above the limit is denied, with a reason the model reads."""
-    if call.name == "refund" and int(call.arguments.get("amount", 0)) > REFUND_LIMIT:
+    amount = call.arguments.get("amount")
+    # hooks run before the arguments are validated: an amount that is not a number is left to
+    # the tool's own validation, which answers the model with what is wrong
+    if call.name == "refund" and isinstance(amount, int | float) and amount > REFUND_LIMIT:
         return Deny(f"refunds above {REFUND_LIMIT} EUR need a human: hand the case over")
     return None
 

@@ -197,6 +197,18 @@ async def _runs(
                 raise
             killed = True
             continue
+        except Exception as exc:  # the agent's own code raised out of the run
+            item = cursor.next_brain()
+            line, seq = (item[0], item[1].seq) if item is not None else (cursor.line, 0)
+            checker.fail(
+                line,
+                seq,
+                "exception",
+                f"the agent raised {type(exc).__name__} out of the run: {exc} (the recorded "
+                "run went on)",
+                None if item is None else brain_view(item[1]),
+                {"exception": f"{type(exc).__name__}: {exc}"},
+            )
         except Incomplete:
             result.notes.append(
                 f"the trace ends at line {cursor.last_read()} under a run (a crash or an "

@@ -228,3 +228,22 @@ def test_an_exported_test_fails_when_the_agent_changes_and_passes_when_reverted(
     assert failed.returncode == 1 and "tool `lookup_order` returned" in failed.stdout
     edit(project, '"amount": 900', '"amount": 800')
     assert pytest_run().returncode == 0
+
+
+def test_agent_code_raising_out_of_the_run_is_a_divergence_not_a_traceback(
+    project: Path,
+) -> None:
+    edit(
+        project,
+        "        observers=observers,\n    )",
+        "        observers=observers,\n        model_middleware=[_explode],\n    )\n\n\n"
+        "async def _explode(request, call_next):\n"
+        "    if request.turn == 2:\n"
+        "        raise KeyError('a bug in the middleware')\n"
+        "    return await call_next(request)",
+    )
+    d = replay_agent(trace(project), AGENT).divergence
+    assert d is not None and d.what == "exception"
+    assert "the agent raised KeyError" in d.message and d.seq > 0
+    code, out = cli("replay", trace(project), "--agent", AGENT)
+    assert code == 1 and "Traceback" not in out
