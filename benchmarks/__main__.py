@@ -3,10 +3,12 @@
 Sections (``--only`` takes these names):
 
 - ``brain``    the brain's cost per turn against history size (``benchmarks.bench_brain``);
-- ``driver``   loopctl's driver overhead per tool-using turn, three variants (``bench_driver``);
+- ``driver``   loopctl's driver overhead per tool-using turn, three variants, its growth with the
+               history, and where a turn's time goes (``bench_driver``, ``bench_turn``);
 - ``peers``    loopctl beside pydantic-ai, the OpenAI Agents SDK and LangGraph, same workload, one
                invocation (``bench_peers``); peers that are not installed are skipped with a note;
-- ``snapshot`` snapshot size and save / restore time against history size (``bench_driver``);
+- ``snapshot`` snapshot size and save / restore time against history size, and save + restore
+               of 10,000 messages in both shapes, first in a process included (``bench_snapshot``);
 - ``replay``   replay throughput and memory (``benchmarks.bench_replay``);
 - ``fuzz``     simulation / fuzz throughput (``benchmarks.bench_fuzz``), when it exists.
 
@@ -15,7 +17,11 @@ reported (its error goes into the JSON) and the exit status is 1. The JSON (defa
 ``benchmarks/out/results.json``) holds every section's full result, the machine and the package
 versions; the printed goals compare against the project's targets: loopctl's overhead per turn
 at most a tenth of the fastest peer's, per-turn cost flat in history length, replay at least
-100,000 records/s.
+100,000 records/s; and issue 16's: the driver at most 50 us a turn with an async tool and 60 us
+with an inline sync tool at T = 100 (and at most 1/20 of the fastest peer), growth at most 1.1x
+from T = 100 to 1000 and from 0 to 10,000 messages, save + restore of 10,000 messages at most
+40 ms in both shapes (the first restore in a process included), 300 driver-level simulated runs
+per CPU second.
 
 ``--smoke`` runs everything at its smallest size (T = 10, one repeat) in a few seconds, for CI:
 the figures are meaningless then, only the structure is checked.
@@ -36,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bench_driver, bench_peers
+from benchmarks import bench_driver, bench_peers, bench_snapshot
 from benchmarks.report import print_driver, print_peers, render
 
 SECTIONS = ("brain", "driver", "peers", "snapshot", "replay", "fuzz")
@@ -46,6 +52,11 @@ DEFAULT_JSON = Path(__file__).parent / "out" / "results.json"
 OVERHEAD_SHARE = 0.1  # loopctl's per-turn overhead at most this share of the fastest peer's
 FLAT_GROWTH = 1.5  # per-turn cost T=10 -> T=1000 at most this factor counts as flat
 REPLAY_RECORDS_PER_S = 100_000
+# issue 16: the driver at the brain's speed (T = 100, wall-time medians)
+DRIVER_ASYNC_US = 50.0  # async tool, per turn
+DRIVER_INLINE_US = 60.0  # sync tool run inline, per turn
+PEER_SHARE_ASYNC = 0.05  # async tool: at most 1/20 of the fastest peer
+GROWTH_LIMIT = 1.1  # T = 100 -> 1000, and 0 -> 10,000 messages already in the brain
 
 
 class Skipped(Exception):
@@ -73,22 +84,11 @@ def _external(module: str) -> Callable[[bool], dict[str, Any]]:
     return section
 
 
-def _driver(smoke: bool) -> dict[str, Any]:
-    result = bench_driver.run(smoke)
-    result.pop("snapshot", None)  # its own section
-    return result
-
-
-def _snapshot(smoke: bool) -> dict[str, Any]:
-    sizes = (10, 1_000) if smoke else bench_driver.SNAPSHOT_SIZES
-    return {"rows": bench_driver.snapshot_sizes(sizes, 1 if smoke else bench_driver.REPEATS)}
-
-
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "brain": _external("benchmarks.bench_brain"),
-    "driver": _driver,
+    "driver": bench_driver.run,
     "peers": bench_peers.run,
-    "snapshot": _snapshot,
+    "snapshot": bench_snapshot.run,
     "replay": _external("benchmarks.bench_replay"),
     "fuzz": _external("benchmarks.bench_fuzz"),
 }
@@ -155,6 +155,75 @@ def run_all(
         if on_section is not None:
             on_section(out)
     out["goals"] = evaluate_goals(out["sections"])
+    return out
+
+
+def _row_at(rows: list[dict[str, Any]], turns: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r.get("turns") == turns), None)
+
+
+def _target(name: str, value: float | None, limit: float, unit: str, below: bool = True) -> Any:
+    if value is None:
+        return {"target": f"{name} {'<=' if below else '>='} {limit:g}{unit}", "met": None}
+    met = value <= limit if below else value >= limit
+    sign = "<=" if below else ">="
+    return {"target": f"{name} {sign} {limit:g}{unit}", "detail": f"{value:g}{unit}", "met": met}
+
+
+def judge_driver(sections: dict[str, Any]) -> dict[str, Any]:
+    """Issue 16's targets, from the driver, peers, snapshot and fuzz sections that ran."""
+    out: dict[str, Any] = {}
+    driver = sections.get("driver", {})
+    if driver.get("status") == "ok":
+        variants = driver["result"]["variants"]
+        for key, name, limit in (
+            ("driver_async", "async tool", DRIVER_ASYNC_US),
+            ("driver_inline", "sync tool, inline", DRIVER_INLINE_US),
+        ):
+            rows = variants.get(name, {}).get("rows", [])
+            at100, at1000 = _row_at(rows, 100), _row_at(rows, 1000)
+            value = at100["median_us_per_turn"] if at100 else None
+            out[key] = _target(f"{name}, T=100, us per turn", value, limit, " us")
+            if at100 and at1000:
+                growth = round(at1000["median_us_per_turn"] / at100["median_us_per_turn"], 2)
+                out[key + "_growth"] = _target(f"{name}, T=100 -> 1000", growth, GROWTH_LIMIT, "x")
+        history = driver["result"].get("history", [])
+        if len(history) > 1 and history[-1]["history_messages"] >= 10_000:
+            out["driver_history_growth"] = _target(
+                f"async tool, 0 -> {history[-1]['history_messages']:,} messages",
+                history[-1]["growth"],
+                GROWTH_LIMIT,
+                "x",
+            )
+    peers = sections.get("peers", {})
+    if peers.get("status") == "ok":
+        judged = peers["result"]["goals"]["async"].get("100")
+        ratio = judged.get("ratio") if judged and judged.get("fastest_peer") else None
+        out["driver_async_vs_peer"] = _target(
+            "async tool, T=100, loopctl / fastest peer", ratio, PEER_SHARE_ASYNC, ""
+        )
+    snapshot = sections.get("snapshot", {})
+    if snapshot.get("status") == "ok":
+        for row in snapshot["result"].get("save_restore", []):
+            if row["messages"] < 10_000:
+                continue
+            worst = max(row["first_total_ms"], row["total_ms"])
+            out[f"save_restore_{row['shape'].replace(' ', '_').replace('-', '_')}"] = _target(
+                f"save + restore, {row['shape']}, first in a process or not",
+                worst,
+                row["goal_ms"],
+                " ms",
+            )
+    fuzz = sections.get("fuzz", {})
+    if fuzz.get("status") == "ok" and "driver_runs_per_cpu_s" in fuzz["result"]:
+        result = fuzz["result"]
+        out["sim_driver"] = _target(
+            "driver-level simulated runs per CPU second",
+            result["driver_runs_per_cpu_s"],
+            result.get("goal_driver_runs_per_s_per_core", 300),
+            "",
+            below=False,
+        )
     return out
 
 
@@ -270,6 +339,7 @@ def evaluate_goals(sections: dict[str, Any]) -> dict[str, Any]:
             "loopctl_growth": growth,
             "met": None if growth is None else growth <= FLAT_GROWTH,
         }
+    goals.update(judge_driver(sections))
     brain = sections.get("brain", {})
     if brain.get("status") == "ok":
         goals.update(judge_brain(brain["result"]))

@@ -1,6 +1,9 @@
 """The same workload as ``bench_driver``, run by the peers: pydantic-ai, the OpenAI Agents SDK,
 LangGraph. Each peer is optional: a peer that is not installed is skipped with a note.
 
+The sync table also has ``loopctl (inline)``: the same ``def add`` with ``@tool(inline=True)``,
+run on the event loop (the peers run theirs in a worker thread, as loopctl's default does).
+
 Workload: one run of ``T`` model calls; calls 1..T-1 ask for one call of ``add(a, b)`` (arguments
 differ every turn), call ``T`` answers ``FINAL_TEXT``. The model is instant and in-process:
 
@@ -51,6 +54,8 @@ os.environ.setdefault("LANGCHAIN_TRACING_V2", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 PROMPT = "add some numbers"
+#: loopctl's row with the sync tool run on the event loop (``@tool(inline=True)``).
+INLINE = "loopctl (inline)"
 
 
 # --- pydantic-ai -------------------------------------------------------------------------------
@@ -269,6 +274,8 @@ def run(
     for flavour in ("sync", "async"):
         is_async = flavour == "async"
         subjects: dict[str, Prepare] = {"loopctl": loopctl_prepare(is_async=is_async)}
+        if not is_async:  # beside the worker thread the peers use: a sync tool run inline
+            subjects[INLINE] = loopctl_prepare(kind="inline")
         for name, (_, _, factory) in PEERS.items():
             if not available(name):
                 skipped[name] = "not installed (pip install -e '.[bench]')"
@@ -291,7 +298,7 @@ def goals(table: dict[str, Any]) -> dict[str, Any]:
     Judged on wall-time medians (the brief's measure); the CPU-time ratio is shown beside it.
     """
     out: dict[str, Any] = {}
-    peers = [name for name in table if name != "loopctl"]
+    peers = [name for name in table if name in PEERS]
     ours = table["loopctl"]
     for i, row in enumerate(ours["rows"]):
         t = row["turns"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["print_driver", "print_peers", "render"]
+__all__ = ["breakdown_lines", "print_driver", "print_peers", "render"]
 
 
 def _cell(value: Any) -> str:
@@ -62,13 +62,58 @@ def print_driver(result: dict[str, Any]) -> None:
         growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
         cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
         print(f"  {name:<38}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
-    for key in ("history", "ablations"):
-        if key in result:
-            print(f"  {key}:")
-            print("\n".join(render(result[key], "    ")))
+    if "history" in result:
+        print("  history (async tool; messages already in the brain):")
+        print("\n".join(render(result["history"], "    ")))
     if "breakdown" in result:
-        print("  breakdown (pieces of one turn, us, best of 5 batches):")
-        print("\n".join(render(result["breakdown"], "    ")))
+        print("\n".join(breakdown_lines(result["breakdown"])))
+
+
+#: What each piece of ``bench_turn`` is, for the printed table.
+PIECES = {
+    "model": "fake model: FunctionClient's stream (reply fn + reply_events)",
+    "fold": "fold: fold_events of the reply's events",
+    "request": "request: the ModelRequest (10 messages)",
+    "brain": "brain: 2 next_step + 3 feeds",
+    "policy": "policy: BareLoop.policy(), twice",
+    "dispatch": "dispatch: one call of the async tool",
+    "results": "results message + 2 token estimates",
+    "usage": "usage: the run's total, per turn",
+    "request at 10,000 messages": "request at 10,000 messages",
+    "validation": "argument validation (in dispatch)",
+    "result encoding": "result encoding (in dispatch)",
+    "dispatch, inline tool": "dispatch: one call, sync tool inline",
+    "dispatch, thread tool": "dispatch: one call, sync tool in a thread",
+    "thread hop: asyncio.to_thread": "thread hop: asyncio.to_thread",
+    "thread hop: loopctl.tools.threads": "thread hop: loopctl.tools.threads",
+    "observers": "observers: one no-op observer, per turn",
+}
+
+
+def breakdown_lines(b: dict[str, Any]) -> list[str]:
+    """``bench_turn``'s result as a table: the pieces in the turn, the rest, the others."""
+    out = [
+        f"  where a turn's time goes (async tool, T={b['turns']}; us; pieces timed alone, "
+        "best of 5 batches):",
+        f"    {'measured turn (median, wall | CPU)':<58}{b['measured_us_per_turn']:>9.1f}"
+        f" | {b['measured_cpu_us_per_turn']:.1f}",
+    ]
+    pieces = b["pieces_us"]
+    for key in b["in_the_turn"]:
+        out.append(f"    {PIECES.get(key, key):<58}{_us(pieces.get(key)):>9}")
+    out.append(
+        f"    {'rest: driver glue (frames, feeds, awaits, async iteration)':<58}"
+        f"{b['rest_us']:>9.1f}"
+    )
+    out.append("    not part of that turn:")
+    for key, value in pieces.items():
+        if key not in b["in_the_turn"]:
+            out.append(f"      {PIECES.get(key, key):<56}{_us(value):>9}")
+    return out
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def print_peers(result: dict[str, Any]) -> None:

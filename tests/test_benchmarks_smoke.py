@@ -60,36 +60,51 @@ def test_driver_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
     assert result["turns"] == [10]
     assert result["repeats"] == 1
     assert result["main_variant"] in result["variants"]
+    assert set(result["variants"]) == set(bench_driver.VARIANTS)
     for variant in result["variants"].values():
         assert variant["growth"] is None  # one T only
         [row] = variant["rows"]
         _check_row(row, 10)
-    assert sorted(r["history_messages"] for r in result["history"]) == [0, 0, 1_000, 1_000]
+    assert [r["history_messages"] for r in result["history"]] == [0, 1_000]
     assert all(r["median_us_per_turn"] > 0 for r in result["history"])
-    variants = [r["variant"] for r in result["ablations"]["rows"]]
-    assert variants == list(bench_driver.ABLATIONS)
-    assert result["breakdown"]["per_turn_us"]
-    assert all(isinstance(v, float) for v in result["breakdown"]["per_turn_us"].values())
-    assert set(result["breakdown"]["per_turn_us_by_history_size"]) == {"10", "1000"}
+    breakdown = result["breakdown"]
+    assert breakdown["measured_us_per_turn"] > 0
+    pieces = breakdown["pieces_us"]
+    assert set(breakdown["in_the_turn"]) <= set(pieces)
+    assert all(isinstance(pieces[k], float) for k in breakdown["in_the_turn"])
+    assert {"observers", "validation", "dispatch, inline tool", "dispatch, thread tool"} <= set(
+        pieces
+    )
+    assert isinstance(breakdown["rest_us"], float)
 
 
 def test_snapshot_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
-    rows = smoke[1]["sections"]["snapshot"]["result"]["rows"]
+    result = smoke[1]["sections"]["snapshot"]["result"]
+    rows = result["rows"]
     assert [r["messages"] for r in rows] == [10, 1_000]
     for r in rows:
         assert r["bytes"] > 0 and r["restore_ms"] > 0
         assert r["save_cold_ms"] > 0 and r["save_warm_ms"] > 0
         assert r["digest_cold_ms"] > 0 and r["digest_warm_ms"] > 0
+    shapes = result["save_restore"]
+    assert [r["shape"] for r in shapes] == ["between runs", "mid-run"]
+    for r in shapes:
+        assert r["messages"] == 1_000 and r["history"] + r["pending"] >= 999
+        assert r["first_total_ms"] > 0 and r["total_ms"] > 0 and len(r["first_runs_total_ms"]) == 1
+    between, mid = shapes
+    assert between["pending"] == 0 and mid["history"] == 0
 
 
 def test_peers_smoke_structure_with_or_without_peers(smoke: tuple[int, dict[str, Any]]) -> None:
     result = smoke[1]["sections"]["peers"]["result"]
     assert result["turns"] == [10] and result["repeats"] == 1
     assert set(result["tables"]) == {"sync", "async"}
+    assert bench_peers.INLINE in result["tables"]["sync"]
+    assert bench_peers.INLINE not in result["tables"]["async"]
     for table in result["tables"].values():
         assert "loopctl" in table
         for name, entry in table.items():
-            assert name == "loopctl" or name in bench_peers.PEERS
+            assert name in {"loopctl", bench_peers.INLINE} or name in bench_peers.PEERS
             [row] = entry["rows"]
             _check_row(row, 10)
     for name in bench_peers.PEERS:
