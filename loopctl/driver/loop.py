@@ -139,6 +139,12 @@ class BareLoop:
     def machine(self) -> LoopMachine:
         return self._machine
 
+    @property
+    def sleep(self) -> Sleep:
+        """What the loop waits with before a retry (``asyncio.sleep`` unless given): a harness
+        that replaces it (``replace(sleep=...)``) can still call it."""
+        return self._model.sleep
+
     def into_machine(self) -> LoopMachine:
         """Take the brain out (to save it); this loop is left with a fresh one."""
         machine, self._machine = self._machine, LoopMachine()

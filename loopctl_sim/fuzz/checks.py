@@ -42,6 +42,7 @@ from loopctl_sim.fuzz.checker import CheckingMachine, Violation
 from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.driver_watch import Broken, DriverWatch
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.machine import SimError, SimResult, SimRun
 from loopctl_sim.sim.scenario import Scenario
@@ -175,15 +176,23 @@ def _sim_driver(
     """``_sim`` through the real ``BareLoop``: the same world, checked from outside the driver
     (``DriverChecker``) instead of around a brain the simulator drives."""
     checker = DriverChecker() if checked else None
-    result = simulate_driver(
-        dataclasses.replace(world, max_steps=_bound(world)),
-        writer,
-        created=CREATED,
-        metadata=metadata,
-        observers=[checker] if checker is not None else (),
-        before_step=checker.before_step if checker is not None else None,
-        machine=machine,
-    )
+    # the hands too: results in call order, each call dispatched once across a crash, attempts
+    # and delays against the retry reference, overflow -> Compact(EMERGENCY), the estimate after
+    # results, the policy of the configs in force (the checker above has the brain's invariants)
+    hands = DriverWatch(brain=False, max_steps=_bound(world)) if checked else None
+    try:
+        result = simulate_driver(
+            dataclasses.replace(world, max_steps=_bound(world)),
+            writer,
+            created=CREATED,
+            metadata=metadata,
+            observers=[checker] if checker is not None else (),
+            before_step=checker.before_step if checker is not None else None,
+            machine=machine,
+            watch=hands,
+        )
+    except Broken as broken:
+        raise Violation(broken.problems, broken.where) from None
     return result, result.fired
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from loopctl.core import LoopMachine, Message
 from loopctl.driver import (
@@ -39,7 +39,16 @@ from loopctl_sim.sim.machine import SimError, SimResult
 from loopctl_sim.sim.world import FaultPlan, World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
-__all__ = ["WorldClient", "simulate_driver", "simulate_driver_async"]
+
+class LoopWatch(Protocol):
+    """What ``simulate_driver`` asks of a watch on the driver (``DriverWatch`` is one)."""
+
+    def install(self, loop: BareLoop) -> BareLoop: ...
+
+    def restarted(self, loop: BareLoop) -> BareLoop: ...
+
+
+__all__ = ["LoopWatch", "WorldClient", "simulate_driver", "simulate_driver_async"]
 
 
 class WorldClient(FaultyClient):
@@ -64,6 +73,7 @@ def simulate_driver(
     observers: Sequence[LoopObserver] = (),
     before_step: Callable[[StepPoint], None] | None = None,
     machine: LoopMachine | None = None,
+    watch: LoopWatch | None = None,
 ) -> SimResult:
     """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
 
@@ -80,6 +90,7 @@ def simulate_driver(
             observers=observers,
             before_step=before_step,
             machine=machine,
+            watch=watch,
         )
     )
 
@@ -93,8 +104,11 @@ async def simulate_driver_async(
     observers: Sequence[LoopObserver] = (),
     before_step: Callable[[StepPoint], None] | None = None,
     machine: LoopMachine | None = None,
+    watch: LoopWatch | None = None,
 ) -> SimResult:
-    """``simulate_driver`` for callers already inside an event loop."""
+    """``simulate_driver`` for callers already inside an event loop. ``watch`` puts its seams
+    into every body (``install``; ``restarted`` after a crash): a harness that checks the driver
+    itself, such as ``loopctl_sim.props.driver_watch.DriverWatch``."""
     plan = FaultPlan(world.faults)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)
@@ -130,6 +144,8 @@ async def simulate_driver_async(
         )
 
     loop = body(machine if machine is not None else LoopMachine(world.history))
+    if watch is not None:
+        loop = watch.install(loop)
     input: str | Message | None = world.input
     try:
         while True:
@@ -144,6 +160,8 @@ async def simulate_driver_async(
                 if restored != loop.machine:
                     raise SimError(f"step {crash.step}: the restored machine differs") from None
                 loop = body(restored)
+                if watch is not None:
+                    loop = watch.restarted(loop)
                 input = None
     finally:
         if recorder is not None and not isinstance(trace, TraceWriter):

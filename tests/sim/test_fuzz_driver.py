@@ -84,3 +84,43 @@ def test_the_command_runs_at_driver_level(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "driver level" in res.output and "4 seeds" in res.output
     assert "faults exercised, by kind" in res.output and "scheduled" in res.output
+
+
+# --- the hands' properties in driver-level campaigns (DriverWatch beside DriverChecker) -------
+
+# the plants of the property layer's own tests, as fixtures (looked up by name below)
+from test_planted_bugs import (  # noqa: E402, F401
+    estimate_not_updated,
+    one_retry_too_few,
+    one_retry_too_many,
+    overflow_fails_the_run,
+    resume_dispatches_twice,
+    resume_skips_pending,
+    retry_after_ignored,
+)
+
+PLANTS = {
+    "resume_skips_pending": "dispatch-once",
+    "resume_dispatches_twice": "dispatch-once",
+    "one_retry_too_many": ("retry", "runaway"),
+    "one_retry_too_few": "retry",
+    "retry_after_ignored": "retry-after",
+    "overflow_fails_the_run": "overflow",
+    "estimate_not_updated": "estimate",
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_a_driver_level_campaign_finds_a_planted_driver_bug(
+    plant: str, request: pytest.FixtureRequest
+) -> None:
+    """A driver bug that feeds the brain something valid but wrong passes every brain invariant;
+    driver-level campaigns check the hands too, and find it within a small seed range."""
+    planted = request.getfixturevalue(plant)
+    config = fz.FuzzConfig(level="driver", shrink=False, check_determinism=False)
+    summary = fz.run_campaign(range(40), config)
+    codes = {r.failure.code for r in summary.failures if r.failure is not None}
+    expected = PLANTS[plant]
+    wanted = {expected} if isinstance(expected, str) else set(expected)
+    assert planted.fired > 0, "the planted bug never fired"
+    assert codes & wanted, (plant, codes)
