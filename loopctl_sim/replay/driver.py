@@ -43,6 +43,7 @@ from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     HeaderRecord,
     StepRecord,
+    TraceFormatError,
     TraceReader,
     apply_feed,
     default_scrubber,
@@ -197,6 +198,8 @@ async def _runs(
                 raise
             killed = True
             continue
+        except TraceFormatError:  # the trace itself is damaged: refused with its line
+            raise
         except Exception as exc:  # the agent's own code raised out of the run
             item = cursor.next_brain()
             line, seq = (item[0], item[1].seq) if item is not None else (cursor.line, 0)
