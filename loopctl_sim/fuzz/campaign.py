@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from loopctl_sim.fuzz.agent_case import case_for
+from loopctl_sim.fuzz.agent_case import agent_profile, case_for
 from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
 from loopctl_sim.fuzz.case import (
     ALL_FAULTS,
@@ -43,18 +42,34 @@ from loopctl_sim.fuzz.case import (
     scenario_yaml,
 )
 from loopctl_sim.fuzz.checks import CaseResult, Failure, check_case, crash_variant
-from loopctl_sim.fuzz.executors import chunks, default_chunk_size, run_here, run_in_processes
+from loopctl_sim.fuzz.executors import (
+    Chunk,
+    Executor,
+    WorkerSetupError,
+    chunks,
+    default_chunk_size,
+    in_processes,
+    run_here,
+)
 from loopctl_sim.fuzz.shrink import ShrinkResult, shrink_scenario
+from loopctl_sim.fuzz.state import CampaignState
+from loopctl_sim.fuzz.summary import CampaignSummary
+from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.sim.agent import AgentError
 from loopctl_sim.sim.scenario import Scenario
 
 __all__ = [
     "CampaignSummary",
     "CaseResult",
+    "ChunkResult",
     "FuzzConfig",
     "parse_faults",
     "parse_seeds",
     "run_campaign",
+    "run_chunk",
     "run_seed",
+    "seed_files",
+    "write_files",
 ]
 
 
@@ -133,35 +148,47 @@ def run_seed(seed: int, config: FuzzConfig = DEFAULT_CONFIG, out: str | None = N
     An agent's case is shrunk in its written-out form (the replies the exploring model gave, as
     a script: ``agent_checks.scripted``); the shrunk scenario and its trace are the reproducer,
     and ``CaseResult.replay_tools`` says how the trace replays against the agent."""
+    result, files = seed_files(seed, config, keep=out is not None)
+    if out is not None and files:
+        result.files = write_files(out, files)
+    return result
+
+
+def seed_files(seed: int, config: FuzzConfig, *, keep: bool) -> tuple[CaseResult, dict[str, str]]:
+    """``run_seed`` without writing anything: a failing seed's files (with ``keep``) by name,
+    with their texts. A worker on another machine cannot write into the client's ``out``: it
+    sends them back and the client writes them (``write_files``), where any executor does."""
     case = case_for(seed, config)
     result = check(case, None, config)
     failure = result.failure
-    if failure is None:
-        result.trace = ""
-        result.script = []
-        return result
-    files: list[str] = []
-    if out is not None:
-        d = Path(out)
-        d.mkdir(parents=True, exist_ok=True)
-        base = d / f"seed-{seed}"
-        Path(f"{base}.jsonl").write_text(result.trace, encoding="utf-8")
-        Path(f"{base}.yaml").write_text(scenario_yaml(case.scenario), encoding="utf-8")
-        files += [f"{base}.jsonl", f"{base}.yaml"]
-    start = _shrink_start(case, result, failure, config) if config.shrink else None
-    if start is not None:
-        small = _shrunk(case, start, failure, config, result)
-        if out is not None:
-            again = check(case, small, dataclasses.replace(config, check_crash=False))
-            result.replay_tools = again.replay_tools
-            base = Path(out) / f"seed-{seed}.min"
-            Path(f"{base}.jsonl").write_text(again.trace, encoding="utf-8")
-            Path(f"{base}.yaml").write_text(scenario_yaml(small), encoding="utf-8")
-            files += [f"{base}.jsonl", f"{base}.yaml"]
-    result.files = files
+    files: dict[str, str] = {}
+    if failure is not None:
+        if keep:
+            files[f"seed-{seed}.jsonl"] = result.trace
+            files[f"seed-{seed}.yaml"] = scenario_yaml(case.scenario)
+        start = _shrink_start(case, result, failure, config) if config.shrink else None
+        if start is not None:
+            small = _shrunk(case, start, failure, config, result)
+            if keep:
+                again = check(case, small, dataclasses.replace(config, check_crash=False))
+                result.replay_tools = again.replay_tools
+                files[f"seed-{seed}.min.jsonl"] = again.trace
+                files[f"seed-{seed}.min.yaml"] = scenario_yaml(small)
     result.trace = ""
     result.script = []
-    return result
+    return result, files
+
+
+def write_files(out: str, files: Mapping[str, str]) -> list[str]:
+    """Write a seed's files (``seed_files``) into ``out``; their paths, in order."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(str(path))
+    return paths
 
 
 def _shrink_start(
@@ -197,77 +224,41 @@ def _shrunk(
 
 
 @dataclass
-class CampaignSummary:
-    """A whole campaign in counts (what ran, what struck, how runs ended) and its failing seeds.
+class ChunkResult:
+    """What one chunk's job sends back: every seed's result in seed order, and the failing
+    seeds' files (``seed_files``) by seed, for the client to write."""
 
-    Only counts and failures are kept, never a passing seed's trace, and the counts do not
-    depend on the order cases arrive in: one process and many give the same summary.
-    """
-
-    seeds: int = 0
-    runs: int = 0
-    steps: int = 0
-    faults: Counter[str] = field(default_factory=Counter)
-    enabled: Counter[str] = field(default_factory=Counter)
-    outcomes: Counter[str] = field(default_factory=Counter)
-    failures: list[CaseResult] = field(default_factory=list)
-    #: the exploring model's moves (an agent's campaign)
-    moves: Counter[str] = field(default_factory=Counter)
-    #: what some seeds could not check (each note, with the number of seeds it applies to)
-    notes: Counter[str] = field(default_factory=Counter)
-    #: the faults the seeds scheduled, by kind (``faults``: those that struck)
-    scheduled: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def add(self, r: CaseResult) -> None:
-        self.seeds += 1
-        self.runs += r.runs
-        self.steps += r.steps
-        self.faults.update(r.faults)
-        self.enabled.update(r.enabled)
-        self.outcomes[r.outcome] += 1
-        self.moves.update(r.moves)
-        self.notes.update(r.notes)
-        self.scheduled.update(r.scheduled)
-        if r.failure is not None:
-            self.failures.append(r)
-
-    def fault_rows(self) -> list[tuple[str, int, int, int]]:
-        """``(kind, faults scheduled, times they struck, seeds that enabled the kind)`` for
-        every kind that any seed enabled (a fault with ``times: 3`` strikes up to 3 times; one
-        placed past the end of its run never does)."""
-        return [
-            (kind, self.scheduled[kind], self.faults[kind], self.enabled[kind])
-            for kind in ALL_FAULTS
-            if self.enabled[kind] or self.faults[kind]
-        ]
-
-    def lines(self) -> list[str]:
-        out = [
-            f"{self.seeds} seeds, {self.runs} simulated runs, {self.steps} steps checked; "
-            f"{len(self.failures)} failing seed(s)",
-            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
-            "faults that struck, by kind:",
-        ]
-        for kind, scheduled, struck, enabled in self.fault_rows():
-            out.append(
-                f"  {kind:<20} {struck:>7}  ({scheduled} scheduled; enabled in {enabled} seeds)"
-            )
-        if self.moves:
-            out.append(
-                "the model's moves: " + ", ".join(f"{k} {v}" for k, v in sorted(self.moves.items()))
-            )
-        for note, seeds in sorted(self.notes.items()):
-            out.append(f"note ({seeds} seeds): {note}")
-        return out
+    chunk: Chunk
+    results: list[CaseResult]
+    files: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
-def _run_seeds(seeds: Sequence[int], config: FuzzConfig, out: str | None) -> list[CaseResult]:
-    """One chunk's job (module-level, so that it pickles for a worker process)."""
-    return [run_seed(s, config, out) for s in seeds]
+def _setup(config: FuzzConfig) -> None:
+    """Import what the seeds need before the first one runs: an agent or a check that does not
+    import where the chunk runs (a cluster's worker) is one clear error, not a failing seed."""
+    try:
+        if config.agent is not None:
+            agent_profile(config.agent, config.cwd)
+        for spec in config.checks:
+            load_check(spec, config.cwd)
+    except (AgentError, ValueError) as exc:
+        raise WorkerSetupError.here(
+            f"{exc}; the modules of the agent and the checks must be importable where the "
+            "seeds run (install the project there, or put it on PYTHONPATH)"
+        ) from None
+
+
+def run_chunk(chunk: Chunk, config: FuzzConfig, keep_files: bool) -> ChunkResult:
+    """One chunk's job, wherever it runs (module-level, so that it pickles for a worker)."""
+    _setup(config)
+    results: list[CaseResult] = []
+    files: dict[int, dict[str, str]] = {}
+    for seed in chunk.seeds:
+        result, found = seed_files(seed, config, keep=keep_files)
+        results.append(result)
+        if found:
+            files[seed] = found
+    return ChunkResult(chunk, results, files)
 
 
 def run_campaign(
@@ -278,23 +269,58 @@ def run_campaign(
     out: str | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
     chunk_size: int | None = None,
+    executor: Executor | None = None,
+    state: CampaignState | None = None,
 ) -> CampaignSummary:
-    """Check every seed (in ``workers`` processes, in chunks); ``on_result`` sees each case."""
-    seed_list = list(seeds)
-    summary = CampaignSummary()
+    """Check every seed, in chunks: in this process, in ``workers`` processes, or on
+    ``executor`` (a Dask cluster: ``loopctl_sim.fuzz.cluster``); ``on_result`` sees each case
+    as its chunk comes back.
 
-    def take(results: Iterable[CaseResult]) -> None:
-        for r in results:
-            summary.add(r)
-            if on_result is not None:
+    With ``state`` (``loopctl_sim.fuzz.state``), the chunks it holds are not run again (their
+    summaries come from it, in its chunk size) and each chunk is recorded once its failures'
+    files are written. Chunks are merged into the summary in seed order whatever order they
+    finish in, and a chunk that comes back twice (a lost worker's, run again) counts once: the
+    summary is the same for every executor, worker count and resumption.
+    """
+    seed_list = list(seeds)
+    if state is not None:
+        size = state.chunk_size
+    else:
+        size = chunk_size or default_chunk_size(len(seed_list), workers)
+    parts = list(chunks(seed_list, size))
+    waiting = state.finished() if state is not None else {}
+    seen = set(waiting)
+    summary = CampaignSummary()
+    merged = 0
+
+    def take(got: ChunkResult) -> None:
+        nonlocal merged
+        if got.chunk.index in seen:
+            return
+        seen.add(got.chunk.index)
+        part = CampaignSummary()
+        for r in got.results:
+            if out is not None and r.seed in got.files:
+                r.files = write_files(out, got.files[r.seed])
+            part.add(r)
+        if state is not None:
+            state.record(got.chunk, part)
+        waiting[got.chunk.index] = part
+        while merged in waiting:  # merge in seed order: the chunks before it are in
+            summary.merge(waiting.pop(merged))
+            merged += 1
+        if on_result is not None:
+            for r in got.results:
                 on_result(r)
 
-    size = chunk_size or default_chunk_size(len(seed_list), workers)
-    parts = chunks(seed_list, size)
-    job = functools.partial(_run_seeds, config=config, out=out)
-    if workers <= 1:
-        run_here(job, parts, take)
-    else:
-        run_in_processes(job, parts, take, workers)
-    summary.failures.sort(key=lambda r: r.seed)
+    while merged in waiting:  # the state's first chunks
+        summary.merge(waiting.pop(merged))
+        merged += 1
+    job = functools.partial(run_chunk, config=config, keep_files=out is not None)
+    run = executor or (run_here if workers <= 1 else in_processes(workers))
+    run(job, [p for p in parts if p.index not in seen], take)
+    for index in sorted(waiting):  # none is left unless the executor dropped a chunk
+        summary.merge(waiting.pop(index))
+    if summary.seeds != len(seed_list):
+        raise RuntimeError(f"{len(seed_list) - summary.seeds} seeds did not come back")
     return summary

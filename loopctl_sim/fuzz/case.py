@@ -148,7 +148,8 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
         text = rng.choice(["", "Let me check.", "Working on it."])
         replies.append(ReplyScenario(text=text, calls=calls, context_tokens=spike))
     replies.append(ReplyScenario(text=f"All done ({seed})."))
-    max_turns = n + 5 if rng.random() < 0.8 else rng.randint(2, n)
+    # a run of one reply (--turns 6 or fewer can draw one) gets a turn limit of 2, not a crash
+    max_turns = n + 5 if rng.random() < 0.8 else rng.randint(2, max(2, n))
     policy = PolicyScenario(
         max_turns=max_turns,
         context_window=window,

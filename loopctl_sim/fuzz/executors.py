@@ -9,18 +9,72 @@ the same summary as one process.
 Seeds go out in chunks rather than one by one so that a worker process's cost of receiving a job
 and sending back results is spread over many seeds; the chunk size keeps about eight chunks per
 worker, so a slow chunk near the end does not leave the other workers idle for long.
+
+The seam is one type, ``Executor``: a function of the job, the chunks and ``take``. Each chunk
+carries its place in the campaign (``Chunk.index``), so a result says which chunk it is the
+result of, whatever executor ran it and in whatever order: the campaign dedupes and merges by
+index (``loopctl_sim.fuzz.campaign``), and its state file records chunks by index
+(``loopctl_sim.fuzz.state``). Executors elsewhere (a Dask cluster: ``loopctl_sim.fuzz.cluster``)
+are the same kind of function.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-__all__ = ["chunks", "default_chunk_size", "default_workers", "run_here", "run_in_processes"]
+__all__ = [
+    "Chunk",
+    "Executor",
+    "WorkerSetupError",
+    "chunks",
+    "default_chunk_size",
+    "default_workers",
+    "in_processes",
+    "run_here",
+    "run_in_processes",
+]
 
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Consecutive seeds of a campaign, and the chunk's place among its chunks (from 0)."""
+
+    index: int
+    seeds: tuple[int, ...]
+
+
+class Executor(Protocol):
+    """Where chunks run: ``executor(job, chunks, take)`` runs ``job`` on every chunk and calls
+    ``take`` with each chunk's result, in any order, before it returns; it raises what a job or
+    ``take`` raised (and then runs no more chunks)."""
+
+    def __call__(
+        self, job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]
+    ) -> None: ...
+
+
+class WorkerSetupError(Exception):
+    """A worker cannot run the campaign at all (the agent or a check does not import there):
+    one message for the user, naming the host, instead of one traceback per chunk."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @classmethod
+    def here(cls, problem: str) -> WorkerSetupError:
+        """The error for this process, saying which host and process it is."""
+        return cls(f"{problem} (on host {socket.gethostname()}, process {os.getpid()})")
+
+    def __reduce__(self) -> tuple[type[WorkerSetupError], tuple[str]]:
+        return (WorkerSetupError, (self.message,))
 
 
 def default_chunk_size(seeds: int, workers: int) -> int:
@@ -28,36 +82,48 @@ def default_chunk_size(seeds: int, workers: int) -> int:
     return max(1, min(100, seeds // max(1, workers * 8)))
 
 
-def chunks(seeds: Sequence[int], size: int) -> Iterator[Sequence[int]]:
-    """``seeds`` in consecutive slices of ``size`` (the last one may be shorter)."""
-    for i in range(0, len(seeds), size):
-        yield seeds[i : i + size]
+def chunks(seeds: Sequence[int], size: int) -> Iterator[Chunk]:
+    """``seeds`` in consecutive chunks of ``size`` (the last one may be shorter)."""
+    for index, i in enumerate(range(0, len(seeds), size)):
+        yield Chunk(index, tuple(seeds[i : i + size]))
 
 
-def run_here(
-    job: Callable[[Sequence[int]], R], parts: Iterable[Sequence[int]], take: Callable[[R], None]
-) -> None:
+def run_here(job: Callable[[Chunk], R], parts: Iterable[Chunk], take: Callable[[R], None]) -> None:
     """Run every chunk in this process, one after the other, in order."""
     for part in parts:
         take(job(part))
 
 
+def in_processes(workers: int) -> Executor:
+    """The executor of ``--workers N``: ``run_in_processes`` with that many processes."""
+
+    def run(job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]) -> None:
+        run_in_processes(job, parts, take, workers)
+
+    return run
+
+
 def run_in_processes(
-    job: Callable[[Sequence[int]], R],
-    parts: Iterable[Sequence[int]],
+    job: Callable[[Chunk], R],
+    parts: Iterable[Chunk],
     take: Callable[[R], None],
     workers: int,
 ) -> None:
     """Run the chunks in ``workers`` processes; ``take`` sees each chunk's results as it finishes.
 
-    ``job`` must pickle (a module-level function, or a ``functools.partial`` of one).
+    ``job`` must pickle (a module-level function, or a ``functools.partial`` of one). When a
+    job or ``take`` raises (Ctrl-C included), the chunks not yet started are cancelled rather
+    than run to the end: what finished is what a campaign's state file holds.
     """
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         pending: set[Future[R]] = {pool.submit(job, part) for part in parts}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 take(fut.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def default_workers() -> int:

@@ -1,0 +1,255 @@
+"""A campaign's state file (``--state campaign.json``): which chunks of seeds are done and what
+they found, so that a campaign stopped mid-way (the client killed, a worker lost, Ctrl-C) goes
+on where it was, without running a finished chunk again and without losing a failure.
+
+The file is JSON Lines, only ever appended to::
+
+    {"format": "loopctl-fuzz-state", "version": 1, "campaign": {...}, "chunk_size": 100, ...}
+    {"chunk": 0, "seeds": [0, 99], "summary": {...}}
+    {"chunk": 3, "seeds": [300, 399], "summary": {...}}
+
+Why appended lines and not one JSON document: a campaign of a million seeds has ten thousand
+chunks, and a document rewritten after each one writes the whole file ten thousand times. A
+chunk's line (its summary, failures included: ``loopctl_sim.fuzz.summary``) is written, flushed
+and fsynced after the chunk's failure files are on disk, so a chunk the file calls done never
+lost a failure; a client killed while writing leaves at most a torn last line, which is dropped
+(that chunk runs again). Chunks are recorded as they finish, in any order.
+
+The first line says which campaign the file is of: the seeds, the options (``FuzzConfig``), the
+output folder and loopctl's version. Another campaign's state is refused with what differs:
+resuming under other options would add up two campaigns' counts. The chunk size is the state's
+own: results do not depend on it, but the chunks' indexes do, so a campaign resumed with
+another worker count or on a cluster keeps it. While a campaign runs it holds a lock on the
+file (``flock``), so a second client on the same state is refused instead of running every
+chunk twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final
+
+from pydantic import TypeAdapter, ValidationError
+
+import loopctl
+from loopctl_sim.fuzz.case import FuzzConfig
+from loopctl_sim.fuzz.executors import Chunk
+from loopctl_sim.fuzz.summary import CampaignSummary
+
+try:  # POSIX; elsewhere a state file is not locked
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["FORMAT", "CampaignState", "StateError", "campaign_identity"]
+
+FORMAT: Final = "loopctl-fuzz-state"
+VERSION: Final = 1
+_SUMMARY: Final = TypeAdapter(CampaignSummary)
+
+
+class StateError(ValueError):
+    """A state file that cannot be resumed: unreadable (``file:line``), of another campaign
+    (what differs), or in use by another client."""
+
+
+def _seeds_data(seeds: Sequence[int]) -> dict[str, int] | list[int]:
+    """A seed range as its ends (a million seeds in a few bytes), other seeds as the list."""
+    if seeds and list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
+        return {"start": seeds[0], "stop": seeds[0] + len(seeds)}
+    return list(seeds)
+
+
+def campaign_identity(seeds: Sequence[int], config: FuzzConfig, out: str | None) -> dict[str, Any]:
+    """What makes two runs the same campaign, as the state file's first line holds it."""
+    identity = {
+        "seeds": _seeds_data(seeds),
+        "config": dataclasses.asdict(config),
+        "out": os.path.abspath(out) if out is not None else None,
+        "loopctl": loopctl.__version__,
+    }
+    normal: dict[str, Any] = json.loads(json.dumps(identity))  # tuples as lists, as read back
+    return normal
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    names = []
+    for key in sorted(set(old) | set(new)):
+        if key == "config":
+            a, b = old.get(key) or {}, new.get(key) or {}
+            names += [f"--{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        elif old.get(key) != new.get(key):
+            names.append(key)
+    return names
+
+
+class CampaignState:
+    """An open state file: the chunks done so far (``finished``), and ``record`` for the next.
+
+    Use it as a context manager (``with CampaignState.open(...) as state``): it holds the
+    file's lock until closed."""
+
+    def __init__(
+        self,
+        path: Path,
+        handle: IO[bytes],
+        chunk_size: int,
+        chunks: int,
+        done: dict[int, CampaignSummary],
+        *,
+        resumed: bool,
+    ) -> None:
+        self.path = path
+        self._handle = handle
+        self.chunk_size = chunk_size
+        self.chunks = chunks
+        self._loaded = done
+        self._done = set(done)
+        #: whether the file existed (a campaign resumed) or was started by this run
+        self.resumed = resumed
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        seeds: Sequence[int],
+        config: FuzzConfig,
+        out: str | None,
+        chunk_size: int,
+    ) -> CampaignState:
+        """The state at ``path``: read and checked against this campaign when the file exists,
+        else started with ``chunk_size`` (an existing file keeps its own)."""
+        where = Path(path)
+        identity = campaign_identity(seeds, config, out)
+        try:
+            exists = where.exists() and where.stat().st_size > 0
+            if not exists:
+                chunks = -(-len(seeds) // chunk_size)
+                header = {
+                    "format": FORMAT,
+                    "version": VERSION,
+                    "campaign": identity,
+                    "chunk_size": chunk_size,
+                    "chunks": chunks,
+                }
+                where.parent.mkdir(parents=True, exist_ok=True)
+                temporary = where.with_name(where.name + ".tmp")
+                temporary.write_text(json.dumps(header) + "\n", encoding="utf-8")
+                os.replace(temporary, where)  # never a file without its first line
+            handle = where.open("r+b")
+        except OSError as exc:
+            raise StateError(f"{where}: {exc.strerror or exc}") from None
+        try:
+            _lock(handle, where)
+            size, chunks, done = _read(handle, where, identity)
+        except BaseException:
+            handle.close()
+            raise
+        return cls(where, handle, size, chunks, done, resumed=exists)
+
+    @property
+    def seeds_done(self) -> int:
+        """Seeds of the chunks the file held when it was opened."""
+        return sum(s.seeds for s in self._loaded.values())
+
+    def finished(self) -> dict[int, CampaignSummary]:
+        """The summary of every chunk the file held when it was opened, by chunk index (a
+        copy; the chunks recorded since are the caller's own)."""
+        return dict(self._loaded)
+
+    def record(self, chunk: Chunk, summary: CampaignSummary) -> None:
+        """Append ``chunk``'s summary and make it durable before returning (its failures'
+        files must already be written: from here on the chunk is never run again)."""
+        if chunk.index in self._done:
+            return
+        line = {
+            "chunk": chunk.index,
+            "seeds": [chunk.seeds[0], chunk.seeds[-1]] if chunk.seeds else [],
+            "summary": _SUMMARY.dump_python(summary, mode="json"),
+        }
+        self._handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._done.add(chunk.index)
+
+    def close(self) -> None:
+        self._handle.close()  # closing the file releases its lock
+
+    def __enter__(self) -> CampaignState:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _lock(handle: IO[bytes], where: Path) -> None:
+    if fcntl is None:  # pragma: no cover
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise StateError(
+            f"{where}: another campaign is running with this state file (it is locked)"
+        ) from None
+
+
+def _read(
+    handle: IO[bytes], where: Path, identity: dict[str, Any]
+) -> tuple[int, int, dict[int, CampaignSummary]]:
+    """The chunk size, chunk count and finished chunks; a torn last line is cut off the file."""
+    data = handle.read()
+    lines = data.split(b"\n")
+    torn = lines.pop()  # what follows the last newline: a line cut short by a kill (or b"")
+    keep = len(data) - len(torn)
+    header = _parse(lines[0] if lines else torn, where, 1)
+    if not lines or header.get("format") != FORMAT:
+        raise StateError(f"{where}:1: not a loopctl fuzz state file (no {FORMAT} first line)")
+    if header.get("version") != VERSION:
+        raise StateError(f"{where}:1: state version {header.get('version')!r} is not {VERSION}")
+    differ = _differences(header.get("campaign") or {}, identity)
+    if differ:
+        raise StateError(
+            f"{where} is the state of another campaign (it differs in: {', '.join(differ)}); "
+            "run the same command to resume it, or name a new --state file"
+        )
+    size, chunks = int(header["chunk_size"]), int(header["chunks"])
+    done: dict[int, CampaignSummary] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            record = _parse(line, where, number)
+            index = int(record["chunk"])
+            summary = _SUMMARY.validate_python(record["summary"])
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            if isinstance(exc, StateError):
+                raise
+            raise StateError(f"{where}:{number}: not a chunk record ({exc})") from None
+        if not 0 <= index < chunks:
+            raise StateError(f"{where}:{number}: chunk {index} of a campaign of {chunks} chunks")
+        done.setdefault(index, summary)
+    if torn:
+        handle.seek(keep)
+        handle.truncate()
+    handle.seek(0, os.SEEK_END)
+    return size, chunks, done
+
+
+def _parse(line: bytes, where: Path, number: int) -> dict[str, Any]:
+    with contextlib.suppress(ValueError):  # UnicodeDecodeError included
+        data = json.loads(line)
+        if isinstance(data, dict):
+            return data
+    raise StateError(f"{where}:{number}: not a JSON object")
