@@ -4,22 +4,34 @@ Three targets: the built-in world at machine level (the default), the same world
 real driver (``--level driver``), or the user's own agent (``--agent mypkg.agent:build``, or
 ``[tool.loopctl] agent`` in pyproject.toml; ``--builtin`` ignores that).
 
+Where the seeds run: this process, ``--workers N`` processes, or a Dask cluster (``--cluster
+tcp://host:8786``, or ``--cluster local:N``: ``loopctl_sim.fuzz.cluster``); ``--state FILE``
+makes the campaign resumable (``loopctl_sim.fuzz.state``). The results are the same everywhere.
+
 Exit 0 when every seed passes, 1 when any fails, 2 on bad arguments (or an agent or check that
-cannot be loaded).
+cannot be loaded, here or on a worker; a state file of another campaign; a scheduler that cannot
+be reached), 130 when interrupted (a campaign with ``--state`` goes on where it stopped).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 
 import click
 
 from loopctl_sim.cli.common import die
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
-from loopctl_sim.fuzz import FuzzConfig, parse_faults, parse_seeds, run_campaign
+from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.agent_case import agent_profile
+from loopctl_sim.fuzz.campaign import prepare
+from loopctl_sim.fuzz.cluster import ClusterError, DaskCluster, parse_cluster
+from loopctl_sim.fuzz.executors import Executor, WorkerSetupError, default_chunk_size
+from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.sim.agent_run import tool_modes
@@ -67,6 +79,35 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     default=1,
     show_default=True,
     help="Processes to spread the seeds over.",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="ADDRESS|local[:N]",
+    help="Run the seeds on a Dask cluster: its scheduler's address (tcp://host:8786), or "
+    "local:N for a LocalCluster of N worker processes here (needs loopctl[dask]).",
+)
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the --cluster scheduler (and a first worker).",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Record finished chunks of seeds in FILE; the same command again resumes the "
+    "campaign without running them again.",
+)
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Seeds per chunk sent to a worker (default: about 8 chunks per worker, at most 100).",
 )
 @click.option(
     "--faults",
@@ -153,6 +194,10 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
 def fuzz(
     seeds_arg: str,
     workers: int,
+    cluster: str | None,
+    connect_timeout: float,
+    state_path: str | None,
+    chunk_size: int | None,
     faults_arg: str,
     out: str,
     turns: int | None,
@@ -213,14 +258,32 @@ def fuzz(
     elif (tools_mode, exempt, deterministic, inputs, recorded) != ("live", (), None, (), ()):
         die("--tools, --recorded, --exempt, --deterministic and --input go with --agent")
     target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
-    errors = make_console(stderr=True)
-    errors.print(
-        f"fuzz: {target}; {len(seeds)} seeds, faults {faults_arg}, {workers} worker(s), "
-        f"failures to {out}"
-    )
-    show = errors.is_terminal if progress is None else progress
-    with CampaignProgress(len(seeds), console=errors, show=show) as bar:
-        summary = run_campaign(seeds, config, workers=workers, out=out, on_result=bar.advance)
+    if cluster is not None and workers != 1:
+        die("--workers and --cluster: the cluster's workers run the seeds, choose one")
+    show_bar = make_console(stderr=True).is_terminal if progress is None else progress
+    with contextlib.ExitStack() as stack:
+        executor: Executor | None = None
+        where = f"{workers} worker(s)"
+        if cluster is not None:
+            try:
+                dask = stack.enter_context(
+                    DaskCluster(parse_cluster(cluster), connect_timeout=connect_timeout)
+                )
+                dask.check_workers(functools.partial(prepare, config))
+            except (ClusterError, WorkerSetupError, ValueError) as exc:
+                die(str(exc))
+            executor, workers, where = dask, dask.workers, dask.where
+        summary = _campaign(
+            seeds,
+            config,
+            target=f"{target}; {len(seeds)} seeds, faults {faults_arg}, {where}",
+            out=out,
+            workers=workers,
+            executor=executor,
+            chunk_size=chunk_size or default_chunk_size(len(seeds), workers),
+            state_path=state_path,
+            show_bar=show_bar,
+        )
     args: list[tuple[str, str | None]] = [
         ("--agent", agent),
         ("--level", level if agent is None and level != "machine" else None),
@@ -247,3 +310,56 @@ def fuzz(
         f"{len(summary.failures)} failing seed(s)"
     )
     sys.exit(0 if summary.ok else 1)
+
+
+def _campaign(
+    seeds: Sequence[int],
+    config: FuzzConfig,
+    *,
+    target: str,
+    out: str,
+    workers: int,
+    executor: Executor | None,
+    chunk_size: int,
+    state_path: str | None,
+    show_bar: bool,
+) -> CampaignSummary:
+    """Run the campaign with its progress bar, resuming from ``state_path``; exit 2 on a state
+    of another campaign or a worker that cannot run it, 130 on Ctrl-C."""
+    errors = make_console(stderr=True)
+    with contextlib.ExitStack() as stack:
+        state = None
+        if state_path is not None:
+            try:
+                state = stack.enter_context(
+                    CampaignState.open(
+                        state_path, seeds=seeds, config=config, out=out, chunk_size=chunk_size
+                    )
+                )
+            except StateError as exc:
+                die(str(exc))
+        errors.print(f"fuzz: {target}, failures to {out}", soft_wrap=True)
+        done = state.seeds_done if state is not None else 0
+        if state is not None and state.resumed:
+            errors.print(
+                f"resuming {state.path}: {len(state.finished())} of {state.chunks} chunks done "
+                f"({done} seeds), chunks of {state.chunk_size}",
+                soft_wrap=True,
+            )
+        try:
+            with CampaignProgress(len(seeds), console=errors, show=show_bar, done=done) as bar:
+                return run_campaign(
+                    seeds,
+                    config,
+                    workers=workers,
+                    out=out,
+                    on_result=bar.advance,
+                    chunk_size=chunk_size,
+                    executor=executor,
+                    state=state,
+                )
+        except (WorkerSetupError, ClusterError) as exc:
+            die(str(exc))
+        except KeyboardInterrupt:
+            again = f": run the same command to go on ({state.path})" if state else ""
+            die(f"interrupted{again}", 130)

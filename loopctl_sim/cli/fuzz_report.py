@@ -32,15 +32,31 @@ from rich.text import Text
 
 from loopctl_sim.fuzz import CampaignSummary, CaseResult
 
-__all__ = ["CampaignProgress", "failure_lines", "summary_tables", "time_left"]
+__all__ = ["CampaignProgress", "failure_lines", "rate", "summary_tables", "time_left"]
+
+
+def rate(task: Task) -> float | None:
+    """Seeds a second since the start, the seeds a resumed campaign found done left out (None
+    before the first seed of this run is done)."""
+    elapsed = task.elapsed
+    ran = task.completed - task.fields.get("before", 0)
+    if ran <= 0 or not elapsed:
+        return None
+    return float(ran / elapsed)
 
 
 def time_left(task: Task) -> float | None:
     """Seconds left at the rate since the start (None before the first seed is done)."""
-    elapsed = task.elapsed
-    if not task.completed or elapsed is None or task.total is None:
+    per_second = rate(task)
+    if per_second is None or task.total is None:
         return None
-    return elapsed / task.completed * max(task.total - task.completed, 0)
+    return max(task.total - task.completed, 0) / per_second
+
+
+class _Rate(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        per_second = rate(task)
+        return Text("- seeds/s" if per_second is None else f"{per_second:,.1f} seeds/s")
 
 
 class _TimeLeft(ProgressColumn):
@@ -54,8 +70,9 @@ class _TimeLeft(ProgressColumn):
 
 
 class CampaignProgress:
-    """A progress bar over ``total`` seeds (``advance`` once per result); does nothing when
-    hidden. ``get_time`` is rich's clock (a test gives its own)."""
+    """A progress bar over ``total`` seeds (``advance`` once per result), ``done`` of them
+    already (a resumed campaign's); does nothing when hidden. ``get_time`` is rich's clock (a
+    test gives its own)."""
 
     def __init__(
         self,
@@ -64,6 +81,7 @@ class CampaignProgress:
         console: Console,
         show: bool,
         get_time: Callable[[], float] | None = None,
+        done: int = 0,
     ) -> None:
         self.failing = 0
         self.progress = Progress(
@@ -71,6 +89,7 @@ class CampaignProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[failing]}"),
+            _Rate(),
             TimeElapsedColumn(),
             TextColumn("left"),
             _TimeLeft(),
@@ -79,7 +98,9 @@ class CampaignProgress:
             get_time=get_time,
             transient=False,
         )
-        self.task: TaskID = self.progress.add_task("seeds", total=total, failing="")
+        self.task: TaskID = self.progress.add_task(
+            "seeds", total=total, completed=done, failing="", before=done
+        )
 
     def __enter__(self) -> CampaignProgress:
         self.progress.start()

@@ -16,8 +16,12 @@ module              owns
 ``agent_checks``    the checks of one case of an agent (the same, plus nothing escapes the
                     run and no tool call runs twice)
 ``user_checks``     the user's own checks (``module:function``)
-``campaign``        seeds and fault ranges, a failing seed's files and shrinking, the summary
+``campaign``        seeds and fault ranges, a failing seed's files and shrinking, a chunk's
+                    job, merging chunks into the summary in seed order
+``summary``         ``CampaignSummary``: a campaign (or a chunk) in counts, and its failures
+``state``           the state file of a resumable campaign (``--state``): the chunks done
 ``executors``       where chunks of seeds run: this process, or ``--workers N`` processes
+``cluster``         chunks on a Dask cluster (``--cluster``; the optional ``loopctl[dask]``)
 ``shrink``          delta debugging of a failing scenario
 ==================  ==============================================================================
 
@@ -37,22 +41,33 @@ from loopctl_sim.fuzz.campaign import (
 )
 from loopctl_sim.fuzz.case import ALL_FAULTS, FuzzCase, FuzzConfig, make_case, scenario_yaml
 from loopctl_sim.fuzz.checks import CREATED, CaseResult, Failure, check_case
+from loopctl_sim.fuzz.cluster import ClusterError, ClusterSpec, DaskCluster, parse_cluster
 from loopctl_sim.fuzz.driver_checker import DriverChecker
+from loopctl_sim.fuzz.executors import Chunk, Executor, WorkerSetupError
 from loopctl_sim.fuzz.shrink import ShrinkResult, ddmin, shrink_scenario
+from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.fuzz.user_checks import UserCheck, load_check
 
 __all__ = [
     "ALL_FAULTS",
     "CREATED",
     "AgentProfile",
+    "CampaignState",
     "CampaignSummary",
     "CaseResult",
+    "Chunk",
+    "ClusterError",
+    "ClusterSpec",
+    "DaskCluster",
     "DriverChecker",
+    "Executor",
     "Failure",
     "FuzzCase",
     "FuzzConfig",
     "ShrinkResult",
+    "StateError",
     "UserCheck",
+    "WorkerSetupError",
     "agent_profile",
     "case_for",
     "check",
@@ -62,6 +77,7 @@ __all__ = [
     "load_check",
     "make_agent_case",
     "make_case",
+    "parse_cluster",
     "parse_faults",
     "parse_seeds",
     "run_campaign",

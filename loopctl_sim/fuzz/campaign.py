@@ -65,6 +65,7 @@ __all__ = [
     "FuzzConfig",
     "parse_faults",
     "parse_seeds",
+    "prepare",
     "run_campaign",
     "run_chunk",
     "run_seed",
@@ -233,9 +234,11 @@ class ChunkResult:
     files: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
-def _setup(config: FuzzConfig) -> None:
+def prepare(config: FuzzConfig) -> None:
     """Import what the seeds need before the first one runs: an agent or a check that does not
-    import where the chunk runs (a cluster's worker) is one clear error, not a failing seed."""
+    import where the chunk runs (a cluster's worker) is one clear error, not a failing seed.
+    Every chunk's job calls it (imports are cached: the first chunk of a process pays); a
+    cluster's workers are also asked up front (``DaskCluster.check_workers``)."""
     try:
         if config.agent is not None:
             agent_profile(config.agent, config.cwd)
@@ -250,7 +253,7 @@ def _setup(config: FuzzConfig) -> None:
 
 def run_chunk(chunk: Chunk, config: FuzzConfig, keep_files: bool) -> ChunkResult:
     """One chunk's job, wherever it runs (module-level, so that it pickles for a worker)."""
-    _setup(config)
+    prepare(config)
     results: list[CaseResult] = []
     files: dict[int, dict[str, str]] = {}
     for seed in chunk.seeds:

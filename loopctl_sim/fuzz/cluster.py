@@ -1,0 +1,235 @@
+"""A campaign's seed chunks on a Dask cluster (``loopctl-sim fuzz --cluster``).
+
+This module owns what the cluster adds to a campaign and nothing of the campaign itself: what
+``--cluster`` names (a scheduler's address, or ``local[:N]``: a ``LocalCluster`` of ``N`` worker
+processes that this process starts and stops), connecting with a short timeout so that an
+unreachable scheduler is one line naming its address, asking every worker up front whether it can
+run the campaign (the agent's and the checks' modules must import there), and the executor
+(``loopctl_sim.fuzz.executors.Executor``) that sends chunks out as Dask futures and hands each
+result back to the campaign as it completes. The campaign (``loopctl_sim.fuzz.campaign``) merges
+them in seed order and writes failing seeds' files on this machine, so a cluster gives the same
+summary and the same files as one process.
+
+Why Dask distributed rather than a home-made queue: it already schedules, balances, notices a
+lost worker and runs its tasks again elsewhere (a chunk that comes back twice counts once: the
+campaign dedupes by chunk index), and it runs the same on a laptop (``LocalCluster``) and on a
+swarm. It is an optional extra (``pip install 'loopctl[dask]'``) imported only here and only when
+a cluster is asked for, so ``loopctl_sim`` works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from loopctl_sim.fuzz.executors import Chunk, WorkerSetupError, default_workers
+
+__all__ = ["ClusterError", "ClusterSpec", "DaskCluster", "parse_cluster"]
+
+R = TypeVar("R")
+
+#: What to install when ``distributed`` is missing.
+INSTALL = "pip install 'loopctl[dask]'"
+
+_ADDRESS = re.compile(
+    r"^(?:(?P<scheme>[a-z][a-z0-9+.-]*)://)?(?P<host>[^\s/:]+|\[[^\]]+\]):(?P<port>\d+)$"
+)
+
+
+class ClusterError(Exception):
+    """The cluster cannot be used: Dask is not installed, the scheduler cannot be reached, no
+    worker joined, or a chunk kept killing its workers. One line for the user."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What ``--cluster`` named: a scheduler's ``address``, or (``address`` None) a
+    ``LocalCluster`` of ``workers`` processes."""
+
+    address: str | None
+    workers: int = 0
+
+    def __str__(self) -> str:
+        return self.address if self.address is not None else f"local:{self.workers}"
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """``local`` (one worker process per core), ``local:N``, or a scheduler's address
+    (``tcp://host:8786``; ``host:8786`` means tcp)."""
+    text = text.strip()
+    if text == "local" or text.startswith("local:"):
+        count = text.partition(":")[2]
+        if not count:
+            return ClusterSpec(None, default_workers())
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--cluster {text!r}: local:N needs N >= 1 worker processes")
+        return ClusterSpec(None, int(count))
+    found = _ADDRESS.match(text)
+    if found is None:
+        raise ValueError(
+            f"--cluster {text!r}: expected a scheduler's address (tcp://host:8786) or local[:N]"
+        )
+    return ClusterSpec(f"{found['scheme'] or 'tcp'}://{found['host']}:{found['port']}")
+
+
+def _distributed() -> Any:
+    """The ``distributed`` module, or the error that says how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError(f"--cluster needs Dask distributed: {INSTALL}") from None
+    return distributed
+
+
+class DaskCluster:
+    """A connection to a Dask cluster, used as the campaign's executor.
+
+    ``with DaskCluster(spec) as cluster: run_campaign(..., executor=cluster)``: entering
+    connects (or starts the ``LocalCluster``), leaving closes the client and stops a cluster this
+    process started. ``connect_timeout`` bounds the wait for the scheduler and for a first
+    worker."""
+
+    def __init__(self, spec: ClusterSpec, *, connect_timeout: float = 10.0) -> None:
+        self.spec = spec
+        self.connect_timeout = connect_timeout
+        # distributed's Client and LocalCluster (Any: much of distributed's API is untyped)
+        self._client: Any = None
+        self._local: Any = None
+
+    def __enter__(self) -> DaskCluster:
+        self.open()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def open(self) -> None:
+        distributed = _distributed()
+        try:
+            if self.spec.address is None:
+                self._local = distributed.LocalCluster(
+                    n_workers=self.spec.workers,
+                    threads_per_worker=1,  # a seed is pure Python: one per process, no GIL fight
+                    processes=True,
+                    host="127.0.0.1",
+                    # no dashboard; the scheduler's HTTP routes on a free loopback port (by
+                    # default they take 8787 on every interface, or warn that it is taken)
+                    dashboard_address=None,
+                    scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                    silence_logs=logging.ERROR,
+                )
+                self._client = distributed.Client(self._local, set_as_default=False)
+            else:
+                self._client = distributed.Client(
+                    self.spec.address, timeout=self.connect_timeout, set_as_default=False
+                )
+                self._client.wait_for_workers(1, timeout=self.connect_timeout)
+        except (OSError, TimeoutError) as exc:
+            connected = self._client is not None
+            self.close()
+            if not connected:
+                raise ClusterError(
+                    f"cannot reach the Dask scheduler at {self.spec}: {_one_line(exc)}"
+                ) from None
+            raise ClusterError(
+                f"no worker joined the Dask scheduler at {self.spec} within "
+                f"{self.connect_timeout:g} s"
+            ) from None
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        client, local = self._client, self._local
+        self._client = self._local = None
+        if client is not None:
+            client.close()
+        if local is not None:
+            local.close()
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            raise RuntimeError("the cluster is not open (use it in a with block)")
+        return self._client
+
+    @property
+    def workers(self) -> int:
+        """The threads the cluster runs tasks on now: how many chunks run at once."""
+        threads: dict[str, int] = self.client.nthreads()
+        return sum(threads.values()) or 1
+
+    @property
+    def where(self) -> str:
+        """The cluster in words, for the campaign's first line."""
+        workers = self.client.nthreads()
+        scheduler = self.client.scheduler.address if self.client.scheduler else "?"
+        kind = "LocalCluster" if self._local is not None else "Dask cluster"
+        return f"{kind} at {scheduler}, {len(workers)} worker(s), {self.workers} thread(s)"
+
+    def check_workers(self, setup: Callable[[], object]) -> None:
+        """Run ``setup`` on every worker now; raise one ``WorkerSetupError`` naming each worker
+        where it failed (the agent's module not installed there, or loopctl itself)."""
+        answers = self.client.run(setup, on_error="return")
+        problems = [
+            f"worker {address}: {_worker_problem(answer)}"
+            for address, answer in sorted(answers.items())
+            if isinstance(answer, BaseException)
+        ]
+        if problems:
+            raise WorkerSetupError("; ".join(problems))
+
+    def __call__(
+        self, job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]
+    ) -> None:
+        """The executor: every chunk a future, ``take`` called on each result as it completes.
+
+        A lost worker's chunks are run again by Dask on the others. A job that raises (a
+        ``WorkerSetupError`` from a worker that joined after ``check_workers``) or ``take``
+        raising (Ctrl-C) cancels the chunks still out and raises: the first error, once."""
+        distributed = _distributed()
+        if not parts:
+            return
+        client = self.client
+        campaign = uuid.uuid4().hex[:12]
+        keys = [f"loopctl-fuzz-{campaign}-{part.index}" for part in parts]
+        futures = client.map(job, list(parts), key=keys, pure=False)
+        try:
+            for future in distributed.as_completed(futures, loop=client.loop):
+                try:
+                    result = future.result()
+                except distributed.KilledWorker as exc:
+                    raise ClusterError(
+                        f"a chunk of seeds killed every worker it ran on ({_one_line(exc)}): "
+                        "run its seeds with --workers 1 to see why"
+                    ) from None
+                future.release()
+                take(result)
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+
+
+def _worker_problem(error: BaseException) -> str:
+    if isinstance(error, WorkerSetupError):
+        return error.message
+    if isinstance(error, ImportError):
+        return (
+            f"cannot import the campaign's code ({_one_line(error)}): install loopctl "
+            f"(with {INSTALL}) and the project on every worker"
+        )
+    return _one_line(error)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
