@@ -29,6 +29,7 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import LoopError, Message, ProviderPart, TextPart, ThinkingPart, ToolCall
+from loopctl.core.built import built
 from loopctl.core.jsontext import DUMPS
 
 __all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
@@ -36,6 +37,18 @@ __all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
 Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
 
 _NO_USAGE: Final = Usage()
+
+
+# The events are built from the reply's own parts, already valid (``built``: no second
+# validation). A tool-call reply's four events validated cost 62,000 instructions, more than
+# the fold that reads them; built, 38,000 (cachegrind). Tests pin them to the validated ones.
+_START_GIVEN: Final = {"index", "id", "name"}
+_DELTA_GIVEN: Final = {"index", "arguments"}
+_INDEX_GIVEN: Final = {"index"}
+_TEXT_GIVEN: Final = {"text"}
+_STOP_GIVEN: Final = {"reason"}
+_PART_GIVEN: Final = {"part"}
+_USAGE_GIVEN: Final = {"usage"}
 
 
 def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
@@ -51,20 +64,30 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
     index = 0
     for part in message.parts:
         if isinstance(part, TextPart):
-            for i in range(0, len(part.text), chunk):
-                yield TextDelta(text=part.text[i : i + chunk])
+            text = part.text
+            for i in range(0, len(text), chunk):
+                yield built(
+                    TextDelta, {"kind": "text_delta", "text": text[i : i + chunk]}, _TEXT_GIVEN
+                )
         elif isinstance(part, ToolCall):
-            yield ToolCallStart(index=index, id=part.id, name=part.name)
+            yield built(
+                ToolCallStart,
+                {"kind": "tool_call_start", "index": index, "id": part.id, "name": part.name},
+                _START_GIVEN,
+            )
             raw = DUMPS(part.arguments)  # json.dumps' text
             for i in range(0, len(raw), chunk):
-                yield ToolCallDelta(index=index, arguments=raw[i : i + chunk])
-            yield ToolCallEnd(index=index)
+                piece = raw[i : i + chunk]
+                values = {"kind": "tool_call_delta", "index": index, "arguments": piece}
+                yield built(ToolCallDelta, values, _DELTA_GIVEN)
+            yield built(ToolCallEnd, {"kind": "tool_call_end", "index": index}, _INDEX_GIVEN)
             index += 1
         elif isinstance(part, ThinkingPart | ProviderPart):
-            yield PartEvent(part=part)
-    if usage != _NO_USAGE:
-        yield UsageEvent(usage=usage)
-    yield StopEvent(reason=stop_reason or ("tool_use" if index else "end_turn"))
+            yield built(PartEvent, {"kind": "part", "part": part}, _PART_GIVEN)
+    if usage is not _NO_USAGE and usage != _NO_USAGE:  # (pydantic's == costs 1.9 us)
+        yield built(UsageEvent, {"kind": "usage", "usage": usage}, _USAGE_GIVEN)
+    reason = stop_reason or ("tool_use" if index else "end_turn")
+    yield built(StopEvent, {"kind": "stop", "reason": reason}, _STOP_GIVEN)
 
 
 def _raise_for(reply: LoopError | ApiError) -> ApiError:

@@ -12,6 +12,7 @@ from test_built import _same_as_validated
 
 from loopctl import BareLoop, Message, RunConfig, SessionConfig, ToolCall, tool
 from loopctl.api import (
+    ModelReply,
     ModelRequest,
     PartEvent,
     StopEvent,
@@ -23,7 +24,7 @@ from loopctl.api import (
     fold_events,
 )
 from loopctl.core import ProviderPart, ThinkingPart
-from loopctl.testing import FunctionClient
+from loopctl.testing import FunctionClient, reply_events
 from loopctl.tools import ToolRegistry, dispatch
 
 EVENTS: list[list[Any]] = [
@@ -136,3 +137,35 @@ def test_run_usage_is_the_sum_of_its_calls() -> None:
 
     result = asyncio.run(BareLoop(Client()).run("go"))
     assert result.usage == Usage(input_tokens=7, output_tokens=2, context_tokens=9)
+
+
+REPLIES: list[Any] = [
+    Message.assistant("a text longer than one sixteen-character chunk"),
+    Message.assistant(tool_calls=[ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})]),
+    Message.assistant(
+        "both",
+        tool_calls=[
+            ToolCall(id="c1", name="add", arguments={"a": 1, "b": [2, {"c": None}]}),
+            ToolCall(id="c2", name="noargs"),
+        ],
+    ),
+    Message(
+        role="assistant",
+        parts=[
+            ThinkingPart(provider="p", text="hmm", signature="s"),
+            ProviderPart(provider="p", data={"k": 1}),
+        ],
+    ),
+    ModelReply(
+        message=Message.assistant("x"), usage=Usage(input_tokens=3), stop_reason="max_tokens"
+    ),
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES)
+def test_the_test_clients_events_are_what_the_validator_builds(reply: Any) -> None:
+    events = list(reply_events(reply))
+    for event in events:
+        _same_as_validated(event)
+    message = reply if isinstance(reply, Message) else reply.message
+    assert fold_events(events).message == message
