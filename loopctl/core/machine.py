@@ -34,18 +34,21 @@ handlers, top to bottom. ``prebuilt.py`` holds the states and steps shared by ev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal, NamedTuple, cast, get_args
+from typing import Any, Final, NamedTuple, cast
 
 from loopctl.core.built import built
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.loopdetect import call_key, judge_keys
 from loopctl.core.machine_data import MachineData, is_count
 from loopctl.core.messages import Message, ToolCall, ToolResult
+from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.prebuilt import START, awaiting_model, awaiting_tools, call_llm
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
+    FEEDS,
+    STATES,
     AwaitingCompaction,
     AwaitingModel,
     CallTools,
@@ -55,8 +58,10 @@ from loopctl.core.steps import (
     Completed,
     Done,
     Failed,
+    FeedName,
     MachineStep,
     MaxTurnsExceeded,
+    StateKind,
     Terminal,
 )
 
@@ -72,29 +77,6 @@ __all__ = [
     "LoopMachine",
     "MachineSnapshot",
 ]
-
-StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]
-STATES: Final[tuple[StateKind, ...]] = (
-    "start",
-    "awaiting_model",
-    "awaiting_tools",
-    "awaiting_compaction",
-    "terminal",
-)
-FeedName = Literal[
-    "accept_input",
-    "model_response",
-    "tool_results",
-    "compaction_result",
-    "compaction_noop",
-    "set_context_tokens",
-    "inject",
-    "cancel",
-    "fail",
-    "commit_pending",
-    "discard_pending",
-]
-FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 
 class Transition(NamedTuple):
@@ -155,22 +137,6 @@ STEP_TRANSITIONS: Final[dict[StateKind, Transition]] = {
     "terminal": Transition("_step_terminal", ("terminal",)),
 }
 
-LOOP_NOTE = (
-    "[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give your "
-    "final answer. A further repeat ends the run."
-)
-
-
-def _not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
-    """The pre-answer to a call of a tool the driver did not advertise."""
-    return ToolResult(
-        call_id=call.id,
-        name=call.name,
-        content=f"tool '{call.name}' is not available; available tools: "
-        + (", ".join(advertised) or "none"),
-        is_error=True,
-    )
-
 
 class LoopMachine(MachineData):
     """The brain. See the module docstring for the rules it keeps; its fields, read-only views,
@@ -201,7 +167,7 @@ class LoopMachine(MachineData):
                     details={"pattern": verdict.pattern, "tool": verdict.tool},
                 )
                 return self._finish(Failed(error=error))
-            self._pending.append(Message.user(LOOP_NOTE.format(what=verdict.describe())))
+            self._pending.append(Message.user(loop_note(verdict.describe())))
             self._loop_warned = True
         self._loop_unjudged = 0
 
@@ -395,7 +361,7 @@ class LoopMachine(MachineData):
             return
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]
-        preanswered = tuple(_not_available(c, advertised) for c in unknown) if unknown else ()
+        preanswered = tuple(not_available(c, advertised) for c in unknown) if unknown else ()
         if len(unknown) == len(calls):
             # Every call is unknown: the exchange completes at once, nothing is dispatched.
             self._pending.append(Message.from_results(preanswered))

@@ -7,7 +7,7 @@ round-trips them exactly. Dispatch on their type (``isinstance`` or ``match``).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,8 @@ from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
 
 __all__ = [
+    "FEEDS",
+    "STATES",
     "AwaitingCompaction",
     "AwaitingModel",
     "AwaitingTools",
@@ -26,13 +28,40 @@ __all__ = [
     "Completed",
     "Done",
     "Failed",
+    "FeedName",
     "MachineOutcome",
     "MachineState",
     "MachineStep",
     "MaxTurnsExceeded",
     "Start",
+    "StateKind",
     "Terminal",
 ]
+
+#: The states the brain sits in (a state's ``kind``) and the eleven feeds it learns through;
+#: ``loopctl.core.machine``'s tables are keyed by them.
+StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]
+STATES: Final[tuple[StateKind, ...]] = (
+    "start",
+    "awaiting_model",
+    "awaiting_tools",
+    "awaiting_compaction",
+    "terminal",
+)
+FeedName = Literal[
+    "accept_input",
+    "model_response",
+    "tool_results",
+    "compaction_result",
+    "compaction_noop",
+    "set_context_tokens",
+    "inject",
+    "cancel",
+    "fail",
+    "commit_pending",
+    "discard_pending",
+]
+FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
