@@ -340,6 +340,7 @@ def _campaign(
                 die(str(exc))
         errors.print(f"fuzz: {target}, failures to {out}", soft_wrap=True)
         done = state.seeds_done if state is not None else 0
+        found = sum(len(s.failures) for s in state.finished().values()) if state else 0
         if state is not None and state.resumed:
             errors.print(
                 f"resuming {state.path}: {len(state.finished())} of {state.chunks} chunks done "
@@ -347,7 +348,9 @@ def _campaign(
                 soft_wrap=True,
             )
         try:
-            with CampaignProgress(len(seeds), console=errors, show=show_bar, done=done) as bar:
+            with CampaignProgress(
+                len(seeds), console=errors, show=show_bar, done=done, failing=found
+            ) as bar:
                 return run_campaign(
                     seeds,
                     config,

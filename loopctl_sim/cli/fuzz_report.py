@@ -71,8 +71,8 @@ class _TimeLeft(ProgressColumn):
 
 class CampaignProgress:
     """A progress bar over ``total`` seeds (``advance`` once per result), ``done`` of them
-    already (a resumed campaign's); does nothing when hidden. ``get_time`` is rich's clock (a
-    test gives its own)."""
+    already, ``failing`` of those failing (a resumed campaign's); does nothing when hidden.
+    ``get_time`` is rich's clock (a test gives its own)."""
 
     def __init__(
         self,
@@ -82,8 +82,9 @@ class CampaignProgress:
         show: bool,
         get_time: Callable[[], float] | None = None,
         done: int = 0,
+        failing: int = 0,
     ) -> None:
-        self.failing = 0
+        self.failing = failing
         self.progress = Progress(
             TextColumn("seeds"),
             BarColumn(),
@@ -99,7 +100,7 @@ class CampaignProgress:
             transient=False,
         )
         self.task: TaskID = self.progress.add_task(
-            "seeds", total=total, completed=done, failing="", before=done
+            "seeds", total=total, completed=done, failing=self._failing(), before=done
         )
 
     def __enter__(self) -> CampaignProgress:
@@ -117,8 +118,10 @@ class CampaignProgress:
     def advance(self, result: CaseResult) -> None:
         if result.failure is not None:
             self.failing += 1
-        failing = f"{self.failing} failing" if self.failing else ""
-        self.progress.update(self.task, advance=1, failing=failing)
+        self.progress.update(self.task, advance=1, failing=self._failing())
+
+    def _failing(self) -> str:
+        return f"{self.failing} failing" if self.failing else ""
 
     def time_remaining(self) -> float | None:
         """Seconds left, as the bar shows them (None until there is a rate)."""

@@ -1,8 +1,8 @@
 """Campaigns on a Dask cluster (issue 20): a real ``LocalCluster`` of two worker processes on this
 machine (one for the module) gives the same summary, the same failing seeds and the same files
-as one process; a worker killed mid-campaign loses no seed and counts none twice; an agent that
-does not import on the workers, an unreachable scheduler and a missing ``distributed`` are each
-one clear error.
+as one process (the built-in world and an agent's campaign); a worker killed mid-campaign loses no
+seed and counts none twice; an agent that does not import on the workers, an unreachable
+scheduler and a missing ``distributed`` are each one clear error.
 
 The planted bug is a user check (``--check``) that fails seed 13: a check is imported by module
 name where the seeds run, so unlike a monkeypatch it reaches the worker processes.
@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 from click.testing import CliRunner
-from shop_project import EXAMPLE
+from shop_project import AGENT, EXAMPLE, make_project
 
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli import main
@@ -155,9 +155,21 @@ def test_a_worker_killed_mid_campaign_loses_no_seed_and_counts_none_twice(
     cluster.client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker
 
 
+def fuzz_planted(out: Path, one_process: tuple[fz.CampaignSummary, Path], *extra: str) -> str:
+    """``loopctl-sim fuzz`` on the seeds with the planted check and ``extra``: it exits 1,
+    prints the summary of one process and writes the files one process writes."""
+    args = ["fuzz", "--seeds", "0:24", "--check", CHECK, "--no-progress", "--out", str(out)]
+    result = CliRunner().invoke(main, [*args, *extra])
+    assert result.exit_code == 1, result.output
+    assert f"FAIL seed {PLANTED}:" in result.output
+    one, one_out = one_process
+    assert one.lines()[0] in result.output
+    assert texts(out) == texts(one_out)
+    return result.output
+
+
 def test_the_command_runs_on_a_cluster_by_address(
     cluster: DaskCluster,
-    config: fz.FuzzConfig,
     plant_dir: Path,
     one_process: tuple[fz.CampaignSummary, Path],
     tmp_path: Path,
@@ -167,15 +179,9 @@ def test_the_command_runs_on_a_cluster_by_address(
     address = cluster.client.scheduler.address
     assert address.startswith("tcp://127.0.0.1:")
     out = tmp_path / "out"
-    args = ["fuzz", "--seeds", "0:24", "--check", CHECK, "--no-progress", "--out", str(out)]
-    result = CliRunner().invoke(main, [*args, "--cluster", address, "--chunk-size", "4"])
-    assert result.exit_code == 1, result.output
-    assert f"FAIL seed {PLANTED}:" in result.output
-    assert f"Dask cluster at {address}, 2 worker(s)" in result.output
-    one, one_out = one_process
-    assert one.lines()[0] in result.output
-    assert texts(out) == texts(one_out)
-    assert f"replay: loopctl-sim replay {out / f'seed-{PLANTED}.min.jsonl'}" in result.output
+    output = fuzz_planted(out, one_process, "--cluster", address, "--chunk-size", "4")
+    assert f"Dask cluster at {address}, 2 worker(s)" in output
+    assert f"replay: loopctl-sim replay {out / f'seed-{PLANTED}.min.jsonl'}" in output
 
 
 def test_the_command_starts_and_stops_a_local_cluster(
@@ -186,20 +192,21 @@ def test_the_command_starts_and_stops_a_local_cluster(
 ) -> None:
     monkeypatch.chdir(plant_dir)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    out = tmp_path / "out"
-    result = CliRunner().invoke(
-        main,
-        [
-            *("fuzz", "--seeds", "0:24", "--check", CHECK, "--no-progress", "--out", str(out)),
-            *("--cluster", "local:2"),
-        ],
-    )
-    assert result.exit_code == 1, result.output
-    assert "LocalCluster at tcp://127.0.0.1:" in result.output and "2 worker(s)" in result.output
-    one, one_out = one_process
-    assert one.lines()[0] in result.output and texts(out) == texts(one_out)
+    output = fuzz_planted(tmp_path / "out", one_process, "--cluster", "local:2")
+    assert "LocalCluster at tcp://127.0.0.1:" in output and "2 worker(s)" in output
     left = {p.pid for p in psutil.Process().children(recursive=True)} - before
     assert not left, "the LocalCluster's processes outlived the command"
+
+
+def test_an_agent_campaign_on_the_cluster_gives_the_summary_of_one_process(
+    cluster: DaskCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for project in make_project(tmp_path, monkeypatch):  # the sample agent, as package shop
+        agent = fz.FuzzConfig(agent=AGENT, shrink=False, cwd=str(project))
+        one = fz.run_campaign(range(6), agent)
+        spread = fz.run_campaign(range(6), agent, executor=cluster, chunk_size=2)
+        assert counts(spread) == counts(one) and spread.moves == one.moves
+        assert spread.seeds == 6 and spread.moves and one.ok
 
 
 AGENT_GUARD = """

@@ -6,6 +6,7 @@ chunk again and without losing a failure."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from loopctl_sim import fuzz as fz
+from loopctl_sim.cli.fuzz_report import CampaignProgress
 from loopctl_sim.fuzz import campaign
 from loopctl_sim.fuzz.checks import Failure
 from loopctl_sim.fuzz.executors import Chunk
@@ -271,3 +274,20 @@ def test_a_killed_client_resumes_without_running_a_finished_chunk_or_losing_a_fa
     assert "FAIL seed 1: check (state_plant:planted)" in output  # from the state, not re-run
     assert "40 seeds" in output and "1 failing seed(s)" in output
     assert len(_chunks_done(state)) == 20
+
+
+def test_a_resumed_campaigns_bar_starts_at_its_seeds_done_and_rates_only_this_run() -> None:
+    now = [0.0]
+    quiet = Console(file=io.StringIO())
+    bar = CampaignProgress(
+        100, console=quiet, show=False, get_time=lambda: now[0], done=50, failing=2
+    )
+    task = bar.progress.tasks[0]
+    assert task.completed == 50 and task.fields["failing"] == "2 failing"
+    assert bar.time_remaining() is None  # no rate before a seed of this run is done
+    now[0] = 5.0
+    for seed in range(10):
+        bar.advance(fz.CaseResult(seed=seed))
+    assert bar.time_remaining() == pytest.approx(20.0)  # 40 left at 10 seeds in 5 s
+    rate = next(c for c in bar.progress.columns if "Rate" in type(c).__name__)
+    assert str(rate.render(bar.progress.tasks[0])) == "2.0 seeds/s"
