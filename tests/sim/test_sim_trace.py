@@ -332,3 +332,29 @@ def test_an_escape_in_the_json_text_does_not_hide_a_secret_from_the_pre_test() -
     data = {"header": "Bearer\tabcdefghijklmnop"}
     assert scrubber.might_hold(json.dumps(data))
     assert "abcdefghijklmnop" not in json.dumps(scrubber(data))
+
+
+def test_the_brain_summary_is_what_the_validator_builds() -> None:
+    """BrainSummary.of builds without validation: pinned to the validator's, mid-run and at
+    rest, with and without a loop window."""
+    from loopctl import LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
+    from loopctl_sim.trace.records import BrainSummary
+
+    machine = LoopMachine()
+    seen = [BrainSummary.of(machine)]
+    machine.accept_input("go")
+    policy = MachinePolicy(tools=("add",))
+    machine.next_step(policy)
+    call = ToolCall(id="c1", name="add", arguments={"a": 1})
+    machine.model_response(Message.assistant(tool_calls=[call]), 10)
+    seen.append(BrainSummary.of(machine))
+    machine.next_step(policy)
+    machine.tool_results(Message.from_results([ToolResult(call_id="c1", name="add", content="1")]))
+    seen.append(BrainSummary.of(machine))
+    for summary in seen:
+        reference = BrainSummary.model_validate(summary.model_dump())
+        assert summary == reference and summary.__dict__ == reference.__dict__
+        assert summary.model_fields_set == reference.model_fields_set
+        assert summary.model_dump_json() == reference.model_dump_json()
+    assert (seen[1].state, seen[1].turn, seen[1].pending) == ("awaiting_tools", 1, 2)
+    assert seen[2].window == 1 and seen[2].last_call is not None

@@ -37,6 +37,7 @@ from loopctl_sim.sim.world import (
     delivered_reply,
     faulty_reply,
     message_chars,
+    message_events,
     middle_out,
 )
 from loopctl_sim.trace import read_trace
@@ -461,3 +462,28 @@ def test_the_delivered_reply_is_the_fold_of_the_stream(fault: Fault | None, repl
     got_reply = delivered_reply(fault, reply, usage)
     assert got_reply == expected
     assert got_reply.model_dump_json() == expected.model_dump_json()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message.assistant("hello there"),
+        Message.assistant(
+            "two calls",
+            [
+                ToolCall(id="c1", name="add", arguments={"b": 2, "a": [1, {"x": None}]}),
+                ToolCall(id="c2", name="noargs"),
+            ],
+        ),
+    ],
+)
+def test_the_worlds_events_are_what_the_validator_builds(message: Message) -> None:
+    """message_events builds its events without validation: each is the validator's."""
+    events = message_events(message, Usage(input_tokens=3))
+    for event in events:
+        given = {name: getattr(event, name) for name in event.model_fields_set}
+        reference = type(event).model_validate(given)
+        assert event == reference and event.__dict__ == reference.__dict__
+        assert event.model_fields_set == reference.model_fields_set
+        assert event.model_dump_json() == reference.model_dump_json()
+    assert fold_events(events).message.text == message.text
