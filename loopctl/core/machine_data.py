@@ -11,7 +11,7 @@ its decisions, so that ``machine.py`` reads as the table and its handlers, top t
 - the caches that make ``digest()`` and ``model_dump_json()`` cost O(the feed), not O(history):
   the JSON of each message of history and pending with a running hash of each (``JsonCache``,
   in ``encoding.py``), and the encoder of the small fields after the conversation
-  (``EndEncoder``, in ``snapshot.py``).
+  (``EndEncoder``, in ``snapshot_json.py``).
 
 Those caches rely on one rule the handlers keep (see ``machine.py``): ``_history`` and
 ``_pending`` only grow by appending, or are replaced by a new list, never edited in place. A
@@ -37,12 +37,11 @@ from loopctl.core.snapshot import (
     PENDING_HEAD,
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
-    EndEncoder,
     Exchange,
     MachineSnapshot,
     gc_paused,
-    snapshot_json,
 )
+from loopctl.core.snapshot_json import EndEncoder, snapshot_json
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,

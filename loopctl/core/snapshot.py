@@ -1,10 +1,10 @@
-"""The brain's saved form: ``MachineSnapshot``, its consistency check, and its exact JSON.
+"""The brain's saved form: ``MachineSnapshot``, its consistency check and its versions.
 
 A snapshot is everything the brain is, as data (see ``LoopMachine.snapshot``). Validating one
 checks that it describes a state the brain could have reached, so a damaged or hand-edited
 snapshot is a ``ValidationError`` at restore, never a machine that misbehaves later.
-``snapshot_json`` writes the same bytes as pydantic from cached per-message JSON, which keeps the
-digest that traces take after every feed from re-serializing the whole conversation.
+Its exact JSON, written from cached per-message JSON so that the digest traces take after every
+feed does not re-serialize the whole conversation, is ``snapshot_json.py``'s.
 
 Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``); 3 added
 the checksum. A snapshot's *content* (what ``MachineSnapshot`` holds and dumps, what
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Literal, Self
@@ -51,9 +50,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import to_json
 
-from loopctl.core.encoding import MODERN_PARTS, is_modern, message_json
+from loopctl.core.encoding import MODERN_PARTS, message_json
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
@@ -65,10 +63,10 @@ from loopctl.core.seal import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
     SNAPSHOT_VERSIONS,
-    checksum_tail,
     raw_version,
 )
-from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState, Start
+from loopctl.core.snapshot_json import EndEncoder, snapshot_json
+from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 from loopctl.core.values import value_problem
 
 __all__ = [
@@ -78,13 +76,10 @@ __all__ = [
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "SNAPSHOT_VERSIONS",
-    "EndEncoder",
     "Exchange",
     "MachineSnapshot",
-    "checksum_tail",
     "gc_paused",
     "nonfinite_problem",
-    "snapshot_json",
     "snapshot_problem",
 ]
 
@@ -333,171 +328,6 @@ def _verified_version(snap: MachineSnapshot, raw: bytes | None) -> int | None:
     if hashlib.sha256(content).hexdigest() != checksum:
         return None
     return 2 if content.startswith(HISTORY_HEAD.modern) else 1
-
-
-_JSON: Final = to_json
-_EXCHANGE_JSON: Final = Exchange.__pydantic_serializer__.to_json
-_BOOL: Final = (b"false", b"true")
-#: The snapshot's JSON after pending, as one format (one ``%`` is half the time of a join).
-_END: Final = (
-    b'],"state":%b,"turns_taken":%d,"context_tokens":%d,"exchange":%b,"advertised":%b,'
-    b'"started":%b,"finalized":%b,"noop_floor":%b,"loop":{"calls":%b,"unjudged":%d,"warned":%b}}'
-)
-
-
-#: A character JSON escapes (pydantic writes everything else as is).
-_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
-
-#: The JSON of the states a turn passes through, by exact type (pinned to pydantic's by tests).
-_TURN_STATE_JSON: Final[dict[type, bytes]] = {
-    AwaitingModel: b'{"kind":"awaiting_model","turn":%d}',
-    AwaitingTools: b'{"kind":"awaiting_tools","turn":%d}',
-}
-_START_JSON: Final = b'{"kind":"start"}'
-
-
-def _state_json(state: MachineState) -> bytes:
-    """``state``'s JSON: the common states from a format, the rest from pydantic."""
-    kind = type(state)
-    if kind is Start:
-        return _START_JSON
-    fmt = _TURN_STATE_JSON.get(kind)
-    if fmt is not None:
-        turn = state.turn  # type: ignore[union-attr]
-        if type(turn) is int:
-            return fmt % turn
-    return kind.__pydantic_serializer__.to_json(state)
-
-
-class EndEncoder:
-    """The snapshot's JSON after the last pending message (the state and the small fields),
-    byte for byte what ``MachineSnapshot`` writes; a few bytes, written at every digest.
-
-    The state, the exchange, the advertised names and the loop window change less often than
-    the digest is taken: each one's JSON is kept while the brain holds the same object.
-    Tests pin the result to the snapshot model's own JSON.
-    """
-
-    __slots__ = (
-        "advertised",
-        "advertised_json",
-        "calls",
-        "calls_escaped",
-        "calls_json",
-        "calls_last",
-        "calls_len",
-        "exchange",
-        "exchange_json",
-        "state",
-        "state_json",
-    )
-
-    def __init__(self) -> None:
-        self.state: object = None
-        self.state_json = b""
-        self.exchange: object = None
-        self.exchange_json = b"null"
-        self.advertised: object = None
-        self.advertised_json = b"[]"
-        self.calls: object = None  # the window's list as last encoded, its length and last key
-        self.calls_len = 0
-        self.calls_last: object = None
-        self.calls_escaped = False  # a key of this window needs escaping: pydantic writes it
-        self.calls_json = b"[]"
-
-    def encode(
-        self,
-        state: MachineState,
-        turns_taken: int,
-        context_tokens: int,
-        exchange: Exchange | None,
-        advertised: tuple[str, ...],
-        started: bool,
-        finalized: bool,
-        noop_floor: int | None,
-        loop_calls: Sequence[str],
-        loop_unjudged: int,
-        loop_warned: bool,
-    ) -> bytes:
-        if state is not self.state:
-            self.state = state
-            self.state_json = _state_json(state)
-        if exchange is not self.exchange:
-            self.exchange = exchange
-            self.exchange_json = b"null" if exchange is None else _EXCHANGE_JSON(exchange)
-        if advertised is not self.advertised:
-            if advertised != self.advertised:  # drivers hand in equal tuples, turn after turn
-                self.advertised_json = _JSON(advertised)
-            self.advertised = advertised
-        if (
-            loop_calls is not self.calls
-            or len(loop_calls) != self.calls_len
-            or (loop_calls and loop_calls[-1] is not self.calls_last)
-        ):
-            self._encode_calls(loop_calls)
-        return _END % (
-            self.state_json,
-            turns_taken,
-            context_tokens,
-            self.exchange_json,
-            self.advertised_json,
-            _BOOL[started],
-            _BOOL[finalized],
-            b"null" if noop_floor is None else b"%d" % noop_floor,
-            self.calls_json,
-            loop_unjudged,
-            _BOOL[loop_warned],
-        )
-
-    def _encode_calls(self, calls: Sequence[str]) -> None:
-        """Bring the window's JSON up to date.
-
-        The brain changes its window in place, in one way only: it appends an exchange's freshly
-        built keys (new objects) and trims the front. So the list, its length and its last key
-        (held here, so no other object can take its address) tell whether it changed, and the
-        keys after the last one seen are the new ones. A key is a tool name and a hex hash:
-        joined with ``","`` the keys are the JSON list itself, unless a name holds a character
-        JSON escapes (a quote, a backslash, a control character). Only new keys are checked for
-        those; once one is seen, this window is left to pydantic key by key.
-        """
-        if calls is self.calls and self.calls_last is not None and not self.calls_escaped:
-            last = self.calls_last
-            i = len(calls) - 1
-            while i >= 0 and calls[i] is not last:
-                i -= 1
-            new = calls[i + 1 :]
-        else:
-            new = calls
-            self.calls_escaped = False
-        if not self.calls_escaped and any(_ESCAPED.search(key) for key in new):
-            self.calls_escaped = True
-        self.calls = calls
-        self.calls_len = len(calls)
-        self.calls_last = calls[-1] if calls else None
-        if self.calls_escaped:
-            self.calls_json = b"[" + b",".join(map(_JSON, calls)) + b"]"
-        else:
-            self.calls_json = b'["' + '","'.join(calls).encode() + b'"]' if calls else b"[]"
-
-
-def snapshot_json(
-    history: Sequence[bytes], pending: Sequence[bytes], end: bytes, checksum: str | None = None
-) -> bytes:
-    """The snapshot's JSON from its parts, byte for byte what ``MachineSnapshot`` would write.
-
-    ``history`` and ``pending`` are the JSON of each message (cached by the machine), so a
-    long conversation is joined, not serialized again; ``end`` is ``EndEncoder``'s. The head names
-    version 2 when a message's JSON is ``Modern``. With ``checksum`` (the sha256 of those very
-    bytes), the snapshot is written sealed instead: version 3, the checksum last.
-    """
-    if checksum is not None:
-        head = SEALED_HEAD
-        end = end[:-1] + checksum_tail(checksum)
-    elif is_modern(history) or is_modern(pending):
-        head = HISTORY_HEAD.modern
-    else:
-        head = HISTORY_HEAD
-    return b"".join((head, b",".join(history), PENDING_HEAD, b",".join(pending), end))
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from loopctl.core.encoding import Modern, message_json
 from loopctl.core.errors import LoopError
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 from loopctl.core.messages import ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.core.snapshot import _state_json, snapshot_json
+from loopctl.core.snapshot_json import snapshot_json, state_json
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -374,7 +374,7 @@ def test_message_json_leaves_what_it_cannot_write_to_pydantic() -> None:
 )
 def test_state_json_is_pydantics_json(state: Any) -> None:
     """The digest writes the common states from formats: byte for byte pydantic's."""
-    assert _state_json(state) == type(state).__pydantic_serializer__.to_json(state)
+    assert state_json(state) == type(state).__pydantic_serializer__.to_json(state)
 
 
 # --- restoring and the garbage collector ---------------------------------------------------------
