@@ -48,10 +48,10 @@ AGENT_TOOL_FAULTS: Final = (
 )
 
 
-#: The model faults drawn. Not ``unknown_tool``: on a reply without calls it adds one with the
-#: fixed id ``call_unknown``, which a second such reply repeats, so the conversation answers one
-#: id twice (a harness artefact, not a driver bug); the model's own ``unknown`` move calls
-#: unknown tools with fresh ids instead.
+#: The model faults drawn. Not ``unknown_tool``: the model's own ``unknown`` move already calls
+#: unknown tools (with fresh ids, as the fault's added calls now have too), and drawing the fault
+#: as well thins out the others (the planted-bug hunts of tests/sim/test_driver_agent.py find
+#: their bugs in fewer examples without it).
 _MODEL_FAULTS: Final = tuple(sorted(MODEL_FAULTS - {"unknown_tool"}))
 
 

@@ -156,7 +156,7 @@ class FaultyClient:
         intact = fault is None or fault.kind == "unknown_tool"
         message = self.source.peek(request)
         usage = self.usage(request, message) if self.usage is not None else None
-        events = faulty_reply(fault, message, usage)
+        events = faulty_reply(fault, message, usage, self.requests)
         if intact:
             self.source.deliver(request)
             self.script.append(message)

@@ -246,14 +246,17 @@ def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
     return ApiError(error, retry_after=fault.retry_after if hints else None)
 
 
-def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
+def _streamed_message(fault: Fault | None, message: Message, request: int) -> Message | None:
     """The message a reply's stream carries under ``fault`` (renamed or duplicated calls), or
-    None when the fault breaks the stream itself (there is no message to fold)."""
+    None when the fault breaks the stream itself (there is no message to fold). A call added to
+    a reply without calls takes its id from ``request`` (the model request's number, from 1),
+    so two such replies in one run never answer one id twice."""
     if fault is None:
         return message
     kind = fault.kind
     if kind == "unknown_tool":
-        calls = message.tool_calls or [ToolCall(id="call_unknown", name=UNKNOWN_TOOL)]
+        added = ToolCall(id=f"call_unknown_{request}", name=UNKNOWN_TOOL)
+        calls = message.tool_calls or [added]
         calls = [calls[0].model_copy(update={"name": UNKNOWN_TOOL}), *calls[1:]]
         text = [p for p in message.parts if isinstance(p, TextPart)]
         return Message(role="assistant", parts=(*text, *calls))
@@ -269,9 +272,12 @@ def _streamed_message(fault: Fault | None, message: Message) -> Message | None:
     return message
 
 
-def faulty_reply(fault: Fault | None, message: Message, usage: Usage | None) -> list[StreamEvent]:
-    """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it."""
-    streamed = _streamed_message(fault, message)
+def faulty_reply(
+    fault: Fault | None, message: Message, usage: Usage | None, request: int = 0
+) -> list[StreamEvent]:
+    """The stream for ``message`` as a stream-shaped fault (or no fault) delivers it, as the
+    answer to model request number ``request``."""
+    streamed = _streamed_message(fault, message, request)
     if streamed is not None:
         return message_events(streamed, usage)
     assert fault is not None
@@ -287,17 +293,20 @@ def faulty_reply(fault: Fault | None, message: Message, usage: Usage | None) -> 
     return [TextDelta(text="Let me"), ToolCallDelta(index=3, arguments='{"x": 1}')]
 
 
-def delivered_reply(fault: Fault | None, message: Message, usage: Usage) -> ModelReply:
-    """``fold_events(faulty_reply(fault, message, usage))``: what the driver makes of the reply.
+def delivered_reply(
+    fault: Fault | None, message: Message, usage: Usage, request: int = 0
+) -> ModelReply:
+    """``fold_events(faulty_reply(fault, message, usage, request))``: what the driver makes of
+    the reply.
 
     The stream is built and folded only when the fault is in the stream itself; otherwise the
     fold's result is built directly: the text parts joined into one, each call's arguments read
     back from the JSON the stream would carry them in (keys sorted, values as JSON gives them
     back), the usage, and the stop reason. ``tests/sim/test_sim_world.py`` pins it to the fold.
     """
-    streamed = _streamed_message(fault, message)
+    streamed = _streamed_message(fault, message, request)
     if streamed is None:
-        return fold_events(faulty_reply(fault, message, usage))
+        return fold_events(faulty_reply(fault, message, usage, request))
     calls = streamed.tool_calls
     stop = "tool_use" if calls else "end_turn"
     if _folds_to_itself(streamed):

@@ -487,3 +487,15 @@ def test_the_worlds_events_are_what_the_validator_builds(message: Message) -> No
         assert event.model_fields_set == reference.model_fields_set
         assert event.model_dump_json() == reference.model_dump_json()
     assert fold_events(events).message.text == message.text
+
+
+def test_unknown_tool_faults_on_replies_without_calls_add_calls_with_fresh_ids() -> None:
+    """Two unknown_tool faults on text replies: each adds a call of its own id (the request's
+    number), so the conversation never answers one id twice."""
+    text = Message.assistant("no calls here")
+    fault = Fault(kind="unknown_tool", model_call=1, times=2)
+    first = delivered_reply(fault, text, Usage(), 1).message.tool_calls
+    second = delivered_reply(fault, text, Usage(), 2).message.tool_calls
+    assert [c.id for c in first] == ["call_unknown_1"]
+    assert [c.id for c in second] == ["call_unknown_2"]
+    assert fold_events(faulty_reply(fault, text, None, 2)).message.tool_calls == second
