@@ -29,7 +29,7 @@ from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor
-from loopctl_sim.trace import HeaderRecord, IoRecord
+from loopctl_sim.trace import IoRecord
 
 __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
 
@@ -198,7 +198,7 @@ class RecordedCompactor:
         if item is None:
             self.checker.ended()
         line, record = item
-        if isinstance(record, HeaderRecord):
+        if record.type == "header":
             raise Killed  # the recorded driver died while it compacted; resumed from here
         if record.type == "feed" and record.name == "compaction_result":
             return list(record.args.compacted)

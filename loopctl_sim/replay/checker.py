@@ -35,7 +35,7 @@ from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
     EndRecord,
-    HeaderRecord,
+    HeaderLine,
     Record,
     Scrubber,
     StepRecord,
@@ -69,9 +69,10 @@ class Incomplete(BaseException):
     stops there, and has checked everything up to the trace's last record."""
 
 
-def brain_view(rec: Record) -> dict[str, Any]:
+def brain_view(rec: Record | HeaderLine) -> dict[str, Any]:
     """A brain record as data, without what replay never compares."""
-    data = rec.model_dump(mode="json")
+    whole = rec.record() if isinstance(rec, HeaderLine) else rec
+    data = whole.model_dump(mode="json")
     for key in ("seq", "type", "scrubbed", "brain"):
         data.pop(key, None)
     return data
@@ -165,6 +166,7 @@ class Checker(LoopObserver):
             (line, rec), skipped = self.cursor.take_brain()
         except TraceEnded:
             self.ended()
+        assert not isinstance(rec, HeaderLine)  # header_next: the header is not taken here
         if any(r.scrubbed for r in skipped):
             self._scrubbed_from(line)
         return line, rec
@@ -391,4 +393,4 @@ def header_next(cursor: Cursor) -> bool:
     """Whether the trace's next brain record is a header: where a run is under way, the
     recorded driver was killed here and the trace resumed."""
     item = cursor.next_brain()
-    return item is not None and isinstance(item[1], HeaderRecord)
+    return item is not None and item[1].type == "header"

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from loopctl_sim.trace import IoRecord, Record, TraceReader
+from loopctl_sim.trace import HeaderLine, IoRecord, Record, TraceReader
 
 __all__ = ["Cursor", "Numbered", "TraceEnded"]
 
-#: A record with its line number in the trace.
-Numbered = tuple[int, Record]
+#: A record with its line number in the trace. A header holding a big snapshot comes as a
+#: ``HeaderLine`` (its brain built only when the replay needs it: ``loopctl_sim.trace.
+#: header_line``); ``rec.type == "header"`` tells both apart from the other records.
+Numbered = tuple[int, Record | HeaderLine]
 
 
 class TraceEnded(Exception):
@@ -34,7 +36,7 @@ class Cursor:
 
     def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
-        self._records: Iterator[Numbered] = reader.numbered()
+        self._records: Iterator[Numbered] = reader.numbered(lazy_headers=True)
         self._ahead: deque[Numbered] = deque()
         self.line = 0  # the line of the last record taken
         self.records = 0  # records taken

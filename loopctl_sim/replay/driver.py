@@ -41,6 +41,7 @@ from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
+    HeaderLine,
     HeaderRecord,
     StepRecord,
     TraceFormatError,
@@ -95,6 +96,8 @@ def _replay(
         return result
     scrubber = default_scrubber()
     header = first[1]
+    if isinstance(header, HeaderLine):
+        header = header.record()
     key = header.scrub_key if isinstance(header, HeaderRecord) else None
     same_key = key is not None and key == scrubber.key_id
     checker = Checker(
@@ -137,40 +140,20 @@ async def _runs(
     loop: BareLoop | None = None
     killed = False  # the last run stopped where the recorded driver was killed
     while (item := cursor.next_brain()) is not None:
-        line, rec = item
-        if not isinstance(rec, HeaderRecord):
+        line, found = item
+        if found.type != "header":
             checker.fail(
                 line,
-                rec.seq,
+                found.seq,
                 "header",
                 "the driver stopped before the trace did",
-                brain_view(rec),
+                brain_view(found),
                 None,
             )
         cursor.take_brain()  # the header, and the io records before it (a crash)
         checker.new_run()
-        if rec.snapshot is not None and rec.snapshot.started:
-            result.resumes += 1
-        else:
-            result.runs += 1
-        machine = header_brain(path, line, rec)
-        if loop is not None and killed:
-            killed = False
-            _check_resumed(checker, line, rec.seq, machine)
-        elif loop is not None:
-            previous = loop.machine
-            expected = previous.next_run() if previous.finalized else previous
-            if expected != machine:
-                checker.fail(
-                    line,
-                    rec.seq,
-                    "snapshot",
-                    "the header's snapshot does not continue the replayed run",
-                    expected.model_dump(),
-                    machine.model_dump(),
-                )
-            if not previous.finalized:
-                machine = expected
+        machine = _starting_brain(checker, result, line, found, loop, killed, path)
+        killed = False
         input = None if machine.started else _input_of(cursor)
         if not machine.started and input is None:
             result.notes.append(
@@ -223,6 +206,53 @@ async def _runs(
     if loop is not None:
         result.machine = loop.machine
         result.final_digest = loop.machine.digest()
+
+
+def _starting_brain(
+    checker: Checker,
+    result: ReplayResult,
+    line: int,
+    header: HeaderRecord | HeaderLine,
+    loop: BareLoop | None,
+    killed: bool,
+    path: str,
+) -> LoopMachine:
+    """The brain the run after ``header`` starts from, checked against the replay's: a header
+    after a kill holds the brain as of the last record matched; any other continues the
+    previous run (its ``next_run()``, or itself when it did not finish). When the header holds
+    exactly that brain (``HeaderLine.holds``: the hash of the snapshot's text, which is never
+    built), it is the replay's own brain."""
+    previous = None if loop is None else loop.machine
+    expected = None
+    if previous is not None and not killed:
+        expected = previous.next_run() if previous.finalized else previous
+        if isinstance(header, HeaderLine) and header.holds(expected):
+            if expected.started:
+                result.resumes += 1
+            else:
+                result.runs += 1
+            return expected
+    rec = header.record() if isinstance(header, HeaderLine) else header
+    if rec.snapshot is not None and rec.snapshot.started:
+        result.resumes += 1
+    else:
+        result.runs += 1
+    machine = header_brain(path, line, rec)
+    if previous is not None and killed:
+        _check_resumed(checker, line, rec.seq, machine)
+    elif previous is not None and expected is not None:
+        if expected != machine:
+            checker.fail(
+                line,
+                rec.seq,
+                "snapshot",
+                "the header's snapshot does not continue the replayed run",
+                expected.model_dump(),
+                machine.model_dump(),
+            )
+        if not previous.finalized:
+            machine = expected
+    return machine
 
 
 def _check_resumed(checker: Checker, line: int, seq: int, machine: LoopMachine) -> None:
@@ -297,7 +327,7 @@ def _body(
                 point.cancel()
             elif rec.type == "feed" and rec.name == "inject":
                 point.inject(rec.args.message)
-            elif isinstance(rec, HeaderRecord):
+            elif rec.type == "header":
                 raise Crash(0)
             else:
                 if isinstance(rec, StepRecord) and rec.policy.compact_now:
@@ -362,7 +392,7 @@ def _both(
     def hook(point: StepPoint) -> None:
         own(point)
         item = cursor.next_brain()
-        if item is not None and isinstance(item[1], HeaderRecord):
+        if item is not None and item[1].type == "header":
             raise Crash(0)
 
     return hook

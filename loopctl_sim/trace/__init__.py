@@ -17,6 +17,7 @@ module            owns
 ``fast``          the reader's fast path for machine replay (``msgspec``)
 ``fast_structs``  the record shapes it reads, mirrored as msgspec structs
 ``reader``        ``TraceReader``: streaming, every line checked in its place
+``header_line``   a header read for driver-level replay, its snapshot built only when needed
 ``requests``      the model request as recorded: its context once per change, a digest each time
 ``recorder``      ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
 ================  ================================================================================
@@ -36,6 +37,7 @@ from loopctl_sim.trace.feeds import (
     feed_call,
 )
 from loopctl_sim.trace.files import STDIN, display_name, is_gzip_name, lines_of, open_for_reading
+from loopctl_sim.trace.header_line import HeaderLine
 from loopctl_sim.trace.reader import READ_AHEAD, TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
 from loopctl_sim.trace.records import (
@@ -83,6 +85,7 @@ __all__ = [
     "FeedCodecError",
     "FeedLine",
     "FeedRecord",
+    "HeaderLine",
     "HeaderRecord",
     "IoRecord",
     "Record",

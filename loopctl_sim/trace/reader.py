@@ -15,12 +15,13 @@ import os
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, Literal, overload
 
 from pydantic import ValidationError
 
 from loopctl_sim.trace.fast import BatchDecoder, make_batch_decoder
 from loopctl_sim.trace.files import CutShort, display_name, lines_of, open_for_reading
+from loopctl_sim.trace.header_line import HeaderLine, header_line
 from loopctl_sim.trace.records import (
     READABLE_VERSIONS,
     RECORD,
@@ -96,10 +97,25 @@ class TraceReader:
         for _, record in self.numbered():
             yield record
 
-    def numbered(self, start: tuple[int, int] | None = None) -> Iterator[tuple[int, Record]]:
+    @overload
+    def numbered(
+        self, start: tuple[int, int] | None = None, *, lazy_headers: Literal[False] = False
+    ) -> Iterator[tuple[int, Record]]: ...
+
+    @overload
+    def numbered(
+        self, start: tuple[int, int] | None = None, *, lazy_headers: Literal[True]
+    ) -> Iterator[tuple[int, Record | HeaderLine]]: ...
+
+    def numbered(
+        self, start: tuple[int, int] | None = None, *, lazy_headers: bool = False
+    ) -> Iterator[tuple[int, Record | HeaderLine]]:
         """``(line number, record)`` for every record; from ``start`` (a byte offset into the
         trace's text, decompressed, and the line that begins there), when given: a resume reads
-        from its last checkpoint, a record inside a run (a header or a ``snapshot``)."""
+        from its last checkpoint, a record inside a run (a header or a ``snapshot``).
+        ``lazy_headers``: a header holding a big snapshot comes as a ``HeaderLine``
+        (``loopctl_sim.trace.header_line``: checked but for its snapshot, which is built only
+        when asked for)."""
         expected_seq = 0
         in_run = False  # a header was read, and no end since
         validate = RECORD.validator.validate_json
@@ -113,6 +129,12 @@ class TraceReader:
             try:
                 for lineno, raw in enumerate(lines, first):
                     self.line = lineno
+                    lazy = lazy_headers and header_line(raw, lineno, validate, self._header)
+                    if lazy:
+                        in_run = True
+                        expected_seq += 1
+                        yield lineno, lazy
+                        continue
                     record = self._validated(validate, raw, lineno, in_run, self.warnings)
                     if record is None:  # a truncated last line
                         return
@@ -124,6 +146,12 @@ class TraceReader:
             self._ended_early(lines, self.line, self.warnings)
         if expected_seq == 0:
             raise TraceFormatError(self.path, 1, "empty trace (no header record)")
+
+    def _header(self, raw: bytes, lineno: int) -> HeaderRecord:
+        """A ``HeaderLine``'s whole record, read as ``numbered`` reads any line."""
+        record = self._validated(RECORD.validator.validate_json, raw, lineno, True, self.warnings)
+        assert isinstance(record, HeaderRecord)  # a complete header line (HeaderLine's check)
+        return record
 
     def replay_records(self) -> Iterator[tuple[int, ReplayItem]]:
         """``(line number, item)`` for every record, in replay form (``replay_batches``, a
