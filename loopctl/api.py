@@ -304,6 +304,19 @@ class _CallBuffer:
         self.args: list[str] = []
 
 
+def _close_segment(
+    out: list[Part | _CallBuffer], text: list[str], segment: list[_CallBuffer]
+) -> None:
+    """The text since the last ``PartEvent`` (one part, if any) then its calls, onto ``out``."""
+    if text:
+        joined = "".join(text)
+        if joined:
+            out.append(built(TextPart, {"kind": "text", "text": joined}, _TEXT_GIVEN))
+        text.clear()
+    out.extend(segment)
+    segment.clear()
+
+
 def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     """Fold a reply's events into one assistant message with usage.
 
@@ -322,29 +335,11 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     calls: dict[int, _CallBuffer] = {}
     usage = _NO_USAGE
     stop: str | None = None
-
-    def close_segment() -> None:
-        joined = "".join(text)
-        if joined:
-            out.append(built(TextPart, {"kind": "text", "text": joined}, _TEXT_GIVEN))
-        out.extend(segment)
-        text.clear()
-        segment.clear()
-
+    # Events are told apart by their ``kind`` (the union's discriminator), not ``isinstance``:
+    # a pydantic class's isinstance goes through ABCMeta and costs about 1,100 instructions a
+    # miss, and a tool-call reply's events missed 16 times (cachegrind).
     for event in events:
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, ToolCallStart):
-            if event.index in calls:
-                raise ApiError(
-                    LoopError(
-                        kind="provider",
-                        message=f"tool call index {event.index} started twice in one reply",
-                    )
-                )
-            calls[event.index] = buf = _CallBuffer(event.id, event.name)
-            segment.append(buf)
-        elif isinstance(event, ToolCallDelta):
+        if event.kind == "tool_call_delta":
             buf_or_none = calls.get(event.index)
             if buf_or_none is None:
                 raise ApiError(
@@ -354,15 +349,27 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
                     )
                 )
             buf_or_none.args.append(event.arguments)
-        elif isinstance(event, PartEvent):
-            close_segment()
+        elif event.kind == "text_delta":
+            text.append(event.text)
+        elif event.kind == "tool_call_start":
+            if event.index in calls:
+                raise ApiError(
+                    LoopError(
+                        kind="provider",
+                        message=f"tool call index {event.index} started twice in one reply",
+                    )
+                )
+            calls[event.index] = buf = _CallBuffer(event.id, event.name)
+            segment.append(buf)
+        elif event.kind == "stop":
+            stop = event.reason
+        elif event.kind == "usage":
+            usage = event.usage
+        elif event.kind == "part":
+            _close_segment(out, text, segment)
             _check_part(event.part)
             out.append(event.part)
-        elif isinstance(event, UsageEvent):
-            usage = event.usage
-        elif isinstance(event, StopEvent):
-            stop = event.reason
-    close_segment()
+    _close_segment(out, text, segment)
     parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
     message = built(Message, {"role": "assistant", "parts": parts}, _MESSAGE_GIVEN)
     return built(

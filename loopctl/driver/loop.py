@@ -31,7 +31,6 @@ from loopctl.core import (
     Compact,
     CompactReason,
     Completed,
-    Done,
     Failed,
     LoopError,
     LoopMachine,
@@ -264,13 +263,14 @@ class BareLoop:
             for observer in self.observers:
                 observer.step(policy, step, self._machine)
             try:
-                if isinstance(step, CallLLM):
+                # by ``kind``: isinstance of a pydantic class misses through ABCMeta
+                if step.kind == "call_llm":
                     await self._call_llm(step, policy, cancel)
-                elif isinstance(step, CallTools):
+                elif step.kind == "call_tools":
                     await self._call_tools(step, policy, cancel)
-                elif isinstance(step, Compact):
+                elif step.kind == "compact":
                     await self._compact(step, cancel)
-                elif isinstance(step, Done):
+                elif step.kind == "done":
                     break
             except CancelFired:
                 self._emit(IoEvent(kind="cancel"))

@@ -28,7 +28,7 @@ from loopctl.api import (
     Usage,
     UsageEvent,
 )
-from loopctl.core import LoopError, Message, ProviderPart, TextPart, ThinkingPart, ToolCall
+from loopctl.core import LoopError, Message
 from loopctl.core.built import built
 from loopctl.core.jsontext import DUMPS
 
@@ -63,13 +63,14 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
         )
     index = 0
     for part in message.parts:
-        if isinstance(part, TextPart):
+        # by ``kind``: isinstance of a pydantic class misses through ABCMeta (~1,100 instructions)
+        if part.kind == "text":
             text = part.text
             for i in range(0, len(text), chunk):
                 yield built(
                     TextDelta, {"kind": "text_delta", "text": text[i : i + chunk]}, _TEXT_GIVEN
                 )
-        elif isinstance(part, ToolCall):
+        elif part.kind == "tool_call":
             yield built(
                 ToolCallStart,
                 {"kind": "tool_call_start", "index": index, "id": part.id, "name": part.name},
@@ -82,7 +83,7 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
                 yield built(ToolCallDelta, values, _DELTA_GIVEN)
             yield built(ToolCallEnd, {"kind": "tool_call_end", "index": index}, _INDEX_GIVEN)
             index += 1
-        elif isinstance(part, ThinkingPart | ProviderPart):
+        elif part.kind == "thinking" or part.kind == "provider":
             yield built(PartEvent, {"kind": "part", "part": part}, _PART_GIVEN)
     if usage is not _NO_USAGE and usage != _NO_USAGE:  # (pydantic's == costs 1.9 us)
         yield built(UsageEvent, {"kind": "usage", "usage": usage}, _USAGE_GIVEN)
