@@ -50,12 +50,7 @@ from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl.tools import (
-    Tool,
-    ToolMiddleware,
-    ToolRegistry,
-    dispatch,
-)
+from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
 
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
 
@@ -122,6 +117,7 @@ class BareLoop:
         self._compact_requested = False
         self._guard: CancelGuard | None = None
         self._policy_cache: tuple[tuple[object, ...], MachinePolicy] | None = None
+        self._dispatcher_cache: tuple[tuple[Any, ...], Dispatcher] | None = None
         self._model = ModelCaller(
             client,
             model_middleware,
@@ -341,16 +337,10 @@ class BareLoop:
     ) -> None:
         exchange = self._machine.exchange
         preanswered = exchange.preanswered if exchange is not None else ()
+        dispatcher = self._dispatcher()
         results = await self._race(
-            dispatch(
-                step.calls,
-                self.registry,
-                pre_hooks=self.hooks.pre_tool,
-                post_hooks=self.hooks.post_tool,
-                middleware=self.middleware,
-                default_timeout=self.config.tool_timeout,
-                on_event=self._emit if self.observers else None,
-                turn=step.turn,
+            dispatcher.run(
+                step.calls, on_event=self._emit if self.observers else None, turn=step.turn
             ),
             cancel,
         )
@@ -362,6 +352,26 @@ class BareLoop:
         tokens = machine.context_tokens + self.estimator.count([message])
         self._feed("set_context_tokens", n=tokens)
         await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
+
+    def _dispatcher(self) -> Dispatcher:
+        """The tool pipeline for the current registry, hooks, middleware and tool timeout,
+        bound again only when one of them changed (as the policy is)."""
+        hooks = self.hooks
+        key = (
+            self.registry,
+            tuple(hooks.pre_tool),
+            tuple(hooks.post_tool),
+            self.middleware,
+            self.config.tool_timeout,
+        )
+        cached = self._dispatcher_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        dispatcher = Dispatcher(
+            self.registry, hooks.pre_tool, hooks.post_tool, self.middleware, key[-1]
+        )
+        self._dispatcher_cache = (key, dispatcher)
+        return dispatcher
 
     async def _maybe_reflect(
         self,

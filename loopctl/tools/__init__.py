@@ -6,7 +6,7 @@ user code); nothing here decides what the loop does next.
 """
 
 from loopctl.tools.decorator import Tool, ToolArgumentsError, ToolError, encode_result, tool
-from loopctl.tools.dispatch import dispatch, plan_waves
+from loopctl.tools.dispatch import Dispatcher, dispatch, plan_waves
 from loopctl.tools.hooks import (
     Allow,
     Deny,
@@ -22,6 +22,7 @@ from loopctl.tools.registry import ToolRegistry
 __all__ = [
     "Allow",
     "Deny",
+    "Dispatcher",
     "NextTool",
     "PostToolHook",
     "PreToolDecision",

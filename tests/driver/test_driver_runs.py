@@ -195,6 +195,45 @@ async def test_hooks_deny_and_replace() -> None:
     assert replaced.content == "redacted"
 
 
+async def test_hooks_middleware_and_tool_timeout_changed_between_runs_take_effect() -> None:
+    """The loop binds its tool pipeline once and again only when what it is built from changed:
+    a new ``hooks``, a hook added to the same list, new middleware or a new tool timeout."""
+    seen: list[str] = []
+
+    def deny_all(c):
+        return Deny("not today")
+
+    async def tag(c, call_next):
+        seen.append(c.id)
+        return await call_next(c)
+
+    client = ScriptedClient(
+        [ask(call(f"c{n}", "add", a=n, b=1)) if n % 2 else answer("ok") for n in range(1, 11)]
+    )
+    loop = BareLoop(client, tools=[add])
+    first = await loop.run("x")
+    assert first.messages[2].tool_results[0].content == "2"
+    dispatcher = loop._dispatcher()
+    assert loop._dispatcher() is dispatcher  # nothing changed: the same pipeline
+
+    loop.hooks = Hooks(pre_tool=[deny_all])
+    denied = await loop.run("x")
+    assert "not today" in denied.messages[2].tool_results[0].content
+
+    pre: list = []
+    loop.hooks = Hooks(pre_tool=pre)
+    assert (await loop.run("x")).messages[2].tool_results[0].content == "6"
+    pre.append(deny_all)  # the same Hooks, a hook added to its list
+    assert "not today" in (await loop.run("x")).messages[2].tool_results[0].content
+
+    loop.hooks = Hooks()
+    loop.middleware = (tag,)
+    await loop.run("x")
+    assert seen == ["c9"]
+    loop.config = RunConfig(tool_timeout=1.5)
+    assert loop._dispatcher()._pipeline.default_timeout == 1.5
+
+
 async def test_tool_and_model_middleware_order() -> None:
     order: list[str] = []
 
