@@ -151,17 +151,8 @@ class Dispatcher:
             if on_event is not None:
                 for index in wave:
                     call = calls[index]
-                    on_event(
-                        IoEvent(
-                            kind="tool_call",
-                            turn=turn,
-                            data={
-                                "id": call.id,
-                                "name": call.name,
-                                "arguments": dict(call.arguments),
-                            },
-                        )
-                    )
+                    asked = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+                    on_event(IoEvent(kind="tool_call", turn=turn, data=asked))
             if len(wave) == 1:
                 # A wave of one needs no task group: run it in this task (cancel still propagates).
                 outcomes = [await pipeline.timed(calls[wave[0]], limit)]
@@ -172,18 +163,14 @@ class Dispatcher:
             for index, (result, duration) in zip(wave, outcomes, strict=True):
                 results[index] = result
                 if on_event is not None:
+                    answered = {
+                        "id": result.call_id,
+                        "name": result.name,
+                        "content": result.content,
+                        "is_error": result.is_error,
+                    }
                     on_event(
-                        IoEvent(
-                            kind="tool_result",
-                            turn=turn,
-                            data={
-                                "id": result.call_id,
-                                "name": result.name,
-                                "content": result.content,
-                                "is_error": result.is_error,
-                            },
-                            duration_s=duration,
-                        )
+                        IoEvent(kind="tool_result", turn=turn, data=answered, duration_s=duration)
                     )
         return [results[index] for index in range(len(calls))]
 

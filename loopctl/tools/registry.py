@@ -26,7 +26,7 @@ class ToolRegistry:
     ``ToolRegistry([add, search])`` works whether or not they were decorated.
     """
 
-    __slots__ = ("_tools",)
+    __slots__ = ("_names", "_specs", "_tools")
 
     def __init__(self, tools: Iterable[AnyTool | Callable[..., Any]] = ()) -> None:
         by_name: dict[str, AnyTool] = {}
@@ -36,14 +36,17 @@ class ToolRegistry:
                 raise ValueError(f"duplicate tool name {entry.name!r}: tool names must be unique")
             by_name[entry.name] = entry
         self._tools = by_name
+        # The registry never changes: what is advertised every turn is worked out once.
+        self._names = tuple(by_name)
+        self._specs = tuple(t.spec for t in by_name.values())
 
     def names(self) -> tuple[str, ...]:
         """Tool names in registration order (what the brain classifies calls against)."""
-        return tuple(self._tools)
+        return self._names
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """What the model is told, in registration order."""
-        return tuple(t.spec for t in self._tools.values())
+        return self._specs
 
     def get(self, name: str) -> AnyTool | None:
         return self._tools.get(name)
