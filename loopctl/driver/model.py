@@ -112,7 +112,7 @@ class ModelCaller:
 
     async def call(self, request: ModelRequest, retry: RetryConfig) -> ModelReply:
         """The reply, or the last ``ApiError`` once retries are exhausted or the error is fatal."""
-        chain = self._chain()
+        chain = self._chain() if self.middleware else self._stream
         attempt = 0
         last_parse_failure: str | None = None
         while True:

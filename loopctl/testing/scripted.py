@@ -137,9 +137,10 @@ class FunctionClient:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         reply = self.fn(request)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        if isinstance(reply, LoopError | ApiError):
-            raise _raise_for(reply)
+        if type(reply) is not Message:  # a message (the common case) needs neither check
+            if inspect.isawaitable(reply):
+                reply = await reply
+            if isinstance(reply, LoopError | ApiError):
+                raise _raise_for(reply)
         for event in reply_events(reply):
             yield event
