@@ -129,7 +129,12 @@ class TraceReader:
             try:
                 for lineno, raw in enumerate(lines, first):
                     self.line = lineno
-                    lazy = lazy_headers and header_line(raw, lineno, validate, self._header)
+                    # (a header as the writer starts one: not a call for every line)
+                    lazy = (
+                        lazy_headers
+                        and raw.find(b'"type":"header"', 0, 48) > 0
+                        and header_line(raw, lineno, validate, self._header)
+                    )
                     if lazy:
                         in_run = True
                         expected_seq += 1

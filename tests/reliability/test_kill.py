@@ -271,3 +271,28 @@ def test_a_real_subprocess_killed_mid_run_loses_at_most_one_record(
     assert replay_driver(path).ok
     resumed = resume_trace(path, AGENT, cwd=HERE)
     assert resumed.point.machine.digest() == reference[0]
+
+
+@pytest.mark.parametrize("n", KILL_POINTS[::5])
+def test_a_resume_header_that_is_not_the_brain_before_it_diverges(
+    tmp_path: Path, agent_env: Path, n: int
+) -> None:
+    """The header a resume writes after a kill must hold the brain as of the trace's last record
+    before it (killed inside a step: the checker keeps that brain's digest where a header
+    follows a record), or the brain the replayed run stopped with (killed between steps)."""
+    path = tmp_path / "killed.jsonl"
+    killed_at(path, n, agent_env)
+    resume_trace(path, AGENT, cwd=HERE)
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = [i for i, raw in enumerate(lines) if b'"type":"header"' in raw[:40]][1]
+    data = json.loads(lines[at])
+    data["snapshot"]["context_tokens"] += 1
+    lines[at] = json.dumps(data, separators=(",", ":")).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+    result = replay_driver(path)
+    assert result.divergence is not None, result.summary()
+    assert result.divergence.what == "snapshot" and result.divergence.line == at + 1
+    assert result.divergence.message in (
+        "the header's snapshot is not the brain the records before it build",
+        "the header's snapshot does not continue the replayed run",
+    )
