@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Self, TypeVar
 
-from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent, Usage
+from loopctl.api import ApiClient, ApiError, StreamEvent, Usage
 from loopctl.core import (
     CallLLM,
     CallTools,
@@ -46,7 +46,7 @@ from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
 from loopctl.driver.config import RunConfig, SessionConfig, build_policy
 from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator
-from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep
+from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep, model_request
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver
@@ -57,7 +57,6 @@ __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver
 T = TypeVar("T")
 
 # The fields a validator call would have been given, for the models built with ``built``.
-_REQUEST_GIVEN: Final = {"messages", "tools", "system", "options", "turn"}
 _MESSAGE_GIVEN: Final = {"role", "parts"}
 
 
@@ -276,7 +275,7 @@ class BareLoop:
 
     async def _call_llm(self, step: CallLLM, policy: MachinePolicy, cancel: CancelSignal) -> None:
         machine = self._machine
-        request = self._request(step.turn)
+        request = model_request(machine, self.registry, self.session, step.turn)
         if self.observers:
             # The request itself, for observers to read what they need (a trace recorder keeps
             # its context and a digest); who it goes to, as far as the client says.
@@ -315,22 +314,6 @@ class BareLoop:
             # Every call was unknown: the brain answered them all itself.
             answered = machine.conversation()[-1].tool_results
             await self._maybe_reflect(step.turn, answered, policy, cancel)
-
-    def _request(self, turn: int) -> ModelRequest:
-        """The model request for ``turn``, built from values already checked: the brain's
-        conversation as a view (O(1), not a copy), the registry's specs, the session's system
-        prompt and options (a copy: the request owns its dict), the brain's turn number. So it
-        is ``built`` rather than validated again (15,000 instructions a turn, cachegrind);
-        tests pin it to the validated request."""
-        values = {
-            "messages": self._machine.conversation(),
-            "tools": self.registry.specs(),
-            "system": self.session.system_prompt,
-            "options": dict(self.session.options),
-            "turn": turn,
-            "server_tools": (),
-        }
-        return built(ModelRequest, values, _REQUEST_GIVEN)
 
     async def _call_tools(
         self, step: CallTools, policy: MachinePolicy, cancel: CancelSignal
