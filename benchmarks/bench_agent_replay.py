@@ -166,6 +166,8 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "goal_records_per_s": GOAL,
         "goal_met": all(r["records_per_s_best"] >= GOAL for r in ten_k) and not smoke,
         "rss_after_imports_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        # the machine is shared: the figures are only as good as the load they were taken at
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = pair[1]["peak_rss_kib"] / pair[0]["peak_rss_kib"]
             print(f"{shape}: peak RSS ratio for 10x the records: {ratio:.3f}")
     print(f"goal {GOAL:,} records/s at 10k records: {'met' if result['goal_met'] else 'NOT met'}")
+    print("load average (1, 5, 15 min): " + ", ".join(map(str, result["load_average"])))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -4,10 +4,11 @@ when it is needed.
 A trace of many runs in one conversation has a header per run, and each holds the whole brain
 (the history so far): in a 10,000-record trace of 53 runs of 20 turns, the headers are 6.3 MB of
 the trace's 10 MB, and validating them with pydantic, restoring their brains and comparing them
-with the replayed brain was 80% of a replay's time (ten times slower than a trace of one long
-run). Yet the header of a run that follows a replayed run holds nothing new: it must be exactly
-the brain the replay already has (``previous.next_run()``). So ``TraceReader.numbered(
-lazy_headers=True)`` gives such a line as a ``HeaderLine``: the line is validated by pydantic
+with the replayed brain was half of a replay's instructions (measured below) and made it four
+times slower than a replay of one long run of as many records. Yet the header of a run that
+follows a replayed run holds nothing new: it must be exactly the brain the replay already has
+(``previous.next_run()``). So ``TraceReader.numbered(lazy_headers=True)`` gives such a line
+as a ``HeaderLine``: the line is validated by pydantic
 with its snapshot cut out (``null``), so every other field is checked in its place as before,
 and the snapshot's text is hashed (``sha256``, about 1 ms for 1 MB). ``holds(machine)`` compares
 that hash with ``machine.checksum()``, which is ``sha256(machine.canonical_json())``, the very

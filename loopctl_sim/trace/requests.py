@@ -40,6 +40,7 @@ __all__ = [
     "messages_fingerprint",
     "request_context",
     "request_digest",
+    "with_last",
 ]
 
 #: The fields of a request's context, in the order a report lists them.
@@ -81,6 +82,17 @@ def request_digest(context_json: str, fingerprint: str) -> str:
 
 def messages_fingerprint(messages: Sequence[Message]) -> str:
     return _sha(_canonical([m.model_dump(mode="json") for m in messages]))
+
+
+def with_last(data: Mapping[str, Any], messages: Sequence[Message]) -> dict[str, Any]:
+    """A request's data seen with ``last=False``, with its ``last`` (the last message as JSON
+    data, None for none) in its place: the data ``see`` gives by default, key for key."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "messages":
+            out["last"] = messages[-1].model_dump(mode="json") if messages else None
+        out[key] = value
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +152,11 @@ class RequestLog:
         model: str | None,
         provider: str | None,
         brain_digest: str | None,
+        *,
+        last: bool = True,
     ) -> RequestSeen:
+        """``last=False`` leaves the last message out of the data (a replay adds it with
+        ``with_last`` only where it compares or reports it: a version 1 trace, a divergence)."""
         context, context_json = self._context(request, model, provider)
         messages = request.messages
         fingerprint = brain_digest if brain_digest is not None else messages_fingerprint(messages)
@@ -149,9 +165,10 @@ class RequestLog:
             "digest": digest,
             "n_messages": len(messages),
             "tools": [spec.name for spec in request.tools],
-            "last": messages[-1].model_dump(mode="json") if messages else None,
-            "messages": "brain" if brain_digest is not None else "altered",
         }
+        if last:
+            data["last"] = messages[-1].model_dump(mode="json") if messages else None
+        data["messages"] = "brain" if brain_digest is not None else "altered"
         if context_json != self._context_json:
             data["context"] = context
             self._context_json = context_json
