@@ -23,11 +23,11 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 from planting import HUNT, NEVER_FIRED, Plant, plant_function
 
-import loopctl.driver.loop as driver_loop
 import loopctl.driver.model as driver_model
 from loopctl.api import ApiError
 from loopctl.core import AwaitingModel, AwaitingTools, LoopError, Message, Start, ToolResult
 from loopctl.driver import BareLoop, build_policy
+from loopctl.tools import Dispatcher
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_machine import DriverMachine
 
@@ -46,11 +46,11 @@ def hunt(machine: type[DriverMachine] = DriverMachine) -> str:
 def completion_order(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     """Tool results returned in completion order instead of call order."""
     plant = Plant()
-    real = vars(driver_loop)["dispatch"]
+    real = Dispatcher.run
 
-    async def dispatch(calls: Any, registry: Any, **kwargs: Any) -> list[ToolResult]:
+    async def dispatch(self: Dispatcher, calls: Any, **kwargs: Any) -> list[ToolResult]:
         async def one(call: Any) -> ToolResult:
-            results: list[ToolResult] = await real([call], registry, **kwargs)
+            results: list[ToolResult] = await real(self, [call], **kwargs)
             return results[0]
 
         tasks = [asyncio.ensure_future(one(call)) for call in calls]
@@ -61,7 +61,7 @@ def completion_order(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
             plant.fired += 1
         return results
 
-    monkeypatch.setattr(driver_loop, "dispatch", dispatch)
+    monkeypatch.setattr(Dispatcher, "run", dispatch)
     yield plant
 
 
@@ -111,14 +111,7 @@ def resume_dispatches_twice(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     plant = Plant()
 
     async def twice(loop: BareLoop, step: Any, policy: Any, cancel: Any, real: Any) -> None:
-        once = vars(driver_loop)["dispatch"](
-            step.calls,
-            loop.registry,
-            pre_hooks=loop.hooks.pre_tool,
-            post_hooks=loop.hooks.post_tool,
-            middleware=loop.middleware,
-            default_timeout=loop.config.tool_timeout,
-        )
+        once = loop._dispatcher().run(step.calls)
         await loop._race(once, cancel)  # cancellable as the real dispatch is
         await real(loop, step, policy, cancel)
 
