@@ -128,12 +128,17 @@ def rate(path: Path, repeats: int) -> dict[str, Any]:
 
 
 def peak_rss_kib(path: Path) -> int:
-    """Peak RSS of one replay of ``path`` in a fresh process."""
+    """Peak RSS of one replay of ``path`` in a fresh process: its ``VmHWM`` (Linux keeps
+    ``ru_maxrss`` across ``exec``, so a child started by this big process reported this
+    process's peak), or ``ru_maxrss`` where there is no ``/proc``."""
     code = (
         "import resource, sys; from benchmarks.bench_agent_replay import build; "
         "from loopctl_sim import replay_agent; "
         "r = replay_agent(sys.argv[1], build); assert r.ok, r.summary(); "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "from pathlib import Path; p = Path('/proc/self/status'); "
+        "hwm = [l.split()[1] for l in p.read_text().splitlines() if l.startswith('VmHWM')] "
+        "if p.exists() else []; "
+        "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
