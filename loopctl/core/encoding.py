@@ -48,6 +48,7 @@ __all__ = [
     "Modern",
     "PartsJson",
     "Seed",
+    "carried",
     "encoded",
     "is_modern",
     "message_json",
@@ -196,6 +197,25 @@ class JsonCache:
         self.base: object = None
         self.head = False
         self.seed: Seed | None = None
+
+
+def carried(
+    cache: JsonCache | None, old: Sequence[Message], new: Sequence[Message]
+) -> JsonCache | None:
+    """A cache for ``new``, a copy of the list ``old``, holding the JSON ``cache`` already has
+    of ``old``'s messages (None when ``cache`` does not mirror ``old``). The next run's brain
+    starts from a copy of this one's history: without this it encodes every message again,
+    once per run, which made a trace of many runs cost the square of its length. The running
+    hash is not carried (the next digest hashes the JSON once: sha256 costs far less than
+    encoding)."""
+    if cache is None or cache.source is not old or len(cache.parts) > len(new):
+        return None
+    out = JsonCache(new)
+    parts = out.parts
+    parts.extend(cache.parts)
+    parts.modern = cache.parts.modern
+    parts.scanned = cache.parts.scanned
+    return out
 
 
 def encoded(

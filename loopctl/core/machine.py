@@ -493,7 +493,7 @@ class LoopMachine(MachineData):
                 state=self._state.kind,
             )
         fresh = LoopMachine((), self._context_tokens)
-        fresh._history = list(self._history)
+        self._history_copy_for(fresh)
         return fresh
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final, Self
 
 from loopctl.core.adopted import adopted_json
 from loopctl.core.conversation import Conversation
-from loopctl.core.encoding import Hash, JsonCache, encoded, sha256_of
+from loopctl.core.encoding import Hash, JsonCache, carried, encoded, sha256_of
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
 from loopctl.core.prebuilt import START
@@ -374,6 +374,12 @@ class MachineData:
         self._history.extend(self._pending[:keep])
         self._pending = []
         self._finalized = True
+
+    def _history_copy_for(self, fresh: MachineData) -> None:
+        """Give ``fresh`` (the next run's brain) a copy of this history, with the JSON already
+        encoded of it (``encoding.carried``)."""
+        fresh._history = list(self._history)
+        fresh._history_json = carried(self._history_json, self._history, fresh._history)
 
     # --- equality ------------------------------------------------------------------------
 

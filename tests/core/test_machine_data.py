@@ -4,6 +4,7 @@ steps every machine shares: what the split of ``machine.py`` must keep true."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from brain_helpers import BY_STATE, POLICY, answer, ask, call, committed, warned
@@ -120,3 +121,64 @@ def test_two_machines_share_their_early_states_and_steps() -> None:
     for m in machines:
         m.tool_results(answer(c))
     assert machines[0] == machines[1]
+
+
+def _finished_run(machine: LoopMachine, text: str, modern: bool) -> LoopMachine:
+    from loopctl import MachinePolicy, Message, ToolCall, ToolResult
+    from loopctl.core import ThinkingPart
+
+    policy = MachinePolicy(tools=("add",))
+    machine.accept_input(text)
+    machine.next_step(policy)
+    parts: list[object] = [ToolCall(id=f"c-{text}", name="add", arguments={"a": 1})]
+    if modern:
+        parts.insert(0, ThinkingPart(provider="anthropic", text="hm", signature="s"))
+    machine.model_response(Message(role="assistant", parts=tuple(parts)), 10)  # type: ignore[arg-type]
+    machine.next_step(policy)
+    machine.tool_results(
+        Message.from_results([ToolResult(call_id=f"c-{text}", name="add", content="2")])
+    )
+    machine.next_step(policy)
+    machine.model_response(Message.assistant(f"done {text}"), 12)
+    machine.next_step(policy)
+    machine.commit_pending()
+    return machine
+
+
+@pytest.mark.parametrize("digest_between", [True, False])
+@pytest.mark.parametrize("modern", [False, True])
+def test_the_next_runs_brain_carries_the_historys_json_and_digests_the_same(
+    digest_between: bool, modern: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """next_run() hands the next brain the JSON already encoded of its history: its digest,
+    checksum and saved text are a from-scratch brain's, and no message is encoded again."""
+    from loopctl.core import encoding
+
+    machine = LoopMachine()
+    for run in range(3):
+        machine = _finished_run(machine, f"run {run}", modern and run == 1)
+        if digest_between:
+            machine.digest()
+        else:
+            machine.model_dump_json()
+        encodes: list[object] = []
+
+        def counted(
+            m: object, real: Any = encoding.message_json, seen: list[object] = encodes
+        ) -> Any:
+            seen.append(m)
+            return real(m)
+
+        monkeypatch.setattr(encoding, "message_json", counted)
+        fresh = machine.next_run()
+        digest, checksum, text = fresh.digest(), fresh.checksum(), fresh.model_dump_json()
+        monkeypatch.undo()
+        assert encodes == []  # the history's JSON came with it
+        scratch = LoopMachine(machine.messages(), machine.context_tokens)
+        assert (digest, checksum, text) == (
+            scratch.digest(),
+            scratch.checksum(),
+            scratch.model_dump_json(),
+        )
+        assert LoopMachine.model_validate_json(text) == fresh
+        machine = fresh
