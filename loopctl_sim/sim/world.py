@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from loopctl.api import (
     ApiError,
+    Events,
     ModelReply,
     StopEvent,
     StreamEvent,
@@ -35,7 +36,6 @@ from loopctl.api import (
     ToolCallEnd,
     ToolCallStart,
     Usage,
-    UsageEvent,
     fold_events,
 )
 from loopctl.core import (
@@ -48,7 +48,6 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core.built import built
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.estimate import CharEstimator, message_chars
@@ -170,45 +169,27 @@ def _estimate(chars: int, messages: int) -> int:
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
     """The stream a provider would send for ``message`` (text in two deltas, arguments split).
 
-    The events are built from a valid message's own fields with ``built`` (no validation):
-    validating a dozen events a reply was a fifth of a simulated turn, and pydantic's
-    ``model_construct``, used here before, costs more than validating (a ``StopEvent``: 22,300
-    instructions, validated 8,800, built 5,700; cachegrind). Tests pin them to the fold."""
+    The events are ``loopctl.api.Events``, built without validation: validating a dozen events a
+    reply was a fifth of a simulated turn, and pydantic's ``model_construct``, used here before,
+    costs more than validating (a ``StopEvent``: 22,300 instructions, validated 8,800, built
+    5,700; cachegrind). Tests pin them to the fold."""
     events: list[StreamEvent] = []
     text = message.text
     if text:
         half = len(text) // 2
-        events += [
-            built(TextDelta, {"kind": "text_delta", "text": t}, _TEXT)
-            for t in (text[:half], text[half:])
-            if t
-        ]
+        events += [Events.text(t) for t in (text[:half], text[half:]) if t]
     calls = message.tool_calls
     for i, call in enumerate(calls):
         args = json.dumps(call.arguments, sort_keys=True)
         half = len(args) // 2
-        start = {"kind": "tool_call_start", "index": i, "id": call.id, "name": call.name}
-        events.append(built(ToolCallStart, start, _START))
-        events += [
-            built(ToolCallDelta, {"kind": "tool_call_delta", "index": i, "arguments": a}, _DELTA)
-            for a in (args[:half], args[half:])
-            if a
-        ]
-        events.append(built(ToolCallEnd, {"kind": "tool_call_end", "index": i}, _INDEX))
+        events.append(Events.start(i, call.id, call.name))
+        events += [Events.delta(i, a) for a in (args[:half], args[half:]) if a]
+        events.append(Events.end(i))
     if usage is not None:
-        events.append(built(UsageEvent, {"kind": "usage", "usage": usage}, _USAGE))
+        events.append(Events.usage(usage))
     reason = "tool_use" if calls else "end_turn"
-    events.append(built(StopEvent, {"kind": "stop", "reason": reason}, _STOP))
+    events.append(Events.stop(reason))
     return events
-
-
-# the fields each event is given (``built``'s fields set, as the validator would record them)
-_TEXT: Final = {"text"}
-_START: Final = {"index", "id", "name"}
-_DELTA: Final = {"index", "arguments"}
-_INDEX: Final = {"index"}
-_USAGE: Final = {"usage"}
-_STOP: Final = {"reason"}
 
 
 # error-kind model fault -> (LoopError kind, default message, retryable, HTTP status or None
