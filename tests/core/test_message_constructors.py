@@ -1,0 +1,95 @@
+"""``Message``'s constructors build without a second validation when handed valid values; each
+case is pinned to what the validator builds, and anything else still goes through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from test_built import _same_as_validated
+
+from loopctl import Message, ToolCall, ToolResult
+from loopctl.core import TextPart
+
+CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": [2, {"c": None}]})
+CALL2 = ToolCall(id="c2", name="noargs")
+RESULT = ToolResult(call_id="c1", name="add", content="3")
+ERROR = ToolResult(call_id="c2", name="noargs", content="boom", is_error=True)
+
+# (built by the constructor, the same message validated from its fields)
+CASES: list[tuple[Callable[[], Message], dict[str, Any]]] = [
+    (lambda: Message.user("hi"), {"role": "user", "parts": (TextPart(text="hi"),)}),
+    (lambda: Message.user(""), {"role": "user", "parts": (TextPart(text=""),)}),
+    (lambda: Message.system("be brief"), {"role": "system", "parts": (TextPart(text="be brief"),)}),
+    (lambda: Message.assistant(), {"role": "assistant", "parts": ()}),
+    (lambda: Message.assistant("done"), {"role": "assistant", "parts": (TextPart(text="done"),)}),
+    (lambda: Message.assistant(tool_calls=[CALL]), {"role": "assistant", "parts": (CALL,)}),
+    (
+        lambda: Message.assistant("let me", (CALL, CALL2)),
+        {"role": "assistant", "parts": (TextPart(text="let me"), CALL, CALL2)},
+    ),
+    (lambda: Message.from_results([RESULT, ERROR]), {"role": "user", "parts": (RESULT, ERROR)}),
+    (lambda: Message.from_results(()), {"role": "user", "parts": ()}),
+]
+
+
+@pytest.mark.parametrize(("make", "fields"), CASES)
+def test_a_constructor_builds_what_the_validator_builds(
+    make: Callable[[], Message], fields: dict[str, Any]
+) -> None:
+    message = make()
+    _same_as_validated(message)
+    for part in message.parts:
+        _same_as_validated(part)
+    reference = Message.model_validate(fields)
+    assert message == reference
+    assert message.model_dump_json() == reference.model_dump_json()
+    assert type(message.parts) is tuple
+
+
+class Shout(str):
+    pass
+
+
+class NamedCall(ToolCall):
+    pass
+
+
+def test_values_that_are_not_exactly_valid_go_through_the_validator() -> None:
+    with pytest.raises(ValidationError):
+        Message.user(5)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Message.assistant(tool_calls=[{"id": "x"}])  # type: ignore[list-item]
+    with pytest.raises(ValidationError):
+        Message.from_results([{"call_id": "x"}])  # type: ignore[list-item]
+    # a str subclass and a ToolCall subclass are validated (and kept as pydantic keeps them)
+    shout = Message.user(Shout("HI"))
+    assert shout == Message.model_validate({"role": "user", "parts": [{"kind": "text", "text": Shout("HI")}]})
+    call = NamedCall(id="n", name="add")
+    assert Message.assistant(tool_calls=[call]).tool_calls == [call]
+
+
+class Tagged(Message):
+    """A user's subclass of Message: its constructors must validate into the subclass."""
+
+
+def test_a_subclass_constructs_itself() -> None:
+    for message in (
+        Tagged.user("x"),
+        Tagged.system("x"),
+        Tagged.assistant("x", [CALL]),
+        Tagged.from_results([RESULT]),
+    ):
+        assert type(message) is Tagged
+
+
+def test_the_properties_pick_parts_by_kind() -> None:
+    message = Message.assistant("a", [CALL, CALL2])
+    assert message.text == "a"
+    assert message.tool_calls == [CALL, CALL2]
+    assert message.tool_results == []
+    results = Message.from_results([RESULT, ERROR])
+    assert results.tool_results == [RESULT, ERROR]
+    assert results.text == "" and results.tool_calls == [] and results.thinking == []
