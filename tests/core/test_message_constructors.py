@@ -66,7 +66,9 @@ def test_values_that_are_not_exactly_valid_go_through_the_validator() -> None:
         Message.from_results([{"call_id": "x"}])  # type: ignore[list-item]
     # a str subclass and a ToolCall subclass are validated (and kept as pydantic keeps them)
     shout = Message.user(Shout("HI"))
-    assert shout == Message.model_validate({"role": "user", "parts": [{"kind": "text", "text": Shout("HI")}]})
+    assert shout == Message.model_validate(
+        {"role": "user", "parts": [{"kind": "text", "text": Shout("HI")}]}
+    )
     call = NamedCall(id="n", name="add")
     assert Message.assistant(tool_calls=[call]).tool_calls == [call]
 
