@@ -7,31 +7,38 @@ save + restore (cachegrind, ``benchmarks/bench_snapshot.py``). Yet the text it w
 holds exactly those bytes, when it is what the writer wrote: ``model_dump_json()`` joins the
 messages' JSON in a fixed layout and seals it with the sha256 of the content.
 
-So after a restore the text is cut at its messages (msgspec reads the spans, as raw bytes) and
-the cache adopts them, on three conditions: the text is sealed (version 3), its validation
-checked the checksum against these very bytes (``MachineSnapshot`` refuses it otherwise), and
-the bytes are the writer's layout exactly (the spans, joined again with the brain's own small
-fields and checksum, give back the text byte for byte). Anything else (an unsealed text, another
-layout, a file re-indented) is restored as before and its cache built on first use.
+So a sealed text is cut at its messages (msgspec reads the spans, as raw bytes:
+``sealed_parts``), on three conditions: the text is sealed (version 3), its checksum matches
+these very bytes (``seal.raw_version``), and the bytes up to the small fields are the writer's
+layout exactly (the spans joined again between the heads give back the text byte for byte; the
+brain checks the small fields' bytes against its own encoding once they are validated). The
+brain then holds the spans as its messages (``lazy.py``: built when first read) and its cache
+adopts them (``adopted_caches``). Anything else (an unsealed text, a checksum that does not
+match, another layout, a file re-indented) is restored by validating the whole snapshot, as
+before, and its cache is built on first use.
 
-The trust this takes: a span is adopted as the message's canonical JSON because the sealed text
-says so. Accidental damage cannot pass (the checksum); a deliberate edit that rewrote a message
-in another JSON layout and sealed the result again would be kept as written, and the digest
-would hash those bytes. Restoring never trusts a state the brain could not reach (the snapshot
-checks run as before); this concerns only how a valid message's JSON is spelled.
+The trust this takes: a span is adopted as the message's canonical JSON, and as a valid message
+of a coherent conversation, because the sealed text says so. Accidental damage cannot pass (the
+checksum); a deliberate edit that rewrote a message and sealed the result again would be kept as
+written (the digest hashes those bytes) and, if the message is not valid, refused when it is
+first read (``lazy.LazyMessageError``). Restoring never trusts a state the brain could not
+reach in the small fields (the snapshot's checks run on them, and on the exchange's calls
+against the last pending message); this concerns only the messages' bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Final
+import re
+from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 import msgspec
 
 from loopctl.core.encoding import MODERN_PARTS, JsonCache, Modern
 from loopctl.core.messages import Message
+from loopctl.core.seal import HISTORY_HEAD, PENDING_HEAD, SEALED_HEAD, checksum_tail, raw_version
 
-__all__ = ["adopted_json"]
+__all__ = ["SealedParts", "adopted_caches", "sealed_parts"]
 
 
 class _Spans(msgspec.Struct, gc=False):
@@ -43,51 +50,77 @@ class _Spans(msgspec.Struct, gc=False):
 
 
 _SPANS: Final = msgspec.json.Decoder(_Spans)
+#: A message that may hold a part version 1 lacks (a tool call's arguments may spell it too:
+#: such a message is built and its parts looked at).
+_MAYBE_MODERN: Final = re.compile(rb'"kind":"(?:thinking|provider)"')
 
 
-def adopted_json(
-    raw: bytes,
-    history: Sequence[Message],
-    pending: Sequence[Message],
-    rebuilt: Callable[[list[bytes], list[bytes], str], bytes],
-    modern: bool,
-) -> tuple[JsonCache, JsonCache] | None:
-    """Caches for ``history`` and ``pending`` holding their JSON as ``raw`` spells it, when
-    ``raw`` is the sealed text they were just restored from in the writer's layout; else None.
+class SealedParts(NamedTuple):
+    """A verified sealed text cut at its messages."""
 
-    ``rebuilt(history_json, pending_json, checksum)`` gives the sealed text the brain would
-    write for them (``snapshot_json`` with the brain's own small fields): it must be ``raw``.
-    ``modern``: the content is version 2 (some message may hold a part version 1 lacks).
-    """
+    history: list[bytes]  # each message's JSON, as the text spells it
+    pending: list[bytes]
+    version: int  # the content's version (1 or 2), by the head its checksum matched
+    end: bytes  # the content's JSON after pending: the state and the small fields
+
+    @property
+    def shell(self) -> bytes:
+        """The content's JSON with history and pending empty: the small fields to validate."""
+        head = HISTORY_HEAD.modern if self.version > 1 else bytes(HISTORY_HEAD)
+        return head + PENDING_HEAD + self.end
+
+
+def sealed_parts(raw: bytes) -> SealedParts | None:
+    """``raw`` cut at its messages, when it is a sealed text whose checksum matches its bytes and
+    whose bytes up to the small fields are the writer's layout; else None (restore it whole)."""
     try:
         spans = _SPANS.decode(raw)
     except (msgspec.MsgspecError, RecursionError):
         return None
-    if len(spans.history) != len(history) or len(spans.pending) != len(pending):
+    version = raw_version(raw, spans.checksum)
+    if version is None:
         return None
-    history_json = _spelled(spans.history, history, modern)
-    pending_json = _spelled(spans.pending, pending, modern)
-    if rebuilt(history_json, pending_json, spans.checksum) != raw.rstrip(b" \t\r\n"):
+    history = list(map(bytes, spans.history))
+    pending = list(map(bytes, spans.pending))
+    prefix = b"".join((SEALED_HEAD, b",".join(history), PENDING_HEAD, b",".join(pending)))
+    text = raw.rstrip(b" \t\r\n")  # raw_version checked that it ends with the checksum
+    if not text.startswith(prefix):
         return None
-    return _cache(history, history_json, modern), _cache(pending, pending_json, modern)
+    end = text[len(prefix) : len(text) - len(checksum_tail(spans.checksum))] + b"}"
+    return SealedParts(history, pending, version, end)
 
 
-def _spelled(spans: list[msgspec.Raw], messages: Sequence[Message], modern: bool) -> list[bytes]:
-    """Each message's span as bytes, ``Modern`` where the message holds a part version 1 lacks
-    (as ``encoding.message_json`` marks it; none can in a version-1 content)."""
-    out: list[bytes] = list(map(bytes, spans))
-    if modern:
-        for i, message in enumerate(messages):
-            for part in message.parts:
+def adopted_caches(
+    history: Sequence[Message], pending: Sequence[Message], parts: SealedParts
+) -> tuple[JsonCache, JsonCache]:
+    """Caches for ``history`` and ``pending`` (the brain's lists of these very messages) holding
+    their JSON as ``parts`` spells it. In a version-2 content, a message that may hold a part
+    version 1 lacks is read (``history[i]``: built, if the list is lazy) to mark it ``Modern``."""
+    modern = parts.version > 1
+    return (
+        _cache(history, _spelled(parts.history, history, modern), modern),
+        _cache(pending, _spelled(parts.pending, pending, modern), modern),
+    )
+
+
+def _spelled(spans: list[bytes], messages: Sequence[Message], modern: bool) -> list[bytes]:
+    """Each message's span, ``Modern`` where the message holds a part version 1 lacks (as
+    ``encoding.message_json`` marks it; none can in a version-1 content)."""
+    if not modern:
+        return spans
+    out = list(spans)
+    for i, span in enumerate(spans):
+        if _MAYBE_MODERN.search(span) is not None:
+            for part in messages[i].parts:
                 if type(part) in MODERN_PARTS:
-                    out[i] = Modern(out[i])
+                    out[i] = Modern(span)
                     break
     return out
 
 
 def _cache(messages: Sequence[Message], spelled: list[bytes], modern: bool) -> JsonCache:
     """A cache holding ``spelled``; a version-1 content holds no ``Modern`` message, so only a
-    version-2 one is looked through (3 ms for 10,000 messages)."""
+    version-2 one is looked through."""
     cache = JsonCache(messages)
     parts = cache.parts
     parts.extend(spelled)

@@ -17,6 +17,13 @@ Those caches rely on one rule the handlers keep (see ``machine.py``): ``_history
 ``_pending`` only grow by appending, or are replaced by a new list, never edited in place. A
 cache notices a replaced list by identity and starts again; an appended message is encoded
 once, when the next digest or save needs it.
+
+A brain restored from a verified sealed text holds its messages lazily: ``_history`` and
+``_pending`` are ``lazy.LazyMessages`` (each message kept as the text's JSON, built when first
+read; they grow by appending like lists, and keep the rule above) and its JSON caches adopt the
+same bytes (``adopted.py``), so saving it again, its digest, its decisions and the feeds build no
+message (``_restored_lazily`` says what that buys and what it moves to the first read). From
+outside, the lists are only ever seen as tuples, copies or the read-only ``Conversation``.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
-from loopctl.core.adopted import adopted_json
+from loopctl.core.adopted import adopted_caches, sealed_parts
 from loopctl.core.conversation import Conversation
 from loopctl.core.encoding import Hash, JsonCache, carried, encoded, sha256_of
+from loopctl.core.lazy import LazyMessageError, LazyMessages, MessageList
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
 from loopctl.core.prebuilt import START
@@ -40,6 +48,8 @@ from loopctl.core.snapshot import (
     Exchange,
     MachineSnapshot,
     gc_paused,
+    sealed_shell,
+    snapshot_problem,
 )
 from loopctl.core.snapshot_json import EndEncoder, snapshot_json
 from loopctl.core.steps import (
@@ -103,8 +113,8 @@ class MachineData:
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = START
-        self._history: list[Message] = history
-        self._pending: list[Message] = []
+        self._history: MessageList = history
+        self._pending: MessageList = []
         self._turns_taken = 0
         self._context_tokens = context_tokens
         self._exchange: Exchange | None = None
@@ -171,7 +181,7 @@ class MachineData:
 
     def messages(self) -> list[Message]:
         """History plus pending: what the model is shown next (a copy)."""
-        return self._history + self._pending
+        return [*self._history, *self._pending]
 
     def conversation(self) -> Conversation:
         """History plus pending as they are now, as a read-only view: O(1), not a copy.
@@ -252,27 +262,53 @@ class MachineData:
     def model_validate_json(cls, text: str | bytes) -> Self:
         """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``.
 
-        A sealed text in the writer's layout also gives the brain its messages' JSON
-        (``adopted.py``): the first save or digest after a restore does not encode them again.
+        A sealed text in the writer's layout whose checksum verifies is restored lazily
+        (``_restored_lazily``); anything else is validated whole, every message built.
         """
         raw = text.encode() if isinstance(text, str) else bytes(text)
+        if raw.startswith(SEALED_HEAD):
+            machine = cls._restored_lazily(raw)
+            if machine is not None:
+                return machine
         with gc_paused():
             snap = MachineSnapshot.model_validate_json(raw)
-            machine = cls.from_snapshot(snap)
-            if raw.startswith(SEALED_HEAD):
-                machine._adopt(raw, modern=snap.version > 1)
+        return cls.from_snapshot(snap)
+
+    @classmethod
+    def _restored_lazily(cls, raw: bytes) -> Self | None:
+        """The brain a verified sealed text in the writer's layout holds, its messages kept as
+        the text's JSON (``lazy.py``: built when first read) and adopted as its JSON cache
+        (``adopted.py``); None when the text is not that (it is then validated whole, and its
+        error, if any, is the whole validation's).
+
+        What it buys (``benchmarks/bench_snapshot.py``, 10,000 messages): save + restore went
+        from ~85 ms to a few ms in both shapes, since pydantic no longer builds 25,000 models
+        at restore. The small fields are validated and checked as before (``sealed_shell``,
+        ``snapshot_problem``); the messages' validity and coherence are what the checksum
+        vouches for (``model_dump_json()`` sealed them from a brain that holds only valid,
+        coherent messages). What it moves: the first read of the messages (``history``,
+        ``conversation()`` iterated, a model request) builds them then, at an eager restore's
+        cost; a save, a digest, ``next_step``, the feeds and ``next_run()`` never do.
+        """
+        parts = sealed_parts(raw)
+        if parts is None:
+            return None
+        snap = sealed_shell(parts.shell)
+        if snap is None:
+            return None
+        history, pending = LazyMessages(parts.history), LazyMessages(parts.pending)
+        try:
+            if snapshot_problem(snap, conversation=(history, pending)) is not None:
+                return None
+            caches = adopted_caches(history, pending, parts)
+        except LazyMessageError:  # edited and sealed again: the whole validation says why
+            return None
+        machine = cls.from_snapshot(snap)
+        machine._history, machine._pending = history, pending
+        machine._history_json, machine._pending_json = caches
+        if machine._end() != parts.end:  # the small fields in another layout, sealed again
+            return None
         return machine
-
-    def _adopt(self, raw: bytes, *, modern: bool) -> None:
-        """Take the messages' JSON from ``raw``, the sealed text just restored, if it is the
-        writer's (see ``adopted.py``); ``modern``: its content is version 2."""
-
-        def rebuilt(history: list[bytes], pending: list[bytes], checksum: str) -> bytes:
-            return snapshot_json(history, pending, self._end(), checksum)
-
-        caches = adopted_json(raw, self._history, self._pending, rebuilt, modern)
-        if caches is not None:
-            self._history_json, self._pending_json = caches
 
     def model_dump(self) -> dict[str, Any]:
         """The brain as JSON data: its content, not sealed. This is the in-process form (edit
@@ -371,14 +407,16 @@ class MachineData:
             and pending.source is self._pending
         ):
             history.parts.extend(pending.parts[:keep])
-        self._history.extend(self._pending[:keep])
+        moved = self._pending
+        self._history.extend(moved.head(keep) if isinstance(moved, LazyMessages) else moved[:keep])
         self._pending = []
         self._finalized = True
 
     def _history_copy_for(self, fresh: MachineData) -> None:
         """Give ``fresh`` (the next run's brain) a copy of this history, with the JSON already
         encoded of it (``encoding.carried``)."""
-        fresh._history = list(self._history)
+        old = self._history
+        fresh._history = old.copy() if isinstance(old, LazyMessages) else list(old)
         fresh._history_json = carried(self._history_json, self._history, fresh._history)
 
     # --- equality ------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -80,12 +81,15 @@ __all__ = [
     "MachineSnapshot",
     "gc_paused",
     "nonfinite_problem",
+    "sealed_shell",
     "snapshot_problem",
 ]
 
 #: The context key under which ``MachineSnapshot.model_validate_json`` hands its validators the
 #: text's bytes (so that a sealed text is verified by hashing them, not by re-serializing).
 _RAW: Final = "loopctl.snapshot.raw"
+#: The context key that marks a sealed text's small fields without its messages (``sealed_shell``).
+_SHELL: Final = "loopctl.snapshot.shell"
 
 
 def needed_version(*conversations: Sequence[Message]) -> int:
@@ -216,6 +220,8 @@ class MachineSnapshot(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
+        if isinstance(info.context, dict) and info.context.get(_SHELL):
+            return self  # the caller checks it with its conversation (``sealed_shell``)
         sealed = self.checksum is not None
         if sealed:
             raw = info.context.get(_RAW) if isinstance(info.context, dict) else None
@@ -233,21 +239,30 @@ class MachineSnapshot(BaseModel):
         return self
 
 
-def snapshot_problem(snap: MachineSnapshot, *, numbers: bool = True) -> str | None:
+def snapshot_problem(
+    snap: MachineSnapshot,
+    *,
+    numbers: bool = True,
+    conversation: tuple[Sequence[Message], Sequence[Message]] | None = None,
+) -> str | None:
     """Why ``snap`` is not a state the brain can be in, or None. Linear in the conversation.
 
     A terminal machine that was not finalized may end with calls still open: the run failed or
     was cancelled while its tools ran, and ``discard_pending`` will drop that tail.
     ``numbers=False`` skips the walk for NaN and infinities (``nonfinite_problem``): a verified
-    sealed text cannot hold one.
+    sealed text cannot hold one. ``conversation``: history and pending held apart from ``snap``
+    (``sealed_shell``'s), a verified sealed text's: every check but the walks over the
+    conversation (its coherence, its numbers) runs; those are what its checksum vouches for, and
+    only the last pending message is read.
     """
+    history, pending = (snap.history, snap.pending) if conversation is None else conversation
     state = snap.state
     kind = state.kind
     if isinstance(state, AwaitingTools) != (snap.exchange is not None):
         return f"state {kind} with exchange {'set' if snap.exchange else 'missing'}"
-    if snap.finalized and (kind != "terminal" or snap.pending):
+    if snap.finalized and (kind != "terminal" or pending):
         return "finalized, but not terminal with an empty pending"
-    if not snap.started and kind != "terminal" and (kind != "start" or snap.pending):
+    if not snap.started and kind != "terminal" and (kind != "start" or pending):
         return f"state {kind} with pending messages before any input was accepted"
     if isinstance(state, AwaitingModel) and state.turn != snap.turns_taken + 1:
         return f"awaiting the model for turn {state.turn} after {snap.turns_taken} turns"
@@ -255,7 +270,7 @@ def snapshot_problem(snap: MachineSnapshot, *, numbers: bool = True) -> str | No
         return "the loop window has more unjudged calls than recorded calls"
     if snap.exchange is not None:
         exchange = snap.exchange
-        last = snap.pending[-1] if snap.pending else None
+        last = pending[-1] if pending else None
         if exchange.turn != snap.turns_taken:
             return f"exchange of turn {exchange.turn} after {snap.turns_taken} turns"
         if isinstance(state, AwaitingTools) and exchange.turn != state.turn:
@@ -266,13 +281,26 @@ def snapshot_problem(snap: MachineSnapshot, *, numbers: bool = True) -> str | No
         pre = [r.call_id for r in exchange.preanswered]
         if not set(pre) <= ids or len(set(pre)) != len(pre) or not exchange.dispatch:
             return "the exchange's pre-answered results do not fit its calls"
+    if conversation is not None:
+        return None
     open_tail = kind == "awaiting_tools" or (kind == "terminal" and not snap.finalized)
-    problem = coherence_problem(snap.history, open_tail=False)
+    problem = coherence_problem(history, open_tail=False)
     if problem is None:
-        problem = coherence_problem(snap.pending, open_tail=open_tail)
+        problem = coherence_problem(pending, open_tail=open_tail)
     if problem is None and numbers:
-        return nonfinite_problem(snap.history, snap.pending)
+        return nonfinite_problem(history, pending)
     return None if problem is None else f"conversation: {problem}"
+
+
+def sealed_shell(content: bytes) -> MachineSnapshot | None:
+    """The snapshot of a verified sealed text's small fields, validated (``content`` is the
+    content with history and pending empty: ``adopted.SealedParts.shell``), or None when they are
+    not valid (restore the text whole: its error says why). Not checked against the
+    conversation: run ``snapshot_problem(snap, conversation=...)`` with the messages."""
+    try:
+        return MachineSnapshot.model_validate_json(content, context={_SHELL: True})
+    except ValidationError:
+        return None
 
 
 def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:

@@ -21,6 +21,8 @@ from loopctl import (
     MachinePolicy,
     MachineStep,
     Message,
+    ProviderPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
@@ -52,6 +54,31 @@ def exchange_messages(n: int) -> list[Message]:
         c = call(f"h{i}", path=f"/h/{i}")
         out += [Message.user(f"q{i}"), ask(c), answer(c), Message.assistant(f"a{i}")]
     return out
+
+
+def tool_turn(m: LoopMachine, reply: Message, tokens: int) -> None:
+    """One turn through feeds: the model asked, ``reply`` (asking for tools) answered, its
+    calls dispatched and answered (``answer``), back in ``Start``."""
+    m.next_step(POLICY)
+    m.model_response(reply, tokens)
+    m.next_step(POLICY)
+    m.tool_results(answer(*reply.tool_calls))
+
+
+def reasoning() -> LoopMachine:
+    """A run whose conversation holds parts version 1 lacks (content version 2)."""
+    m = LoopMachine([Message.user("earlier"), Message.assistant("before")])
+    m.accept_input("go")
+    reply = Message(
+        role="assistant",
+        parts=(
+            ThinkingPart(provider="anthropic", text="hmm", signature="sig"),
+            *ask(call("c1", path="/a")).parts,
+            ProviderPart(provider="anthropic", data={"type": "citation", "n": 1}),
+        ),
+    )
+    tool_turn(m, reply, 10)
+    return m
 
 
 def started(history: list[Message] | None = None, context_tokens: int = 0) -> LoopMachine:

@@ -7,9 +7,9 @@ import json
 from collections.abc import Callable
 
 import pytest
-from brain_helpers import BY_STATE, POLICY, answer, ask, call, committed, warned
+from brain_helpers import BY_STATE, POLICY, answer, ask, call, committed, reasoning, warned
 
-from loopctl import LoopMachine, Message, ProviderPart, ThinkingPart
+from loopctl import LoopMachine
 from loopctl.core.encoding import Modern, message_json
 
 MACHINES: dict[str, Callable[[], LoopMachine]] = {
@@ -18,25 +18,6 @@ MACHINES: dict[str, Callable[[], LoopMachine]] = {
     "warned": warned,
     "fresh": LoopMachine,
 }
-
-
-def _reasoning() -> LoopMachine:
-    """A run whose conversation holds parts version 1 lacks (content version 2)."""
-    m = LoopMachine([Message.user("earlier"), Message.assistant("before")])
-    m.accept_input("go")
-    m.next_step(POLICY)
-    reply = Message(
-        role="assistant",
-        parts=(
-            ThinkingPart(provider="anthropic", text="hmm", signature="sig"),
-            *ask(call("c1", path="/a")).parts,
-            ProviderPart(provider="anthropic", data={"type": "citation", "n": 1}),
-        ),
-    )
-    m.model_response(reply, 10)
-    m.next_step(POLICY)
-    m.tool_results(answer(call("c1", path="/a")))
-    return m
 
 
 def _adopted(machine: LoopMachine) -> bool:
@@ -55,7 +36,7 @@ def _spelled_as_the_brain_would(machine: LoopMachine) -> None:
 
 @pytest.mark.parametrize("name", [*MACHINES, "reasoning"])
 def test_the_writers_text_is_adopted_and_written_again_as_it_was(name: str) -> None:
-    original = _reasoning() if name == "reasoning" else MACHINES[name]()
+    original = reasoning() if name == "reasoning" else MACHINES[name]()
     text = original.model_dump_json()
     restored = LoopMachine.model_validate_json(text)
     assert restored == original
@@ -68,7 +49,7 @@ def test_the_writers_text_is_adopted_and_written_again_as_it_was(name: str) -> N
 
 
 def test_the_reasoning_content_marks_its_modern_messages() -> None:
-    restored = LoopMachine.model_validate_json(_reasoning().model_dump_json())
+    restored = LoopMachine.model_validate_json(reasoning().model_dump_json())
     assert restored._pending_json is not None
     kinds = [type(b) for b in restored._pending_json.parts]
     assert kinds == [bytes, Modern, bytes]

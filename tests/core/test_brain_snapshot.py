@@ -388,14 +388,19 @@ def _long_machine() -> LoopMachine:
     return m
 
 
-def test_restore_files_the_conversation_under_the_oldest_generation() -> None:
-    text = _long_machine().model_dump_json()
+@pytest.mark.parametrize("sealed", [True, False], ids=["lazy", "unsealed"])
+def test_restore_files_the_conversation_under_the_oldest_generation(sealed: bool) -> None:
+    """Restored whole (an unsealed text) or lazily (a sealed one: built at its first read), the
+    conversation's models are filed under the oldest generation as they are built."""
+    original = _long_machine()
+    text = original.model_dump_json() if sealed else original.snapshot().model_dump_json()
     assert gc.isenabled()
     restored = LoopMachine.model_validate_json(text)
+    history = restored.history  # built here when the restore was lazy
     assert gc.isenabled()
     oldest = {id(o) for o in gc.get_objects(generation=2)}
-    assert all(id(m) in oldest for m in restored.history)
-    assert all(id(m) not in {id(o) for o in gc.get_objects(generation=0)} for m in restored.history)
+    assert all(id(m) in oldest for m in history)
+    assert all(id(m) not in {id(o) for o in gc.get_objects(generation=0)} for m in history)
 
 
 def test_restore_leaves_a_paused_collector_paused() -> None:
