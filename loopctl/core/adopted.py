@@ -82,11 +82,13 @@ def sealed_parts(raw: bytes) -> SealedParts | None:
         return None
     history = list(map(bytes, spans.history))
     pending = list(map(bytes, spans.pending))
-    prefix = b"".join((SEALED_HEAD, b",".join(history), PENDING_HEAD, b",".join(pending)))
     text = raw.rstrip(b" \t\r\n")  # raw_version checked that it ends with the checksum
-    if not text.startswith(prefix):
-        return None
-    end = text[len(prefix) : len(text) - len(checksum_tail(spans.checksum))] + b"}"
+    at = len(SEALED_HEAD)  # raw_version checked that it starts with it
+    for piece in (b",".join(history), PENDING_HEAD, b",".join(pending)):
+        if not text.startswith(piece, at):  # compared in place (no copy of the text)
+            return None
+        at += len(piece)
+    end = text[at : len(text) - len(checksum_tail(spans.checksum))] + b"}"
     return SealedParts(history, pending, version, end)
 
 

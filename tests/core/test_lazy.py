@@ -32,6 +32,7 @@ from loopctl import (
     Message,
     TextPart,
 )
+from loopctl.core.adopted import sealed_parts
 from loopctl.core.encoding import Modern, message_json
 from loopctl.core.lazy import LazyMessageError, LazyMessages
 from loopctl.core.seal import sealed_text
@@ -362,3 +363,51 @@ def test_a_restored_text_part_is_the_validators_model() -> None:
     assert (
         first.model_fields_set == Message.model_validate_json(message_json(first)).model_fields_set
     )
+
+
+# --- cutting a sealed text at its messages (adopted.sealed_parts) ----------------------------
+
+
+def _writers_text() -> bytes:
+    return MACHINES["awaiting_tools"]().model_dump_json().encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("the content, unsealed", MACHINES["awaiting_tools"]().canonical_json()),
+        ("a changed letter", _writers_text().replace(b'"text":"go"', b'"text":"gp"')),
+        ("not JSON", _writers_text()[:-5]),
+        (
+            "history respelled, sealed again",
+            sealed_text(
+                MACHINES["long_between_runs"]()
+                .canonical_json()
+                .replace(b'"history":[{', b'"history":[ {')
+            ),
+        ),
+        (
+            "pending respelled, sealed again",
+            sealed_text(MACHINES["awaiting_tools"]().canonical_json().replace(b"},{", b"}, {")),
+        ),
+    ],
+)
+def test_only_the_writers_verified_text_is_cut(name: str, text: bytes) -> None:
+    assert text != _writers_text()
+    assert sealed_parts(text) is None, name
+    restored = None
+    try:
+        restored = LoopMachine.model_validate_json(text)
+    except ValidationError:
+        return  # refused, as the whole validation refuses it
+    assert not isinstance(restored._history, LazyMessages)
+
+
+def test_the_writers_text_is_cut_at_its_messages() -> None:
+    m = MACHINES["awaiting_tools"]()
+    parts = sealed_parts(m.model_dump_json().encode() + b"\n")
+    assert parts is not None
+    assert parts.history == [message_json(x) for x in m.history]
+    assert parts.pending == [message_json(x) for x in m.pending]
+    assert parts.version == 1
+    assert parts.shell == m.snapshot().model_copy(update={"pending": ()}).model_dump_json().encode()
