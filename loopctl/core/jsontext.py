@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import msgspec
 
-__all__ = ["DUMPS", "dumps_like", "loads"]
+__all__ = ["DUMPS", "SORTED_DUMPS", "dumps_like", "loads"]
 
 _DECODE: Final = msgspec.json.decode
 
@@ -46,9 +46,9 @@ def _not_serializable(value: object) -> Any:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-def dumps_like(*, ensure_ascii: bool = True) -> Callable[[Any], str]:
-    """``lambda value: json.dumps(value, ensure_ascii=ensure_ascii)`` (the other options at
-    their defaults), with the encoder built here, once."""
+def dumps_like(*, ensure_ascii: bool = True, sort_keys: bool = False) -> Callable[[Any], str]:
+    """``lambda value: json.dumps(value, ensure_ascii=ensure_ascii, sort_keys=sort_keys)`` (the
+    other options at their defaults), with the encoder built here, once."""
     encoder = c_make_encoder(
         None,  # no circular-reference markers: see the module docstring
         _not_serializable,
@@ -56,7 +56,7 @@ def dumps_like(*, ensure_ascii: bool = True) -> Callable[[Any], str]:
         None,  # indent
         ": ",
         ", ",
-        False,  # sort_keys
+        sort_keys,
         False,  # skipkeys
         True,  # allow_nan
     )
@@ -69,3 +69,5 @@ def dumps_like(*, ensure_ascii: bool = True) -> Callable[[Any], str]:
 
 #: ``json.dumps`` with its defaults.
 DUMPS: Final = dumps_like()
+#: ``json.dumps(value, sort_keys=True)``.
+SORTED_DUMPS: Final = dumps_like(sort_keys=True)

@@ -360,7 +360,7 @@ def _scripted_usage(source: ScriptSource, tokens: Sequence[int | None]) -> Usage
     def usage(request: ModelRequest, message: Message) -> Usage | None:
         index = source.delivered
         if index < len(tokens) and tokens[index] is not None:
-            return Usage(context_tokens=tokens[index])
+            return Usage.context(tokens[index])  # type: ignore[arg-type]
         return None
 
     return usage

@@ -100,7 +100,7 @@ class ScriptSource:
         last = self._last
         if last is not None and last[0] == self.delivered and last[1] is request:
             return last[2]  # asked again for the same attempt: a function script runs once
-        message = self.script.reply(list(request.messages), self.delivered)
+        message = self.script.reply(request.messages, self.delivered)
         self._last = (self.delivered, request, message)
         return message
 
@@ -111,8 +111,8 @@ class ScriptSource:
 
     def usage(self, request: ModelRequest, message: Message) -> Usage:
         """The context size the provider reports: scripted, or estimated (``ModelScript``)."""
-        count = self.script.context_tokens(list(request.messages), message, self.delivered)
-        return Usage(context_tokens=count)
+        count = self.script.context_tokens(request.messages, message, self.delivered)
+        return Usage.context(count)
 
 
 #: The usage a ``FaultyClient``'s reply carries (None: none; the driver estimates the context).

@@ -191,7 +191,7 @@ class SimRun:
                     raise error
                 message = world.model.reply(conversation, result.replies)
                 tokens = world.model.context_tokens(conversation, message, result.replies)
-                usage = Usage(context_tokens=tokens)
+                usage = Usage.context(tokens)
                 reply = delivered_reply(fault, message, usage, result.model_requests)
                 check_call_ids(reply.message)
             except ApiError as exc:

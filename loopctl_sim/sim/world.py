@@ -48,6 +48,7 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
+from loopctl.core.jsontext import SORTED_DUMPS
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.estimate import CharEstimator, message_chars
@@ -147,7 +148,7 @@ class ModelScript:
 
     def reply(self, conversation: Sequence[Message], index: int) -> Message:
         if self.fn is not None:
-            return self.fn(conversation, index)
+            return self.fn(list(conversation), index)  # the function's own copy
         if index < len(self.replies):
             return self.replies[index]
         return Message.assistant(self.exhausted_text)
@@ -180,7 +181,7 @@ def message_events(message: Message, usage: Usage | None = None) -> list[StreamE
         events += [Events.text(t) for t in (text[:half], text[half:]) if t]
     calls = message.tool_calls
     for i, call in enumerate(calls):
-        args = json.dumps(call.arguments, sort_keys=True)
+        args = SORTED_DUMPS(call.arguments)  # json.dumps(sort_keys=True)'s text
         half = len(args) // 2
         events.append(Events.start(i, call.id, call.name))
         events += [Events.delta(i, a) for a in (args[:half], args[half:]) if a]

@@ -169,3 +169,17 @@ def test_the_test_clients_events_are_what_the_validator_builds(reply: Any) -> No
         _same_as_validated(event)
     message = reply if isinstance(reply, Message) else reply.message
     assert fold_events(events).message == message
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 12_345, 10**12])
+def test_a_context_usage_is_what_the_validator_builds(tokens: int) -> None:
+    usage = Usage.context(tokens)
+    _same_as_validated(usage)
+    assert usage == Usage(context_tokens=tokens)
+    assert usage.model_fields_set == {"context_tokens"}
+
+
+def test_a_context_usage_of_anything_but_an_int_is_validated() -> None:
+    assert Usage.context(True) == Usage(context_tokens=True)  # pydantic's own answer
+    with pytest.raises(ValueError):
+        Usage.context("many")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopctl.core.jsontext import DUMPS, dumps_like, loads
+from loopctl.core.jsontext import DUMPS, SORTED_DUMPS, dumps_like, loads
 
 JSON = st.recursive(
     st.none()
@@ -28,6 +28,7 @@ NON_ASCII = dumps_like(ensure_ascii=False)
 def test_the_text_is_json_dumps_text(value: Any) -> None:
     assert DUMPS(value) == json.dumps(value)
     assert NON_ASCII(value) == json.dumps(value, ensure_ascii=False)
+    assert SORTED_DUMPS(value) == json.dumps(value, sort_keys=True)
 
 
 @pytest.mark.parametrize(
