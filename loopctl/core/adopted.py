@@ -8,14 +8,16 @@ holds exactly those bytes, when it is what the writer wrote: ``model_dump_json()
 messages' JSON in a fixed layout and seals it with the sha256 of the content.
 
 So a sealed text is cut at its messages (msgspec reads the spans, as raw bytes:
-``sealed_parts``), on three conditions: the text is sealed (version 3), its checksum matches
-these very bytes (``seal.raw_version``), and the bytes up to the small fields are the writer's
-layout exactly (the spans joined again between the heads give back the text byte for byte; the
-brain checks the small fields' bytes against its own encoding once they are validated). The
-brain then holds the spans as its messages (``lazy.py``: built when first read) and its cache
-adopts them (``adopted_caches``). Anything else (an unsealed text, a checksum that does not
-match, another layout, a file re-indented) is restored by validating the whole snapshot, as
-before, and its cache is built on first use.
+``sealed_parts``) when it is sealed (version 3) and its bytes up to the small fields are the
+writer's layout exactly (the spans joined again between the heads give back the text byte for
+byte). The brain then holds the spans as its messages (``lazy.py``: built when first read), its
+cache adopts them (``adopted_caches``), and it keeps them only if its own encoding of the small
+fields is the text's and its own ``checksum()`` is the text's checksum: the content it holds is
+then the text's, byte for byte, and undamaged. (Checked that way, the restore hashes the text
+once, and the hash is the running hash the brain's next save or digest continues from.)
+Anything else (an unsealed text, a checksum that does not match, another layout, a file
+re-indented) is restored by validating the whole snapshot, as before, and its cache is built on
+first use.
 
 The trust this takes: a span is adopted as the message's canonical JSON, and as a valid message
 of a coherent conversation, because the sealed text says so. Accidental damage cannot pass (the
@@ -36,7 +38,7 @@ import msgspec
 
 from loopctl.core.encoding import MODERN_PARTS, JsonCache, Modern
 from loopctl.core.messages import Message
-from loopctl.core.seal import HISTORY_HEAD, PENDING_HEAD, SEALED_HEAD, checksum_tail, raw_version
+from loopctl.core.seal import HISTORY_HEAD, PENDING_HEAD, SEALED_HEAD, checksum_tail
 
 __all__ = ["SealedParts", "adopted_caches", "sealed_parts"]
 
@@ -60,45 +62,47 @@ class SealedParts(NamedTuple):
 
     history: list[bytes]  # each message's JSON, as the text spells it
     pending: list[bytes]
-    version: int  # the content's version (1 or 2), by the head its checksum matched
     end: bytes  # the content's JSON after pending: the state and the small fields
+    checksum: str  # as the text says: not checked here (the brain checks its own against it)
+    maybe_modern: bool  # a message may hold a part version 1 lacks (its kind is in the text)
 
     @property
     def shell(self) -> bytes:
         """The content's JSON with history and pending empty: the small fields to validate."""
-        head = HISTORY_HEAD.modern if self.version > 1 else bytes(HISTORY_HEAD)
-        return head + PENDING_HEAD + self.end
+        return bytes(HISTORY_HEAD) + PENDING_HEAD + self.end
 
 
 def sealed_parts(raw: bytes) -> SealedParts | None:
-    """``raw`` cut at its messages, when it is a sealed text whose checksum matches its bytes and
-    whose bytes up to the small fields are the writer's layout; else None (restore it whole)."""
+    """``raw`` cut at its messages, when it is a sealed text whose bytes up to the small fields
+    are the writer's layout; else None (restore it whole). Its checksum is not checked here."""
     try:
         spans = _SPANS.decode(raw)
     except (msgspec.MsgspecError, RecursionError):
         return None
-    version = raw_version(raw, spans.checksum)
-    if version is None:
+    text = raw.rstrip(b" \t\r\n")  # a file's last newline
+    tail = checksum_tail(spans.checksum)
+    if not (text.startswith(SEALED_HEAD) and text.endswith(tail)):
         return None
     history = list(map(bytes, spans.history))
     pending = list(map(bytes, spans.pending))
-    text = raw.rstrip(b" \t\r\n")  # raw_version checked that it ends with the checksum
-    at = len(SEALED_HEAD)  # raw_version checked that it starts with it
+    at = len(SEALED_HEAD)
     for piece in (b",".join(history), PENDING_HEAD, b",".join(pending)):
         if not text.startswith(piece, at):  # compared in place (no copy of the text)
             return None
         at += len(piece)
-    end = text[at : len(text) - len(checksum_tail(spans.checksum))] + b"}"
-    return SealedParts(history, pending, version, end)
+    end = text[at : len(text) - len(tail)] + b"}"
+    maybe_modern = b'"kind":"thinking"' in raw or b'"kind":"provider"' in raw
+    return SealedParts(history, pending, end, spans.checksum, maybe_modern)
 
 
 def adopted_caches(
     history: Sequence[Message], pending: Sequence[Message], parts: SealedParts
 ) -> tuple[JsonCache, JsonCache]:
     """Caches for ``history`` and ``pending`` (the brain's lists of these very messages) holding
-    their JSON as ``parts`` spells it. In a version-2 content, a message that may hold a part
-    version 1 lacks is read (``history[i]``: built, if the list is lazy) to mark it ``Modern``."""
-    modern = parts.version > 1
+    their JSON as ``parts`` spells it. When the text spells a part kind version 1 lacks, each
+    message that may hold one is read (``history[i]``: built, if the list is lazy) to mark its
+    JSON ``Modern``."""
+    modern = parts.maybe_modern
     return (
         _cache(history, _spelled(parts.history, history, modern), modern),
         _cache(pending, _spelled(parts.pending, pending, modern), modern),
@@ -107,7 +111,7 @@ def adopted_caches(
 
 def _spelled(spans: list[bytes], messages: Sequence[Message], modern: bool) -> list[bytes]:
     """Each message's span, ``Modern`` where the message holds a part version 1 lacks (as
-    ``encoding.message_json`` marks it; none can in a version-1 content)."""
+    ``encoding.message_json`` marks it); ``modern``: some message may."""
     if not modern:
         return spans
     out = list(spans)
@@ -121,8 +125,8 @@ def _spelled(spans: list[bytes], messages: Sequence[Message], modern: bool) -> l
 
 
 def _cache(messages: Sequence[Message], spelled: list[bytes], modern: bool) -> JsonCache:
-    """A cache holding ``spelled``; a version-1 content holds no ``Modern`` message, so only a
-    version-2 one is looked through."""
+    """A cache holding ``spelled``, looked through for a ``Modern`` message only when some
+    message may be one."""
     cache = JsonCache(messages)
     parts = cache.parts
     parts.extend(spelled)

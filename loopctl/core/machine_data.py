@@ -301,12 +301,15 @@ class MachineData:
             if snapshot_problem(snap, conversation=(history, pending)) is not None:
                 return None
             caches = adopted_caches(history, pending, parts)
-        except LazyMessageError:  # edited and sealed again: the whole validation says why
+        except LazyMessageError:  # damaged, or edited: the whole validation says why
             return None
         machine = cls.from_snapshot(snap)
         machine._history, machine._pending = history, pending
         machine._history_json, machine._pending_json = caches
-        if machine._end() != parts.end:  # the small fields in another layout, sealed again
+        # The brain's content is the text's, byte for byte (the messages' bytes are the text's,
+        # and so must the small fields' be), and undamaged: its checksum is the text's. (The
+        # text is hashed once, as the running hash the next save or digest goes on from.)
+        if machine._end() != parts.end or machine.checksum() != parts.checksum:
             return None
         return machine
 

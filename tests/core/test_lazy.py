@@ -376,7 +376,6 @@ def _writers_text() -> bytes:
     ("name", "text"),
     [
         ("the content, unsealed", MACHINES["awaiting_tools"]().canonical_json()),
-        ("a changed letter", _writers_text().replace(b'"text":"go"', b'"text":"gp"')),
         ("not JSON", _writers_text()[:-5]),
         (
             "history respelled, sealed again",
@@ -409,5 +408,12 @@ def test_the_writers_text_is_cut_at_its_messages() -> None:
     assert parts is not None
     assert parts.history == [message_json(x) for x in m.history]
     assert parts.pending == [message_json(x) for x in m.pending]
-    assert parts.version == 1
+    assert parts.checksum == m.checksum() and not parts.maybe_modern
     assert parts.shell == m.snapshot().model_copy(update={"pending": ()}).model_dump_json().encode()
+
+
+def test_a_damaged_text_is_cut_but_refused_by_the_brains_own_checksum() -> None:
+    damaged = _writers_text().replace(b'"text":"go"', b'"text":"gp"')
+    assert damaged != _writers_text() and sealed_parts(damaged) is not None
+    with pytest.raises(ValidationError, match="damaged machine snapshot"):
+        LoopMachine.model_validate_json(damaged)
