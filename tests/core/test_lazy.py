@@ -22,7 +22,10 @@ from brain_helpers import (
     respond,
     tool_turn,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
+from test_brain_random import ACTIONS
 
 from loopctl import (
     Completed,
@@ -30,6 +33,7 @@ from loopctl import (
     LoopError,
     LoopMachine,
     Message,
+    ProtocolError,
     TextPart,
 )
 from loopctl.core.adopted import sealed_parts
@@ -417,3 +421,48 @@ def test_a_damaged_text_is_cut_but_refused_by_the_brains_own_checksum() -> None:
     assert damaged != _writers_text() and sealed_parts(damaged) is not None
     with pytest.raises(ValidationError, match="damaged machine snapshot"):
         LoopMachine.model_validate_json(damaged)
+
+
+def test_a_lazy_restore_holds_the_running_hash_the_next_save_goes_on_from() -> None:
+    """The restore's checksum check is the brain's own ``checksum()``: its caches come out of the
+    restore already hashed, so the first save or digest hashes nothing again (fails if the
+    restore checks the text's hash apart and leaves the caches unhashed)."""
+    original = _long_mid_run()
+    m = LoopMachine.model_validate_json(original.model_dump_json())
+    history, pending = m._history_json, m._pending_json
+    assert history is not None and pending is not None
+    assert history.hashed == original.history_len() and pending.hashed == original.pending_len()
+    chain = pending.chain
+    assert m.model_dump_json() == original.model_dump_json()
+    assert m._pending_json is pending and pending.chain is chain  # not started again
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(range(len(ACTIONS))), st.booleans()), max_size=30))
+def test_a_brain_restored_lazily_anywhere_goes_on_as_the_original(
+    program: list[tuple[int, bool]],
+) -> None:
+    """Random programs (``test_brain_random``'s menu, right and wrong feeds) on a brain and on a
+    copy of it restored lazily from its save wherever ``restore`` is drawn: the same answers,
+    refusals and digests after every action, the same saved text, the same conversation."""
+    m = LoopMachine([Message.user("earlier"), Message.assistant("answer")])
+    r = LoopMachine.model_validate_json(m.model_dump_json())
+    for index, restore in program:
+        name, action = ACTIONS[index]
+        if restore:
+            r = LoopMachine.model_validate_json(r.model_dump_json())
+            assert _is_lazy(r)
+        outcomes = []
+        for brain in (m, r):
+            try:
+                outcomes.append(("ok", action(brain)))
+            except ProtocolError as exc:
+                outcomes.append(("refused", str(exc)))
+        assert outcomes[0] == outcomes[1] or all(isinstance(o[1], LoopMachine) for o in outcomes), (
+            name
+        )
+        if isinstance(outcomes[0][1], LoopMachine):  # next_run: both go on with the next run
+            m, r = outcomes[0][1], outcomes[1][1]  # type: ignore[assignment]
+        assert r.digest() == m.digest(), name
+    assert r.model_dump_json() == m.model_dump_json()
+    assert r == m and r.conversation() == m.conversation()
