@@ -28,8 +28,7 @@ from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
-from loopctl_sim.replay.cursor import Cursor
-from loopctl_sim.trace import IoRecord
+from loopctl_sim.replay.cursor import Cursor, whole
 
 __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
 
@@ -107,7 +106,7 @@ class ReplayClient:
 
 def _retried_next(cursor: Cursor) -> bool:
     item = cursor.peek()
-    return item is not None and isinstance(item[1], IoRecord) and item[1].kind == "retry"
+    return item is not None and item[1].type == "io" and item[1].kind == "retry"
 
 
 def tools_live(mode: str, names: Sequence[str] = ()) -> Callable[[str], bool]:
@@ -143,12 +142,14 @@ class RecordedTools:
         item = self.cursor.next_brain()
         if item is None:
             return None
-        line, record = item
+        line, view = item
         cached = self._results
         if cached is not None and cached[0] == line:
             return cached[1]
-        if record.type != "feed" or record.name != "tool_results":
+        if view.type != "feed" or view.name != "tool_results":
             return None
+        record = whole(view)
+        assert record.type == "feed" and record.name == "tool_results"
         results = {r.call_id: r for r in record.args.message.tool_results}
         self._results = (line, results)
         return results
@@ -156,11 +157,11 @@ class RecordedTools:
     async def answer(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
         if header_next(self.cursor):
             raise Killed  # the recorded driver died while its tools ran; resumed from here
-        results = self._recorded()
-        if results is None and self._cancelled_here():
+        if self._cancelled_here():
             return await self._hang()
         if self.live(call.name):
             return await next_tool(call)
+        results = self._recorded()
         found = None if results is None else results.get(call.id)
         if found is None:
             return await self._hang()
@@ -197,9 +198,10 @@ class RecordedCompactor:
         item = self.cursor.next_brain()
         if item is None:
             self.checker.ended()
-        line, record = item
-        if record.type == "header":
+        line, view = item
+        if view.type == "header":
             raise Killed  # the recorded driver died while it compacted; resumed from here
+        record = whole(view)
         if record.type == "feed" and record.name == "compaction_result":
             return list(record.args.compacted)
         if record.type == "feed" and record.name == "compaction_noop":

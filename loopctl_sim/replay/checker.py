@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl_sim.replay.cursor import Cursor, TraceEnded
+from loopctl_sim.replay.cursor import Cursor, TraceEnded, whole
 from loopctl_sim.replay.explain import (
     brain_changes,
     feed_explanation,
@@ -35,11 +35,15 @@ from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
     EndRecord,
+    FeedView,
     HeaderLine,
     Record,
     Scrubber,
     StepRecord,
+    StepView,
+    View,
     decode_feed_args,
+    step_matches,
     without_fingerprints,
 )
 from loopctl_sim.trace.requests import (
@@ -70,16 +74,16 @@ class Incomplete(BaseException):
     stops there, and has checked everything up to the trace's last record."""
 
 
-def brain_view(rec: Record | HeaderLine) -> dict[str, Any]:
+def brain_view(rec: Record | HeaderLine | View) -> dict[str, Any]:
     """A brain record as data, without what replay never compares."""
-    whole = rec.record() if isinstance(rec, HeaderLine) else rec
-    data = whole.model_dump(mode="json")
+    data = whole(rec).model_dump(mode="json")
     for key in ("seq", "type", "scrubbed", "brain"):
         data.pop(key, None)
     return data
 
 
-def _kind(rec: Record) -> str:
+def _kind(rec: Record | View) -> str:
+    rec = whole(rec)
     if rec.type == "feed":
         return f"feed {rec.name}"
     if isinstance(rec, StepRecord):
@@ -107,7 +111,10 @@ class Checker(LoopObserver):
         # recorded agent's prompt and tool specs, so its requests take the trace's context and
         # only their messages are compared.
         self.own_context = own_context
-        self.recent: deque[RecentFeed] = deque(maxlen=3)
+        # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
+        self.recent: deque[tuple[int, int, str, Any]] = deque(maxlen=3)
+        # the last recorded and live policies found equal (both frozen, kept by their loops)
+        self._same_policy: tuple[object, object] = (None, None)
         self.turn: int | None = None
         self.policy: MachinePolicy | None = None
         self.digests = True  # still comparable in this run
@@ -140,7 +147,7 @@ class Checker(LoopObserver):
                 clean.text(message),
                 expected,
                 clean(actual),
-                list(self.recent),
+                [RecentFeed(*feed) for feed in self.recent],
                 details=[clean.text(d) for d in details or []],
                 policy=None if self.policy is None else self.policy.model_dump(mode="json"),
             )
@@ -160,14 +167,14 @@ class Checker(LoopObserver):
             None,
         )
 
-    def _brain_record(self, actual: str) -> tuple[int, Record]:
+    def _brain_record(self, actual: str) -> tuple[int, Record | StepView | FeedView]:
         if header_next(self.cursor):
             raise Killed
         try:
             (line, rec), skipped = self.cursor.take_brain()
         except TraceEnded:
             self.ended()
-        assert not isinstance(rec, HeaderLine)  # header_next: the header is not taken here
+        assert rec.type != "header" and rec.type != "io"  # header_next; take_brain
         if any(r.scrubbed for r in skipped):
             self._scrubbed_from(line)
         return line, rec
@@ -202,6 +209,16 @@ class Checker(LoopObserver):
         self.policy = policy
         line, rec = self._brain_record("step")
         self.turn = getattr(step, "turn", self.turn)
+        if type(rec) is StepView:
+            if (
+                (rec.policy is self._same_policy[0] and policy is self._same_policy[1])
+                or rec.policy == policy
+            ) and step_matches(step, rec.step):
+                # the step the trace has, compared without its record (``trace.views``)
+                self._same_policy = (rec.policy, policy)  # frozen: equal while both are kept
+                self._stepped(line, rec.scrubbed, machine)
+                return
+            rec = rec.record()  # a difference: reported from the record, as before
         if not isinstance(rec, StepRecord):
             self.fail(
                 line,
@@ -237,7 +254,10 @@ class Checker(LoopObserver):
                 rec.step.model_dump(mode="json"),
                 step.model_dump(mode="json"),
             )
-        if rec.scrubbed:
+        self._stepped(line, rec.scrubbed, machine)
+
+    def _stepped(self, line: int, scrubbed: bool, machine: LoopMachine) -> None:
+        if scrubbed:
             self._scrubbed_from(line)
         self._matched(machine, None)
         self.result.steps += 1
@@ -245,6 +265,39 @@ class Checker(LoopObserver):
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         self.machine = machine
         line, rec = self._brain_record("feed")
+        if type(rec) is FeedView and rec.name == name and rec.matches(args):
+            # the arguments the trace has, compared without its record (``trace.views``)
+            self.recent.append((rec.seq, line, name, rec.args_json))
+        else:
+            # a difference: compared and reported from the record, as before
+            rec = rec.record() if isinstance(rec, FeedView) else rec
+            self._feed_args(line, rec, name, args)
+        if rec.scrubbed:
+            self._scrubbed_from(line)
+        digest = None
+        if self.digests:
+            digest = machine.digest()
+            if rec.digest != digest:  # type: ignore[union-attr]  # a feed: _feed_args
+                live_brain = BrainSummary.of(machine).model_dump(mode="json")
+                brain = getattr(whole(rec), "brain", None)
+                recorded_brain = None if brain is None else brain.model_dump(mode="json")
+                changes = brain_changes(recorded_brain, live_brain)
+                how = ": " + ", ".join(changes) if changes else " inside its messages or window"
+                self.fail(
+                    line,
+                    rec.seq,
+                    "digest",
+                    f"after {name}(), the brain's state differs{how}",
+                    {"digest": rec.digest, "brain": recorded_brain},  # type: ignore[union-attr]
+                    {"digest": digest, "brain": live_brain},
+                )
+        self._matched(machine, digest)
+        self.result.feeds += 1
+
+    def _feed_args(
+        self, line: int, rec: Record | StepView, name: str, args: Mapping[str, Any]
+    ) -> None:
+        """The feed's name and arguments against the record's (a record, not a view)."""
         if rec.type != "feed" or rec.name != name:
             typed = decode_feed_args(name, args)
             self.fail(
@@ -255,7 +308,7 @@ class Checker(LoopObserver):
                 brain_view(rec),
                 {"name": name, "args": typed.model_dump(mode="json")},
             )
-        self.recent.append(RecentFeed(rec.seq, line, name, rec.args))
+        self.recent.append((rec.seq, line, name, rec.args))
         # The driver hands the brain valid values (messages, counts), which the arguments' model
         # takes as they are: equal to the recorded model's fields, the live arguments are equal
         # to it, and are not validated into a model of their own (3 model validations and
@@ -273,26 +326,6 @@ class Checker(LoopObserver):
             if not self._same(recorded, live, rec.scrubbed or not self.digests):
                 message, details = feed_explanation(self.turn, name, recorded, live)
                 self.fail(line, rec.seq, "feed", message, recorded, live, details)
-        if rec.scrubbed:
-            self._scrubbed_from(line)
-        digest = None
-        if self.digests:
-            digest = machine.digest()
-            if rec.digest != digest:
-                live_brain = BrainSummary.of(machine).model_dump(mode="json")
-                recorded_brain = None if rec.brain is None else rec.brain.model_dump(mode="json")
-                changes = brain_changes(recorded_brain, live_brain)
-                how = ": " + ", ".join(changes) if changes else " inside its messages or window"
-                self.fail(
-                    line,
-                    rec.seq,
-                    "digest",
-                    f"after {name}(), the brain's state differs{how}",
-                    {"digest": rec.digest, "brain": recorded_brain},
-                    {"digest": digest, "brain": live_brain},
-                )
-        self._matched(machine, digest)
-        self.result.feeds += 1
 
     def _matched(self, machine: LoopMachine, digest: str | None) -> None:
         """Keep the brain's digest as of the record just matched (``digest``, when the feed

@@ -13,14 +13,37 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from loopctl_sim.trace import HeaderLine, IoRecord, Record, TraceReader
+from loopctl_sim.trace import (
+    FeedView,
+    HeaderLine,
+    IoRecord,
+    IoView,
+    Record,
+    StepView,
+    TraceReader,
+    View,
+)
 
-__all__ = ["Cursor", "Numbered", "TraceEnded"]
+__all__ = ["Cursor", "Io", "Numbered", "TraceEnded", "whole"]
 
 #: A record with its line number in the trace. A header holding a big snapshot comes as a
 #: ``HeaderLine`` (its brain built only when the replay needs it: ``loopctl_sim.trace.
-#: header_line``); ``rec.type == "header"`` tells both apart from the other records.
-Numbered = tuple[int, Record | HeaderLine]
+#: header_line``), most steps, feeds and ``io`` records as views (``loopctl_sim.trace.views``);
+#: ``rec.type`` tells the kinds apart (not ``isinstance``, which for a pydantic class goes
+#: through its metaclass: about 750 instructions a miss, and the cursor asks several times a
+#: record).
+Numbered = tuple[int, Record | HeaderLine | View]
+
+#: An ``io`` record, as a record or as a view.
+Io = IoRecord | IoView
+
+
+def whole(rec: Record | HeaderLine | View) -> Record:
+    """The record itself: a view's or a ``HeaderLine``'s validated by pydantic (for a report, or
+    for the typed arguments of the few feeds whose values the replay hands on)."""
+    if isinstance(rec, HeaderLine | IoView | StepView | FeedView):
+        return rec.record()
+    return rec
 
 
 class TraceEnded(Exception):
@@ -36,7 +59,7 @@ class Cursor:
 
     def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
-        self._records: Iterator[Numbered] = reader.numbered(lazy_headers=True)
+        self._records: Iterator[Numbered] = reader.replay_lines()
         self._ahead: deque[Numbered] = deque()
         self.line = 0  # the line of the last record taken
         self.records = 0  # records taken
@@ -71,17 +94,17 @@ class Cursor:
             self.io += 1
         return item
 
-    def take_brain(self) -> tuple[Numbered, list[IoRecord]]:
+    def take_brain(self) -> tuple[Numbered, list[Io]]:
         """The next brain record, taken, with the ``io`` records skipped on the way."""
-        skipped: list[IoRecord] = []
+        skipped: list[Io] = []
         while True:
             line, record = self.take()
-            if isinstance(record, IoRecord):
+            if record.type == "io":
                 skipped.append(record)
                 continue
             return (line, record), skipped
 
-    def take_io(self, kinds: frozenset[str]) -> tuple[int, IoRecord] | None:
+    def take_io(self, kinds: frozenset[str]) -> tuple[int, Io] | None:
         """The next ``io`` record of one of ``kinds``, taken, skipping other ``io`` records; None
         when a brain record comes first (it is not taken) or the trace ends."""
         while True:
@@ -89,7 +112,7 @@ class Cursor:
             if item is None:
                 return None
             line, record = item
-            if not isinstance(record, IoRecord):
+            if record.type != "io":
                 return None
             self.take()
             if record.kind in kinds:
@@ -104,12 +127,12 @@ class Cursor:
         """The next brain record, not taken (the ``io`` records before it are read ahead and
         kept); None at the end of the trace."""
         for kept in self._ahead:
-            if not isinstance(kept[1], IoRecord):
+            if kept[1].type != "io":
                 return kept
         while True:
             item = self._read()
             if item is None:
                 return None
             self._ahead.append(item)
-            if not isinstance(item[1], IoRecord):
+            if item[1].type != "io":
                 return item

@@ -18,6 +18,7 @@ module            owns
 ``fast_structs``  the record shapes it reads, mirrored as msgspec structs
 ``reader``        ``TraceReader``: streaming, every line checked in its place
 ``header_line``   a header read for driver-level replay, its snapshot built only when needed
+``views``         steps, feeds and io records as driver-level replay reads them (msgspec)
 ``requests``      the model request as recorded: its context once per change, a digest each time
 ``recorder``      ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
 ================  ================================================================================
@@ -69,6 +70,7 @@ from loopctl_sim.trace.scrub import (
     scrub_text,
     without_fingerprints,
 )
+from loopctl_sim.trace.views import FeedView, IoView, StepView, View
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = [
@@ -85,19 +87,23 @@ __all__ = [
     "FeedCodecError",
     "FeedLine",
     "FeedRecord",
+    "FeedView",
     "HeaderLine",
     "HeaderRecord",
     "IoRecord",
+    "IoView",
     "Record",
     "RecordingMachine",
     "ReplayItem",
     "Scrubber",
     "StepLine",
     "StepRecord",
+    "StepView",
     "TraceFormatError",
     "TraceReader",
     "TraceRecorder",
     "TraceWriter",
+    "View",
     "apply_feed",
     "brain_fields",
     "decode_feed_args",

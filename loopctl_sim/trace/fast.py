@@ -57,15 +57,20 @@ from loopctl_sim.trace.fast_structs import (
     CallLLMStruct,
     CallToolsStruct,
     FeedStruct,
+    IoDataStruct,
     IoStruct,
+    StepStruct,
 )
 from loopctl_sim.trace.feeds import AcceptInputArgs
 from loopctl_sim.trace.records import RECORD, FeedLine, StepLine
+from loopctl_sim.trace.views import FeedView, IoView, StepView, View
 
 __all__ = [
     "BatchDecoder",
+    "ViewDecoder",
     "fast_path_problems",
     "make_batch_decoder",
+    "make_view_decoder",
     "step_matches",
 ]
 
@@ -205,6 +210,29 @@ def fast_path_problems() -> list[str]:
     return problems
 
 
+def _policy_reader() -> Callable[[msgspec.Raw], MachinePolicy | None]:
+    """``policy_of(text)``: the policy a step line's ``policy`` text holds (None: pydantic does
+    not accept it); the previous step's object when the text is the same, or when the policy is
+    equal (written another way)."""
+    validate_policy = MachinePolicy.__pydantic_validator__.validate_json
+    last_json: msgspec.Raw | None = None
+    last: MachinePolicy | None = None
+
+    def policy_of(policy_json: msgspec.Raw) -> MachinePolicy | None:
+        nonlocal last_json, last
+        if policy_json != last_json:
+            try:  # pydantic's own JSON validation: the record field's validator
+                policy = validate_policy(bytes(policy_json))
+            except ValidationError:
+                return None
+            if policy != last:  # else the same, written another way
+                last = policy
+            last_json = policy_json
+        return last
+
+    return policy_of
+
+
 def make_batch_decoder() -> BatchDecoder | None:
     """A fresh fast-path decoder (it remembers the last step's policy), or None when the fast
     path is off (``fast_path_problems``); see the module doc.
@@ -218,13 +246,10 @@ def make_batch_decoder() -> BatchDecoder | None:
         return None
     decode = LINE.decode
     not_read = (msgspec.DecodeError, RecursionError)  # msgspec's depth limit: RecursionError
-    validate_policy = MachinePolicy.__pydantic_validator__.validate_json
-    last_policy_json: msgspec.Raw | None = None
-    last_policy: MachinePolicy | None = None
+    policy_of = _policy_reader()
     arg_reader = ARG_READERS.get
 
     def take(lines: list[bytes], start: int, seq: int, out: list[Any]) -> int:
-        nonlocal last_policy_json, last_policy
         append = out.append
         seq -= start  # line i has seq + i
         for i in range(start, len(lines)):
@@ -257,16 +282,64 @@ def make_batch_decoder() -> BatchDecoder | None:
                     )
                 )
             else:
-                policy_json = line.policy
-                if policy_json != last_policy_json:
-                    try:  # pydantic's own JSON validation: the record field's validator
-                        policy = validate_policy(bytes(policy_json))
-                    except ValidationError:
-                        return i
-                    if policy != last_policy:  # else the same, written another way
-                        last_policy = policy
-                    last_policy_json = policy_json
-                append(_new_tuple(StepLine, (last_policy, line.step)))
+                policy = policy_of(line.policy)
+                if policy is None:
+                    return i
+                append(_new_tuple(StepLine, (policy, line.step)))
         return len(lines)
 
     return take
+
+
+#: ``view(raw, seq)``: see ``make_view_decoder``.
+ViewDecoder = Callable[[bytes, int], View | None]
+
+_VIEW_LINE: Final = msgspec.json.Decoder(IoDataStruct | StepStruct | FeedStruct)
+
+
+def make_view_decoder() -> ViewDecoder | None:
+    """A fresh decoder of lines into driver-level replay's views (``loopctl_sim.trace.views``;
+    it remembers the last step's policy), or None when the fast path is off.
+
+    ``view(raw, seq)`` is the view of the line ``raw`` that should have ``seq``, or None when
+    the decoder is not sure of it (any other shape, kind or seq, a nesting pydantic may not
+    read): the reader then validates the line with pydantic. Unlike machine replay's path it
+    decodes an ``io`` line's data (the replay reads the model's answers from it), which checks
+    its text too."""
+    if _problems():  # checked once a process
+        return None
+    decode = _VIEW_LINE.decode
+    not_read = (msgspec.DecodeError, RecursionError)
+    policy_of = _policy_reader()
+    arg_reader = ARG_READERS.get
+
+    def view(raw: bytes, seq: int) -> View | None:
+        try:
+            line = decode(raw)
+        except not_read:
+            return None
+        if line.seq != seq or (len(raw) > _SHORT and not _nesting_ok(raw)):
+            return None
+        kind = type(line)
+        if kind is IoDataStruct:
+            return _new_tuple(
+                IoView, (seq, line.kind, line.turn, line.data, line.scrubbed, raw, "io")
+            )
+        if kind is FeedStruct:
+            name = line.name
+            reader = arg_reader(name)
+            if reader is None:
+                return None
+            try:
+                args = reader[0](line.args)
+            except not_read:
+                return None
+            return _new_tuple(
+                FeedView, (seq, name, line.digest, line.scrubbed, args, line.args, raw, "feed")
+            )
+        policy = policy_of(line.policy)
+        if policy is None:
+            return None
+        return _new_tuple(StepView, (seq, policy, line.step, line.scrubbed, raw, "step"))
+
+    return view

@@ -10,7 +10,7 @@ each reads in one sitting: this module is the mirror, ``fast`` the reading.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -38,7 +38,11 @@ __all__ = [
     "CallLLMStruct",
     "CallToolsStruct",
     "FeedStruct",
+    "IoDataStruct",
     "IoStruct",
+    "StepStruct",
+    "args_match",
+    "message_matches",
 ]
 
 
@@ -143,6 +147,38 @@ def _message(m: _Message) -> Message:
     return built(Message, {"role": m.role, "parts": tuple(made)}, _FIELDS_SET[Message])
 
 
+def message_matches(live: object, m: _Message) -> bool:
+    """``live == _message(m)``, without building it: pydantic compares two models by type and
+    ``__dict__`` (these classes have no private attributes or extra fields: ``SHAPES``, checked
+    by ``fast.fast_path_problems``), and a part's type fixes its ``kind``, so the types and the
+    other fields' values decide. Driver-level replay compares every feed's message this way
+    (``loopctl_sim.trace.views``)."""
+    if type(live) is not Message or live.role != m.role:
+        return False
+    parts = live.parts
+    wanted: list[Any] = m.parts
+    if len(parts) != len(wanted):
+        return False
+    for p, w in zip(parts, wanted, strict=True):
+        kind = type(w)
+        if kind is _TextPart:
+            if type(p) is not TextPart or p.text != w.text:
+                return False
+        elif kind is _ToolCall:
+            if type(p) is not ToolCall or not (
+                p.id == w.id and p.name == w.name and p.arguments == w.arguments
+            ):
+                return False
+        elif type(p) is not ToolResult or not (
+            p.call_id == w.call_id
+            and p.name == w.name
+            and p.content == w.content
+            and p.is_error == w.is_error
+        ):
+            return False
+    return True
+
+
 # Per feed: its arguments, and their values in field order (which is also the order the machine
 # method of the same name takes them). ``fail`` (a LoopError) is not here; nor is a plain string
 # ``input`` for ``accept_input`` (a validator makes it a user message): pydantic reads those.
@@ -223,6 +259,36 @@ _FEED_ARGS: Final[dict[str, tuple[type[msgspec.Struct], type[BaseModel], Callabl
     "discard_pending": (_NoArgs, NoArgs, _no_args),
 }
 
+
+def args_match(decoded: msgspec.Struct, live: Mapping[str, Any]) -> bool:
+    """Whether a feed's live arguments (the driver's values by their canonical names) equal the
+    ones ``decoded`` (its ``ARG_READERS`` struct) stands for, as the arguments' models compare
+    them, without building them: the same names, a message by ``message_matches``, a list of
+    messages one by one, any other value by ``==`` (as the record's ``__dict__`` compares).
+    False is not a difference, only "not sure": the caller then compares the models."""
+    fields = decoded.__struct_fields__
+    if len(live) != len(fields):
+        return False
+    for name in fields:
+        if name not in live:
+            return False
+        want, have = getattr(decoded, name), live[name]
+        kind = type(want)
+        if kind is _Message:
+            if not message_matches(have, want):
+                return False
+        elif kind is list:
+            if not (
+                isinstance(have, list | tuple)
+                and len(have) == len(want)
+                and all(map(message_matches, have, want))
+            ):
+                return False
+        elif have != want:
+            return False
+    return True
+
+
 #: Per feed name: decode its arguments' JSON text, and give their values.
 ARG_READERS: Final = {
     name: (msgspec.json.Decoder(struct).decode, values)
@@ -248,6 +314,18 @@ class IoStruct(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
     scrubbed: bool = False  # (v2; absent from version 1 lines, as pydantic's default)
 
 
+class IoDataStruct(msgspec.Struct, tag_field="type", tag="io", **_STRUCT):
+    """An ``io`` line with its data decoded, for driver-level replay, which reads the model's
+    recorded answers and requests from it (``loopctl_sim.trace.views``)."""
+
+    seq: int
+    kind: str
+    turn: int | None
+    data: dict[str, Any]
+    duration_s: float | None
+    scrubbed: bool = False
+
+
 class CallLLMStruct(msgspec.Struct, tag_field="kind", tag="call_llm", **_STRUCT):
     turn: int
 
@@ -257,7 +335,7 @@ class CallToolsStruct(msgspec.Struct, tag_field="kind", tag="call_tools", **_STR
     calls: list[_ToolCall]
 
 
-class _Step(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
+class StepStruct(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
     seq: int
     policy: msgspec.Raw  # its JSON text: compared with the previous step's
     step: CallLLMStruct | CallToolsStruct  # compared with the brain's by step_matches
@@ -298,8 +376,9 @@ STRUCTS: Final[list[tuple[type[msgspec.Struct], type[BaseModel]]]] = [
     (_Brain, BrainSummary),
     *((struct, model) for struct, model, _ in _FEED_ARGS.values()),
     (IoStruct, IoRecord),
-    (_Step, StepRecord),
+    (IoDataStruct, IoRecord),
+    (StepStruct, StepRecord),
     *((FeedStruct, record) for record in FEED_RECORDS.values()),
 ]
 
-LINE: Final = msgspec.json.Decoder(IoStruct | _Step | FeedStruct)
+LINE: Final = msgspec.json.Decoder(IoStruct | StepStruct | FeedStruct)

@@ -15,11 +15,11 @@ import os
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import IO, Final, Literal, overload
+from typing import IO, Final, Literal, cast, overload
 
 from pydantic import ValidationError
 
-from loopctl_sim.trace.fast import BatchDecoder, make_batch_decoder
+from loopctl_sim.trace.fast import BatchDecoder, ViewDecoder, make_batch_decoder, make_view_decoder
 from loopctl_sim.trace.files import CutShort, display_name, lines_of, open_for_reading
 from loopctl_sim.trace.header_line import HeaderLine, header_line
 from loopctl_sim.trace.records import (
@@ -33,6 +33,7 @@ from loopctl_sim.trace.records import (
     TraceFormatError,
     feed_line,
 )
+from loopctl_sim.trace.views import View
 
 __all__ = ["READ_AHEAD", "TraceReader", "read_trace"]
 
@@ -116,6 +117,21 @@ class TraceReader:
         ``lazy_headers``: a header holding a big snapshot comes as a ``HeaderLine``
         (``loopctl_sim.trace.header_line``: checked but for its snapshot, which is built only
         when asked for)."""
+        items = self._numbered(start, lazy_headers, None)  # (no views without their decoder)
+        return cast(Iterator[tuple[int, Record | HeaderLine]], items)
+
+    def replay_lines(self) -> Iterator[tuple[int, Record | HeaderLine | View]]:
+        """``(line number, record)`` for every record, as driver-level replay reads them: a
+        header with a big snapshot as a ``HeaderLine``, and (on the fast path) step, feed and
+        ``io`` lines as views (``loopctl_sim.trace.views``: decoded by msgspec, compared as they
+        are, their pydantic record built only for a report); every other line as ``numbered``
+        gives it, with the same checks and errors."""
+        view = make_view_decoder() if self.fast else None
+        return self._numbered(None, True, view)
+
+    def _numbered(
+        self, start: tuple[int, int] | None, lazy_headers: bool, view: ViewDecoder | None
+    ) -> Iterator[tuple[int, Record | HeaderLine | View]]:
         expected_seq = 0
         in_run = False  # a header was read, and no end since
         validate = RECORD.validator.validate_json
@@ -129,6 +145,13 @@ class TraceReader:
             try:
                 for lineno, raw in enumerate(lines, first):
                     self.line = lineno
+                    # a view only inside a run: outside, pydantic's path words the error
+                    if view is not None and in_run:
+                        seen = view(raw, lineno - 1)
+                        if seen is not None:
+                            expected_seq += 1
+                            yield lineno, seen
+                            continue
                     # (a header as the writer starts one: not a call for every line)
                     lazy = (
                         lazy_headers

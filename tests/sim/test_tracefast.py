@@ -706,21 +706,27 @@ def test_a_line_changed_byte_by_byte_is_taken_only_as_pydantic_reads_it() -> Non
     whitespace, bytes beyond ASCII) of one line of each kind: msgspec and pydantic read the
     same bytes, and the fast path takes a line only as pydantic reads it."""
     rng = random.Random(5)
-    alphabet = b'{}[]:,"\\/ \t\r\n0123456789.eE+-tfnulUabx\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff'
     checked = taken = 0
     for sample in _samples():
-        raw = _encode(sample)
-        seq = sample["seq"]
-        for _ in range(300):
-            at = rng.randrange(len(raw) - 1)  # the newline stays
-            byte = bytes([rng.choice(alphabet)])
-            changed = rng.choice(
-                [
-                    raw[:at] + raw[at + 1 :],
-                    raw[:at] + byte + raw[at:],
-                    raw[:at] + byte + raw[at + 1 :],
-                ]
-            )
+        for changed in byte_changes(_encode(sample), rng, 300):
             checked += 1
-            taken += taken_as_pydantic_reads_it(changed, seq)
+            taken += taken_as_pydantic_reads_it(changed, sample["seq"])
     assert checked > 3000 and taken > 100
+
+
+#: The bytes a one-byte change puts in: JSON punctuation, escapes, digits, whitespace, bytes
+#: beyond ASCII.
+_ALPHABET: Final = (
+    b'{}[]:,"\\/ \t\r\n0123456789.eE+-tfnulUabx\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff'
+)
+
+
+def byte_changes(raw: bytes, rng: random.Random, n: int) -> Iterator[bytes]:
+    """``n`` random one-byte changes of the line ``raw`` (deleted, inserted, replaced; its
+    newline stays)."""
+    for _ in range(n):
+        at = rng.randrange(len(raw) - 1)
+        byte = bytes([rng.choice(_ALPHABET)])
+        yield rng.choice(
+            [raw[:at] + raw[at + 1 :], raw[:at] + byte + raw[at:], raw[:at] + byte + raw[at + 1 :]]
+        )
