@@ -34,10 +34,9 @@ import logging
 import time
 import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
-from typing import Any, Final
+from typing import Any
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.core.built import built
 from loopctl.observe import IoEvent
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.hooks import (
@@ -393,29 +392,12 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-# Results are built from a validated call's id and name and a str (``built``: no second
-# validation, 10,000 instructions a result, cachegrind); tests pin them to the validator's.
-_OK_GIVEN: Final = {"call_id", "name", "content"}
-_ERROR_GIVEN: Final = {"call_id", "name", "content", "is_error"}
-
-
 def _ok(call: ToolCall, content: str) -> ToolResult:
-    return _result(call, content, False, _OK_GIVEN)
+    return ToolResult.answering(call, content)
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
-    return _result(call, message, True, _ERROR_GIVEN)
-
-
-def _result(call: ToolCall, content: str, is_error: bool, given: set[str]) -> ToolResult:
-    values = {
-        "kind": "tool_result",
-        "call_id": call.id,
-        "name": call.name,
-        "content": content,
-        "is_error": is_error,
-    }
-    return built(ToolResult, values, given)
+    return ToolResult.answering(call, message, is_error=True)
 
 
 def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:

@@ -34,7 +34,6 @@ from typing import Protocol
 
 from loopctl.api import ModelRequest, StreamEvent, Usage
 from loopctl.core import (
-    AwaitingTools,
     CallTools,
     CompactReason,
     LoopMachine,
@@ -222,7 +221,8 @@ class ToolFaults(LoopObserver):
         The preferred seam: a loop with no observer builds no IO events."""
         machine = point.machine
         exchange = machine.exchange
-        if isinstance(machine.state, AwaitingTools) and exchange is not None:
+        # by ``kind``: a pydantic class's isinstance misses through ABCMeta (every other step)
+        if machine.state.kind == "awaiting_tools" and exchange is not None:
             self._assign(exchange.dispatch)
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:

@@ -40,6 +40,7 @@ from loopctl.api import (
 )
 from loopctl.core import (
     CompactReason,
+    Conversation,
     ErrorKind,
     LoopError,
     MachinePolicy,
@@ -113,6 +114,7 @@ class ModelScript:
         self._counted: list[Message] = []
         self._sums: list[int] = [0]
         self._reply: tuple[Message | None, int] = (None, 0)  # the last reply and its count
+        self._view: Conversation | None = None  # the last conversation counted, if a view
 
     def context_tokens(self, conversation: Sequence[Message], reply: Message, index: int) -> int:
         """The context size the provider reports with reply ``index``: scripted, or estimated
@@ -129,9 +131,19 @@ class ModelScript:
         """The characters ``CharEstimator`` counts in ``conversation``."""
         counted, sums = self._counted, self._sums
         same = min(len(conversation), len(counted))
-        if same and not (
-            conversation[same - 1] is counted[same - 1]
-            and all(map(operator.is_, conversation[:same], counted[:same]))
+        view = conversation if isinstance(conversation, Conversation) else None
+        last, self._view = self._view, view
+        if view is not None and last is not None and len(last) == len(counted):
+            known = view.extends(last)  # a later view of the same lists: counted is its prefix
+        else:
+            known = False
+        if (
+            same
+            and not known
+            and not (
+                conversation[same - 1] is counted[same - 1]
+                and all(map(operator.is_, conversation[:same], counted[:same]))
+            )
         ):
             same = next(
                 i for i, (a, b) in enumerate(zip(conversation, counted, strict=False)) if a is not b
@@ -139,7 +151,8 @@ class ModelScript:
         del counted[same:]
         del sums[same + 1 :]
         reply, reply_chars = self._reply
-        for message in conversation[same:]:
+        for i in range(same, len(conversation)):  # by index: a view's slice copies it whole
+            message = conversation[i]
             counted.append(message)
             # the last reply is usually next in the conversation (delivered as it was scripted)
             chars = reply_chars if message is reply else message_chars(message)
@@ -386,19 +399,12 @@ def run_tool(
         if faulted is not None:
             return faulted
     if fn is None:
-        return ToolResult(
-            call_id=call.id,
-            name=call.name,
-            content=unknown_tool_message(call.name, ()),
-            is_error=True,
-        )
+        return ToolResult.answering(call, unknown_tool_message(call.name, ()), is_error=True)
     try:
         content = fn(dict(call.arguments))
     except Exception as exc:
-        return ToolResult(
-            call_id=call.id, name=call.name, content=raised_message(call.name, exc), is_error=True
-        )
-    return ToolResult(call_id=call.id, name=call.name, content=distort(str(content), fault))
+        return ToolResult.answering(call, raised_message(call.name, exc), is_error=True)
+    return ToolResult.answering(call, distort(str(content), fault))
 
 
 # --- compaction -------------------------------------------------------------------------------

@@ -95,3 +95,28 @@ def test_the_properties_pick_parts_by_kind() -> None:
     results = Message.from_results([RESULT, ERROR])
     assert results.tool_results == [RESULT, ERROR]
     assert results.text == "" and results.tool_calls == [] and results.thinking == []
+
+
+@pytest.mark.parametrize(
+    ("content", "is_error", "fields"),
+    [
+        ("3", False, {"call_id": "c1", "name": "add", "content": "3"}),
+        ("", False, {"call_id": "c1", "name": "add", "content": ""}),
+        ("boom", True, {"call_id": "c1", "name": "add", "content": "boom", "is_error": True}),
+    ],
+)
+def test_a_result_answering_a_call_is_what_the_validator_builds(
+    content: str, is_error: bool, fields: dict[str, Any]
+) -> None:
+    result = ToolResult.answering(CALL, content, is_error=is_error)
+    _same_as_validated(result)
+    reference = ToolResult.model_validate(fields)
+    assert result == reference
+    assert result.model_fields_set == reference.model_fields_set
+
+
+def test_a_result_of_anything_else_is_validated() -> None:
+    with pytest.raises(ValidationError):
+        ToolResult.answering(CALL, 3)  # type: ignore[arg-type]
+    named = ToolResult.answering(NamedCall(id="n", name="add"), "ok", is_error=1)  # type: ignore[arg-type]
+    assert named == ToolResult(call_id="n", name="add", content="ok", is_error=True)

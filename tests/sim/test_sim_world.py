@@ -16,6 +16,7 @@ from loopctl import (
     Cancelled,
     Completed,
     Failed,
+    LoopMachine,
     MachinePolicy,
     Message,
     TextPart,
@@ -499,3 +500,40 @@ def test_unknown_tool_faults_on_replies_without_calls_add_calls_with_fresh_ids()
     assert [c.id for c in first] == ["call_unknown_1"]
     assert [c.id for c in second] == ["call_unknown_2"]
     assert fold_events(faulty_reply(fault, text, None, 2)).message.tool_calls == second
+
+
+def test_the_incremental_estimate_follows_the_brains_own_views() -> None:
+    """The brain's conversation views (``extends``: what was counted is known in O(1) to be
+    their prefix) as runs grow, compact mid-run, commit and go on in the next run: each figure
+    is still ``CharEstimator``'s count of the whole conversation."""
+    script = ModelScript()
+    policy = MachinePolicy(tools=("add",), max_turns=50)
+    machine = LoopMachine([Message.user("before"), Message.assistant("earlier")])
+    index = 0
+
+    def answer(reply: Message) -> None:
+        nonlocal index
+        assert machine.next_step(policy).kind == "call_llm"
+        view = machine.conversation()
+        expected = CharEstimator().count([*view, reply])
+        assert script.context_tokens(view, reply, index) == expected
+        index += 1
+        machine.model_response(reply, 10)
+
+    for run in range(3):
+        machine.accept_input(f"run {run}")
+        for turn in range(4):
+            call = ToolCall(id=f"r{run}t{turn}", name="add", arguments={"a": turn})
+            answer(Message.assistant(f"turn {turn}", [call]))
+            assert machine.next_step(policy).kind == "call_tools"
+            result = ToolResult(call_id=call.id, name="add", content=str(turn))
+            machine.tool_results(Message.from_results([result]))
+            if turn == 2 and run == 1:  # a compaction replaces the lists by shorter ones
+                step = machine.next_step(policy.model_copy(update={"compact_now": True}))
+                assert step.kind == "compact"
+                kept = [Message.user("compacted"), *machine.messages()[-2:]]
+                machine.compaction_result(kept, 100, 10)
+        answer(Message.assistant("done"))
+        assert machine.next_step(policy).kind == "done"
+        machine.commit_pending()
+        machine = machine.next_run()
