@@ -73,12 +73,20 @@ class ToolResult(BaseModel):
         name are valid) and a ``str`` (validated, a result cost 10,000 instructions,
         cachegrind); anything else is validated, with its errors. ``is_error`` is among the
         fields set only when it is true, as when given by keyword only then."""
-        if cls is ToolResult and type(call) is ToolCall and type(content) is str:
-            if is_error is True:
-                values = {**_answer(call, content), "is_error": True}
-                return built(ToolResult, values, _ERROR_GIVEN)
-            if is_error is False:
-                return built(ToolResult, {**_answer(call, content), "is_error": False}, _OK_GIVEN)
+        if (
+            cls is ToolResult
+            and type(call) is ToolCall
+            and type(content) is str
+            and type(is_error) is bool
+        ):
+            values = {
+                "kind": "tool_result",
+                "call_id": call.id,
+                "name": call.name,
+                "content": content,
+                "is_error": is_error,
+            }
+            return built(ToolResult, values, _ERROR_GIVEN if is_error else _OK_GIVEN)
         if is_error:
             return cls(call_id=call.id, name=call.name, content=content, is_error=is_error)
         return cls(call_id=call.id, name=call.name, content=content)
@@ -198,11 +206,6 @@ _MESSAGE_GIVEN: Final = {"role", "parts"}
 def _text(text: str) -> TextPart:
     """``TextPart(text=text)`` for a ``str``, without a second validation."""
     return built(TextPart, {"kind": "text", "text": text}, _TEXT_GIVEN)
-
-
-def _answer(call: ToolCall, content: str) -> dict[str, Any]:
-    """A result's first fields, in field order."""
-    return {"kind": "tool_result", "call_id": call.id, "name": call.name, "content": content}
 
 
 def _message(role: Role, parts: tuple[Part, ...]) -> Message:
