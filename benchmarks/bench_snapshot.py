@@ -26,8 +26,13 @@ OpenAI wire form's time is ``wire_first_ms``, against ``wire_again_ms`` once bui
 the eager restore paid (``eager_restore_ms``: the unsealed content, validated whole). It is never
 paid by what does not read the messages: saving the brain again, its digest or checksum,
 ``next_step``, the feeds of a replay and its digest checks, the exit door, ``next_run()`` (a
-fork of the session). ``restore_pieces`` also times the lazy restore's own parts: cutting the
-text at its messages (``cut_ms``: msgspec, the checksum, the layout check) and the sha256 alone.
+fork of the session). It is paid by whatever reads the messages once: a real provider's first
+request, ``BareLoop``'s ``RunResult.messages`` at the end of a resumed run (the run's pending),
+a trace recorder's header (``machine.snapshot()``), ``==`` against a brain restored otherwise.
+``restore_pieces`` also times the lazy restore's own parts: cutting the
+text at its messages (``cut_ms``: msgspec's spans, the layout check) and the sha256 alone (the
+restore checks the checksum by hashing the text once, as the running hash its next save goes on
+from).
 """
 
 from __future__ import annotations
@@ -243,7 +248,7 @@ def snapshot_sizes(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]
 
 def restore_pieces(repeats: int, n_messages: int = MESSAGES) -> list[dict[str, Any]]:
     """Where a restore's time goes, each piece timed alone (median, ms) beside the whole lazy
-    restore: cutting the sealed text at its messages (msgspec's spans, the checksum, the layout:
+    restore: cutting the sealed text at its messages (msgspec's spans, the layout check:
     ``adopted.sealed_parts``) and the sha256 alone; then what the laziness moved: the eager
     restore (the unsealed content validated whole, every model built), the first full read of a
     lazily restored conversation, and a provider's first request (the OpenAI wire form of the
