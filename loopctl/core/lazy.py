@@ -146,13 +146,15 @@ class LazyMessages(Sequence[Message]):
             return NotImplemented
         if len(other) != len(self._items):
             return False
-        theirs = other._json if isinstance(other, LazyMessages) else None
-        for i, mine in enumerate(self._json):
-            if theirs is not None and mine is not None and mine == theirs[i]:
-                continue
-            if self[i] != other[i]:
-                return False
-        return True
+        if isinstance(other, LazyMessages):
+            theirs = other._json
+            todo = [i for i, mine in enumerate(self._json) if mine is None or mine != theirs[i]]
+            other._build([i for i in todo if other._items[i] is None])
+        else:
+            todo = list(range(len(self._items)))
+        self._build([i for i in todo if self._items[i] is None])  # at once, not one by one
+        items = self._items
+        return all(items[i] == other[i] for i in todo)
 
     __hash__ = None  # type: ignore[assignment]
 
