@@ -34,6 +34,11 @@ __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
 
 _ATTEMPT = frozenset({"model_reply", "model_error"})
 
+# The validators themselves: ``model_validate`` is a Python wrapper around them (about 5,000
+# instructions a call), and every recorded reply is read through them.
+_validate_message = Message.__pydantic_validator__.validate_python
+_validate_usage = Usage.__pydantic_validator__.validate_python
+
 
 class ReplayClient:
     """An ``ApiClient`` answering from the trace; see the module docstring.
@@ -58,6 +63,7 @@ class ReplayClient:
         self.attempts = 0  # of the current model call
         self._turn: int | None = None
         self.cancel: CancelSignal | None = None  # the replayed run's, set for each run
+        self._usage: tuple[object, Usage] = (None, Usage())  # the last recorded usage, read
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         if request.turn != self._turn:
@@ -97,8 +103,11 @@ class ReplayClient:
             )
             raise ApiError(error, should_retry=should_retry)
         data = record.data
-        message = Message.model_validate(data["message"])
-        usage = Usage.model_validate(data.get("usage") or {})
+        message = _validate_message(data["message"])
+        recorded_usage = data.get("usage") or {}
+        if recorded_usage != self._usage[0]:  # mostly the same as the reply before: kept
+            self._usage = (recorded_usage, _validate_usage(recorded_usage))
+        usage = self._usage[1]
         stop = data.get("stop_reason")
         for event in reply_events(message, usage, stop if isinstance(stop, str) else None):
             yield event

@@ -175,7 +175,7 @@ class Checker(LoopObserver):
         except TraceEnded:
             self.ended()
         assert rec.type != "header" and rec.type != "io"  # header_next; take_brain
-        if any(r.scrubbed for r in skipped):
+        if skipped and any(r.scrubbed for r in skipped):
             self._scrubbed_from(line)
         return line, rec
 

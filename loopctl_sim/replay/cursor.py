@@ -61,6 +61,9 @@ class Cursor:
         self.reader = reader
         self._records: Iterator[Numbered] = reader.replay_lines()
         self._ahead: deque[Numbered] = deque()
+        # The brain record in ``_ahead`` (None: not read yet). Asked for several times a record
+        # (is a header next? which feed holds the results?), it is looked for once.
+        self._brain: Numbered | None = None
         self.line = 0  # the line of the last record taken
         self.records = 0  # records taken
         self.io = 0  # io records taken or skipped
@@ -88,6 +91,8 @@ class Cursor:
         item = self._ahead.popleft() if self._ahead else self._read()
         if item is None:
             raise TraceEnded(self.line)
+        if item is self._brain:
+            self._brain = None
         self.line = item[0]
         self.records += 1
         if item[1].type == "io":
@@ -126,8 +131,11 @@ class Cursor:
     def next_brain(self) -> Numbered | None:
         """The next brain record, not taken (the ``io`` records before it are read ahead and
         kept); None at the end of the trace."""
+        if self._brain is not None:
+            return self._brain
         for kept in self._ahead:
             if kept[1].type != "io":
+                self._brain = kept
                 return kept
         while True:
             item = self._read()
@@ -135,4 +143,5 @@ class Cursor:
                 return None
             self._ahead.append(item)
             if item[1].type != "io":
+                self._brain = item
                 return item
