@@ -165,3 +165,70 @@ def _validate(raw: bytes) -> object:
 
 def _never(raw: bytes, line: int) -> HeaderRecord:
     raise AssertionError("not read whole")
+
+
+# --- the snapshot's text found by the writer's layout, or else by msgspec ------------------------
+
+
+class _NoDecoding:
+    def decode(self, raw: bytes) -> object:
+        raise AssertionError("the snapshot's value was looked for with msgspec")
+
+
+def test_a_header_as_written_is_cut_without_parsing_its_snapshot(
+    trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(header_line_module, "_SNAPSHOT_OF", _NoDecoding())
+    lazy = [r for _, r in TraceReader(trace).numbered(lazy_headers=True) if r.type == "header"]
+    eager = [r for r in TraceReader(trace) if isinstance(r, HeaderRecord)]
+    for h, e in zip(lazy[1:], eager[1:], strict=True):
+        assert isinstance(h, HeaderLine) and h.holds(e.machine()) and h.record() == e
+    result = replay_agent(trace, build)
+    assert result.ok and result.runs == RUNS
+
+
+def _text_edit(old: bytes, new: bytes, *, last: bool = False) -> object:
+    def edit(raw: bytes) -> bytes:
+        at = raw.rfind(old) if last else raw.find(old)
+        assert at >= 0, old
+        return raw[:at] + new + raw[at + len(old) :]
+
+    return edit
+
+
+#: Headers another writer (or a hand) might write: each is read as its record says.
+_LAYOUTS = {
+    "nested snapshot key": _text_edit(b'"metadata":{}', b'"metadata":{"m":{"snapshot":1}}'),
+    "nested metadata key": _text_edit(b'"metadata":{}', b'"metadata":{"a":{"x":1,"metadata":{}}}'),
+    "escape in metadata": _text_edit(b'"metadata":{}', b'"metadata":{"note":"a\\"b"}'),
+    "escape in created": _text_edit(b'"created":"', b'"created":"\\u0032'),
+    "metadata first": _text_edit(b'"created":', b'"metadata":{"k":1},"created":'),
+    "a second snapshot": _text_edit(b"}\n", b',"snapshot":null}\n', last=True),
+    "a second snapshot, escaped": _text_edit(b"}\n", b',"snaps\\u0068ot":null}\n', last=True),
+    "spaces": _text_edit(b'"snapshot":{', b'"snapshot": {'),
+    "one metadata key": _text_edit(b'"metadata":{}', b'"metadata":{"tool_modes":{"add":"live"}}'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LAYOUTS))
+def test_a_header_in_another_layout_is_read_as_its_record_says(
+    trace: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    lines = _lines(trace)
+    at = _headers(trace)[2]
+    lines[at] = _LAYOUTS[name](lines[at])  # type: ignore[operator]
+    trace.write_bytes(b"".join(lines))
+    record = _validate(lines[at])
+    assert isinstance(record, HeaderRecord)
+    seen = header_line_module.header_line(lines[at], at + 1, _validate, lambda r, n: record)
+    expected = TraceReader(trace).numbered()
+    machines = [r.machine() for _, r in expected if isinstance(r, HeaderRecord)]
+    if seen is not None:  # it holds exactly the brain its record holds
+        assert seen.fields == record.model_copy(update={"snapshot": None})
+        for machine in machines:
+            same = record.snapshot is not None and machine == record.machine()
+            assert seen.holds(machine) == same
+    lazy = replay_agent(trace, build)
+    _eager(monkeypatch)
+    eager = replay_agent(trace, build)
+    assert _view(lazy) == _view(eager) and lazy.ok == eager.ok
