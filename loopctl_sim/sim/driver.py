@@ -159,7 +159,12 @@ async def simulate_driver_async(
                 restored = restore_after_crash(loop.machine, crash.step, watchers)
                 if restored != loop.machine:
                     raise SimError(f"step {crash.step}: the restored machine differs") from None
+                # The user's compaction request stands until a Compact(MANUAL) answers it (as
+                # in the machine-level simulator): the user asks the restarted loop again.
+                requested = loop.policy().compact_now
                 loop = body(restored)
+                if requested:
+                    loop.request_compaction()
                 if watch is not None:
                     loop = watch.restarted(loop)
                 input = None

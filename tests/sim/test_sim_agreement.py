@@ -9,7 +9,7 @@ import tempfile
 import typing
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sim_helpers import adding_world
 
@@ -54,6 +54,23 @@ def faults(draw: st.DrawFn) -> Fault:
     schedule=st.lists(faults(), max_size=4),
     max_retries=st.integers(0, 3),
     tool_timeout=st.sampled_from([None, 5.0]),
+)
+# A compaction requested at or before the step a crash strikes: it stands in both simulators
+# (found by hypothesis: the driver-level one lost it with the crashed loop).
+@example(
+    schedule=[Fault(kind="compact_now", step=4), Fault(kind="crash", step=4)],
+    max_retries=0,
+    tool_timeout=None,
+)
+@example(
+    schedule=[Fault(kind="compact_now", step=1), Fault(kind="crash", step=1)],
+    max_retries=0,
+    tool_timeout=None,
+)
+@example(
+    schedule=[Fault(kind="crash", step=3), Fault(kind="compact_now", step=2)],
+    max_retries=0,
+    tool_timeout=None,
 )
 def test_driver_and_machine_simulators_agree(
     schedule: list[Fault], max_retries: int, tool_timeout: float | None
