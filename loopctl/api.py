@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable
-from typing import Annotated, Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,20 @@ from loopctl.core import (
 from loopctl.core.built import built
 from loopctl.core.jsontext import loads
 from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
+from loopctl.events import (
+    AttemptAbandoned,
+    Events,
+    PartEvent,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+    UsageEvent,
+)
 
 __all__ = [
     "ApiClient",
@@ -59,207 +73,6 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class Usage(BaseModel):
-    """Token usage of one model call (or, summed, of a run).
-
-    ``context_tokens`` is the size of the context after the call as the provider reports it
-    (OpenAI ``total_tokens``; Anthropic all input figures plus output; Ollama prompt plus eval),
-    or None when the provider did not say. ``reasoning_tokens`` is the part of ``output_tokens``
-    spent on reasoning, where the provider says (OpenAI ``reasoning_tokens``, Anthropic
-    ``thinking_tokens``).
-    """
-
-    model_config = _FROZEN
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    context_tokens: int | None = None
-    reasoning_tokens: int = 0
-
-    @classmethod
-    def total(cls, usages: Iterable[Usage]) -> Usage:
-        """The sum of ``usages`` (``Usage()`` for none), as ``+`` one by one would give it, but
-        built once: a run adds its calls' usage at the end instead of building a validated
-        ``Usage`` after every call (24,000 instructions a turn, measured with cachegrind)."""
-        items = tuple(usages)
-        context = None
-        for usage in reversed(items):
-            if usage.context_tokens is not None:
-                context = usage.context_tokens
-                break
-        return cls(
-            input_tokens=sum(u.input_tokens for u in items),
-            output_tokens=sum(u.output_tokens for u in items),
-            cache_read_tokens=sum(u.cache_read_tokens for u in items),
-            cache_write_tokens=sum(u.cache_write_tokens for u in items),
-            context_tokens=context,
-            reasoning_tokens=sum(u.reasoning_tokens for u in items),
-        )
-
-    @classmethod
-    def context(cls, tokens: int) -> Usage:
-        """``Usage(context_tokens=tokens)``, built without a second validation for an ``int``
-        (a simulated provider reports one with every reply; validated it cost 8,000
-        instructions, cachegrind). Anything else is validated, with its errors."""
-        if cls is Usage and type(tokens) is int:
-            return built(Usage, {**_ZERO, "context_tokens": tokens}, _CONTEXT_GIVEN)
-        return cls(context_tokens=tokens)
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            context_tokens=other.context_tokens
-            if other.context_tokens is not None
-            else self.context_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-        )
-
-
-_ZERO: Final = dict(Usage().__dict__)
-_CONTEXT_GIVEN: Final = {"context_tokens"}
-
-
-# --- stream events --------------------------------------------------------------------------
-
-
-class TextDelta(BaseModel):
-    model_config = _FROZEN
-    kind: Literal["text_delta"] = "text_delta"
-    text: str
-
-
-class ToolCallStart(BaseModel):
-    """A tool call begins; ``index`` identifies it among the reply's calls."""
-
-    model_config = _FROZEN
-    kind: Literal["tool_call_start"] = "tool_call_start"
-    index: int
-    id: str
-    name: str
-
-
-class ToolCallDelta(BaseModel):
-    """A fragment of the call's arguments as JSON text; fragments are joined in order."""
-
-    model_config = _FROZEN
-    kind: Literal["tool_call_delta"] = "tool_call_delta"
-    index: int
-    arguments: str
-
-
-class ToolCallEnd(BaseModel):
-    model_config = _FROZEN
-    kind: Literal["tool_call_end"] = "tool_call_end"
-    index: int
-
-
-class UsageEvent(BaseModel):
-    """Usage so far; the last one wins (providers report cumulative figures)."""
-
-    model_config = _FROZEN
-    kind: Literal["usage"] = "usage"
-    usage: Usage
-
-
-class StopEvent(BaseModel):
-    """The provider's stop reason, normalized: ``end_turn``, ``tool_use``, ``max_tokens``, ..."""
-
-    model_config = _FROZEN
-    kind: Literal["stop"] = "stop"
-    reason: str
-
-
-class ThinkingDelta(BaseModel):
-    """A piece of reasoning text as it streams, for watchers (``on_stream``); the fold ignores
-    it: the whole ``ThinkingPart`` follows in a ``PartEvent``."""
-
-    model_config = _FROZEN
-    kind: Literal["thinking_delta"] = "thinking_delta"
-    text: str
-
-
-class PartEvent(BaseModel):
-    """A finished reasoning or provider part, in its place among the reply's parts."""
-
-    model_config = _FROZEN
-    kind: Literal["part"] = "part"
-    part: Annotated[ThinkingPart | ProviderPart, Field(discriminator="kind")]
-
-
-class AttemptAbandoned(BaseModel):
-    """The model attempt whose events were streamed since the last ``AttemptAbandoned`` (or the
-    start of the call) failed: nothing it streamed is part of the reply. Sent by the driver to
-    ``on_stream`` watchers only (a client never yields it; the fold ignores it), so a UI can
-    clear the attempt's text instead of running it into the next attempt's.
-
-    ``attempt`` counts from 1; ``error`` is the failure's ``LoopError`` kind and ``message``
-    its text; ``retry_in`` the seconds until the next attempt, or None when there is none
-    (the call fails with this error)."""
-
-    model_config = _FROZEN
-    kind: Literal["attempt_abandoned"] = "attempt_abandoned"
-    attempt: int
-    error: str
-    message: str = ""
-    retry_in: float | None = None
-
-
-StreamEvent = Annotated[
-    TextDelta
-    | ToolCallStart
-    | ToolCallDelta
-    | ToolCallEnd
-    | UsageEvent
-    | StopEvent
-    | ThinkingDelta
-    | PartEvent
-    | AttemptAbandoned,
-    Field(discriminator="kind"),
-]
-
-
-class Events:
-    """The stream events built from values already valid (``built``, no second validation):
-    the one place the clients that stream a reply they hold (the test clients, the harness's
-    worlds) make their events. Validating a tool-call reply's four events cost 62,000
-    instructions, more than the fold that reads them (cachegrind); tests pin each to the
-    validator's."""
-
-    @staticmethod
-    def text(text: str) -> TextDelta:
-        return built(TextDelta, {"kind": "text_delta", "text": text}, {"text"})
-
-    @staticmethod
-    def start(index: int, id: str, name: str) -> ToolCallStart:
-        values = {"kind": "tool_call_start", "index": index, "id": id, "name": name}
-        return built(ToolCallStart, values, {"index", "id", "name"})
-
-    @staticmethod
-    def delta(index: int, arguments: str) -> ToolCallDelta:
-        values = {"kind": "tool_call_delta", "index": index, "arguments": arguments}
-        return built(ToolCallDelta, values, {"index", "arguments"})
-
-    @staticmethod
-    def end(index: int) -> ToolCallEnd:
-        return built(ToolCallEnd, {"kind": "tool_call_end", "index": index}, {"index"})
-
-    @staticmethod
-    def part(part: ThinkingPart | ProviderPart) -> PartEvent:
-        return built(PartEvent, {"kind": "part", "part": part}, {"part"})
-
-    @staticmethod
-    def usage(usage: Usage) -> UsageEvent:
-        return built(UsageEvent, {"kind": "usage", "usage": usage}, {"usage"})
-
-    @staticmethod
-    def stop(reason: str) -> StopEvent:
-        return built(StopEvent, {"kind": "stop", "reason": reason}, {"reason"})
 
 
 # --- requests and replies -------------------------------------------------------------------

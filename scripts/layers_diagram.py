@@ -31,6 +31,7 @@ DIAGRAMS: dict[str, list[str]] = {
         "loopctl.providers",
         "loopctl.api",
         "loopctl.observe",
+        "loopctl.events",
         "loopctl.core",
     ],
     "loopctl_sim": [

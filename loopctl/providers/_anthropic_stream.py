@@ -200,8 +200,8 @@ class _Stream:
                     )
                 )
             return
-        for part in block_parts(block, self.provider):
-            yield PartEvent(part=part)
+        for part in block_parts(block, self.provider):  # never text here: PartEvent checks it
+            yield PartEvent(part=part)  # type: ignore[arg-type]
 
     def message_delta(self, data: Mapping[str, Any]) -> Iterator[StreamEvent]:
         reason = (data.get("delta") or {}).get("stop_reason")

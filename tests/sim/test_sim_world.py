@@ -478,15 +478,14 @@ def test_the_delivered_reply_is_the_fold_of_the_stream(fault: Fault | None, repl
         ),
     ],
 )
-def test_the_worlds_events_are_what_the_validator_builds(message: Message) -> None:
-    """message_events builds its events without validation: each is the validator's."""
+def test_the_worlds_events_are_what_their_constructors_build(message: Message) -> None:
+    """message_events builds its events without the constructors' checks: each is the event
+    its constructor builds."""
     events = message_events(message, Usage(input_tokens=3))
     for event in events:
-        given = {name: getattr(event, name) for name in event.model_fields_set}
-        reference = type(event).model_validate(given)
-        assert event == reference and event.__dict__ == reference.__dict__
-        assert event.model_fields_set == reference.model_fields_set
-        assert event.model_dump_json() == reference.model_dump_json()
+        fields = {name: getattr(event, name) for name in event.__slots__}
+        reference = type(event)(**fields)
+        assert event == reference and repr(event) == repr(reference)
     assert fold_events(events).message.text == message.text
 
 
