@@ -327,10 +327,10 @@ class LoopMachine(MachineData):
         if not isinstance(response, Message) or response.role != "assistant":
             raise self._refuse("model_response", "the response must be an assistant message")
         calls: list[ToolCall] = []
-        for part in response.parts:
-            if isinstance(part, ToolCall):
+        for part in response.parts:  # by kind: isinstance misses through ABCMeta (a text part)
+            if part.kind == "tool_call":
                 calls.append(part)
-            elif isinstance(part, ToolResult):
+            elif part.kind == "tool_result":
                 raise self._refuse(
                     "model_response", "an assistant message cannot hold tool results"
                 )
