@@ -40,7 +40,6 @@ jitter is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
 from typing import Any, ClassVar, Final
@@ -73,6 +72,7 @@ from loopctl_sim.props.driver_world import (
     run_configs,
 )
 from loopctl_sim.sim.agent import AgentFactory, load_agent
+from loopctl_sim.sim.loops import run_simulated
 
 __all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_configs"]
 
@@ -271,7 +271,7 @@ class DriverMachine(RuleBasedStateMachine):
         try:
             while result is None:
                 try:
-                    result = asyncio.run(loop.run(text if first else None, self.signal))
+                    result = run_simulated(loop.run(text if first else None, self.signal))
                 except BaseException as exc:  # a Crash, possibly wrapped in a group by tools
                     broken = unwrap(exc, Broken)
                     if isinstance(broken, Broken):

@@ -31,7 +31,6 @@ harness's own ``Crash``; a step bound exceeded is ``StepLimit``) ends the run wi
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 from collections import Counter
@@ -57,6 +56,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
+from loopctl_sim.sim.loops import run_simulated
 from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
 from loopctl_sim.trace import TraceRecorder, TraceWriter
@@ -220,7 +220,7 @@ def run_agent(
     before_step: Callable[[StepPoint], None] | None = None,
 ) -> AgentRun:
     """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain)."""
-    return asyncio.run(
+    return run_simulated(
         run_agent_async(
             world,
             trace,

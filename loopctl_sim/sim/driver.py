@@ -11,7 +11,6 @@ no-op and the retry jitter is off, so the run is deterministic.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
@@ -35,6 +34,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
+from loopctl_sim.sim.loops import run_simulated
 from loopctl_sim.sim.machine import SimError, SimResult
 from loopctl_sim.sim.world import FaultPlan, World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
@@ -81,7 +81,7 @@ def simulate_driver(
     every step after the world's run-level faults struck: a checking harness's seam. The run
     starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
     ``world.history``."""
-    return asyncio.run(
+    return run_simulated(
         simulate_driver_async(
             world,
             trace,
