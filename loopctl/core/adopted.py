@@ -19,13 +19,15 @@ Anything else (an unsealed text, a checksum that does not match, another layout,
 re-indented) is restored by validating the whole snapshot, as before, and its cache is built on
 first use.
 
-The trust this takes: a span is adopted as the message's canonical JSON, and as a valid message
-of a coherent conversation, because the sealed text says so. Accidental damage cannot pass (the
-checksum); a deliberate edit that rewrote a message and sealed the result again would be kept as
-written (the digest hashes those bytes) and, if the message is not valid, refused when it is
-first read (``lazy.LazyMessageError``). Restoring never trusts a state the brain could not
-reach in the small fields (the snapshot's checks run on them, and on the exchange's calls
-against the last pending message); this concerns only the messages' bytes.
+The trust this takes: a span is adopted as the message's JSON as the text spells it. Accidental
+damage cannot pass (the checksum); a deliberate edit sealed again verifies, so the restore checks
+the messages themselves too: each is decoded by msgspec into a typed mirror of the models and the
+conversation's coherence is walked over the mirrors (``message_shapes.py``, from ``arrays``: the
+text's history and pending, not copied), and a text that fails is validated whole, whose error
+is the eager restore's. A valid message spelled otherwise than the writer spells it (keys in
+another order) is kept as spelled: the digest hashes those bytes. Restoring never trusts a state
+the brain could not reach in the small fields either (the snapshot's checks run on them, and on
+the exchange's calls against the last pending message).
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ class SealedParts(NamedTuple):
     end: bytes  # the content's JSON after pending: the state and the small fields
     checksum: str  # as the text says: not checked here (the brain checks its own against it)
     maybe_modern: bool  # a message may hold a part version 1 lacks (its kind is in the text)
+    #: The text's JSON arrays of history and pending (``[...]``), views of the text, not copies:
+    #: what ``message_shapes.checked_conversation`` decodes.
+    arrays: tuple[memoryview, memoryview]
 
     @property
     def shell(self) -> bytes:
@@ -86,13 +91,17 @@ def sealed_parts(raw: bytes) -> SealedParts | None:
     history = list(map(bytes, spans.history))
     pending = list(map(bytes, spans.pending))
     at = len(SEALED_HEAD)
+    starts = []
     for piece in (b",".join(history), PENDING_HEAD, b",".join(pending)):
         if not text.startswith(piece, at):  # compared in place (no copy of the text)
             return None
+        starts.append(at)
         at += len(piece)
     end = text[at : len(text) - len(tail)] + b"}"
     maybe_modern = b'"kind":"thinking"' in raw or b'"kind":"provider"' in raw
-    return SealedParts(history, pending, end, spans.checksum, maybe_modern)
+    view = memoryview(text)  # each array from its "[" to its "]"
+    arrays = view[starts[0] - 1 : starts[1] + 1], view[starts[2] - 1 : at + 1]
+    return SealedParts(history, pending, end, spans.checksum, maybe_modern, arrays)
 
 
 def adopted_caches(

@@ -33,11 +33,14 @@ read-only: the brain hands out tuples (``history``, ``pending``), list copies (`
 or its read-only ``Conversation`` view, never this object to append to.
 
 The trust this takes is ``adopted.py``'s and ``machine_data.py``'s: only a sealed text whose
-checksum verifies (damage cannot pass) is restored lazily, since such bytes are what
-``model_dump_json()`` wrote from a brain whose every message was valid. A text edited on purpose
-and sealed again could hold a message that is not valid: reading it raises ``LazyMessageError``
-(a ``ValueError``) naming the message, and the brain loses nothing (its JSON is still there, and
-saves as it was). ``LoopMachine.model_validate(json.loads(text))`` validates everything at once.
+checksum verifies (damage cannot pass) is restored lazily, and its messages are checked at the
+door all the same (a text edited on purpose and sealed again verifies too): msgspec decodes them
+into typed mirrors of the models and the coherence rules run over those
+(``message_shapes.py``), so a message that is not valid, or a conversation that is not
+coherent, is refused at restore with the eager restore's error. The mirror is never laxer than
+the models (tests pin it), so reading a message never meets one that does not validate;
+``LazyMessageError`` (a ``ValueError`` naming the message) remains the guard should it ever, and
+the brain then loses nothing (its JSON is still there, and saves as it was).
 """
 
 from __future__ import annotations

@@ -31,11 +31,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
-from loopctl.core.adopted import adopted_caches, sealed_parts
+from loopctl.core.adopted import SealedParts, adopted_caches, sealed_parts
 from loopctl.core.conversation import Conversation
 from loopctl.core.encoding import Hash, JsonCache, carried, encoded, sha256_of
 from loopctl.core.lazy import LazyMessageError, LazyMessages, MessageList
 from loopctl.core.loopdetect import LoopWindow
+from loopctl.core.message_shapes import checked_conversation, collector_off
 from loopctl.core.messages import Message
 from loopctl.core.prebuilt import START
 from loopctl.core.salvage import coherence_problem
@@ -283,12 +284,15 @@ class MachineData:
 
         What it buys (``benchmarks/bench_snapshot.py``, 10,000 messages): save + restore went
         from ~85 ms to a few ms in both shapes, since pydantic no longer builds 25,000 models
-        at restore. The small fields are validated and checked as before (``sealed_shell``,
-        ``snapshot_problem``); the messages' validity and coherence are what the checksum
-        vouches for (``model_dump_json()`` sealed them from a brain that holds only valid,
-        coherent messages). What it moves: the first read of the messages (``history``,
-        ``conversation()`` iterated, a model request) builds them then, at an eager restore's
-        cost; a save, a digest, ``next_step``, the feeds and ``next_run()`` never do.
+        at restore. The checksum proves the text undamaged, not unedited (a forgery sealed
+        again verifies), so everything the eager restore checks is checked here too: the small
+        fields (``sealed_shell``, ``snapshot_problem``), each message's validity and the
+        conversation's coherence over msgspec mirrors of the messages
+        (``message_shapes.checked_conversation``: no model built). Whatever is refused falls
+        back to the whole validation, so its error is the eager restore's. What it moves: the
+        first read of the messages (``history``, ``conversation()`` iterated, a model request)
+        builds them then, at an eager restore's cost; a save, a digest, ``next_step``, the
+        feeds and ``next_run()`` never do.
         """
         parts = sealed_parts(raw)
         if parts is None:
@@ -298,10 +302,12 @@ class MachineData:
             return None
         history, pending = LazyMessages(parts.history), LazyMessages(parts.pending)
         try:
-            if snapshot_problem(snap, conversation=(history, pending)) is not None:
+            with collector_off():  # the mirrors are temporaries (see collector_off)
+                refused = _conversation_refused(snap, parts, history, pending)
+            if refused:
                 return None
             caches = adopted_caches(history, pending, parts)
-        except LazyMessageError:  # damaged, or edited: the whole validation says why
+        except LazyMessageError:  # not met (the mirror is never laxer): the whole validation
             return None
         machine = cls.from_snapshot(snap)
         machine._history, machine._pending = history, pending
@@ -436,3 +442,17 @@ class MachineData:
             f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
             f"history={len(self._history)} pending={len(self._pending)}>"
         )
+
+
+def _conversation_refused(
+    snap: MachineSnapshot, parts: SealedParts, history: LazyMessages, pending: LazyMessages
+) -> bool:
+    """Whether a lazy restore must refuse ``parts``' conversation (``snap``: its small fields):
+    a message ``Message`` validation refuses, or a check ``snapshot_problem`` makes, run over
+    the messages' mirrors (``message_shapes.py``). No number walk: msgspec refuses NaN, the
+    infinities and numbers out of a double's range. The mirrors are freed on return."""
+    shapes = checked_conversation(*parts.arrays, (parts.history, parts.pending))
+    if shapes is None:
+        return True
+    problem = snapshot_problem(snap, numbers=False, conversation=(history, pending), shapes=shapes)
+    return problem is not None

@@ -30,8 +30,9 @@ as before; an older loopctl refuses version 3 with its "upgrade loopctl" message
 
 Numbers: a snapshot holding NaN or an infinity (``1e999``) in a tool call's arguments or a part's
 data is refused, as the brain refuses such a call (``loopctl.core.values``): restored, it would
-save back as ``null``. A verified sealed text cannot hold one (its bytes are the serializer's,
-which writes no such number), so only unsealed snapshots are walked for them.
+save back as ``null``. The writer writes no such number, but a text edited and sealed again
+verifies all the same, so every snapshot validated here is walked for them (a lazy restore has
+msgspec refuse them instead: ``message_shapes.py``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from pydantic import (
 from loopctl.core.encoding import MODERN_PARTS, message_json
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.core.salvage import coherence_problem
+from loopctl.core.salvage import MessageLike, coherence_problem
 from loopctl.core.seal import (
     CONTENT_VERSION,
     HISTORY_HEAD,
@@ -233,7 +234,7 @@ class MachineSnapshot(BaseModel):
                 )
             object.__setattr__(self, "version", version)
             object.__setattr__(self, "checksum", None)
-        problem = snapshot_problem(self, numbers=not sealed)
+        problem = snapshot_problem(self)  # numbers too: a forgery sealed again may hold NaN
         if problem is not None:
             raise ValueError(f"inconsistent machine snapshot: {problem}")
         return self
@@ -244,16 +245,17 @@ def snapshot_problem(
     *,
     numbers: bool = True,
     conversation: tuple[Sequence[Message], Sequence[Message]] | None = None,
+    shapes: tuple[Sequence[MessageLike], Sequence[MessageLike]] | None = None,
 ) -> str | None:
     """Why ``snap`` is not a state the brain can be in, or None. Linear in the conversation.
 
     A terminal machine that was not finalized may end with calls still open: the run failed or
     was cancelled while its tools ran, and ``discard_pending`` will drop that tail.
-    ``numbers=False`` skips the walk for NaN and infinities (``nonfinite_problem``): a verified
-    sealed text cannot hold one. ``conversation``: history and pending held apart from ``snap``
-    (``sealed_shell``'s), a verified sealed text's: every check but the walks over the
-    conversation (its coherence, its numbers) runs; those are what its checksum vouches for, and
-    only the last pending message is read.
+    ``numbers=False`` skips the walk for NaN and infinities (``nonfinite_problem``): the caller
+    knows the conversation holds none. ``conversation``: history and pending held apart from
+    ``snap`` (``sealed_shell``'s, a lazy restore's); ``shapes``: the same messages as decoded
+    mirrors (``message_shapes.py``), which the coherence walk reads instead, so that a lazy
+    restore builds only the last pending message (the exchange's calls are compared with it).
     """
     history, pending = (snap.history, snap.pending) if conversation is None else conversation
     state = snap.state
@@ -281,12 +283,11 @@ def snapshot_problem(
         pre = [r.call_id for r in exchange.preanswered]
         if not set(pre) <= ids or len(set(pre)) != len(pre) or not exchange.dispatch:
             return "the exchange's pre-answered results do not fit its calls"
-    if conversation is not None:
-        return None
+    walked_history, walked_pending = (history, pending) if shapes is None else shapes
     open_tail = kind == "awaiting_tools" or (kind == "terminal" and not snap.finalized)
-    problem = coherence_problem(history, open_tail=False)
+    problem = coherence_problem(walked_history, open_tail=False)
     if problem is None:
-        problem = coherence_problem(pending, open_tail=open_tail)
+        problem = coherence_problem(walked_pending, open_tail=open_tail)
     if problem is None and numbers:
         return nonfinite_problem(history, pending)
     return None if problem is None else f"conversation: {problem}"
