@@ -43,13 +43,16 @@ def nesting_bound(raw: str | bytes) -> int:
 
 
 #: A number JSON cannot hold may be in the text: NaN, an infinity, a three-digit exponent.
-_NONFINITE: Final = re.compile(r"NaN|Infinity|[eE][+-]?[0-9]{3}")
-_NONFINITE_BYTES: Final = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}")
+# A number JSON's parser reads as infinite has a three-digit exponent, or so many digits that a
+# two-digit one (or none) takes it past the float range (10**308): 200 digits in a row and more.
+_NONFINITE: Final = re.compile(r"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{200}")
+_NONFINITE_BYTES: Final = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{200}")
 
 
 def might_be_nonfinite(raw: str | bytes) -> bool:
     """Whether the JSON text ``raw`` might hold a number JSON cannot (a cheap search: ``NaN``,
-    ``Infinity`` or a three-digit exponent anywhere, inside strings too); False settles it."""
+    ``Infinity``, a three-digit exponent or 200 digits in a row anywhere, inside strings too);
+    False settles it."""
     if isinstance(raw, str):
         return _NONFINITE.search(raw) is not None
     return _NONFINITE_BYTES.search(raw) is not None

@@ -90,7 +90,18 @@ def test_the_fold_refuses_deeper_arguments_as_a_provider_error(depth: int) -> No
     assert "tool 'echo'" in error.message
 
 
-@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999", "-2E+400"])
+@pytest.mark.parametrize(
+    "number",
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e999",
+        "-2E+400",
+        "1" + "0" * 400 + ".5",  # too many digits for a float: infinity, no exponent at all
+        "-" + "9" * 250 + ".0e60",  # a two-digit exponent past the float range
+    ],
+)
 def test_the_fold_refuses_numbers_json_cannot_hold(number: str) -> None:
     with pytest.raises(ApiError) as caught:
         fold_events(call_events('{"x": [1, ' + number + "]}"))
@@ -101,6 +112,13 @@ def test_the_fold_refuses_numbers_json_cannot_hold(number: str) -> None:
 def test_a_big_but_finite_exponent_is_accepted() -> None:
     reply = fold_events(call_events('{"x": 1.5e300, "note": "NaN in a string is text"}'))
     assert reply.message.tool_calls[0].arguments["x"] == 1.5e300
+
+
+def test_long_numbers_that_are_finite_are_accepted() -> None:
+    big = "7" * 400  # an int: any size is held
+    reply = fold_events(call_events('{"n": ' + big + ', "f": 0.' + "1" * 300 + "}"))
+    arguments = reply.message.tool_calls[0].arguments
+    assert arguments["n"] == int(big) and 0.1 < arguments["f"] < 0.2
 
 
 def test_a_provider_part_nested_too_deep_is_refused() -> None:
