@@ -34,6 +34,7 @@ from loopctl.core import (
 )
 from loopctl.core.built import built
 from loopctl.core.jsontext import loads
+from loopctl.core.messages import message_of, text_part
 from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
 from loopctl.events import (
     AttemptAbandoned,
@@ -154,9 +155,7 @@ _NO_USAGE: Final = Usage()
 # event's strings, a parsed JSON object, parts and a usage that are validated models. That
 # saves about 30,000 instructions a tool-call reply (cachegrind); tests pin the result to the
 # validator's (equal, same fields set, same JSON).
-_TEXT_GIVEN: Final = {"text"}
 _CALL_GIVEN: Final = {"id", "name", "arguments"}
-_MESSAGE_GIVEN: Final = {"role", "parts"}
 _REPLY_GIVEN: Final = {"message", "usage", "stop_reason"}
 
 
@@ -176,7 +175,7 @@ def _close_segment(
     if text:
         joined = "".join(text)
         if joined:
-            out.append(built(TextPart, {"kind": "text", "text": joined}, _TEXT_GIVEN))
+            out.append(text_part(joined))
         text.clear()
     out.extend(segment)
     segment.clear()
@@ -236,7 +235,7 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
             out.append(event.part)
     _close_segment(out, text, segment)
     parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
-    message = built(Message, {"role": "assistant", "parts": parts}, _MESSAGE_GIVEN)
+    message = message_of("assistant", parts)
     return built(
         ModelReply, {"message": message, "usage": usage, "stop_reason": stop}, _REPLY_GIVEN
     )

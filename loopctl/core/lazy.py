@@ -9,9 +9,10 @@ handing the next run its history (``next_run``). A sealed snapshot whose checksu
 already holds each message's JSON (the brain's JSON cache adopts it: ``adopted.py``), so the
 restored brain keeps those bytes and builds a message the first time it is read.
 
-What it buys, measured (``bench_snapshot``, 10,000 messages, load about 2): save + restore
-383M -> 78M instructions (cachegrind) and 82-103 ms -> 8-10 ms in both shapes (first restore
-in a fresh process 89-95 -> 14-16 ms). What it moves: the first full read builds the models
+What it buys, measured (``bench_snapshot``, 10,000 messages): save + restore 383M -> 78M
+instructions (cachegrind) and 82-103 ms -> 8-10 ms in both shapes (load about 2), before the
+restore also checked the conversation at the door (``message_shapes.py``), which brings it to
+158M instructions, 34-44 ms at load 1. What it moves: the first full read builds the models
 then, 252-259M instructions, about 90 ms (``first_read_ms``): no less than an eager restore's
 model building, and paid only by what reads the messages.
 

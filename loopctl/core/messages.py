@@ -149,13 +149,13 @@ class Message(BaseModel):
     @classmethod
     def system(cls, text: str) -> Message:
         if cls is Message and type(text) is str:
-            return _message("system", (_text(text),))
+            return message_of("system", (text_part(text),))
         return cls(role="system", parts=(TextPart(text=text),))
 
     @classmethod
     def user(cls, text: str) -> Message:
         if cls is Message and type(text) is str:
-            return _message("user", (_text(text),))
+            return message_of("user", (text_part(text),))
         return cls(role="user", parts=(TextPart(text=text),))
 
     @classmethod
@@ -163,7 +163,8 @@ class Message(BaseModel):
         cls, text: str = "", tool_calls: list[ToolCall] | tuple[ToolCall, ...] = ()
     ) -> Message:
         if cls is Message and type(text) is str and all(type(c) is ToolCall for c in tool_calls):
-            return _message("assistant", (_text(text), *tool_calls) if text else tuple(tool_calls))
+            calls = tuple(tool_calls)
+            return message_of("assistant", (text_part(text), *calls) if text else calls)
         parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
         parts.extend(tool_calls)
         return cls(role="assistant", parts=tuple(parts))
@@ -172,7 +173,7 @@ class Message(BaseModel):
     def from_results(cls, results: list[ToolResult] | tuple[ToolResult, ...]) -> Message:
         """A user message holding one exchange's results."""
         if cls is Message and all(type(r) is ToolResult for r in results):
-            return _message("user", tuple(results))
+            return message_of("user", tuple(results))
         return cls(role="user", parts=tuple(results))
 
     # The properties tell parts apart by ``kind`` (each part class has its own literal), not
@@ -203,13 +204,15 @@ _ERROR_GIVEN: Final = {"call_id", "name", "content", "is_error"}
 _MESSAGE_GIVEN: Final = {"role", "parts"}
 
 
-def _text(text: str) -> TextPart:
-    """``TextPart(text=text)`` for a ``str``, without a second validation."""
+def text_part(text: str) -> TextPart:
+    """``TextPart(text=text)`` for a ``str`` the caller has checked, without a second
+    validation (the constructors here, the fold of a reply's text)."""
     return built(TextPart, {"kind": "text", "text": text}, _TEXT_GIVEN)
 
 
-def _message(role: Role, parts: tuple[Part, ...]) -> Message:
-    """``Message(role=role, parts=parts)`` for parts that are valid instances already."""
+def message_of(role: Role, parts: tuple[Part, ...]) -> Message:
+    """``Message(role=role, parts=parts)`` for parts that are valid instances already, without
+    a second validation (the constructors here, the fold of a reply)."""
     return built(Message, {"role": role, "parts": parts}, _MESSAGE_GIVEN)
 
 

@@ -22,7 +22,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from loopctl.api import ApiClient, ApiError, StreamEvent, Usage
 from loopctl.core import (
@@ -40,7 +40,6 @@ from loopctl.core import (
     ToolResult,
     judge,
 )
-from loopctl.core.built import built
 from loopctl.driver.cancel import CancelFired, CancelGuard, CancelSignal
 from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
 from loopctl.driver.config import RunConfig, SessionConfig, build_policy
@@ -55,9 +54,6 @@ from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
 
 T = TypeVar("T")
-
-# The fields a validator call would have been given, for the models built with ``built``.
-_MESSAGE_GIVEN: Final = {"role", "parts"}
 
 
 class BareLoop:
@@ -327,9 +323,7 @@ class BareLoop:
             ),
             cancel,
         )
-        # dispatch answers with ToolResult objects, one per call: Message.from_results would
-        # only validate them again
-        message = built(Message, {"role": "user", "parts": tuple(results)}, _MESSAGE_GIVEN)
+        message = Message.from_results(results)  # ToolResult objects: not validated again
         self._feed("tool_results", message=message)
         machine = self._machine
         tokens = machine.context_tokens + self.estimator.count([message])

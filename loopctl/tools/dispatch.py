@@ -307,7 +307,7 @@ class _Pipeline:
                 else:
                     async with (deadline := asyncio.timeout_at(started + limit)):
                         value = await _resumed(running, waiting_on)
-            return _ok(call, encode_result(found.name, value))
+            return ToolResult.answering(call, encode_result(found.name, value))
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
                 return _error(call, timed_out_message(call.name, limit or 0.0))
@@ -390,10 +390,6 @@ async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-def _ok(call: ToolCall, content: str) -> ToolResult:
-    return ToolResult.answering(call, content)
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
