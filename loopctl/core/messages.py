@@ -162,7 +162,7 @@ class Message(BaseModel):
     def assistant(
         cls, text: str = "", tool_calls: list[ToolCall] | tuple[ToolCall, ...] = ()
     ) -> Message:
-        if cls is Message and type(text) is str and all(type(c) is ToolCall for c in tool_calls):
+        if cls is Message and type(text) is str and _ONLY_CALLS.issuperset(map(type, tool_calls)):
             calls = tuple(tool_calls)
             return message_of("assistant", (text_part(text), *calls) if text else calls)
         parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
@@ -172,7 +172,7 @@ class Message(BaseModel):
     @classmethod
     def from_results(cls, results: list[ToolResult] | tuple[ToolResult, ...]) -> Message:
         """A user message holding one exchange's results."""
-        if cls is Message and all(type(r) is ToolResult for r in results):
+        if cls is Message and _ONLY_RESULTS.issuperset(map(type, results)):
             return message_of("user", tuple(results))
         return cls(role="user", parts=tuple(results))
 
@@ -200,6 +200,10 @@ class Message(BaseModel):
 
 _TEXT_GIVEN: Final = {"text"}
 _OK_GIVEN: Final = {"call_id", "name", "content"}
+# The exact part classes the constructors take as they are (checked by ``map(type, ...)`` in C:
+# a generator over the parts cost a Python frame a message).
+_ONLY_CALLS: Final = frozenset({ToolCall})
+_ONLY_RESULTS: Final = frozenset({ToolResult})
 _ERROR_GIVEN: Final = {"call_id", "name", "content", "is_error"}
 _MESSAGE_GIVEN: Final = {"role", "parts"}
 
