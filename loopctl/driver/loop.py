@@ -104,7 +104,6 @@ class BareLoop:
         self.compactor: ContextCompactor = compactor or MiddleOutCompactor()
         self.hooks = hooks or Hooks()
         self.middleware = tuple(middleware)
-        self.observers = list(observers)
         self.reflector: Reflector = reflector or NoReflector()
         self.estimator: TokenEstimator = estimator or CharEstimator()
         self.before_step = before_step
@@ -113,15 +112,26 @@ class BareLoop:
         self._guard: CancelGuard | None = None
         self._policy_cache: tuple[tuple[object, ...], MachinePolicy] | None = None
         self._dispatcher_cache: tuple[tuple[Any, ...], Dispatcher] | None = None
+        # One list, shared with the model caller, which reports to it (see ModelCaller).
+        self._observers: list[LoopObserver] = list(observers)
         self._model = ModelCaller(
             client,
             model_middleware,
             sleep or asyncio.sleep,
             rng or random.random,
-            self._emit,
+            self._observers,
             on_stream,
-            watched=lambda: bool(self.observers),
         )
+
+    @property
+    def observers(self) -> list[LoopObserver]:
+        """The observers, called in this order. Append to the list, or assign a new sequence
+        (its observers are copied into the loop's one list, which the model caller shares)."""
+        return self._observers
+
+    @observers.setter
+    def observers(self, observers: Sequence[LoopObserver]) -> None:
+        self._observers[:] = list(observers)
 
     # --- the brain in and out ------------------------------------------------------------
 
@@ -168,7 +178,7 @@ class BareLoop:
             "compactor": self.compactor,
             "hooks": self.hooks,
             "middleware": self.middleware,
-            "observers": self.observers,
+            "observers": list(self._observers),
             "reflector": self.reflector,
             "estimator": self.estimator,
             "before_step": self.before_step,
@@ -251,7 +261,7 @@ class BareLoop:
                 self.before_step(point)
             policy = self.policy()
             step = self._machine.next_step(policy)
-            for observer in self.observers:
+            for observer in self._observers:
                 observer.step(policy, step, self._machine)
             try:
                 # by ``kind``: isinstance of a pydantic class misses through ABCMeta
@@ -272,7 +282,7 @@ class BareLoop:
     async def _call_llm(self, step: CallLLM, policy: MachinePolicy, cancel: CancelSignal) -> None:
         machine = self._machine
         request = model_request(machine, self.registry, self.session, step.turn)
-        if self.observers:
+        if self._observers:
             # The request itself, for observers to read what they need (a trace recorder keeps
             # its context and a digest); who it goes to, as far as the client says.
             client = self.client
@@ -319,7 +329,7 @@ class BareLoop:
         dispatcher = self._dispatcher()
         results = await self._race(
             dispatcher.run(
-                step.calls, on_event=self._emit if self.observers else None, turn=step.turn
+                step.calls, on_event=self._emit if self._observers else None, turn=step.turn
             ),
             cancel,
         )
@@ -452,15 +462,15 @@ class BareLoop:
     def _feed(self, name: str, **args: Any) -> None:
         getattr(self._machine, name)(**args)
         machine = self._machine
-        for observer in self.observers:
+        for observer in self._observers:
             observer.feed(name, args, machine)
 
     def _emit(self, event: IoEvent) -> None:
-        for observer in self.observers:
+        for observer in self._observers:
             observer.io(event)
 
     def _notify(self, call: Callable[[LoopObserver], None]) -> None:
-        for observer in self.observers:
+        for observer in self._observers:
             call(observer)
 
     def _finalize(self) -> RunResult:

@@ -189,7 +189,7 @@ class _Pipeline:
         self.pre_hooks = tuple(pre_hooks)
         self.post_hooks = tuple(post_hooks)
         self.default_timeout = default_timeout
-        handler: NextTool = self.execute
+        handler: NextTool = _Executor(registry, default_timeout).execute
         for layer in reversed(tuple(middleware)):
             handler = _wrap(layer, handler)
         self.handler = handler
@@ -274,6 +274,18 @@ class _Pipeline:
                     f"{type(rewritten).__name__}, expected a ToolResult or None",
                 )
         return result
+
+
+class _Executor:
+    """The innermost step of a pipeline. An object of its own, not a method of ``_Pipeline``:
+    a pipeline holding its own bound method as its handler was a reference cycle, which kept
+    every finished run in memory until the cyclic garbage collector found it."""
+
+    __slots__ = ("default_timeout", "registry")
+
+    def __init__(self, registry: ToolRegistry, default_timeout: float | None) -> None:
+        self.registry = registry
+        self.default_timeout = default_timeout
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """The innermost step: validate the arguments, run the tool under its timeout."""

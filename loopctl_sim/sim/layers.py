@@ -308,18 +308,24 @@ class Counting:
     def compactor(self, inner: ContextCompactor) -> ContextCompactor:
         """``inner``, its successful compactions counted (as the driver counts them: a result
         shorter than the conversation)."""
-        counting = self
+        return _CountedCompactor(inner, self)
 
-        class _Counted:
-            async def compact(
-                self, messages: Sequence[Message], reason: CompactReason
-            ) -> list[Message] | None:
-                result = await inner.compact(messages, reason)
-                if result is not None and len(result) < len(messages):
-                    counting.compactions += 1
-                return result
 
-        return _Counted()
+class _CountedCompactor:
+    """``Counting.compactor``'s wrapper (a class of its own: a class built per run is cyclic
+    garbage, left for the garbage collector)."""
+
+    def __init__(self, inner: ContextCompactor, counting: Counting) -> None:
+        self.inner = inner
+        self.counting = counting
+
+    async def compact(
+        self, messages: Sequence[Message], reason: CompactReason
+    ) -> list[Message] | None:
+        result = await self.inner.compact(messages, reason)
+        if result is not None and len(result) < len(messages):
+            self.counting.compactions += 1
+        return result
 
 
 class StepLimit(Exception):
