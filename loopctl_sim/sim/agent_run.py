@@ -42,6 +42,7 @@ from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunResult, StepPoint
 from loopctl.testing import ExploreConfig, ExploringClient
+from loopctl.tools import ToolRegistry
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.sim.body import Crash
 from loopctl_sim.sim.faults import Fault, FaultPlan
@@ -273,8 +274,8 @@ async def run_agent_async(
             tools.recorded = lambda call: (
                 recordings.answer(call) if modes(call.name) == "recorded" else None
             )
-        config = loop.config
-        tools.timeout = lambda name: _timeout(loop, name, config.tool_timeout)
+        registry, default = loop.registry, loop.config.tool_timeout
+        tools.timeout = lambda name: _timeout(registry, name, default)  # not the loop: a cycle
         hook = chain_before_step(
             loop.before_step, run_faults.before_step, tools.before_step, before_step
         )
@@ -335,12 +336,14 @@ async def run_agent_async(
     finally:
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()
-    return collected()
+    run = collected()
+    current.clear()  # the client's policy reads the loop through it: a cycle, else
+    return run
 
 
-def _timeout(loop: BareLoop, name: str, default: float | None) -> float | None:
+def _timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:
     """The timeout the driver gives a call of ``name``: the tool's own, else the run's."""
-    found = loop.registry.get(name)
+    found = registry.get(name)
     if found is not None and found.timeout is not None:
         return found.timeout
     return default

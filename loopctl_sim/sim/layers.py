@@ -151,7 +151,10 @@ class FaultyClient:
             self.fired[fault.kind] += 1
             error = fault_error(fault, self.policy())
             if error is not None:
-                raise error
+                try:
+                    raise error
+                finally:
+                    del error  # else the frame holds its own exception's traceback: a cycle
         intact = fault is None or fault.kind == "unknown_tool"
         message = self.source.peek(request)
         usage = self.usage(request, message) if self.usage is not None else None

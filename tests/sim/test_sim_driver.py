@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from sim_helpers import SCENARIOS, adding_world, lines, write_lines
 
-from loopctl import Cancelled, Completed, Failed
+from loopctl import BareLoop, Cancelled, Completed, Failed, tool
 from loopctl_sim.cli import main
 from loopctl_sim.replay import replay_driver, replay_trace
 from loopctl_sim.sim import simulate_driver
@@ -215,4 +215,46 @@ def test_a_simulated_run_without_faults_leaves_no_cyclic_garbage() -> None:
     finally:
         gc.enable()
     assert isinstance(result.outcome, Completed)
+    assert unreachable == 0
+
+
+@tool(name="add")
+def _add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _adding_agent(client=None, observers=()):  # type: ignore[no-untyped-def]
+    # the tool is built once, at import: a @tool built per call is a new pydantic model class
+    # each time, cyclic garbage of the factory's own
+    return BareLoop(client, [_add], observers=observers)
+
+
+@pytest.mark.parametrize("kind", ["driver", "agent"])
+def test_runs_with_provider_errors_leave_no_cyclic_garbage(kind: str) -> None:
+    # A raised provider error held by the frame that raised it, and an agent run's closures
+    # over its loop, were cycles that kept a finished run alive until a collector pass.
+    import gc
+
+    from loopctl_sim.sim import AgentWorld, run_agent
+
+    faults = (Fault(kind="rate_limited", model_call=2), Fault(kind="network", model_call=3))
+    world = adding_world(*faults)
+    agent = AgentWorld(
+        _adding_agent, world.input, script=list(world.model.replies), faults=list(faults)
+    )
+
+    def once() -> object:
+        return simulate_driver(world) if kind == "driver" else run_agent(agent)
+
+    once()
+    gc.collect()
+    gc.disable()
+    try:
+        result = once()
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert isinstance(result.outcome, Completed)  # type: ignore[attr-defined]
+    assert result.retries == 2  # type: ignore[attr-defined]
     assert unreachable == 0
