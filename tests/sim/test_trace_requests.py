@@ -7,7 +7,14 @@ import pytest
 
 from loopctl import Message
 from loopctl.api import ModelRequest, ToolSpec
-from loopctl_sim.trace.requests import RequestLog, with_last
+from loopctl_sim.trace.requests import (
+    RequestLog,
+    canonical_context,
+    messages_fingerprint,
+    request_context,
+    request_digest,
+    with_last,
+)
 
 SPEC = ToolSpec(name="add", description="Add.", parameters={"type": "object"})
 
@@ -32,3 +39,19 @@ def test_the_last_message_comes_back_in_its_place(
     back = with_last(lean.data, request.messages)
     assert back == whole.data and list(back) == list(whole.data)
     assert whole.data["last"] == (messages[-1].model_dump(mode="json") if messages else None)
+
+
+@pytest.mark.parametrize("brain", ["0123456789abcdef", None], ids=["brain", "altered"])
+def test_the_digest_is_the_context_and_the_fingerprint_hashed(brain: str | None) -> None:
+    """The log hashes a context once and each request's fingerprint onto it: the digest is still
+    ``request_digest`` of the two, also after the context changed and changed back."""
+    log = RequestLog()
+    other = ToolSpec(name="sub", description="Subtract.", parameters={"type": "object"})
+    messages = (Message.user("hi é"),)
+    for tools, system in [((SPEC,), "s"), ((SPEC,), "s"), ((SPEC, other), "s"), ((SPEC,), "t")]:
+        request = ModelRequest(messages=messages, tools=tools, system=system, turn=1)
+        seen = log.see(request, "m", "p", brain)
+        fingerprint = brain if brain is not None else messages_fingerprint(messages)
+        context = canonical_context(request_context(request, "m", "p"))
+        assert seen.digest == request_digest(context, fingerprint)
+        assert seen.data["tools"] == [t.name for t in tools]
