@@ -28,7 +28,7 @@ from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
-from loopctl_sim.replay.cursor import Cursor, whole
+from loopctl_sim.replay.cursor import Cursor, feed_values, whole
 
 __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
 
@@ -157,9 +157,8 @@ class RecordedTools:
             return cached[1]
         if view.type != "feed" or view.name != "tool_results":
             return None
-        record = whole(view)
-        assert record.type == "feed" and record.name == "tool_results"
-        results = {r.call_id: r for r in record.args.message.tool_results}
+        message: Message = feed_values(view)[0]
+        results = {r.call_id: r for r in message.tool_results}
         self._results = (line, results)
         return results
 

@@ -35,7 +35,7 @@ from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim.replay.answers import RecordedCompactor, RecordedTools, ReplayClient, tools_live
 from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
-from loopctl_sim.replay.cursor import Cursor, whole
+from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
@@ -301,9 +301,8 @@ def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
 def _input_of(cursor: Cursor) -> Message | None:
     item = cursor.next_brain()
     if item is not None and item[1].type == "feed" and item[1].name == "accept_input":
-        rec = whole(item[1])
-        assert rec.type == "feed" and rec.name == "accept_input"
-        return rec.args.input
+        input: Message = feed_values(item[1])[0]
+        return input
     return None
 
 
@@ -327,9 +326,7 @@ def _body(
             if rec.type == "feed" and rec.name == "cancel":
                 point.cancel()
             elif rec.type == "feed" and rec.name == "inject":
-                injected = whole(rec)
-                assert injected.type == "feed" and injected.name == "inject"
-                point.inject(injected.args.message)
+                point.inject(feed_values(rec)[0])
             elif rec.type == "header":
                 raise Crash(0)
             else:

@@ -35,7 +35,7 @@ from typing import Any, Literal, NamedTuple, cast
 import msgspec
 
 from loopctl.core import MachinePolicy
-from loopctl_sim.trace.fast_structs import CallLLMStruct, CallToolsStruct, args_match
+from loopctl_sim.trace.fast_structs import ARG_READERS, CallLLMStruct, CallToolsStruct, args_match
 from loopctl_sim.trace.feeds import FeedArgs
 from loopctl_sim.trace.records import RECORD, FeedRecord, IoRecord, StepRecord
 
@@ -99,6 +99,14 @@ class FeedView(NamedTuple):
         """Whether the driver's live arguments are surely equal to these (False: compare the
         models to be sure)."""
         return args_match(self.decoded, live)
+
+    def values(self) -> tuple[Any, ...]:
+        """The arguments' values in field order (the machine method's), built from the decoded
+        arguments as pydantic builds them from the same JSON (``fast_structs``, as machine
+        replay hands them to the brain): what the replay hands on (a run's input, an injected
+        message, a recorded tool result) without validating the line's record."""
+        values: tuple[Any, ...] = ARG_READERS[self.name][1](self.decoded)
+        return values
 
 
 #: A line read as a view (``TraceReader.replay_lines``).

@@ -65,6 +65,9 @@ def assert_view_of(view: View, record: Record) -> None:
         assert view.matches(record.args.__dict__)  # the record's own values are equal
         assert msgspec.json.decode(view.args_json) == record.args.model_dump(mode="json")
         assert view.args == record.args
+        # the values handed on without the record: the record's arguments, in field order
+        fields = type(record.args).model_fields
+        assert view.values() == tuple(getattr(record.args, name) for name in fields)
 
 
 def view_taken_as_pydantic_reads_it(raw: bytes, seq: int) -> bool:
