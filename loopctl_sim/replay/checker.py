@@ -56,6 +56,8 @@ from loopctl_sim.trace.requests import (
 
 __all__ = ["Checker", "Diverged", "Incomplete", "Killed", "brain_view", "header_next"]
 
+_REQUEST = frozenset({"model_request"})
+
 
 class Diverged(BaseException):
     """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
@@ -344,7 +346,7 @@ class Checker(LoopObserver):
         request = event.data.get("request")
         if not isinstance(request, ModelRequest):
             return
-        found = self.cursor.take_io(frozenset({"model_request"}))
+        found = self.cursor.take_io(_REQUEST)
         if found is None and header_next(self.cursor):
             raise Killed
         if found is None:
@@ -378,10 +380,13 @@ class Checker(LoopObserver):
             )
             same = same and rec.data.get("n_messages") == live.data["n_messages"]
         elif "digest" in rec.data:  # version 2: the whole request (and its summary)
+            data, seen = rec.data, live.data
             same = (
-                rec.data["digest"] == live.digest
+                data["digest"] == live.digest
                 or (not self.digests and self._same(recorded_context, live.context, rec.scrubbed))
-            ) and all(rec.data.get(k) == live.data[k] for k in ("n_messages", "tools"))
+            ) and (
+                data.get("n_messages") == seen["n_messages"] and data.get("tools") == seen["tools"]
+            )
         else:  # version 1: its summary
             data = with_last(live.data, request.messages)
             same = self._same(
