@@ -48,7 +48,7 @@ from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep, model_request
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
 from loopctl.driver.result import Hooks, RunResult
-from loopctl.observe import IoEvent, LoopObserver
+from loopctl.observe import IoEvent, LoopObserver, io_event
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
 
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
@@ -287,10 +287,10 @@ class BareLoop:
             # its context and a digest); who it goes to, as far as the client says.
             client = self.client
             self._emit(
-                IoEvent(
-                    kind="model_request",
-                    turn=step.turn,
-                    data={
+                io_event(
+                    "model_request",
+                    step.turn,
+                    {
                         "request": request,
                         "model": _named(getattr(client, "model", None)),
                         "provider": _named(getattr(client, "provider", None)),

@@ -37,7 +37,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from typing import Any
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.observe import IoEvent
+from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.hooks import (
     Allow,
@@ -151,7 +151,7 @@ class Dispatcher:
                 for index in wave:
                     call = calls[index]
                     asked = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
-                    on_event(IoEvent(kind="tool_call", turn=turn, data=asked))
+                    on_event(io_event("tool_call", turn, asked))
             if len(wave) == 1:
                 # A wave of one needs no task group: run it in this task (cancel still propagates).
                 outcomes = [await pipeline.timed(calls[wave[0]], limit)]
@@ -168,9 +168,7 @@ class Dispatcher:
                         "content": result.content,
                         "is_error": result.is_error,
                     }
-                    on_event(
-                        IoEvent(kind="tool_result", turn=turn, data=answered, duration_s=duration)
-                    )
+                    on_event(io_event("tool_result", turn, answered, duration))
         return [results[index] for index in range(len(calls))]
 
 
