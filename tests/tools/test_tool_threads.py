@@ -94,7 +94,8 @@ async def test_an_answer_nobody_waits_for_is_dropped_quietly(fn: Any) -> None:
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
     future: asyncio.Future[Any] = loop.create_future()
     future.cancel()
-    threads._Job(loop, future, fn, (), {}).run()  # the worker's side, run here
+    job = threads._Job(loop, future, fn, (), {})
+    job.answer(*job.outcome())  # the worker's side, run here
     await asyncio.sleep(0)  # the answer's callback, scheduled first, runs before this returns
     assert errors == [] and future.cancelled()
 
