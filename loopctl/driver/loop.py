@@ -122,6 +122,8 @@ class BareLoop:
             self._observers,
             on_stream,
         )
+        # Tell every observer of an IO event: the model caller's own telling, not a second copy.
+        self._emit: Callable[[IoEvent], None] = self._model.emit
 
     @property
     def observers(self) -> list[LoopObserver]:
@@ -464,10 +466,6 @@ class BareLoop:
         machine = self._machine
         for observer in self._observers:
             observer.feed(name, args, machine)
-
-    def _emit(self, event: IoEvent) -> None:
-        for observer in self._observers:
-            observer.io(event)
 
     def _notify(self, call: Callable[[LoopObserver], None]) -> None:
         for observer in self._observers:

@@ -334,11 +334,10 @@ async def run_agent_async(
     except Exception as exc:
         raise AgentRunError(collected(), exc) from exc
     finally:
+        current.clear()  # the client's policy reads the loop through it: a cycle, else
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()
-    run = collected()
-    current.clear()  # the client's policy reads the loop through it: a cycle, else
-    return run
+    return collected()
 
 
 def _timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:

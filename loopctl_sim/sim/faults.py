@@ -117,6 +117,8 @@ class FaultPlan:
 
     def __init__(self, faults: Sequence[Fault] = ()) -> None:
         self.faults = tuple(faults)
+        # by place, in the listed order: a layer with nothing of its kind to do can tell at once
+        self.tool_faults = tuple(f for f in self.faults if f.kind in TOOL_FAULTS)
 
     def model_fault(self, request: int) -> Fault | None:
         for f in self.faults:
@@ -125,9 +127,7 @@ class FaultPlan:
         return None
 
     def tool_fault(self, index: int, name: str, nth_of_name: int) -> Fault | None:
-        for f in self.faults:
-            if f.kind not in TOOL_FAULTS:
-                continue
+        for f in self.tool_faults:
             if f.hits(index, f.tool_call) or (f.tool == name and nth_of_name <= f.times):
                 return f
         return None

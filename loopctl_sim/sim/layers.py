@@ -48,7 +48,7 @@ from loopctl.driver import CancelSignal, ContextCompactor, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
 from loopctl_sim.sim.body import Crash
-from loopctl_sim.sim.faults import TOOL_FAULTS, Fault, FaultPlan
+from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.world import (
     ModelScript,
     ToolFn,
@@ -201,9 +201,6 @@ class ToolFaults(LoopObserver):
         recorded: Callable[[ToolCall], ToolResult | None] | None = None,
     ) -> None:
         self.plan = plan
-        # No tool fault scheduled: nothing to assign, so the hook returns at once (it walked
-        # the brain and every call at every step: 300,000 instructions a 20-turn simulated run)
-        self._faulting = any(f.kind in TOOL_FAULTS for f in plan.faults)
         self.recorded = recorded
         self.registry = registry
         self.live = live
@@ -225,7 +222,9 @@ class ToolFaults(LoopObserver):
         """Assigns the faults of the calls the next step dispatches (a ``before_step`` hook:
         in ``AwaitingTools`` the brain's next step is ``CallTools`` of ``exchange.dispatch``).
         The preferred seam: a loop with no observer builds no IO events."""
-        if not self._faulting:
+        if not self.plan.tool_faults:
+            # nothing to assign (walking the brain and every call at every step for no fault
+            # was 300,000 instructions a 20-turn simulated run)
             return
         machine = point.machine
         exchange = machine.exchange
@@ -235,7 +234,7 @@ class ToolFaults(LoopObserver):
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         """The same as an observer (either seam, or both: a call is assigned once)."""
-        if self._faulting and isinstance(step, CallTools):
+        if self.plan.tool_faults and isinstance(step, CallTools):
             self._assign(step.calls)
 
     def _assign(self, calls: Sequence[ToolCall]) -> None:
