@@ -20,6 +20,10 @@ a worker thread, and on this loaded 2-core machine the hop there and back is a l
 replay's wall time (``SimpleQueue.put`` and ``epoll`` waits under cProfile). It is reported
 beside the others, not counted for the goal.
 
+Each row says how big its trace is: a ``runs`` trace holds its conversation once (a header that
+continues the previous run names the brain's digest, trace format v3), so its size grows with
+the records, as a ``long`` one's does.
+
 Memory is the peak RSS of a replay in a fresh process (``resource.getrusage``), for traces ten
 times apart in length: flat means the trace is streamed, not held.
 
@@ -182,7 +186,12 @@ def run(smoke: bool = False) -> dict[str, Any]:
             for size in sizes:
                 path = Path(tmp) / f"{shape}-{size}.jsonl"
                 held = record(path, size, shape)
-                row = {"shape": shape, "size": held, **rate(path, repeats)}
+                row = {
+                    "shape": shape,
+                    "size": held,
+                    "trace_kib": path.stat().st_size // 1024,
+                    **rate(path, repeats),
+                }
                 if not smoke:
                     row["peak_rss_kib"] = peak_rss_kib(path)
                 rows.append(row)
@@ -215,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in result["rows"]:
         rss = f", peak RSS {row['peak_rss_kib']:,} KiB" if "peak_rss_kib" in row else ""
         shape = row["shape"] + ("+inline" if "tools" in row else "")
+        kib = f" ({row['trace_kib']:,} KiB)" if "trace_kib" in row else ""
         print(
-            f"{shape:>11} {row['size']:>7,} records: "
+            f"{shape:>11} {row['size']:>7,} records{kib}: "
             f"{row['records_per_s_best']:>7,} records/s best, "
             f"{row['records_per_s_median']:>7,} median{rss}"
         )

@@ -178,10 +178,11 @@ class Checker(LoopObserver):
             self.ended()
         assert rec.type != "header" and rec.type != "io"  # header_next; take_brain
         if skipped and any(r.scrubbed for r in skipped):
-            self._scrubbed_from(line)
+            self.scrubbed_from(line)
         return line, rec
 
-    def _scrubbed_from(self, line: int) -> None:
+    def scrubbed_from(self, line: int) -> None:
+        """The run's records hold secrets from ``line`` on: digests are not compared after it."""
         if self.digests:
             self.digests = False
             self.result.notes.append(
@@ -260,7 +261,7 @@ class Checker(LoopObserver):
 
     def _stepped(self, line: int, scrubbed: bool, machine: LoopMachine) -> None:
         if scrubbed:
-            self._scrubbed_from(line)
+            self.scrubbed_from(line)
         self._matched(machine, None)
         self.result.steps += 1
 
@@ -275,7 +276,7 @@ class Checker(LoopObserver):
             rec = rec.record() if isinstance(rec, FeedView) else rec
             self._feed_args(line, rec, name, args)
         if rec.scrubbed:
-            self._scrubbed_from(line)
+            self.scrubbed_from(line)
         digest = None
         if self.digests:
             digest = machine.digest()
@@ -370,7 +371,7 @@ class Checker(LoopObserver):
         )
         recorded_context = self.contexts.follow(rec.data)
         if rec.scrubbed:
-            self._scrubbed_from(line)
+            self.scrubbed_from(line)
         if "digest" in rec.data and not self.own_context:  # the built-in body: the messages
             expected = request_digest(canonical_context(recorded_context or {}), brain or "")
             same = (

@@ -41,12 +41,14 @@ from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
+    BrainSummary,
     HeaderLine,
     HeaderRecord,
     StepRecord,
     TraceFormatError,
     TraceReader,
     apply_feed,
+    brain_fields,
     default_scrubber,
 )
 
@@ -233,6 +235,11 @@ def _starting_brain(
                 result.runs += 1
             return expected
     rec = header.record() if isinstance(header, HeaderLine) else header
+    if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
+        checker.scrubbed_from(line)
+    if rec.continues is not None:  # (v3) no snapshot: the replayed run's next_run()
+        result.runs += 1
+        return _continued(checker, line, rec, previous, expected if not killed else None)
     if rec.snapshot is not None and rec.snapshot.started:
         result.resumes += 1
     else:
@@ -253,6 +260,38 @@ def _starting_brain(
         if not previous.finalized:
             machine = expected
     return machine
+
+
+def _continued(
+    checker: Checker,
+    line: int,
+    rec: HeaderRecord,
+    previous: LoopMachine | None,
+    expected: LoopMachine | None,
+) -> LoopMachine:
+    """The brain of a header that continues the previous run: the replayed run's
+    ``next_run()`` (``expected``), whose digest must be the one the header names."""
+    if previous is None or expected is None or not previous.finalized:
+        checker.fail(
+            line,
+            rec.seq,
+            "snapshot",
+            "the header continues the previous run, which the replayed driver did not end",
+            {"continues": rec.continues},
+            None if previous is None else brain_fields(BrainSummary.of(previous)),
+        )
+    assert expected is not None  # fail() raised otherwise
+    digest = expected.digest()
+    if checker.digests and not rec.scrubbed and digest != rec.continues:
+        checker.fail(
+            line,
+            rec.seq,
+            "snapshot",
+            "the replayed run's next_run() is not the brain the header continues from",
+            {"digest": rec.continues},
+            {"digest": digest},
+        )
+    return expected
 
 
 def _check_resumed(checker: Checker, line: int, seq: int, machine: LoopMachine) -> None:

@@ -24,6 +24,7 @@ from loopctl_sim.replay.explain import brain_changes
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
+    ContinuationError,
     EndRecord,
     FeedLine,
     HeaderRecord,
@@ -272,12 +273,25 @@ def _replay_spared(
                         scrubbed_at = line - 1
                     previous = machine
                     try:
-                        machine = record.machine()
+                        machine = record.machine(previous)
+                    except ContinuationError as exc:
+                        raise TraceFormatError(reader.path, line, str(exc)) from None
                     except ValueError as exc:  # a damaged trace, not a decision of the brain
                         raise TraceFormatError(
                             reader.path, line, f"the header's snapshot does not restore: {exc}"
                         ) from None
-                    if previous is not None:
+                    if record.continues is not None:  # (v3) the previous brain's next_run()
+                        if exact and machine.digest() != record.continues:
+                            raise _Diverged(
+                                line - 1,
+                                line,
+                                "snapshot",
+                                "the previous run's next_run() is not the brain the header "
+                                "continues from",
+                                {"digest": record.continues},
+                                {"digest": machine.digest()},
+                            )
+                    elif previous is not None:
                         # After an end: the next run's brain. In the middle of a run: a resume
                         # after a crash, which must restore the brain exactly as it was.
                         nxt = previous.is_terminal and previous.finalized

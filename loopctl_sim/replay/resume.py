@@ -11,7 +11,10 @@ hold the whole brain. A first pass over the raw lines finds the last checkpoint 
 starts like one: ``{"seq":N,"type":"header"`` or ``{"seq":N,"type":"io","kind":"snapshot"``,
 the writer's field order; a trace written otherwise is simply replayed from further back); the
 second pass reads, validated, from there. A snapshot is checked against the digest it names,
-and against the brain replayed up to it when there is one.
+and against the brain replayed up to it when there is one. A header that continues the
+previous run (trace format v3: it names the brain's digest, not its snapshot) is no
+checkpoint: the rebuild goes through it, on the previous run's ``next_run()``, so a session
+of many runs is rebuilt from its first header, or from its last ``snapshot`` record.
 
 What the trace says beyond the brain (``ResumePoint``): the results of the exchange in flight
 that the trace already holds (``tool_result`` records after its ``call_tools`` step: those tools
@@ -31,6 +34,7 @@ from pydantic import ValidationError
 
 from loopctl.core import CallTools, LoopMachine, Message, ProtocolError, ToolResult
 from loopctl_sim.trace import (
+    ContinuationError,
     HeaderRecord,
     IoRecord,
     StepRecord,
@@ -45,6 +49,9 @@ __all__ = ["ResumeError", "ResumePoint", "header_brain", "resume_point"]
 
 #: A line that starts like a checkpoint, as the writer writes one.
 _CHECKPOINT: Final = re.compile(rb'\{"seq":[0-9]+,"type":"(?:header"|io","kind":"snapshot")')
+#: The end of a header that continues the previous run (v3, the writer's field order): no
+#: checkpoint, its brain is rebuilt from the records before it.
+_CONTINUES: Final = re.compile(rb',"continues":"[0-9a-f]+"\}\r?\n?$')
 
 
 class ResumeError(Exception):
@@ -89,7 +96,7 @@ def _checkpoints(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
     offset = 0
     with open_for_reading(path) as f:
         for line, raw in enumerate(lines_of(f), 1):
-            if _CHECKPOINT.match(raw):
+            if _CHECKPOINT.match(raw) and not _CONTINUES.search(raw, max(0, len(raw) - 64)):
                 found.append((offset, line))
             offset += len(raw)
     return found
@@ -120,7 +127,11 @@ def _replay_from(reader: TraceReader, start: tuple[int, int] | None) -> ResumePo
     after all (a torn last line, a line that only looked like one)."""
     point: ResumePoint | None = None
     for line, rec in reader.numbered(start):
-        if isinstance(rec, HeaderRecord):
+        if isinstance(rec, HeaderRecord) and rec.continues is not None:
+            if point is None:
+                return None  # (the raw pass took it for a checkpoint: a trace written otherwise)
+            point = _continued(reader.path, line, rec, point)
+        elif isinstance(rec, HeaderRecord):
             point = _from_header(reader.path, line, rec)
         elif isinstance(rec, IoRecord) and rec.kind == "snapshot":
             point = _from_snapshot(reader.path, line, rec, point)
@@ -145,6 +156,31 @@ def header_brain(path: str, line: int, rec: HeaderRecord) -> LoopMachine:
 def _from_header(path: str, line: int, rec: HeaderRecord) -> ResumePoint:
     machine = header_brain(path, line, rec)
     return ResumePoint(path, machine, line, line, "header", scrubbed=rec.scrubbed)
+
+
+def _continued(path: str, line: int, rec: HeaderRecord, point: ResumePoint) -> ResumePoint:
+    """The next run, from a header that continues the previous one (v3): the rebuilt brain's
+    ``next_run()``, checked against the digest the header names; still rebuilt from the same
+    checkpoint."""
+    try:
+        machine = rec.machine(point.machine)
+    except ContinuationError as exc:
+        raise TraceFormatError(path, line, str(exc)) from None
+    scrubbed = point.scrubbed or rec.scrubbed
+    if not scrubbed and machine.digest() != rec.continues:
+        raise ResumeError(
+            path, line, "the previous run's next_run() is not the brain the header continues from"
+        )
+    return ResumePoint(
+        path,
+        machine,
+        line,
+        point.checkpoint,
+        point.restored_from,
+        replayed=point.replayed + 1,
+        scrubbed=scrubbed,
+        notes=point.notes,
+    )
 
 
 def _from_snapshot(path: str, line: int, rec: IoRecord, point: ResumePoint | None) -> ResumePoint:

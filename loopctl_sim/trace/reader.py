@@ -303,6 +303,11 @@ class TraceReader:
             )
         kind = record.type  # not isinstance: through pydantic's metaclass, it costs more
         if kind == "header":
+            if record.continues is not None and (in_run or lineno == 1):  # type: ignore[union-attr]
+                where = "starts the trace" if lineno == 1 else "is inside a run (no end before it)"
+                raise TraceFormatError(
+                    path, lineno, f"a header that continues the previous run {where}"
+                )
             self.header = record  # type: ignore[assignment]
         elif not in_run:
             # a record outside a run: before the first header, or after an end

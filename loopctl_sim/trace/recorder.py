@@ -12,6 +12,14 @@ of the conversation, so recording costs O(the feed), not O(history) (see
 feed of a run (an ``io`` record of kind ``snapshot``, see ``TraceWriter.snapshot``), so that a
 resume of a long run (``loopctl_sim.replay.resume``) restores the last one instead of replaying
 every record before it. Each costs O(history): choose N for the run's length.
+
+A run that goes on from the brain the recorder's previous run ended with (``BareLoop.run`` after
+a run: its ``next_run()``) gets a header that names that brain's digest instead of holding its
+snapshot (``HeaderRecord.continues``, trace format version 3): a session of many runs writes its
+conversation once, in its feeds, not again at every run. ``snapshot_headers=True`` writes every
+header with its brain's snapshot instead, as version 2 did: a trace a loopctl_sim before version 3
+reads, each run's header a checkpoint for ``loopctl-sim resume``, at the cost of the
+conversation written again at every run (O(runs x history) bytes).
 """
 
 from __future__ import annotations
@@ -42,6 +50,19 @@ def end_outcome(machine: LoopMachine) -> Any:
     return state.outcome if isinstance(state, Terminal) else None
 
 
+def _continued(ended: LoopMachine | None, machine: LoopMachine) -> str | None:
+    """The digest a header names when ``machine`` goes on from ``ended``, the brain whose end
+    record this recorder wrote last: when it is ``ended.next_run()`` (a version 3 header, no
+    snapshot: the trace holds the conversation once). None when the run starts from anything
+    else (a brain the caller swapped in, a restored one): its header holds its snapshot.
+    ``next_run()`` is the brain's own, and its digest goes on from the cached JSON: O(the
+    history's length) in copying a list, not in encoding or hashing it."""
+    if ended is None or machine.started or not (ended.is_terminal and ended.finalized):
+        return None
+    digest = machine.digest()
+    return digest if ended.next_run().digest() == digest else None
+
+
 class TraceRecorder(LoopObserver):
     """Observer that writes one trace (one header per run) for a ``BareLoop``."""
 
@@ -53,6 +74,7 @@ class TraceRecorder(LoopObserver):
         fsync: bool = False,
         created: str | None = None,
         snapshot_every: int | None = None,
+        snapshot_headers: bool = False,
     ) -> None:
         if snapshot_every is not None and snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
@@ -66,6 +88,8 @@ class TraceRecorder(LoopObserver):
         self.snapshot_every = snapshot_every
         self._feeds = 0  # of the current run, for snapshot_every
         self._header_for: LoopMachine | None = None  # whose header is already written
+        self._ended: LoopMachine | None = None  # the brain whose end record was written last
+        self.snapshot_headers = snapshot_headers
 
     def continue_run(self, machine: LoopMachine, metadata: Mapping[str, Any]) -> None:
         """Write the header of a run resumed from a trace now, before ``run()`` starts: records
@@ -78,11 +102,14 @@ class TraceRecorder(LoopObserver):
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         self._machine = machine
+        ended, self._ended = self._ended, None
         if self._header_for is machine:
             self._header_for = None
             return
         self._feeds = 0
-        self.writer.header(machine.snapshot(), self.metadata, created=self._created)
+        continues = None if self.snapshot_headers else _continued(ended, machine)
+        snapshot = None if continues is not None else machine.snapshot()
+        self.writer.header(snapshot, self.metadata, created=self._created, continues=continues)
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         self._machine = machine
@@ -109,6 +136,7 @@ class TraceRecorder(LoopObserver):
 
     def run_ended(self, machine: LoopMachine) -> None:
         self.writer.end(end_outcome(machine), machine.digest())
+        self._ended = machine
 
     def close(self) -> None:
         self.writer.close()

@@ -1,10 +1,11 @@
-"""Trace format v1: JSON Lines, one record a line, each with a consecutive ``seq`` and a ``type``.
+"""Trace format v3: JSON Lines, one record a line, each with a consecutive ``seq`` and a ``type``.
 
 ========  =====================================================================================
 type      fields
 ========  =====================================================================================
-header    ``format`` ("loopctl-trace"), ``version`` (1), ``engine_version``, ``created``, the
-          starting machine ``snapshot`` (or null: a fresh ``LoopMachine()``), free ``metadata``
+header    ``format`` ("loopctl-trace"), ``version``, ``engine_version``, ``created``, the
+          starting machine ``snapshot`` (or null: a fresh ``LoopMachine()``), free ``metadata``;
+          (v3) or, instead of a snapshot, ``continues``: the digest of the brain it starts from
 step      the ``policy`` handed in and the ``step`` the brain answered
 feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.trace.feeds``) and the
           machine's ``digest`` right after it
@@ -12,10 +13,20 @@ io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``dura
 end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``
 ========  =====================================================================================
 
-A trace may hold several runs: a new ``header`` after an ``end`` starts the next run (its
-snapshot is the previous brain's ``next_run()``); a ``header`` in the middle of a run marks a
-resume after a crash (its snapshot is the brain as it was saved). ``seq`` runs on across them.
-Times and durations live only in ``header`` and ``io`` records: replay never depends on them.
+A trace may hold several runs: a new ``header`` after an ``end`` starts the next run; a
+``header`` in the middle of a run marks a resume after a crash (its snapshot is the brain as it
+was saved). ``seq`` runs on across them. Times and durations live only in ``header`` and ``io``
+records: replay never depends on them.
+
+The next run's brain is the previous brain's ``next_run()``. Up to version 2 its header held
+that brain's whole snapshot, so a session of many runs wrote its whole conversation again at
+every run: a trace of 53 runs of 20 turns was two thirds headers, one of 530 runs 95% (675 MB
+for 100,000 records) and its replay slowed with every run. A version 3 header that continues
+the previous run holds no snapshot but ``continues``, the digest of that ``next_run()``: a
+reader rebuilds it from the brain the records before it built, and checks the digest (unless
+secrets were scrubbed, ``scrubbed``: the rebuilt brain then holds their placeholders). Only
+such a header is written as version 3; every other header is written as version 2, byte for
+byte as before, so a trace of single runs stays readable by the loopctl_sim before.
 
 This module owns the format: the record models (one pydantic model per record type, so the
 JSON Schema, the writer and the reader share one definition), the replay forms of steps and feeds
@@ -26,10 +37,18 @@ reader (``reader``, with its fast path ``fast``) are built on it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, NamedTuple
+from typing import Annotated, Any, Final, Literal, NamedTuple, Self
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 
 from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.core.built import built
@@ -52,9 +71,11 @@ __all__ = [
     "FEED_RECORDS",
     "READABLE_VERSIONS",
     "RECORD",
+    "SNAPSHOT_HEADER_VERSION",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "BrainSummary",
+    "ContinuationError",
     "EndRecord",
     "FeedLine",
     "FeedRecord",
@@ -72,11 +93,14 @@ __all__ = [
 ]
 
 TRACE_FORMAT: Final = "loopctl-trace"
-#: The version this loopctl_sim writes.
-TRACE_VERSION: Final = 2
+#: The newest version this loopctl_sim writes: that of a header that continues the previous run
+#: (``HeaderRecord.continues``). Every other header is written as ``SNAPSHOT_HEADER_VERSION``.
+TRACE_VERSION: Final = 3
+#: The version of a header holding its brain's snapshot (or none: a fresh brain).
+SNAPSHOT_HEADER_VERSION: Final = 2
 #: The versions it reads: version 1 traces (no request contexts, no brain summaries, steps and
-#: ends never marked scrubbed) replay as before.
-READABLE_VERSIONS: Final = (1, 2)
+#: ends never marked scrubbed) replay as before; version 2 headers always hold their snapshot.
+READABLE_VERSIONS: Final = (1, 2, 3)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -94,7 +118,7 @@ class HeaderRecord(_Record):
 
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
-    version: Literal[1, 2] = TRACE_VERSION
+    version: Literal[1, 2, 3] = SNAPSHOT_HEADER_VERSION
     engine_version: str
     created: str
     snapshot: MachineSnapshot | None = None
@@ -103,12 +127,48 @@ class HeaderRecord(_Record):
     #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
     #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
     scrub_key: str | None = None
+    #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
+    #: brain the trace's previous run ended with; the header then holds no snapshot (see the
+    #: module docstring). None: the brain is the snapshot's (or a fresh one).
+    continues: str | None = None
 
-    def machine(self) -> LoopMachine:
-        """The run's starting brain (a fresh one when the header holds no snapshot)."""
+    @model_serializer(mode="wrap")
+    def _as_version_2(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``continues`` when it is None: a version 2 header is written byte for byte as
+        the writer before version 3 wrote it (readable by that reader, which forbids the field)."""
+        data: dict[str, Any] = handler(self)
+        if self.continues is None:
+            del data["continues"]
+        return data
+
+    @model_validator(mode="after")
+    def _one_brain(self) -> Self:
+        if self.continues is not None:
+            if self.snapshot is not None:
+                raise ValueError("a header holds a snapshot or continues a run, not both")
+            if self.version < TRACE_VERSION:
+                raise ValueError(f"continues is a version {TRACE_VERSION} field")
+        return self
+
+    def machine(self, previous: LoopMachine | None = None) -> LoopMachine:
+        """The run's starting brain: the snapshot's (a fresh one when the header holds none);
+        for a header that ``continues`` the previous run, ``previous.next_run()``, where
+        ``previous`` is the brain the trace's previous run ended with, as the reader rebuilt it.
+        Raises ``ContinuationError`` when there is no such brain; the caller checks its digest
+        (``continues``), which is where a replay diverges."""
+        if self.continues is not None:
+            if previous is None or not (previous.is_terminal and previous.finalized):
+                raise ContinuationError(
+                    "the header continues the previous run, but no run ended before it"
+                )
+            return previous.next_run()
         if self.snapshot is None:
             return LoopMachine()
         return LoopMachine.from_snapshot(self.snapshot)
+
+
+class ContinuationError(ValueError):
+    """A header that continues the previous run where no run ended before it."""
 
 
 class StepRecord(_Record):

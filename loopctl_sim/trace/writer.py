@@ -29,6 +29,8 @@ from loopctl.observe import IoEvent
 from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
 from loopctl_sim.trace.files import complete_prefix, open_for_writing
 from loopctl_sim.trace.records import (
+    SNAPSHOT_HEADER_VERSION,
+    TRACE_VERSION,
     BrainSummary,
     EndRecord,
     FeedRecord,
@@ -84,6 +86,9 @@ class TraceWriter:
         self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self.seq = seq
         self.closed = False
+        #: A record that builds the brain (a header's snapshot, a feed, a snapshot record) lost a
+        #: secret: a reader's brain holds its placeholder from there on (sticky; see ``header``).
+        self.brain_scrubbed = False
 
     # context manager
     def __enter__(self) -> TraceWriter:
@@ -143,16 +148,28 @@ class TraceWriter:
         *,
         created: str | None = None,
         engine_version: str | None = None,
+        continues: str | None = None,
     ) -> HeaderRecord:
+        """A run's header: its brain's ``snapshot`` (None: a fresh brain), or, for a run that
+        goes on from the brain this trace's previous run ended with, ``continues``: the digest
+        of that brain's ``next_run()`` (a version 3 header, without the snapshot). Such a
+        header is marked ``scrubbed`` when a record that built the brain before it was: the
+        brain a reader rebuilds then holds the placeholders, and its digest is not the one
+        named."""
         record = HeaderRecord(
             seq=self.seq,
+            version=SNAPSHOT_HEADER_VERSION if continues is None else TRACE_VERSION,
             engine_version=engine_version or loopctl.__version__,
             created=created or _now(),
             snapshot=snapshot,
             metadata=_jsonable(dict(metadata or {})),
+            scrubbed=continues is not None and self.brain_scrubbed,
             scrub_key=self.scrubber.key_id,
+            continues=continues,
         )
         record, text = self._scrubbed(record, record.model_dump_json())
+        if continues is None:
+            self.brain_scrubbed = record.scrubbed  # the brain from here on is this snapshot's
         self._write_line(text)
         return record
 
@@ -172,6 +189,7 @@ class TraceWriter:
         """A feed record; ``brain`` is the brain's summary after the feed (``BrainSummary.of``)."""
         record = feed_record(self.seq, name, decode_feed_args(name, args), digest, brain=brain)
         record, text = self._scrubbed(record, record.model_dump_json())
+        self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
         self._write_line(text)
         return record
 
@@ -210,7 +228,8 @@ class TraceWriter:
         if self.scrubber.might_hold(text):
             data = {"digest": digest, "snapshot": machine.model_dump()}
             record = IoRecord(seq=self.seq, kind="snapshot", turn=turn, data=data)
-            _, text = self._scrubbed(record, record.model_dump_json())
+            record, text = self._scrubbed(record, record.model_dump_json())
+            self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
         self._write_line(text)
 
     def end(self, outcome: Any, digest: str) -> EndRecord:

@@ -122,9 +122,15 @@ def _header(rec: dict[str, Any], limit: int | None) -> Described:
         )
         return Described("run", "resume", "warn", (text,))
     meta = ", ".join(f"{k}={v}" for k, v in (rec.get("metadata") or {}).items())
+    # (v3) a header that continues the previous run names its brain, not its history
+    held = (
+        f"continues the previous run, brain {rec['continues']}"
+        if isinstance(rec.get("continues"), str)
+        else f"history {history} messages"
+    )
     text = (
         f"run started ({rec.get('created')}, engine {rec.get('engine_version')}, "
-        f"history {history} messages){'; ' + _clip(meta, limit) if meta else ''}"
+        f"{held}){'; ' + _clip(meta, limit) if meta else ''}"
     )
     return Described("run", "header", "", (text,))
 

@@ -81,6 +81,7 @@ def trace_to_spans(
     spans: GenAiSpans | None = None
     base = 0
     count = 0
+    history = 0  # the brain's history length after the last feed (a v3 header holds none)
     for record in reader:
         rec = record.model_dump(mode="json")
         count += 1
@@ -102,12 +103,17 @@ def trace_to_spans(
             snap = rec.get("snapshot") or {}
             if snap.get("started"):
                 spans.resumed(at, turns=snap.get("turns_taken"))
+            elif isinstance(rec.get("continues"), str):  # the previous run's next_run()
+                spans.start_run(at, history_messages=history)
             else:
                 spans.start_run(at, history_messages=len(snap.get("history") or ()))
         elif kind == "step":
             step = rec.get("step") or {}
             spans.step(str(step.get("kind")), step.get("turn"), at)
         elif kind == "feed":
+            brain = rec.get("brain")
+            if isinstance(brain, dict) and isinstance(brain.get("history"), int):
+                history = brain["history"]
             args = rec.get("args")
             spans.feed(str(rec.get("name")), args if isinstance(args, dict) else {}, at)
         elif kind == "io":

@@ -23,8 +23,9 @@ RUNS = 4
 
 
 def _record(path: Path) -> Path:
-    """Four runs of a conversation whose history is soon bigger than ``LAZY_FROM``."""
-    recorder = TraceRecorder(path, created="2026-12-01T00:00:00+00:00")
+    """Four runs of a conversation whose history is soon bigger than ``LAZY_FROM``, every
+    header with its snapshot (version 2's form, which a version 3 recorder writes on request)."""
+    recorder = TraceRecorder(path, created="2026-12-01T00:00:00+00:00", snapshot_headers=True)
     replies: list[Message] = []
     for r in range(RUNS):
         replies += _turns(6, r * 6)

@@ -231,6 +231,7 @@ def test_trace_recorder_writes_a_replayable_trace_per_run(tmp_path: Path) -> Non
     recorder = TraceRecorder(path, metadata={"model": "scripted", "api_key": "sk-1234567890ab"})
     driver = _FakeDriver(recorder)
     driver.run("add 1 and 2")
+    second = driver.m.digest()  # the brain the second run starts from: the first's next_run()
     driver.run("again")
     recorder.close()
     records = read_trace(path)
@@ -238,10 +239,27 @@ def test_trace_recorder_writes_a_replayable_trace_per_run(tmp_path: Path) -> Non
     assert len(headers) == 2
     assert headers[0].metadata == {"model": "scripted", "api_key": "[REDACTED]"}
     assert headers[0].snapshot is not None and not headers[0].snapshot.started
-    assert len(headers[1].snapshot.history) == 4  # type: ignore[union-attr]
+    assert headers[0].version == 2 and headers[0].continues is None
+    # the second run goes on from the first one's next_run(): its header names that brain
+    assert headers[1].snapshot is None and headers[1].version == 3
+    assert headers[1].continues == second
     result = replay_trace(path)
     assert result.ok, result.summary()
     assert result.runs == 2 and result.complete
+
+
+def test_snapshot_headers_write_every_run_s_brain_as_version_2_did(tmp_path: Path) -> None:
+    path = tmp_path / "driver.jsonl"
+    recorder = TraceRecorder(path, snapshot_headers=True)
+    driver = _FakeDriver(recorder)
+    driver.run("add 1 and 2")
+    driver.run("again")
+    recorder.close()
+    headers = [r for r in read_trace(path) if isinstance(r, HeaderRecord)]
+    assert [h.version for h in headers] == [2, 2]
+    assert len(headers[1].snapshot.history) == 4  # type: ignore[union-attr]
+    assert b'"continues"' not in path.read_bytes()  # the version 2 form, byte for byte
+    assert replay_trace(path).ok
 
 
 def test_a_next_run_header_must_continue_the_previous_run(tmp_path: Path) -> None:

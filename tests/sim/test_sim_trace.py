@@ -153,7 +153,7 @@ def test_a_truncated_line_in_the_middle_is_an_error(tmp_path: Path, trace: Path)
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"version": 3}, "trace format version 3 is not supported"),
+        ({"version": 4}, "trace format version 4 is not supported"),
         ({"format": "other"}, "not a loopctl trace"),
     ],
 )

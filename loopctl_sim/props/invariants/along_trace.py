@@ -26,7 +26,13 @@ from loopctl_sim.props.invariants.state import (
     check_terminal_sticky,
     check_transition,
 )
-from loopctl_sim.trace import HeaderRecord, StepRecord, TraceReader, apply_feed
+from loopctl_sim.trace import (
+    ContinuationError,
+    HeaderRecord,
+    StepRecord,
+    TraceReader,
+    apply_feed,
+)
 
 __all__ = ["check_trace"]
 
@@ -50,7 +56,14 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
         seq = record.seq
         found: list[str] = []
         if isinstance(record, HeaderRecord):
-            machine = record.machine()
+            try:
+                machine = record.machine(machine)  # (v3: the previous brain's next_run())
+            except ContinuationError as exc:
+                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, str(exc))}")
+                return problems
+            named = record.continues
+            if named is not None and not record.scrubbed and machine.digest() != named:
+                found.append(_p(REFUSAL_CODE, "next_run() is not the brain the header names"))
             found += check_machine(machine)
         elif machine is None:
             continue

@@ -1,0 +1,184 @@
+"""Trace format v3: a run that goes on from the previous run's brain gets a header naming that
+brain's digest (``HeaderRecord.continues``), not its whole snapshot, so a session of many runs
+writes its conversation once. Every reader rebuilds the brain from the records before the header
+(the previous run's ``next_run()``) and checks the digest: machine replay, agent replay, resume,
+the invariant walk and the views. Shown on the sample support agent, one conversation a run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from examples.support_agent import agent as support
+from examples.support_agent.record import CONVERSATIONS
+from loopctl import Message
+from loopctl.testing import ScriptedClient
+from loopctl_sim import (
+    TraceRecorder,
+    check_trace,
+    replay_agent,
+    replay_trace,
+    resume_point,
+)
+from loopctl_sim.trace import HeaderRecord, TraceFormatError, read_trace
+from loopctl_sim.view import describe
+
+CREATED = "2026-12-01T00:00:00+00:00"
+SESSION = ("refund", "shipping", "refund_over_limit")
+
+
+def _session(path: Path, *, snapshot_headers: bool = False, cut_last: bool = False) -> Path:
+    """The support agent answering three customers in one conversation, one run each."""
+    replies: list[Message] = []
+    for run, name in enumerate(SESSION):  # call ids unique in the conversation, as a model's
+        for reply in CONVERSATIONS[name][1]:
+            calls = [c.model_copy(update={"id": f"r{run}-{c.id}"}) for c in reply.tool_calls]
+            replies.append(Message.assistant(reply.text, calls))
+    recorder = TraceRecorder(path, created=CREATED, snapshot_headers=snapshot_headers)
+    loop = support.build(ScriptedClient(replies), [recorder])
+
+    async def go() -> None:
+        for name in SESSION:
+            await loop.run(CONVERSATIONS[name][0])
+
+    support.REFUNDS.clear()
+    asyncio.run(go())
+    recorder.close()
+    if cut_last:  # killed in the last run, after its first tool result
+        lines = path.read_bytes().splitlines(keepends=True)
+        last_header = max(i for i, raw in enumerate(lines) if b'"type":"header"' in raw[:40])
+        results = [
+            i for i, raw in enumerate(lines) if i > last_header and b'"name":"tool_results"' in raw
+        ]
+        path.write_bytes(b"".join(lines[: results[0] + 1]))
+    return path
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    return _session(tmp_path / "session.jsonl")
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(raw) for raw in path.read_bytes().splitlines()]
+
+
+def _write(path: Path, records: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    return path
+
+
+def _header_at(records: list[dict[str, object]], index: int) -> int:
+    return [i for i, r in enumerate(records) if r["type"] == "header"][index]
+
+
+def test_a_session_writes_its_conversation_once(session: Path, tmp_path: Path) -> None:
+    headers = [r for r in read_trace(session) if isinstance(r, HeaderRecord)]
+    assert [h.version for h in headers] == [2, 3, 3]
+    assert headers[0].snapshot is not None and headers[0].continues is None
+    assert all(h.snapshot is None and h.continues for h in headers[1:])
+    every = _session(tmp_path / "every.jsonl", snapshot_headers=True)
+    written = [r for r in read_trace(every) if isinstance(r, HeaderRecord)]
+    assert [h.version for h in written] == [2, 2, 2]
+    assert len(written[2].snapshot.history) > len(written[1].snapshot.history) > 0  # type: ignore[union-attr]
+    # the same records but for the headers: the bytes saved are the history written again
+    assert session.stat().st_size < every.stat().st_size
+    big = [len(json.dumps(r)) for r in _lines(every) if r["type"] == "header"]
+    small = [len(json.dumps(r)) for r in _lines(session) if r["type"] == "header"]
+    assert small[1] < 400 < big[2]
+
+
+def test_every_reader_rebuilds_the_brain_a_header_continues(session: Path) -> None:
+    replayed = replay_trace(session)
+    assert replayed.ok and replayed.complete and replayed.runs == 3, replayed.summary()
+    agent = replay_agent(session, support.build)
+    assert agent.ok and agent.complete and agent.runs == 3, agent.summary()
+    assert agent.final_digest == replayed.final_digest
+    assert check_trace(session) == []
+    point = resume_point(session)
+    assert point.ended and point.restored_from == "header" and point.checkpoint == 1
+    assert point.machine.digest() == replayed.final_digest
+
+
+def test_a_resume_goes_through_the_headers_that_continue(tmp_path: Path) -> None:
+    cut = _session(tmp_path / "cut.jsonl", cut_last=True)
+    point = resume_point(cut)
+    # rebuilt from the first header, across both runs before the last: no header holds it
+    assert point.restored_from == "header" and point.checkpoint == 1
+    assert not point.ended and point.uncounted is not None
+    whole = _session(tmp_path / "whole.jsonl", snapshot_headers=True, cut_last=True)
+    from_snapshot = resume_point(whole)
+    assert from_snapshot.checkpoint > 1  # version 2's form: the last run's header holds it
+    assert point.machine == from_snapshot.machine
+
+
+def test_a_wrong_continuation_digest_is_the_divergence_it_names(
+    session: Path, tmp_path: Path
+) -> None:
+    records = _lines(session)
+    at = _header_at(records, 2)
+    records[at]["continues"] = "0" * 16
+    bad = _write(tmp_path / "bad.jsonl", records)
+    d = replay_trace(bad).divergence
+    assert d is not None and d.what == "snapshot" and d.line == at + 1
+    assert "next_run()" in d.message and d.expected == {"digest": "0" * 16}
+    agent = replay_agent(bad, support.build).divergence
+    assert agent is not None and agent.what == "snapshot" and agent.line == at + 1
+    assert "next_run()" in agent.message
+    with pytest.raises(Exception, match="next_run"):
+        resume_point(bad)
+    assert any("next_run() is not the brain" in p for p in check_trace(bad))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("first", ":1: a header that continues the previous run starts the trace"),
+        ("inside", "a header that continues the previous run is inside a run"),
+        ("both", "holds a snapshot or continues a run, not both"),
+        ("version", "continues is a version 3 field"),
+    ],
+)
+def test_a_continuation_header_out_of_place_is_a_format_error(
+    session: Path, tmp_path: Path, edit: str, message: str
+) -> None:
+    records = _lines(session)
+    at = _header_at(records, 1)
+    if edit == "first":
+        records = records[at:]
+    elif edit == "inside":
+        del records[at - 1]  # the end record before it
+    elif edit == "both":
+        records[at]["snapshot"] = records[0]["snapshot"]
+    else:
+        records[at]["version"] = 2
+    for seq, record in enumerate(records):
+        record["seq"] = seq
+    bad = _write(tmp_path / "bad.jsonl", records)
+    with pytest.raises(TraceFormatError, match=message):
+        read_trace(bad)
+
+
+def test_a_secret_before_a_continuation_marks_its_header_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the order's record holds a key: the tool result, and so the brain, hold its placeholder
+    order = dict(support.ORDERS["A-1001"], note="api key sk-abcdefghijklmnopqrstuvwx")
+    monkeypatch.setitem(support.ORDERS, "A-1001", order)
+    path = _session(tmp_path / "secret.jsonl")
+    assert b"sk-abcdefghijklmnopqrstuvwx" not in path.read_bytes()
+    headers = [r for r in read_trace(path) if isinstance(r, HeaderRecord)]
+    assert [h.scrubbed for h in headers] == [False, True, True]
+    assert replay_trace(path).ok
+    assert replay_agent(path, support.build).ok
+    assert resume_point(path).scrubbed
+
+
+def test_views_say_the_run_continues(session: Path) -> None:
+    records = _lines(session)
+    described = describe(records[_header_at(records, 1)])
+    assert described.kind == "header"
+    assert "continues the previous run, brain " in described.lines[0]
