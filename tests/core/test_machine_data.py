@@ -182,3 +182,27 @@ def test_the_next_runs_brain_carries_the_historys_json_and_digests_the_same(
         )
         assert LoopMachine.model_validate_json(text) == fresh
         machine = fresh
+
+
+def test_a_carried_cache_goes_on_from_the_running_hash_it_had() -> None:
+    """``encoding.carried`` copies the history's running hash as well as its JSON: the next
+    run's first digest hashes only what came after (it hashed the whole history again, once
+    per run: 1.2 ms at 10,000 messages), and the copy is its own (hashing on in one cache
+    leaves the other as it was)."""
+    import hashlib
+
+    from loopctl import Message
+    from loopctl.core.encoding import carried, encoded, sha256_of
+
+    old = [Message.user(f"question {i}") for i in range(5)]
+    start = sha256_of(b"[")
+    cache = encoded(None, old, start)
+    before = cache.chain.hexdigest()
+    new = [*old, Message.user("one more")]
+    out = carried(cache, old, new)
+    assert out is not None and out.hashed == 5 and out.chain is not cache.chain
+    assert out.chain.hexdigest() == before
+    out = encoded(out, new, start)
+    assert out.hashed == 6 and cache.chain.hexdigest() == before
+    whole = hashlib.sha256(b"[" + b",".join(out.parts))
+    assert out.chain.hexdigest() == whole.hexdigest() == encoded(None, new, start).chain.hexdigest()
