@@ -16,6 +16,10 @@ never built. In every other case (the first header, a resume after a kill, a sna
 differs) ``record()`` validates the whole line with pydantic and gives the ``HeaderRecord`` (or
 the same ``TraceFormatError``, with the same reason, as reading it eagerly does).
 
+Since trace format v3 a recorder writes the header of such a run without the snapshot (it names
+the brain's digest: ``HeaderRecord.continues``), so this is for the traces written before, and
+for those written with ``TraceRecorder(snapshot_headers=True)``.
+
 Where the snapshot's text stands. A writer's header has its snapshot between the short fields
 it starts with and ``,"metadata":``; where the rest of the line holds no backslash (so no key is
 written with escapes) and the start no other object or list, the first ``"snapshot":`` is the
