@@ -44,9 +44,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     TypeAdapter,
-    model_serializer,
     model_validator,
 )
 
@@ -110,6 +108,10 @@ class _Record(BaseModel):
     seq: int = Field(ge=0)
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class HeaderRecord(_Record):
     """A run's start. ``metadata`` is free, with one convention: ``tool_modes`` maps a tool's
     name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
@@ -129,17 +131,10 @@ class HeaderRecord(_Record):
     scrub_key: str | None = None
     #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
     #: brain the trace's previous run ended with; the header then holds no snapshot (see the
-    #: module docstring). None: the brain is the snapshot's (or a fresh one).
-    continues: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _as_version_2(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without ``continues`` when it is None: a version 2 header is written byte for byte as
-        the writer before version 3 wrote it (readable by that reader, which forbids the field)."""
-        data: dict[str, Any] = handler(self)
-        if self.continues is None:
-            del data["continues"]
-        return data
+    #: module docstring). None: the brain is the snapshot's (or a fresh one), and the field is
+    #: not written, so such a header is byte for byte what the writer before version 3 wrote
+    #: (and what its reader, which forbids the field, reads).
+    continues: str | None = Field(default=None, exclude_if=_is_none)
 
     @model_validator(mode="after")
     def _one_brain(self) -> Self:
