@@ -6,6 +6,8 @@ decides, its prompt and tool specs are what the trace records. From the reposito
 
     python examples/support_agent/record.py          # (re)write examples/support_agent/traces/
     python examples/support_agent/record.py --check  # exit 1 when a stored trace is stale
+
+``session.jsonl`` is the three conversations as one chat session: three runs of one loop.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import asyncio
 import io
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from loopctl import Message, ToolCall
 from loopctl.testing import ScriptedClient
@@ -72,15 +76,41 @@ CONVERSATIONS: dict[str, tuple[str, list[Message]]] = {
 }
 
 
-def record(name: str) -> str:
-    """The trace of conversation ``name`` as text."""
-    text, replies = CONVERSATIONS[name]
+#: One conversation of several runs, as a chat session is: the agent answers these customers'
+#: messages one after the other, each a ``run()`` of the same loop (its trace holds the
+#: conversation once: each run after the first has a header that continues the previous one).
+SESSION: Final = ("refund", "shipping", "refund_over_limit")
+
+
+def session_replies(names: Sequence[str] = SESSION) -> list[Message]:
+    """The model's answers for ``names`` in turn, their call ids made unique in the
+    conversation (as a model's are)."""
+    replies: list[Message] = []
+    for run, name in enumerate(names):
+        for reply in CONVERSATIONS[name][1]:
+            calls = [c.model_copy(update={"id": f"r{run}-{c.id}"}) for c in reply.tool_calls]
+            replies.append(Message.assistant(reply.text, calls))
+    return replies
+
+
+def record(name: str, *, snapshot_headers: bool = False) -> str:
+    """The trace of conversation ``name`` (or of the ``session``) as text."""
+    names = SESSION if name == "session" else (name,)
+    replies = session_replies(names) if name == "session" else CONVERSATIONS[name][1]
     out = io.StringIO()
     recorder = TraceRecorder(
-        out, metadata={"agent": "examples.support_agent.agent:build"}, created=CREATED
+        out,
+        metadata={"agent": "examples.support_agent.agent:build"},
+        created=CREATED,
+        snapshot_headers=snapshot_headers,
     )
     loop = build(client=ScriptedClient(replies), observers=[recorder])
-    asyncio.run(loop.run(text))
+
+    async def go() -> None:
+        for each in names:
+            await loop.run(CONVERSATIONS[each][0])
+
+    asyncio.run(go())
     return out.getvalue()
 
 
@@ -96,7 +126,7 @@ def _same(text: str, path: Path) -> bool:
 
 def main(argv: list[str]) -> int:
     stale = []
-    for name in CONVERSATIONS:
+    for name in (*CONVERSATIONS, "session"):
         path = HERE / "traces" / f"{name}.jsonl"
         text = record(name)
         if "--check" in argv:

@@ -58,7 +58,7 @@ def cli(*args: str) -> tuple[int, str]:
 # --- the agent as it is: every shipped trace replays ----------------------------------------
 
 
-@pytest.mark.parametrize("name", ["refund", "refund_over_limit", "shipping"])
+@pytest.mark.parametrize("name", ["refund", "refund_over_limit", "shipping", "session"])
 def test_every_shipped_trace_replays_against_the_agent(project: Path, name: str) -> None:
     result = replay_agent(trace(project, name), AGENT)
     assert result.ok, result.summary()
@@ -69,7 +69,7 @@ def test_every_shipped_trace_replays_against_the_agent(project: Path, name: str)
 def test_the_command_line_replays_a_directory_of_traces(project: Path) -> None:
     code, out = cli("replay", "shop/traces", "--agent", AGENT)
     assert code == 0, out
-    assert out.count("ok: ") == 3 and f"agent {AGENT}" in out
+    assert out.count("ok: ") == 4 and f"agent {AGENT}" in out
 
 
 # --- changes in the user's code are divergences, named in the user's terms -------------------

@@ -6,18 +6,14 @@ the invariant walk and the views. Shown on the sample support agent, one convers
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from examples.support_agent import agent as support
-from examples.support_agent.record import CONVERSATIONS
-from loopctl import Message
-from loopctl.testing import ScriptedClient
+from examples.support_agent.record import HERE, record
 from loopctl_sim import (
-    TraceRecorder,
     check_trace,
     replay_agent,
     replay_trace,
@@ -26,27 +22,14 @@ from loopctl_sim import (
 from loopctl_sim.trace import HeaderRecord, TraceFormatError, read_trace
 from loopctl_sim.view import describe
 
-CREATED = "2026-12-01T00:00:00+00:00"
-SESSION = ("refund", "shipping", "refund_over_limit")
+SHIPPED = HERE / "traces" / "session.jsonl"
 
 
 def _session(path: Path, *, snapshot_headers: bool = False, cut_last: bool = False) -> Path:
-    """The support agent answering three customers in one conversation, one run each."""
-    replies: list[Message] = []
-    for run, name in enumerate(SESSION):  # call ids unique in the conversation, as a model's
-        for reply in CONVERSATIONS[name][1]:
-            calls = [c.model_copy(update={"id": f"r{run}-{c.id}"}) for c in reply.tool_calls]
-            replies.append(Message.assistant(reply.text, calls))
-    recorder = TraceRecorder(path, created=CREATED, snapshot_headers=snapshot_headers)
-    loop = support.build(ScriptedClient(replies), [recorder])
-
-    async def go() -> None:
-        for name in SESSION:
-            await loop.run(CONVERSATIONS[name][0])
-
+    """The support agent answering three customers in one conversation, one run each (the
+    shipped ``session.jsonl``, recorded by ``examples/support_agent/record.py``)."""
     support.REFUNDS.clear()
-    asyncio.run(go())
-    recorder.close()
+    path.write_text(record("session", snapshot_headers=snapshot_headers))
     if cut_last:  # killed in the last run, after its first tool result
         lines = path.read_bytes().splitlines(keepends=True)
         last_header = max(i for i, raw in enumerate(lines) if b'"type":"header"' in raw[:40])
@@ -73,6 +56,15 @@ def _write(path: Path, records: list[dict[str, object]]) -> Path:
 
 def _header_at(records: list[dict[str, object]], index: int) -> int:
     return [i for i, r in enumerate(records) if r["type"] == "header"][index]
+
+
+def test_the_shipped_session_is_read_as_version_3_wrote_it(session: Path) -> None:
+    """The committed trace keeps version 3 read as it was written (as the corpus keeps 1)."""
+    assert SHIPPED.read_text() != ""
+    shipped = replay_trace(SHIPPED)
+    assert shipped.ok and shipped.runs == 3, shipped.summary()
+    assert shipped.final_digest == replay_trace(session).final_digest
+    assert [h.version for h in read_trace(SHIPPED) if isinstance(h, HeaderRecord)] == [2, 3, 3]
 
 
 def test_a_session_writes_its_conversation_once(session: Path, tmp_path: Path) -> None:
@@ -155,8 +147,8 @@ def test_a_continuation_header_out_of_place_is_a_format_error(
         records[at]["snapshot"] = records[0]["snapshot"]
     else:
         records[at]["version"] = 2
-    for seq, record in enumerate(records):
-        record["seq"] = seq
+    for seq, rec in enumerate(records):
+        rec["seq"] = seq
     bad = _write(tmp_path / "bad.jsonl", records)
     with pytest.raises(TraceFormatError, match=message):
         read_trace(bad)
