@@ -36,6 +36,7 @@ from loopctl.observe import LoopObserver
 from loopctl_sim.replay.answers import RecordedCompactor, RecordedTools, ReplayClient, tools_live
 from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor, feed_values
+from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
@@ -281,16 +282,9 @@ def _continued(
             None if previous is None else brain_fields(BrainSummary.of(previous)),
         )
     assert expected is not None  # fail() raised otherwise
-    digest = expected.digest()
-    if checker.digests and not rec.scrubbed and digest != rec.continues:
-        checker.fail(
-            line,
-            rec.seq,
-            "snapshot",
-            "the replayed run's next_run() is not the brain the header continues from",
-            {"digest": rec.continues},
-            {"digest": digest},
-        )
+    if checker.digests and not rec.scrubbed and expected.digest() != rec.continues:
+        why, named, found = continuation_divergence(rec.continues, rec.brain, expected)
+        checker.fail(line, rec.seq, "snapshot", why, named, found)
     return expected
 
 

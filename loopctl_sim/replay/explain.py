@@ -19,6 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from loopctl.core import LoopMachine
+from loopctl_sim.trace import BrainSummary, brain_fields
+
 __all__ = [
     "brain_changes",
     "feed_explanation",
@@ -98,6 +101,24 @@ def brain_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -
     if recorded is None:
         return []
     return [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in field_changes(recorded, live)]
+
+
+def continuation_divergence(
+    named: str | None, recorded: BrainSummary | None, machine: LoopMachine
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A header that continues the previous run names another brain than the replayed run's
+    ``next_run()`` (``machine``): the sentence, with the small fields that differ, and both
+    sides (digest and brain summary) for the report."""
+    expected = brain_fields(recorded)
+    actual = BrainSummary.of(machine).model_dump(mode="json")
+    changes = brain_changes(expected, actual)
+    how = ": " + ", ".join(changes) if changes else " (inside its messages or loop window)"
+    message = f"the previous run's next_run() is not the brain the header continues from{how}"
+    return (
+        message,
+        {"digest": named, "brain": expected},
+        {"digest": machine.digest(), "brain": actual},
+    )
 
 
 def _results(message: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine, MachineStep, ProtocolError
-from loopctl_sim.replay.explain import brain_changes
+from loopctl_sim.replay.explain import brain_changes, continuation_divergence
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
@@ -282,15 +282,10 @@ def _replay_spared(
                         ) from None
                     if record.continues is not None:  # (v3) the previous brain's next_run()
                         if exact and machine.digest() != record.continues:
-                            raise _Diverged(
-                                line - 1,
-                                line,
-                                "snapshot",
-                                "the previous run's next_run() is not the brain the header "
-                                "continues from",
-                                {"digest": record.continues},
-                                {"digest": machine.digest()},
+                            why, named, found = continuation_divergence(
+                                record.continues, record.brain, machine
                             )
+                            raise _Diverged(line - 1, line, "snapshot", why, named, found)
                     elif previous is not None:
                         # After an end: the next run's brain. In the middle of a run: a resume
                         # after a crash, which must restore the brain exactly as it was.

@@ -33,6 +33,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from loopctl.core import CallTools, LoopMachine, Message, ProtocolError, ToolResult
+from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.trace import (
     ContinuationError,
     HeaderRecord,
@@ -49,9 +50,9 @@ __all__ = ["ResumeError", "ResumePoint", "header_brain", "resume_point"]
 
 #: A line that starts like a checkpoint, as the writer writes one.
 _CHECKPOINT: Final = re.compile(rb'\{"seq":[0-9]+,"type":"(?:header"|io","kind":"snapshot")')
-#: The end of a header that continues the previous run (v3, the writer's field order): no
-#: checkpoint, its brain is rebuilt from the records before it.
-_CONTINUES: Final = re.compile(rb',"continues":"[0-9a-f]+"\}\r?\n?$')
+#: What follows the last ``"scrub_key":`` of a header that continues the previous run (v3, the
+#: writer's field order): no checkpoint, its brain is rebuilt from the records before it.
+_CONTINUES: Final = re.compile(rb'"scrub_key":(?:null|"[0-9a-f]*"),"continues":"')
 
 
 class ResumeError(Exception):
@@ -96,10 +97,17 @@ def _checkpoints(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
     offset = 0
     with open_for_reading(path) as f:
         for line, raw in enumerate(lines_of(f), 1):
-            if _CHECKPOINT.match(raw) and not _CONTINUES.search(raw, max(0, len(raw) - 64)):
+            if _CHECKPOINT.match(raw) and not _continues(raw):
                 found.append((offset, line))
             offset += len(raw)
     return found
+
+
+def _continues(raw: bytes) -> bool:
+    """Whether a line that starts like a header continues the previous run (by the writer's
+    layout: its ``scrub_key`` then ``continues``, after the snapshot)."""
+    at = raw.rfind(b'"scrub_key":')
+    return at >= 0 and _CONTINUES.match(raw, at) is not None
 
 
 def resume_point(path: str | os.PathLike[str]) -> ResumePoint:
@@ -168,9 +176,7 @@ def _continued(path: str, line: int, rec: HeaderRecord, point: ResumePoint) -> R
         raise TraceFormatError(path, line, str(exc)) from None
     scrubbed = point.scrubbed or rec.scrubbed
     if not scrubbed and machine.digest() != rec.continues:
-        raise ResumeError(
-            path, line, "the previous run's next_run() is not the brain the header continues from"
-        )
+        raise ResumeError(path, line, continuation_divergence(rec.continues, rec.brain, machine)[0])
     return ResumePoint(
         path,
         machine,

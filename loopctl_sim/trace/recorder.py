@@ -108,8 +108,13 @@ class TraceRecorder(LoopObserver):
             return
         self._feeds = 0
         continues = None if self.snapshot_headers else _continued(ended, machine)
-        snapshot = None if continues is not None else machine.snapshot()
-        self.writer.header(snapshot, self.metadata, created=self._created, continues=continues)
+        if continues is None:
+            self.writer.header(machine.snapshot(), self.metadata, created=self._created)
+        else:
+            brain = BrainSummary.of(machine)
+            self.writer.header(
+                None, self.metadata, created=self._created, continues=continues, brain=brain
+            )
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         self._machine = machine

@@ -108,72 +108,6 @@ class _Record(BaseModel):
     seq: int = Field(ge=0)
 
 
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-class HeaderRecord(_Record):
-    """A run's start. ``metadata`` is free, with one convention: ``tool_modes`` maps a tool's
-    name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
-    ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
-    simulated when ``simulated`` is true."""
-
-    type: Literal["header"] = "header"
-    format: Literal["loopctl-trace"] = TRACE_FORMAT
-    version: Literal[1, 2, 3] = SNAPSHOT_HEADER_VERSION
-    engine_version: str
-    created: str
-    snapshot: MachineSnapshot | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    scrubbed: bool = False
-    #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
-    #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
-    scrub_key: str | None = None
-    #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
-    #: brain the trace's previous run ended with; the header then holds no snapshot (see the
-    #: module docstring). None: the brain is the snapshot's (or a fresh one), and the field is
-    #: not written, so such a header is byte for byte what the writer before version 3 wrote
-    #: (and what its reader, which forbids the field, reads).
-    continues: str | None = Field(default=None, exclude_if=_is_none)
-
-    @model_validator(mode="after")
-    def _one_brain(self) -> Self:
-        if self.continues is not None:
-            if self.snapshot is not None:
-                raise ValueError("a header holds a snapshot or continues a run, not both")
-            if self.version < TRACE_VERSION:
-                raise ValueError(f"continues is a version {TRACE_VERSION} field")
-        return self
-
-    def machine(self, previous: LoopMachine | None = None) -> LoopMachine:
-        """The run's starting brain: the snapshot's (a fresh one when the header holds none);
-        for a header that ``continues`` the previous run, ``previous.next_run()``, where
-        ``previous`` is the brain the trace's previous run ended with, as the reader rebuilt it.
-        Raises ``ContinuationError`` when there is no such brain; the caller checks its digest
-        (``continues``), which is where a replay diverges."""
-        if self.continues is not None:
-            if previous is None or not (previous.is_terminal and previous.finalized):
-                raise ContinuationError(
-                    "the header continues the previous run, but no run ended before it"
-                )
-            return previous.next_run()
-        if self.snapshot is None:
-            return LoopMachine()
-        return LoopMachine.from_snapshot(self.snapshot)
-
-
-class ContinuationError(ValueError):
-    """A header that continues the previous run where no run ended before it."""
-
-
-class StepRecord(_Record):
-    type: Literal["step"] = "step"
-    policy: MachinePolicy
-    step: MachineStep
-    #: (v2) True when secrets were scrubbed from the step (a tool call's arguments).
-    scrubbed: bool = False
-
-
 class BrainSummary(BaseModel):
     """(v2) The brain's small fields after a feed, beside its digest: when a replay reaches
     another digest, the report names the fields that differ instead of showing two hashes."""
@@ -214,6 +148,77 @@ class BrainSummary(BaseModel):
 
 #: Every field of ``BrainSummary`` is given (as ``model_construct`` recorded them).
 _SUMMARY_FIELDS: Final = set(BrainSummary.model_fields)
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+class HeaderRecord(_Record):
+    """A run's start. ``metadata`` is free, with one convention: ``tool_modes`` maps a tool's
+    name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
+    ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
+    simulated when ``simulated`` is true."""
+
+    type: Literal["header"] = "header"
+    format: Literal["loopctl-trace"] = TRACE_FORMAT
+    version: Literal[1, 2, 3] = SNAPSHOT_HEADER_VERSION
+    engine_version: str
+    created: str
+    snapshot: MachineSnapshot | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    scrubbed: bool = False
+    #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
+    #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
+    scrub_key: str | None = None
+    #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
+    #: brain the trace's previous run ended with; the header then holds no snapshot (see the
+    #: module docstring). None: the brain is the snapshot's (or a fresh one), and the field is
+    #: not written, so such a header is byte for byte what the writer before version 3 wrote
+    #: (and what its reader, which forbids the field, reads).
+    continues: str | None = Field(default=None, exclude_if=_is_none)
+    #: (v3) With ``continues``: that brain's small fields, which a replay whose brain has
+    #: another digest names (as a feed record's ``brain``), rather than only two digests.
+    brain: BrainSummary | None = Field(default=None, exclude_if=_is_none)
+
+    @model_validator(mode="after")
+    def _one_brain(self) -> Self:
+        if self.continues is not None:
+            if self.snapshot is not None:
+                raise ValueError("a header holds a snapshot or continues a run, not both")
+            if self.version < TRACE_VERSION:
+                raise ValueError(f"continues is a version {TRACE_VERSION} field")
+        elif self.brain is not None:
+            raise ValueError("a header holds a brain summary only with continues")
+        return self
+
+    def machine(self, previous: LoopMachine | None = None) -> LoopMachine:
+        """The run's starting brain: the snapshot's (a fresh one when the header holds none);
+        for a header that ``continues`` the previous run, ``previous.next_run()``, where
+        ``previous`` is the brain the trace's previous run ended with, as the reader rebuilt it.
+        Raises ``ContinuationError`` when there is no such brain; the caller checks its digest
+        (``continues``), which is where a replay diverges."""
+        if self.continues is not None:
+            if previous is None or not (previous.is_terminal and previous.finalized):
+                raise ContinuationError(
+                    "the header continues the previous run, but no run ended before it"
+                )
+            return previous.next_run()
+        if self.snapshot is None:
+            return LoopMachine()
+        return LoopMachine.from_snapshot(self.snapshot)
+
+
+class ContinuationError(ValueError):
+    """A header that continues the previous run where no run ended before it."""
+
+
+class StepRecord(_Record):
+    type: Literal["step"] = "step"
+    policy: MachinePolicy
+    step: MachineStep
+    #: (v2) True when secrets were scrubbed from the step (a tool call's arguments).
+    scrubbed: bool = False
 
 
 class _FeedBase(_Record):

@@ -149,10 +149,12 @@ class TraceWriter:
         created: str | None = None,
         engine_version: str | None = None,
         continues: str | None = None,
+        brain: BrainSummary | None = None,
     ) -> HeaderRecord:
         """A run's header: its brain's ``snapshot`` (None: a fresh brain), or, for a run that
         goes on from the brain this trace's previous run ended with, ``continues``: the digest
-        of that brain's ``next_run()`` (a version 3 header, without the snapshot). Such a
+        of that brain's ``next_run()`` (a version 3 header, without the snapshot), and its
+        ``brain`` summary (``BrainSummary.of``). Such a
         header is marked ``scrubbed`` when a record that built the brain before it was: the
         brain a reader rebuilds then holds the placeholders, and its digest is not the one
         named."""
@@ -166,6 +168,7 @@ class TraceWriter:
             scrubbed=continues is not None and self.brain_scrubbed,
             scrub_key=self.scrubber.key_id,
             continues=continues,
+            brain=brain,
         )
         record, text = self._scrubbed(record, record.model_dump_json())
         if continues is None:
