@@ -5,7 +5,8 @@ type      fields
 ========  =====================================================================================
 header    ``format`` ("loopctl-trace"), ``version``, ``engine_version``, ``created``, the
           starting machine ``snapshot`` (or null: a fresh ``LoopMachine()``), free ``metadata``;
-          (v3) or, instead of a snapshot, ``continues``: the digest of the brain it starts from
+          (v3) or, instead of a snapshot, ``continues``: the digest of the brain it starts
+          from, and that brain's small fields (``brain``, as a feed record's)
 step      the ``policy`` handed in and the ``step`` the brain answered
 feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.trace.feeds``) and the
           machine's ``digest`` right after it
