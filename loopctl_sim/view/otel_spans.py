@@ -104,7 +104,8 @@ def trace_to_spans(
             if snap.get("started"):
                 spans.resumed(at, turns=snap.get("turns_taken"))
             elif isinstance(rec.get("continues"), str):  # the previous run's next_run()
-                spans.start_run(at, history_messages=history)
+                named = (rec.get("brain") or {}).get("history")
+                spans.start_run(at, history_messages=named if isinstance(named, int) else history)
             else:
                 spans.start_run(at, history_messages=len(snap.get("history") or ()))
         elif kind == "step":

@@ -196,3 +196,10 @@ def test_views_say_the_run_continues(session: Path) -> None:
     described = describe(records[_header_at(records, 1)])
     assert described.kind == "header"
     assert "continues the previous run, brain " in described.lines[0]
+
+
+def test_otel_spans_of_a_session_say_each_run_s_history() -> None:
+    from loopctl_sim.view.otel_spans import export_spans
+
+    runs = [s for s in export_spans(SHIPPED) if s.name.startswith("invoke_agent")]
+    assert [s.attributes["loopctl.history_messages"] for s in runs] == [0, 6, 10]
