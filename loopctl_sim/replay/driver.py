@@ -12,7 +12,9 @@ pass, and stops at the first difference with a report in the user's terms.
 Recorded cancels and injections are given through the driver's ``before_step`` seam at the step
 where the trace has them (unless the agent has a ``before_step`` hook of its own, which then
 runs live); a header in the middle of a run (a resume after a crash) stops the run there and
-resumes the brain in a fresh body, built by the factory again. The header may come anywhere, as
+resumes the brain in a fresh body, built by the factory again. A run whose header continues the
+previous run (trace format v3: the same recorder saw that run end) goes on in the same loop, as
+the recorded session did, so what the agent keeps across runs is replayed as it was. The header may come anywhere, as
 ``loopctl-sim resume`` writes it after a kill -9 (in the middle of a model call, a tool wave, a
 compaction): the replayed run stops where the trace's did (``Killed``), and the feeds the resume
 made before its first step (the cut exchange finished) are given to the brain as recorded. A
@@ -167,7 +169,8 @@ async def _runs(
             return
         if machine.started:
             _finishing(cursor, checker, machine)
-        loop = body(machine)
+        if loop is None or not _goes_on(found, loop):
+            loop = body(machine)
         cancel = CancelSignal()
         recorded_tools.cancel = cancel
         if isinstance(loop.client, ReplayClient):
@@ -209,6 +212,15 @@ async def _runs(
     if loop is not None:
         result.machine = loop.machine
         result.final_digest = loop.machine.digest()
+
+
+def _goes_on(header: HeaderRecord | HeaderLine, loop: BareLoop) -> bool:
+    """Whether the run after ``header`` goes on in ``loop``: a header that continues the
+    previous run (v3) was written by the recorder that saw that run end, so the recorded
+    session went on in the same loop, whose state across runs (a hook's count, a tool's cache)
+    the replay keeps too; ``loop.run()`` takes its brain's ``next_run()``, as it did."""
+    continues = isinstance(header, HeaderRecord) and header.continues is not None
+    return continues and loop.machine.finalized
 
 
 def _starting_brain(

@@ -6,14 +6,20 @@ the invariant walk and the views. Shown on the sample support agent, one convers
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from examples.support_agent import agent as support
 from examples.support_agent.record import HERE, record
+from loopctl import BareLoop, Deny, Hooks, Message, RunConfig, ToolCall
+from loopctl.testing import ScriptedClient
 from loopctl_sim import (
+    TraceRecorder,
     check_trace,
     replay_agent,
     replay_trace,
@@ -203,3 +209,51 @@ def test_otel_spans_of_a_session_say_each_run_s_history() -> None:
 
     runs = [s for s in export_spans(SHIPPED) if s.name.startswith("invoke_agent")]
     assert [s.attributes["loopctl.history_messages"] for s in runs] == [0, 6, 10]
+
+
+def _counting_agent(client: Any = None, observers: Sequence[Any] = ()) -> BareLoop:
+    """An agent that keeps state across runs: its hook refuses every call after the second
+    one this loop has seen (a budget per session)."""
+    seen: list[str] = []
+
+    def budget(call: ToolCall) -> Deny | None:
+        seen.append(call.id)
+        return Deny("the session's budget of two calls is spent") if len(seen) > 2 else None
+
+    return BareLoop(
+        client,
+        [support.lookup_order],
+        RunConfig(max_turns=5),
+        hooks=Hooks(pre_tool=[budget]),
+        observers=list(observers),
+    )
+
+
+def test_a_session_goes_on_in_one_loop_so_state_across_runs_replays(tmp_path: Path) -> None:
+    def record_session(path: Path, *, snapshot_headers: bool) -> Path:
+        replies: list[Message] = []
+        for run in range(3):
+            call = ToolCall(id=f"r{run}", name="lookup_order", arguments={"order_id": "A-1001"})
+            replies += [Message.assistant("", [call]), Message.assistant(f"answer {run}")]
+        recorder = TraceRecorder(path, snapshot_headers=snapshot_headers)
+        loop = _counting_agent(ScriptedClient(replies), [recorder])
+
+        async def go() -> None:
+            for run in range(3):
+                await loop.run(f"question {run}")
+
+        asyncio.run(go())
+        recorder.close()
+        return path
+
+    path = record_session(tmp_path / "budget.jsonl", snapshot_headers=False)
+    fed = [r for r in read_trace(path) if r.type == "feed" and r.name == "tool_results"]
+    errors = [r.args.message.tool_results[0].is_error for r in fed]  # type: ignore[union-attr]
+    assert errors == [False, False, True]  # the third run's call was over the budget
+    replayed = replay_agent(path, _counting_agent)
+    assert replayed.ok and replayed.runs == 3, replayed.summary()
+    # the same session with every header a snapshot says nothing of one loop: each run is
+    # replayed in a fresh one, whose budget is whole again, and the third run diverges
+    every = record_session(tmp_path / "every.jsonl", snapshot_headers=True)
+    d = replay_agent(every, _counting_agent).divergence
+    assert d is not None and d.what == "feed" and "lookup_order" in d.message
