@@ -12,14 +12,16 @@ pass, and stops at the first difference with a report in the user's terms.
 Recorded cancels and injections are given through the driver's ``before_step`` seam at the step
 where the trace has them (unless the agent has a ``before_step`` hook of its own, which then
 runs live); a header in the middle of a run (a resume after a crash) stops the run there and
-resumes the brain in a fresh body, built by the factory again. A run whose header continues the
-previous run (trace format v3: the same recorder saw that run end) goes on in the same loop, as
-the recorded session did, so what the agent keeps across runs is replayed as it was. The header may come anywhere, as
+resumes the brain in a fresh body, built by the factory again. The header may come anywhere, as
 ``loopctl-sim resume`` writes it after a kill -9 (in the middle of a model call, a tool wave, a
 compaction): the replayed run stops where the trace's did (``Killed``), and the feeds the resume
 made before its first step (the cut exchange finished) are given to the brain as recorded. A
 trace that ends under a run (a crash, a Ctrl-C, a header with nothing after it) replays up to its
 last record and says so: it is not a divergence.
+
+A run whose header continues the previous run (trace format v3: the same recorder saw that run
+end) goes on in the same loop, as the recorded session did, so what the agent keeps across runs
+is replayed as it was.
 
 The trace is streamed (``Cursor``): memory stays flat whatever its length.
 """
