@@ -95,8 +95,10 @@ def session_replies(names: Sequence[str] = SESSION) -> list[Message]:
 
 def record(name: str, *, snapshot_headers: bool = False) -> str:
     """The trace of conversation ``name`` (or of the ``session``) as text."""
-    names = SESSION if name == "session" else (name,)
-    replies = session_replies(names) if name == "session" else CONVERSATIONS[name][1]
+    if name == "session":
+        names, replies = SESSION, session_replies(SESSION)
+    else:
+        names, replies = (name,), CONVERSATIONS[name][1]
     out = io.StringIO()
     recorder = TraceRecorder(
         out,

@@ -47,6 +47,7 @@ from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     BrainSummary,
+    ContinuationError,
     HeaderLine,
     HeaderRecord,
     StepRecord,
@@ -221,8 +222,7 @@ def _goes_on(header: HeaderRecord | HeaderLine, loop: BareLoop) -> bool:
     previous run (v3) was written by the recorder that saw that run end, so the recorded
     session went on in the same loop, whose state across runs (a hook's count, a tool's cache)
     the replay keeps too; ``loop.run()`` takes its brain's ``next_run()``, as it did."""
-    continues = isinstance(header, HeaderRecord) and header.continues is not None
-    return continues and loop.machine.finalized
+    return isinstance(header, HeaderRecord) and header.continues is not None
 
 
 def _starting_brain(
@@ -240,6 +240,9 @@ def _starting_brain(
     exactly that brain (``HeaderLine.holds``: the hash of the snapshot's text, which is never
     built), it is the replay's own brain."""
     previous = None if loop is None else loop.machine
+    if isinstance(header, HeaderRecord) and header.continues is not None:
+        result.runs += 1  # (v3) no snapshot: the replayed run's next_run()
+        return _continued(checker, line, header, None if killed else previous)
     expected = None
     if previous is not None and not killed:
         expected = previous.next_run() if previous.finalized else previous
@@ -252,9 +255,6 @@ def _starting_brain(
     rec = header.record() if isinstance(header, HeaderLine) else header
     if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
         checker.scrubbed_from(line)
-    if rec.continues is not None:  # (v3) no snapshot: the replayed run's next_run()
-        result.runs += 1
-        return _continued(checker, line, rec, previous, expected if not killed else None)
     if rec.snapshot is not None and rec.snapshot.started:
         result.resumes += 1
     else:
@@ -278,28 +278,28 @@ def _starting_brain(
 
 
 def _continued(
-    checker: Checker,
-    line: int,
-    rec: HeaderRecord,
-    previous: LoopMachine | None,
-    expected: LoopMachine | None,
+    checker: Checker, line: int, rec: HeaderRecord, previous: LoopMachine | None
 ) -> LoopMachine:
     """The brain of a header that continues the previous run: the replayed run's
-    ``next_run()`` (``expected``), whose digest must be the one the header names."""
-    if previous is None or expected is None or not previous.finalized:
+    ``next_run()`` (``previous``: that run's brain, None after a kill), whose digest must be the
+    one the header names."""
+    if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
+        checker.scrubbed_from(line)
+    try:
+        machine = rec.machine(previous)
+    except ContinuationError as exc:
         checker.fail(
             line,
             rec.seq,
             "snapshot",
-            "the header continues the previous run, which the replayed driver did not end",
+            f"{exc} in the replay",
             {"continues": rec.continues},
             None if previous is None else brain_fields(BrainSummary.of(previous)),
         )
-    assert expected is not None  # fail() raised otherwise
-    if checker.digests and not rec.scrubbed and expected.digest() != rec.continues:
-        why, named, found = continuation_divergence(rec.continues, rec.brain, expected)
+    if checker.digests and machine.digest() != rec.continues:
+        why, named, found = continuation_divergence(rec.continues, rec.brain, machine)
         checker.fail(line, rec.seq, "snapshot", why, named, found)
-    return expected
+    return machine
 
 
 def _check_resumed(checker: Checker, line: int, seq: int, machine: LoopMachine) -> None:

@@ -71,9 +71,9 @@ def _sha(*parts: str) -> str:
 
 
 def _prefix(context_json: str) -> Any:  # hashlib's sha256 object (its type is private)
-    """A sha256 that has hashed a request digest's first part (the context and its separator):
-    ``_digest(_prefix(c), f) == request_digest(c, f)`` (UTF-8 encodes a joined text as the
-    join of its parts' encodings)."""
+    """A sha256 that has hashed a request digest's first part (the context and its separator),
+    kept by ``RequestLog`` while the context stays the same: ``request_digest`` is
+    ``_digest(_prefix(context), fingerprint)``."""
     return hashlib.sha256((context_json + "\0").encode("utf-8"))
 
 
@@ -91,7 +91,7 @@ def canonical_context(context: Mapping[str, Any]) -> str:
 def request_digest(context_json: str, fingerprint: str) -> str:
     """A request's digest: its canonical context and what stands for its messages (the brain's
     digest, or ``messages_fingerprint`` of messages the driver did not take from the brain)."""
-    return _sha(context_json, fingerprint)
+    return _digest(_prefix(context_json), fingerprint)
 
 
 def messages_fingerprint(messages: Sequence[Message]) -> str:
@@ -180,7 +180,7 @@ class RequestLog:
         context, context_json, names, prefix = self._context(request, model, provider)
         messages = request.messages
         fingerprint = brain_digest if brain_digest is not None else messages_fingerprint(messages)
-        digest = _digest(prefix, fingerprint)  # request_digest(context_json, fingerprint)
+        digest = _digest(prefix, fingerprint)  # request_digest, its context already hashed
         data: dict[str, Any] = {
             "digest": digest,
             "n_messages": len(messages),

@@ -81,7 +81,6 @@ def trace_to_spans(
     spans: GenAiSpans | None = None
     base = 0
     count = 0
-    history = 0  # the brain's history length after the last feed (a v3 header holds none)
     for record in reader:
         rec = record.model_dump(mode="json")
         count += 1
@@ -103,18 +102,18 @@ def trace_to_spans(
             snap = rec.get("snapshot") or {}
             if snap.get("started"):
                 spans.resumed(at, turns=snap.get("turns_taken"))
-            elif isinstance(rec.get("continues"), str):  # the previous run's next_run()
+            elif isinstance(rec.get("continues"), str):  # (v3) its brain's summary says
                 named = (rec.get("brain") or {}).get("history")
-                spans.start_run(at, history_messages=named if isinstance(named, int) else history)
+                if type(named) is int:
+                    spans.start_run(at, history_messages=named)
+                else:  # a header written without its summary: the count is not known
+                    spans.start_run(at)
             else:
                 spans.start_run(at, history_messages=len(snap.get("history") or ()))
         elif kind == "step":
             step = rec.get("step") or {}
             spans.step(str(step.get("kind")), step.get("turn"), at)
         elif kind == "feed":
-            brain = rec.get("brain")
-            if isinstance(brain, dict) and isinstance(brain.get("history"), int):
-                history = brain["history"]
             args = rec.get("args")
             spans.feed(str(rec.get("name")), args if isinstance(args, dict) else {}, at)
         elif kind == "io":
