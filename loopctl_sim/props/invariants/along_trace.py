@@ -26,7 +26,6 @@ from loopctl_sim.props.invariants.state import (
     check_terminal_sticky,
     check_transition,
 )
-from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.trace import (
     ContinuationError,
     HeaderRecord,
@@ -64,8 +63,7 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
                 return problems
             named = record.continues
             if named is not None and not record.scrubbed and machine.digest() != named:
-                why = continuation_divergence(named, record.brain, machine)[0]
-                found.append(_p(REFUSAL_CODE, why))
+                found.append(_p(REFUSAL_CODE, "next_run() is not the brain the header names"))
             found += check_machine(machine)
         elif machine is None:
             continue
