@@ -3,11 +3,13 @@
 The turn is one tool-using turn of ``bench_driver``'s run (``FunctionClient``, one ``add`` call,
 async tool, T = 100). Each piece is what the driver does once per such turn (or as noted), run
 alone in a loop on the same objects, best of 5 batches (timeit's rule: on a shared machine the
-least disturbed figure): the fake model's stream, the fold, the request, the brain's feeds and
-steps, the policy, dispatch (and within it argument validation), the results message and token
-estimates, the run's usage, and the observers (one no-op observer's cost per turn, from whole
-runs with and without it). ``rest`` is the measured turn less the pieces that make it up: the
-driver's own glue (its frames, the feeds' calls, the awaits and the stream's async iteration).
+least disturbed figure): the fake model's reply (whole, as the driver asks for it when nobody
+watches the stream; a loopctl without ``whole_reply`` streams it and folds the events), the
+request, the brain's feeds and steps, the policy, dispatch (and within it argument validation),
+the results message and token estimates, the run's usage, and the observers (one no-op
+observer's cost per turn, from whole runs with and without it). ``rest`` is the measured turn
+less the pieces that make it up: the driver's own glue (its frames, the feeds' calls, the
+awaits).
 
 The pieces are timed through loopctl's public seams (``fold_events``, ``dispatch``, the
 brain's feeds, ``BareLoop.policy``), so this module also measures an older loopctl: where a
@@ -54,7 +56,6 @@ TURNS = 100
 #: The pieces that make up the measured turn (``rest`` is the turn less these).
 IN_THE_TURN = (
     "model",
-    "fold",
     "request",
     "brain",
     "policy",
@@ -165,8 +166,10 @@ def pieces(n: int = 2_000) -> dict[str, float | None]:
             registries[kind] = None
     small, large = LoopMachine(prefilled(10)), LoopMachine(prefilled(10_000))
     usage_per_run = _usage(TURNS)
+    whole = hasattr(FunctionClient, "whole_reply")  # this loopctl hands a reply over whole
     out: dict[str, float | None] = {
-        "fold": _best_us(lambda: fold_events(events), n),
+        # a watched stream is folded; a reply taken whole (``whole_reply``) is not
+        "fold of a watched stream": _best_us(lambda: fold_events(events), n),
         "request": _best_us(_request(small, loop), n),
         "request at 10,000 messages": _best_us(_request(large, loop), n // 4),
         "brain": _brain_turn(n),
@@ -187,7 +190,14 @@ def pieces(n: int = 2_000) -> dict[str, float | None]:
             async for _ in client.stream(request):
                 pass
 
-        timed: dict[str, float | None] = {"model": await _best_await_us(stream, n)}
+        async def reply() -> None:
+            if whole:
+                await client.whole_reply(request)  # type: ignore[attr-defined,unused-ignore]
+            else:  # an older loopctl: streamed and folded
+                fold_events([event async for event in client.stream(request)])
+
+        timed: dict[str, float | None] = {"model": await _best_await_us(reply, n)}
+        timed["stream of a watched reply"] = await _best_await_us(stream, n)
         for kind, registry in registries.items():
             key = "dispatch" if kind == "async" else f"dispatch, {kind} tool"
             if registry is None:

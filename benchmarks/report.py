@@ -71,8 +71,9 @@ def print_driver(result: dict[str, Any]) -> None:
 
 #: What each piece of ``bench_turn`` is, for the printed table.
 PIECES = {
-    "model": "fake model: FunctionClient's stream (reply fn + reply_events)",
-    "fold": "fold: fold_events of the reply's events",
+    "model": "fake model: FunctionClient's reply, whole (older: stream + fold)",
+    "stream of a watched reply": "a watched reply's stream (reply fn + reply_events)",
+    "fold of a watched stream": "a watched reply's fold (fold_events)",
     "request": "request: the ModelRequest (10 messages)",
     "brain": "brain: 2 next_step + 3 feeds",
     "policy": "policy: BareLoop.policy(), twice",

@@ -17,7 +17,7 @@ The driver decides what to do with it (retry, emergency compaction, fail the run
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,13 @@ from loopctl.core import (
 from loopctl.core.built import built
 from loopctl.core.jsontext import loads
 from loopctl.core.messages import message_of, text_part
-from loopctl.core.values import MAX_NESTING, might_be_nonfinite, nesting_bound, value_problem
+from loopctl.core.values import (
+    MAX_NESTING,
+    might_be_nonfinite,
+    nesting_bound,
+    plain_json,
+    value_problem,
+)
 from loopctl.events import (
     AttemptAbandoned,
     Events,
@@ -69,8 +75,12 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UsageEvent",
+    "WholeReply",
+    "WholeReplyClient",
     "fold_events",
+    "folded",
     "reply_events",
+    "whole_reply_of",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -144,6 +154,47 @@ class ApiClient(Protocol):
     """A model provider. ``stream`` yields events for one request; raise ``ApiError`` on failure."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+class WholeReplyClient(ApiClient, Protocol):
+    """A client that holds each reply whole before it streams it (a scripted model, a replay, a
+    simulated world) may also answer ``whole_reply(request)``: what folding the events
+    ``stream(request)`` would yield gives (``fold_events``), or the same ``ApiError``, for the
+    same request in the same state (one call stands for the other: each uses a reply up).
+
+    The driver calls it instead of ``stream`` when nobody watches the stream (no ``on_stream``):
+    a reply built as events only to be folded back is work that changes nothing. ``folded``
+    builds the answer without the events when the message is already in the fold's form.
+    """
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply: ...
+
+
+WholeReply = Callable[[ModelRequest], Awaitable[ModelReply]]
+
+_WHOLE: dict[type, bool] = {}  # by client class: whether its whole_reply stands for its stream
+
+
+def whole_reply_of(client: object) -> WholeReply | None:
+    """``client.whole_reply`` when it stands for ``client.stream``, else None (stream it).
+
+    It stands for it when the class that gives the client its ``stream`` gives it its
+    ``whole_reply`` too, or a subclass of it does: a subclass that overrides only ``stream``
+    (to add a delay, a log) keeps its override, and a proxy forwarding other names through
+    ``__getattr__`` is streamed (its ``stream`` is the one that wraps). Looked up on the class,
+    once per class."""
+    cls = type(client)
+    known = _WHOLE.get(cls)
+    if known is None:
+        known = False
+        for klass in cls.__mro__:
+            if "whole_reply" in klass.__dict__:
+                known = True
+                break
+            if "stream" in klass.__dict__:
+                break
+        _WHOLE[cls] = known
+    return client.whole_reply if known else None  # type: ignore[attr-defined]
 
 
 # --- the fold (pure) -------------------------------------------------------------------------
@@ -269,6 +320,53 @@ def reply_events(
     reason = stop_reason or ("tool_use" if message.tool_calls else "end_turn")
     events.append(Events.stop(reason))
     return events
+
+
+def folded(
+    message: Message,
+    usage: Usage | None = None,
+    stop_reason: str | None = None,
+    *,
+    sort_keys: bool = False,
+) -> ModelReply | None:
+    """``fold_events(reply_events(message, usage, stop_reason))``, equal, without the events,
+    when ``message`` is already in the form the fold makes; None when it is not (then only the
+    fold says what comes out: the caller folds the events).
+
+    The fold's form: an assistant message whose parts are segments (a reasoning or provider
+    part ends one), each holding at most one text part, not empty, and then its calls; the
+    calls' arguments JSON data that the fold's write-and-read gives back equal and in order
+    (``loopctl.core.values.plain_json``; with ``sort_keys``, for a stream that writes them
+    with sorted keys, in sorted order); a part's data within the door's limits. The message
+    itself is the reply's (its models are frozen). Tests pin this to the fold for generated
+    messages; a simulated turn spent a fifth of its time building and folding such events.
+    """
+    if message.role != "assistant":
+        return None
+    text = calls = called = False  # the segment holds a text, calls; the message a call
+    for part in message.parts:
+        kind = type(part)
+        if kind is ToolCall:
+            if not plain_json(part.arguments, sort_keys):  # type: ignore[union-attr]
+                return None
+            calls = called = True
+        elif kind is TextPart:
+            if text or calls or not part.text or type(part.text) is not str:  # type: ignore[union-attr]
+                return None
+            text = True
+        elif kind is ThinkingPart or kind is ProviderPart:
+            data = part.data  # type: ignore[union-attr]
+            if data and value_problem(data) is not None:
+                return None
+            text = calls = False
+        else:
+            return None
+    values = {
+        "message": message,
+        "usage": _NO_USAGE if usage is None else usage,
+        "stop_reason": stop_reason or ("tool_use" if called else "end_turn"),
+    }
+    return built(ModelReply, values, _REPLY_GIVEN)
 
 
 def _finish_call(buf: _CallBuffer) -> ToolCall:

@@ -28,7 +28,7 @@ import math
 import re
 from typing import Any, Final
 
-__all__ = ["MAX_NESTING", "might_be_nonfinite", "nesting_bound", "value_problem"]
+__all__ = ["MAX_NESTING", "might_be_nonfinite", "nesting_bound", "plain_json", "value_problem"]
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
@@ -78,3 +78,42 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
             if isinstance(child, dict | list | tuple | float):
                 stack.append((child, depth + 1))
     return None
+
+
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def plain_json(value: Any, sort_keys: bool = False) -> bool:
+    """Whether writing ``value`` as JSON and reading it back gives an equal value, in the same
+    order, that the door would let in: dicts with ``str`` keys (in sorted order, given
+    ``sort_keys``: a text written with ``sort_keys=True`` reads back sorted), lists, strings,
+    ints, booleans, None and finite floats, of exactly these types (a tuple reads back as a
+    list, a subclass as its base), nested within ``MAX_NESTING``. False says only "not
+    surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            if sort_keys and list(item) != sorted(item):
+                return False
+            children: Any = item.values()
+        elif kind is list:
+            children = item
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+            continue
+        elif kind in _SCALARS:
+            continue
+        else:
+            return False
+        if depth >= MAX_NESTING:
+            return False
+        for child in children:
+            stack.append((child, depth + 1))
+    return True

@@ -27,6 +27,7 @@ from loopctl.api import (
     ModelRequest,
     StreamEvent,
     fold_events,
+    whole_reply_of,
 )
 from loopctl.core import LoopError, LoopMachine, Message
 from loopctl.core.built import built
@@ -111,13 +112,20 @@ class ModelCaller:
             observer.io(event)
 
     async def _stream(self, request: ModelRequest) -> ModelReply:
-        events: list[StreamEvent] = []
+        """One attempt: the client's stream, folded; or, when nobody watches the stream and the
+        client holds its replies whole (``WholeReplyClient``), the reply the fold would give.
+        Either way the door's checks run (``fold_events``, ``folded``) and then the call ids'."""
         on_stream = self.on_stream
+        whole = whole_reply_of(self.client) if on_stream is None else None
+        events: list[StreamEvent] = []
         try:
-            async for event in self.client.stream(request):
-                events.append(event)
-                if on_stream is not None:
-                    on_stream(event)
+            if whole is not None:
+                reply: ModelReply = await whole(request)
+            else:
+                async for event in self.client.stream(request):
+                    events.append(event)
+                    if on_stream is not None:
+                        on_stream(event)
         except (ApiError, GeneratorExit):
             raise
         except Exception as exc:  # a client bug or an unclassified transport failure
@@ -128,7 +136,8 @@ class ModelCaller:
                     retryable=False,
                 )
             ) from exc
-        reply = fold_events(events)
+        if whole is None:
+            reply = fold_events(events)
         check_call_ids(reply.message)
         return reply
 

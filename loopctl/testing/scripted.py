@@ -6,6 +6,9 @@ JSON fragments, reasoning and provider parts as ``PartEvent`` where they stand),
 fold, middleware and cancel paths are exercised exactly as with a provider. A reply may also be
 a ``LoopError`` (or an ``ApiError``), which fails that call as a provider would, so retries and
 emergency compaction can be scripted.
+
+Both are ``WholeReplyClient``: when nobody watches the stream (no ``on_stream``), the driver
+asks for the reply whole, and gets what the fold of those events gives, without building them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from loopctl.api import (
     ModelRequest,
     StreamEvent,
     Usage,
+    fold_events,
+    folded,
 )
 from loopctl.core import LoopError, Message
 from loopctl.core.jsontext import DUMPS
@@ -81,6 +86,15 @@ class ScriptedClient:
         return len(self.replies) - self._next
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        for event in reply_events(self._take(request)):
+            yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
+        return _whole(self._take(request))
+
+    def _take(self, request: ModelRequest) -> Message | ModelReply:
+        """The next reply, used up; a scripted error raised."""
         self.requests.append(request)
         if self._next >= len(self.replies):
             raise ApiError(
@@ -93,8 +107,7 @@ class ScriptedClient:
         self._next += 1
         if isinstance(reply, LoopError | ApiError):
             raise _raise_for(reply)
-        for event in reply_events(reply):
-            yield event
+        return reply
 
 
 ReplyFn = Callable[[ModelRequest], Reply | Awaitable[Reply]]
@@ -108,6 +121,15 @@ class FunctionClient:
         self.requests: list[ModelRequest] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        for event in reply_events(await self._take(request)):
+            yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
+        return _whole(await self._take(request))
+
+    async def _take(self, request: ModelRequest) -> Message | ModelReply:
+        """``fn``'s reply; an error it returns raised."""
         self.requests.append(request)
         reply = self.fn(request)
         if type(reply) is not Message:  # a message (the common case) needs neither check
@@ -115,5 +137,17 @@ class FunctionClient:
                 reply = await reply
             if isinstance(reply, LoopError | ApiError):
                 raise _raise_for(reply)
-        for event in reply_events(reply):
-            yield event
+        return reply
+
+
+def _whole(reply: Message | ModelReply) -> ModelReply:
+    """What folding ``reply_events(reply)`` gives: the reply itself when it is in the fold's
+    form (``loopctl.api.folded``), else the fold of its events."""
+    if type(reply) is Message:  # the common case: isinstance of a pydantic class costs more
+        message, usage, stop_reason = reply, None, None
+    elif isinstance(reply, ModelReply):
+        message, usage, stop_reason = reply.message, reply.usage, reply.stop_reason
+    else:
+        return fold_events(reply_events(reply))  # a subclass of Message, or its TypeError
+    whole = folded(message, usage, stop_reason)
+    return whole if whole is not None else fold_events(reply_events(reply))

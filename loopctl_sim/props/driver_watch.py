@@ -39,7 +39,15 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from loopctl.api import ApiClient, ApiError, ModelRequest, StreamEvent, fold_events
+from loopctl.api import (
+    ApiClient,
+    ApiError,
+    ModelReply,
+    ModelRequest,
+    StreamEvent,
+    fold_events,
+    whole_reply_of,
+)
 from loopctl.core import (
     CallLLM,
     CallTools,
@@ -108,8 +116,29 @@ class _CountingClient:
         except ApiError as exc:
             self.watch.attempts.append(exc)
             raise
+        self._tell(lambda: fold_events(events))
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The inner client's reply whole (or its stream folded), told to the watch the same
+        way: the driver asks for it when nobody watches the stream."""
+        self.watch._attempt_started()
+        whole = whole_reply_of(self.inner)
         try:
-            check_call_ids(fold_events(events).message)
+            if whole is not None:
+                reply = await whole(request)
+            else:
+                reply = fold_events([event async for event in self.inner.stream(request)])
+        except ApiError as exc:
+            self.watch.attempts.append(exc)
+            raise
+        self._tell(lambda: reply)
+        return reply
+
+    def _tell(self, fold: Callable[[], ModelReply]) -> None:
+        """A sent attempt told to the watch: failed if its fold or its call ids fail (the
+        driver then fails it), else good."""
+        try:
+            check_call_ids(fold().message)
         except ApiError as exc:
             self.watch.attempts.append(exc)
         else:

@@ -2,7 +2,8 @@
 not run live.
 
 ``ReplayClient`` is an ``ApiClient`` whose every attempt gets the trace's: the recorded reply,
-streamed as a provider streams it (``loopctl.api.reply_events``), or the recorded error. Whether
+streamed as a provider streams it (``loopctl.api.reply_events``), or whole when nobody watches the
+stream (``whole_reply``, what the fold of those events gives), or the recorded error. Whether
 an error is retried is the agent's own retry policy (agent replay: a changed retry config is a
 divergence) or, replaying the built-in driver, the trace's (``trace_retries``).
 
@@ -23,7 +24,16 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import NoReturn
 
-from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
+from loopctl.api import (
+    ApiError,
+    ModelReply,
+    ModelRequest,
+    StreamEvent,
+    Usage,
+    fold_events,
+    folded,
+    reply_events,
+)
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
@@ -66,6 +76,20 @@ class ReplayClient:
         self._usage: tuple[object, Usage] = (None, Usage())  # the last recorded usage, read
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        message, usage, stop = await self._attempt(request)
+        for event in reply_events(message, usage, stop):
+            yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)`` without the events (``loopctl.api.WholeReplyClient``):
+        a recorded reply was folded when it was recorded, so it is in the fold's form."""
+        message, usage, stop = await self._attempt(request)
+        whole = folded(message, usage, stop)
+        return whole if whole is not None else fold_events(reply_events(message, usage, stop))
+
+    async def _attempt(self, request: ModelRequest) -> tuple[Message, Usage, str | None]:
+        """This attempt's recorded reply (message, usage, stop reason), or its recorded error
+        raised; an attempt the trace does not hold is a divergence (or a cancel, or a kill)."""
         if request.turn != self._turn:
             self._turn, self.attempts = request.turn, 0
         self.attempts += 1
@@ -107,10 +131,8 @@ class ReplayClient:
         recorded_usage = data.get("usage") or {}
         if recorded_usage != self._usage[0]:  # mostly the same as the reply before: kept
             self._usage = (recorded_usage, _validate_usage(recorded_usage))
-        usage = self._usage[1]
         stop = data.get("stop_reason")
-        for event in reply_events(message, usage, stop if isinstance(stop, str) else None):
-            yield event
+        return message, self._usage[1], stop if isinstance(stop, str) else None
 
 
 def _retried_next(cursor: Cursor) -> bool:

@@ -6,7 +6,8 @@ built-in simulated world:
 
 - ``FaultyClient``: an ``ApiClient`` over a *model source* (an exploring model, a script) that
   applies the model-side faults: the provider errors of ``fault_error`` raised, the streams of
-  ``faulty_reply`` sent (broken, with invalid argument JSON, renamed or duplicated calls);
+  ``faulty_reply`` sent (broken, with invalid argument JSON, renamed or duplicated calls), or,
+  when nobody watches the stream, their fold (``delivered_reply``);
 - ``ToolFaults``: the innermost tool middleware (below the user's hooks and middleware, which
   see every faulted result as they would a real one) that runs each call live, simulated (a
   stand-in answers, the real tool never runs) or scripted, and applies the tool-side faults;
@@ -32,7 +33,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Protocol
 
-from loopctl.api import ModelRequest, StreamEvent, Usage
+from loopctl.api import ModelReply, ModelRequest, StreamEvent, Usage
 from loopctl.core import (
     CallTools,
     CompactReason,
@@ -53,6 +54,7 @@ from loopctl_sim.sim.world import (
     ModelScript,
     ToolFn,
     ToolHang,
+    delivered_reply,
     distort,
     fault_error,
     fault_result,
@@ -145,6 +147,19 @@ class FaultyClient:
         self.script: list[Message] = []  # every reply delivered intact, in order
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        fault, message, usage = self._attempt(request)
+        for event in faulty_reply(fault, message, usage, self.requests):
+            yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)``, without the events where the fault leaves the reply
+        whole (``loopctl.api.WholeReplyClient``; ``delivered_reply``)."""
+        fault, message, usage = self._attempt(request)
+        return delivered_reply(fault, message, usage, self.requests)
+
+    def _attempt(self, request: ModelRequest) -> tuple[Fault | None, Message, Usage | None]:
+        """Request number ``requests``: its fault (an error fault raised), the reply it
+        answers, that reply's usage; the reply used up if it is delivered intact."""
         self.requests += 1
         fault = self.plan.model_fault(self.requests)
         if fault is not None:
@@ -158,13 +173,11 @@ class FaultyClient:
         intact = fault is None or fault.kind == "unknown_tool"
         message = self.source.peek(request)
         usage = self.usage(request, message) if self.usage is not None else None
-        events = faulty_reply(fault, message, usage, self.requests)
         if intact:
             self.source.deliver(request)
             self.script.append(message)
             self.replies += 1
-        for event in events:
-            yield event
+        return fault, message, usage
 
 
 def simulated_result(call: ToolCall) -> str:

@@ -18,7 +18,6 @@ question again. The machine-level simulator (``loopctl_sim.sim.machine``) and th
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from loopctl.api import (
     ToolCallStart,
     Usage,
     fold_events,
+    folded,
 )
 from loopctl.core import (
     CompactReason,
@@ -301,55 +301,27 @@ def faulty_reply(
 
 
 def delivered_reply(
-    fault: Fault | None, message: Message, usage: Usage, request: int = 0
+    fault: Fault | None, message: Message, usage: Usage | None, request: int = 0
 ) -> ModelReply:
     """``fold_events(faulty_reply(fault, message, usage, request))``: what the driver makes of
-    the reply.
+    the reply (a ``FaultyClient``'s ``whole_reply``, the brain-level simulator's reply).
 
-    The stream is built and folded only when the fault is in the stream itself; otherwise the
-    fold's result is built directly: the text parts joined into one, each call's arguments read
-    back from the JSON the stream would carry them in (keys sorted, values as JSON gives them
-    back), the usage, and the stop reason. ``tests/sim/test_sim_world.py`` pins it to the fold.
+    The stream is built and folded only when the fault is in the stream itself, or when the
+    message is not already what the fold of its stream gives (``loopctl.api.folded``: this
+    stream carries only text and calls, its arguments with their keys sorted).
+    ``tests/sim/test_sim_world.py`` pins it to the fold.
     """
     streamed = _streamed_message(fault, message, request)
     if streamed is None:
         return fold_events(faulty_reply(fault, message, usage, request))
-    calls = streamed.tool_calls
-    stop = "tool_use" if calls else "end_turn"
-    if _folds_to_itself(streamed):
-        return ModelReply(message=streamed, usage=usage, stop_reason=stop)
-    text = streamed.text
-    parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
-    for call in calls:
-        arguments = json.loads(json.dumps(call.arguments, sort_keys=True))
-        parts.append(ToolCall(id=call.id, name=call.name, arguments=arguments))
-    return ModelReply(
-        message=Message(role="assistant", parts=tuple(parts)), usage=usage, stop_reason=stop
-    )
-
-
-_PLAIN: Final = (str, int, bool, type(None))
-
-
-def _folds_to_itself(message: Message) -> bool:
-    """True when folding ``message``'s stream gives ``message`` back exactly: at most one text
-    part, first and not empty, then only calls whose arguments are flat JSON scalars (strings,
-    ints, booleans, nulls) under keys already in sorted order, which JSON gives back as they are.
-    """
-    if message.role != "assistant":
-        return False
-    parts = message.parts
-    start = 1 if parts and isinstance(parts[0], TextPart) and parts[0].text else 0
-    for part in parts[start:]:
-        if type(part) is not ToolCall:
-            return False
-        arguments = part.arguments
-        if type(arguments) is not dict:
-            return False
-        keys = list(arguments)
-        if keys != sorted(keys) or any(type(v) not in _PLAIN for v in arguments.values()):
-            return False
-    return True
+    for part in streamed.parts:
+        if type(part) is not ToolCall and type(part) is not TextPart:
+            break  # a reasoning or provider part: this stream leaves it out
+    else:
+        whole = folded(streamed, usage, sort_keys=True)
+        if whole is not None:
+            return whole
+    return fold_events(message_events(streamed, usage))
 
 
 # --- tools ------------------------------------------------------------------------------------

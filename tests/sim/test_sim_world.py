@@ -20,6 +20,7 @@ from loopctl import (
     MachinePolicy,
     Message,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
@@ -421,6 +422,12 @@ _REPLIES = [
     Message.assistant("", [ToolCall(id="c6", name="f", arguments={"a": True}), _ODD_CALLS[3]]),
     Message(role="user", parts=(TextPart(text="not an assistant"),)),
     Message(role="assistant", parts=(TextPart(text=""), _ODD_CALLS[3])),
+    # nested arguments under sorted keys, and a reasoning part (this stream leaves it out)
+    Message.assistant("", [ToolCall(id="c7", name="f", arguments={"a": {"c": [1], "d": 2}})]),
+    Message(role="assistant", parts=(ThinkingPart(provider="x", text="t"), TextPart(text="a"))),
+    Message(role="assistant", parts=(_ODD_CALLS[0], TextPart(text="text after a call"))),
+    # the door refuses a number JSON cannot hold: the same error either way
+    Message.assistant("", [ToolCall(id="c8", name="f", arguments={"x": float("nan")})]),
 ]
 
 
