@@ -71,7 +71,7 @@ def print_driver(result: dict[str, Any]) -> None:
 
 #: What each piece of ``bench_turn`` is, for the printed table.
 PIECES = {
-    "model": "fake model: FunctionClient's reply, whole (older: stream + fold)",
+    "model": "fake model: FunctionClient's whole reply (fn + folded)",
     "stream of a watched reply": "a watched reply's stream (reply fn + reply_events)",
     "fold of a watched stream": "a watched reply's fold (fold_events)",
     "request": "request: the ModelRequest (10 messages)",

@@ -4,6 +4,9 @@ A client turns one ``ModelRequest`` into a stream of small events; ``fold_events
 events into one assistant ``Message`` plus ``Usage``. Providers never build ``Message`` objects
 themselves, so every provider's reply is assembled by the same code. ``reply_events`` goes the
 other way (a message as the events that fold back to it: replays and simulated worlds use it).
+A client that holds its replies whole (``WholeReplyClient``: the offline clients, a replay, a
+simulated world) also answers ``whole_reply``, which the driver asks for when nobody watches the
+stream; ``folded`` gives the fold's result for a message already in its form, without events.
 
 Reasoning and provider blocks arrive whole, as ``PartEvent`` (a ``ThinkingPart`` or
 ``ProviderPart``) where the provider put them; ``ThinkingDelta`` streams reasoning text for

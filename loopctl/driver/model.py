@@ -1,7 +1,9 @@
 """Calling the model: middleware chain, streaming fold, retries with backoff, cancel.
 
 The driver asks this module for one reply per ``CallLLM``. Each attempt goes through the model
-middleware (outermost first) to the client's stream; the events are folded into one message. A
+middleware (outermost first) to the client's stream; the events are folded into one message (or,
+when nobody watches the stream and the client holds the reply whole, it is handed over as the
+fold would give it: ``loopctl.api.WholeReplyClient``). A
 retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
 simulation stays deterministic); the last error is raised for the driver to feed to the brain.
 Every failed attempt is told to the stream's watcher (``on_stream``) as ``AttemptAbandoned``:
