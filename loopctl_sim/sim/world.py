@@ -130,34 +130,33 @@ class ModelScript:
     def _chars(self, conversation: Sequence[Message]) -> int:
         """The characters ``CharEstimator`` counts in ``conversation``."""
         counted, sums = self._counted, self._sums
-        same = min(len(conversation), len(counted))
-        view = conversation if isinstance(conversation, Conversation) else None
+        n, k = len(conversation), len(counted)
+        view = conversation if type(conversation) is Conversation else None
         last, self._view = self._view, view
-        if view is not None and last is not None and len(last) == len(counted):
-            known = view.extends(last)  # a later view of the same lists: counted is its prefix
+        if view is not None and last is not None and len(last) == k <= n and view.extends(last):
+            same = k  # a later view of the same lists: counted is its prefix
         else:
-            known = False
-        if (
-            same
-            and not known
-            and not (
+            same = min(n, k)
+            if same and not (
                 conversation[same - 1] is counted[same - 1]
                 and all(map(operator.is_, conversation[:same], counted[:same]))
-            )
-        ):
-            same = next(
-                i for i, (a, b) in enumerate(zip(conversation, counted, strict=False)) if a is not b
-            )
-        del counted[same:]
-        del sums[same + 1 :]
+            ):
+                same = next(
+                    i
+                    for i, (a, b) in enumerate(zip(conversation, counted, strict=False))
+                    if a is not b
+                )
+            if same < k:
+                del counted[same:]
+                del sums[same + 1 :]
         reply, reply_chars = self._reply
-        for i in range(same, len(conversation)):  # by index: a view's slice copies it whole
+        for i in range(same, n):  # by index: a view's slice copies it whole
             message = conversation[i]
             counted.append(message)
             # the last reply is usually next in the conversation (delivered as it was scripted)
             chars = reply_chars if message is reply else message_chars(message)
             sums.append(sums[-1] + chars)
-        return sums[len(conversation)]
+        return sums[n]
 
     def reply(self, conversation: Sequence[Message], index: int) -> Message:
         if self.fn is not None:
