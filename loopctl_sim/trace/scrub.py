@@ -163,8 +163,9 @@ class Scrubber:
         is ``\\t`` there) could hide a match the data holds. The user's patterns have no known
         literal: the text is searched for them."""
         low = json_text.lower()
-        if any(literal in low for literal in LITERALS):
-            return True
+        for literal in LITERALS:  # a loop, not any() over a generator: 9 records a turn ask
+            if literal in low:
+                return True
         return self._user is not None and self._user.search(json_text) is not None
 
     def text(self, text: str) -> str:
