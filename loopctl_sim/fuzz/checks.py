@@ -3,7 +3,8 @@
 1. **invariants**: the brain is checked after every step and every feed (``CheckingMachine`` of
    ``loopctl_sim.fuzz.checker``), exact resume included at every crash;
 2. **determinism**: the case runs twice and both traces (with the fixed creation time
-   ``CREATED``) must be equal byte for byte;
+   ``CREATED``) must be equal byte for byte; at driver level the second run watches the stream,
+   so the driver streams and folds the replies the first took whole (the same run either way);
 3. **crash/restore**: the case runs again with a crash (snapshot, drop, restore) at a random step
    boundary (``crash_variant``); outcome, history and final digest must equal the uninterrupted
    run's;
@@ -20,6 +21,7 @@ case, because the shrinker checks many candidate scenarios against one case's cr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import re
 from collections import Counter
@@ -172,9 +174,11 @@ def _sim_driver(
     writer: TraceWriter | None,
     checked: bool,
     metadata: dict[str, Any],
+    streamed: bool = False,
 ) -> tuple[SimResult, Counter[str]]:
     """``_sim`` through the real ``BareLoop``: the same world, checked from outside the driver
-    (``DriverChecker``) instead of around a brain the simulator drives."""
+    (``DriverChecker``) instead of around a brain the simulator drives. ``streamed``: the run
+    watches the stream, so the driver streams and folds every reply (else it takes each whole)."""
     checker = DriverChecker() if checked else None
     # the hands too: results in call order, each call dispatched once across a crash, attempts
     # and delays against the retry reference, overflow -> Compact(EMERGENCY), the estimate after
@@ -190,10 +194,15 @@ def _sim_driver(
             before_step=checker.before_step if checker is not None else None,
             machine=machine,
             watch=hands,
+            on_stream=_watched if streamed else None,
         )
     except Broken as broken:
         raise Violation(broken.problems, broken.where) from None
     return result, result.fired
+
+
+def _watched(event: object) -> None:
+    """A watcher of the stream that does nothing: its presence makes the driver stream."""
 
 
 def _heal_world(scenario: Scenario, world: World) -> World:
@@ -252,8 +261,12 @@ def _run_world(
     seed: int,
     trace: bool = True,
     level: str = "machine",
+    streamed: bool = False,
 ) -> _Run1:
-    sim = _sim_driver if level == "driver" else _sim
+    if level == "driver":
+        sim: Any = functools.partial(_sim_driver, streamed=streamed)
+    else:
+        sim = _sim
     buf = io.StringIO()
     writer = TraceWriter(buf, scrubber=NOTHING_SECRET) if trace else None
     meta = {"fuzz_seed": seed}
@@ -384,12 +397,19 @@ def check_case(
     if out.failure is not None:
         return out
     if config.check_determinism:
-        second = _run_world(sc, checked=False, heal=config.check_heal, seed=case.seed, level=level)
+        # At driver level the twin watches the stream: the driver streams and folds each reply
+        # the first run took whole, and the two traces must still be equal.
+        second = _run_world(
+            sc, checked=False, heal=config.check_heal, seed=case.seed, level=level, streamed=True
+        )
         out.runs += 1 + (second.heal is not None)
         line = first_difference(first.trace, second.trace)
         if line is not None:
+            twin = " (the second streamed its replies)" if level == "driver" else ""
             out.failure = Failure(
-                "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}"
+                "nondeterminism",
+                "trace",
+                f"two runs of the same seed differ at trace line {line}{twin}",
             )
             return out
     if config.check_crash:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
+from loopctl.api import StreamEvent
 from loopctl.core import LoopMachine, Message
 from loopctl.driver import (
     BareLoop,
@@ -74,13 +75,15 @@ def simulate_driver(
     before_step: Callable[[StepPoint], None] | None = None,
     machine: LoopMachine | None = None,
     watch: LoopWatch | None = None,
+    on_stream: Callable[[StreamEvent], None] | None = None,
 ) -> SimResult:
     """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
 
     ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
     every step after the world's run-level faults struck: a checking harness's seam. The run
     starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
-    ``world.history``."""
+    ``world.history``. ``on_stream`` watches every reply's events (the driver then streams and
+    folds them; unwatched, the world hands each reply over whole: the same run)."""
     return run_simulated(
         simulate_driver_async(
             world,
@@ -91,6 +94,7 @@ def simulate_driver(
             before_step=before_step,
             machine=machine,
             watch=watch,
+            on_stream=on_stream,
         )
     )
 
@@ -105,6 +109,7 @@ async def simulate_driver_async(
     before_step: Callable[[StepPoint], None] | None = None,
     machine: LoopMachine | None = None,
     watch: LoopWatch | None = None,
+    on_stream: Callable[[StreamEvent], None] | None = None,
 ) -> SimResult:
     """``simulate_driver`` for callers already inside an event loop. ``watch`` puts its seams
     into every body (``install``; ``restarted`` after a crash): a harness that checks the driver
@@ -141,6 +146,7 @@ async def simulate_driver_async(
             sleep=counting.sleep,
             rng=lambda: 0.0,
             before_step=hook,
+            on_stream=on_stream,
         )
 
     loop = body(machine if machine is not None else LoopMachine(world.history))

@@ -29,6 +29,34 @@ def test_a_driver_level_campaign_passes_every_check() -> None:
     assert sum(summary.scheduled.values()) >= sum(1 for _ in range(25)) // 2
 
 
+def test_the_determinism_twin_streams_what_the_first_run_took_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At driver level the first run takes each reply whole and the determinism twin watches
+    the stream (the driver folds the events): a whole reply that is not what its stream folds
+    to shows as the two traces differing. Planted here: whole replies with a changed text."""
+    import loopctl_sim.sim.layers as layers
+
+    real = layers.delivered_reply
+
+    def altered(*args: Any) -> Any:
+        reply = real(*args)
+        message = reply.message
+        if not any(p.kind == "text" for p in message.parts):
+            return reply
+        parts = tuple(
+            p.model_copy(update={"text": p.text + "!"}) if p.kind == "text" else p
+            for p in message.parts
+        )
+        return reply.model_copy(update={"message": message.model_copy(update={"parts": parts})})
+
+    monkeypatch.setattr(layers, "delivered_reply", altered)
+    config = fz.FuzzConfig(level="driver", shrink=False, check_crash=False, check_heal=False)
+    result = fz.check_case(fz.make_case(3, config), None, config)
+    assert result.failure is not None and result.failure.kind == "nondeterminism"
+    assert "the second streamed its replies" in result.failure.message
+
+
 def test_both_levels_agree_on_every_outcome() -> None:
     """The same seeds end the same way at machine level and through the real driver."""
     machine = fz.FuzzConfig(shrink=False, check_determinism=False, check_crash=False)
