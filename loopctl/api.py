@@ -82,6 +82,7 @@ __all__ = [
     "WholeReplyClient",
     "fold_events",
     "folded",
+    "folded_reply",
     "reply_events",
     "whole_reply_of",
 ]
@@ -370,6 +371,16 @@ def folded(
         "stop_reason": stop_reason or ("tool_use" if called else "end_turn"),
     }
     return built(ModelReply, values, _REPLY_GIVEN)
+
+
+def folded_reply(
+    message: Message, usage: Usage | None = None, stop_reason: str | None = None
+) -> ModelReply:
+    """``fold_events(reply_events(message, usage, stop_reason))``: ``folded`` where it answers,
+    else the fold of the events themselves (with its checks and its errors). What a client
+    that holds a reply whole answers ``whole_reply`` with."""
+    whole = folded(message, usage, stop_reason)
+    return whole if whole is not None else fold_events(reply_events(message, usage, stop_reason))
 
 
 def _finish_call(buf: _CallBuffer) -> ToolCall:

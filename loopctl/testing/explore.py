@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
-from loopctl.api import ModelRequest, StreamEvent, ToolSpec, reply_events
+from loopctl.api import ModelReply, ModelRequest, StreamEvent, ToolSpec, folded_reply, reply_events
 from loopctl.core import Message, TextPart, ToolCall, ToolResult
 from loopctl.testing.schema_values import (
     Chooser,
@@ -313,3 +313,8 @@ class ExploringClient:
         self.requests.append(request)
         for event in reply_events(self.deliver(request)):
             yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
+        self.requests.append(request)
+        return folded_reply(self.deliver(request))

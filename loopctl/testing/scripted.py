@@ -25,7 +25,7 @@ from loopctl.api import (
     StreamEvent,
     Usage,
     fold_events,
-    folded,
+    folded_reply,
 )
 from loopctl.core import LoopError, Message
 from loopctl.core.jsontext import DUMPS
@@ -144,10 +144,7 @@ def _whole(reply: Message | ModelReply) -> ModelReply:
     """What folding ``reply_events(reply)`` gives: the reply itself when it is in the fold's
     form (``loopctl.api.folded``), else the fold of its events."""
     if type(reply) is Message:  # the common case: isinstance of a pydantic class costs more
-        message, usage, stop_reason = reply, None, None
-    elif isinstance(reply, ModelReply):
-        message, usage, stop_reason = reply.message, reply.usage, reply.stop_reason
-    else:
-        return fold_events(reply_events(reply))  # a subclass of Message, or its TypeError
-    whole = folded(message, usage, stop_reason)
-    return whole if whole is not None else fold_events(reply_events(reply))
+        return folded_reply(reply)
+    if isinstance(reply, ModelReply):
+        return folded_reply(reply.message, reply.usage, reply.stop_reason)
+    return fold_events(reply_events(reply))  # a subclass of Message, or its TypeError

@@ -30,8 +30,7 @@ from loopctl.api import (
     ModelRequest,
     StreamEvent,
     Usage,
-    fold_events,
-    folded,
+    folded_reply,
     reply_events,
 )
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
@@ -83,9 +82,7 @@ class ReplayClient:
     async def whole_reply(self, request: ModelRequest) -> ModelReply:
         """The folded ``stream(request)`` without the events (``loopctl.api.WholeReplyClient``):
         a recorded reply was folded when it was recorded, so it is in the fold's form."""
-        message, usage, stop = await self._attempt(request)
-        whole = folded(message, usage, stop)
-        return whole if whole is not None else fold_events(reply_events(message, usage, stop))
+        return folded_reply(*await self._attempt(request))
 
     async def _attempt(self, request: ModelRequest) -> tuple[Message, Usage, str | None]:
         """This attempt's recorded reply (message, usage, stop reason), or its recorded error

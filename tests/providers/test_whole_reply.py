@@ -23,6 +23,7 @@ from loopctl.api import (
     ModelReply,
     ModelRequest,
     StreamEvent,
+    ToolSpec,
     Usage,
     fold_events,
     folded,
@@ -31,7 +32,7 @@ from loopctl.api import (
 )
 from loopctl.core import LoopError, ProviderPart, TextPart, ThinkingPart, ToolCall
 from loopctl.core.values import MAX_NESTING, plain_json
-from loopctl.testing import FunctionClient, ScriptedClient
+from loopctl.testing import ExploringClient, FunctionClient, ScriptedClient
 from loopctl_sim import TraceRecorder
 
 _DURATION = re.compile(r'"duration_s":[^,}]+')
@@ -300,5 +301,31 @@ def test_a_scripted_whole_reply_is_the_fold_of_its_stream() -> None:
                 assert got.value.error == exc.error
                 continue
             assert await whole.whole_reply(request) == expected
+
+    asyncio.run(both())
+
+
+def test_an_exploring_clients_whole_reply_is_the_fold_of_its_stream() -> None:
+    """The schema-driven model, asked whole, gives what the same seed streams and folds to:
+    calls with valid, broken and missing arguments, unknown tools, texts, final answers."""
+    spec = ToolSpec(
+        name="add",
+        parameters={
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    )
+
+    async def both() -> None:
+        streamed, whole = ExploringClient(7), ExploringClient(7)
+        assert whole_reply_of(whole) is not None
+        for turn in range(40):
+            request = ModelRequest(messages=(Message.user("go"),), tools=(spec,), turn=turn)
+            expected = fold_events([e async for e in streamed.stream(request)])
+            got = await whole.whole_reply(request)
+            assert got == expected
+            assert got.model_dump_json() == expected.model_dump_json()
+        assert streamed.moves == whole.moves and len(whole.moves) > 2
 
     asyncio.run(both())
