@@ -277,7 +277,7 @@ async def run_agent_async(
         registry, default = loop.registry, loop.config.tool_timeout
         tools.timeout = lambda name: _timeout(registry, name, default)  # not the loop: a cycle
         hook = chain_before_step(
-            loop.before_step, run_faults.before_step, tools.before_step, before_step
+            loop.before_step, run_faults.before_step, tools.step_hook, before_step
         )
         built = loop.replace(
             machine=brain,

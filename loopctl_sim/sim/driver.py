@@ -131,7 +131,7 @@ async def simulate_driver_async(
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
     counting = Counting()
-    hook = chain_before_step(run_faults.before_step, tools.before_step, before_step)
+    hook = chain_before_step(run_faults.before_step, tools.step_hook, before_step)
 
     def body(machine: LoopMachine) -> BareLoop:
         return BareLoop(

@@ -245,6 +245,12 @@ class ToolFaults(LoopObserver):
         if machine.state.kind == "awaiting_tools" and exchange is not None:
             self._assign(exchange.dispatch)
 
+    @property
+    def step_hook(self) -> Callable[[StepPoint], None] | None:
+        """``before_step``, or None when the plan has no tool fault (it would assign nothing;
+        left out of the chain, each step calls one hook fewer)."""
+        return self.before_step if self.plan.tool_faults else None
+
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         """The same as an observer (either seam, or both: a call is assigned once)."""
         if self.plan.tool_faults and isinstance(step, CallTools):
