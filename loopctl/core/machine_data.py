@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import Any, Final, Self
 
 from loopctl.core.adopted import SealedParts, adopted_caches, sealed_parts
+from loopctl.core.built import built
 from loopctl.core.conversation import Conversation
 from loopctl.core.encoding import Hash, JsonCache, carried, encoded, sha256_of
 from loopctl.core.lazy import LazyMessageError, LazyMessages, MessageList
@@ -66,6 +67,7 @@ from loopctl.core.steps import (
 __all__ = ["MachineData", "is_count"]
 
 _HISTORY_START: Final = sha256_of(HISTORY_HEAD)
+_WINDOW_GIVEN: Final = {"calls", "unjudged", "warned"}  # as LoopWindow(calls=..., ...) sets
 
 
 def is_count(n: object) -> bool:
@@ -175,10 +177,15 @@ class MachineData:
 
     @property
     def loop_window(self) -> LoopWindow:
-        """The loop detector's window (a fresh model built from the brain's fields)."""
-        return LoopWindow(
-            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
-        )
+        """The loop detector's window (a fresh model built from the brain's fields). The brain
+        keeps those valid, so it is ``built``, not validated again: a traced run reads it after
+        every feed (``BrainSummary.of``). Tests pin it to the validator's."""
+        values = {
+            "calls": tuple(self._loop_calls),
+            "unjudged": self._loop_unjudged,
+            "warned": self._loop_warned,
+        }
+        return built(LoopWindow, values, _WINDOW_GIVEN)
 
     def messages(self) -> list[Message]:
         """History plus pending: what the model is shown next (a copy)."""

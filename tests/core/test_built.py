@@ -64,3 +64,23 @@ def test_exchange_with_preanswered_calls_is_what_the_validator_builds() -> None:
     assert exchange is not None and exchange.preanswered
     _same_as_validated(exchange)
     _same_as_validated(m.next_step(POLICY))  # CallTools of the dispatched call only
+
+
+def test_the_loop_window_is_what_the_validator_builds() -> None:
+    """``LoopMachine.loop_window`` is built from the brain's fields: empty, part-judged, warned."""
+    policy = POLICY.model_copy(update={"max_turns": 50})
+    m = LoopMachine()
+    m.accept_input("go")
+    _same_as_validated(m.loop_window)
+    warned = False
+    for turn in range(1, 8):
+        m.next_step(policy)
+        if m.is_terminal:  # the loop detector ended the run
+            break
+        asked = call(f"c{turn}", a=1)  # the same call every turn: a loop
+        m.model_response(ask(asked), context_tokens=10)
+        m.next_step(policy)
+        m.tool_results(answer(asked))
+        _same_as_validated(m.loop_window)
+        warned = warned or m.loop_window.warned
+    assert m.loop_window.calls and warned
