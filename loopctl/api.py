@@ -349,18 +349,16 @@ def folded(
         return None
     text = calls = called = False  # the segment holds a text, calls; the message a call
     for part in message.parts:
-        kind = type(part)
-        if kind is ToolCall:
-            if not plain_json(part.arguments, sort_keys):  # type: ignore[union-attr]
+        if type(part) is ToolCall:
+            if not plain_json(part.arguments, sort_keys):
                 return None
             calls = called = True
-        elif kind is TextPart:
-            if text or calls or not part.text or type(part.text) is not str:  # type: ignore[union-attr]
+        elif type(part) is TextPart:
+            if text or calls or not part.text or type(part.text) is not str:
                 return None
             text = True
-        elif kind is ThinkingPart or kind is ProviderPart:
-            data = part.data  # type: ignore[union-attr]
-            if data and value_problem(data) is not None:
+        elif type(part) is ThinkingPart or type(part) is ProviderPart:
+            if part.data and value_problem(part.data) is not None:
                 return None
             text = calls = False
         else:
