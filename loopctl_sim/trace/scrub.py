@@ -97,6 +97,28 @@ LITERALS: Final = (
 )
 
 
+def _grouped(literals: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``literals`` grouped by their first two characters, each group under the start its
+    literals share: a text without that start holds none of them (``ghp_`` ... ``github_pat_``
+    under ``gh``), so a record without any is settled with 15 searches instead of 21."""
+    groups: dict[str, list[str]] = {}
+    for literal in literals:
+        groups.setdefault(literal[:2], []).append(literal)
+    return tuple((_shared_start(group), tuple(group)) for group in groups.values())
+
+
+def _shared_start(words: Sequence[str]) -> str:
+    """The longest start all of ``words`` share (that of the first and last in sorted order)."""
+    first, last = min(words), max(words)
+    n = 0
+    while n < len(first) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+_LITERAL_GROUPS: Final = _grouped(LITERALS)
+
+
 def is_secret_key(key: str) -> bool:
     """Whether a mapping key names a credential (its value is replaced whole)."""
     return _SECRET_KEY.fullmatch(key) is not None
@@ -163,9 +185,12 @@ class Scrubber:
         is ``\\t`` there) could hide a match the data holds. The user's patterns have no known
         literal: the text is searched for them."""
         low = json_text.lower()
-        for literal in LITERALS:  # a loop, not any() over a generator: 9 records a turn ask
-            if literal in low:
-                return True
+        # the literals by their shared start: one search settles a group that is not there
+        for head, literals in _LITERAL_GROUPS:
+            if head in low:
+                for literal in literals:
+                    if literal in low:
+                        return True
         return self._user is not None and self._user.search(json_text) is not None
 
     def text(self, text: str) -> str:

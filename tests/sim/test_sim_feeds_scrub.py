@@ -33,6 +33,7 @@ from loopctl_sim.trace import (
     might_hold_secrets,
     scrub,
 )
+from loopctl_sim.trace.scrub import LITERALS
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
 ERROR = LoopError(kind="rate_limited", message="slow down", retryable=True, status=429)
@@ -214,6 +215,24 @@ def test_secrets_never_land_in_a_trace() -> None:
 )
 def test_might_hold_secrets_table(text: str, expected: bool) -> None:
     assert might_hold_secrets(text) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.text(max_size=20),
+    literal=st.sampled_from(LITERALS),
+    after=st.text(max_size=20),
+    upper=st.booleans(),
+)
+def test_the_grouped_literal_search_finds_every_literal(
+    before: str, literal: str, after: str, upper: bool
+) -> None:
+    """The literals are searched by group (``ghp_`` ... under ``gh``): the answer is the plain
+    search's, for each literal in either case anywhere in a text, and for texts without one."""
+    text = before + (literal.upper() if upper else literal) + after
+    assert might_hold_secrets(text)
+    low = (before + after).lower()
+    assert might_hold_secrets(before + after) is any(x in low for x in LITERALS)
 
 
 _json = st.recursive(
