@@ -176,8 +176,6 @@ class WholeReplyClient(ApiClient, Protocol):
 
 WholeReply = Callable[[ModelRequest], Awaitable[ModelReply]]
 
-_WHOLE: dict[type, bool] = {}  # by client class: whether its whole_reply stands for its stream
-
 
 def whole_reply_of(client: object) -> WholeReply | None:
     """``client.whole_reply`` when it stands for ``client.stream``, else None (stream it).
@@ -185,20 +183,15 @@ def whole_reply_of(client: object) -> WholeReply | None:
     It stands for it when the class that gives the client its ``stream`` gives it its
     ``whole_reply`` too, or a subclass of it does: a subclass that overrides only ``stream``
     (to add a delay, a log) keeps its override, and a proxy forwarding other names through
-    ``__getattr__`` is streamed (its ``stream`` is the one that wraps). Looked up on the class,
-    once per class."""
-    cls = type(client)
-    known = _WHOLE.get(cls)
-    if known is None:
-        known = False
-        for klass in cls.__mro__:
-            if "whole_reply" in klass.__dict__:
-                known = True
-                break
-            if "stream" in klass.__dict__:
-                break
-        _WHOLE[cls] = known
-    return client.whole_reply if known else None  # type: ignore[attr-defined]
+    ``__getattr__`` is streamed (its ``stream`` is the one that wraps). Looked up on the class
+    (a walk of its bases, short; not cached, so no class is kept alive by it)."""
+    for klass in type(client).__mro__:
+        namespace = klass.__dict__
+        if "whole_reply" in namespace:
+            return client.whole_reply  # type: ignore[attr-defined,no-any-return]
+        if "stream" in namespace:
+            return None
+    return None
 
 
 # --- the fold (pure) -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from loopctl.api import (
     ModelReply,
     ModelRequest,
     StreamEvent,
+    WholeReply,
     fold_events,
     whole_reply_of,
 )
@@ -107,6 +108,7 @@ class ModelCaller:
         self.draw = draw
         self.observers = observers
         self.on_stream = on_stream
+        self._whole: tuple[object, WholeReply | None] = (None, None)  # client -> its whole_reply
 
     def emit(self, event: IoEvent) -> None:
         """Tell every observer of ``event``."""
@@ -118,7 +120,11 @@ class ModelCaller:
         client holds its replies whole (``WholeReplyClient``), the reply the fold would give.
         Either way the door's checks run (``fold_events``, ``folded``) and then the call ids'."""
         on_stream = self.on_stream
-        whole = whole_reply_of(self.client) if on_stream is None else None
+        whole = None
+        if on_stream is None:
+            client, whole = self._whole
+            if client is not self.client:  # looked up once per client (a walk of its bases)
+                self._whole = (self.client, whole := whole_reply_of(self.client))
         events: list[StreamEvent] = []
         try:
             if whole is not None:
