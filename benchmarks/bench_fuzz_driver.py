@@ -11,7 +11,8 @@ Rows (runs/s of 20 turns: 19 tool calls of ``add``, then a final text; one core)
 - ``driver_floor``: ``BareLoop`` alone, nothing of the harness: an in-process client whose
   streams are built once, an async tool, no observer: what the driver and the brain cost;
 - ``driver_sim``: ``simulate_driver(world)``, the built-in world through the fault layers (the
-  harness's client builds each reply's stream, its middleware answers the calls);
+  harness's client hands each reply over whole, as nobody watches the stream; its middleware
+  answers the calls), a fresh world each run;
 - ``driver_sim_traced``: the same, with a trace written to memory;
 - ``agent_sim``: ``run_agent`` on an agent whose factory builds a loop with an async ``add``
   tool, the model scripted: the agent harness (the user's factory, ``build_agent``, the fault
