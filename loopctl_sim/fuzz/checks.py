@@ -25,7 +25,7 @@ import functools
 import io
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -263,10 +263,9 @@ def _run_world(
     level: str = "machine",
     streamed: bool = False,
 ) -> _Run1:
-    if level == "driver":
-        sim: Any = functools.partial(_sim_driver, streamed=streamed)
-    else:
-        sim = _sim
+    sim: Callable[..., tuple[SimResult, Counter[str]]] = (
+        functools.partial(_sim_driver, streamed=streamed) if level == "driver" else _sim
+    )
     buf = io.StringIO()
     writer = TraceWriter(buf, scrubber=NOTHING_SECRET) if trace else None
     meta = {"fuzz_seed": seed}

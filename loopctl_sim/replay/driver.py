@@ -172,7 +172,7 @@ async def _runs(
             return
         if machine.started:
             _finishing(cursor, checker, machine)
-        if loop is None or not _goes_on(found, loop):
+        if loop is None or not _continues_run(found):
             loop = body(machine)
         cancel = CancelSignal()
         recorded_tools.cancel = cancel
@@ -217,11 +217,11 @@ async def _runs(
         result.final_digest = loop.machine.digest()
 
 
-def _goes_on(header: HeaderRecord | HeaderLine, loop: BareLoop) -> bool:
-    """Whether the run after ``header`` goes on in ``loop``: a header that continues the
-    previous run (v3) was written by the recorder that saw that run end, so the recorded
-    session went on in the same loop, whose state across runs (a hook's count, a tool's cache)
-    the replay keeps too; ``loop.run()`` takes its brain's ``next_run()``, as it did."""
+def _continues_run(header: HeaderRecord | HeaderLine) -> bool:
+    """Whether ``header`` continues the previous run (v3). Such a header was written by the
+    recorder that saw that run end, so the recorded session went on in the same loop: the
+    replay goes on in its loop too, whose state across runs (a hook's count, a tool's cache) it
+    keeps, and ``loop.run()`` takes its brain's ``next_run()``, as it did."""
     return isinstance(header, HeaderRecord) and header.continues is not None
 
 
@@ -240,7 +240,8 @@ def _starting_brain(
     exactly that brain (``HeaderLine.holds``: the hash of the snapshot's text, which is never
     built), it is the replay's own brain."""
     previous = None if loop is None else loop.machine
-    if isinstance(header, HeaderRecord) and header.continues is not None:
+    if _continues_run(header):
+        assert isinstance(header, HeaderRecord)  # (a HeaderLine never continues one)
         result.runs += 1  # (v3) no snapshot: the replayed run's next_run()
         return _continued(checker, line, header, None if killed else previous)
     expected = None
