@@ -43,7 +43,15 @@ from loopctl.core.machine_data import MachineData, is_count
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
-from loopctl.core.prebuilt import START, awaiting_model, awaiting_tools, call_llm
+from loopctl.core.prebuilt import (
+    START,
+    awaiting_model,
+    awaiting_tools,
+    call_llm,
+    completed,
+    done,
+    terminal,
+)
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
@@ -223,12 +231,12 @@ class LoopMachine(MachineData):
 
     def _step_terminal(self, policy: MachinePolicy) -> MachineStep:
         assert isinstance(self._state, Terminal)
-        return Done(outcome=self._state.outcome)
+        return done(self._state.outcome)
 
     def _finish(self, outcome: Completed | Cancelled | MaxTurnsExceeded | Failed) -> Done:
-        self._state = Terminal(outcome=outcome)
+        self._state = terminal(outcome)
         self._exchange = None
-        return Done(outcome=outcome)
+        return done(outcome)
 
     # --- the eleven feeds ----------------------------------------------------------------
 
@@ -357,7 +365,7 @@ class LoopMachine(MachineData):
         self._context_tokens = context_tokens
         self._pending.append(response)
         if not calls:
-            self._finish(Completed(final_text=response.text))
+            self._finish(completed(response.text))
             return
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]

@@ -3,10 +3,11 @@ validator builds."""
 
 from __future__ import annotations
 
+import pytest
 from brain_helpers import POLICY, answer, ask, call
 from pydantic import BaseModel
 
-from loopctl import LoopMachine
+from loopctl import Completed, Done, LoopError, LoopMachine, Message, Terminal
 from loopctl.core.prebuilt import EARLY_TURNS as _EARLY_TURNS
 from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, CallTools
@@ -84,3 +85,35 @@ def test_the_loop_window_is_what_the_validator_builds() -> None:
         _same_as_validated(m.loop_window)
         warned = warned or m.loop_window.warned
     assert m.loop_window.calls and warned
+
+
+def _ended(how: str) -> LoopMachine:
+    """A machine that ended ``how``: completed, cancelled, failed or out of turns."""
+    m = LoopMachine()
+    m.accept_input("go")
+    policy = POLICY.model_copy(update={"max_turns": 0}) if how == "max_turns" else POLICY
+    m.next_step(policy)
+    if how == "completed":
+        m.model_response(Message.assistant("all done"), 10)
+    elif how == "cancelled":
+        m.cancel()
+    elif how == "failed":
+        m.fail(LoopError(kind="provider", message="down"))
+    return m
+
+
+@pytest.mark.parametrize("how", ["completed", "cancelled", "failed", "max_turns"])
+def test_the_terminal_state_and_done_step_are_what_the_validator_builds(how: str) -> None:
+    """The end of a run (``terminal``, ``done``, ``completed``) is built, as a turn is."""
+    m = _ended(how)
+    state = m.state
+    assert isinstance(state, Terminal)
+    step = m.next_step(POLICY)
+    assert isinstance(step, Done) and step.outcome == state.outcome
+    for value in (state, step, state.outcome):
+        _same_as_validated(value)
+    if how == "completed":
+        assert state.outcome == Completed(final_text="all done")
+    # and it restores to the same machine, which answers the same step
+    restored = LoopMachine.model_validate_json(m.model_dump_json())
+    assert restored == m and restored.next_step(POLICY) == step

@@ -125,6 +125,18 @@ def test_a_run_adds_its_usage_as_plus_would() -> None:
     assert Usage.total(usages) == expected
     assert Usage.total([]) == Usage()
     assert Usage.total(iter(usages[:2])) == usages[0] + usages[1]
+    for some in (usages, [], usages[1:2]):
+        _same_as_validated(Usage.total(some))  # built: as the validator builds it, all given
+        assert Usage.total(some).model_fields_set == (Usage() + Usage()).model_fields_set
+
+
+def test_a_subclass_of_usage_totals_to_its_own_class() -> None:
+    class Metered(Usage):
+        pass
+
+    total = Metered.total([Usage(input_tokens=2), Usage(input_tokens=3, context_tokens=9)])
+    assert type(total) is Metered
+    assert (total.input_tokens, total.context_tokens) == (5, 9)
 
 
 def test_run_usage_is_the_sum_of_its_calls() -> None:
