@@ -87,11 +87,18 @@ async def _best_await_us(make: Callable[[], Awaitable[Any]], n: int, repeats: in
 
 
 def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
-    """How this loopctl builds a request: the view (``_request``) or the old copy."""
-    build = getattr(loop, "_request", None)
-    if build is not None:
-        loop._machine = machine
-        return lambda: build(1)
+    """How this loopctl builds a request: ``model_request`` (the conversation as a view), an
+    older loop's ``_request``, or the old copy of the conversation."""
+    try:
+        from loopctl.driver.model import model_request
+    except ImportError:  # an older loopctl
+        build = getattr(loop, "_request", None)
+        if build is not None:
+            loop._machine = machine
+            return lambda: build(1)
+    else:
+        registry, session = loop.registry, loop.session
+        return lambda: model_request(machine, registry, session, 1)
     return lambda: ModelRequest.model_construct(
         messages=tuple(machine.messages()),
         tools=loop.registry.specs(),
@@ -102,7 +109,8 @@ def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
 
 
 def _results_message(results: list[ToolResult]) -> Callable[[], Any]:
-    """How this loopctl makes the results message (built, or validated again)."""
+    """How this loopctl makes the results message: ``Message.from_results`` (the driver's way
+    now; it builds the message from results already valid), or an older loop's own build."""
     given = getattr(loop_module, "_MESSAGE_GIVEN", None)
     if given is None:
         return lambda: Message.from_results(results)
