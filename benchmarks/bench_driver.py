@@ -16,8 +16,9 @@ async variant on a brain that already holds 10,000 messages (growth with the his
 Figures are microseconds per turn (wall time of ``await loop.run(...)`` divided by ``T``), median
 of ``repeats`` runs, with the process's CPU time beside it. Construction of the loop is not timed.
 
-    python -m benchmarks.bench_driver            # full: T = 10, 100, 1000; 5 repeats
-    python -m benchmarks.bench_driver --smoke    # T = 10, 1 repeat
+    python -m benchmarks.bench_driver              # full: T = 10, 100, 1000; 5 repeats
+    python -m benchmarks.bench_driver --repeats 40 # the median of 40 runs a row (about a minute)
+    python -m benchmarks.bench_driver --smoke      # T = 10, 1 repeat
 """
 
 from __future__ import annotations
@@ -331,14 +332,14 @@ def table(
     return out
 
 
-def run(smoke: bool) -> dict[str, Any]:
+def run(smoke: bool, repeats: int = REPEATS) -> dict[str, Any]:
     """Driver overhead per turn for every variant, the history rows, and where a turn's time
-    goes (``bench_turn``). ``smoke``: T = 10 and one repeat (structure only, figures
-    meaningless)."""
+    goes (``bench_turn``); ``repeats`` timed runs a row. ``smoke``: T = 10 and one repeat
+    (structure only, figures meaningless)."""
     from benchmarks import bench_turn
 
     turns = (10,) if smoke else TURNS
-    repeats = 1 if smoke else REPEATS
+    repeats = 1 if smoke else repeats
     return {
         "turns": list(turns),
         "repeats": repeats,
@@ -355,10 +356,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_driver")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=REPEATS,
+        help=f"timed runs a row, their median reported (default {REPEATS}); more spread a "
+        "row over more of a shared machine's bursts of load",
+    )
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     from benchmarks.report import print_driver
 
-    result = run(args.smoke)
+    result = run(args.smoke, args.repeats)
     print_driver(result)
     if args.json:
         with open(args.json, "w") as f:
