@@ -145,3 +145,21 @@ def test_measure_asserts_the_final_text() -> None:
 def test_entry_point_rejects_unknown_sections() -> None:
     with pytest.raises(SystemExit):
         bench_main.main(["--smoke", "--only", "nonsense"])
+
+
+def test_bench_driver_refuses_fewer_than_one_repeat() -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench_driver.main(["--repeats", "0"])
+    assert exc.value.code == 2
+
+
+def test_bench_driver_reports_the_repeats_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--repeats N`` reaches every table (smoke mode keeps its one repeat)."""
+    seen: list[int] = []
+    monkeypatch.setattr(bench_driver, "table", lambda p, t, r: seen.append(r) or {})
+    monkeypatch.setattr(bench_driver, "history_growth", lambda t, s, r: seen.append(r) or [])
+    bench_turn = importlib.import_module("benchmarks.bench_turn")
+    monkeypatch.setattr(bench_turn, "run", lambda smoke: {})
+    assert bench_driver.run(False, 7)["repeats"] == 7
+    assert bench_driver.run(True, 7)["repeats"] == 1
+    assert seen == [7, 7, 1, 1]
