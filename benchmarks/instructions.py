@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from itertools import islice
 
 from benchmarks.bench_driver import FINAL_TEXT, Counter, _reply, loopctl_prepare
 from loopctl import LoopMachine, MachinePolicy, Message, ToolResult
@@ -81,7 +82,7 @@ def _brain(turns: int) -> None:
     while left > 0:
         machine = LoopMachine()
         machine.accept_input("add some numbers")
-        for reply, result in list(zip(replies, results, strict=True))[: min(left, per_machine)]:
+        for reply, result in islice(zip(replies, results, strict=True), left):
             machine.next_step(policy)
             machine.model_response(reply, 100)
             machine.next_step(policy)
