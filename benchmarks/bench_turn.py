@@ -30,7 +30,7 @@ import json
 import pstats
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from benchmarks.bench_driver import (
@@ -50,7 +50,15 @@ from loopctl.testing import FunctionClient, reply_events
 from loopctl.tools import ToolRegistry, dispatch
 from loopctl.tools.decorator import encode_result
 
-__all__ = ["IN_THE_TURN", "pieces", "profile_data", "run"]
+__all__ = [
+    "BRAIN_POLICY",
+    "IN_THE_TURN",
+    "brain_inputs",
+    "brain_turns",
+    "pieces",
+    "profile_data",
+    "run",
+]
 
 TURNS = 100
 #: The pieces that make up the measured turn (``rest`` is the turn less these).
@@ -129,26 +137,42 @@ def _usage(turns: int) -> Callable[[], Any]:
     return lambda: total(usages)  # timed per run below: divided by the turns
 
 
-def _brain_turn(n: int) -> float:
-    """The brain's part of a turn: next_step, model_response, next_step, tool_results,
-    set_context_tokens, with every message built beforehand (us per turn)."""
-    policy = MachinePolicy(tools=("add",), max_turns=10**9)
-    replies = [_reply(i, 10**9) for i in range(1, n + 1)]
-    results = [
-        Message.from_results([ToolResult(call_id=f"call_{i}", name="add", content=str(i + 1))])
+#: The policy of the brain's benchmark turns: the ``add`` tool, no turn limit in reach.
+BRAIN_POLICY = MachinePolicy(tools=("add",), max_turns=10**9)
+
+
+def brain_inputs(n: int) -> list[tuple[Message, Message]]:
+    """The replies and results messages of ``n`` brain turns (call ``call_i`` of ``add``)."""
+    return [
+        (
+            _reply(i, 10**9),
+            Message.from_results([ToolResult(call_id=f"call_{i}", name="add", content=str(i + 1))]),
+        )
         for i in range(1, n + 1)
     ]
+
+
+def brain_turns(machine: LoopMachine, inputs: Iterable[tuple[Message, Message]]) -> None:
+    """The brain's part of a tool-using turn, once per input: next_step, model_response,
+    next_step, tool_results, set_context_tokens."""
+    for reply, result in inputs:
+        machine.next_step(BRAIN_POLICY)
+        machine.model_response(reply, 100)
+        machine.next_step(BRAIN_POLICY)
+        machine.tool_results(result)
+        machine.set_context_tokens(120)
+
+
+def _brain_turn(n: int) -> float:
+    """The brain's part of a turn (``brain_turns``), every message built beforehand (us per
+    turn)."""
+    inputs = brain_inputs(n)
     best = float("inf")
     for _ in range(5):
         machine = LoopMachine()
         machine.accept_input("add some numbers")
         started = time.perf_counter()
-        for reply, result in zip(replies, results, strict=True):
-            machine.next_step(policy)
-            machine.model_response(reply, 100)
-            machine.next_step(policy)
-            machine.tool_results(result)
-            machine.set_context_tokens(120)
+        brain_turns(machine, inputs)
         best = min(best, (time.perf_counter() - started) / n * 1e6)
     return best
 

@@ -36,8 +36,9 @@ import sys
 from collections.abc import Callable
 from itertools import islice
 
-from benchmarks.bench_driver import FINAL_TEXT, Counter, _reply, loopctl_prepare
-from loopctl import LoopMachine, MachinePolicy, Message, ToolResult
+from benchmarks.bench_driver import FINAL_TEXT, Counter, loopctl_prepare
+from benchmarks.bench_turn import brain_inputs, brain_turns
+from loopctl import LoopMachine
 
 __all__ = ["UNITS", "count", "instructions_of", "main", "run_unit"]
 
@@ -60,8 +61,8 @@ def _drive(turns: int, built: int, runs: int) -> None:
         for _ in range(3):  # warm-up: first calls, caches, the event loop
             await prepare(turns, Counter())()
         counters = [Counter() for _ in range(built)]
-        loops = [prepare(turns, counter) for counter in counters]
-        for go, counter in zip(loops[:runs], counters, strict=False):
+        loops = [(prepare(turns, counter), counter) for counter in counters]
+        for go, counter in loops[:runs]:
             text = await go()
             # the run did the work counted: every tool call, the final answer
             assert text == FINAL_TEXT and counter.n == turns - 1, (text, counter.n)
@@ -70,25 +71,13 @@ def _drive(turns: int, built: int, runs: int) -> None:
 
 
 def _brain(turns: int) -> None:
-    """``turns`` brain turns, in machines of 200 turns (within the prebuilt early turns)."""
-    per_machine = 200
-    policy = MachinePolicy(tools=("add",), max_turns=10**9)
-    replies = [_reply(i, 10**9) for i in range(1, per_machine + 1)]
-    results = [
-        Message.from_results([ToolResult(call_id=f"call_{i}", name="add", content=str(i + 1))])
-        for i in range(1, per_machine + 1)
-    ]
-    left = turns
-    while left > 0:
+    """``turns`` brain turns (``bench_turn.brain_turns``), in machines of 200 turns (within the
+    prebuilt early turns)."""
+    inputs = brain_inputs(200)
+    for start in range(0, turns, len(inputs)):
         machine = LoopMachine()
         machine.accept_input("add some numbers")
-        for reply, result in islice(zip(replies, results, strict=True), left):
-            machine.next_step(policy)
-            machine.model_response(reply, 100)
-            machine.next_step(policy)
-            machine.tool_results(result)
-            machine.set_context_tokens(120)
-        left -= per_machine
+        brain_turns(machine, islice(inputs, turns - start))
 
 
 _RUNNERS: dict[str, Callable[[int], None]] = {
