@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from loopctl.core import LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
@@ -217,7 +217,7 @@ async def _runs(
         result.final_digest = loop.machine.digest()
 
 
-def _continues_run(header: HeaderRecord | HeaderLine) -> bool:
+def _continues_run(header: HeaderRecord | HeaderLine) -> TypeGuard[HeaderRecord]:
     """Whether ``header`` continues the previous run (v3). Such a header was written by the
     recorder that saw that run end, so the recorded session went on in the same loop: the
     replay goes on in its loop too, whose state across runs (a hook's count, a tool's cache) it
@@ -240,8 +240,7 @@ def _starting_brain(
     exactly that brain (``HeaderLine.holds``: the hash of the snapshot's text, which is never
     built), it is the replay's own brain."""
     previous = None if loop is None else loop.machine
-    if _continues_run(header):
-        assert isinstance(header, HeaderRecord)  # (a HeaderLine never continues one)
+    if _continues_run(header):  # (a HeaderLine never continues one)
         result.runs += 1  # (v3) no snapshot: the replayed run's next_run()
         return _continued(checker, line, header, None if killed else previous)
     expected = None
