@@ -313,12 +313,13 @@ class BareLoop:
                 return
             self._feed("fail", error=exc.error)
             return
-        self._usages.append(reply.usage)  # added up once, at the end
-        tokens = reply.usage.context_tokens
+        usage, message = reply.usage, reply.message
+        self._usages.append(usage)  # added up once, at the end
+        tokens = usage.context_tokens
         if tokens is None:
-            tokens = machine.context_tokens + self.estimator.count([reply.message])
-        self._feed("model_response", response=reply.message, context_tokens=tokens)
-        if machine.state.kind == "start" and reply.message.tool_calls:
+            tokens = machine.context_tokens + self.estimator.count([message])
+        self._feed("model_response", response=message, context_tokens=tokens)
+        if machine.state.kind == "start" and message.tool_calls:
             # Every call was unknown: the brain answered them all itself.
             answered = machine.conversation()[-1].tool_results
             await self._maybe_reflect(step.turn, answered, policy, cancel)
