@@ -22,6 +22,12 @@ Units:
 
 valgrind's cachegrind hides the CPU's SHA extensions, so hashing weighs more here than it does
 on the CPU; compare counts with counts, not with times.
+
+A count is exact for one build of the code, not between builds: an edit elsewhere moves a unit
+by up to about 1.4 % (the ``brain`` unit read 90,124 and 91,010 across a commit that touched no
+line of the brain; the hash seed alone moves ``turn`` by about 0.3 %), probably through where
+types and strings land in CPython's caches. A change smaller than that is measured by timing
+the piece itself (docs/performance.md, stop 28).
 """
 
 from __future__ import annotations
