@@ -1,6 +1,7 @@
 """A small, real support agent for an online shop: the sample every harness feature is shown on.
 
-Three tools (look an order up, quote a shipping price, refund an order), a system prompt, and a
+Three tools (look an order up, quote a shipping price, refund an order; the quote, mere
+arithmetic, runs inline on the event loop), a system prompt, and a
 pre-tool hook that keeps refunds above the shop's limit for a human. ``build`` is the factory the
 harness calls (``loopctl-sim replay TRACE --agent examples.support_agent.agent:build``): it takes
 the model client and observers the harness brings, and builds the loop exactly as the shop runs
@@ -52,7 +53,10 @@ def lookup_order(order_id: str) -> str:
     return json.dumps({"order_id": order_id, **order}, sort_keys=True)
 
 
-@tool
+# Arithmetic only, so it runs on the event loop (``inline=True``): no hop to a worker thread,
+# which costs more than the quote itself. A tool that waits on IO or computes for long stays
+# off the loop: while an inline tool runs, nothing else does.
+@tool(inline=True)
 def shipping_quote(country: str, weight_kg: float) -> str:
     """The shipping price, in euros, of a parcel of ``weight_kg`` to ``country``."""
     base = 5.0 if country.upper() in ("DE", "FR", "NL") else 15.0
