@@ -1,11 +1,11 @@
 """A small, real support agent for an online shop: the sample every harness feature is shown on.
 
 Three tools (look an order up, quote a shipping price, refund an order; the quote, mere
-arithmetic, runs inline on the event loop), a system prompt, and a
-pre-tool hook that keeps refunds above the shop's limit for a human. ``build`` is the factory the
-harness calls (``loopctl-sim replay TRACE --agent examples.support_agent.agent:build``): it takes
-the model client and observers the harness brings, and builds the loop exactly as the shop runs
-it otherwise (with a real OpenAI model when no client is given).
+arithmetic, runs inline on the event loop), a system prompt, and a pre-tool hook that keeps
+refunds above the shop's limit for a human. ``build`` is the factory the harness calls
+(``loopctl-sim replay TRACE --agent examples.support_agent.agent:build``): it takes the model
+client and observers the harness brings, and builds the loop exactly as the shop runs it
+otherwise (with a real OpenAI model when no client is given).
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ def plain_json(value: Any, sort_keys: bool = False) -> bool:
     surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``.
 
     A dict of scalars (a call's usual arguments, ``{"a": 1, "b": 1}``) is answered in one pass
-    over its items, without the walk's stack: 3,600 instructions less a tool-using turn of a
-    whole-reply client (cachegrind, ``benchmarks.instructions turn``: 297,806 -> 294,200).
+    over its items, without the walk's stack: about 300 ns for that dict, against 540-617 ns
+    walked (timed alone; every reply of a whole-reply client is checked, once a turn).
     """
     if type(value) is dict and _flat_plain(value, sort_keys):
         return True
