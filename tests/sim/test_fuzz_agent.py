@@ -222,7 +222,7 @@ def lookup_order(order_id: str) -> str:
 
 
 def test_nondeterministic_tools_are_said_not_to_be_checked(project: Path) -> None:
-    add(project, NONDETERMINISTIC, before="@tool\ndef shipping_quote")
+    add(project, NONDETERMINISTIC, before="# Arithmetic only")  # before shipping_quote
     summary = fz.run_campaign(range(20), config(faults=(), shrink=False))
     assert summary.ok, [str(r.failure) for r in summary.failures]
     assert any("not deterministic" in note for note in summary.notes)
