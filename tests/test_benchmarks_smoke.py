@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,9 @@ def test_entry_point_smoke(smoke: tuple[int, dict[str, Any]]) -> None:
     assert code == 0
     assert data["machine"]["nproc"] >= 1 and data["machine"]["python"]
     assert "loopctl" in data["machine"]["versions"]
+    # which interpreter build ran (its PGO and LTO move the figures): the running one's
+    assert data["machine"]["python_executable"] == os.path.realpath(sys.executable)
+    assert data["machine"]["python_configure"] == sysconfig.get_config_var("CONFIG_ARGS")
 
 
 def test_driver_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
