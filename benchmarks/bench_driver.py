@@ -360,8 +360,9 @@ def main(argv: list[str] | None = None) -> None:
         "--repeats",
         type=int,
         default=REPEATS,
-        help=f"timed runs a row, their median reported (default {REPEATS}); more spread a "
-        "row over more of a shared machine's bursts of load",
+        help=f"timed runs a row, their median reported (default {REPEATS}); more narrow the "
+        "median's scatter, but no number of runs outlasts a shared machine's slow phase, which "
+        "lasts seconds to minutes (docs/performance.md, stop 28)",
     )
     args = parser.parse_args(argv)
     if args.repeats < 1:
