@@ -47,6 +47,8 @@ __all__ = [
     "Measurement",
     "measure",
     "measure_interleaved",
+    "paired_difference",
+    "paired_ratio",
     "run",
     "sample",
     "table",
@@ -72,7 +74,8 @@ class Counter:
 
 @dataclass
 class Measurement:
-    """Per-turn figures for one framework / variant at one ``T``."""
+    """Per-turn figures for one framework / variant at one ``T``; the runs in round order
+    (``measure_interleaved``: run ``i`` of every subject is from round ``i``)."""
 
     turns: int
     runs_us_per_turn: list[float]
@@ -160,6 +163,28 @@ def measure_interleaved(
         name: Measurement(turns, samples[name], last[name][0], last[name][1], cpu[name])
         for name in names
     }
+
+
+def paired_ratio(numerators: list[float], denominators: list[float]) -> float:
+    """The median over rounds of ``numerators[i] / denominators[i]``: two subjects' runs from
+    ``measure_interleaved``, paired by round.
+
+    Each round runs every subject back to back, milliseconds apart, while this VM's slow phases
+    (up to 2x, CPU time included) last seconds to minutes: the two runs of a round share their
+    phase and it cancels out of their ratio. The ratio of the two medians does not cancel it
+    (the medians can fall in different phases), and crossed 1.1 in 4 of 14 runs of the history
+    rows whose turn did not grow (docs/performance.md, stop 28).
+    """
+    if len(numerators) != len(denominators) or not numerators:
+        raise ValueError("paired runs: one of each subject per round, at least one round")
+    return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))
+
+
+def paired_difference(minuends: list[float], subtrahends: list[float]) -> float:
+    """The median over rounds of ``minuends[i] - subtrahends[i]`` (see ``paired_ratio``)."""
+    if len(minuends) != len(subtrahends) or not minuends:
+        raise ValueError("paired runs: one of each subject per round, at least one round")
+    return statistics.median(a - b for a, b in zip(minuends, subtrahends, strict=True))
 
 
 def measure(prepare: Prepare, turns: int, repeats: int) -> Measurement:
@@ -280,10 +305,11 @@ def history_growth(
     turns: int = 100, sizes: tuple[int, ...] = HISTORY_SIZES, repeats: int = REPEATS
 ) -> list[dict[str, Any]]:
     """Per-turn cost of a ``turns``-turn run (async tool) on a brain already holding ``size``
-    messages, interleaved; ``growth``: against the first size."""
+    messages, interleaved; ``growth``: against the first size, paired by round
+    (``paired_ratio``); ``growth_of_medians``: the ratio of the two medians, for comparison."""
     subjects = {str(size): loopctl_prepare(kind="async", history=size) for size in sizes}
     measured = measure_interleaved(subjects, turns, repeats)
-    base = measured[str(sizes[0])].median_us
+    base = measured[str(sizes[0])]
     return [
         {
             "history_messages": int(size),
@@ -291,7 +317,8 @@ def history_growth(
             "median_us_per_turn": round(m.median_us, 1),
             "min_us_per_turn": round(min(m.runs_us_per_turn), 1),
             "cpu_median_us_per_turn": round(statistics.median(m.cpu_runs_us_per_turn), 1),
-            "growth": round(m.median_us / base, 2),
+            "growth": round(paired_ratio(m.runs_us_per_turn, base.runs_us_per_turn), 2),
+            "growth_of_medians": round(m.median_us / base.median_us, 2),
         }
         for size, m in measured.items()
     ]

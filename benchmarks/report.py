@@ -99,13 +99,15 @@ def breakdown_lines(b: dict[str, Any]) -> list[str]:
         f"    {'measured turn (median, wall | CPU)':<58}{b['measured_us_per_turn']:>9.1f}"
         f" | {b['measured_cpu_us_per_turn']:.1f}",
     ]
+    if "measured_best_us_per_turn" in b:  # an older result has only the median
+        out.append(
+            f"    {'measured turn, best run (what the pieces are set against)':<58}"
+            f"{b['measured_best_us_per_turn']:>9.1f}"
+        )
     pieces = b["pieces_us"]
     for key in b["in_the_turn"]:
         out.append(f"    {PIECES.get(key, key):<58}{_us(pieces.get(key)):>9}")
-    out.append(
-        f"    {'rest: driver glue (frames, feeds, awaits, async iteration)':<58}"
-        f"{b['rest_us']:>9.1f}"
-    )
+    out.append(f"    {'rest: driver glue (best run less the pieces)':<58}{b['rest_us']:>9.1f}")
     out.append("    not part of that turn:")
     for key, value in pieces.items():
         if key not in b["in_the_turn"]:
@@ -132,6 +134,13 @@ def print_peers(result: dict[str, Any]) -> None:
             growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
             cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
             print(f"  {name:<16}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
+        ratios = [
+            f"T={t}: {g['ratio']:.3f} of {g['fastest_peer']}"
+            for t, g in result.get("goals", {}).get(flavour, {}).items()
+            if isinstance(g, dict) and g.get("fastest_peer") is not None and "ratio" in g
+        ]
+        if ratios:
+            print(f"  loopctl / the fastest peer, runs paired by round: {'; '.join(ratios)}")
         print()
     for name, why in result["skipped"].items():
         print(f"  note: {name} skipped: {why}")

@@ -72,8 +72,11 @@ def test_driver_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
         _check_row(row, 10)
     assert [r["history_messages"] for r in result["history"]] == [0, 1_000]
     assert all(r["median_us_per_turn"] > 0 for r in result["history"])
+    base = result["history"][0]
+    assert base["growth"] == base["growth_of_medians"] == 1.0  # the first size against itself
     breakdown = result["breakdown"]
     assert breakdown["measured_us_per_turn"] > 0
+    assert 0 < breakdown["measured_best_us_per_turn"] <= breakdown["measured_us_per_turn"]
     pieces = breakdown["pieces_us"]
     assert set(breakdown["in_the_turn"]) <= set(pieces)
     assert all(isinstance(pieces[k], float) for k in breakdown["in_the_turn"])
@@ -120,6 +123,57 @@ def test_peers_smoke_structure_with_or_without_peers(smoke: tuple[int, dict[str,
         assert goals["overhead_sync_tool"]["per_T"]["10"]["fastest_peer"] in bench_peers.PEERS
     else:
         assert goals["overhead_sync_tool"]["met"] is None
+
+
+@pytest.mark.parametrize(
+    ("numerators", "denominators", "ratio", "difference"),
+    [
+        ([2.0], [1.0], 2.0, 1.0),
+        # a slow phase doubles both runs of the middle round: it cancels out of the pair
+        ([10.0, 40.0, 11.0], [10.0, 20.0, 10.0], 1.1, 1.0),
+        # the ratio of the medians (20 / 10 = 2.0) would take the slow rounds for growth
+        ([10.0, 20.0, 20.0, 10.0], [10.0, 20.0, 20.0, 10.0], 1.0, 0.0),
+        ([30.0, 10.0], [10.0, 10.0], 2.0, 10.0),  # an even count: the mean of the middle two
+    ],
+)
+def test_paired_statistics_take_the_median_of_the_rounds(
+    numerators: list[float], denominators: list[float], ratio: float, difference: float
+) -> None:
+    assert bench_driver.paired_ratio(numerators, denominators) == pytest.approx(ratio)
+    assert bench_driver.paired_difference(numerators, denominators) == pytest.approx(difference)
+
+
+@pytest.mark.parametrize(("a", "b"), [([], []), ([1.0], [1.0, 2.0]), ([1.0, 2.0], [1.0])])
+def test_paired_statistics_need_one_run_of_each_per_round(a: list[float], b: list[float]) -> None:
+    with pytest.raises(ValueError, match="paired runs"):
+        bench_driver.paired_ratio(a, b)
+    with pytest.raises(ValueError, match="paired runs"):
+        bench_driver.paired_difference(a, b)
+
+
+def test_peer_goals_pair_the_runs_by_round() -> None:
+    """The ratio against the fastest peer is the median of the rounds' ratios."""
+
+    def row(runs: list[float]) -> dict[str, Any]:
+        ordered = sorted(runs)
+        return {
+            "turns": 100,
+            "runs_us_per_turn": runs,
+            "median_us_per_turn": ordered[len(ordered) // 2],
+            "cpu_median_us_per_turn": ordered[len(ordered) // 2],
+        }
+
+    peer = next(iter(bench_peers.PEERS))
+    table = {
+        # round 2 ran in a slow phase for both (the peer's median is from a quick round)
+        "loopctl": {"rows": [row([40.0, 80.0, 42.0])], "growth": None},
+        peer: {"rows": [row([1_000.0, 2_000.0, 1_050.0])], "growth": None},
+    }
+    judged = bench_peers.goals(table)["100"]
+    assert judged["fastest_peer"] == peer
+    assert judged["ratio"] == 0.04  # rounds: 0.04, 0.04, 0.04
+    assert judged["ratio_of_medians"] == round(42.0 / 1_050.0, 3)
+    assert judged["met"] is True
 
 
 def test_measure_asserts_the_tool_count() -> None:
