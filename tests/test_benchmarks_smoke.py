@@ -176,6 +176,23 @@ def test_peer_goals_pair_the_runs_by_round() -> None:
     assert judged["met"] is True
 
 
+def test_driver_goals_are_judged_on_the_median_with_the_fastest_run_beside_it() -> None:
+    def rows(median: float, fastest: float) -> dict[str, Any]:
+        return {"rows": [{"turns": 100, "median_us_per_turn": median, "min_us_per_turn": fastest}]}
+
+    driver = {
+        "status": "ok",
+        "result": {
+            "variants": {"async tool": rows(60.6, 38.9), "sync tool, inline": rows(39.1, 37.8)}
+        },
+    }
+    judged = bench_main.judge_driver({"driver": driver})
+    assert judged["driver_async"]["met"] is False  # a phase began during the row: still a miss
+    assert judged["driver_async"]["detail"] == "60.6 us (fastest run 38.9 us)"
+    assert judged["driver_inline"]["met"] is True
+    assert judged["driver_inline"]["detail"] == "39.1 us (fastest run 37.8 us)"
+
+
 def test_measure_asserts_the_tool_count() -> None:
     """A subject that skips the tool fails the benchmark instead of reporting a figure."""
 
