@@ -172,19 +172,23 @@ def paired_ratio(numerators: list[float], denominators: list[float]) -> float:
     Each round runs every subject back to back, milliseconds apart, while this VM's slow phases
     (up to 2x, CPU time included) last seconds to minutes: the two runs of a round share their
     phase and it cancels out of their ratio. The ratio of the two medians does not cancel it
-    (the medians can fall in different phases), and crossed 1.1 in 4 of 14 runs of the history
-    rows whose turn did not grow (docs/performance.md, stop 28).
+    (the medians can fall in different phases): for the history rows, whose turn does not grow,
+    it crossed 1.1 in 4 of 14 runs at stop 28 and 1 of 15 at stop 29, the paired ratio in none
+    of those 15 (docs/performance.md).
     """
-    if len(numerators) != len(denominators) or not numerators:
-        raise ValueError("paired runs: one of each subject per round, at least one round")
-    return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))
+    return statistics.median(a / b for a, b in _rounds(numerators, denominators))
 
 
 def paired_difference(minuends: list[float], subtrahends: list[float]) -> float:
     """The median over rounds of ``minuends[i] - subtrahends[i]`` (see ``paired_ratio``)."""
-    if len(minuends) != len(subtrahends) or not minuends:
+    return statistics.median(a - b for a, b in _rounds(minuends, subtrahends))
+
+
+def _rounds(first: list[float], second: list[float]) -> zip[tuple[float, float]]:
+    """The two subjects' runs, round by round; a ``ValueError`` unless they pair up."""
+    if len(first) != len(second) or not first:
         raise ValueError("paired runs: one of each subject per round, at least one round")
-    return statistics.median(a - b for a, b in zip(minuends, subtrahends, strict=True))
+    return zip(first, second, strict=True)
 
 
 def measure(prepare: Prepare, turns: int, repeats: int) -> Measurement:
