@@ -45,6 +45,7 @@ __all__ = [
     "TURNS",
     "Counter",
     "Measurement",
+    "machine_reference",
     "measure",
     "measure_interleaved",
     "paired_difference",
@@ -371,16 +372,45 @@ def run(smoke: bool, repeats: int = REPEATS) -> dict[str, Any]:
 
     turns = (10,) if smoke else TURNS
     repeats = 1 if smoke else repeats
+    before = machine_reference(smoke)
+    variants = table(VARIANTS, turns, repeats)
+    after = machine_reference(smoke)
     return {
         "turns": list(turns),
         "repeats": repeats,
         "main_variant": MAIN_VARIANT,
-        "variants": table(VARIANTS, turns, repeats),
+        "machine_reference_ms": {"before": before, "after": after},
+        "variants": variants,
         "history": history_growth(
             10 if smoke else 100, (0, 1_000) if smoke else HISTORY_SIZES, repeats
         ),
         "breakdown": bench_turn.run(smoke),
     }
+
+
+#: The loop ``machine_reference`` times: fixed pure-Python work, none of it loopctl's.
+REFERENCE_LOOPS = 200_000
+
+
+def machine_reference(smoke: bool = False, times: int = 3) -> list[float]:
+    """How long a fixed pure-Python loop takes now, ms, ``times`` times: the machine's speed
+    around the variant rows, in a figure the engine cannot move.
+
+    This VM has slow phases of seconds to minutes that make everything slower, CPU time
+    included. Sampled beside ``bench_driver`` runs for two and a half minutes, this loop's time
+    went from 8.8 to 17.9 ms and a turn's from 37 to 83 us, correlated at 0.81
+    (docs/performance.md, stop 29). Compared from run to run on one machine, it tells a slow
+    row of the engine from a slow moment of the machine; the rows are still judged as measured.
+    """
+    loops = REFERENCE_LOOPS // 100 if smoke else REFERENCE_LOOPS
+    out = []
+    for _ in range(times):
+        started = time.perf_counter()
+        total = 0
+        for i in range(loops):
+            total += i * i
+        out.append(round((time.perf_counter() - started) * 1e3, 2))
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -62,6 +62,13 @@ def print_driver(result: dict[str, Any]) -> None:
         growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
         cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
         print(f"  {name:<38}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
+    reference = result.get("machine_reference_ms")
+    if reference:  # an older result has none
+        print(
+            "  the machine: a fixed pure-Python loop took "
+            f"{_span(reference['before'])} ms before the rows above and "
+            f"{_span(reference['after'])} ms after (more ms: the machine itself was slower then)"
+        )
     if "history" in result:
         print("  history (async tool; messages already in the brain):")
         print("\n".join(render(result["history"], "    ")))
@@ -113,6 +120,11 @@ def breakdown_lines(b: dict[str, Any]) -> list[str]:
         if key not in b["in_the_turn"]:
             out.append(f"      {PIECES.get(key, key):<56}{_us(value):>9}")
     return out
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.1f}" if low == high else f"{low:.1f}-{high:.1f}"
 
 
 def _us(value: float | None) -> str:

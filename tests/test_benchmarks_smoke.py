@@ -70,6 +70,9 @@ def test_driver_smoke_structure(smoke: tuple[int, dict[str, Any]]) -> None:
         assert variant["growth"] is None  # one T only
         [row] = variant["rows"]
         _check_row(row, 10)
+    reference = result["machine_reference_ms"]
+    assert set(reference) == {"before", "after"}
+    assert all(len(v) == 3 and all(ms > 0 for ms in v) for v in reference.values())
     assert [r["history_messages"] for r in result["history"]] == [0, 1_000]
     assert all(r["median_us_per_turn"] > 0 for r in result["history"])
     base = result["history"][0]
