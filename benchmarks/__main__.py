@@ -194,8 +194,16 @@ def judge_driver(sections: dict[str, Any]) -> dict[str, Any]:
             if at100 and "min_us_per_turn" in at100:
                 # Judged on the median; the fastest run beside it tells a slow phase of the
                 # machine that lasted the whole row (both slow) from one that began or ended
-                # during it (the fastest run quick): docs/performance.md, stop 29.
-                out[key]["detail"] += f" (fastest run {at100['min_us_per_turn']:g} us)"
+                # during it (the fastest run quick), and the machine's reference loop says how
+                # fast the machine itself was: docs/performance.md, stop 29.
+                beside = f"fastest run {at100['min_us_per_turn']:g} us"
+                reference = driver["result"].get("machine_reference_ms")
+                if reference:
+                    beside += (
+                        f"; reference loop {min(reference['before']):g} ms before the rows, "
+                        f"{min(reference['after']):g} ms after"
+                    )
+                out[key]["detail"] += f" ({beside})"
             if at100 and at1000:
                 growth = round(at1000["median_us_per_turn"] / at100["median_us_per_turn"], 2)
                 out[key + "_growth"] = _target(f"{name}, T=100 -> 1000", growth, GROWTH_LIMIT, "x")

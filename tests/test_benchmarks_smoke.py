@@ -183,17 +183,19 @@ def test_driver_goals_are_judged_on_the_median_with_the_fastest_run_beside_it() 
     def rows(median: float, fastest: float) -> dict[str, Any]:
         return {"rows": [{"turns": 100, "median_us_per_turn": median, "min_us_per_turn": fastest}]}
 
-    driver = {
-        "status": "ok",
-        "result": {
-            "variants": {"async tool": rows(60.6, 38.9), "sync tool, inline": rows(39.1, 37.8)}
-        },
-    }
+    variants = {"async tool": rows(60.6, 38.9), "sync tool, inline": rows(39.1, 37.8)}
+    driver = {"status": "ok", "result": {"variants": variants}}
     judged = bench_main.judge_driver({"driver": driver})
     assert judged["driver_async"]["met"] is False  # a phase began during the row: still a miss
     assert judged["driver_async"]["detail"] == "60.6 us (fastest run 38.9 us)"
     assert judged["driver_inline"]["met"] is True
     assert judged["driver_inline"]["detail"] == "39.1 us (fastest run 37.8 us)"
+    # with the machine's reference loop (a result of this stop on): its fastest before and after
+    driver["result"]["machine_reference_ms"] = {"before": [14.2, 13.8, 14.0], "after": [9.5, 9.8]}
+    judged = bench_main.judge_driver({"driver": driver})
+    assert judged["driver_async"]["detail"] == (
+        "60.6 us (fastest run 38.9 us; reference loop 13.8 ms before the rows, 9.5 ms after)"
+    )
 
 
 def test_measure_asserts_the_tool_count() -> None:
