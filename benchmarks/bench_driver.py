@@ -174,8 +174,10 @@ def paired_ratio(numerators: list[float], denominators: list[float]) -> float:
     (up to 2x, CPU time included) last seconds to minutes: the two runs of a round share their
     phase and it cancels out of their ratio. The ratio of the two medians does not cancel it
     (the medians can fall in different phases): for the history rows, whose turn does not grow,
-    it crossed 1.1 in 4 of 14 runs at stop 28 and 1 of 15 at stop 29, the paired ratio in none
-    of those 15 (docs/performance.md).
+    it crossed 1.1 in 4 of 14 runs at stop 28, and in 2 of 23 at stop 29, where the paired ratio
+    crossed it in 1 (1.34 against 1.50; docs/performance.md). Pairing narrows the scatter; it
+    cannot remove a phase that changes within a round, or one that slows the two subjects
+    unequally.
     """
     return statistics.median(a / b for a, b in _rounds(numerators, denominators))
 
