@@ -146,8 +146,8 @@ class Dispatcher:
         limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
         # The waves are consecutive runs of the calls, in order (``plan_waves``): their results,
         # appended wave after wave, are in call order. (A dict by index, read back in order at
-        # the end, cost a one-call exchange 8,000 instructions more, about 3 % of a turn:
-        # cachegrind.)
+        # the end, cost a one-call exchange 8,000 instructions more; a turn of bench_driver
+        # went 292,895 -> 286,684 without it: cachegrind.)
         results: list[ToolResult] = []
         # one call is one wave, whatever its tool: no plan needed
         waves = plan_waves(calls, self.registry) if len(calls) > 1 else [(0,)] if calls else []
