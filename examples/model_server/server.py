@@ -1,0 +1,197 @@
+"""The HTTP side of the local model server: routes, the API key check, the kept requests.
+
+``ModelServer`` listens on 127.0.0.1 (a free port unless given one) in a thread of the process
+that starts it; ``with ModelServer() as server:`` serves on ``server.url`` (a ``base_url`` for
+``OpenAIClient``, ``AnthropicClient`` and ``OpenAIResponsesClient`` alike) until the block ends.
+Like a real provider it refuses a request without an API key (401, in the provider's error shape):
+``Authorization: Bearer ...`` for the OpenAI routes, ``x-api-key`` for Anthropic's. With
+``api_key`` set only that key is accepted.
+
+``requests`` keeps every request received (``Received``: path, JSON body, headers), so a test can
+tell a replay (no request) from a recording. ``delay`` makes each answer wait that many seconds
+before its first byte: a slow model, for a test that kills a run while it waits.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from examples.model_server.travel_model import Move, Turn, decide
+from examples.model_server.wire import (
+    anthropic_body,
+    anthropic_turns,
+    chat_body,
+    chat_turns,
+    responses_body,
+    responses_turns,
+)
+
+__all__ = ["ModelServer", "Received"]
+
+_Route = tuple[
+    Callable[[Mapping[str, Any]], list[Turn]],
+    Callable[[Mapping[str, Any], Move, int], tuple[str, bytes]],
+]
+ROUTES: dict[str, _Route] = {
+    "/v1/chat/completions": (chat_turns, chat_body),
+    "/v1/messages": (anthropic_turns, anthropic_body),
+    "/v1/responses": (responses_turns, responses_body),
+}
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request the server received."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+def _error(path: str, status: int, kind: str, message: str) -> bytes:
+    if path == "/v1/messages":
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    error = {"message": message, "type": kind, "param": None, "code": kind}
+    return json.dumps({"error": error}).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def version_string(self) -> str:
+        return "skyway-model-server"
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        return "Mon, 30 Nov 2026 08:00:00 GMT"  # fixed: recording twice gives the same bytes
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet, as a test needs
+        pass
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("content-length", "0"))
+        raw = self.rfile.read(length)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        with owner.lock:
+            owner.requests.append(
+                Received(self.path, body if isinstance(body, dict) else {}, headers)
+            )
+            n = len(owner.requests)
+        route = ROUTES.get(self.path)
+        if route is None:
+            self._send(
+                404,
+                "application/json",
+                _error(self.path, 404, "not_found_error", f"no route {self.path}"),
+            )
+            return
+        if not owner.authorized(self.path, headers):
+            kind = "authentication_error" if self.path == "/v1/messages" else "invalid_api_key"
+            message = (
+                "invalid x-api-key"
+                if self.path == "/v1/messages"
+                else ("Incorrect API key provided: give one as a Bearer token.")
+            )
+            self._send(401, "application/json", _error(self.path, 401, kind, message))
+            return
+        if not isinstance(body, dict) or not body.get("model"):
+            kind = "invalid_request_error"
+            self._send(
+                400,
+                "application/json",
+                _error(self.path, 400, kind, "a JSON body with a model is required"),
+            )
+            return
+        to_turns, to_body = route
+        content_type, payload = to_body(body, decide(to_turns(body)), n)
+        if owner.delay:
+            time.sleep(owner.delay)
+        self._send(200, content_type, payload)
+
+    def _send(self, status: int, content_type: str, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("x-request-id", "req_skyway")
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _Server(ThreadingHTTPServer):
+    owner: ModelServer
+    daemon_threads = True
+
+
+class ModelServer:
+    """A deterministic model on 127.0.0.1 speaking the providers' wire formats; see the module
+    docstring."""
+
+    def __init__(self, port: int = 0, *, api_key: str | None = None, delay: float = 0.0) -> None:
+        self.api_key = api_key
+        self.delay = delay
+        self.requests: list[Received] = []
+        self.lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.owner = self
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The ``base_url`` the clients take (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The server's root (``http://127.0.0.1:PORT``): ``AnthropicClient``'s ``base_url``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def authorized(self, path: str, headers: Mapping[str, str]) -> bool:
+        if path == "/v1/messages":
+            given = headers.get("x-api-key", "")
+        else:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            given = given.strip() if scheme.lower() == "bearer" else ""
+        return bool(given) and (self.api_key is None or given == self.api_key)
+
+    def start(self) -> ModelServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (the command line's way)."""
+        self._server.serve_forever()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
