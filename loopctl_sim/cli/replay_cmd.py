@@ -11,11 +11,13 @@ force, the feeds before it (colour on a terminal only).
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
 
 from loopctl_sim.cli.common import die, emit_json, expand_traces
+from loopctl_sim.cli.html_cmd import write_page
 from loopctl_sim.replay import (
     ReplayResult,
     pretty,
@@ -26,7 +28,7 @@ from loopctl_sim.replay import (
 )
 from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.trace import TraceFormatError
-from loopctl_sim.view import make_console, print_divergence, write_html
+from loopctl_sim.view import make_console, print_divergence
 
 __all__ = ["replay"]
 
@@ -135,11 +137,19 @@ def replay(
         die("--update re-records against an agent: name it with --agent")
     if force and not update:
         die("--force goes with --update")
+    if html_out is not None and update:
+        die("--html goes with a replay, not --update (run html on the updated trace)")
+    if html_out is not None and len(expand_traces(traces)) != 1:
+        die("--html needs exactly one trace")
     if agent is not None:
         if until is not None or digest_every != 1:
             die("--until and --digest-every work at machine level only")
         _with_agent(
-            expand_traces(traces), agent, tools_mode, compactor_mode, update, force, as_json
+            expand_traces(traces),
+            agent,
+            _AgentModes(tools_mode, compactor_mode, update, force),
+            as_json,
+            html_out,
         )
     if driver and until is not None:
         die("--until works at machine level only (drop --driver)")
@@ -149,8 +159,6 @@ def replay(
     if len(paths) != 1:
         if until is not None:
             die("--until needs exactly one trace")
-        if html_out is not None:
-            die("--html needs exactly one trace")
         _replay_many(paths, as_json, driver, digest_every)
     trace = paths[0]
     try:
@@ -161,11 +169,8 @@ def replay(
         click.echo(f"warning: {warning}", err=True)
     if result.records == 0:
         die(f"{trace}: no complete record to replay")
-    if html_out is not None:
-        try:
-            write_html(trace, html_out, divergence=result.divergence)
-        except TraceFormatError as exc:  # a line past the replay's --until or divergence
-            die(str(exc))
+    if html_out is not None:  # (a bad line past the replay's --until or divergence: exit 2)
+        write_page(trace, html_out, divergence=result.divergence)
         click.echo(f"wrote {html_out}", err=True)
     if as_json:
         data = result.to_json()
@@ -181,23 +186,29 @@ def replay(
     sys.exit(0 if result.ok else 1)
 
 
+@dataclass(frozen=True)
+class _AgentModes:
+    """How to replay against an agent: its tools and compactor live or recorded, or update."""
+
+    tools: str
+    compactor: str
+    update: bool
+    force: bool
+
+
 def _with_agent(
-    paths: list[str],
-    agent: str,
-    tools_mode: str,
-    compactor_mode: str,
-    update: bool,
-    force: bool,
-    as_json: bool,
+    paths: list[str], agent: str, modes: _AgentModes, as_json: bool, html_out: str | None
 ) -> NoReturn:
-    """Replay (or update) every trace against the agent."""
+    """Replay (or update) every trace against the agent; with ``html_out`` (one trace), also
+    write its timeline there, the divergence (if any) highlighted."""
     worst = 0
     rows: list[dict[str, Any]] = []
+    tools_mode, compactor_mode = modes.tools, modes.compactor
     for trace in paths:
         try:
-            if update:
+            if modes.update:
                 updated = update_trace(
-                    trace, agent, tools=tools_mode, compactor=compactor_mode, force=force
+                    trace, agent, tools=tools_mode, compactor=compactor_mode, force=modes.force
                 )
                 worst = max(worst, 0 if updated.ok else 1)
                 row: dict[str, Any] = {"path": trace, "ok": updated.ok, "message": updated.message}
@@ -218,6 +229,9 @@ def _with_agent(
             continue
         worst = max(worst, 0 if result.ok else 1)
         rows.append(result.to_json())
+        if html_out is not None:
+            write_page(trace, html_out, divergence=result.divergence)
+            click.echo(f"wrote {html_out}", err=True)
         if not as_json:
             _print_result(result)
     if as_json:

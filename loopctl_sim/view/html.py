@@ -13,14 +13,30 @@ a trace of 100,000 records makes a page of a few megabytes instead of tens
 A divergence (a replay's ``Divergence``) is embedded with the field-level differences
 (``fields.leaf_diff``), the policy in force and the feeds before it; the page highlights the
 divergent record and opens it.
+
+A trace is untrusted input (a bug report's trace is crafted by whoever sent it), so no string of
+it is ever markup: the template's placeholders are filled in one pass over the template alone
+(a file name holding ``{{script}}`` stays text), the title is escaped, the data blocks cannot end
+their ``<script>`` element, and the script builds the page with ``textContent`` and DOM
+properties, never with a trace string as HTML. Behind that, the Content-Security-Policy allows
+only the page's own script and stylesheet, by their SHA-256 computed here at render time: no
+inline handler, no injected ``<script>`` or ``<style>``, no fetch would run even if a string
+slipped through.
+
+``write_html`` writes beside the target and renames over it, so a failed write (a full disk, a
+killed process) leaves the old page whole.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
+import hashlib
 import json
 import os
+import re
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,7 +46,14 @@ from loopctl_sim.view.fields import leaf_diff
 from loopctl_sim.view.reports import divergence_policy
 from loopctl_sim.view.timeline import Timeline, build_timeline
 
-__all__ = ["HEADLESS_CHROMIUM_ARGS", "divergence_json", "render_html", "write_html"]
+__all__ = [
+    "HEADLESS_CHROMIUM_ARGS",
+    "content_security_policy",
+    "divergence_json",
+    "render_html",
+    "write_html",
+    "write_text_atomic",
+]
 
 #: Flags for opening a page in headless Chromium offline, as the browser test and
 #: ``benchmarks/bench_html.py`` do (no sandbox for root in CI, no GPU, no background traffic).
@@ -69,6 +92,25 @@ def _script_safe(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
+def _sha256(text: str) -> str:
+    """A CSP source that allows exactly the inline element whose content is ``text``."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def content_security_policy(script: str, style: str) -> str:
+    """The page's policy: nothing fetched, nothing run or styled but ``script`` and ``style``
+    themselves (by hash: no ``'unsafe-inline'``), no ``<base>``, no form posts."""
+    return (
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+#: A placeholder of the template: ``{{name}}``.
+_PLACEHOLDER = re.compile(r"\{\{([a-z]+)\}\}")
+
+
 def render_html(
     timeline: Timeline, *, divergence: dict[str, Any] | None = None, title: str | None = None
 ) -> str:
@@ -76,21 +118,51 @@ def render_html(
     index = timeline.to_json()
     index["divergence"] = divergence
     index["title"] = title or f"loopctl trace: {timeline.path}"
-    page = _asset("timeline.html")
+    script = _script_safe(_asset("timeline.js"))
+    style = _asset("timeline.css").replace("</", "<\\/")
     parts = {
-        "{{title}}": _html_escape(index["title"]),
-        "{{style}}": _asset("timeline.css"),
-        "{{index}}": _packed(json.dumps(index, ensure_ascii=False, separators=(",", ":"))),
-        "{{records}}": _packed("\n".join(timeline.records)),
-        "{{script}}": _script_safe(_asset("timeline.js")),
+        "csp": content_security_policy(script, style),  # base64 and fixed words: no quote
+        "title": _html_escape(index["title"]),
+        "style": style,
+        "index": _packed(json.dumps(index, ensure_ascii=False, separators=(",", ":"))),
+        "records": _packed("\n".join(timeline.records)),
+        "script": script,
     }
-    for key, value in parts.items():
-        page = page.replace(key, value)
-    return page
+    # one pass over the template alone: what a placeholder is replaced with is never searched
+    # for placeholders again (a title holding "{{script}}" stays text)
+    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("timeline.html"))
 
 
 def _html_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """``text`` safe as HTML text and inside a quoted attribute."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
+
+
+def write_text_atomic(out: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``out`` whole or not at all: into a temporary file beside it, then
+    renamed over it. On any failure (``OSError``: no such folder, no permission, a full disk;
+    an interrupt) the temporary file is removed and an old ``out`` is left as it was."""
+    target = Path(out)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as a plain open() would have made it
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def write_html(
@@ -99,9 +171,11 @@ def write_html(
     *,
     divergence: Divergence | None = None,
 ) -> Timeline:
-    """Write the page of the trace at ``trace`` to ``out``; returns the timeline it drew
-    (``TraceFormatError`` if the trace is unreadable; nothing is written then)."""
+    """Write the page of the trace at ``trace`` to ``out``; returns the timeline it drew.
+
+    ``TraceFormatError`` if the trace is unreadable, ``OSError`` if ``out`` cannot be written;
+    either way ``out`` is left as it was (``write_text_atomic``)."""
     timeline = build_timeline(trace)
     found = None if divergence is None else divergence_json(divergence, timeline.path)
-    Path(out).write_text(render_html(timeline, divergence=found), encoding="utf-8")
+    write_text_atomic(out, render_html(timeline, divergence=found))
     return timeline

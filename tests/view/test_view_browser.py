@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from hostile import HTML_PAYLOAD, hostile_trace
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 from view_helpers import DRIVER, ROOT, TRACES, invoke, lines, write_lines
 
 from loopctl import Message, ToolCall
@@ -182,3 +183,73 @@ def test_a_machine_level_trace(open_page: Any, tmp_path: Path) -> None:
     assert page.page.locator("#axis-time").is_disabled()  # no durations: record order only
     assert page.count(".lane-tools .item") == 2
     assert page.text("[data-testid=outcome]") == 'completed: "2 + 3 + 10 = 15."'
+
+
+@pytest.mark.parametrize("keep", [frozenset(), frozenset({"kind"})], ids=["all", "known-kinds"])
+def test_a_crafted_trace_runs_no_script(
+    open_page: Any, tmp_path: Path, keep: frozenset[str]
+) -> None:
+    """Every free-text field of a trace (an io record's kind, tool names, texts, results,
+    metadata, the file name) carries markup that would run script if it were put in as HTML;
+    the page shows it as text, in the lanes, the list, the details and a divergence banner."""
+    trace, carried = hostile_trace(
+        DRIVER / "tool_exception.jsonl", tmp_path / "x.jsonl", HTML_PAYLOAD, keep
+    )
+    assert carried > 50
+    named = tmp_path / 'crafted"><img src=x onerror="window.__pwned=1">{{script}}.jsonl'
+    trace.rename(named)
+    out = tmp_path / "crafted.html"
+    result = invoke(["replay", str(named), "--html", str(out)])
+    assert result.exit_code in (0, 1) and out.exists(), result.output
+    page = open_page(out)
+    dialogs: list[str] = []
+
+    def dialog(d: Dialog) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    page.page.on("dialog", dialog)
+    # every bar and row gets the events an injected handler would wait for (bars overlap, so
+    # the events are dispatched on each one), and a click on each row opens its details
+    for each in page.page.locator(".item, .row, #divergence *").all():
+        for event in ("mouseover", "mouseenter", "focus", "click"):
+            each.dispatch_event(event)
+    for row in page.page.locator(".row").all()[:20]:
+        row.click()
+        page.page.wait_for_selector("[data-testid=record-json]")
+    assert page.page.evaluate("window.__pwned") is None
+    assert dialogs == []
+    assert page.count("script") == 3  # the two data blocks and the page's own script
+    assert page.count("img") == 0 and page.count("[onerror], [onmouseover]") == 0
+    assert "window.__pwned=1" in page.text("#details")  # shown, as text
+    assert page.page.title().endswith('"><img src=x onerror="window.__pwned=1">{{script}}.jsonl')
+    csp = page.page.locator("meta[http-equiv=Content-Security-Policy]").get_attribute("content")
+    assert csp and "unsafe-inline" not in csp and "script-src 'sha256-" in csp
+    page.shot(f"crafted-{'-'.join(sorted(keep)) or 'all'}")
+
+
+def test_the_policy_refuses_an_inline_script_the_page_did_not_bring(
+    open_page: Any, tmp_path: Path
+) -> None:
+    """The hash-based policy is what stops a slip: a script or style element added to the page
+    (as an injection would) is refused by the browser, while the page's own run."""
+    out = tmp_path / "basic.html"
+    write_html(TRACES / "basic.jsonl", out)
+    page = open_page(out)
+    page.page.evaluate(
+        """() => {
+        const s = document.createElement("script");
+        s.textContent = "window.__pwned = 1";
+        document.body.append(s);
+        const st = document.createElement("style");
+        st.textContent = "body { display: none }";
+        document.head.append(st);
+        const d = document.createElement("div");
+        d.setAttribute("onclick", "window.__pwned = 2");
+        document.body.append(d);
+        d.click();
+    }"""
+    )
+    assert page.page.evaluate("window.__pwned") is None
+    assert page.page.locator("body").is_visible()
+    assert page.count(".lane-tools .item") == 2  # the page's own script ran

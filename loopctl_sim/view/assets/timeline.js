@@ -5,16 +5,35 @@
 // click. Rendering is virtualised so 100,000 records stay quick: each lane draws only the items
 // inside the visible window, and a lane with more than MAX_ITEMS of them there draws a density
 // histogram instead ("zoom in to see records"); the record list draws only its visible rows.
+//
+// Every string here comes from a trace, and a trace may be crafted: nothing is ever parsed as
+// HTML. Elements are built with h() (text goes in as text nodes, attributes through setAttribute,
+// positions through the CSSOM), and a class made from a trace's kind keeps only [A-Za-z0-9_-].
+// The page's Content-Security-Policy allows this script and the stylesheet by hash alone.
 "use strict";
 
 const MAX_ITEMS = 1500; // per lane, in the visible window
 const ROW_H = 20; // the record list's row height (px)
 const BAR_H = 16; // one row of bars in a lane (px)
 
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => ({
-    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
-  }[c]));
+// An element: attrs may hold class, text, style (an object for the CSSOM), dataset, or any
+// attribute; children are nodes or strings (strings become text nodes, never markup).
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = String(value);
+    else if (key === "style") Object.assign(node.style, value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children) if (child !== null && child !== undefined && child !== false) node.append(child);
+  return node;
+}
+
+// A trace's kind or tone as one class name: letters, digits, "_" and "-" only.
+function token(text) {
+  return String(text).replace(/[^A-Za-z0-9_-]/g, "_");
 }
 
 async function unpack(id) {
@@ -47,16 +66,19 @@ async function main() {
   // --- the header: outcome and counts -------------------------------------------------------
   const outcome = el("outcome");
   outcome.textContent = S.outcome;
-  outcome.className = S.outcome_kind;
+  outcome.className = token(S.outcome_kind);
   const counts = [
     ["records", "records"], ["runs", "runs"], ["resumes", "resumes"], ["crashes", "crashes"],
     ["turns", "turns"], ["model_calls", "model calls"], ["model_errors", "model errors"],
     ["retries", "retries"], ["tool_calls", "tool calls"], ["tool_errors", "tool errors"],
     ["compactions", "compactions"], ["cancels", "cancels"],
   ];
-  el("summary").innerHTML = counts.map(([key, name]) =>
-    `<li data-testid="count-${key}"><b>${S[key]}</b> ${name}</li>`).join("") +
-    (S.timed ? `<li data-testid="duration"><b>${S.duration_s.toFixed(3)}</b> s</li>` : "");
+  el("summary").replaceChildren(
+    ...counts.map(([key, name]) =>
+      h("li", { "data-testid": `count-${key}` }, h("b", { text: S[key] }), ` ${name}`)),
+    ...(S.timed
+      ? [h("li", { "data-testid": "duration" }, h("b", { text: Number(S.duration_s).toFixed(3) }), " s")]
+      : []));
 
   // --- indexes ------------------------------------------------------------------------------
   const itemOf = new Int32Array(nRecs).fill(-1);
@@ -85,15 +107,12 @@ async function main() {
   const box = el("lanes");
   const tracks = [];
   lanes.forEach((name, l) => {
-    const lane = document.createElement("div");
-    lane.className = `lane lane-${name}`;
-    lane.dataset.lane = name;
-    lane.dataset.testid = "lane";
-    lane.innerHTML = `<div class="lane-name">${name}</div>` +
-      `<div class="track" style="height:${rows[l] * BAR_H + 4}px"></div>`;
+    const track = h("div", { class: "track", style: { height: `${rows[l] * BAR_H + 4}px` } });
+    const lane = h("div", { class: `lane lane-${token(name)}`, dataset: { lane: name, testid: "lane" } },
+      h("div", { class: "lane-name", text: name }), track);
     if (!laneItems[l].length && name === "other") lane.hidden = true;
     box.appendChild(lane);
-    tracks.push(lane.querySelector(".track"));
+    tracks.push(track);
   });
 
   let view = { a: 0, b: 1 };
@@ -131,17 +150,17 @@ async function main() {
         }
         const top = buckets.reduce((m, c) => Math.max(m, c), 1);
         const H = rows[l] * BAR_H + 4;
-        let html = "";
+        const bars = document.createDocumentFragment();
         for (let x = 0; x < n; x++) {
           if (!buckets[x]) continue;
-          const h = Math.max(2, Math.round((buckets[x] / top) * H));
-          html += `<div class="bucket" style="left:${x * 3}px;width:3px;height:${h}px"></div>`;
+          const height = Math.max(2, Math.round((buckets[x] / top) * H));
+          bars.append(h("div", { class: "bucket", style: { left: `${x * 3}px`, width: "3px", height: `${height}px` } }));
         }
-        track.innerHTML = html;
+        track.replaceChildren(bars);
         track.dataset.mode = "density";
         return;
       }
-      let html = "";
+      const bars = document.createDocumentFragment();
       for (let k = lo; k < hi; k++) {
         const i = order[k];
         if (en[i] < view.a) continue;
@@ -150,18 +169,24 @@ async function main() {
         const width = ((en[i] - st[i]) / span) * W;
         const point = width < 3 && en[i] === st[i];
         const toneOf = I.rec2[i] >= 0 && name === "tools" ? R.tone[I.rec2[i]] : R.tone[r];
-        const tone = toneOf ? ` tone-${toneOf}` : "";
-        const cls = `item kind-${R.kind[r]}${tone}${point ? " point" : ""}` +
+        const tone = toneOf ? ` tone-${token(toneOf)}` : "";
+        const cls = `item kind-${token(R.kind[r])}${tone}${point ? " point" : ""}` +
           (r === selected || I.rec2[i] === selected && selected >= 0 ? " sel" : "") +
           (r === divergent || I.rec2[i] === divergent && divergent >= 0 ? " divergent" : "");
         const label = I.rec2[i] >= 0 && name === "tools" ? R.label[I.rec2[i]] : R.label[r];
-        html += `<div class="${cls}" data-i="${i}" data-lane="${name}" ` +
-          `style="left:${(point ? left - 1 : left).toFixed(1)}px;` +
-          `width:${Math.max(point ? 3 : 2, width).toFixed(1)}px;top:${I.row[i] * BAR_H + 2}px" ` +
-          `title="${escapeHtml(`seq ${R.seq[r]}: ${label}`)}"></div>`;
+        bars.append(h("div", {
+          class: cls,
+          dataset: { i: i, lane: name },
+          style: {
+            left: `${(point ? left - 1 : left).toFixed(1)}px`,
+            width: `${Math.max(point ? 3 : 2, width).toFixed(1)}px`,
+            top: `${I.row[i] * BAR_H + 2}px`,
+          },
+          title: `seq ${R.seq[r]}: ${label}`,
+        }));
         shown++;
       }
-      track.innerHTML = html;
+      track.replaceChildren(bars);
       track.dataset.mode = "items";
     });
     el("mode").textContent = dense
@@ -234,16 +259,17 @@ async function main() {
     spacer.style.height = `${n * ROW_H}px`;
     const first = Math.max(0, Math.floor(list.scrollTop / ROW_H) - 5);
     const last = Math.min(n, first + Math.ceil((list.clientHeight || 400) / ROW_H) + 10);
-    let html = "";
+    const rowsShown = document.createDocumentFragment();
     for (let k = first; k < last; k++) {
       const r = shownRecs ? shownRecs[k] : k;
-      const cls = `row${R.tone[r] ? ` tone-${R.tone[r]}` : ""}${r === selected ? " sel" : ""}` +
+      const cls = `row${R.tone[r] ? ` tone-${token(R.tone[r])}` : ""}${r === selected ? " sel" : ""}` +
         (r === divergent ? " divergent" : "");
-      html += `<div class="${cls}" data-r="${r}" style="top:${k * ROW_H}px">` +
-        `<span class="seq">${R.seq[r]}</span><span class="lane-tag">${lanes[R.lane[r]]}</span>` +
-        `${escapeHtml(R.label[r])}</div>`;
+      rowsShown.append(h("div", { class: cls, dataset: { r: r }, style: { top: `${k * ROW_H}px` } },
+        h("span", { class: "seq", text: R.seq[r] }),
+        h("span", { class: "lane-tag", text: lanes[R.lane[r]] }),
+        R.label[r]));
     }
-    spacer.innerHTML = html;
+    spacer.replaceChildren(rowsShown);
     el("list-count").textContent = shownRecs ? `${n} of ${nRecs}` : `${nRecs} records`;
   }
   list.addEventListener("scroll", drawRows);
@@ -292,38 +318,45 @@ async function main() {
     const shown = [r];
     if (item >= 0) for (const x of [I.rec[item], I.rec2[item]]) if (x >= 0 && !shown.includes(x)) shown.push(x);
     shown.sort((x, y) => x - y);
-    let html = "";
+    const parts = [];
     for (const x of shown) {
-      html += `<h3>seq ${R.seq[x]} · ${lanes[R.lane[x]]} · ${escapeHtml(R.kind[x])}` +
-        ` · turn ${R.turn[x]}</h3><p>${escapeHtml(R.label[x])}</p>` +
-        `<pre data-testid="record-json">${escapeHtml(await recordJson(x))}</pre>`;
+      parts.push(
+        h("h3", { text: `seq ${R.seq[x]} · ${lanes[R.lane[x]]} · ${R.kind[x]} · turn ${R.turn[x]}` }),
+        h("p", { text: R.label[x] }),
+        h("pre", { "data-testid": "record-json", text: await recordJson(x) }));
     }
-    el("details").innerHTML = html;
+    el("details").replaceChildren(...parts);
   }
 
   // --- a divergence -------------------------------------------------------------------------
   if (D.divergence) {
     const d = D.divergence;
-    const side = (v, absent) => (absent ? "(absent)" : escapeHtml(JSON.stringify(v)));
-    const fields = (d.fields || []).map((f) =>
-      `<tr><td>${escapeHtml(f.path || "(the value)")}</td>` +
-      `<td class="expected">${side(f.expected, f.expected_absent)}</td>` +
-      `<td class="actual">${side(f.actual, f.actual_absent)}</td></tr>`).join("");
+    const side = (v, absent, excerpt) => (absent ? "(absent)" : excerpt != null ? excerpt : JSON.stringify(v));
+    const fields = (d.fields || []).map((f) => h("tr", null,
+      h("td", { text: f.path || "(the value)" }),
+      h("td", { class: "expected", text: side(f.expected, f.expected_absent, f.expected_excerpt) }),
+      h("td", { class: "actual", text: side(f.actual, f.actual_absent, f.actual_excerpt) })));
     const policy = d.policy
-      ? Object.entries(d.policy).map(([k, v]) => `${escapeHtml(k)}=${escapeHtml(JSON.stringify(v))}`).join(", ")
+      ? Object.entries(d.policy).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")
       : "(no step before it)";
     const feeds = (d.recent_feeds || []).map((f) =>
-      `<li>seq ${f.seq} (line ${f.line}): ${escapeHtml(f.name)}</li>`).join("");
+      h("li", { text: `seq ${f.seq} (line ${f.line}): ${f.name}` }));
     const sec = el("divergence");
-    sec.innerHTML =
-      `<h2>Divergence at seq ${d.seq} (line ${d.line}): ${escapeHtml(d.message)}</h2>` +
-      `<div>what differs: <b>${escapeHtml(d.what)}</b>${d.note ? ` · note: ${escapeHtml(d.note)}` : ""}</div>` +
-      `<div data-testid="policy">policy in force: ${policy}</div>` +
-      (fields ? `<table data-testid="fields"><tr><th>field</th><th>expected</th><th>actual</th></tr>${fields}</table>` : "") +
-      `<div class="sides"><div><b>expected</b><pre>${escapeHtml(JSON.stringify(d.expected, null, 2))}</pre></div>` +
-      `<div><b>actual</b><pre>${escapeHtml(JSON.stringify(d.actual, null, 2))}</pre></div></div>` +
-      (feeds ? `<div>feeds before it:</div><ul>${feeds}</ul>` : "") +
-      (divergent >= 0 ? `<button type="button" id="goto-divergence">show the record</button>` : "");
+    sec.replaceChildren(
+      h("h2", { text: `Divergence at seq ${d.seq} (line ${d.line}): ${d.message}` }),
+      h("div", null, "what differs: ", h("b", { text: d.what }), d.note ? ` · note: ${d.note}` : null),
+      ...(d.details || []).length ? [h("pre", { class: "details", text: d.details.join("\n") })] : [],
+      h("div", { "data-testid": "policy", text: `policy in force: ${policy}` }),
+      fields.length
+        ? h("table", { "data-testid": "fields" },
+          h("tr", null, h("th", { text: "field" }), h("th", { text: "expected" }), h("th", { text: "actual" })),
+          ...fields)
+        : null,
+      h("div", { class: "sides" },
+        h("div", null, h("b", { text: "expected" }), h("pre", { text: JSON.stringify(d.expected, null, 2) })),
+        h("div", null, h("b", { text: "actual" }), h("pre", { text: JSON.stringify(d.actual, null, 2) }))),
+      ...feeds.length ? [h("div", { text: "feeds before it:" }), h("ul", null, ...feeds)] : [],
+      divergent >= 0 ? h("button", { type: "button", id: "goto-divergence", text: "show the record" }) : null);
     sec.hidden = false;
     if (divergent >= 0) el("goto-divergence").onclick = () => select(divergent, true);
   }
@@ -340,7 +373,5 @@ async function main() {
 
 main().catch((err) => {
   document.body.dataset.ready = "error";
-  const p = document.createElement("pre");
-  p.textContent = `The timeline could not be drawn: ${err && err.stack ? err.stack : err}`;
-  document.body.prepend(p);
+  document.body.prepend(h("pre", { text: `The timeline could not be drawn: ${err && err.stack ? err.stack : err}` }));
 });
