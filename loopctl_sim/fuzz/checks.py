@@ -45,6 +45,7 @@ from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
+from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.machine import SimError, SimResult, SimRun
 from loopctl_sim.sim.scenario import Scenario
@@ -322,7 +323,14 @@ def _same_end(a: SimResult, b: SimResult) -> str | None:
     if a.outcome != b.outcome:
         return f"outcome {a.outcome!r} uninterrupted, {b.outcome!r} with the crash"
     if a.machine.history != b.machine.history:
-        return "the history differs from the uninterrupted run's"
+        return "the history differs from the uninterrupted run's: " + str(
+            history_difference(
+                a.machine.history,
+                b.machine.history,
+                expected_name="uninterrupted",
+                actual_name="with the crash",
+            )
+        )
     if a.digest != b.digest:
         return f"final digest {a.digest} uninterrupted, {b.digest} with the crash"
     return None

@@ -122,6 +122,8 @@ async def resume_trace_async(
         recorder = TraceRecorder(writer)
         loop = build_agent(factory, observers=[recorder], machine=machine)
         recorder.continue_run(machine, {"resumed": {"from_line": point.line, "trace": point.path}})
+        if point.compact_requested:  # the killed driver still held a manual compaction request
+            loop.request_compaction()
         await _finish_exchange(loop, recorder, point, resumed)
         resumed.result = await loop.run(None, cancel)
     finally:

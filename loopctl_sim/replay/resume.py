@@ -18,8 +18,10 @@ of many runs is rebuilt from its first header, or from its last ``snapshot`` rec
 
 What the trace says beyond the brain (``ResumePoint``): the results of the exchange in flight
 that the trace already holds (``tool_result`` records after its ``call_tools`` step: those tools
-ran, and must not run again), and whether the trace stops between an exchange's results and the
-driver's count of them (``set_context_tokens``), which the continuation then makes.
+ran, and must not run again), whether the trace stops between an exchange's results and the
+driver's count of them (``set_context_tokens``), which the continuation then makes, and whether
+a manual compaction the last step's policy asked for (``compact_now``) was still unanswered: a
+request the trace holds survives the restore.
 ``loopctl_sim.replay.continuation`` runs the rest of the run with the user's agent.
 """
 
@@ -32,7 +34,15 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from loopctl.core import CallTools, LoopMachine, Message, ProtocolError, ToolResult
+from loopctl.core import (
+    CallTools,
+    Compact,
+    CompactReason,
+    LoopMachine,
+    Message,
+    ProtocolError,
+    ToolResult,
+)
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.trace import (
     ContinuationError,
@@ -85,6 +95,10 @@ class ResumePoint:
     uncounted: Message | None = None
     #: the run's end record is in the trace
     ended: bool = False
+    #: a manual compaction was asked for (the last step's policy says ``compact_now``) and no
+    #: ``Compact(MANUAL)`` step answered it yet: the driver that was killed still held the
+    #: request, so the continuation asks again
+    compact_requested: bool = False
     #: the run's records hold scrubbed secrets: the rebuilt brain holds their placeholders
     scrubbed: bool = False
     notes: list[str] = field(default_factory=list)
@@ -245,6 +259,8 @@ def _apply(point: ResumePoint, line: int, rec: object) -> None:
             )
         if isinstance(step, CallTools):
             point.results = {}
+        manual = isinstance(step, Compact) and step.reason is CompactReason.MANUAL
+        point.compact_requested = rec.policy.compact_now and not manual
         return
     kind = getattr(rec, "type", None)
     if kind == "end":

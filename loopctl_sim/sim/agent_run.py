@@ -329,7 +329,13 @@ async def run_agent_async(
                 break
             except Crash as crash:
                 rerun |= _in_flight(loop.machine, tools.executions)
+                # The user's compaction request stands until a Compact(MANUAL) answers it: the
+                # user asks the restarted loop again (else a request made at the crash's step
+                # is lost, and the restored run no longer compacts where the other one did).
+                requested = loop.policy().compact_now
                 loop = body(restore_after_crash(loop.machine, crash.step, watchers))
+                if requested:
+                    loop.request_compaction()
                 input = None
     except Exception as exc:
         raise AgentRunError(collected(), exc) from exc
