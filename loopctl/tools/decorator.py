@@ -84,6 +84,7 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         parallel_safe: bool = True,
         inline: bool = False,
+        raises: type[Exception] | tuple[type[Exception], ...] = (),
     ) -> None:
         if isinstance(fn, Tool):  # re-decorating: wrap the original function with new options
             fn = fn.fn
@@ -98,6 +99,7 @@ class Tool(Generic[P, R]):
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"tool '{self.name}': timeout must be positive, got {timeout}")
+        self.raises = _expected(self.name, raises)
         self.is_async = _is_async(fn)
         if inline and self.is_async:
             raise ValueError(
@@ -191,6 +193,7 @@ def tool(
     timeout: float | None = None,
     parallel_safe: bool = True,
     inline: bool = False,
+    raises: type[Exception] | tuple[type[Exception], ...] = (),
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -203,6 +206,7 @@ def tool(
     timeout: float | None = None,
     parallel_safe: bool = True,
     inline: bool = False,
+    raises: type[Exception] | tuple[type[Exception], ...] = (),
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Turn a typed function (sync or async) into a ``Tool``.
 
@@ -213,6 +217,10 @@ def tool(
     this tool run alone, after the calls before it and before the calls after it.
     ``inline=True`` runs a sync function on the event loop, without a worker thread: for cheap
     functions only, since it blocks the loop while it runs (see the module docstring).
+    ``raises`` declares the exceptions the tool raises on purpose to refuse an input (say
+    ``raises=ValueError``): they reach the model as error results like any other, and a fuzz
+    campaign (``loopctl-sim fuzz``) takes every other exception out of the tool for a crash,
+    a finding. ``ToolError`` is always expected.
     """
 
     def wrap(f: Callable[P, R]) -> Tool[P, R]:
@@ -223,11 +231,23 @@ def tool(
             timeout=timeout,
             parallel_safe=parallel_safe,
             inline=inline,
+            raises=raises,
         )
 
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+def _expected(
+    tool_name: str, raises: type[Exception] | tuple[type[Exception], ...]
+) -> tuple[type[Exception], ...]:
+    """``raises`` as a tuple of exception classes, ``ToolError`` first (always expected)."""
+    given = raises if isinstance(raises, tuple) else (raises,)
+    for kind in given:
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            raise TypeError(f"tool '{tool_name}': raises= takes exception classes, got {kind!r}")
+    return (ToolError, *(k for k in given if k is not ToolError))
 
 
 def encode_result(tool_name: str, value: Any) -> str:

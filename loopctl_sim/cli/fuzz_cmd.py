@@ -28,25 +28,39 @@ from loopctl_sim.cli.common import die
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.agent_case import agent_profile
-from loopctl_sim.fuzz.campaign import prepare
+from loopctl_sim.fuzz.campaign import OutputError, prepare
 from loopctl_sim.fuzz.cluster import ClusterError, DaskCluster, parse_cluster
 from loopctl_sim.fuzz.executors import Executor, WorkerSetupError, default_chunk_size
 from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.sim.agent_run import tool_modes
+from loopctl_sim.trace import scrub_text
 from loopctl_sim.view import make_console
 
 __all__ = ["fuzz"]
 
 
 def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:
-    """The command line that runs ``seed`` again with the campaign's options."""
+    """The command line that runs ``seed`` again with the campaign's options (values quoted
+    for a POSIX shell)."""
     parts = ["loopctl-sim fuzz", f"--seeds {seed}:{seed + 1}"]
     for flag, value in args:
         if value is not None:
-            parts.append(f"{flag} {value}" if value else flag)
+            parts.append(f"{flag} {shlex.quote(value)}" if value else flag)
     return " ".join(parts)
+
+
+def _check_flags(
+    checks: Sequence[str], deterministic: bool | None, tool_exceptions: bool
+) -> list[str]:
+    """The campaign's checks as ``run --checks`` and ``export-test`` take them."""
+    flags = [word for spec in checks for word in ("--check", spec)]
+    if deterministic is not None:
+        flags.append("--deterministic" if deterministic else "--nondeterministic")
+    if not tool_exceptions:
+        flags.append("--no-tool-exceptions")
+    return flags
 
 
 def _agent_config(agent: str, config: FuzzConfig) -> None:
@@ -189,6 +203,13 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     metavar="TEXT",
     help="With an agent: a task the runs start from (repeatable; default: generic tasks).",
 )
+@click.option(
+    "--tool-exceptions/--no-tool-exceptions",
+    default=True,
+    show_default=True,
+    help="With an agent: an exception a tool does not declare (@tool(raises=...)), or a tool "
+    "hook's or tool middleware's, fails the seed.",
+)
 @click.option("--no-shrink", is_flag=True, help="Save failures without shrinking them.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: tty).")
 def fuzz(
@@ -210,6 +231,7 @@ def fuzz(
     checks: tuple[str, ...],
     deterministic: bool | None,
     inputs: tuple[str, ...],
+    tool_exceptions: bool,
     no_shrink: bool,
     progress: bool | None,
 ) -> None:
@@ -247,6 +269,7 @@ def fuzz(
         deterministic=deterministic,
         inputs=inputs,
         cwd=os.getcwd(),
+        check_tool_exceptions=tool_exceptions,
     )
     for spec in checks:
         try:
@@ -255,8 +278,20 @@ def fuzz(
             die(str(exc))
     if agent is not None:
         _agent_config(agent, config)
-    elif (tools_mode, exempt, deterministic, inputs, recorded) != ("live", (), None, (), ()):
-        die("--tools, --recorded, --exempt, --deterministic and --input go with --agent")
+    elif (tools_mode, exempt, deterministic, inputs, recorded, tool_exceptions) != (
+        "live",
+        (),
+        None,
+        (),
+        (),
+        True,
+    ):
+        die(
+            "--tools, --recorded, --exempt, --deterministic, --input and --no-tool-exceptions "
+            "go with --agent"
+        )
+    if os.path.exists(out) and not os.path.isdir(out):
+        die(f"--out {out}: not a directory")
     target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
     if cluster is not None and workers != 1:
         die("--workers and --cluster: the cluster's workers run the seeds, choose one")
@@ -293,18 +328,30 @@ def fuzz(
         *(("--recorded", path) for path in recorded),
         ("--exempt", ",".join(exempt_names) or None),
         *(("--check", spec) for spec in checks),
-        *(("--input", shlex.quote(text)) for text in inputs),
+        *(("--input", text) for text in inputs),
     ]
     if deterministic is not None:
         args.append(("--deterministic" if deterministic else "--nondeterministic", ""))
+    if not tool_exceptions:
+        args.append(("--no-tool-exceptions", ""))
+    flags = _check_flags(checks, deterministic, tool_exceptions)
     console = make_console()
+    # what is printed is scrubbed as the traces are: an --input may hold a secret
+    secret = any(scrub_text(text) != text for text in inputs)
     for r in summary.failures:
-        for line in failure_lines(r, _rerun(r.seed, args), agent):
-            console.print(line, soft_wrap=True)
+        lines = failure_lines(r, _rerun(r.seed, args), agent, level=config.level, flags=flags)
+        for line in lines:
+            console.print(scrub_text(line), soft_wrap=True, markup=False)
+    if secret and summary.failures:
+        console.print(
+            "note: an --input holds a secret: the commands above show it scrubbed, as the "
+            "traces and scenarios hold it; give it again to run them",
+            soft_wrap=True,
+        )
     for table in summary_tables(summary, target):
         console.print(table)
     for note, count in sorted(summary.notes.items()):
-        console.print(f"note ({count} seeds): {note}", soft_wrap=True)
+        console.print(scrub_text(f"note ({count} seeds): {note}"), soft_wrap=True, markup=False)
     console.print(
         f"{summary.seeds} seeds, {summary.runs} simulated runs, {summary.steps} steps checked; "
         f"{len(summary.failures)} failing seed(s)"
@@ -361,7 +408,7 @@ def _campaign(
                     executor=executor,
                     state=state,
                 )
-        except (WorkerSetupError, ClusterError) as exc:
+        except (WorkerSetupError, ClusterError, StateError, OutputError) as exc:
             die(str(exc))
         except KeyboardInterrupt:
             again = f": run the same command to go on ({state.path})" if state else ""

@@ -13,7 +13,8 @@ right one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from rich.console import Console
@@ -163,9 +164,21 @@ def summary_tables(summary: CampaignSummary, target: str) -> list[Table]:
     return tables
 
 
-def failure_lines(r: CaseResult, rerun: str, agent: str | None) -> list[str]:
+def failure_lines(
+    r: CaseResult,
+    rerun: str,
+    agent: str | None,
+    *,
+    level: str = "machine",
+    flags: Sequence[str] = (),
+) -> list[str]:
     """One failing seed: what failed, how it shrank, and the commands that reproduce it
-    (``rerun`` is the ``loopctl-sim fuzz`` command line for this one seed)."""
+    (``rerun`` is the ``loopctl-sim fuzz`` command line for this one seed).
+
+    Every command carries what reproducing the failure needs: the agent (a scenario file runs
+    none on its own), the built-in world's level, and ``flags``, the campaign's checks as
+    ``run`` and ``export-test`` take them (``--check``, ``--deterministic``...); a crash check's
+    failure also where the crash struck (``--crash-at``)."""
     assert r.failure is not None
     out = [f"FAIL seed {r.seed}: {r.failure}"]
     if r.shrunk:
@@ -174,15 +187,25 @@ def failure_lines(r: CaseResult, rerun: str, agent: str | None) -> list[str]:
     out.append(f"  rerun:  {rerun}")
     traces = [f for f in r.files if f.endswith(".jsonl")]
     yamls = [f for f in r.files if f.endswith(".yaml")]
+    checked = list(flags)
+    driver = ["--driver"] if level == "driver" else []
+    named = ["--agent", agent] if agent is not None else driver
+    if r.failure.kind == "crash-restore":
+        checked += ["--crash-at", repr(r.crash_at)]
     for f in traces:
         if agent is None:
-            out.append(f"  replay: loopctl-sim replay {f}")
+            out.append(f"  replay: {_command('replay', f)}")
         else:
-            out.append(f"  replay: loopctl-sim replay {f} --agent {agent} --tools {r.replay_tools}")
+            out.append(
+                f"  replay: {_command('replay', f, '--agent', agent, '--tools', r.replay_tools)}"
+            )
     if yamls:
-        out.append(f"  run:    loopctl-sim run {yamls[-1]} --checks")
-    if traces and agent is None:
-        out.append(f"  test:   loopctl-sim export-test {traces[-1]}")
-    elif traces:
-        out.append(f"  test:   loopctl-sim export-test {traces[-1]} --agent {agent}")
+        out.append(f"  run:    {_command('run', yamls[-1], *named, '--checks', *checked)}")
+    if traces:
+        out.append(f"  test:   {_command('export-test', traces[-1], *named, *checked)}")
     return out
+
+
+def _command(*words: str) -> str:
+    """``loopctl-sim`` and ``words``, each quoted for a POSIX shell where it needs to be."""
+    return " ".join(["loopctl-sim", *(shlex.quote(w) for w in words)])

@@ -1,9 +1,16 @@
 """``loopctl-sim run``: run a scenario file (a scripted world, or the user's own agent under
 faults) and check its expected outcome; with ``--checks``, check it as the fuzzer checks a seed.
 
+A scenario is data, and data from anywhere (a bug report, a fuzz failure someone sent) must not
+run code on its own: a scenario that names an agent (``agent: mypkg.agent:build``) runs only the
+agent named on the command line (``--agent``, which replaces the file's), the one the file names
+when ``--trust-agent`` says so, or the one ``[tool.loopctl] agent`` in the project's
+pyproject.toml names when the file names the same. Checks are named on the command line only.
+
 Exit 0 when the outcome is the one the scenario expects (or it expects none) and, with
 ``--checks``, every check passes; 1 when it differs, a check fails or something escaped the
-agent's run; 2 when the scenario or the agent cannot be loaded or the simulation itself fails.
+agent's run; 2 when the scenario or the agent cannot be loaded (or is not trusted) or the
+simulation itself fails.
 """
 
 from __future__ import annotations
@@ -14,8 +21,7 @@ from typing import Any
 import click
 
 from loopctl_sim.cli.common import die, emit_json
-from loopctl_sim.fuzz import FuzzCase, FuzzConfig
-from loopctl_sim.fuzz.campaign import check
+from loopctl_sim.fuzz import FuzzConfig, check_scenario
 from loopctl_sim.sim import (
     AgentError,
     AgentRun,
@@ -23,6 +29,7 @@ from loopctl_sim.sim import (
     Scenario,
     ScenarioError,
     SimError,
+    agent_from_pyproject,
     load_scenario,
     run_agent,
     simulate,
@@ -58,6 +65,37 @@ __all__ = ["run"]
     metavar="MODULE:FUNCTION",
     help="A check of your own on the run's result and trace (implies --checks; repeatable).",
 )
+@click.option(
+    "--agent",
+    default=None,
+    metavar="MODULE:FACTORY",
+    help="Run this agent (for a scenario that names one: it replaces the file's).",
+)
+@click.option(
+    "--trust-agent",
+    is_flag=True,
+    help="Run the agent the scenario file names (a file does not run code on its own).",
+)
+@click.option(
+    "--deterministic/--nondeterministic",
+    default=None,
+    help="With --checks and an agent: its tools give the same results for the same calls, or "
+    "do not (as fuzz; default: find out by running twice).",
+)
+@click.option(
+    "--crash-at",
+    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
+    default=0.5,
+    show_default=True,
+    help="With --checks: where the crash check strikes, a fraction of the run's steps.",
+)
+@click.option(
+    "--tool-exceptions/--no-tool-exceptions",
+    default=True,
+    show_default=True,
+    help="With --checks and an agent: an exception a tool does not declare "
+    "(@tool(raises=...)), or a tool hook's or middleware's, fails the check.",
+)
 def run(
     scenario: str,
     trace_path: str | None,
@@ -66,17 +104,30 @@ def run(
     as_json: bool,
     fuzz_checks: bool,
     user_checks: tuple[str, ...],
+    agent: str | None,
+    trust_agent: bool,
+    deterministic: bool | None,
+    crash_at: float,
+    tool_exceptions: bool,
 ) -> None:
     """Run a SCENARIO (YAML world) and print its outcome; exit 1 if it differs from `expect`.
 
     A scenario that names an agent (`agent: mypkg.agent:build`) runs the loop that factory
-    builds, its tools live unless the scenario says otherwise, under the scenario's faults."""
+    builds, its tools live unless the scenario says otherwise, under the scenario's faults; the
+    agent must be named on the command line (--agent) or trusted (--trust-agent)."""
     try:
         sc = load_scenario(scenario)
     except ScenarioError as exc:
         die(str(exc))
+    sc = _trusted(sc, scenario, agent, trust_agent)
     if fuzz_checks or user_checks:
-        _checked(sc, scenario, driver, user_checks, as_json)
+        config = FuzzConfig(
+            level="driver" if driver else "machine",
+            checks=user_checks,
+            deterministic=deterministic,
+            check_tool_exceptions=tool_exceptions,
+        )
+        _checked(sc, scenario, config, crash_at, as_json)
     if sc.agent is not None:
         if driver:
             die("a scenario that names an agent always runs through the agent's own loop")
@@ -89,6 +140,28 @@ def run(
     except SimError as exc:
         die(f"{scenario}: {exc}")
     _report(sc, result.outcome, result.summary(), trace_path, as_json, _counts(result))
+
+
+def _trusted(sc: Scenario, path: str, agent: str | None, trust: bool) -> Scenario:
+    """The scenario with the agent the user named, or the file's when the user said so (see
+    the module docstring); exit 2 otherwise."""
+    if agent is not None:
+        if sc.agent is None:
+            die(f"{path}: names no agent (a built-in world): drop --agent")
+        return sc.model_copy(update={"agent": agent})
+    if sc.agent is None or trust:
+        return sc
+    try:
+        configured = agent_from_pyproject()
+    except AgentError:
+        configured = None
+    if configured == sc.agent:
+        return sc
+    die(
+        f"{path} names the agent {sc.agent}: a scenario file does not run code on its own. "
+        f"Name the agent to run with --agent {sc.agent} (or --trust-agent to run the one the "
+        "file names)"
+    )
 
 
 def _counts(result: Any) -> dict[str, Any]:
@@ -154,14 +227,10 @@ def _agent(
     _report(sc, result.outcome, result.summary(), trace_path, as_json, counts)
 
 
-def _checked(
-    sc: Scenario, path: str, driver: bool, user_checks: tuple[str, ...], as_json: bool
-) -> None:
+def _checked(sc: Scenario, path: str, config: FuzzConfig, crash_at: float, as_json: bool) -> None:
     """Every check of a fuzz seed, on this scenario; exit 0 when all pass, else 1."""
-    config = FuzzConfig(level="driver" if driver else "machine", checks=user_checks)
-    case = FuzzCase(seed=0, scenario=sc, crash_at=0.5, enabled=())
     try:
-        result = check(case, None, config)
+        result = check_scenario(sc, config, crash_at=crash_at)
     except (AgentError, ValueError) as exc:
         die(f"{path}: {exc}")
     ok = result.failure is None
@@ -178,7 +247,7 @@ def _checked(
             }
         )
     else:
-        level = "agent" if sc.agent else ("driver" if driver else "machine")
+        level = "agent" if sc.agent else config.level
         if ok:
             click.echo(
                 f"{sc.name}: every check passed ({level} level; {result.runs} runs, "

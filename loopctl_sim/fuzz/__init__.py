@@ -34,6 +34,7 @@ from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
 from loopctl_sim.fuzz.campaign import (
     CampaignSummary,
     check,
+    check_scenario,
     parse_faults,
     parse_seeds,
     run_campaign,
@@ -73,6 +74,7 @@ __all__ = [
     "check",
     "check_agent_case",
     "check_case",
+    "check_scenario",
     "ddmin",
     "load_check",
     "make_agent_case",

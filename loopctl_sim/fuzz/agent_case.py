@@ -15,8 +15,10 @@ is part of the campaign's output.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,13 +45,17 @@ class AgentProfile:
     spec: str
     tools: tuple[str, ...]
     context_window: int
+    #: the exceptions each tool declares (``@tool(raises=...)``), by name
+    raises: Mapping[str, tuple[type[BaseException], ...]] = dataclasses.field(default_factory=dict)
 
 
 @functools.cache
 def agent_profile(spec: str, cwd: str | None = None) -> AgentProfile:
-    """The agent's tools and window, from one loop its factory builds (cached per process)."""
+    """The agent's tools, window and declared exceptions, from one loop its factory builds
+    (cached per process)."""
     loop = build_agent(load_agent(spec, cwd=cwd), client=ExploringClient())
-    return AgentProfile(spec, loop.registry.names(), loop.policy().context_window)
+    raises = {t.name: tuple(getattr(t, "raises", ())) for t in loop.registry}
+    return AgentProfile(spec, loop.registry.names(), loop.policy().context_window, raises)
 
 
 def _tool_entries(profile: AgentProfile, config: FuzzConfig) -> dict[str, ToolScenario]:

@@ -6,6 +6,9 @@ reported, as for the built-in world (``loopctl_sim.fuzz.checks``, whose ``Failur
    at every crash (the brain restored into a fresh loop the factory builds);
 2. **nothing escapes the run**: an exception out of ``run()`` (a tool's, a hook's, a
    middleware's, a compactor's, or the engine refusing what the agent fed it) is a failure;
+   so is one the dispatcher turned into an error result, unless the tool declared it
+   (``@tool(raises=...)``; ``loopctl_sim.fuzz.crashes``): a tool that crashes on input its
+   schema allows, a tool hook or tool middleware that raises;
 3. **no tool call runs twice**, except one a crash interrupted after it ran;
 4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it (the
    next run on the same history, a scripted model, no faults) completes, unless the faults left
@@ -31,10 +34,12 @@ import dataclasses
 import io
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
+from loopctl.driver import StepPoint
+from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
 from loopctl_sim.fuzz.checker import Violation
 from loopctl_sim.fuzz.checks import (
@@ -47,6 +52,7 @@ from loopctl_sim.fuzz.checks import (
     scheduled_kinds,
     user_failure,
 )
+from loopctl_sim.fuzz.crashes import CrashWatch
 from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, run_agent
@@ -119,6 +125,27 @@ def _run(
     checker = DriverChecker() if checked else None
     observers = [checker] if checker is not None else []
     hook = checker.before_step if checker is not None else None
+    expected = {}
+    if config.check_tool_exceptions and scenario.agent is not None:
+        expected = dict(agent_profile(scenario.agent, config.cwd).raises)
+    with CrashWatch(expected) as watch:
+        run = _watched_run(world, buf, writer, observers, hook, heal=heal)
+    if config.check_tool_exceptions and watch.crashes and run.failure is None:
+        crash = watch.crashes[0]
+        run.failure = Failure("tool-exception", crash.code, str(crash))
+    return run
+
+
+def _watched_run(
+    world: AgentWorld,
+    buf: io.StringIO,
+    writer: TraceWriter | None,
+    observers: list[DriverChecker],
+    hook: Callable[[StepPoint], None] | None,
+    *,
+    heal: bool,
+) -> _Run:
+    """The faulted run, then its heal run (``heal``), as ``_run`` asks."""
     result = healed = None
     steps = 0
     try:
@@ -188,7 +215,12 @@ def check_agent_case(
 ) -> CaseResult:
     """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
     sc = scenario if scenario is not None else case.scenario
-    out = CaseResult(seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc))
+    out = CaseResult(
+        seed=case.seed,
+        enabled=case.enabled,
+        scheduled=scheduled_kinds(sc),
+        crash_at=case.crash_at,
+    )
     first = _run(
         sc, config, checked=config.check_invariants, heal=config.check_heal, seed=case.seed
     )

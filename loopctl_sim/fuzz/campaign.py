@@ -25,8 +25,10 @@ dropped as soon as it is checked: a campaign keeps only counts and its failures.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,13 +58,16 @@ from loopctl_sim.fuzz.state import CampaignState
 from loopctl_sim.fuzz.summary import CampaignSummary
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim.agent import AgentError
-from loopctl_sim.sim.scenario import Scenario
+from loopctl_sim.sim.scenario import Scenario, safe_yaml
+from loopctl_sim.trace import scrub_text
 
 __all__ = [
     "CampaignSummary",
     "CaseResult",
     "ChunkResult",
     "FuzzConfig",
+    "OutputError",
+    "check_scenario",
     "parse_faults",
     "parse_seeds",
     "prepare",
@@ -119,9 +124,22 @@ def check(case: FuzzCase, scenario: Scenario | None, config: FuzzConfig) -> Case
     return check_case(case, scenario, config)
 
 
+def check_scenario(
+    scenario: Scenario, config: FuzzConfig = DEFAULT_CONFIG, *, crash_at: float = 0.5
+) -> CaseResult:
+    """Every check of a fuzz seed on one scenario (a saved reproducer: ``loopctl-sim run
+    --checks`` runs this, and so does a test ``export-test`` writes from a fuzz failure), the
+    crash check striking at ``crash_at`` of the run; the first failure is ``failure`` (None
+    when every check passes). ``config`` gives the campaign's checks (``checks``,
+    ``deterministic``, ``level``...); its faults and turns are the scenario's own."""
+    return check(FuzzCase(seed=0, scenario=scenario, crash_at=crash_at, enabled=()), None, config)
+
+
 #: The failures the first run (and its heal run and checks) finds alone: shrinking them need
 #: not run the determinism twin and the crash variant.
-_FIRST_RUN: Final = frozenset({"invariant", "exception", "livelock", "heal", "check", "tool-twice"})
+_FIRST_RUN: Final = frozenset(
+    {"invariant", "exception", "livelock", "heal", "check", "tool-twice", "tool-exception"}
+)
 
 
 def _oracle_config(config: FuzzConfig, failure: Failure) -> FuzzConfig:
@@ -174,22 +192,74 @@ def seed_files(seed: int, config: FuzzConfig, *, keep: bool) -> tuple[CaseResult
                 again = check(case, small, dataclasses.replace(config, check_crash=False))
                 result.replay_tools = again.replay_tools
                 files[f"seed-{seed}.min.jsonl"] = again.trace
-                files[f"seed-{seed}.min.yaml"] = scenario_yaml(small)
+                files[f"seed-{seed}.min.yaml"] = _saved(case, small, failure, config, result)
     result.trace = ""
     result.script = []
+    _scrub_result(result)
     return result, files
 
 
+def _scrub_result(result: CaseResult) -> None:
+    """What a failing seed reports (stdout, the state file) scrubbed as its trace is: an
+    ``--input`` secret the agent echoed into an exception must not reach them in clear."""
+    failure = result.failure
+    if failure is not None:
+        result.failure = Failure(failure.kind, failure.code, scrub_text(failure.message))
+    result.notes = [scrub_text(note) for note in result.notes]
+    if result.shrunk is not None:
+        result.shrunk = scrub_text(result.shrunk)
+
+
+class OutputError(OSError):
+    """A failure's file that cannot be written (``--out`` not a folder, a full disk); the
+    message names the file. The file it would have replaced is left as it was."""
+
+
 def write_files(out: str, files: Mapping[str, str]) -> list[str]:
-    """Write a seed's files (``seed_files``) into ``out``; their paths, in order."""
+    """Write a seed's files (``seed_files``) into ``out``; their paths, in order. Each is
+    written beside its place and then moved there (``os.replace``): a failed write leaves the
+    file of an earlier campaign whole, never a part of the new one (``OutputError``)."""
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"--out {folder}: cannot create the folder: {_reason(exc)}") from None
     paths = []
     for name, text in files.items():
         path = folder / name
-        path.write_text(text, encoding="utf-8")
+        temporary = path.with_name(f".{path.name}.writing")
+        try:
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise OutputError(f"{path}: cannot write: {_reason(exc)}") from None
         paths.append(str(path))
     return paths
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _saved(
+    case: FuzzCase, small: Scenario, failure: Failure, config: FuzzConfig, result: CaseResult
+) -> str:
+    """The shrunk scenario's YAML, its secrets scrubbed (``scenario_yaml``). A scenario that
+    held one (an ``--input`` secret, and what the model copied of it) is checked again as
+    saved: the note says whether it still fails the same way."""
+    text = scenario_yaml(small)
+    if text == scenario_yaml(small, scrubbed=False):
+        return text
+    saved = Scenario.model_validate(safe_yaml(text))
+    again = check(case, saved, _oracle_config(config, failure)).failure
+    same = again is not None and again.signature == failure.signature
+    result.notes.append(
+        "the saved scenarios hold secrets scrubbed"
+        + ("" if same else "; scrubbed, the shrunk one does not fail the same way: rerun the seed")
+    )
+    return text
 
 
 def _shrink_start(

@@ -30,6 +30,7 @@ from loopctl_sim.sim.scenario import (
     ToolScenario,
 )
 from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
+from loopctl_sim.trace import scrub
 
 __all__ = [
     "ALL_FAULTS",
@@ -62,6 +63,9 @@ class FuzzConfig:
     check_determinism: bool = True
     check_crash: bool = True
     check_heal: bool = True
+    #: an exception a tool does not declare (``@tool(raises=...)``), or a tool hook's or tool
+    #: middleware's, fails the seed (``loopctl_sim.fuzz.crashes``)
+    check_tool_exceptions: bool = True
     shrink: bool = True
     max_shrink_tests: int = 400
     #: the user's agent (``module:factory``): its own loop is fuzzed instead of the built-in world
@@ -177,10 +181,14 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
     return FuzzCase(seed=seed, scenario=scenario, crash_at=rng.random(), enabled=enabled)
 
 
-def scenario_yaml(scenario: Scenario) -> str:
-    """The scenario as a YAML file ``loopctl-sim run`` reads (how a failing case is saved)."""
+def scenario_yaml(scenario: Scenario, *, scrubbed: bool = True) -> str:
+    """The scenario as a YAML file ``loopctl-sim run`` reads (how a failing case is saved), its
+    secrets scrubbed as a trace's are (``loopctl_sim.trace.scrub``: an ``--input`` secret, and
+    what the model copied of it, never lands in a saved file in clear)."""
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data.setdefault("input", scenario.input)
     if scenario.agent is not None and scenario.explore is None:
         data.setdefault("model", [])  # an agent's scripted model, even with no replies left
+    if scrubbed:
+        data = scrub(data)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -112,6 +112,8 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
     #: the faults the case's scenario schedules, by kind (``faults``: those that struck)
     scheduled: Counter[str] = field(default_factory=Counter)
+    #: where the crash check struck (``FuzzCase.crash_at``): ``run --crash-at`` strikes there
+    crash_at: float = 0.5
 
 
 class _CountingPlan(FaultPlan):
@@ -384,7 +386,12 @@ def check_case(
 ) -> CaseResult:
     """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
     sc = scenario if scenario is not None else case.scenario
-    out = CaseResult(seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc))
+    out = CaseResult(
+        seed=case.seed,
+        enabled=case.enabled,
+        scheduled=scheduled_kinds(sc),
+        crash_at=case.crash_at,
+    )
     level = config.level
     first = _run_world(
         sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed, level=level

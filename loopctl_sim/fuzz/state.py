@@ -41,6 +41,7 @@ import loopctl
 from loopctl_sim.fuzz.case import FuzzConfig
 from loopctl_sim.fuzz.executors import Chunk
 from loopctl_sim.fuzz.summary import CampaignSummary
+from loopctl_sim.trace import scrub
 
 try:  # POSIX; elsewhere a state file is not locked
     import fcntl
@@ -74,7 +75,10 @@ def campaign_identity(seeds: Sequence[int], config: FuzzConfig, out: str | None)
         "out": os.path.abspath(out) if out is not None else None,
         "loopctl": loopctl.__version__,
     }
-    normal: dict[str, Any] = json.loads(json.dumps(identity))  # tuples as lists, as read back
+    # tuples as lists, as read back; an --input secret scrubbed as the traces scrub it (two
+    # campaigns that differ only in a secret are told apart by its fingerprint, when the
+    # scrubber has a key: LOOPCTL_SCRUB_KEY)
+    normal: dict[str, Any] = scrub(json.loads(json.dumps(identity)))
     return normal
 
 
@@ -141,11 +145,18 @@ class CampaignState:
                 }
                 where.parent.mkdir(parents=True, exist_ok=True)
                 temporary = where.with_name(where.name + ".tmp")
-                temporary.write_text(json.dumps(header) + "\n", encoding="utf-8")
-                os.replace(temporary, where)  # never a file without its first line
+                try:
+                    temporary.write_text(json.dumps(header) + "\n", encoding="utf-8")
+                    os.replace(temporary, where)  # never a file without its first line
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        temporary.unlink()
+                    raise
             handle = where.open("r+b")
+        except IsADirectoryError:
+            raise StateError(f"--state {where}: is a directory, not a file") from None
         except OSError as exc:
-            raise StateError(f"{where}: {exc.strerror or exc}") from None
+            raise StateError(f"--state {where}: cannot write: {exc.strerror or exc}") from None
         try:
             _lock(handle, where)
             size, chunks, done = _read(handle, where, identity)
@@ -174,9 +185,26 @@ class CampaignState:
             "seeds": [chunk.seeds[0], chunk.seeds[-1]] if chunk.seeds else [],
             "summary": _SUMMARY.dump_python(summary, mode="json"),
         }
-        self._handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        data = json.dumps(line, separators=(",", ":")).encode() + b"\n"
+        # written to the descriptor, unbuffered: a write that fails leaves nothing pending
+        # that closing the file would try (and fail) to write again
+        fd = self._handle.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            # cut what part of the line got out, so the file ends at a whole line again (a
+            # resume runs this chunk again; the chunks recorded before are kept)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+                os.lseek(fd, start, os.SEEK_SET)
+            raise StateError(
+                f"--state {self.path}: cannot record chunk {chunk.index}: "
+                f"{exc.strerror or exc}; the chunks recorded before it are kept"
+            ) from None
         self._done.add(chunk.index)
 
     def close(self) -> None:

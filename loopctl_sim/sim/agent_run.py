@@ -41,6 +41,7 @@ from typing import IO, Any
 from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunResult, StepPoint
+from loopctl.observe import IoEvent
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
@@ -259,7 +260,9 @@ async def run_agent_async(
         "level": "agent",
         **world.metadata,
     }
-    recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
+    recorder = (
+        None if trace is None else _FaultMarks(trace, tools.altered, metadata=meta, created=created)
+    )
     counting = Counting()
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
@@ -344,6 +347,31 @@ async def run_agent_async(
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()
     return collected()
+
+
+class _FaultMarks(TraceRecorder):
+    """A recorder that marks the results a fault altered: their ``tool_result`` records say
+    ``"fault": kind``, as the built-in world's do, so a user's check can tell an injected
+    fault from the tool's own output. ``altered`` is ``ToolFaults.altered``."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | IO[str] | TraceWriter,
+        altered: Mapping[str, str],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(target, **kwargs)
+        self.altered = altered
+
+    def io(self, event: IoEvent) -> None:
+        if event.kind == "tool_result" and self.altered:
+            kind = self.altered.get(str(event.data.get("id")))
+            if kind is not None:
+                data = {**event.data, "fault": kind}
+                event = IoEvent(
+                    kind=event.kind, turn=event.turn, data=data, duration_s=event.duration_s
+                )
+        super().io(event)
 
 
 def _timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:

@@ -228,6 +228,8 @@ class ToolFaults(LoopObserver):
         self.seen: set[str] = set()
         self.fired: Counter[str] = Counter()
         self.faulted: set[str] = set()  # the tools a fault struck
+        #: the fault kind that altered each call's result, by call id (a trace marks them)
+        self.altered: dict[str, str] = {}
         self.executions: Counter[str] = Counter()
         self.calls = 0
 
@@ -276,6 +278,7 @@ class ToolFaults(LoopObserver):
         if fault is not None:
             self.fired[fault.kind] += 1
             self.faulted.add(call.name)
+            self.altered[call.id] = fault.kind
         timeout = self.timeout(call.name) if fault is not None else None  # a fault's only
         try:
             scripted = self.scripted.get(call.name)

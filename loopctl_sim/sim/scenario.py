@@ -31,6 +31,13 @@ timeout, the compactor) may not be set. The format is documented in docs/testing
 files").
 
 Errors name the file and the field: ``scenario.yaml: faults.0.model_call: ...``.
+
+A scenario is data from anywhere (a bug report, a fuzz failure someone sent): it is read with
+YAML's safe loader (no tags that build objects) and its aliases are bounded
+(``MAX_ALIAS_EXPANSION``). Aliases are references while YAML is parsed, but every step after it
+(validation, dumping, hashing) walks the expanded tree: a 640-byte file of nine aliases to nine
+aliases to ... expands to hundreds of millions of nodes, so a file whose aliases add more than
+the bound is refused before anything walks it.
 """
 
 from __future__ import annotations
@@ -49,7 +56,20 @@ from loopctl.testing import ExploreConfig
 from loopctl_sim.sim.agent_run import AgentWorld
 from loopctl_sim.sim.world import Fault, ModelScript, ToolFn, World
 
-__all__ = ["BUILTINS", "ExploreScenario", "Scenario", "ScenarioError", "load_scenario"]
+__all__ = [
+    "BUILTINS",
+    "MAX_ALIAS_EXPANSION",
+    "ExploreScenario",
+    "Scenario",
+    "ScenarioError",
+    "load_scenario",
+    "safe_yaml",
+]
+
+#: How much a scenario's aliases may add to it, in nodes (a scalar of ``n`` characters counts
+#: ``1 + n // 64``): far above what a hand-written or saved scenario repeats, far below what
+#: makes validating it slow.
+MAX_ALIAS_EXPANSION: Final = 100_000
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -314,6 +334,67 @@ class Scenario(BaseModel):
         )
 
 
+def _weight(node: yaml.Node) -> int:
+    if isinstance(node, yaml.ScalarNode):
+        return 1 + len(node.value) // 64
+    return 1
+
+
+def _expanded(root: yaml.Node, limit: int) -> tuple[int, int]:
+    """The size of ``root`` as a tree (every alias expanded) and as written (each node once);
+    stops counting once the tree passes ``limit`` more than what is written. A node that holds
+    itself (a recursive alias) raises ``ValueError``."""
+    sizes: dict[int, int] = {}
+    written = 0
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        nonlocal written
+        key = id(node)
+        known = sizes.get(key)
+        if known is not None:
+            return known
+        if key in open_nodes:
+            raise ValueError("an alias refers to a node that holds it (a recursive alias)")
+        open_nodes.add(key)
+        total = _weight(node)
+        written += total
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        for child in children:
+            total += size(child)
+            if total - written > limit:
+                break  # already over: the caller refuses
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root), written
+
+
+def safe_yaml(text: str, *, limit: int = MAX_ALIAS_EXPANSION) -> Any:
+    """``yaml.safe_load(text)`` with its aliases bounded: ``ValueError`` when they expand the
+    document by more than ``limit`` nodes (see the module docstring), or refer to themselves.
+    YAML errors are raised as ``yaml.YAMLError``, as ``safe_load`` raises them."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        tree, written = _expanded(root, limit)
+        if tree - written > limit:
+            raise ValueError(
+                f"its YAML aliases expand it by more than {limit:,} nodes (an alias bomb?); "
+                "write the repeated parts out instead"
+            )
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario file; ``ScenarioError`` names the file and the field."""
     p = Path(path)
@@ -322,7 +403,11 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml(text)
+    except ValueError as exc:
+        raise ScenarioError(f"{p}: refused: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: refused: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

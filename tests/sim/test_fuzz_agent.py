@@ -98,7 +98,7 @@ def test_a_compactor_that_splits_a_call_from_its_result_is_found_and_shrunk(
     small = load_scenario(out / f"seed-{found.seed}.min.yaml")
     assert small.agent == AGENT and small.explore is None
     assert len(small.model) <= 3 and [f.kind for f in small.faults] == ["compact_now"]
-    code, text = cli("run", str(out / f"seed-{found.seed}.min.yaml"), "--checks")
+    code, text = cli("run", str(out / f"seed-{found.seed}.min.yaml"), "--agent", AGENT, "--checks")
     assert code == 1 and "ProtocolError" in text
     # the reproducer's trace replays against the agent up to where the engine refused the feed
     replayed = replay_agent(out / f"seed-{found.seed}.min.jsonl", AGENT, compactor="recorded")

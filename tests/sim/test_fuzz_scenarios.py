@@ -63,20 +63,22 @@ def test_an_agent_scenario_runs_the_agents_own_loop(project: Path) -> None:
     world = sc.agent_world()
     assert world.exempt == frozenset({"refund"}) and world.tools == {"shipping_quote": "simulated"}
     trace = project / "t.jsonl"
-    code, out = cli("run", str(path), "--trace", str(trace), "--created", fz.CREATED)
+    code, out = cli(
+        "run", str(path), "--agent", AGENT, "--trace", str(trace), "--created", fz.CREATED
+    )
     assert code == 0, out
     assert "refund-under-faults: completed" in out and "1 retries" in out
     import shop.agent as shop
 
     assert shop.REFUNDS == [("A-1001", 800)]  # exempt from faults, the refund really ran
     assert replay_agent(trace, AGENT, tools="recorded").ok
-    code, out = cli("run", str(path), "--checks")
+    code, out = cli("run", str(path), "--trust-agent", "--checks")
     assert code == 0 and "every check passed (agent level" in out, out
 
 
 def test_an_unexpected_outcome_and_an_escape_exit_1(project: Path) -> None:
     path = write(project, SCENARIO.replace("expect: completed", "expect: cancelled"))
-    code, out = cli("run", str(path))
+    code, out = cli("run", str(path), "--trust-agent")
     assert code == 1 and "unexpected outcome: completed" in out
     (project / "shop" / "broken.py").write_text(
         "from shop.agent import build as real\n\n\n"
@@ -87,9 +89,9 @@ def test_an_unexpected_outcome_and_an_escape_exit_1(project: Path) -> None:
         "    return loop.replace(model_middleware=[boom])\n"
     )
     escaping = write(project, SCENARIO.replace(AGENT, "shop.broken:build"), "e.yaml")
-    code, out = cli("run", str(escaping))
+    code, out = cli("run", str(escaping), "--trust-agent")
     assert code == 1 and "the run raised LookupError: no budget" in out
-    code, out = cli("run", str(escaping), "--checks")
+    code, out = cli("run", str(escaping), "--trust-agent", "--checks")
     assert code == 1 and "exception (LookupError)" in out and "escaped the run" in out
 
 
@@ -119,15 +121,17 @@ def test_agent_fields_need_an_agent_and_a_model(project: Path) -> None:
     neither = f"name: x\nagent: {AGENT}\ninput: go\n"
     with pytest.raises(ScenarioError, match="gives model"):
         load_scenario(write(project, neither))
-    code, out = cli("run", str(write(project, SCENARIO.replace(AGENT, "shop.nope:build"))))
+    code, out = cli(
+        "run", str(write(project, SCENARIO.replace(AGENT, "shop.nope:build"))), "--trust-agent"
+    )
     assert code == 2 and "cannot import" in out
-    code, out = cli("run", str(write(project, SCENARIO)), "--driver")
+    code, out = cli("run", str(write(project, SCENARIO)), "--agent", AGENT, "--driver")
     assert code == 2 and "own loop" in out
 
 
 def test_an_exploring_scenario_runs_and_its_case_round_trips(project: Path) -> None:
     path = write(project, f"name: x\nagent: {AGENT}\ninput: go\nexplore: {{seed: 4, turns: 6}}\n")
-    code, out = cli("run", str(path))
+    code, out = cli("run", str(path), "--agent", AGENT)
     assert code == 0 and out.startswith("x: "), out
     config = fz.FuzzConfig(agent=AGENT, tools="simulated:refund", exempt=("lookup_order",))
     case = fz.case_for(7, config)
@@ -191,7 +195,9 @@ def test_the_summary_is_tables_and_a_failure_names_its_reproducers() -> None:
         f"  replay: loopctl-sim replay out/seed-2.min.jsonl --agent {AGENT} --tools live:refund"
         in lines
     )
-    assert "  run:    loopctl-sim run out/seed-2.min.yaml --checks" in lines
+    # the commands name the agent: a scenario file does not run one on its own (issue 31)
+    assert f"  run:    loopctl-sim run out/seed-2.min.yaml --agent {AGENT} --checks" in lines
+    assert f"  test:   loopctl-sim export-test out/seed-2.min.jsonl --agent {AGENT}" in lines
 
 
 def test_recorded_tools_in_a_scenario_and_a_campaign(project: Path) -> None:
@@ -199,7 +205,7 @@ def test_recorded_tools_in_a_scenario_and_a_campaign(project: Path) -> None:
     with pytest.raises(ScenarioError, match="needs the traces"):
         load_scenario(write(project, recorded))
     path = write(project, recorded.replace("tools:\n", "recorded: [shop/traces]\ntools:\n"))
-    code, out = cli("run", str(path))
+    code, out = cli("run", str(path), "--agent", AGENT)
     assert code == 0, out
     import shop.agent as shop
 
