@@ -6,6 +6,10 @@ clock's time to ``GenAiSpans``, which decides the spans; the observer converts o
 needs (an error, an outcome, compaction figures) from the brain's objects to plain data, so a
 run that nobody exports costs little more than the hooks' calls.
 
+A model request reaches the spans as the JSON a trace records of it (its ``context``: model,
+provider, system prompt, tool names, options; its messages), so a live run and the export of its
+trace (``loopctl-sim otel``) map the same request to the same attributes.
+
 Message content is off unless ``capture_content=True`` (or the conventions'
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), and scrubbed when on.
 """
@@ -20,6 +24,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 
+from loopctl.api import ModelRequest
 from loopctl.core import CallLLM, Done, LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.otel.attributes import capture_from_env, scrub_content
@@ -72,12 +77,7 @@ class OtelObserver(LoopObserver):
         self.clock = clock
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
-        text = getattr(input, "text", input)
-        self.spans.start_run(
-            self.clock(),
-            input_text=text if isinstance(text, str) else None,
-            history_messages=machine.history_len(),
-        )
+        self.spans.start_run(self.clock(), history_messages=machine.history_len())
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         if isinstance(step, CallLLM):
@@ -88,12 +88,34 @@ class OtelObserver(LoopObserver):
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         if name == "fail":
             self.spans.feed(name, {"error": _plain(args.get("error"))}, self.clock())
+        elif name == "accept_input" and self.spans.capture:
+            self.spans.feed(name, {"input": _plain(args.get("input"))}, self.clock())
         elif name in ("cancel", "compaction_result", "compaction_noop"):
             figures = {k: args[k] for k in ("before", "after") if k in args}
             self.spans.feed(name, figures, self.clock())
 
     def io(self, event: IoEvent) -> None:
-        self.spans.io(event.kind, event.turn, event.data, event.duration_s, self.clock())
+        data = event.data
+        if event.kind == "model_request":
+            data = self._request(data)
+        self.spans.io(event.kind, event.turn, data, event.duration_s, self.clock())
+
+    def _request(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``model_request`` event's data as plain JSON: the driver hands the
+        ``ModelRequest`` itself; its messages are turned into JSON only when content is
+        recorded (the cost of a long conversation is then paid on every call)."""
+        request = data.get("request")
+        plain = {k: v for k, v in data.items() if k != "request"}
+        if isinstance(request, ModelRequest):
+            plain["context"] = {
+                "model": data.get("model"),
+                "provider": data.get("provider"),
+                "system": request.system,
+                "options": dict(request.options),
+            }
+            if self.spans.capture:
+                plain["messages"] = [m.model_dump(mode="json") for m in request.messages]
+        return plain
 
     def run_ended(self, machine: LoopMachine) -> None:
         state = machine.state

@@ -15,6 +15,12 @@ The one place that decides which span an event opens, annotates or ends, so the 
 
 A crash ends the spans still open (``error.type`` ``crash``); a resume goes on in the same run
 span; ``close`` ends whatever a cut-off trace left open. Times are nanoseconds since the epoch.
+
+The run span names the model and provider it was given, else those of the run's first request:
+both sides see the same requests, so a live run and its trace name the same ones whatever each
+was configured with. Every string that leaves through a span (attributes, event attributes,
+status descriptions) passes the scrubber here, in one place: an error's message is free text
+from the provider (a 401 may echo the key), and a path that skipped scrubbing would leak it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ def _error_message(error: Any) -> str:
     return str(error.get("message")) if isinstance(error, Mapping) else str(error)
 
 
+_RUN_NAMES = ("gen_ai.request.model", "gen_ai.provider.name")
+
+
 class GenAiSpans:
     """Spans for one stream of runs, one event at a time (see the module docstring)."""
 
@@ -70,11 +79,28 @@ class GenAiSpans:
         self.chat: Span | None = None
         self.tools: dict[str, list[Span]] = {}  # call id -> open spans (ids may repeat)
         self._cancel_noted = False
+        self._run_names: set[str] = set()  # which of _RUN_NAMES the run span already has
+
+    def _safe(self, attributes: Mapping[str, Any]) -> Attributes:
+        """``clean(attributes)`` with every string (and every string of a list) scrubbed."""
+        out = clean(attributes)
+        for key, value in out.items():
+            if isinstance(value, str):
+                out[key] = self.scrub(value)
+            elif isinstance(value, list) and isinstance(value[0], str):
+                out[key] = [self.scrub(v) for v in value]
+        return out
+
+    def _error(self, span: Span, kind: str, description: str) -> None:
+        """Mark ``span`` failed: ``error.type`` and an ERROR status, both scrubbed."""
+        span.set_attribute("error.type", self.scrub(kind))
+        span.set_status(Status(StatusCode.ERROR, self.scrub(description)))
 
     # --- the run ------------------------------------------------------------------------------
 
     def start_run(self, at: int, *, input_text: str | None = None, **extra: Any) -> None:
-        """A run begins (ends one still open first: a trace's next run)."""
+        """A run begins (ends one still open first: a trace's next run). ``input_text`` is for
+        a caller that feeds no ``accept_input`` (whose message is the run's input otherwise)."""
         if self.run is not None:
             self.end_run(at, None)
         attributes = {
@@ -88,23 +114,29 @@ class GenAiSpans:
             attributes["gen_ai.input.messages"] = self.scrub(
                 json.dumps([{"role": "user", "content": input_text}], ensure_ascii=False)
             )
+        safe = self._safe(attributes)
+        self._run_names = {k for k in _RUN_NAMES if k in safe}
         self.run = self.tracer.start_span(
-            f"invoke_agent {self.agent_name}",
+            self.scrub(f"invoke_agent {self.agent_name}"),
             kind=SpanKind.INTERNAL,
-            attributes=clean(attributes),
+            attributes=safe,
             start_time=at,
         )
 
     def _child(self, name: str, kind: SpanKind, attributes: Attributes, at: int) -> Span:
         context = None if self.run is None else trace.set_span_in_context(self.run)
         return self.tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes, start_time=at
+            self.scrub(name),
+            context=context,
+            kind=kind,
+            attributes=self._safe(attributes),
+            start_time=at,
         )
 
     def _event(self, name: str, attributes: Mapping[str, Any], at: int) -> None:
         target = self.run if self.run is not None else self.chat
         if target is not None:
-            target.add_event(name, clean(attributes), timestamp=at)
+            target.add_event(name, self._safe(attributes), timestamp=at)
 
     def end_run(self, at: int, outcome: Mapping[str, Any] | None) -> None:
         """The run ended with ``outcome`` (its JSON; None: not terminal)."""
@@ -113,11 +145,10 @@ class GenAiSpans:
         if run is None:
             return
         kind = outcome.get("kind") if outcome is not None else None
-        run.set_attribute("loopctl.outcome", str(kind or "none"))
+        run.set_attribute("loopctl.outcome", self.scrub(str(kind or "none")))
         if kind == "failed":
             error = outcome.get("error") if outcome is not None else None
-            run.set_attribute("error.type", _error_type(error))
-            run.set_status(Status(StatusCode.ERROR, _error_message(error)))
+            self._error(run, _error_type(error), _error_message(error))
         run.end(end_time=at)
 
     def close(self, at: int) -> None:
@@ -134,8 +165,7 @@ class GenAiSpans:
             spans.append(self.chat)
         for span in spans:
             if error is not None:
-                span.set_attribute("error.type", error)
-                span.set_status(Status(StatusCode.ERROR, error))
+                self._error(span, error, error)
             span.end(end_time=at)
         self.chat = None
         self.tools.clear()
@@ -159,14 +189,14 @@ class GenAiSpans:
             error = data.get("error")
             chat.add_event(
                 "loopctl.model_error",
-                clean(
+                self._safe(
                     {
                         "error.type": _error_type(error),
                         "loopctl.attempt": data.get("attempt"),
                         "http.response.status_code": error.get("status")
                         if isinstance(error, Mapping)
                         else None,
-                        "loopctl.error.message": self.scrub(_error_message(error)),
+                        "loopctl.error.message": _error_message(error),
                     }
                 ),
                 timestamp=at,
@@ -178,10 +208,11 @@ class GenAiSpans:
                 "loopctl.delay_s": data.get("delay_s"),
                 "error.type": data.get("kind"),
             }
-            chat.add_event("loopctl.retry", clean(attributes), timestamp=at)
+            chat.add_event("loopctl.retry", self._safe(attributes), timestamp=at)
         elif kind == "model_reply":
             chat = self._chat(turn, at, duration_s)
-            chat.set_attributes(chat_reply_attributes(data, capture=self.capture, scrub=self.scrub))
+            reply = chat_reply_attributes(data, capture=self.capture, scrub=self.scrub)
+            chat.set_attributes(self._safe(reply))
             chat.end(end_time=at)
             self.chat = None
         elif kind == "tool_call":
@@ -202,6 +233,12 @@ class GenAiSpans:
         self.chat = self._child(
             f"chat {model}" if model else "chat", SpanKind.CLIENT, attributes, at
         )
+        if self.run is not None:  # the run names what its first request named, unless told
+            named = {k: attributes[k] for k in _RUN_NAMES if k in attributes}
+            missing = {k: v for k, v in named.items() if k not in self._run_names}
+            if missing:
+                self.run.set_attributes(self._safe(missing))
+            self._run_names.update(_RUN_NAMES)
 
     def _chat(self, turn: int | None, at: int, duration_s: float | None) -> Span:
         """The open chat span; a reply or error without a request opens one where it began."""
@@ -229,7 +266,7 @@ class GenAiSpans:
         if not stack:
             del self.tools[str(data.get("id"))]
         attributes = tool_result_attributes(data, capture=self.capture, scrub=self.scrub)
-        span.set_attributes(attributes)
+        span.set_attributes(self._safe(attributes))
         if "error.type" in attributes:
             span.set_status(Status(StatusCode.ERROR, "the tool returned an error"))
         span.end(end_time=at)
@@ -242,7 +279,7 @@ class GenAiSpans:
             self._event("loopctl.compaction", {"loopctl.reason": data.get("reason"), **numbers}, at)
         elif kind == "cancel":
             self._cancel_noted = True
-            reason = {"loopctl.reason": self.scrub(str(data["reason"]))} if "reason" in data else {}
+            reason = {"loopctl.reason": str(data["reason"])} if "reason" in data else {}
             self._event("loopctl.cancel", reason, at)
         elif kind == "crash":
             self._end_children(at, "crash")
@@ -250,7 +287,7 @@ class GenAiSpans:
         elif kind == "resume":
             self._event("loopctl.resume", numbers, at)
         elif kind == "reflection":
-            text = {"loopctl.text": self.scrub(str(data.get("text")))} if self.capture else {}
+            text = {"loopctl.text": str(data.get("text"))} if self.capture else {}
             self._event("loopctl.reflection", text, at)
         else:
             self._event(f"loopctl.io.{kind}", numbers, at)
@@ -263,11 +300,14 @@ class GenAiSpans:
 
     def feed(self, name: str, args: Mapping[str, Any], at: int) -> None:
         """A feed the brain was given (only the ones spans care about are looked at)."""
-        if name == "fail":
+        if name == "accept_input":  # the run's input, as the message JSON a trace records
+            if self.capture and self.run is not None and args.get("input") is not None:
+                text = json.dumps([args["input"]], ensure_ascii=False)
+                self.run.set_attribute("gen_ai.input.messages", self.scrub(text))
+        elif name == "fail":
             error = args.get("error")
             if self.chat is not None:  # the model call ended in this error
-                self.chat.set_attribute("error.type", _error_type(error))
-                self.chat.set_status(Status(StatusCode.ERROR, self.scrub(_error_message(error))))
+                self._error(self.chat, _error_type(error), _error_message(error))
                 self.chat.end(end_time=at)
                 self.chat = None
         elif name == "cancel" and not self._cancel_noted:
@@ -275,7 +315,7 @@ class GenAiSpans:
         elif name in ("compaction_result", "compaction_noop"):
             figures = {"loopctl.before": args.get("before"), "loopctl.after": args.get("after")}
             if self.run is not None:
-                self.run.set_attributes(clean({"loopctl.context_tokens": args.get("after")}))
+                self.run.set_attributes(self._safe({"loopctl.context_tokens": args.get("after")}))
             self._event(f"loopctl.{name}", figures, at)
 
     def step(self, kind: str, turn: int | None, at: int) -> None:

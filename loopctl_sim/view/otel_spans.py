@@ -7,6 +7,16 @@ call's span lasts as long as its attempts and waits, and a wave's tool spans ove
 that ends something (a reply, an error, a tool's result, a compaction) is given at its end, a
 retry at the start of its wait, as the driver reports them live.
 
+A request is handed over as the live observer sees it: with the context in force (a trace writes
+the model, provider, system prompt and options once, and again only when they change) and, when
+content is asked for, the whole conversation the model was shown, rebuilt from the header's brain
+and the recorded steps and feeds (a trace stores only the last message; where the brain cannot
+be rebuilt, a middleware altered the messages or a version 1 trace holds none, that last message
+stands for them). The header's metadata ``model`` and ``provider`` fill in only where a request
+names none (a client that does not say; a version 1 trace). The run span is named after
+``agent_name``, else the metadata's ``agent_name``, else a simulated run's ``world``, else
+``loopctl``: the observer's default, so a live run and its trace name the same agent.
+
 Span and trace ids come from a generator seeded with the trace's first line, so exporting the
 same trace twice gives the same ids (a file diff of two exports shows only real changes).
 
@@ -30,8 +40,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from loopctl.otel import INSTRUMENTATION, GenAiSpans, scrub_content
-from loopctl_sim.trace import TraceReader, open_for_reading
+from loopctl.core import LoopMachine
+from loopctl.otel import INSTRUMENTATION, GenAiSpans
+from loopctl_sim.trace import (
+    HeaderRecord,
+    StepRecord,
+    TraceReader,
+    apply_feed,
+    open_for_reading,
+    scrub_text,
+)
+from loopctl_sim.trace.requests import RecordedContexts
 from loopctl_sim.view.clock import Clock
 from loopctl_sim.view.describe import data_of
 
@@ -62,6 +81,38 @@ def _start_ns(created: Any, path: Path) -> int:
     return int(when.timestamp() * 1e9)
 
 
+class _Brain:
+    """The brain of the run a trace records, rebuilt record by record, for the conversation a
+    request showed the model. Gives up (``machine`` None) at the first record it cannot follow:
+    spans then fall back to the request's last message rather than fail the export."""
+
+    def __init__(self) -> None:
+        self.machine: LoopMachine | None = None
+
+    def follow(self, record: Any) -> None:
+        try:
+            if isinstance(record, HeaderRecord):
+                self.machine = record.machine(self.machine)
+            elif self.machine is None:
+                return
+            elif isinstance(record, StepRecord):
+                self.machine.next_step(record.policy)
+            elif record.type == "feed":
+                apply_feed(self.machine, record.name, record.args)
+        except Exception:  # a damaged or partial trace: no conversation, still spans
+            self.machine = None
+
+    def messages(self) -> list[Any] | None:
+        if self.machine is None:
+            return None
+        return [m.model_dump(mode="json") for m in self.machine.conversation()]
+
+
+def _agent_name(meta: dict[str, Any]) -> str:
+    named = meta.get("agent_name") or (meta.get("world") if meta.get("simulated") else None)
+    return str(named or "loopctl")
+
+
 def trace_to_spans(
     path: str | os.PathLike[str],
     tracer_provider: TracerProvider,
@@ -73,12 +124,15 @@ def trace_to_spans(
 ) -> int:
     """Emit the spans of the trace at ``path`` through ``tracer_provider``; returns the number
     of records read (``TraceFormatError`` if one is unreadable). ``agent_name``, ``model`` and
-    ``provider`` default to the first header's metadata (``agent`` or ``world``, ``model``,
-    ``provider``)."""
+    ``provider`` are what the live ``OtelObserver`` would have been given; without them, see
+    the module docstring."""
     reader = TraceReader(path)
     tracer = tracer_provider.get_tracer(INSTRUMENTATION)
     clock = Clock()
+    contexts = RecordedContexts()
+    brain = _Brain() if capture_content else None
     spans: GenAiSpans | None = None
+    fallback: dict[str, Any] = {}
     base = 0
     count = 0
     for record in reader:
@@ -89,14 +143,17 @@ def trace_to_spans(
         if spans is None:  # the reader guarantees a header first
             meta = rec.get("metadata") or {}
             base = _start_ns(rec.get("created"), Path(reader.path))
+            fallback = {k: meta[k] for k in ("model", "provider") if meta.get(k)}
             spans = GenAiSpans(
                 tracer,
-                agent_name=agent_name or str(meta.get("agent") or meta.get("world") or "loopctl"),
-                model=model or meta.get("model"),
-                provider=provider or meta.get("provider"),
+                agent_name=agent_name or _agent_name(meta),
+                model=model,
+                provider=provider,
                 capture_content=capture_content,
-                scrub=scrub_content,
+                scrub=scrub_text,
             )
+        if brain is not None and kind != "io":
+            brain.follow(record)
         at = base + int(placed.end * 1e9)
         if kind == "header":
             snap = rec.get("snapshot") or {}
@@ -119,12 +176,36 @@ def trace_to_spans(
         elif kind == "io":
             io_kind = str(rec.get("kind"))
             when = base + int(placed.start * 1e9) if io_kind == "retry" else at
-            spans.io(io_kind, rec.get("turn"), data_of(rec), rec.get("duration_s"), when)
+            data = data_of(rec)
+            if io_kind == "model_request":
+                data = _request(data, contexts, fallback, brain)
+            spans.io(io_kind, rec.get("turn"), data, rec.get("duration_s"), when)
         elif kind == "end":
             spans.end_run(at, rec.get("outcome"))
     if spans is not None:
         spans.close(base + int(clock.now * 1e9))
     return count
+
+
+def _request(
+    data: dict[str, Any],
+    contexts: RecordedContexts,
+    fallback: dict[str, Any],
+    brain: _Brain | None,
+) -> dict[str, Any]:
+    """A recorded request's data as the live observer hands it over (the module docstring)."""
+    data = dict(data)
+    context = contexts.follow(data)
+    if context is not None:
+        data["context"] = context
+    for key, value in fallback.items():  # where the request names none (a v1 trace has none)
+        if data.get(key) is None and (context or {}).get(key) is None:
+            data[key] = value
+    if brain is not None and data.get("messages") == "brain":
+        messages = brain.messages()
+        if messages is not None:
+            data["messages"] = messages
+    return data
 
 
 def export_spans(

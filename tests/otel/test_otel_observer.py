@@ -65,7 +65,17 @@ def test_scrub_content() -> None:
         "sk-abcdefghijklmn Bearer abc.def-ghi_jkl ghp_" + "a" * 36 + " xoxb-1234-5678-abcd "
         "AKIAABCDEFGHIJKLMNOP eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeKKF2Q and plain words"
     )
-    assert scrub_content(text) == " ".join(["[REDACTED]"] * 6) + " and plain words"
+    assert scrub_content(text) == (
+        "[REDACTED] Bearer [REDACTED] " + " ".join(["[REDACTED]"] * 4) + " and plain words"
+    )
+    more = (
+        "https://me:hunter2pass@proxy.example/v1 AIza" + "B" * 35 + " ASIAABCDEFGHIJKLMNOP\n"
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"
+    )
+    assert scrub_content(more) == (
+        "https://me:[REDACTED]@proxy.example/v1 [REDACTED] [REDACTED]\n"
+        "-----BEGIN PRIVATE KEY-----[REDACTED]-----END PRIVATE KEY-----"
+    )
 
 
 def test_importing_without_the_extra_says_what_to_install() -> None:
