@@ -39,7 +39,7 @@ from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor, feed_values, whole
 
-__all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "tools_live"]
+__all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "own_model", "tools_live"]
 
 _ATTEMPT = frozenset({"model_reply", "model_error"})
 
@@ -52,8 +52,13 @@ _validate_usage = Usage.__pydantic_validator__.validate_python
 class ReplayClient:
     """An ``ApiClient`` answering from the trace; see the module docstring.
 
-    ``model`` and ``provider`` are what the replayed agent's own client named (None: not known,
-    the trace's are assumed)."""
+    It names the model and provider each request goes to as the agent's own client would: the
+    ``model`` given (what the agent's own client names, ``own_model``) when the trace names one
+    too, else the trace's; the ``provider`` given, else the trace's (where the model was
+    reached is the recording's endpoint, often a base URL from the environment, not a decision
+    of the agent's code). So an unchanged agent replays clean against a trace recorded through a
+    provider client, and an agent that now asks for another model diverges at its first request
+    ("the request's model differs")."""
 
     def __init__(
         self,
@@ -67,12 +72,34 @@ class ReplayClient:
         self.cursor = cursor
         self.checker = checker
         self.trace_retries = trace_retries
-        self.model = model
-        self.provider = provider
+        self.own_model = model
+        self.own_provider = provider
         self.attempts = 0  # of the current model call
         self._turn: int | None = None
         self.cancel: CancelSignal | None = None  # the replayed run's, set for each run
         self._usage: tuple[object, Usage] = (None, Usage())  # the last recorded usage, read
+
+    @property
+    def model(self) -> str | None:
+        recorded = self._recorded("model")
+        return self.own_model if self.own_model is not None and recorded is not None else recorded
+
+    @property
+    def provider(self) -> str | None:
+        return self.own_provider if self.own_provider is not None else self._recorded("provider")
+
+    def _recorded(self, field: str) -> str | None:
+        """``field`` of the recorded context the next request is checked against: the next
+        record's, when it is a ``model_request`` that writes its context, else the one in force
+        (read by the driver right before it reports the request)."""
+        context = self.checker.contexts.context
+        item = self.cursor.peek()
+        if item is not None and item[1].type == "io" and item[1].kind == "model_request":
+            written = item[1].data.get("context")
+            if isinstance(written, dict):
+                context = written
+        value = None if context is None else context.get(field)
+        return value if isinstance(value, str) else None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         message, usage, stop = await self._attempt(request)
@@ -130,6 +157,20 @@ class ReplayClient:
             self._usage = (recorded_usage, _validate_usage(recorded_usage))
         stop = data.get("stop_reason")
         return message, self._usage[1], stop if isinstance(stop, str) else None
+
+
+def own_model(factory: Callable[..., object]) -> str | None:
+    """The model the agent's own client names: the factory called once as the user's code calls
+    it (no harness client, no observers) and its loop's ``client.model`` read. None when the
+    factory cannot build its loop so (no API key in the environment, a required argument): the
+    trace's model is then assumed. Nothing is sent: building a provider client opens no
+    connection."""
+    try:
+        loop = factory()
+    except Exception:  # the user's factory, without what it needs outside the harness
+        return None
+    model = getattr(getattr(loop, "client", None), "model", None)
+    return model if isinstance(model, str) else None
 
 
 def _retried_next(cursor: Cursor) -> bool:

@@ -37,7 +37,13 @@ from typing import Any, Final, TypeGuard
 from loopctl.core import LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
-from loopctl_sim.replay.answers import RecordedCompactor, RecordedTools, ReplayClient, tools_live
+from loopctl_sim.replay.answers import (
+    RecordedCompactor,
+    RecordedTools,
+    ReplayClient,
+    own_model,
+    tools_live,
+)
 from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.explain import continuation_divergence
@@ -404,9 +410,10 @@ def _body(
         return builtin
 
     _, factory, compactor_recorded = agent
+    model = own_model(factory)  # what the agent's code asks for, compared with the trace's
 
     def theirs(machine: LoopMachine) -> BareLoop:
-        client = ReplayClient(cursor, checker, trace_retries=False)
+        client = ReplayClient(cursor, checker, trace_retries=False, model=model)
         loop = build_agent(factory, client=client, observers=[checker, *observers])
         if loop.client is not client:  # pragma: no cover - build_agent swaps it in
             raise AssertionError("the replay client was not swapped in")

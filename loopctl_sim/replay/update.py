@@ -16,6 +16,7 @@ events came from outside the agent, and the new run could not place them faithfu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -25,8 +26,9 @@ from typing import Any
 
 from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
+from loopctl.observe import IoEvent
 from loopctl.tools import NextTool
-from loopctl_sim.replay.answers import tools_live
+from loopctl_sim.replay.answers import own_model, tools_live
 from loopctl_sim.replay.explain import request_explanation
 from loopctl_sim.sim import no_sleep
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
@@ -77,6 +79,7 @@ class _Recorded:
     records: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     unplaceable: str | None = None
+    created: str | None = None  # the first header's time, which the new trace keeps
 
 
 def _read(path: str) -> _Recorded:
@@ -89,6 +92,8 @@ def _read(path: str) -> _Recorded:
                 recorded.unplaceable = f"line {line}: the recorded run crashed and was resumed"
             if not recorded.metadata:
                 recorded.metadata = dict(rec.metadata)
+            if recorded.created is None:
+                recorded.created = rec.created
             started = False
         elif isinstance(rec, IoRecord):
             if rec.kind == "model_request":
@@ -112,17 +117,60 @@ def _read(path: str) -> _Recorded:
     return recorded
 
 
-class _UpdateClient:
-    """Answers each request with the recorded one's attempts, while the requests match."""
+class _KeptTimes(TraceRecorder):
+    """The new trace's recorder: a model attempt answered from the old trace keeps the old
+    trace's duration (the update answers it at once; the model took that long)."""
 
-    def __init__(self, recorded: _Recorded, recorder: TraceRecorder, force: bool) -> None:
+    kept: float | None = None
+
+    def io(self, event: IoEvent) -> None:
+        if event.kind in ("model_reply", "model_error") and self.kept is not None:
+            event = dataclasses.replace(event, duration_s=self.kept)
+            self.kept = None
+        super().io(event)
+
+
+class _UpdateClient:
+    """Answers each request with the recorded one's attempts, while the requests match. It names
+    the recorded request's provider, and its model unless the agent's own client names another
+    (``own_model``: then the request differs, and needs a real model)."""
+
+    def __init__(
+        self,
+        recorded: _Recorded,
+        recorder: _KeptTimes,
+        force: bool,
+        own: str | None = None,
+    ) -> None:
         self.recorded = recorded
         self.recorder = recorder
         self.force = force
+        self.own = own
         self.forced = 0
         self.contexts = RecordedContexts()
         self.attempts: Iterator[IoRecord] = iter(())
         self.turn: int | None = None
+
+    def _context(self) -> dict[str, Any]:
+        """The recorded context of the next request (the one in force when it writes none)."""
+        context = self.contexts.context
+        if self.recorded.requests:
+            written = self.recorded.requests[0][1].data.get("context")
+            if isinstance(written, dict):
+                context = written
+        return context or {}
+
+    @property
+    def model(self) -> str | None:
+        recorded = self._context().get("model")
+        if not isinstance(recorded, str):
+            return None
+        return self.own if self.own is not None else recorded
+
+    @property
+    def provider(self) -> str | None:
+        recorded = self._context().get("provider")
+        return recorded if isinstance(recorded, str) else None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         if request.turn != self.turn:
@@ -133,6 +181,7 @@ class _UpdateClient:
             raise NeedsModel(
                 0, f"turn {request.turn}: the agent called the model again where the trace did not"
             )
+        self.recorder.kept = attempt.duration_s
         if attempt.kind == "model_error":
             raise ApiError(LoopError.model_validate(attempt.data.get("error") or {}))
         message = Message.model_validate(attempt.data["message"])
@@ -178,8 +227,8 @@ def update_trace(
         )
         return result
     fresh = target.with_name(target.name + ".updating")
-    recorder = TraceRecorder(fresh, metadata=dict(recorded.metadata))
-    client = _UpdateClient(recorded, recorder, force)
+    recorder = _KeptTimes(fresh, metadata=dict(recorded.metadata), created=recorded.created)
+    client = _UpdateClient(recorded, recorder, force, own_model(factory))
     try:
         asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
     except NeedsModel as needs:
