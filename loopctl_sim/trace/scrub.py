@@ -2,15 +2,20 @@
 
 What counts as a secret:
 
-- the value of a mapping key that names a credential (``authorization``,
-  ``proxy-authorization``, ``api-key``/``api_key``/``apikey``, ``x-api-key``, ``*-token``,
-  ``password``, ``secret``, ``cookie``), replaced whole;
+- the value of a mapping key that names a credential, read word by word (``OPENAI_API_KEY``,
+  ``apiKey``, ``x-portkey-api-key``, ``db_password``, ``credentials``, ``auth``, ``cookie``;
+  not ``max_tokens``, ``key_id`` or ``sort_key``: see ``is_secret_key``), replaced whole (every
+  string and number in it);
 - inside any string: OpenAI and Anthropic keys (``sk-...``, ``sk-proj-...``, ``sk-ant-...``),
   ``Bearer <token>`` (the token), GitHub tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``,
   ``ghr_``, ``github_pat_``), Slack tokens (``xoxb-`` and the other ``xox?-``), AWS access key
-  ids (``AKIA...``, ``ASIA...``), JWTs (``eyJ....eyJ....``), Google API keys (``AIza...``), and
-  any pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in
-  the environment variable ``LOOPCTL_SCRUB_PATTERNS``).
+  ids (``AKIA...``, ``ASIA...``), JWTs (``eyJ....eyJ....``), Google API keys (``AIza...``), the
+  password of a URL (``scheme://user:PASSWORD@host``), the body of a PEM private key
+  (``-----BEGIN ... PRIVATE KEY-----`` to its ``-----END`` line), the value given to a secret
+  name (``password: ...``, ``aws_secret_access_key = ...``, ``"api_key": "..."``,
+  ``?api-key=...`` in a URL; at least 6 characters, an auth scheme before it kept), and any
+  pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in the
+  environment variable ``LOOPCTL_SCRUB_PATTERNS``).
 
 A secret is replaced by a placeholder that carries a keyed fingerprint of it,
 ``[REDACTED:1a2b3c4d5e6f]`` (the first 12 hex digits of HMAC-SHA256 under the scrub key), so two
@@ -63,24 +68,86 @@ BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
     r"\bAIza[0-9A-Za-z_\-]{35}",
 )
 
-_KEY_NAMES: Final = (
-    r"(?:proxy-)?authorization|(?:x-)?(?:goog-)?api[-_]?key"
-    r"|(?:x-)?(?:auth|access|refresh|id|session|api)?[-_]?token"
-    r"|password|passwd|secret|client[-_]secret|cookie|set-cookie"
-)
-_SECRET_KEY = re.compile(_KEY_NAMES, re.IGNORECASE)
 
-#: A JSON text holds a built-in secret shape or a secret-named key only if it holds one of these,
-#: lowered (``Scrubber.might_hold``): a key name always ends in one of the first group followed by
-#: the key's closing quote; each value pattern starts with one of the others.
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Words that make a key name secret wherever they stand in it (rare outside a credential's
+#: name, so the pre-test looks for them alone).
+_RARE_WORDS: Final = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "credential",
+    "cookie",
+    "authorization",
+)
+#: Words common in other names too (``input_tokens``, ``keyword``): a name's word counts only
+#: where the name shows it whole, followed by ``_``, ``-``, ``=``, ``:``, a quote, a backslash
+#: (an escaped quote in JSON text) or the name's end; the pre-test looks for exactly that.
+_COMMON_WORDS: Final = ("key", "keys", "apikey", "token", "auth", "creds", "private")
+_AFTER: Final = ('"', "'", "_", "-", "=", ":", "\\")
+#: The secret words of a name, as its tokens (``OPENAI_API_KEY``, ``apiKey``, ``x-api-key``).
+_SECRET_WORDS: Final = frozenset(
+    {*_RARE_WORDS, *_COMMON_WORDS, "passwords", "secrets", "credentials", "cookies"}
+)
+#: A word after the secret one that makes the name describe the secret, not hold it
+#: (``key_id``, ``token_type``, ``api_key_env``, ``token_count``, ``password_file``).
+_DESCRIBES: Final = _words(
+    "id ids name names type types kind env var file path url uri count counts limit limits "
+    "budget usage used length len size format version prefix suffix hint field fields location "
+    "expiry expires expiration ttl at time timestamp date created updated rotation policy mode "
+    "scheme source provider required enabled set present label index"
+)
+#: A word before ``key``/``keys`` that makes it a lookup key (``sort_key``, ``cache_key``; the
+#: trace's own ``scrub_key``, the id of the scrub key, and ``call_key``).
+_KEY_KINDS: Final = _words(
+    "sort primary foreign partition cache idempotency lookup row dedup dedupe group routing "
+    "hash range shard unique composite natural order map dict index column field attribute "
+    "attr object message translation i18n public react join partial scrub call record"
+)
+#: A word before ``token`` that makes it a piece of text or a count (``eos_token``).
+_TOKEN_KINDS: Final = _words(
+    "max min num total input output prompt completion reasoning cached cache context bos eos "
+    "pad unk sep cls mask special stop start end page next continuation cursor pagination "
+    "last first new"
+)
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", re.ASCII)
+#: Name literals: a secret name's JSON text holds one (see ``_anchored``).
+_NAME_LITERALS: Final = (*_RARE_WORDS, *(w + a for w in _COMMON_WORDS for a in _AFTER))
+
+#: ``name = value`` / ``name: value`` / ``"name": "value"`` inside a text, kept where the name
+#: is secret (``password: hunter22``, ``AWS_SECRET_ACCESS_KEY=...``, ``?api-key=...`` in a
+#: URL); an auth scheme before the value (``Bearer``, ``Basic``) stays readable.
+_ASSIGNED: Final = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]*[A-Za-z0-9])(?=(?P<next>[\"'\s:=]))"
+    r"[\"']?[ \t]*[:=]"
+)
+#: The value after a secret name's ``=`` or ``:`` (the group ``s``).
+_ASSIGNED_VALUE: Final = re.compile(
+    r"[ \t]*[\"']?(?:(?i:bearer|basic|token|digest)[ \t]+)?"
+    r"(?!(?i:bearer|basic|token|digest)\b)(?P<s>[^\s\"'&,;<>()\[\]{}]{6,})"
+)
+#: A password in a URL: ``scheme://user:password@host`` (the password).
+_URL_PASSWORD: Final = (
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"']*:(?P<s>[^/\s@\"']+)@"
+)
+#: The body of a PEM private key, up to its end line (or the text's end, when cut).
+_PEM: Final = (
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+    r"(?P<s>[\s\S]+?)(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
+)
+_SHAPES: Final = (*BUILTIN_PATTERNS, _URL_PASSWORD, _PEM)
+
+#: A JSON text holds a secret shape or a secret name only if it holds one of these, lowered
+#: (``Scrubber.might_hold``): a secret name holds one of the name literals, a URL password
+#: needs ``://``, a PEM key ``private key-----``, and each other shape starts with one.
 LITERALS: Final = (
-    'authorization"',
-    'key"',
-    'token"',
-    'password"',
-    'passwd"',
-    'secret"',
-    'cookie"',
+    *_NAME_LITERALS,
+    "://",
+    "private key-----",
     "sk-",
     "bearer",
     "ghp_",
@@ -97,11 +164,35 @@ LITERALS: Final = (
 )
 
 
+def _is_secret_name(name: str) -> bool:
+    """The token rule of ``is_secret_key`` (see there), without the literal check."""
+    words = [w.lower() for w in _WORD.findall(name)]
+    for i, word in enumerate(words):
+        if word not in _SECRET_WORDS:
+            continue
+        after, before = words[i + 1 :], words[i - 1] if i else ""
+        if any(w in _DESCRIBES for w in after):
+            continue
+        if word == "private" and after:
+            continue  # ``private_ip``; ``private_key`` counts by its ``key``
+        if word in ("key", "keys") and (before in _KEY_KINDS or (not before and not after)):
+            continue  # ``sort_key``; and a bare ``key`` is any mapping's (``{key, value}``)
+        if word == "token" and before in _TOKEN_KINDS:
+            continue
+        return True
+    return False
+
+
+def _anchored(low: str) -> bool:
+    """Whether a lowered name (with the character after it) holds a name literal."""
+    return any(literal in low for literal in _NAME_LITERALS)
+
+
 def _grouped(literals: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``literals`` grouped by their first two characters, each group under the start its
     literals share: a text without that start holds none of them (``ghp_`` ... ``ghr_`` under
-    ``gh``, ``password"`` and ``passwd"`` under ``passw``), so a record without any is settled
-    with 15 searches instead of 21."""
+    ``gh``, the name literals of ``key`` under ``key``), so a record without any is settled
+    with one search a group instead of one a literal."""
     groups: dict[str, list[str]] = {}
     for literal in literals:
         groups.setdefault(literal[:2], []).append(literal)
@@ -121,8 +212,19 @@ _LITERAL_GROUPS: Final = _grouped(LITERALS)
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether a mapping key names a credential (its value is replaced whole)."""
-    return _SECRET_KEY.fullmatch(key) is not None
+    """Whether a mapping key names a credential (its value is replaced whole).
+
+    The name is read as words (``OPENAI_API_KEY``, ``apiKey``, ``x-portkey-api-key``), any
+    case: it is secret when a word is one of key(s), apikey, secret, token, password, passwd,
+    passphrase, credential(s), creds, auth, authorization, private (last), cookie, unless a
+    later word says the name describes the secret (``key_id``, ``token_type``, ``api_key_env``,
+    ``token_count``), or the word before makes it a lookup key or a piece of text
+    (``sort_key``, ``cache_key``, ``eos_token``, ``max_token``); a bare ``key`` is not secret.
+    Counts (``max_tokens``, ``input_tokens``) hold ``tokens``, which is no secret word. Key,
+    token and the other common words count where the name shows them whole (followed by
+    ``_``, ``-`` or its end), so that ``might_hold`` finds every secret name by a literal.
+    """
+    return _is_secret_name(key) and _anchored(key.lower() + '"')
 
 
 def _user_patterns() -> tuple[str, ...]:
@@ -154,7 +256,7 @@ class Scrubber:
 
     def __init__(self, key: bytes | str | None = None, patterns: Sequence[str] = ()) -> None:
         self.key: bytes | None = key.encode("utf-8") if isinstance(key, str) else key
-        self.patterns: tuple[str, ...] = (*BUILTIN_PATTERNS, *patterns)
+        self.patterns: tuple[str, ...] = (*_SHAPES, *patterns)
         # Each pattern's group ``s`` (the secret inside the match) gets a name of its own.
         named = [p.replace("(?P<s>", f"(?P<s{i}>") for i, p in enumerate(self.patterns)]
         self._values = re.compile("|".join(f"(?:{p})" for p in named))
@@ -195,16 +297,44 @@ class Scrubber:
         return self._user is not None and self._user.search(json_text) is not None
 
     def text(self, text: str) -> str:
-        """``text`` with every secret-shaped value replaced (the same object when none)."""
-        if self._values.search(text) is None:
-            return text
-        return self._values.sub(self._replace, text)
+        """``text`` with every secret-shaped value replaced (the same object when none): the
+        shapes first, then the values of secret names (``password: ...``, ``api-key=...``)."""
+        out = text
+        if self._values.search(out) is not None:
+            out = self._values.sub(self._replace, out)
+        if _anchored(out.lower()):
+            out = self._assignments(out)
+        return text if out == text else out
+
+    def _assignments(self, text: str) -> str:
+        """``text`` with the values of its secret names replaced. A match whose name is not
+        secret is left from the end of its name on, so its value may still hold a name (the
+        ``?api-key=`` of a URL after ``http:``)."""
+        pieces: list[str] = []
+        pos = done = 0
+        while (match := _ASSIGNED.search(text, pos)) is not None:
+            name = match.group("name")
+            pos = match.end()
+            # the name's literal stands in the text next to what follows the name, so that
+            # ``might_hold`` finds it in the JSON text too
+            if not _anchored((name + match.group("next")).lower()) or not _is_secret_name(name):
+                pos = match.end("name")
+                continue
+            value = _ASSIGNED_VALUE.match(text, pos)
+            if value is None or "[REDACTED" in value.group("s"):
+                continue
+            start, end = value.span("s")
+            pieces += (text[done:start], self.placeholder(value.group("s")))
+            pos = done = end
+        return "".join((*pieces, text[done:])) if pieces else text
 
     def _replace(self, match: re.Match[str]) -> str:
         whole = match.group(0)
         for name in self._group:
             inner = match.group(name)
             if inner is not None:
+                if PLACEHOLDER.fullmatch(inner):
+                    return whole
                 start, end = match.span(name)
                 offset = match.start(0)
                 return whole[: start - offset] + self.placeholder(inner) + whole[end - offset :]
@@ -224,14 +354,7 @@ class Scrubber:
             out: dict[Any, Any] = {}
             changed = False
             for k, v in value.items():
-                if isinstance(k, str) and is_secret_key(k) and isinstance(v, str | int | float):
-                    new: Any = v if isinstance(v, str) and PLACEHOLDER.fullmatch(v) else None
-                    if new is None:
-                        new = self.placeholder(str(v))
-                elif isinstance(k, str) and is_secret_key(k) and isinstance(v, list | tuple):
-                    new = [self.placeholder(str(i)) for i in v]
-                else:
-                    new = self(v)
+                new = self._held(v) if isinstance(k, str) and is_secret_key(k) else self(v)
                 changed = changed or new is not v
                 out[k] = new
             return out if changed else value
@@ -239,6 +362,26 @@ class Scrubber:
             items = [self(v) for v in value]
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 return items if isinstance(value, list) else tuple(items)
+            return value
+        return value
+
+    def _held(self, value: Any) -> Any:
+        """The value of a secret name: every string and number in it replaced (booleans and
+        nulls say nothing secret and stay); the same object when nothing changed."""
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, str | int | float):
+            if isinstance(value, str) and PLACEHOLDER.fullmatch(value):
+                return value
+            return self.placeholder(str(value))
+        if isinstance(value, dict):
+            out = {k: self._held(v) for k, v in value.items()}
+            changed = any(out[k] is not v for k, v in value.items())
+            return out if changed else value
+        if isinstance(value, list | tuple):
+            items = [self._held(v) for v in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                return items
             return value
         return value
 
