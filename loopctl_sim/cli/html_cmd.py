@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from loopctl_sim.cli.common import die
+from loopctl_sim.cli.trace_cmds import echo, fail
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import Timeline, write_html
 
@@ -24,13 +24,13 @@ def write_page(trace: str, out: str, **kwargs: Any) -> Timeline:
     command with one line on stderr and exit 2 (``out`` untouched); ``out`` may not be
     ``trace`` itself."""
     if Path(trace).exists() and Path(out).exists() and Path(trace).samefile(out):
-        die(f"{out}: is the trace itself; name another file for the page")
+        fail(f"{out}: is the trace itself; name another file for the page")
     try:
         return write_html(trace, out, **kwargs)
     except TraceFormatError as exc:
-        die(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        die(f"cannot write {out}: {exc.strerror or exc} (nothing written)")
+        fail(f"cannot write {out}: {exc.strerror or exc} (nothing written)")
 
 
 @click.command()
@@ -49,4 +49,4 @@ def html(trace: str, output: str | None) -> None:
     network: it opens from an air-gapped CI artefact."""
     out = output or str(Path(trace).with_suffix(".html"))
     timeline = write_page(trace, out)
-    click.echo(f"wrote {out} ({len(timeline.seq)} records, {timeline.items} items)")
+    echo(f"wrote {out} ({len(timeline.seq)} records, {timeline.items} items)")

@@ -16,11 +16,11 @@ from typing import Any, NoReturn
 
 import click
 
-from loopctl_sim.cli.common import die, emit_json, expand_traces
+from loopctl_sim.cli.common import expand_traces
 from loopctl_sim.cli.html_cmd import write_page
+from loopctl_sim.cli.trace_cmds import echo, echo_json, fail
 from loopctl_sim.replay import (
     ReplayResult,
-    pretty,
     replay_agent,
     replay_driver,
     replay_trace,
@@ -130,20 +130,20 @@ def replay(
         try:
             agent = agent_from_pyproject()
         except AgentError as exc:
-            die(str(exc))
+            fail(str(exc))
     if agent is not None and (driver or machine_level):
-        die("--agent replays through the driver: drop --driver/--machine")
+        fail("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:
-        die("--update re-records against an agent: name it with --agent")
+        fail("--update re-records against an agent: name it with --agent")
     if force and not update:
-        die("--force goes with --update")
+        fail("--force goes with --update")
     if html_out is not None and update:
-        die("--html goes with a replay, not --update (run html on the updated trace)")
+        fail("--html goes with a replay, not --update (run html on the updated trace)")
     if html_out is not None and len(expand_traces(traces)) != 1:
-        die("--html needs exactly one trace")
+        fail("--html needs exactly one trace")
     if agent is not None:
         if until is not None or digest_every != 1:
-            die("--until and --digest-every work at machine level only")
+            fail("--until and --digest-every work at machine level only")
         _with_agent(
             expand_traces(traces),
             agent,
@@ -152,36 +152,36 @@ def replay(
             html_out,
         )
     if driver and until is not None:
-        die("--until works at machine level only (drop --driver)")
+        fail("--until works at machine level only (drop --driver)")
     if driver and digest_every != 1:
-        die("--digest-every works at machine level only (drop --driver)")
+        fail("--digest-every works at machine level only (drop --driver)")
     paths = expand_traces(traces)
     if len(paths) != 1:
         if until is not None:
-            die("--until needs exactly one trace")
+            fail("--until needs exactly one trace")
         _replay_many(paths, as_json, driver, digest_every)
     trace = paths[0]
     try:
         result = _replay_one(trace, driver, until, digest_every)
     except TraceFormatError as exc:
-        die(str(exc))
+        fail(str(exc))
     for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     if result.records == 0:
-        die(f"{trace}: no complete record to replay")
+        fail(f"{trace}: no complete record to replay")
     if html_out is not None:  # (a bad line past the replay's --until or divergence: exit 2)
         write_page(trace, html_out, divergence=result.divergence)
-        click.echo(f"wrote {html_out}", err=True)
+        echo(f"wrote {html_out}", err=True)
     if as_json:
         data = result.to_json()
         if until is not None and result.machine is not None:
             data["machine"] = result.machine.model_dump()
-        emit_json(data)
+        echo_json(data)
     else:
         if until is not None and result.ok and result.machine is not None:
-            click.echo(pretty(result.machine.model_dump()))
+            echo_json(result.machine.model_dump())
             if result.stopped_at is None:
-                click.echo(f"note: the trace ends before seq {until}", err=True)
+                echo(f"note: the trace ends before seq {until}", err=True)
         _print_result(result)
     sys.exit(0 if result.ok else 1)
 
@@ -214,38 +214,38 @@ def _with_agent(
                 row: dict[str, Any] = {"path": trace, "ok": updated.ok, "message": updated.message}
                 rows.append({**row, "details": updated.details})
                 if not as_json:
-                    click.echo(updated.summary())
+                    echo(updated.summary())
                 continue
             result = replay_agent(trace, agent, tools=tools_mode, compactor=compactor_mode)
         except AgentError as exc:
-            die(str(exc))
+            fail(str(exc))
         except ValueError as exc:  # a bad --tools list
-            die(str(exc))
+            fail(str(exc))
         except TraceFormatError as exc:
             worst = 2
             rows.append({"path": trace, "ok": False, "error": str(exc)})
             if not as_json:
-                click.echo(f"error: {exc}", err=True)
+                echo(f"error: {exc}", err=True)
             continue
         worst = max(worst, 0 if result.ok else 1)
         rows.append(result.to_json())
         if html_out is not None:
             write_page(trace, html_out, divergence=result.divergence)
-            click.echo(f"wrote {html_out}", err=True)
+            echo(f"wrote {html_out}", err=True)
         if not as_json:
             _print_result(result)
     if as_json:
-        emit_json(rows[0] if len(rows) == 1 else {"ok": worst == 0, "results": rows})
+        echo_json(rows[0] if len(rows) == 1 else {"ok": worst == 0, "results": rows})
     sys.exit(worst)
 
 
 def _print_result(result: ReplayResult) -> None:
     if result.divergence is None:
-        click.echo(result.summary())
+        echo(result.summary())
     else:
         print_divergence(make_console(), result.divergence, result.path)
         for note in result.notes:
-            click.echo(f"note: {note}")
+            echo(f"note: {note}")
 
 
 def _replay_one(trace: str, driver: bool, until: int | None, digest_every: int) -> ReplayResult:
@@ -264,13 +264,13 @@ def _replay_many(paths: list[str], as_json: bool, driver: bool, digest_every: in
             worst = 2
             rows.append({"path": trace, "ok": False, "error": str(exc)})
             if not as_json:
-                click.echo(f"error: {exc}")
+                echo(f"error: {exc}")
             continue
         if result.records == 0:
             worst = 2
             rows.append({"path": trace, "ok": False, "error": "no complete record to replay"})
             if not as_json:
-                click.echo(f"error: {trace}: no complete record to replay")
+                echo(f"error: {trace}: no complete record to replay")
             continue
         worst = max(worst, 0 if result.ok else 1)
         rows.append(result.to_json())
@@ -278,7 +278,7 @@ def _replay_many(paths: list[str], as_json: bool, driver: bool, digest_every: in
             _print_result(result)
     ok = sum(1 for r in rows if r["ok"])
     if as_json:
-        emit_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
+        echo_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
     else:
-        click.echo(f"{ok} of {len(rows)} traces replayed without divergence")
+        echo(f"{ok} of {len(rows)} traces replayed without divergence")
     sys.exit(worst)

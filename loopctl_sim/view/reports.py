@@ -7,6 +7,9 @@ short enough to read (``--json`` always has it whole). The policy is the ``Diver
 ``policy`` when the replay filled it in, otherwise the policy of the last step record at or before
 the divergent one, read from the trace.
 
+Every string from a trace or a replay is printed through ``term.visible`` (control characters
+as their escapes), in the sentences, the field tables, the diff and the outcomes alike.
+
 A comparison (``diff``) shows the first differing record as ``TraceDiff.report`` always has, its
 differing fields, how many records differ in all, and the two traces' outcomes side by side.
 """
@@ -26,7 +29,7 @@ from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.compare import TraceComparison
 from loopctl_sim.view.describe import outcome_text
 from loopctl_sim.view.fields import FieldDiff, leaf_diff, show_value
-from loopctl_sim.view.term import wrap_width, wrapped
+from loopctl_sim.view.term import visible, wrap_width, wrapped
 
 __all__ = [
     "MAX_DIFF_LINES",
@@ -74,7 +77,7 @@ def fields_table(diffs: list[FieldDiff], a: str = "expected", b: str = "actual")
     table.add_column(b, overflow="fold", style="green")
     for d in diffs:
         expected, actual = show_value(d.expected, 200), show_value(d.actual, 200)
-        table.add_row(d.path or "(the value)", expected, actual)
+        table.add_row(visible(d.path or "(the value)"), visible(expected), visible(actual))
     return table
 
 
@@ -84,7 +87,7 @@ def _policy_text(policy: dict[str, Any]) -> str:
 
 def _say(console: Console, prefix: str, body: str, style: str = "", indent: int = 2) -> None:
     """One paragraph, wrapped with a hanging indent past ``prefix`` (not wrapped when piped)."""
-    for line in wrapped(prefix, body, wrap_width(console), indent):
+    for line in wrapped(visible(prefix), visible(body), wrap_width(console), indent):
         console.print(Text(line, style=style), soft_wrap=True)
 
 
@@ -95,7 +98,7 @@ def _print_diff(console: Console, text: str) -> None:
         return
     for line in lines:
         style = "red" if line.startswith("-") else "green" if line.startswith("+") else ""
-        console.print(Text(line, style=style), soft_wrap=True)
+        console.print(Text(visible(line), style=style), soft_wrap=True)
 
 
 def print_divergence(console: Console, divergence: Divergence, path: str = "") -> None:
@@ -108,8 +111,8 @@ def print_divergence(console: Console, divergence: Divergence, path: str = "") -
         "bold red",
     )
     for line in divergence.details:  # the divergence in the user's terms: a prompt diff, ...
-        console.print(f"  {line}", markup=False, highlight=False)
-    console.print(f"what differs: {divergence.what}")
+        console.print(Text(visible(f"  {line}")), soft_wrap=True)
+    console.print(Text(visible(f"what differs: {divergence.what}")))
     if divergence.note:
         _say(console, "note: ", divergence.note, "yellow")
     policy = divergence_policy(divergence, path or None)
@@ -128,14 +131,14 @@ def print_divergence(console: Console, divergence: Divergence, path: str = "") -
 def _outcomes_table(comparison: TraceComparison) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("run")
-    table.add_column(comparison.path_a, overflow="fold")
-    table.add_column(comparison.path_b, overflow="fold")
+    table.add_column(visible(comparison.path_a), overflow="fold")
+    table.add_column(visible(comparison.path_b), overflow="fold")
     a, b = comparison.outcomes_a, comparison.outcomes_b
     for i in range(max(len(a), len(b))):
         left = outcome_text(a[i]) if i < len(a) else "(no such run)"
         right = outcome_text(b[i]) if i < len(b) else "(no such run)"
         style = "" if i < len(a) and i < len(b) and a[i] == b[i] else "bold"
-        table.add_row(str(i + 1), left, right, style=style)
+        table.add_row(str(i + 1), visible(left), visible(right), style=style)
     return table
 
 

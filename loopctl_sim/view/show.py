@@ -8,7 +8,8 @@ filter asks for them. Streams the trace: memory stays flat whatever its length.
 
 Filters: by turn (a record without a turn of its own, a feed, belongs to the turn of the step
 before it) and by kind (a record's type, lane, own kind, or ``error`` for every line shown in
-red). Texts are cut at ``CLIP`` characters unless ``full``.
+red). Texts are cut at ``CLIP`` characters unless ``full``. Every line goes through
+``term.visible``: a control character in the trace prints as its escape, never raw.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rich.console import Console
 
 from loopctl_sim.trace import TraceReader
 from loopctl_sim.view.describe import CLIP, Described, describe
-from loopctl_sim.view.term import TONE_STYLE, styled, wrap_width, wrapped
+from loopctl_sim.view.term import TONE_STYLE, styled, visible, wrap_width, wrapped
 
 __all__ = ["SEQ_WIDTH", "ShowFilter", "parse_turns", "print_timeline", "timeline"]
 
@@ -92,10 +93,10 @@ def timeline(
         head = f"{seq:>5}  "
         for i, line in enumerate(described.lines):
             prefix = (head if i == 0 else " " * SEQ_WIDTH) + marker
-            for out in wrapped(prefix, line, width):
+            for out in wrapped(prefix, visible(line), width):
                 yield out, described.tone
     for warning in warnings:
-        yield f"warning: {warning}", "warn"
+        yield visible(f"warning: {warning}"), "warn"
 
 
 def print_timeline(

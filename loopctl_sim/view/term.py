@@ -6,6 +6,12 @@ the terminal's width, or to ``COLUMNS`` when set; piped output with no ``COLUMNS
 at all, so ``grep`` sees whole lines. Markup is off: trace texts hold brackets (``[call_1]``)
 that must print as they are.
 
+Trace strings are untrusted (model text, tool results, tool names, file names, error messages):
+``visible`` turns every control character in them into its escape (``\x1b``, ``\r``,
+``\u202e``) before it is printed, so a trace cannot retitle the window, clear the screen, hide a
+link (OSC 8) or reverse what follows (the bidi overrides and isolates); newlines and tabs stay.
+Every terminal view (``show``, ``diff``, ``replay``'s reports and messages) prints through it.
+
 ``wrapped`` breaks one entry into lines with a hanging indent (the seq column stays clear), by
 hand rather than with a rich table: a timeline of 100,000 records prints line by line, in
 constant memory, and a table would measure every row first.
@@ -16,14 +22,53 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Iterator
+from typing import Final
 
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["TONE_STYLE", "make_console", "styled", "wrap_width", "wrapped"]
+__all__ = [
+    "TONE_STYLE",
+    "make_console",
+    "styled",
+    "visible",
+    "visible_json",
+    "wrap_width",
+    "wrapped",
+]
 
 #: The style of a line of each tone (``Described.tone``).
 TONE_STYLE: dict[str, str] = {"ok": "green", "warn": "yellow", "error": "bold red", "": ""}
+
+
+def _escape(code: int) -> str:
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+#: C0 controls but newline and tab, DEL, C1 controls (CSI as one byte, ...), the bidi marks,
+#: embeddings, overrides and isolates, and the line and paragraph separators.
+_CONTROLS: Final = (
+    [c for c in range(0x20) if c not in (0x09, 0x0A)]
+    + list(range(0x7F, 0xA0))
+    + [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+)
+_VISIBLE: Final = {code: _escape(code) for code in _CONTROLS}
+#: In JSON text the same characters as JSON escapes (``json.dumps`` already escapes C0).
+_VISIBLE_JSON: Final = {code: f"\\u{code:04x}" for code in _CONTROLS if code >= 0x7F}
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character shown as its escape (see the module docstring)."""
+    return text.translate(_VISIBLE)
+
+
+def visible_json(text: str) -> str:
+    """JSON text (from ``json.dumps(..., ensure_ascii=False)``) with the control characters it
+    still holds raw (DEL, C1, the bidi controls) as ``\\uXXXX``: the same JSON, inert on a
+    terminal."""
+    return text.translate(_VISIBLE_JSON)
 
 
 def make_console(*, stderr: bool = False) -> Console:
