@@ -2,14 +2,17 @@
 file (or stdout) or to a collector's OTLP/HTTP endpoint, so a bug report's trace opens in the
 team's tracing backend.
 
-Exit 0 when written or accepted; 2 when the trace cannot be read, the ``otel`` extra is missing
-or the endpoint refuses the spans (the message says which).
+Exit 0 when written or accepted; 2 when the trace cannot be read, the ``otel`` extra is missing,
+the endpoint refuses the spans or the output cannot be written (one line saying which).
+
+Nothing printed holds the endpoint's secrets: its ``user:pass@`` and the ``--header`` values are
+replaced by ``[REDACTED]`` in every line, a collector's echo of them included. ``-o`` replaces
+its file whole or not at all (a temporary file beside it, renamed over it).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -24,7 +27,8 @@ def _headers(values: tuple[str, ...]) -> dict[str, str]:
     for value in values:
         key, sep, rest = value.partition("=")
         if not sep or not key.strip():
-            die(f"--header: expected NAME=VALUE, got {value!r}")
+            # the value itself is not shown: it is likely a key given without its name
+            die("--header: expected NAME=VALUE, got a value without a name")
         out[key.strip()] = rest
     return out
 
@@ -83,10 +87,18 @@ def otel(
     """Export TRACE as OpenTelemetry GenAI spans (invoke_agent, chat, execute_tool)."""
     try:
         from loopctl_sim.view.otel_spans import export_spans
-        from loopctl_sim.view.otlp import OtlpError, otlp_json, send_otlp
+        from loopctl_sim.view.otlp import (
+            OtlpError,
+            Redactor,
+            otlp_json,
+            send_otlp,
+            shown_url,
+            write_atomic,
+        )
     except ImportError as exc:
         die(f"{exc} (loopctl-sim otel needs: pip install 'loopctl[otel]')")
     sent_headers = _headers(headers)
+    redact = Redactor(endpoint or "", sent_headers)
     try:
         spans = export_spans(
             trace,
@@ -97,15 +109,21 @@ def otel(
         )
     except TraceFormatError as exc:
         die(str(exc))
+    except OSError as exc:  # no such file, a directory, no permission
+        die(f"cannot read {trace}: {exc.strerror or exc}")
     body = json.dumps(otlp_json(spans), ensure_ascii=False, separators=(",", ":"))
+    if output is not None and output != "-":  # first: a refusing endpoint loses no file
+        try:
+            write_atomic(output, body + "\n")
+        except OSError as exc:
+            die(f"cannot write {output}: {exc.strerror or exc}")
+        click.echo(f"wrote {len(spans)} spans to {output}", err=True)
+    elif endpoint is None or output == "-":
+        click.echo(body)
     if endpoint is not None:
         try:
             status = send_otlp(body.encode("utf-8"), endpoint, headers=sent_headers)
         except OtlpError as exc:
-            die(str(exc))
-        click.echo(f"sent {len(spans)} spans to {endpoint} (HTTP {status})", err=True)
-    if output is not None and output != "-":
-        Path(output).write_text(body + "\n", encoding="utf-8")
-        click.echo(f"wrote {len(spans)} spans to {output}", err=True)
-    elif endpoint is None or output == "-":
-        click.echo(body)
+            die(redact(str(exc)))
+        shown = redact(shown_url(endpoint))
+        click.echo(f"sent {len(spans)} spans to {shown} (HTTP {status})", err=True)

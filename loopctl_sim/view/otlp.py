@@ -7,21 +7,104 @@ Jaeger, Grafana Tempo, Phoenix, Langfuse, Logfire...) accepts with
 ``Content-Type: application/json`` at ``/v1/traces``. Encoding it here keeps protobuf and the
 exporter packages out of the ``otel`` extra; the request goes out through httpx, which loopctl
 already has.
+
+What an endpoint's URL and headers carry is secret (``user:pass@`` in the URL, an API key in a
+header), and a collector that refuses may echo them back: every message this module makes
+(``OtlpError``, ``Redactor``) has them replaced by ``[REDACTED]``, and scrubbed of any other
+credential-shaped text (``loopctl_sim.trace.scrub``). ``write_atomic`` writes a file whole or not
+at all.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import os
+import re
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["OtlpError", "otlp_json", "send_otlp", "traces_url"]
+from loopctl_sim.trace import scrub_text
+
+__all__ = [
+    "OtlpError",
+    "Redactor",
+    "otlp_json",
+    "send_otlp",
+    "shown_url",
+    "traces_url",
+    "write_atomic",
+]
+
+_REDACTED = "[REDACTED]"
 
 
 class OtlpError(Exception):
-    """The endpoint could not be reached, or refused the spans."""
+    """The endpoint could not be reached, or refused the spans (the message is redacted)."""
+
+
+# A URL's userinfo: after ``//`` up to the authority's last ``@`` (a password may hold ``@``);
+# read without a URL parser, so a URL it would refuse (a bad port) is redacted too.
+_USERINFO = re.compile(r"(?<=//)([^/?#\s]*)@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: its userinfo (``user:pass@``) replaced by ``[REDACTED]@``."""
+    return _USERINFO.sub(f"{_REDACTED}@", url, count=1)
+
+
+class Redactor:
+    """Replaces the secrets of one endpoint in any text: the URL's userinfo (as written,
+    decoded, and as the Basic credentials httpx sends for it) and every header's value (whole,
+    and its credential after a scheme such as ``Bearer``); then the scrubber's shapes."""
+
+    def __init__(self, endpoint: str, headers: Mapping[str, str] | None = None) -> None:
+        secrets: set[str] = set()
+        found = _USERINFO.search(endpoint)
+        userinfo = found.group(1) if found else ""
+        if userinfo:
+            user, _, password = userinfo.partition(":")
+            pair = f"{unquote(user)}:{unquote(password)}"
+            secrets |= {userinfo, unquote(userinfo), pair, base64.b64encode(pair.encode()).decode()}
+            secrets |= {password, unquote(password)}
+        for value in (headers or {}).values():
+            secrets.add(value.strip())
+            secrets.add(value.strip().split(" ", 1)[-1].strip())  # "Bearer KEY": KEY alone too
+        # longest first, so a secret holding another is replaced whole; too short to be a
+        # secret (an empty password, a one-letter header) would blank ordinary text
+        self.secrets = sorted((s for s in secrets if len(s) >= 3), key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, _REDACTED)
+        return scrub_text(text)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
+    renamed over it. On a failure (``OSError``: no such folder, no permission, a full disk; an
+    interrupt) the temporary file is removed and an old file at ``path`` is left as it was."""
+    target = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as a plain open() would have made it
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _value(value: Any) -> dict[str, Any]:
@@ -111,14 +194,18 @@ def send_otlp(
     timeout: float = 10.0,
     transport: httpx.BaseTransport | None = None,
 ) -> int:
-    """POST ``body`` (OTLP/JSON) to ``endpoint``; the response's status, or ``OtlpError``."""
+    """POST ``body`` (OTLP/JSON) to ``endpoint``; the response's status, or ``OtlpError``
+    (its message redacted: see ``Redactor``)."""
     url = traces_url(endpoint)
+    redact = Redactor(endpoint, headers)
+    shown = redact(shown_url(url))
     sent = {"Content-Type": "application/json", **(headers or {})}
     try:
         with httpx.Client(timeout=timeout, transport=transport) as client:
             response = client.post(url, content=body, headers=sent)
-    except httpx.HTTPError as exc:
-        raise OtlpError(f"{url}: {type(exc).__name__}: {exc}") from None
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+        raise OtlpError(f"{shown}: {type(exc).__name__}: {redact(str(exc))}") from None
     if response.status_code >= 300:
-        raise OtlpError(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
+        said = redact(response.text)[:200].replace("\n", " ")  # whole, then cut: no half key
+        raise OtlpError(f"{shown}: HTTP {response.status_code}: {said}")
     return response.status_code
