@@ -2,10 +2,15 @@
 
     loopctl run "What is 17 * 23?" --provider openai --model gpt-4o-mini
     loopctl run "Summarize README.md" --provider ollama --model llama3.2 --trace run.jsonl
+    loopctl run "Fly me from Oslo to Rome" --agent mypkg.agent:build --trace run.jsonl
 
-The answer streams to stdout as it arrives. Two example tools are offered to the model:
-``calculator`` (arithmetic evaluated safely from the syntax tree, never ``eval``) and
-``read_file`` (a text file under the current directory; paths outside it are refused).
+The answer streams to stdout as it arrives. Without ``--agent`` the built-in agent runs, with two
+example tools: ``calculator`` (arithmetic evaluated safely from the syntax tree, never ``eval``)
+and ``read_file`` (a text file under the current directory, at most 100 kB of it read; paths
+outside it are refused). ``--agent module:factory`` runs the user's own agent instead, built by
+its factory as the harness builds it (``loopctl_sim.sim.agent``): given the client that
+``--provider``/``--model``/``--base-url`` name (when ``--model`` is given; otherwise the factory
+builds its own) and the trace recorder as an observer.
 
 Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit); 2 a
 configuration or connection problem (missing key, unreachable server, refused credentials),
@@ -121,7 +126,8 @@ def read_file(path: str) -> str:
         raise PermissionError(f"{path!r} is outside the current directory")
     if not target.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    data = target.read_bytes()
+    with target.open("rb") as f:  # never more than the limit (and one byte to know it was cut)
+        data = f.read(MAX_FILE_BYTES + 1)
     suffix = ""
     if len(data) > MAX_FILE_BYTES:
         data, suffix = data[:MAX_FILE_BYTES], f"\n[truncated at {MAX_FILE_BYTES} bytes]"
@@ -213,7 +219,12 @@ def main() -> None:
 @main.command()
 @click.argument("prompt")
 @click.option("--provider", type=click.Choice(PROVIDERS), default="openai", show_default=True)
-@click.option("--model", required=True, help="Model name, e.g. gpt-4o-mini or llama3.2.")
+@click.option(
+    "--model",
+    default=None,
+    help="Model name, e.g. gpt-4o-mini or llama3.2 (required without --agent; with --agent, "
+    "the client it names is given to the agent's factory).",
+)
 @click.option("--base-url", default=None, help="Server URL (OpenAI-compatible servers, Ollama).")
 @click.option(
     "--trace",
@@ -229,8 +240,21 @@ def main() -> None:
     help="With --trace: also record the brain's snapshot every N feeds, so that "
     "`loopctl-sim resume` need not replay a long run from its start.",
 )
-@click.option("--max-turns", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--system", default=None, help="A system prompt.")
+@click.option(
+    "--agent",
+    default=None,
+    metavar="MODULE:FACTORY",
+    help="Run your own agent: a factory returning a BareLoop (keywords client= and observers= "
+    "optional), imported from the current directory and PYTHONPATH.",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="The built-in agent's turn limit (an --agent sets its own).",
+)
+@click.option("--system", default=None, help="The built-in agent's system prompt.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Show tracebacks of failing tools, and every retry."
 )
@@ -239,10 +263,11 @@ def run(
     ctx: click.Context,
     prompt: str,
     provider: str,
-    model: str,
+    model: str | None,
     base_url: str | None,
     trace: str | None,
     snapshot_every: int | None,
+    agent: str | None,
     max_turns: int,
     system: str | None,
     verbose: bool,
@@ -251,14 +276,24 @@ def run(
     from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunConfig, SessionConfig
 
     deps = ctx.find_object(CliDeps) or CliDeps()
-    try:
-        client: ApiClient = make_client(
-            provider, model, base_url=base_url, http_client=deps.http_client
-        )
-    except MissingApiKeyError as exc:
-        name = exc.error.details.get("provider", provider)
-        _fail(f"no {name} API key: set the {exc.env_var} environment variable", 2)
-        return
+    if agent is not None:
+        for name in ("max_turns", "system"):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                flag = "--" + name.replace("_", "-")
+                _fail(f"{flag} sets the built-in agent; the --agent's factory sets its own", 2)
+        explicit = ctx.get_parameter_source("provider") is not click.core.ParameterSource.DEFAULT
+        if model is None and (base_url is not None or explicit):
+            _fail("--provider and --base-url with --agent need --model: they name its client", 2)
+    elif model is None:
+        _fail("--model is required (or run your own agent with --agent MODULE:FACTORY)", 2)
+    client: ApiClient | None = None
+    if model is not None:
+        try:
+            client = make_client(provider, model, base_url=base_url, http_client=deps.http_client)
+        except MissingApiKeyError as exc:
+            name = exc.error.details.get("provider", provider)
+            _fail(f"no {name} API key: set the {exc.env_var} environment variable", 2)
+            return
     observers: list[LoopObserver] = []
     recorder: Any = None
     if trace is not None:
@@ -267,7 +302,9 @@ def run(
         except ImportError:
             _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
             return
-        metadata = {"provider": provider, "model": model}
+        metadata: dict[str, Any] = {"provider": provider, "model": model}
+        if agent is not None:
+            metadata = {"agent": agent} if model is None else {**metadata, "agent": agent}
         recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
         observers.append(recorder)
     elif snapshot_every is not None:
@@ -275,15 +312,21 @@ def run(
         return
 
     out = StreamOutput(live=sys.stdout.isatty(), every_retry=verbose, clean=_clean)
-    loop = BareLoop(
-        client,
-        tools=[calculator, read_file],
-        config=RunConfig(max_turns=max_turns),
-        session=SessionConfig(system_prompt=system),
-        observers=observers,
-        on_stream=out.on_stream,
-        sleep=deps.sleep,
-    )
+    if agent is not None:
+        loop = _their_loop(agent, client, observers, out, deps)
+        client = loop.client
+        max_turns = loop.config.max_turns
+    else:
+        assert client is not None  # --model is required without --agent
+        loop = BareLoop(
+            client,
+            tools=[calculator, read_file],
+            config=RunConfig(max_turns=max_turns),
+            session=SessionConfig(system_prompt=system),
+            observers=observers,
+            on_stream=out.on_stream,
+            sleep=deps.sleep,
+        )
 
     cancel = CancelSignal()
     interrupts = Interrupts(cancel)
@@ -318,12 +361,40 @@ def run(
             click.echo(outcome.final_text)
         return
     if isinstance(outcome, MaxTurnsExceeded):
-        _fail(f"stopped after {max_turns} turns (--max-turns)", 1)
+        limit = "the agent's max_turns" if agent is not None else "--max-turns"
+        _fail(f"stopped after {max_turns} turns ({limit})", 1)
     if isinstance(outcome, Failed):
         error = outcome.error
         code = 2 if error.kind in ("auth", "network", "timeout") else 1
         _fail(error.message, code)
     _fail(f"the run ended: {type(outcome).__name__}", 1)
+
+
+def _their_loop(
+    spec: str,
+    client: ApiClient | None,
+    observers: list[Any],
+    out: StreamOutput,
+    deps: CliDeps,
+) -> Any:
+    """The user's agent, built by its factory as the harness builds it (the client and the
+    trace recorder given, or swapped in), streaming to the terminal. A factory that cannot be
+    found, imported or built is a one-line error (exit 2)."""
+    try:
+        from loopctl_sim import AgentError, build_agent, load_agent
+    except ImportError as exc:  # pragma: no cover - loopctl_sim is part of the distribution
+        _fail(f"--agent needs loopctl_sim, which cannot be imported: {exc}", 2)
+    try:
+        loop = build_agent(load_agent(spec), client=client, observers=observers)
+    except AgentError as exc:
+        recorder = observers[0] if observers else None
+        if recorder is not None:
+            recorder.close()
+        _fail(str(exc), 2)
+    changes: dict[str, Any] = {"on_stream": out.on_stream}
+    if deps.sleep is not None:
+        changes["sleep"] = deps.sleep
+    return loop.replace(**changes)
 
 
 if __name__ == "__main__":  # pragma: no cover

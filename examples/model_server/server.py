@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             message = (
                 "invalid x-api-key"
                 if self.path == "/v1/messages"
-                else ("Incorrect API key provided: give one as a Bearer token.")
+                else ("Invalid API key: send one as a Bearer token.")
             )
             self._send(401, "application/json", _error(self.path, 401, kind, message))
             return
