@@ -8,25 +8,40 @@ body do not matter; secrets compare by shape (``[REDACTED]``), so a cassette scr
 scrub key still matches in CI under none.
 
 Nothing secret is kept (``scrub_request``/``scrub_response``, applied by vcrpy before a request is
-matched or an interaction is written): credential headers are dropped, request and response
-headers and bodies and the query string pass through ``loopctl_sim.trace.scrub.Scrubber`` (the
-same secret shapes and key names a trace is scrubbed of, the user's ``LOOPCTL_SCRUB_PATTERNS``
-included). The functions take vcrpy's request objects and response dictionaries but import no
-vcrpy, so ``vcr_config()`` also serves pytest-recording's ``vcr_config`` fixture.
+matched or an interaction is written): credential headers are dropped (a request header whose name
+holds ``key``, ``token``, ``secret``, ``auth``, ``passw``, ``credential`` or ``cookie``: gateways
+such as Portkey send keys in headers of their own), the URL's user and password become a
+placeholder, a query parameter so named keeps its name and loses its value, and request and
+response headers and bodies and the query string pass through
+``loopctl_sim.trace.scrub.Scrubber`` (the same secret shapes and key names a trace is scrubbed of,
+the user's ``LOOPCTL_SCRUB_PATTERNS`` included). A streamed body is scrubbed as its client reads
+it, each channel's deltas joined (``stream_scrub``): a key the model streams in pieces is whole
+there, and only there. None of this touches what a request is matched on. The functions take
+vcrpy's request objects and response dictionaries but import no vcrpy, so ``vcr_config()`` also
+serves pytest-recording's ``vcr_config`` fixture.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from loopctl_sim.trace.scrub import Scrubber, default_scrubber, is_secret_key, without_fingerprints
+from loopctl_sim.plugin.stream_scrub import scrub_stream_deltas
+from loopctl_sim.trace.scrub import (
+    REDACTED,
+    Scrubber,
+    default_scrubber,
+    is_secret_key,
+    without_fingerprints,
+)
 
 __all__ = [
     "BODY_MATCHER",
+    "CREDENTIAL_NAME",
     "MATCH_ON",
     "SECRET_REQUEST_HEADERS",
     "SECRET_RESPONSE_HEADERS",
@@ -58,6 +73,9 @@ SECRET_RESPONSE_HEADERS: Final = (
     "openai-project",
     "anthropic-organization-id",
 )
+
+#: What in a request header's or query parameter's name makes it a credential.
+CREDENTIAL_NAME: Final = re.compile(r"key|token|secret|auth|passw|credential|cookie|^sig$", re.I)
 
 #: The name ``body_matcher`` is registered under with vcrpy.
 BODY_MATCHER: Final = "loopctl_body"
@@ -107,64 +125,107 @@ def _scrub_json_text(text: str, scrub: Scrubber) -> str:
 
 def _scrub_line(line: str, scrub: Scrubber) -> str:
     """One line of a stream: a JSON line, an SSE ``data:`` line holding JSON, or text."""
-    body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
-    prefix = ""
-    if body.startswith("data:"):
-        prefix, body = "data:", body[5:]
-        if body.startswith(" "):
-            prefix, body = "data: ", body[1:]
-    stripped = body.rstrip("\r")
-    tail = body[len(stripped) :]
-    if stripped.startswith(("{", "[")):
-        return prefix + _scrub_json_text(stripped, scrub) + tail + end
+    prefix, body, end = _split_line(line)
+    if body.startswith(("{", "[")):
+        return prefix + _scrub_json_text(body, scrub) + end
     return prefix + scrub.text(body) + end
+
+
+def _split_line(line: str) -> tuple[str, str, str]:
+    """A stream line as (``data:`` prefix or nothing, its JSON or text, the line's end)."""
+    stripped = line.rstrip("\r\n")
+    end = line[len(stripped) :]
+    for prefix in ("data: ", "data:"):
+        if stripped.startswith(prefix):
+            return prefix, stripped[len(prefix) :], end
+    return "", stripped, end
+
+
+def _scrub_deltas(lines: list[str], scrub: Scrubber) -> list[str]:
+    """The stream's lines with each channel of streamed deltas scrubbed joined (see
+    ``stream_scrub``): an event changed there is written again as JSON."""
+    events: list[Any] = []
+    where: list[int] = []
+    for number, line in enumerate(lines):
+        prefix, body, _ = _split_line(line)
+        if body.startswith("{"):
+            try:
+                events.append(json.loads(body))
+            except ValueError:
+                continue
+            where.append(number)
+    changed = scrub_stream_deltas(events, scrub)
+    out = list(lines)
+    for index in changed:
+        number = where[index]
+        prefix, _, end = _split_line(lines[number])
+        out[number] = prefix + json.dumps(events[index], ensure_ascii=False) + end
+    return out
 
 
 def scrub_body(body: Any, scrubber: Scrubber | None = None) -> Any:
     """``body`` (bytes or text) with every secret replaced, keeping its type; the very same object
-    when it holds none. A JSON body is scrubbed as data (secret-named keys too), a stream line by
-    line (``data:`` lines and JSON lines as data)."""
+    when it holds none. A JSON body is scrubbed as data (secret-named keys too); a stream (SSE or
+    JSON lines) first channel by channel with its deltas joined, then line by line (``data:``
+    lines and JSON lines as data)."""
     if not isinstance(body, bytes | str) or not body:
         return body
     scrub = scrubber or default_scrubber()
     text = body.decode("utf-8") if isinstance(body, bytes) else body
-    if not scrub.might_hold(text):
-        return body
     try:
         json.loads(text)
-        clean = _scrub_json_text(text, scrub)
     except ValueError:
-        clean = "".join(_scrub_line(line, scrub) for line in text.splitlines(keepends=True))
+        lines = _scrub_deltas(text.splitlines(keepends=True), scrub)
+        folded = "".join(lines)
+        if scrub.might_hold(folded):
+            lines = [_scrub_line(line, scrub) for line in lines]
+        clean = "".join(lines)
+    else:
+        if not scrub.might_hold(text):
+            return body
+        clean = _scrub_json_text(text, scrub)
     if clean == text:
         return body
     return clean.encode("utf-8") if isinstance(body, bytes) else clean
 
 
+#: A URL's user and password, once scrubbed (percent-encoded: brackets there would make the
+#: host an IPv6 literal to ``urlsplit``, and vcrpy could not read the recorded URL back).
+_USERINFO: Final = REDACTED.replace("[", "%5B").replace("]", "%5D")
+
+
+def _secret_name(name: str) -> bool:
+    return CREDENTIAL_NAME.search(name) is not None or is_secret_key(name.lower())
+
+
 def _scrub_uri(uri: str, scrub: Scrubber) -> str:
+    """The URL without its user and password, with every credential-named query parameter's
+    value replaced, and secrets scrubbed from the rest (the path matched on stays as it is)."""
     parts = urlsplit(uri)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=f"{_USERINFO}@{parts.netloc.rsplit('@', 1)[1]}")
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not pairs:
-        return scrub.text(uri)
-    clean = [(k, scrub.placeholder(v) if is_secret_key(k) else scrub.text(v)) for k, v in pairs]
-    if clean == pairs:
-        return scrub.text(uri)
-    return scrub.text(urlunsplit(parts._replace(query=urlencode(clean))))
+    clean = [(k, scrub.placeholder(v) if _secret_name(k) else scrub.text(v)) for k, v in pairs]
+    if clean != pairs:
+        parts = parts._replace(query=urlencode(clean))
+    return scrub.text(urlunsplit(parts))
 
 
-def _secret_header(name: str, listed: tuple[str, ...]) -> bool:
+def _secret_header(name: str, listed: tuple[str, ...], broad: bool = False) -> bool:
     lower = name.lower()
-    return lower in listed or is_secret_key(lower)
+    return lower in listed or is_secret_key(lower) or (broad and _secret_name(lower))
 
 
 def scrub_request(request: Any, scrubber: Scrubber | None = None) -> Any:
-    """A vcrpy ``before_record_request``: a copy of the request without credential headers and
-    with secrets scrubbed from the other headers, the query string and the body."""
+    """A vcrpy ``before_record_request``: a copy of the request without credential headers (any
+    whose name holds a credential word, ``CREDENTIAL_NAME``), without the URL's user and password,
+    and with secrets scrubbed from the other headers, the query string and the body."""
     scrub = scrubber or default_scrubber()
     clean = copy.copy(request)
     clean.headers = {
         name: scrub.text(value) if isinstance(value, str) else value
         for name, value in request.headers.items()
-        if not _secret_header(name, SECRET_REQUEST_HEADERS)
+        if not _secret_header(name, SECRET_REQUEST_HEADERS, broad=True)
     }
     clean.uri = _scrub_uri(request.uri, scrub)
     body = request.body

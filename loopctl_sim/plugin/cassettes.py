@@ -18,7 +18,13 @@ Record modes (``RECORD_MODES``), from ``--loopctl-record-mode`` (``none`` by def
 records): ``none`` replays only; ``once`` records a cassette that does not exist yet and replays
 one that does; ``new_episodes`` replays what matches and records what does not; ``all`` records
 every request again (vcrpy replaces the interactions it re-records and keeps the others);
-``rewrite`` deletes the cassette first and records it afresh (as pytest-recording does).
+``rewrite`` records it afresh from an empty cassette.
+
+A recording replaces the cassette only once it completed (``persist``): the new cassette is
+written beside the old one and renamed over it, and not at all when the block raised, a request
+of the recording failed in the transport (an unreachable provider), or ``abandon()`` was called
+(the pytest plugin calls it for a test that failed). The old cassette then stays as it was, and a
+``CassetteNotWritten`` warning says why.
 
 vcrpy is the optional extra ``loopctl[cassettes]``; this module imports it.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -45,11 +52,14 @@ from loopctl_sim.plugin.modes import (
     pop_record_mode,
     push_record_mode,
 )
+from loopctl_sim.plugin.persist import AtomicPersister, CassetteWriteError
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 __all__ = [
     "RECORD_MODES",
+    "CassetteNotWritten",
     "CassetteSession",
+    "CassetteWriteError",
     "check_record_mode",
     "current_record_mode",
     "pop_record_mode",
@@ -102,6 +112,11 @@ def _in_pieces(response: httpx.Response) -> httpx.Response:
 
 # --- the session -----------------------------------------------------------------------------
 
+
+class CassetteNotWritten(UserWarning):
+    """A recording did not complete, so its cassette was not written (the old one is kept)."""
+
+
 #: The httpx transport methods vcrpy patches, wrapped again inside its patch.
 _TARGETS: Final = (
     (httpx.HTTPTransport, "handle_request"),
@@ -136,6 +151,24 @@ class CassetteSession:
         self.cassette: Any = None
         self._context: Any = None
         self._saved: list[tuple[type, str, Any]] = []
+        self._unfinished: str | None = None
+        self._complete = False
+        self._persister: AtomicPersister | None = None
+
+    # completion
+    def abandon(self, reason: str) -> None:
+        """Do not write what this session recorded (the cassette on disk stays as it is)."""
+        self._unfinished = self._unfinished or reason
+
+    @property
+    def saved(self) -> bool:
+        """Whether the session wrote its cassette."""
+        return self._persister is not None and self._persister.saved
+
+    def _broken(self, request: httpx.Request, error: Exception) -> None:
+        if self.mode != "none":
+            url = self.scrubber.text(str(request.url.copy_with(query=None)))
+            self.abandon(f"{request.method} {url} failed: {type(error).__name__}: {error}")
 
     # misses
     def report(self) -> str:
@@ -159,13 +192,16 @@ class CassetteSession:
 
     # patching, inside vcrpy's own
     def _wrap(self, inner: Any, is_async: bool) -> Any:
-        miss = self._miss
+        miss, broken = self._miss, self._broken
 
         def handle(transport: Any, request: httpx.Request) -> httpx.Response:
             try:
                 response = inner(transport, request)
             except CannotOverwriteExistingCassetteException as error:
                 raise miss(error) from None
+            except Exception as error:
+                broken(request, error)
+                raise
             return _in_pieces(response)
 
         async def handle_async(transport: Any, request: httpx.Request) -> httpx.Response:
@@ -173,6 +209,9 @@ class CassetteSession:
                 response = await inner(transport, request)
             except CannotOverwriteExistingCassetteException as error:
                 raise miss(error) from None
+            except Exception as error:
+                broken(request, error)
+                raise
             return _in_pieces(response)
 
         return handle_async if is_async else handle
@@ -190,11 +229,13 @@ class CassetteSession:
 
     def __enter__(self) -> Any:
         self.mode = check_record_mode(self.requested_mode or current_record_mode())
-        mode = self.mode
-        if mode == "rewrite":
-            self.path.unlink(missing_ok=True)
-            mode = "new_episodes"
+        mode = "new_episodes" if self.mode == "rewrite" else self.mode
+        self._unfinished, self._complete = None, False
+        self._persister = AtomicPersister(
+            fresh=lambda: self.mode == "rewrite", complete=lambda: self._complete
+        )
         recorder = register_matchers(vcr.VCR(record_mode=mode, **vcr_config(self.scrubber)))
+        recorder.register_persister(self._persister)
         self._context = recorder.use_cassette(
             str(self.path), allow_playback_repeats=self.allow_playback_repeats
         )
@@ -209,8 +250,26 @@ class CassetteSession:
         traceback: TracebackType | None,
     ) -> None:
         self._uninstall()
-        self._context.__exit__(kind, error, traceback)
-        self._context = None
+        if error is not None:
+            self.abandon(f"the block raised {type(error).__name__}: {error}")
+        self._complete = self._unfinished is None
+        recorded = bool(self.cassette is not None and self.cassette.dirty)
+        try:
+            self._context.__exit__(kind, error, traceback)
+        finally:
+            self._context = None
+        failed = self._persister.error if self._persister is not None else None
+        if failed is not None and error is None:
+            raise failed
+        if recorded and not self._complete:
+            first = (str(self._unfinished).splitlines() or [""])[0][:300]
+            warnings.warn(
+                CassetteNotWritten(
+                    f"loopctl cassette {self.path} not written: the recording did not complete "
+                    f"({first}); the cassette there is unchanged"
+                ),
+                stacklevel=2,
+            )
         if self.raise_on_miss and self.misses and not isinstance(error, CassetteMiss):
             # the miss was swallowed (or hidden behind what it caused): it is the failure
             raise CassetteMiss(self.report(), self.cassette, self.misses[0].failed_request)

@@ -11,8 +11,10 @@ the hook helpers; this module owns the rules:
   runs with the network open while the record mode records (as pytest-recording does).
 - ``@pytest.mark.loopctl_cassette`` (or ``@pytest.mark.vcr`` when pytest-recording is not
   installed), or asking for the ``loopctl_cassette`` fixture, puts the test's httpx requests on
-  a cassette: ``loopctl_cassette_dir/<test name>.yaml`` unless the marker names a path
-  (relative to ``loopctl_cassette_dir``). While replaying (``none``) the provider key variables
+  a cassette: ``loopctl_cassette_dir/<test name>.yaml`` unless the marker names a path (a
+  relative one from the test file's directory, as pytest-recording's paths are, so
+  ``"../shared/x"`` works). A recording replaces the cassette only when the test passed
+  (``persist``). While replaying (``none``) the provider key variables
   that are unset get a placeholder, so an agent that builds its client from the environment
   runs in CI without secrets (credential headers are never recorded nor matched).
 - A blocked call or a cassette miss fails the test after its body, whatever the body asserted:
@@ -39,6 +41,7 @@ __all__ = [
     "add_options",
     "blocked_hint",
     "cassette_name",
+    "cassette_path",
     "configure",
     "fail_on_problems",
     "loopctl_cassette",
@@ -64,6 +67,8 @@ KEY_VARIABLES: Final = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REPLAY_KEY: Final = "loopctl-replay-without-a-key"
 
 _PROBLEMS = pytest.StashKey[list[str]]()
+#: Why the test's call failed, if it did (its recording then does not replace the cassette).
+_FAILED = pytest.StashKey[str]()
 _SESSION = pytest.StashKey[Any]()
 _VCR_IS_OURS = pytest.StashKey[bool]()
 
@@ -209,7 +214,10 @@ def cassette_name(request: pytest.FixtureRequest) -> str:
     return f"{name}.yaml"
 
 
-def _cassette_path(request: pytest.FixtureRequest, directory: Path) -> tuple[Path, bool]:
+def cassette_path(request: pytest.FixtureRequest, directory: Path) -> tuple[Path, bool]:
+    """The test's cassette and whether its marker allows playback repeats: the marker's path (a
+    relative one from the test file's directory; ``.yaml`` added unless it ends in ``.yaml``,
+    ``.yml`` or ``.json``), else ``directory/<test name>.yaml``."""
     marks = _cassette_markers(request.node)
     mark = marks[0] if marks else None
     if mark is not None:
@@ -219,8 +227,12 @@ def _cassette_path(request: pytest.FixtureRequest, directory: Path) -> tuple[Pat
                 f"{request.node.nodeid}: {mark.name} takes one optional path and "
                 f"allow_playback_repeats=, not {mark.args!r} {sorted(unknown)}"
             )
-    name = os.fspath(mark.args[0]) if mark is not None and mark.args else cassette_name(request)
-    path = Path(name) if Path(name).is_absolute() else directory / name
+    if mark is not None and mark.args:
+        given = Path(os.fspath(mark.args[0]))
+        path = given if given.is_absolute() else Path(str(request.path)).parent / given
+        path = Path(os.path.normpath(path))  # "../x" leaves no ".." for vcrpy's mkdir
+    else:
+        path = directory / cassette_name(request)
     if path.suffix not in (".yaml", ".yml", ".json"):
         path = path.with_name(path.name + ".yaml")
     repeats = bool(mark.kwargs.get("allow_playback_repeats", False)) if mark else False
@@ -240,7 +252,7 @@ def loopctl_cassette(
             f"loopctl cassettes need vcrpy: pip install 'loopctl[cassettes]' ({exc})",
             pytrace=False,
         )
-    path, repeats = _cassette_path(request, Path(loopctl_cassette_dir))
+    path, repeats = cassette_path(request, Path(loopctl_cassette_dir))
     session = CassetteSession(
         path,
         record_mode=loopctl_record_mode,
@@ -256,6 +268,9 @@ def loopctl_cassette(
                     patch.setenv(variable, REPLAY_KEY)
         with session as cassette:
             yield cassette
+            failed = request.node.stash.get(_FAILED, None)
+            if failed is not None:
+                session.abandon(f"the test failed: {failed}")
 
 
 def _consequence(error: BaseException) -> str:
@@ -274,8 +289,12 @@ def fail_on_problems(item: pytest.Item, error: BaseException | None = None) -> N
     session = item.stash.get(_SESSION, None)
     if session is not None and session.misses:
         problems.append(session.report())
+    if error is not None:
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        item.stash[_FAILED] = f"{type(error).__name__}: {first}"
     if not problems:
         return
+    item.stash[_FAILED] = (problems[0].splitlines() or [""])[0]
     item.stash[_PROBLEMS] = []
     if session is not None:
         session.misses.clear()

@@ -130,16 +130,25 @@ def test_answer(client):
 @pytest.mark.parametrize(
     ("marker", "path"),
     [
-        ("vcr", "cassettes/test_agent/test_answer.yaml"),
-        ("loopctl_cassette('shared/answer')", "cassettes/test_agent/shared/answer.yaml"),
-        ("loopctl_cassette('answer.json')", "cassettes/test_agent/answer.json"),
+        ("vcr", "tests/cassettes/test_agent/test_answer.yaml"),
+        ("loopctl_cassette", "tests/cassettes/test_agent/test_answer.yaml"),
+        ("loopctl_cassette('recorded/answer')", "tests/recorded/answer.yaml"),
+        ("loopctl_cassette('answer.json')", "tests/answer.json"),
+        ("loopctl_cassette('../shared/answer')", "shared/answer.yaml"),
+        ("loopctl_cassette('../shared/deeper/answer.yml')", "shared/deeper/answer.yml"),
     ],
 )
 def test_the_marker_names_the_cassette(pytester: pytest.Pytester, marker: str, path: str) -> None:
-    suite(pytester, body=ANSWER.replace("loopctl_cassette\n", f"{marker}\n", 1))
+    """No path: ``cassettes/<module>/<test>.yaml`` beside the test file; a relative path is
+    taken from the test file's directory, ``..`` included (the tests live in ``tests/``)."""
+    pytester.makeconftest(CONFTEST)
+    body = ANSWER.replace("loopctl_cassette\n", f"{marker}\n", 1).replace("PROMPT", "Say hello.")
+    pytester.makepyfile(**{"tests/test_agent": body})
     pytester.runpytest(*ARGS, "--loopctl-record-mode=once").assert_outcomes(passed=1)
-    assert (pytester.path / path).exists()
-    pytester.runpytest(*ARGS).assert_outcomes(passed=1)
+    kinds = {".yaml", ".yml", ".json"}
+    written = [p for p in pytester.path.rglob("*") if p.suffix in kinds]
+    assert [p.relative_to(pytester.path).as_posix() for p in written] == [path]
+    pytester.runpytest(*ARGS).assert_outcomes(passed=1)  # replayed from there
 
 
 def test_the_fixture_alone_puts_the_test_on_a_cassette(pytester: pytest.Pytester) -> None:

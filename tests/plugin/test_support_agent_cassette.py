@@ -5,9 +5,10 @@ started by the test), with::
 
     pytest tests/plugin/test_support_agent_cassette.py --loopctl-record-mode=rewrite
 
-and are committed under cassettes/agents/support_agent/ (validated below with the OpenAI SDK's
-types and scanned for secrets). In CI (``--loopctl-record-mode`` left at
-``none``) they replay offline: the fake server is up but gets no request, and the network,
+and are committed under cassettes/agents/support_agent/, named by the marker relative to this
+file (``../../cassettes/...``, as pytest-recording resolves paths; validated below with the
+OpenAI SDK's types and scanned for secrets). In CI (``--loopctl-record-mode`` left at ``none``)
+they replay offline: the fake server is up but gets no request, and the network,
 loopback included, is closed by the plugin.
 """
 
@@ -28,12 +29,9 @@ from loopctl_sim.trace import Scrubber
 
 ROOT = Path(__file__).resolve().parents[2]
 CASSETTES = ROOT / "cassettes" / "agents" / "support_agent"
+#: The cassettes, from this file's directory (the marker resolves a relative path from there).
+RELATIVE = "../../cassettes/agents/support_agent"
 build = load_agent("examples.support_agent.agent:build", cwd=ROOT)
-
-
-@pytest.fixture(scope="module")
-def loopctl_cassette_dir() -> Path:
-    return CASSETTES
 
 
 async def completed_run(server: FakeOpenAI, prompt: str) -> tuple[Any, list[tuple[str, Any]]]:
@@ -54,7 +52,7 @@ def check_offline(server: FakeOpenAI, cassette: Any, record_mode: str, recorded:
         assert all(h["authorization"] == f"Bearer {FAKE_KEY}" for _, h in server.requests)
 
 
-@pytest.mark.loopctl_cassette("order_status")
+@pytest.mark.loopctl_cassette(f"{RELATIVE}/order_status")
 async def test_the_agent_looks_the_order_up_and_answers(
     fake_openai: FakeOpenAI, loopctl_cassette: Any, loopctl_record_mode: str
 ) -> None:
@@ -64,7 +62,7 @@ async def test_the_agent_looks_the_order_up_and_answers(
     check_offline(fake_openai, loopctl_cassette, loopctl_record_mode, 2)
 
 
-@pytest.mark.loopctl_cassette("refund_over_limit")
+@pytest.mark.loopctl_cassette(f"{RELATIVE}/refund_over_limit")
 async def test_a_refund_over_the_limit_is_handed_to_a_human(
     fake_openai: FakeOpenAI, loopctl_cassette: Any, loopctl_record_mode: str
 ) -> None:
@@ -85,8 +83,9 @@ def test_the_committed_cassettes_are_openai_streams_without_secrets(name: str) -
 
     text = (CASSETTES / f"{name}.yaml").read_text()
     assert FAKE_KEY not in text
-    assert not Scrubber().might_hold(text)  # no key shape, no credential-named field
-    interactions = yaml.safe_load(text)["interactions"]
+    data = yaml.safe_load(text)
+    assert Scrubber()(data) is data  # no key shape, no credential-named field
+    interactions = data["interactions"]
     for interaction in interactions:
         headers = {k.lower() for k in interaction["request"]["headers"]}
         assert headers.isdisjoint(SECRET_REQUEST_HEADERS)

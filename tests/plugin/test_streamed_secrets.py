@@ -1,0 +1,163 @@
+"""A key the model streams in pieces is not recorded, on any wire, and the cassette still replays.
+
+The model (a local server, ``fake_streams``) streams a key cut across three deltas, first in a
+tool call's arguments, then in its reply text, on OpenAI's, Anthropic's and Ollama's wire formats.
+Each delta alone holds no key shape (the first piece of the text ends in ``s``, the next begins
+with ``k-proj-``), so only a scrub of the joined deltas finds it. The agent's run is recorded
+through ``use_cassette`` (the plugin's machinery) and replayed offline, the server gone: the
+replay completes with the scrubbed text and calls the tool with the scrubbed note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fake_streams import Call, FakeStreams, Text
+
+from loopctl import BareLoop, Completed, tool
+from loopctl.api import ApiClient
+from loopctl.providers import AnthropicClient, OllamaClient, OpenAIClient
+from loopctl.testing import block_network
+from loopctl_sim.plugin.cassette_rules import scrub_body
+from loopctl_sim.plugin.cassettes import use_cassette
+from loopctl_sim.plugin.stream_scrub import resplit
+from loopctl_sim.trace.scrub import REDACTED, Scrubber, default_scrubber
+
+KEY = "sk-proj-" + "Str3amedKeyAcross" + "ThreeDeltas0123456789"
+#: What of the key each delta holds: none is a key shape alone.
+FRAGMENTS = ("k-proj-Str3", "amedKeyAcrossTh", "reeDeltas0123456789")
+TEXT = ["Saved. Your key is s", "k-proj-Str3amedKeyAcrossTh", "reeDeltas0123456789, kept safe."]
+ARGUMENTS = ['{"note": "key s', "k-proj-Str3amedKeyAcrossTh", 'reeDeltas0123456789"}']
+REPLIES: list[Text | Call] = [Call("remember", ARGUMENTS), Text(TEXT)]
+WIRES = ("openai", "anthropic", "ollama")
+
+
+def client_for(wire: str, url: str) -> ApiClient:
+    if wire == "openai":
+        return OpenAIClient("fake-model", api_key="sk-test-recording-key-000", base_url=url)
+    if wire == "anthropic":
+        return AnthropicClient("fake-model", api_key="sk-ant-test-recording-000", base_url=url)
+    return OllamaClient("fake-model", base_url=url)
+
+
+async def run_agent(client: ApiClient) -> tuple[Any, list[str]]:
+    notes: list[str] = []
+
+    @tool
+    def remember(note: str) -> str:
+        """Keep a note for the user."""
+        notes.append(note)
+        return "saved"
+
+    result = await BareLoop(client, tools=[remember]).run("Remember my key, please.")
+    assert isinstance(result.outcome, Completed), result.error
+    return result, notes
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a loaded cassette, stream bodies' JSON events decoded too."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    if not isinstance(value, str):
+        return []
+    found = [value]
+    for line in value.splitlines():
+        body = line.removeprefix("data:").strip()
+        with contextlib.suppress(ValueError):  # a piece of arguments: searched as text above
+            found += strings(json.loads(body)) if body.startswith("{") else []
+    return found
+
+
+def assert_no_key(path: Path) -> None:
+    text = path.read_text()
+    everything = [text, *strings(yaml.safe_load(text))]
+    for fragment in (KEY, *FRAGMENTS):
+        assert not any(fragment in s for s in everything), fragment
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_key_streamed_across_deltas_is_scrubbed_and_the_cassette_replays(
+    wire: str, tmp_path: Path
+) -> None:
+    cassette = tmp_path / f"{wire}.yaml"
+    with FakeStreams(wire, list(REPLIES)) as server:
+        url = server.url
+        with use_cassette(cassette, record_mode="once"):
+            recorded, recorded_notes = await run_agent(client_for(wire, url))
+    assert KEY in (recorded.final_text or "") and recorded_notes == [f"key {KEY}"]
+    assert len(server.requests) == 2
+    assert_no_key(cassette)
+
+    # offline, the server gone: the same run, scrubbed
+    with block_network(allow_loopback=False), use_cassette(cassette, record_mode="none") as played:
+        replayed, replayed_notes = await run_agent(client_for(wire, url))
+    scrub = default_scrubber()
+    assert replayed.final_text == scrub.text(recorded.final_text or "")
+    assert replayed_notes == [scrub.text(n) for n in recorded_notes]
+    assert REDACTED.rstrip("]") in replayed_notes[0] and KEY not in replayed_notes[0]
+    assert played.all_played
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_the_stream_keeps_its_events_and_the_text_around_the_key(wire: str) -> None:
+    """Scrubbing keeps every event in place, the text before and after the key where it was,
+    and puts the placeholder in the delta where the key began."""
+    from fake_streams import STREAMS
+
+    body = STREAMS[wire](Text(TEXT), 1)
+    clean = scrub_body(body, Scrubber()).decode()
+    assert clean.count("\n\n") == body.decode().count("\n\n")
+    field = "content" if wire == "openai" else "text"
+    pieces = [
+        str(delta[field])
+        for line in clean.splitlines()
+        if line.startswith("data: {")
+        for delta in deltas_of(json.loads(line[6:]))
+        if field in delta
+    ]
+    assert [p for p in pieces if p] == [
+        "Saved. Your key is [REDACTED]",
+        ", kept safe.",
+    ]
+
+
+def deltas_of(event: dict[str, Any]) -> list[dict[str, Any]]:
+    if "choices" in event:
+        return [c["delta"] for c in event["choices"]]
+    return [event["delta"]] if event.get("type") == "content_block_delta" else []
+
+
+def test_credential_named_fields_in_streamed_arguments_are_scrubbed() -> None:
+    """Tool-call arguments are scrubbed as data once joined, as a trace scrubs them."""
+    from fake_streams import openai_stream
+
+    pieces = ['{"user": "ada", "pass', 'word": "hunt', 'er2", "db": "main"}']
+    clean = scrub_body(openai_stream(Call("login", pieces), 1), Scrubber()).decode()
+    joined = "".join(
+        call["function"]["arguments"]
+        for line in clean.splitlines()
+        if line.startswith("data: {")
+        for choice in json.loads(line[6:])["choices"]
+        for call in choice["delta"].get("tool_calls", [])
+    )
+    assert json.loads(joined) == {"user": "ada", "password": REDACTED, "db": "main"}
+    assert "hunt" not in clean
+
+
+def test_resplit_lays_the_clean_text_over_the_pieces() -> None:
+    assert resplit(["a sk-", "proj-0123456789 b"], "a [REDACTED] b") == ["a [REDACTED]", " b"]
+    assert resplit(["x", "y"], "xy") == ["x", "y"]
+    # two keys, one whole in the middle piece
+    pieces = ["1 sk-aaaa", "aaaa 2 sk-bbbbbbbbbb 3 s", "k-cccccccc 4"]
+    assert resplit(pieces, Scrubber().text("".join(pieces))) == [
+        f"1 {REDACTED}",
+        f" 2 {REDACTED} 3 {REDACTED}",
+        " 4",
+    ]
