@@ -27,7 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +109,13 @@ def comparable(path: Path) -> Iterator[Any]:
             rec.pop("created", None)
             rec.pop("duration_s", None)
             data = rec.get("data")
-            if rec.get("kind") == "model_request" and isinstance(data, Mapping):
+            if rec.get("kind") == "model_request" and isinstance(data, dict):
                 data.pop("digest", None)  # hashes the provider, hence the port
             yield rec
 
 
 def main(argv: list[str]) -> int:
-    stale = []
+    stale: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in TRACES:
             path = HERE / "traces" / f"{name}.jsonl"
@@ -127,8 +127,8 @@ def main(argv: list[str]) -> int:
             else:
                 record(name, path)
                 print(f"wrote {path}")
-    for path in stale:
-        print(f"stale: {path} (re-record with python examples/travel_agent/record.py)")
+    for each in stale:
+        print(f"stale: {each} (re-record with python examples/travel_agent/record.py)")
     return 1 if stale else 0
 
 
