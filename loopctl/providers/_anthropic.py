@@ -74,7 +74,7 @@ class AnthropicClient(HttpProvider):
         self.api_key = resolve_key(api_key, "ANTHROPIC_API_KEY", self.info.name, required=True)
 
     def url(self) -> str:
-        return f"{self.base_url}/v1/messages"
+        return self.endpoint("v1/messages")
 
     def headers(self) -> dict[str, str]:
         headers = {

@@ -39,6 +39,7 @@ from loopctl.providers._errors import (
 )
 from loopctl.providers._framing import Cursor, SseEvent, ndjson_objects, sse_events
 from loopctl.providers._hosts import Family, identity
+from loopctl.providers._urls import BaseUrl, redact
 
 __all__ = [
     "Cursor",
@@ -77,17 +78,6 @@ def server_tools_of(own: tuple[dict[str, Any], ...], request: ModelRequest) -> l
 # --- the exchange ----------------------------------------------------------------------------
 
 
-def _without_credentials(url: str) -> str:
-    """The URL for messages: a ``user:password@`` part is never shown."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError):
-        return url
-    if parsed.userinfo:
-        return str(parsed.copy_with(username=None, password=None))
-    return url
-
-
 class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies.
 
@@ -113,14 +103,16 @@ class HttpProvider:
         provider: str | None = None,
         server_tools: tuple[dict[str, Any], ...] = (),
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._shown_url = _without_credentials(self.base_url)
+        self._base = BaseUrl(base_url)
+        #: The base URL requests go under: no ``user:password@`` (see ``_urls``), query kept.
+        self.base_url = self._base.base
+        self._shown_url = self._base.shown
         self._owns_http = http_client is None
         self.streaming = stream
         self._http = http_client
         self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         key, name = identity(self.base_url, family, provider)
-        self.info = ProviderInfo(name, key_env, key, httpx.URL(self._shown_url).host or None)
+        self.info = ProviderInfo(name, key_env, key, self._base.host)
         self.server_tools = tuple(dict(t) for t in server_tools)
 
     @property
@@ -140,6 +132,15 @@ class HttpProvider:
             await self._http.aclose()
             self._http = None
 
+    def endpoint(self, path: str) -> str:
+        """The URL of ``path`` under the base URL (paths joined, the base URL's query kept)."""
+        return self._base.endpoint(path)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What no error of this client may show: its key, the base URL's credentials."""
+        return (*self._base.secrets, *((self.api_key,) if self.api_key else ()))
+
     # subclass hooks
     def url(self) -> str:
         raise NotImplementedError
@@ -149,6 +150,24 @@ class HttpProvider:
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
         return headers
+
+    def _request_headers(self) -> dict[str, str]:
+        """``headers()`` plus the base URL's ``user:password@`` as HTTP Basic, sent on purpose
+        (a proxy in front of the server); refused beside a key in ``Authorization``."""
+        headers = self.headers()
+        if self._base.basic is None:
+            return headers
+        if any(k.lower() == "authorization" for k in headers):
+            raise ApiError(
+                LoopError(
+                    kind="auth",
+                    message=f"the base URL of {self.info.name} ({self._shown_url}) carries "
+                    "user:password and an API key is set: both go in the Authorization "
+                    "header; drop one (api_key='' sends the URL's credentials)",
+                    details=self._details(),
+                )
+            )
+        return {**headers, "authorization": self._base.basic}
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
@@ -162,12 +181,24 @@ class HttpProvider:
         raise NotImplementedError
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Send one request and yield its events; every failure becomes an ``ApiError``."""
+        """Send one request and yield its events; every failure becomes an ``ApiError``, with
+        the secrets this client knows replaced (a server may echo a key)."""
+        try:
+            async for event in self._exchange(request):
+                yield event
+        except ApiError as exc:
+            clean = redact(exc, self.secrets)
+            if clean is exc:
+                raise
+            raise clean from None
+
+    async def _exchange(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self.body(request)
         cursor = Cursor()
+        headers = self._request_headers()
         try:
             async with self.http_client.stream(
-                "POST", self.url(), json=body, headers=self.headers()
+                "POST", self.url(), json=body, headers=headers
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()

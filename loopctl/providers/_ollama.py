@@ -273,7 +273,7 @@ class OllamaClient(HttpProvider):
             self.options["num_ctx"] = num_ctx
 
     def url(self) -> str:
-        return f"{self.base_url}/api/chat"
+        return self.endpoint("api/chat")
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -241,7 +241,7 @@ class OpenAIClient(OpenAIKeyed):
     family = "chat"
 
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return self.endpoint("chat/completions")
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

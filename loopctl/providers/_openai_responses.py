@@ -147,7 +147,7 @@ class OpenAIResponsesClient(OpenAIKeyed):
         self.store = store
 
     def url(self) -> str:
-        return f"{self.base_url}/responses"
+        return self.endpoint("responses")
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

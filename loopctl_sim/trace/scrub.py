@@ -13,7 +13,8 @@ What counts as a secret:
   password of a URL (``scheme://user:PASSWORD@host``), the body of a PEM private key
   (``-----BEGIN ... PRIVATE KEY-----`` to its ``-----END`` line), the value given to a secret
   name (``password: ...``, ``aws_secret_access_key = ...``, ``"api_key": "..."``,
-  ``?api-key=...`` in a URL; at least 6 characters, an auth scheme before it kept), and any
+  ``?api-key=...`` in a URL; at least 6 characters and not one lowercase word, which reads as
+  prose: ``credentials: invalid``; an auth scheme before it kept), and any
   pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in the
   environment variable ``LOOPCTL_SCRUB_PATTERNS``).
 
@@ -130,6 +131,8 @@ _ASSIGNED_VALUE: Final = re.compile(
     r"[ \t]*[\"']?(?:(?i:bearer|basic|token|digest)[ \t]+)?"
     r"(?!(?i:bearer|basic|token|digest)\b)(?P<s>[^\s\"'&,;<>()\[\]{}]{6,})"
 )
+#: A value that reads as a word of prose (``credentials: invalid``, ``token: expired``): kept.
+_PROSE: Final = re.compile(r"[a-z]+")
 #: A password in a URL: ``scheme://user:password@host`` (the password).
 _URL_PASSWORD: Final = (
     r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"']*:(?P<s>[^/\s@\"']+)@"
@@ -321,7 +324,7 @@ class Scrubber:
                 pos = match.end("name")
                 continue
             value = _ASSIGNED_VALUE.match(text, pos)
-            if value is None or "[REDACTED" in value.group("s"):
+            if value is None or "[REDACTED" in value.group("s") or _PROSE.fullmatch(value["s"]):
                 continue
             start, end = value.span("s")
             pieces += (text[done:start], self.placeholder(value.group("s")))

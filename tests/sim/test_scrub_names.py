@@ -177,6 +177,8 @@ def test_a_secret_shape_in_a_text_is_replaced(text: str, secret: str, kept: str)
         "key: value-of-a-map",
         "Authorization: Bearer [REDACTED]",
         "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "the server refused the credentials: invalid key",
+        "token: expired",
     ],
 )
 def test_an_ordinary_text_is_left_alone(text: str) -> None:
