@@ -1,9 +1,12 @@
 """A guard that makes any real network connection fail, for offline tests.
 
 By default loopback addresses stay reachable (a test may run a local server); everything else
-raises ``NetworkBlockedError`` when a name is resolved or a socket connects, naming the host and
-port, so an accidental provider call fails loudly instead of hanging or spending money. Like
-pydantic-ai's ``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits on the socket.
+raises ``NetworkBlockedError`` when a name is resolved (``getaddrinfo``, ``gethostbyname``,
+``gethostbyname_ex``), a socket connects (TCP, or UDP's ``connect``) or a datagram is sent to
+an address (``sendto``, ``sendmsg``: UDP needs no connect, and a DNS query is one), naming the
+host and port, so an accidental provider call fails loudly instead of hanging or spending
+money. Like pydantic-ai's ``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits
+on the socket.
 
 The options serve harnesses that must tell the user more than "blocked": ``allow_loopback=False``
 closes local servers too (a local Ollama is a model provider), ``allow_hosts`` opens named hosts
@@ -83,7 +86,11 @@ def block_network(
     policy = _Policy(allow_hosts, allow_loopback)
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
+    original_sendto = socket.socket.sendto
+    original_sendmsg = socket.socket.sendmsg
     original_getaddrinfo = socket.getaddrinfo
+    original_gethostbyname = socket.gethostbyname
+    original_gethostbyname_ex = socket.gethostbyname_ex
 
     def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
         where = host if port is None else f"{host}:{port}"
@@ -109,23 +116,62 @@ def block_network(
         check(address)
         return original_connect_ex(self, address)
 
-    def guarded_getaddrinfo(host: Any, port: Any = None, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else host
-        if name is None or is_loopback(str(name)):
+    def guarded_sendto(self: socket.socket, data: Any, *rest: Any) -> int:
+        # sendto(data, address) or sendto(data, flags, address): a datagram goes out unasked
+        # for by any connect, so its address is checked here (a DNS query over UDP, too)
+        check(rest[-1] if rest else None)
+        return original_sendto(self, data, *rest)
+
+    def guarded_sendmsg(self: socket.socket, *args: Any, **kwargs: Any) -> int:
+        address = kwargs.get("address", args[3] if len(args) > 3 else None)
+        check(address)
+        return original_sendmsg(self, *args, **kwargs)
+
+    def resolving(name: Any, port: Any = None) -> bool:
+        """Whether ``name`` may be resolved (raises when not); False: this machine's name."""
+        text = name.decode() if isinstance(name, bytes) else name
+        if text is None or is_loopback(str(text)):
             # resolving this machine is harmless (servers bind through it); connect decides
-            return original_getaddrinfo(host, port, *args, **kwargs)
-        if not policy.allows(str(name)):
-            raise refuse("resolve", str(name), _port_of(port))
+            return False
+        if not policy.allows(str(text)):
+            raise refuse("resolve", str(text), _port_of(port))
+        return True
+
+    def guarded_getaddrinfo(host: Any, port: Any = None, *args: Any, **kwargs: Any) -> Any:
+        remote = resolving(host, port)
         infos = original_getaddrinfo(host, port, *args, **kwargs)
-        policy.learn(infos)
+        if remote:
+            policy.learn(infos)
         return infos
+
+    def guarded_gethostbyname(host: str) -> str:
+        remote = resolving(host)
+        address = original_gethostbyname(host)
+        if remote:
+            policy.hosts.add(address.lower())
+        return address
+
+    def guarded_gethostbyname_ex(host: str) -> tuple[str, list[str], list[str]]:
+        remote = resolving(host)
+        found = original_gethostbyname_ex(host)
+        if remote:
+            policy.hosts.update(a.lower() for a in found[2])
+        return found
 
     socket.socket.connect = guarded_connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign,assignment]
+    socket.socket.sendto = guarded_sendto  # type: ignore[method-assign,assignment]
+    socket.socket.sendmsg = guarded_sendmsg  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = guarded_getaddrinfo
+    socket.gethostbyname = guarded_gethostbyname
+    socket.gethostbyname_ex = guarded_gethostbyname_ex
     try:
         yield
     finally:
         socket.socket.connect = original_connect  # type: ignore[method-assign]
         socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
+        socket.socket.sendto = original_sendto  # type: ignore[method-assign]
+        socket.socket.sendmsg = original_sendmsg  # type: ignore[method-assign]
         socket.getaddrinfo = original_getaddrinfo
+        socket.gethostbyname = original_gethostbyname
+        socket.gethostbyname_ex = original_gethostbyname_ex
