@@ -1,6 +1,13 @@
 """``loopctl-sim export-test``: a trace as a pytest regression test.
 
-Exit 0 when the test was written, 2 when the trace cannot be read or the file cannot be written.
+A fuzz failure's trace with its scenario beside it (``seed-N.min.jsonl``, ``seed-N.min.yaml``)
+becomes a test that runs the scenario with the campaign's checks, named again here as ``loopctl-sim
+run --checks`` takes them (``--check``, ``--deterministic``, ``--crash-at``...): red while the
+bug is there, green once it is fixed (``--replay`` writes the replay test instead). The agent is
+named on the command line (or ``[tool.loopctl] agent``), never taken from the scenario file.
+
+Exit 0 when the test was written, 2 when the trace or the scenario cannot be read, the agent is
+missing or cannot be imported, or the file cannot be written.
 """
 
 from __future__ import annotations
@@ -9,8 +16,14 @@ import sys
 
 import click
 
-from loopctl_sim.replay import write_test
-from loopctl_sim.sim import AgentError, agent_from_pyproject, load_agent
+from loopctl_sim.replay.export import FuzzChecks, fuzz_scenario, write_test
+from loopctl_sim.sim import (
+    AgentError,
+    ScenarioError,
+    agent_from_pyproject,
+    load_agent,
+    load_scenario,
+)
 from loopctl_sim.trace import TraceFormatError
 
 __all__ = ["export_test"]
@@ -52,6 +65,46 @@ __all__ = ["export_test"]
     show_default=True,
     help="With an agent: live, recorded or live:A,B (as replay --tools).",
 )
+@click.option(
+    "--replay",
+    "force_replay",
+    is_flag=True,
+    help="For a fuzz failure too: a test that replays the trace, not one that runs its scenario.",
+)
+@click.option(
+    "--scenario",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A fuzz failure's scenario (default: the .yaml beside a fuzz trace).",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="MODULE:FUNCTION",
+    help="A fuzz failure's test: a check of the campaign's (as fuzz --check). Repeatable.",
+)
+@click.option(
+    "--deterministic/--nondeterministic",
+    default=None,
+    help="A fuzz failure's test: the campaign's --deterministic or --nondeterministic.",
+)
+@click.option(
+    "--crash-at",
+    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
+    default=0.5,
+    show_default=True,
+    help="A fuzz failure's test: where the crash check strikes (as run --crash-at).",
+)
+@click.option(
+    "--tool-exceptions/--no-tool-exceptions",
+    default=True,
+    show_default=True,
+    help="A fuzz failure's test: the campaign's --no-tool-exceptions.",
+)
+@click.option(
+    "--driver", is_flag=True, help="A fuzz failure's test of the built-in world at driver level."
+)
 def export_test(
     trace: str,
     output: str | None,
@@ -60,28 +113,49 @@ def export_test(
     agent: str | None,
     no_agent: bool,
     tools_mode: str,
+    force_replay: bool,
+    scenario: str | None,
+    checks: tuple[str, ...],
+    deterministic: bool | None,
+    crash_at: float,
+    tool_exceptions: bool,
+    driver: bool,
 ) -> None:
-    """Write a pytest file that replays TRACE and asserts its recorded outcome."""
+    """Write a pytest file from TRACE: a test that replays it and asserts its recorded outcome,
+    or, for a fuzz failure, one that fails until the failure is fixed."""
     try:
+        named = agent
         if agent is None and not no_agent:
             agent = agent_from_pyproject()
+        if no_agent:
+            agent = None
         if agent is not None:
             load_agent(agent)  # a test that cannot import its agent is no test: say so now
+        found = None if force_replay else (scenario or fuzz_scenario(trace))
+        if found is not None and named is None and load_scenario(found).agent is None:
+            agent = None  # a built-in world's failure: pyproject's agent is not its
+        how = FuzzChecks(
+            checks=checks,
+            deterministic=deterministic,
+            crash_at=crash_at,
+            tool_exceptions=tool_exceptions,
+            level="driver" if driver else "machine",
+        )
         path = write_test(
             trace,
             output,
             embed=embed,
             invariants=invariants,
-            agent=None if no_agent else agent,
+            agent=agent,
             tools=tools_mode,
+            scenario=found,
+            checks=how,
         )
-    except AgentError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except TraceFormatError as exc:
+    except (AgentError, TraceFormatError, ScenarioError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except OSError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {exc.filename or trace}: {exc.strerror or exc}", err=True)
         sys.exit(2)
-    click.echo(f"wrote {path}")
+    what = f"runs {found} with the campaign's checks" if found is not None else "replays the trace"
+    click.echo(f"wrote {path} (it {what})")
