@@ -122,10 +122,10 @@ def block_network(
         check(rest[-1] if rest else None)
         return original_sendto(self, data, *rest)
 
-    def guarded_sendmsg(self: socket.socket, *args: Any, **kwargs: Any) -> int:
-        address = kwargs.get("address", args[3] if len(args) > 3 else None)
-        check(address)
-        return original_sendmsg(self, *args, **kwargs)
+    def guarded_sendmsg(self: socket.socket, *args: Any) -> int:
+        # sendmsg(buffers, ancdata, flags, address): positional only
+        check(args[3] if len(args) > 3 else None)
+        return original_sendmsg(self, *args)
 
     def resolving(name: Any, port: Any = None) -> bool:
         """Whether ``name`` may be resolved (raises when not); False: this machine's name."""
