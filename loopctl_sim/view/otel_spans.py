@@ -11,11 +11,12 @@ A request is handed over as the live observer sees it: with the context in force
 the model, provider, system prompt and options once, and again only when they change) and, when
 content is asked for, the whole conversation the model was shown, rebuilt from the header's brain
 and the recorded steps and feeds (a trace stores only the last message; where the brain cannot
-be rebuilt, a middleware altered the messages or a version 1 trace holds none, that last message
-stands for them). The header's metadata ``model`` and ``provider`` fill in only where a request
-names none (a client that does not say; a version 1 trace). The run span is named after
-``agent_name``, else the metadata's ``agent_name``, else a simulated run's ``world``, else
-``loopctl``: the observer's default, so a live run and its trace name the same agent.
+be rebuilt, its conversation is not the request's length, or a middleware altered the messages,
+that last message stands for them). The header's metadata ``model`` and ``provider`` fill in
+only where a request names none (a client that does not say; a version 1 trace). The run span
+is named after ``agent_name``, else the metadata's ``agent_name``, else a simulated run's
+``world``, else ``loopctl``: the observer's default, so a live run and its trace name the same
+agent (not the metadata's ``agent``, a factory's path such as ``pkg.agent:build``).
 
 Span and trace ids come from a generator seeded with the trace's first line, so exporting the
 same trace twice gives the same ids (a file diff of two exports shows only real changes).
@@ -201,9 +202,9 @@ def _request(
     for key, value in fallback.items():  # where the request names none (a v1 trace has none)
         if data.get(key) is None and (context or {}).get(key) is None:
             data[key] = value
-    if brain is not None and data.get("messages") == "brain":
+    if brain is not None and data.get("messages") in ("brain", None):  # not "altered"
         messages = brain.messages()
-        if messages is not None:
+        if messages is not None and len(messages) == data.get("n_messages", len(messages)):
             data["messages"] = messages
     return data
 

@@ -3,8 +3,11 @@
 An agent (a system prompt, a temperature, an async tool, a sync one, one that raises) talks over
 HTTP with SSE to an OpenAI-compatible server on 127.0.0.1 through ``OpenAIClient(base_url=...)``,
 with an ``OtelObserver`` (in-memory exporter) and a ``TraceRecorder`` on the same loop; the trace
-is then exported by the harness, through the Python API and through the command line. Every span
-is compared: name, parent, kind, status and its description, attributes, and events with their
+is then exported by the harness, through the Python API and through the command line; the sample
+travel agent (``examples/travel_agent``: hooks, a middleware, its own compactor) does the same
+against the local model server (``examples/model_server``) over each of its three wire formats.
+Every span is
+compared: name, parent, kind, status and its description, attributes, and events with their
 attributes; only ids and times may differ. A run that fails on a 401 whose message echoes the
 key shows the key in no span, live or exported.
 """
@@ -23,10 +26,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_helpers import memory_provider
 from otel_server import ScriptedOpenAI
 
-from loopctl import BareLoop, RunConfig, SessionConfig, tool
+from loopctl import BareLoop, LoopError, Message, RunConfig, SessionConfig, ToolCall, tool
 from loopctl.driver.config import RetryConfig
 from loopctl.otel import OtelObserver
 from loopctl.providers import OpenAIClient
+from loopctl.testing import ScriptedClient
 from loopctl_sim.cli import main
 from loopctl_sim.trace import TraceRecorder
 from loopctl_sim.view.otel_spans import export_spans
@@ -203,7 +207,7 @@ async def test_a_401_that_echoes_the_key_leaves_it_in_no_span(
 ) -> None:
     path = tmp_path / "run.jsonl"
     result, live = await _run(ECHO, path, capture=capture)
-    assert result.outcome.kind == "failed" and KEY in str(result.outcome.error.message)
+    assert result.outcome.kind == "failed"
     [run] = [s for s in live if s.parent is None]
     assert run.status.status_code.name == "ERROR"
     assert "Incorrect API key: Bearer [REDACTED]" in str(run.status.description)
@@ -216,6 +220,40 @@ async def test_a_401_that_echoes_the_key_leaves_it_in_no_span(
     # the same spans but for the scrubbed messages: the trace's scrubber (loopctl_sim's) may
     # hide more of a message than the live one (it knows more secret shapes)
     assert _shape(exported, masked=True) == _shape(live, masked=True)
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["quiet", "content"])
+async def test_a_client_error_holding_the_key_leaves_it_in_no_span(capture: bool) -> None:
+    """Whatever the client does with an echoed key, the observer scrubs every path: a client
+    whose error message holds it whole (a client of the user's own, say)."""
+    provider, exporter = memory_provider()
+    echoed = f"Incorrect API key provided: {KEY}; header x-api-key: {KEY}"
+    refusal = LoopError(kind="auth", message=echoed, retryable=False, status=401)
+    client = ScriptedClient(
+        [
+            Message.assistant(
+                "",
+                [
+                    ToolCall(
+                        id="c1", name="hotel_price", arguments={"city": f"Oslo {KEY}", "nights": 1}
+                    )
+                ],
+            ),
+            refusal,
+        ]
+    )
+    observer = OtelObserver(provider, capture_content=capture)
+    loop = BareLoop(client, tools=[hotel_price], observers=[observer], sleep=_no_sleep)
+    result = await loop.run(f"my key is {KEY}")
+    assert result.outcome.kind == "failed" and KEY in str(result.outcome.error.message)
+    spans = list(exporter.get_finished_spans())
+    [run] = [s for s in spans if s.parent is None]
+    assert (
+        run.status.description
+        == "Incorrect API key provided: [REDACTED]; header x-api-key: [REDACTED]"
+    )
+    text = _strings(spans)
+    assert KEY not in text and KEY[8:] not in text
 
 
 def test_the_cli_exports_what_the_observer_saw(tmp_path: Path) -> None:
@@ -231,3 +269,54 @@ def test_the_cli_exports_what_the_observer_saw(tmp_path: Path) -> None:
     names = {s.context.span_id: s.name for s in live if s.context is not None}
     expected = sorted((s.name, None if s.parent is None else names[s.parent.span_id]) for s in live)
     assert parents == expected
+
+
+# --- the sample travel agent against the local multi-wire model server --------------------------
+
+TRAVEL_KEY = "sk-skyway-otel-parity-0123456789"
+TRIP_ASK = (
+    "I want to fly from Oslo to Paris on 2027-03-01 with passport P1234567. What is the price "
+    "in USD, what will the weather be, and what should I see there?"
+)
+BAD_CURRENCY_ASK = "Fly me from Oslo to Rome with passport P7654321, and give the price in XYZ."
+
+
+def _travel_client(api: str, server: Any) -> Any:
+    from examples.travel_agent.agent import MODEL
+    from loopctl.providers import AnthropicClient, OpenAIResponsesClient
+
+    if api == "anthropic":
+        return AnthropicClient(MODEL, base_url=server.root, api_key=TRAVEL_KEY)
+    if api == "responses":
+        return OpenAIResponsesClient(MODEL, base_url=server.url, api_key=TRAVEL_KEY)
+    return OpenAIClient(MODEL, base_url=server.url, api_key=TRAVEL_KEY)
+
+
+@pytest.mark.parametrize("ask", [TRIP_ASK, BAD_CURRENCY_ASK], ids=["trip", "bad_currency"])
+@pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
+async def test_the_travel_agent_over_each_wire(tmp_path: Path, api: str, ask: str) -> None:
+    from examples.model_server import ModelServer
+    from examples.travel_agent.agent import MODEL, build
+
+    provider, exporter = memory_provider()
+    path = tmp_path / "trip.jsonl"
+    # recorded as the example records its traces: the factory's path in the metadata
+    recorder = TraceRecorder(path, metadata={"agent": "examples.travel_agent.agent:build"})
+    with ModelServer(api_key=TRAVEL_KEY) as server:
+        client = _travel_client(api, server)
+        observer = OtelObserver(provider, capture_content=True)
+        result = await build(client=client, observers=[recorder, observer]).run(ask)
+        await client.aclose()
+    recorder.close()
+    live = list(exporter.get_finished_spans())
+    assert _shape(export_spans(path, capture_content=True)) == _shape(live)
+    names = [s.name for s in live]
+    assert names.count("invoke_agent loopctl") == 1
+    assert names.count(f"chat {MODEL}") >= 2 and any(n.startswith("execute_tool") for n in names)
+    assert result.outcome.kind == "completed"
+    [run] = [s for s in live if s.parent is None]
+    if ask is BAD_CURRENCY_ASK:  # convert_price raised: its span failed, the run went on
+        failed = [s for s in live if s.status.status_code.name == "ERROR"]
+        assert [s.name for s in failed] == ["execute_tool convert_price"]
+    else:  # the agent's own compactor ran (its small context window)
+        assert [e.name for e in run.events] == ["loopctl.compaction", "loopctl.compaction_result"]
