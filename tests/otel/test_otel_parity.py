@@ -320,3 +320,22 @@ async def test_the_travel_agent_over_each_wire(tmp_path: Path, api: str, ask: st
         assert [s.name for s in failed] == ["execute_tool convert_price"]
     else:  # the agent's own compactor ran (its small context window)
         assert [e.name for e in run.events] == ["loopctl.compaction", "loopctl.compaction_result"]
+
+
+def test_a_shipped_trace_recorded_over_http_names_the_model_on_every_chat_span() -> None:
+    """The travel agent's committed traces (recorded through provider clients): the context is
+    written once, and every exported chat span still names the model and the provider."""
+    root = Path(__file__).resolve().parents[2] / "examples" / "travel_agent" / "traces"
+    paths = sorted(root.glob("*.jsonl"))
+    assert paths, root
+    for path in paths:
+        result = CliRunner().invoke(main, ["otel", str(path)])
+        assert result.exit_code == 0, result.output
+        spans = json.loads(result.output)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        chats = [s for s in spans if s["name"].startswith("chat")]
+        assert len(chats) >= 2, path
+        for span in chats:
+            attributes = {a["key"]: a["value"] for a in span["attributes"]}
+            assert span["name"] == "chat skyway-model-1", path
+            assert attributes["gen_ai.provider.name"]["stringValue"].startswith("127.0.0.1:")
+        assert [s["name"] for s in spans if "parentSpanId" not in s] == ["invoke_agent loopctl"]
