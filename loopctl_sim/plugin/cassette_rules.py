@@ -206,9 +206,8 @@ def _scrub_uri(uri: str, scrub: Scrubber) -> str:
         parts = parts._replace(netloc=f"{_USERINFO}@{parts.netloc.rsplit('@', 1)[1]}")
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     clean = [(k, scrub.placeholder(v) if _secret_name(k) else scrub.text(v)) for k, v in pairs]
-    if clean != pairs:
-        parts = parts._replace(query=urlencode(clean))
-    return scrub.text(urlunsplit(parts))
+    query = urlencode(clean) if clean != pairs else scrub.text(parts.query)
+    return urlunsplit(parts._replace(path=scrub.text(parts.path), query=query))
 
 
 def _secret_header(name: str, listed: tuple[str, ...], broad: bool = False) -> bool:

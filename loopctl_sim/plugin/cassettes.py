@@ -261,7 +261,7 @@ class CassetteSession:
         failed = self._persister.error if self._persister is not None else None
         if failed is not None and error is None:
             raise failed
-        if recorded and not self._complete:
+        if not self._complete and (recorded or self.mode in ("rewrite", "all")):
             first = (str(self._unfinished).splitlines() or [""])[0][:300]
             warnings.warn(
                 CassetteNotWritten(

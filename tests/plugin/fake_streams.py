@@ -7,7 +7,8 @@ answers its n-th request with the n-th reply, streamed piece by piece exactly as
 sends a tool call whole, as Ollama does). ``stall=True`` makes it accept each request and never
 answer (``stalled`` is set once one arrived), for a test that kills its client mid-recording.
 
-It listens on 127.0.0.1 (a free port); ``requests`` keeps every JSON body it received.
+It listens on 127.0.0.1 (a free port); ``requests`` keeps every JSON body it received, ``seen``
+each request's path (query included) and headers.
 """
 
 from __future__ import annotations
@@ -160,12 +161,13 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
         owner.requests.append(body)
+        owner.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
         if owner.stall:
             owner.stalled.set()
             owner.release.wait()
             return
         turn = len(owner.requests) - 1
-        if self.path != PATHS[owner.wire] or turn >= len(owner.replies):
+        if self.path.split("?")[0] != PATHS[owner.wire] or turn >= len(owner.replies):
             self._send(404, "application/json", b'{"error":{"message":"no such reply"}}')
             return
         payload = STREAMS[owner.wire](owner.replies[turn], turn)
@@ -191,6 +193,7 @@ class FakeStreams:
     def __init__(self, wire: str, replies: list[Reply], *, stall: bool = False) -> None:
         self.wire, self.replies, self.stall = wire, replies, stall
         self.requests: list[dict[str, Any]] = []
+        self.seen: list[tuple[str, dict[str, str]]] = []  # each request's path and headers
         self.stalled = threading.Event()
         self.release = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
