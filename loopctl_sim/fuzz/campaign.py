@@ -185,6 +185,8 @@ def seed_files(seed: int, config: FuzzConfig, *, keep: bool) -> tuple[CaseResult
         if keep:
             files[f"seed-{seed}.jsonl"] = result.trace
             files[f"seed-{seed}.yaml"] = scenario_yaml(case.scenario)
+            if files[f"seed-{seed}.yaml"] != scenario_yaml(case.scenario, scrubbed=False):
+                result.notes.append(_SCRUBBED)
         start = _shrink_start(case, result, failure, config) if config.shrink else None
         if start is not None:
             small = _shrunk(case, start, failure, config, result)
@@ -254,12 +256,18 @@ def _saved(
         return text
     saved = Scenario.model_validate(safe_yaml(text))
     again = check(case, saved, _oracle_config(config, failure)).failure
-    same = again is not None and again.signature == failure.signature
-    result.notes.append(
-        "the saved scenarios hold secrets scrubbed"
-        + ("" if same else "; scrubbed, the shrunk one does not fail the same way: rerun the seed")
-    )
+    if _SCRUBBED not in result.notes:
+        result.notes.append(_SCRUBBED)
+    if again is None or again.signature != failure.signature:
+        result.notes.append(
+            "scrubbed, the shrunk scenario does not fail the same way: rerun the seed (rerun:) "
+            "with the secret"
+        )
     return text
+
+
+#: The note of a failing seed whose saved scenarios lost a secret.
+_SCRUBBED: Final = "the saved scenarios hold secrets scrubbed, as the traces do"
 
 
 def _shrink_start(

@@ -183,6 +183,38 @@ def test_the_replay_test_is_still_there_for_the_asking(project: Path) -> None:
     assert code == 2 and "--agent" in refused
 
 
+TICKETS = """
+    opened = [0]
+
+    @tool
+    def ticket(subject: str) -> str:
+        \"\"\"Open a support ticket (the planted bug: numbered by a counter of this loop's,
+        which a restarted process starts again).\"\"\"
+        opened[0] += 1
+        return f"ticket #{opened[0]} opened: {subject}"
+
+    return BareLoop(
+        client,
+        tools=[lookup_order, shipping_quote, refund, ticket],"""
+
+
+def test_a_crash_restore_failure_is_reproduced_where_the_crash_struck(project: Path) -> None:
+    edit(
+        project,
+        "    return BareLoop(\n        client,\n"
+        "        tools=[lookup_order, shipping_quote, refund],",
+        TICKETS.strip("\n"),
+    )
+    out = project / "out"
+    code, text = cli("fuzz", "--agent", AGENT, "--seeds", "0:40", "--out", str(out))
+    assert code == 1 and "crash-restore (differs)" in text, text
+    runs = printed(text, "run")
+    assert runs and all("--crash-at" in command for command in runs)
+    for command in runs:
+        code, ran = cli(*command)
+        assert code == 1 and "FAIL crash-restore (differs)" in ran, ran
+
+
 def test_a_driver_level_campaign_prints_driver_commands() -> None:
     failed = fz.CaseResult(
         seed=3,
@@ -287,7 +319,7 @@ def test_an_input_secret_lands_in_no_file_and_no_output(project: Path) -> None:
         "--out", str(out), "--state", str(state),
     )  # fmt: skip
     assert code == 1 and "FAIL seed" in text, text
-    assert SECRET not in text and "[REDACTED" in text
+    assert SECRET not in text and "[REDACTED" in text and "secrets scrubbed" in text
     written = sorted(out.iterdir())
     assert any(p.name.endswith(".min.yaml") for p in written)
     for path in [*written, state]:
