@@ -305,7 +305,11 @@ def run(
         metadata: dict[str, Any] = {"provider": provider, "model": model}
         if agent is not None:
             metadata = {"agent": agent} if model is None else {**metadata, "agent": agent}
-        recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
+        try:
+            recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
+        except OSError as exc:  # before the run: nothing is lost by not starting it
+            _fail(f"cannot write the trace {trace}: {exc.strerror or exc}", 2)
+            return
         observers.append(recorder)
     elif snapshot_every is not None:
         _fail("--snapshot-every goes with --trace", 2)

@@ -98,3 +98,10 @@ class LoopObserver:
 
     def run_ended(self, machine: LoopMachine) -> None:
         """The run went through the exit door (after commit or discard)."""
+
+    def run_raised(self, machine: LoopMachine, error: Exception) -> None:
+        """``error`` escaped the run (a hook's, a middleware's, a compactor's exception, the
+        brain refusing a feed): the exit door is not taken, ``machine`` is the brain as the
+        exception left it, and ``run()`` raises ``error`` right after. Not called for a
+        ``BaseException`` that is not an ``Exception`` (a cancelled task, a harness's simulated
+        crash): what ends a process tells nobody."""

@@ -11,8 +11,11 @@ on a run (a harness that replays or simulates one, a UI with a stop button).
   ``Start``, and refuses it with ``ProtocolError`` elsewhere);
 - ``request_compaction()``: ask for a manual compaction before the next model call;
 - raise: an exception from the hook propagates out of ``run()`` at once and the exit door is not
-  taken, so the brain is left exactly as it is. A harness simulates a process crash this way (it
-  then saves the brain, restores it and resumes it in a fresh body with ``BareLoop.from_machine``).
+  taken, so the brain is left exactly as it is. An ``Exception`` is how the run ended: the
+  observers are told (``LoopObserver.run_raised``; a trace records it). A harness simulates a
+  process crash by raising a ``BaseException`` that is not an ``Exception``, which nobody is told
+  of, as a killed process tells nobody (it then saves the brain, restores it and resumes it in a
+  fresh body with ``BareLoop.from_machine``).
 
 Every feed given through the point reaches the observers like any other, so a recorded trace holds
 it where it happened and a replay can give it at the same step. The point is only valid during the

@@ -237,15 +237,19 @@ class BareLoop:
         self._usages: list[Usage] = []
         self._carried: list[Message] = []
         self._notify(lambda o: o.run_started(machine, input))
-        if input is not None:
-            message = Message.user(input) if isinstance(input, str) else input
-            self._feed("accept_input", input=message)
         task = asyncio.current_task()
         assert task is not None
         guard = self._guard = CancelGuard(task, asyncio.get_running_loop())
         unsubscribe = cancel.subscribe(guard.schedule)
         try:
+            if input is not None:
+                message = Message.user(input) if isinstance(input, str) else input
+                self._feed("accept_input", input=message)
             await self._steps(cancel)
+        except Exception as exc:  # how the run ended: the observers are told, then it propagates
+            for observer in self._observers:
+                observer.run_raised(self._machine, exc)
+            raise
         finally:
             unsubscribe()
             guard.close()

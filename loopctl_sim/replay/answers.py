@@ -38,6 +38,7 @@ from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor, feed_values, whole
+from loopctl_sim.replay.raised import RaisedAsRecorded
 
 __all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "own_model", "tools_live"]
 
@@ -276,6 +277,8 @@ class RecordedCompactor:
             return None
         if record.type == "feed" and record.name == "fail":
             raise recorded_failure(record.args.error.message)
+        if record.type == "end" and record.error is not None:
+            raise RaisedAsRecorded(record.error)  # its answer made the recorded run raise
         self.checker.fail(
             line,
             record.seq,

@@ -179,6 +179,17 @@ class Checker(LoopObserver):
         assert rec.type != "header" and rec.type != "io"  # header_next; take_brain
         if skipped and any(r.scrubbed for r in skipped):
             self.scrubbed_from(line)
+        if type(rec) is EndRecord and rec.error is not None:  # the recorded run raised here
+            went = "ended through the exit door" if actual == "end" else "went on"
+            self.fail(
+                line,
+                rec.seq,
+                "exception",
+                f"the agent's run {went} where the trace's ended by an exception, "
+                f"{rec.error} (the failure no longer happens)",
+                {"error": rec.error.model_dump(mode="json")},
+                {actual: "the run went on"} if actual != "end" else {"end": "exit door"},
+            )
         return line, rec
 
     def scrubbed_from(self, line: int) -> None:
@@ -191,6 +202,10 @@ class Checker(LoopObserver):
                 + ("by their fingerprints" if self.fingerprints else "by where they stand")
                 + "; token counts are not)"
             )
+
+    def same(self, recorded: Any, live: Any, scrubbed: bool) -> bool:
+        """JSON data ``recorded`` (from a ``scrubbed`` record or not) against ``live``."""
+        return self._same(recorded, live, scrubbed)
 
     def _same(self, recorded: Any, live: Any, scrubbed: bool) -> bool:
         """JSON data ``recorded`` (from a ``scrubbed`` record or not) against ``live``."""

@@ -46,6 +46,7 @@ from loopctl_sim.replay.answers import (
 )
 from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor, feed_values
+from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
@@ -199,17 +200,11 @@ async def _runs(
         except TraceFormatError:  # the trace itself is damaged: refused with its line
             raise
         except Exception as exc:  # the agent's own code raised out of the run
-            item = cursor.next_brain()
-            line, seq = (item[0], item[1].seq) if item is not None else (cursor.line, 0)
-            checker.fail(
-                line,
-                seq,
-                "exception",
-                f"the agent raised {type(exc).__name__} out of the run: {exc} (the recorded "
-                "run went on)",
-                None if item is None else brain_view(item[1]),
-                {"exception": f"{type(exc).__name__}: {exc}"},
-            )
+            raised(cursor, checker, loop.machine, exc)
+            continue
+        except RaisedAsRecorded as again:  # a part answered from the trace raised as it did
+            raised(cursor, checker, loop.machine, again.error)
+            continue
         except Incomplete:
             result.notes.append(
                 f"the trace ends at line {cursor.last_read()} under a run (a crash or an "

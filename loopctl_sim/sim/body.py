@@ -64,9 +64,11 @@ def configs_for(
     return run, SessionConfig(context_window=policy.context_window)
 
 
-class Crash(Exception):
+class Crash(BaseException):
     """Raised by a harness's ``before_step`` hook: the run stops here as a crashed process would
-    (no exit door), and the harness resumes the saved brain in a fresh body."""
+    (no exit door), and the harness resumes the saved brain in a fresh body. A
+    ``BaseException``, as a kill is: the driver tells its observers of an ``Exception`` that
+    escapes a run (a trace records it as the run's end), and a killed process tells nobody."""
 
     def __init__(self, step: int) -> None:
         super().__init__(f"crash before step {step}")

@@ -54,6 +54,7 @@ from loopctl_sim.trace.records import (
     IoRecord,
     Record,
     ReplayItem,
+    RunError,
     StepLine,
     StepRecord,
     TraceFormatError,
@@ -72,7 +73,7 @@ from loopctl_sim.trace.scrub import (
     without_fingerprints,
 )
 from loopctl_sim.trace.views import FeedView, IoView, StepView, View
-from loopctl_sim.trace.writer import TraceWriter
+from loopctl_sim.trace.writer import TraceWriteError, TraceWriter
 
 __all__ = [
     "FEED_ARGS",
@@ -97,6 +98,7 @@ __all__ = [
     "Record",
     "RecordingMachine",
     "ReplayItem",
+    "RunError",
     "Scrubber",
     "StepLine",
     "StepRecord",
@@ -104,6 +106,7 @@ __all__ = [
     "TraceFormatError",
     "TraceReader",
     "TraceRecorder",
+    "TraceWriteError",
     "TraceWriter",
     "View",
     "apply_feed",

@@ -20,10 +20,22 @@ conversation once, in its feeds, not again at every run. ``snapshot_headers=True
 header with its brain's snapshot instead, as version 2 did: a trace a loopctl_sim before version 3
 reads, each run's header a checkpoint for ``loopctl-sim resume``, at the cost of the
 conversation written again at every run (O(runs x history) bytes).
+
+A run that an exception escapes (the exit door is not taken) still ends its run in the trace:
+the recorder writes an end record holding the exception's type and message (``EndRecord.error``,
+scrubbed like any record), so a replay can tell a failure that happens again from one that no
+longer does. A harness that simulates a killed process raises a ``BaseException`` that is not an
+``Exception``, which the driver does not report: a killed process writes nothing.
+
+A recorder that cannot write (a full disk) does not take the run down: the writer cuts the file
+back to its last whole record, the recorder keeps the error (``error``), reports it once as a
+warning of the ``loopctl.trace`` logger (``loopctl run`` shows it on stderr), and records nothing
+more; the run goes on and returns its result.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import IO, Any
@@ -32,11 +44,13 @@ from loopctl.api import ModelRequest
 from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.trace.feeds import FeedArgs
-from loopctl_sim.trace.records import BrainSummary
+from loopctl_sim.trace.records import BrainSummary, RunError
 from loopctl_sim.trace.requests import RequestLog, RequestSeen
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
+
+logger = logging.getLogger("loopctl.trace")
 
 
 def _writer(target: str | os.PathLike[str] | IO[str] | TraceWriter, fsync: bool) -> TraceWriter:
@@ -90,6 +104,14 @@ class TraceRecorder(LoopObserver):
         self._header_for: LoopMachine | None = None  # whose header is already written
         self._ended: LoopMachine | None = None  # the brain whose end record was written last
         self.snapshot_headers = snapshot_headers
+        #: why the trace stopped being written (None: every record was written)
+        self.error: OSError | None = None
+
+    def _lost(self, exc: OSError) -> None:
+        """The trace cannot be written: keep the first error, say so once, record no more."""
+        if self.error is None:
+            self.error = exc
+            logger.warning("%s; the run goes on without recording", exc)
 
     def continue_run(self, machine: LoopMachine, metadata: Mapping[str, Any]) -> None:
         """Write the header of a run resumed from a trace now, before ``run()`` starts: records
@@ -97,8 +119,15 @@ class TraceRecorder(LoopObserver):
         The loop's ``run_started`` for this brain then writes no second header."""
         self._machine = machine
         self._feeds = 0
-        self.writer.header(machine.snapshot(), {**self.metadata, **metadata}, created=self._created)
         self._header_for = machine
+        if self.error is not None:
+            return
+        try:
+            self.writer.header(
+                machine.snapshot(), {**self.metadata, **metadata}, created=self._created
+            )
+        except OSError as exc:
+            self._lost(exc)
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         self._machine = machine
@@ -107,44 +136,82 @@ class TraceRecorder(LoopObserver):
             self._header_for = None
             return
         self._feeds = 0
+        if self.error is not None:
+            return
         continues = None if self.snapshot_headers else _continued(ended, machine)
-        if continues is None:
-            self.writer.header(machine.snapshot(), self.metadata, created=self._created)
-        else:
-            brain = BrainSummary.of(machine)
-            self.writer.header(
-                None, self.metadata, created=self._created, continues=continues, brain=brain
-            )
+        try:
+            if continues is None:
+                self.writer.header(machine.snapshot(), self.metadata, created=self._created)
+            else:
+                brain = BrainSummary.of(machine)
+                self.writer.header(
+                    None, self.metadata, created=self._created, continues=continues, brain=brain
+                )
+        except OSError as exc:
+            self._lost(exc)
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         self._machine = machine
-        self.writer.step(policy, step)
+        if self.error is not None:
+            return
+        try:
+            self.writer.step(policy, step)
+        except OSError as exc:
+            self._lost(exc)
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
-        self.writer.feed(name, args, machine.digest(), BrainSummary.of(machine))
-        every = self.snapshot_every
-        if every is not None:
-            self._feeds += 1
-            if self._feeds % every == 0 and not machine.is_terminal:
-                self.writer.snapshot(machine, turn=getattr(machine.state, "turn", None))
+        if self.error is not None:
+            return
+        try:
+            self.writer.feed(name, args, machine.digest(), BrainSummary.of(machine))
+            every = self.snapshot_every
+            if every is not None:
+                self._feeds += 1
+                if self._feeds % every == 0 and not machine.is_terminal:
+                    self.writer.snapshot(machine, turn=getattr(machine.state, "turn", None))
+        except OSError as exc:
+            self._lost(exc)
 
     def io(self, event: IoEvent) -> None:
-        request = event.data.get("request")
-        if event.kind == "model_request" and isinstance(request, ModelRequest):
-            data = event.data
-            brain = self._machine.digest() if self._machine is not None else None
-            seen = self.requests.see(request, data.get("model"), data.get("provider"), brain)
-            self.last_request = seen
-            self.writer.io("model_request", turn=event.turn, data=seen.data)
+        if self.error is not None:
             return
-        self.writer.io(event)
+        request = event.data.get("request")
+        try:
+            if event.kind == "model_request" and isinstance(request, ModelRequest):
+                data = event.data
+                brain = self._machine.digest() if self._machine is not None else None
+                seen = self.requests.see(request, data.get("model"), data.get("provider"), brain)
+                self.last_request = seen
+                self.writer.io("model_request", turn=event.turn, data=seen.data)
+                return
+            self.writer.io(event)
+        except OSError as exc:
+            self._lost(exc)
 
     def run_ended(self, machine: LoopMachine) -> None:
-        self.writer.end(end_outcome(machine), machine.digest())
         self._ended = machine
+        if self.error is not None:
+            return
+        try:
+            self.writer.end(end_outcome(machine), machine.digest())
+        except OSError as exc:
+            self._lost(exc)
+
+    def run_raised(self, machine: LoopMachine, error: Exception) -> None:
+        """The run ended by ``error`` escaping it: an end record that says so."""
+        if self.error is not None:
+            return
+        try:
+            self.writer.end(end_outcome(machine), machine.digest(), error=RunError.of(error))
+        except OSError as exc:
+            self._lost(exc)
 
     def close(self) -> None:
-        self.writer.close()
+        """Close the trace; a failure to write its end is reported as any other (``error``)."""
+        try:
+            self.writer.close()
+        except OSError as exc:
+            self._lost(exc)
 
 
 class RecordingMachine:

@@ -11,7 +11,9 @@ step      the ``policy`` handed in and the ``step`` the brain answered
 feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.trace.feeds``) and the
           machine's ``digest`` right after it
 io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``duration_s``
-end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``
+end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``;
+          ``error`` (``type``, ``message``) when an exception escaped the run instead of it
+          going through the exit door (absent otherwise)
 ========  =====================================================================================
 
 A trace may hold several runs: a new ``header`` after an ``end`` starts the next run; a
@@ -70,6 +72,7 @@ __all__ = [
     "FEED_RECORDS",
     "READABLE_VERSIONS",
     "RECORD",
+    "RUN_ERROR_MESSAGE_LIMIT",
     "SNAPSHOT_HEADER_VERSION",
     "TRACE_FORMAT",
     "TRACE_VERSION",
@@ -82,6 +85,7 @@ __all__ = [
     "IoRecord",
     "Record",
     "ReplayItem",
+    "RunError",
     "StepLine",
     "StepRecord",
     "TraceFormatError",
@@ -351,12 +355,40 @@ class IoRecord(_Record):
     scrubbed: bool = False
 
 
+#: How many characters of an escaped exception's message an end record keeps.
+RUN_ERROR_MESSAGE_LIMIT: Final = 2000
+
+
+class RunError(BaseModel):
+    """An exception that escaped a run (``EndRecord.error``): its type's name and its message
+    (scrubbed like every record, cut to ``RUN_ERROR_MESSAGE_LIMIT`` characters)."""
+
+    model_config = _FROZEN
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> RunError:
+        text = str(error)
+        if len(text) > RUN_ERROR_MESSAGE_LIMIT:
+            text = text[: RUN_ERROR_MESSAGE_LIMIT - 1] + "…"
+        return cls(type=type(error).__name__, message=text)
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
 class EndRecord(_Record):
     type: Literal["end"] = "end"
     outcome: MachineOutcome | None = None
     digest: str
     #: (v2) True when secrets were scrubbed from the outcome (a final text, an error message).
     scrubbed: bool = False
+    #: The exception that escaped the run, when one did (the exit door was not taken: the
+    #: brain is as the exception left it, ``outcome`` null unless it was terminal). None: the
+    #: run went through the exit door, and the field is not written, so such an end record is
+    #: byte for byte what a loopctl_sim before the field wrote (and its reader reads).
+    error: RunError | None = Field(default=None, exclude_if=_is_none)
 
 
 Record = Annotated[

@@ -16,6 +16,7 @@ takes it as any ``io`` record (replay does not replay the world).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,7 @@ import loopctl
 from loopctl.core import LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
-from loopctl_sim.trace.files import complete_prefix, open_for_writing
+from loopctl_sim.trace.files import complete_prefix, is_gzip_name, open_for_writing
 from loopctl_sim.trace.records import (
     SNAPSHOT_HEADER_VERSION,
     TRACE_VERSION,
@@ -36,18 +37,38 @@ from loopctl_sim.trace.records import (
     FeedRecord,
     HeaderRecord,
     IoRecord,
+    RunError,
     StepRecord,
     feed_record,
 )
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
-__all__ = ["TraceWriter"]
+__all__ = ["TraceWriteError", "TraceWriter"]
 
 _R = TypeVar("_R", bound=BaseModel)
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class TraceWriteError(OSError):
+    """The trace could not be written (a full disk, a lost device): the writer is closed, a plain
+    trace file is cut back to its last whole record, and every later write raises this again.
+    ``path``; ``records``, the whole records the file keeps (None when it cannot be told: a
+    compressed trace, a stream); ``error``, the ``OSError`` that stopped it (``errno`` is its)."""
+
+    def __init__(self, path: str, records: int | None, error: OSError) -> None:
+        reason = error.strerror or str(error) or type(error).__name__
+        kept = "" if records is None else f"; it ends after {records} whole records"
+        self.text = f"cannot write the trace {path}: {reason}{kept}"
+        super().__init__(error.errno, self.text)
+        self.path = path
+        self.records = records
+        self.error = error
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class TraceWriter:
@@ -60,6 +81,10 @@ class TraceWriter:
     its kind (``scrubber``: by default the one the environment sets up,
     ``loopctl_sim.trace.scrub.default_scrubber``); a record that lost a secret is marked
     ``scrubbed``.
+
+    A write that fails (``OSError``: a full disk) raises ``TraceWriteError``, once the file is
+    closed and a plain one cut back to its last whole record (a record is never left torn);
+    ``failed`` keeps the error, and every later write raises it again without trying.
     """
 
     def __init__(
@@ -86,6 +111,8 @@ class TraceWriter:
         self.scrubber = scrubber if scrubber is not None else default_scrubber()
         self.seq = seq
         self.closed = False
+        #: why the trace could not be written (None: every record so far was written)
+        self.failed: TraceWriteError | None = None
         #: A record that builds the brain (a header's snapshot, a feed, a snapshot record) lost a
         #: secret: a reader's brain holds its placeholder from there on (sticky; see ``header``).
         self.brain_scrubbed = False
@@ -98,13 +125,18 @@ class TraceWriter:
         self.close()
 
     def close(self) -> None:
+        """Close the file (flush a stream given open). Raises ``TraceWriteError`` when what was
+        left to write (a compressed trace's end) cannot be written."""
         if self.closed:
             return
         self.closed = True
-        if self._owned:
-            self._file.close()
-        else:
-            self._file.flush()
+        try:
+            if self._owned:
+                self._file.close()
+            else:
+                self._file.flush()
+        except OSError as exc:
+            raise self._broken(exc) from exc
 
     def write(self, record: BaseModel) -> None:
         """Write one record built by the caller; its ``seq`` must be the next one.
@@ -122,11 +154,31 @@ class TraceWriter:
             self._write_line(line.rstrip("\n"))
 
     def _write_line(self, text: str) -> None:
-        self._file.write(text + "\n")
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        if self.failed is not None:
+            raise self.failed
+        try:
+            self._file.write(text + "\n")
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise self._broken(exc) from exc
         self.seq += 1
+
+    def _broken(self, exc: OSError) -> TraceWriteError:
+        """The file could not take a record: close it (what its buffer still holds is dropped)
+        and cut a plain trace file back to its last whole record. The error to raise."""
+        records: int | None = None
+        self.closed = True
+        if self._owned:
+            with contextlib.suppress(OSError, ValueError):
+                self._file.close()
+            if not is_gzip_name(self.path):
+                with contextlib.suppress(OSError):
+                    records, size = complete_prefix(self.path)
+                    os.truncate(self.path, size)  # less data: possible on a full disk
+        error = self.failed = TraceWriteError(self.path, records, exc)
+        return error
 
     def _scrubbed(self, record: _R, text: str) -> tuple[_R, str]:
         """``record`` and its JSON, or, when the JSON holds a secret, the record rebuilt from its
@@ -235,8 +287,10 @@ class TraceWriter:
             self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
         self._write_line(text)
 
-    def end(self, outcome: Any, digest: str) -> EndRecord:
-        record = EndRecord(seq=self.seq, outcome=outcome, digest=digest)
+    def end(self, outcome: Any, digest: str, error: RunError | None = None) -> EndRecord:
+        """A run's end: its ``outcome`` (None: the brain is not terminal) and final ``digest``;
+        ``error``: the exception that escaped the run instead (``RunError.of``)."""
+        record = EndRecord(seq=self.seq, outcome=outcome, digest=digest, error=error)
         record, text = self._scrubbed(record, record.model_dump_json())
         self._write_line(text)
         return record
