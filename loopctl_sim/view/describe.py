@@ -334,7 +334,11 @@ def describe(rec: dict[str, Any], clip: int | None = CLIP) -> Described:
     if kind == "io":
         return _io(rec, clip)
     if kind == "end":
-        outcome = rec.get("outcome")
+        outcome, error = rec.get("outcome"), rec.get("error")
+        if isinstance(error, dict):  # an exception escaped the run: that is how it ended
+            raised = _clip(f"{error.get('type')}: {error.get('message')}", clip)
+            text = f"run ended by an exception: {raised} (digest {rec.get('digest')})"
+            return Described("run", "end", "error", (text,))
         text = f"run ended: {outcome_text(outcome, clip)} (digest {rec.get('digest')})"
         return Described("run", "end", _outcome_tone(outcome), (text,))
     rest = {k: v for k, v in rec.items() if k not in ("seq", "type")}

@@ -131,6 +131,12 @@ def test_the_trace_ends_with_the_exception_that_escaped_the_run(agent: Any, tmp_
     assert end.outcome is None  # the exit door was not taken: the brain was not terminal
     # machine replay reads it: the brain rebuilt from the records is the one the end names
     assert replay_trace(path).ok
+    # and the timeline says how the run ended
+    from loopctl_sim.cli import main
+
+    shown = CliRunner().invoke(main, ["show", str(path), "--kind", "end"])
+    assert shown.exit_code == 0, shown.output
+    assert "run ended by an exception: ProtocolError: " in shown.output
 
 
 def test_replaying_a_failure_that_happens_again_exits_0(agent: Any, tmp_path: Path) -> None:
