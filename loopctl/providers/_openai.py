@@ -13,8 +13,10 @@ Their deviations are tolerated here:
   chunk; SSE comment lines are skipped; a ``data:`` line holding ``{"error": ...}`` is an error;
 - a stream that ends without ``[DONE]`` is accepted once a ``finish_reason`` arrived, and is a
   ``network`` error otherwise;
-- reasoning (``reasoning_content``, ``reasoning``, ``reasoning_details``) and Gemini's
-  ``extra_content`` are kept and echoed back to the same host (``_openai_wire``).
+- reasoning (``reasoning_content``, ``reasoning``, ``reasoning_details``; a string, or an
+  object or list of a host's own shape) and Gemini's ``extra_content`` are kept and echoed back
+  to the same host (``_openai_wire``); ``thinking`` chunks of a content list (Mistral) are kept
+  and not sent back; a chunk carrying ``message`` instead of ``delta`` is read the same.
 
 History conversion, tools and usage live in ``_openai_wire``.
 """
@@ -57,6 +59,7 @@ from loopctl.providers._openai_wire import (
     messages_from_wire,
     messages_to_wire,
     reasoning_part,
+    reasoning_text,
     tools_to_wire,
     usage_from_wire,
 )
@@ -150,7 +153,7 @@ class _Reply:
         self.info = info
         self.provider = provider
         self.calls = _Calls(turn)
-        self.reasoning: dict[str, str] = {}
+        self.reasoning: dict[str, Any] = {}
         self.details: dict[int, dict[str, Any]] = {}
         self.extra: dict[str, Any] = {}
 
@@ -158,11 +161,15 @@ class _Reply:
         shown = False
         for key in ("reasoning_content", "reasoning"):
             piece = delta.get(key)
-            if isinstance(piece, str) and piece:
-                self.reasoning[key] = self.reasoning.get(key, "") + piece
-                if not shown:
-                    shown = True
-                    yield ThinkingDelta(text=piece)
+            if not piece or not isinstance(piece, str | Mapping | list):
+                continue
+            # a string joins the text so far; an object or a list (a host's own shape) is kept
+            # as it came, streamed pieces merged (strings joined, lists extended)
+            merge_fields(self.reasoning, {key: piece})
+            text = piece if isinstance(piece, str) else reasoning_text(piece)
+            if not shown and text:
+                shown = True
+                yield ThinkingDelta(text=text)
         details = delta.get("reasoning_details")
         if isinstance(details, list):
             for piece in self._detail(details):
@@ -172,15 +179,36 @@ class _Reply:
         if isinstance(extra, Mapping) and extra:
             merge_fields(self.extra, extra)
         for key in ("content", "refusal"):  # a refusal is what the model said
-            text = delta.get(key)
-            if isinstance(text, str) and text:
+            said = delta.get(key)
+            if isinstance(said, list):
+                yield from self._chunks(said, shown)
+            elif isinstance(said, str) and said:
                 yield from self.close_reasoning()
-                yield TextDelta(text=text)
+                yield TextDelta(text=said)
         fragments = delta.get("tool_calls") or []
         if fragments:
             yield from self.close_reasoning()
         for frag in fragments:
             yield from self.calls.fragment(self.info, frag, where)
+
+    def _chunks(self, chunks: list[Any], shown: bool) -> Iterator[StreamEvent]:
+        """Content as a list of typed chunks (Mistral's reasoning models): ``text`` chunks are
+        text, ``thinking`` chunks reasoning, kept under ``thinking`` (not sent back)."""
+        for chunk in chunks:
+            if isinstance(chunk, str):
+                chunk = {"type": "text", "text": chunk}
+            if not isinstance(chunk, Mapping):
+                continue
+            if chunk.get("type") == "thinking":
+                text = reasoning_text(chunk.get("thinking"))
+                if text:
+                    merge_fields(self.reasoning, {"thinking": text})
+                    if not shown:
+                        shown = True
+                        yield ThinkingDelta(text=text)
+            elif isinstance(chunk.get("text"), str) and chunk["text"]:
+                yield from self.close_reasoning()
+                yield TextDelta(text=chunk["text"])
 
     def _detail(self, fragments: list[Any]) -> Iterator[str]:
         """Fold OpenRouter ``reasoning_details`` fragments by ``index`` (text pieces join)."""
@@ -275,7 +303,9 @@ class OpenAIClient(OpenAIKeyed):
             if "error" in chunk:
                 raise classify(self.info, None, chunk)
             for choice in chunk.get("choices") or []:
-                for event in reply.delta(choice.get("delta") or {}, where):
+                # a few servers stream ``message`` where the others stream ``delta``
+                delta = choice.get("delta") or choice.get("message") or {}
+                for event in reply.delta(delta, where):
                     yield event
                 reason = choice.get("finish_reason")
                 if reason:

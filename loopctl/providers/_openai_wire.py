@@ -33,12 +33,14 @@ from loopctl.core import Message, Part, ProviderPart, TextPart, ThinkingPart, To
 __all__ = [
     "CALL_EXTRA",
     "DEFAULT_PROVIDER",
+    "KEPT_ONLY",
     "MESSAGE_EXTRA",
     "REASONING_FIELDS",
     "merge_fields",
     "messages_from_wire",
     "messages_to_wire",
     "reasoning_part",
+    "reasoning_text",
     "tools_to_wire",
     "usage_from_wire",
 ]
@@ -48,6 +50,9 @@ CALL_EXTRA: Final = "call_extra"
 MESSAGE_EXTRA: Final = "message_extra"
 #: The reasoning fields of an assistant message, in the order their text is preferred.
 REASONING_FIELDS: Final = ("reasoning_content", "reasoning", "reasoning_details")
+#: Reasoning kept in the message and the trace but not sent back (Mistral's ``thinking``
+#: chunks: no host asks for them again).
+KEPT_ONLY: Final = "thinking"
 
 
 def _args_json(arguments: Mapping[str, Any]) -> str:
@@ -75,14 +80,29 @@ def _detail_text(details: Any) -> str:
     return "".join(p for p in pieces if isinstance(p, str))
 
 
+def reasoning_text(value: Any) -> str:
+    """The text of reasoning in a host's own shape: a string, or the ``text`` / ``content`` /
+    ``summary`` / ``thinking`` strings inside objects and lists, joined."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(reasoning_text(v) for v in value)
+    if isinstance(value, Mapping):
+        for key in ("text", "content", "summary", "thinking", "reasoning"):
+            if value.get(key):
+                return reasoning_text(value[key])
+    return ""
+
+
 def reasoning_part(fields: Mapping[str, Any], provider: str) -> ThinkingPart | None:
-    """The ``ThinkingPart`` of a message's reasoning fields, or None without any."""
-    data = {k: fields[k] for k in REASONING_FIELDS if fields.get(k)}
+    """The ``ThinkingPart`` of a message's reasoning fields, or None without any. Fields in
+    ``REASONING_FIELDS`` go back to the host; ``thinking`` (Mistral's chunks) is kept only."""
+    data = {k: fields[k] for k in (*REASONING_FIELDS, KEPT_ONLY) if fields.get(k)}
     if not data:
         return None
-    text = data.get("reasoning_content") or data.get("reasoning")
-    if not isinstance(text, str):
-        text = _detail_text(data.get("reasoning_details"))
+    text = reasoning_text(data.get("reasoning_content") or data.get("reasoning"))
+    if not text:
+        text = _detail_text(data.get("reasoning_details")) or reasoning_text(data.get(KEPT_ONLY))
     return ThinkingPart(provider=provider, text=text, data=data)
 
 
@@ -106,7 +126,7 @@ def _assistant(message: Message, provider: str) -> dict[str, Any]:
             continue
         if isinstance(part, ThinkingPart):
             if part.data:
-                merge_fields(entry, part.data)
+                merge_fields(entry, {k: v for k, v in part.data.items() if k in REASONING_FIELDS})
         elif part.data.get("type") == CALL_EXTRA:
             target = calls.get(part.data.get("call_id", ""))
             if target is not None:
