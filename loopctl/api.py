@@ -304,7 +304,14 @@ def reply_events(
             half = len(part.text) // 2
             events += [Events.text(t) for t in (part.text[:half], part.text[half:]) if t]
         elif isinstance(part, ToolCall):
-            args = json.dumps(part.arguments)  # in the message's order, which its JSON keeps
+            try:
+                args = json.dumps(part.arguments)  # in the message's order, which its JSON keeps
+            except RecursionError:  # far past MAX_NESTING: refused as the fold refuses it
+                raise _unholdable(
+                    f"the arguments for tool '{part.name}'",
+                    f"it is nested more than {MAX_NESTING} levels deep",
+                    {"tool": part.name},
+                ) from None
             half = len(args) // 2
             events.append(Events.start(index, part.id, part.name))
             events += [Events.delta(index, a) for a in (args[:half], args[half:])]

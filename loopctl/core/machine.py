@@ -15,6 +15,9 @@ Rules this module keeps:
   machine exactly as it was. That includes the arguments' types: a feed given something other
   than what it takes (``compaction_result("abc", ...)``, a count that is ``None``) refuses it
   with a ``ProtocolError``, never an ``AttributeError`` from deeper down.
+- What a feed takes in, the brain can save and read back: a tool call's arguments or a part's
+  data nested deeper than ``values.MAX_NESTING`` or holding NaN is refused
+  (``values.parts_problem``), on every feed that takes messages.
 - ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal verdict,
   a loop warning), but asking again at once answers the same and changes nothing.
 - Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
@@ -72,6 +75,7 @@ from loopctl.core.steps import (
     StateKind,
     Terminal,
 )
+from loopctl.core.values import parts_problem
 
 __all__ = [
     "FEEDS",
@@ -303,6 +307,8 @@ class LoopMachine(MachineData):
             raise self._refuse("accept_input", "the input must be text or a user message")
         if message.tool_results or message.tool_calls:
             raise self._refuse("accept_input", "the input may not hold tool calls or results")
+        if (problem := parts_problem(message.parts)) is not None:
+            raise self._refuse("accept_input", problem)
         self._pending.append(message)
         self._started = True
 
@@ -311,6 +317,8 @@ class LoopMachine(MachineData):
             raise self._refuse("inject", "no run is under way")
         if not isinstance(message, Message) or message.tool_calls or message.tool_results:
             raise self._refuse("inject", "only a plain message without tool parts can be injected")
+        if (problem := parts_problem(message.parts)) is not None:
+            raise self._refuse("inject", problem)
         self._pending.append(message)
 
     def _set_context_tokens(self, n: int) -> None:
@@ -344,6 +352,8 @@ class LoopMachine(MachineData):
                 )
         if not is_count(context_tokens):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
+        if (problem := parts_problem(response.parts)) is not None:
+            raise self._refuse("model_response", problem)  # too deep, NaN: it could not be saved
         keys: list[str] = []
         if calls:
             ids = {c.id for c in calls}
@@ -352,13 +362,7 @@ class LoopMachine(MachineData):
                     "model_response",
                     f"tool call ids must be unique and non-empty: {[c.id for c in calls]}",
                 )
-            try:
-                keys = [call_key(c) for c in calls]
-            except ValueError as exc:
-                # NaN or infinity: JSON cannot hold it, so a snapshot could not restore the call.
-                raise self._refuse(
-                    "model_response", f"tool call arguments must be JSON values: {exc}"
-                ) from None
+            keys = [call_key(c) for c in calls]  # parts_problem refused what it cannot encode
 
         turn = state.turn
         self._turns_taken += 1
@@ -438,6 +442,8 @@ class LoopMachine(MachineData):
                     "compaction_result",
                     f"compacted holds a {type(message).__name__}, not a Message",
                 )
+            if (problem := parts_problem(message.parts)) is not None:
+                raise self._refuse("compaction_result", problem)
         problem = coherence_problem(new_history)
         if problem is not None:
             raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")

@@ -63,6 +63,7 @@ from loopctl.core.steps import (
     Start,
     Terminal,
 )
+from loopctl.core.values import parts_problem
 
 __all__ = ["MachineData", "is_count"]
 
@@ -113,6 +114,9 @@ class MachineData:
         problem = coherence_problem(history)
         if problem is not None:
             raise ValueError(f"history is not provider-valid: {problem}")
+        for i, message in enumerate(history):
+            if (problem := parts_problem(message.parts)) is not None:
+                raise ValueError(f"history[{i}] cannot be held: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = START
@@ -198,6 +202,25 @@ class MachineData:
         ``machine.py`` keeps): what the brain does later never shows through the view."""
         history, pending = self._history, self._pending
         return Conversation(history, pending, len(history), len(pending))
+
+    def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
+        """The brain's small fields, read without a copy: the state's kind and turn, turns
+        taken, the context count, history and pending lengths, the loop window's length, last
+        key and warning. A trace's feed record carries them (``loopctl_sim``'s
+        ``BrainSummary``, in this order) and a replay compares them after every feed."""
+        state = self._state
+        calls = self._loop_calls
+        return (
+            state.kind,
+            getattr(state, "turn", None),
+            self._turns_taken,
+            self._context_tokens,
+            len(self._history),
+            len(self._pending),
+            len(calls),
+            calls[-1] if calls else None,
+            self._loop_warned,
+        )
 
     def history_len(self) -> int:
         return len(self._history)

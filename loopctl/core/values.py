@@ -9,9 +9,12 @@ and every reader has a limit of its own: pydantic's JSON parser reads values nes
 at most (the trace reader, ``loopctl_sim.trace.fast._MAX_DEPTH``, and the snapshot restore),
 its serializer refuses a little deeper, Python's ``json`` raises ``RecursionError`` near 1,000.
 A value accepted past those limits was a run that completed and then could not be saved or
-read back. So one limit, well inside all of them, is checked once, at the door where a model's
-reply enters (``loopctl.api.fold_events``): a deeper value is a provider error there, and every
-form written later is readable. The trace reader's tests pin that the two agree.
+read back. So one limit, well inside all of them, is checked where a value enters: at the door
+where a model's reply enters (``loopctl.api.fold_events``), where a deeper value is a provider
+error, and again by the brain itself on every feed that takes messages (``parts_problem``: a
+``ProtocolError``, the brain unchanged), so a reply that reaches it some other way (a feed by
+hand, a client of one's own) cannot make it hold what it could not save. Every form written
+later is readable; the trace reader's tests pin that the two agree.
 
 Numbers: JSON has no NaN or infinity, but Python's parser reads ``NaN``, ``Infinity`` and
 ``1e999`` (as ``inf``); a brain holding one cannot be saved as JSON and read back the same
@@ -26,9 +29,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
-__all__ = ["MAX_NESTING", "might_be_nonfinite", "nesting_bound", "plain_json", "value_problem"]
+__all__ = [
+    "MAX_NESTING",
+    "might_be_nonfinite",
+    "nesting_bound",
+    "parts_problem",
+    "plain_json",
+    "value_problem",
+]
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
@@ -81,6 +92,31 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 
 
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def parts_problem(parts: Iterable[Any]) -> str | None:
+    """Why a message's free-form values (a tool call's ``arguments``, a reasoning or provider
+    part's ``data``) could not be saved and read back (``value_problem``), or None. A value of
+    scalars only (a call's usual arguments) is answered in one pass over its items."""
+    for part in parts:
+        kind = part.kind
+        if kind == "tool_call":
+            value = part.arguments
+            what = f"the arguments of tool call {part.id!r} ({part.name!r})"
+        elif kind == "thinking" or kind == "provider":
+            value = part.data
+            what = f"a {kind} part's data"
+        else:
+            continue
+        if not value or (type(value) is dict and _SCALARS.issuperset(map(type, value.values()))):
+            continue
+        problem = value_problem(value)
+        if problem is not None:
+            return (
+                f"{what} cannot be saved and read back: {problem} "
+                f"(the limit is {MAX_NESTING} levels; numbers must be finite)"
+            )
+    return None
 
 
 def _flat_plain(item: dict[Any, Any], sort_keys: bool) -> bool:

@@ -34,12 +34,20 @@ from loopctl.api import (
 )
 from loopctl.core import LoopError, LoopMachine, Message
 from loopctl.core.built import built
+from loopctl.core.values import parts_problem
 from loopctl.driver.config import RetryConfig, SessionConfig
 from loopctl.driver.retry import retry_delay
 from loopctl.observe import IoEvent, LoopObserver, io_event
 from loopctl.tools import ToolRegistry
 
-__all__ = ["ModelCaller", "ModelMiddleware", "Sleep", "check_call_ids", "model_request"]
+__all__ = [
+    "ModelCaller",
+    "ModelMiddleware",
+    "Sleep",
+    "check_call_ids",
+    "check_reply",
+    "model_request",
+]
 
 CallNext = Callable[[ModelRequest], Awaitable[ModelReply]]
 ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
@@ -80,6 +88,23 @@ def check_call_ids(message: Message) -> None:
                 retryable=True,
             )
         )
+
+
+def check_reply(message: Message) -> None:
+    """What the brain's ``model_response`` would refuse, as the run's error: for a reply a
+    model middleware handed back, which did not come through the fold's door (``_stream``)."""
+    if message.role != "assistant" or message.tool_results:
+        raise ApiError(
+            LoopError(
+                kind="provider",
+                message="a model middleware returned a reply that is not an assistant message "
+                "without tool results",
+            )
+        )
+    problem = parts_problem(message.parts)
+    if problem is not None:
+        raise ApiError(LoopError(kind="provider", message=f"the model's reply: {problem}"))
+    check_call_ids(message)
 
 
 class ModelCaller:
@@ -173,6 +198,8 @@ class ModelCaller:
             started = time.perf_counter()
             try:
                 reply = await chain(request)
+                if self.middleware:  # the reply may not be the fold's
+                    check_reply(reply.message)
             except ApiError as exc:
                 elapsed = time.perf_counter() - started
                 self.emit(
