@@ -5,6 +5,10 @@ Both traces are streamed side by side; records are compared as data, without the
 IO records altogether; ``brain_only`` also skips headers, so a machine-level and a driver-level
 trace of the same world compare equal when the brain was asked and told the same things (a
 driver trace holds a header for each resume after a crash).
+
+``TraceDiff.report`` is bounded like a replay's (``report.bounded_diff``): a diff too long or
+too wide to read is replaced by the fields that differ, each as an excerpt around its first
+difference; ``to_json`` keeps the whole diff.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from loopctl_sim.replay.report import unified_diff
+from loopctl_sim.replay.report import bounded_diff, unified_diff
 from loopctl_sim.trace import Record, TraceReader
 
 __all__ = ["TraceDiff", "comparable", "diff_traces"]
@@ -39,10 +43,13 @@ class TraceDiff:
         def where(path: str, line: int | None, seq: int | None) -> str:
             return f"{path}: ended" if line is None else f"{path}:{line} (seq {seq})"
 
-        return (
-            "traces diverge at\n"
-            f"  {where(self.path_a, self.line_a, self.seq_a)}\n"
-            f"  {where(self.path_b, self.line_b, self.seq_b)}\n{self.diff}"
+        return "\n".join(
+            [
+                "traces diverge at",
+                f"  {where(self.path_a, self.line_a, self.seq_a)}",
+                f"  {where(self.path_b, self.line_b, self.seq_b)}",
+                *bounded_diff(self.expected, self.actual, self.diff),
+            ]
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -8,6 +8,12 @@ into the sentence a user wants first and the detail lines under it:
 - ``turn 2: tool spec `calculator` changed its schema`` with the changed JSON paths
 - ``the agent's settings differ: max_turns 10 -> 20``
 - ``after tool_results, the brain's state differs: turns 3 -> 4, pending 7 -> 8``
+- ``turn 2: the compactor kept 3 messages, the trace's 4`` with the first message that differs
+
+Every value it quotes is bounded, whatever its size: two texts that differ are shown as an
+excerpt around their first difference on each side (``snippets``), and a field path names the
+character where a string starts to differ (``content[812:]``), so a 10 KB tool result that
+changed in one character reads as one line, not as the whole result twice.
 
 Everything here is pure: data in, text out.
 """
@@ -23,37 +29,96 @@ from loopctl.core import LoopMachine
 from loopctl_sim.trace import BrainSummary, brain_fields
 
 __all__ = [
+    "LONG",
     "brain_changes",
+    "change_line",
+    "compaction_explanation",
+    "excerpt_pair",
     "feed_explanation",
     "field_changes",
+    "first_difference",
+    "one_line",
     "policy_changes",
     "request_explanation",
     "snippets",
+    "where",
 ]
 
 #: How much text either side of the first difference a snippet shows.
 SNIPPET: Final = 24
+#: How much of the differing stretch itself a snippet shows, at most.
+SPAN: Final = 48
+#: A text longer than this is shown as excerpts, and where it starts to differ is named.
+LONG: Final = 100
 
 
-def snippets(expected: str, actual: str, width: int = SNIPPET) -> tuple[str, str]:
-    """The two texts around their first difference: ``('...800...', '...900...')``."""
-    if expected == actual:
-        return expected, actual
+def first_difference(expected: str, actual: str) -> int:
+    """The index of the first character where the texts differ (the shorter one's length when
+    one is the other's prefix)."""
     start = 0
     for a, b in zip(expected, actual, strict=False):
         if a != b:
             break
         start += 1
+    return start
+
+
+def snippets(expected: str, actual: str, width: int = SNIPPET, span: int = SPAN) -> tuple[str, str]:
+    """The two texts around their first difference: ``('...800...', '...900...')``: ``width``
+    characters of context either side, at most ``span`` of the stretch that differs, so each is
+    at most ``2 * width + span`` characters (and the dots) however long the texts are."""
+    if expected == actual:
+        return expected, actual
+    start = first_difference(expected, actual)
     end_a, end_b = len(expected), len(actual)
     while end_a > start and end_b > start and expected[end_a - 1] == actual[end_b - 1]:
         end_a -= 1
         end_b -= 1
 
     def cut(text: str, stop: int) -> str:
-        lo, hi = max(0, start - width), min(len(text), stop + width)
+        lo, hi = max(0, start - width), min(len(text), min(stop, start + span) + width)
         return ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
 
     return cut(expected, end_a), cut(actual, end_b)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: newlines (and backslashes) as escapes."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def excerpt_pair(expected: Any, actual: Any, limit: int = LONG) -> tuple[str, str]:
+    """Two differing values as a person compares them, each on one line and bounded: short
+    ones whole, long ones (strings, or the JSON of anything else) as ``snippets`` around where
+    they first differ, newlines shown as ``\\n``."""
+    a, b = _text(expected), _text(actual)
+    if len(a) <= limit and len(b) <= limit:
+        return one_line(a), one_line(b)
+    if isinstance(expected, _Missing) or isinstance(actual, _Missing):
+        return one_line(_short(expected, limit)), one_line(_short(actual, limit))
+    was, now = snippets(a, b)
+    return one_line(was), one_line(now)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, _Missing):
+        return "(missing)"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def where(path: str, expected: Any, actual: Any) -> str:
+    """``path``, and for two long strings (too long to show whole, so shown as excerpts) the
+    character they start to differ at: ``messages[3].parts[0].content[812:]``."""
+    strings = isinstance(expected, str) and isinstance(actual, str) and expected != actual
+    if strings and max(len(expected), len(actual)) > LONG:
+        return f"{path}[{first_difference(expected, actual)}:]"
+    return path
+
+
+def change_line(path: str, expected: Any, actual: Any) -> str:
+    """``path[i:]: before -> after``, bounded (``excerpt_pair``)."""
+    was, now = excerpt_pair(expected, actual)
+    return f"{where(path, expected, actual)}: {was} -> {now}"
 
 
 def field_changes(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, Any]]:
@@ -92,7 +157,7 @@ def policy_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list
     """``["max_turns 10 -> 20", ...]``: the settings the agent hands the brain now, against the
     trace's."""
     changes = field_changes(dict(recorded), dict(live))
-    return [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in changes]
+    return [f"{path} {' -> '.join(excerpt_pair(a, b))}" for path, a, b in changes]
 
 
 def brain_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -> list[str]:
@@ -148,12 +213,21 @@ def feed_explanation(
                 state = "failed" if b.get("is_error") else "succeeded"
                 lines.append(f"tool `{tool}` {state} where the trace's did not")
             if a.get("content") != b.get("content"):
-                was, now = snippets(str(a.get("content", "")), str(b.get("content", "")))
+                old_text, new_text = str(a.get("content", "")), str(b.get("content", ""))
+                was, now = (one_line(t) for t in snippets(old_text, new_text))
                 lines.append(f"tool `{tool}` returned `{now}`, the trace has `{was}`")
+                if max(len(old_text), len(new_text)) > LONG:  # a long result: say where
+                    at_char = first_difference(old_text, new_text)
+                    lines.append(
+                        f"  (from character {at_char} of {len(new_text)}; the trace's has "
+                        f"{len(old_text)})"
+                    )
         if lines:
             return at + lines[0], lines[1:]
     if name == "accept_input":
         return at + "the run's input differs", _diff_lines(recorded, live)
+    if name == "compaction_result":
+        return compaction_explanation(turn, recorded, live)
     if name == "set_context_tokens":
         return (
             at + f"the driver counted the context as {live.get('n')} tokens, "
@@ -161,8 +235,67 @@ def feed_explanation(
             ["(the agent's estimator or the tool results it counts changed)"],
         )
     changes = field_changes(dict(recorded), dict(live))
-    details = [f"{path}: {_short(a)} -> {_short(b)}" for path, a, b in changes[:8]]
+    details = [change_line(path, a, b) for path, a, b in changes[:8]]
     return at + f"the agent fed {name}() with other arguments", details
+
+
+def _message_text(message: Any) -> str:
+    """A message as one line: its role, then its parts (texts, calls, results) in words."""
+    if not isinstance(message, Mapping):
+        return _text(message)
+    parts = []
+    for part in message.get("parts") or ():
+        if not isinstance(part, Mapping):
+            parts.append(_text(part))
+        elif part.get("kind") == "text":
+            parts.append(str(part.get("text", "")))
+        elif part.get("kind") == "tool_call":
+            args = json.dumps(part.get("arguments"), ensure_ascii=False)
+            parts.append(f"call {part.get('name')}({args}) [{part.get('id')}]")
+        elif part.get("kind") == "tool_result":
+            parts.append(
+                f"result {part.get('name')} [{part.get('call_id')}]: {part.get('content')}"
+            )
+        else:
+            parts.append(_text(dict(part)))
+    return f"{message.get('role')}: " + " | ".join(parts)
+
+
+def compaction_explanation(
+    turn: int | None, recorded: Mapping[str, Any], live: Mapping[str, Any]
+) -> tuple[str, list[str]]:
+    """The sentence and detail lines for a compaction whose result differs from the trace's:
+    how many messages the compactor kept against the trace's, the first message that differs
+    (both sides, bounded), and the token counts when they differ."""
+    at = f"turn {turn}: " if turn else ""
+    old = list(recorded.get("compacted") or ())
+    new = list(live.get("compacted") or ())
+    lines: list[str] = []
+    first = next(
+        (
+            i
+            for i in range(max(len(old), len(new)))
+            if (old[i : i + 1] or None) != (new[i : i + 1] or None)
+        ),
+        None,
+    )
+    if len(old) != len(new):
+        message = f"the compactor kept {len(new)} messages, the trace's {len(old)}"
+    elif first is not None:
+        message = f"the compacted history differs in message {first} of {len(new)}"
+    else:
+        message = "the compaction's token counts differ"
+    if first is not None:
+        was = _message_text(old[first]) if first < len(old) else "(none)"
+        now = _message_text(new[first]) if first < len(new) else "(none)"
+        was, now = excerpt_pair(was, now, limit=100)
+        lines.append(f"first differing message: compacted[{first}]")
+        lines.append(f"  agent: {now}")
+        lines.append(f"  trace: {was}")
+    for key, words in (("before", "context before"), ("after", "context after")):
+        if recorded.get(key) != live.get(key):
+            lines.append(f"{words}: {recorded.get(key)} -> {live.get(key)} tokens")
+    return at + message, lines
 
 
 def _text_diff(expected: str | None, actual: str | None) -> list[str]:
@@ -173,7 +306,7 @@ def _text_diff(expected: str | None, actual: str | None) -> list[str]:
 
 
 def _diff_lines(expected: Any, actual: Any) -> list[str]:
-    return [f"{p}: {_short(a)} -> {_short(b)}" for p, a, b in field_changes(expected, actual)][:8]
+    return [change_line(p, a, b) for p, a, b in field_changes(expected, actual)][:8]
 
 
 def _tool_spec_lines(recorded: Sequence[Any], live: Sequence[Any]) -> list[str]:
@@ -191,7 +324,7 @@ def _tool_spec_lines(recorded: Sequence[Any], live: Sequence[Any]) -> list[str]:
         else:
             what = "schema" if a.get("parameters") != b.get("parameters") else "description"
             out.append(f"tool spec `{name}` changed its {what}")
-            out += [f"  {p}: {_short(x)} -> {_short(y)}" for p, x, y in field_changes(a, b)][:6]
+            out += [f"  {change_line(p, x, y)}" for p, x, y in field_changes(a, b)][:6]
     if not out and list(old) != list(new):
         out.append(f"the tools are advertised in another order: {list(new)} (trace {list(old)})")
     return out

@@ -4,6 +4,11 @@ Machine-level replay (``loopctl_sim.replay.machine``) and driver-level replay
 (``loopctl_sim.replay.driver``) both fill a ``ReplayResult``; a ``Divergence`` names the record
 (``seq`` and line), what differs, expected against actual as a unified diff of pretty JSON, and
 the feeds just before it.
+
+A report printed for a person is bounded whatever the values hold: the unified diff is part of
+it only while it is short (``MAX_DIFF_LINES`` lines of at most ``MAX_DIFF_WIDTH`` characters);
+otherwise the fields that differ are listed, each with an excerpt of both sides around its first
+difference (``explain.change_line``), and ``to_json`` keeps the whole diff.
 """
 
 from __future__ import annotations
@@ -17,8 +22,25 @@ import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine
+from loopctl_sim.replay.explain import change_line, field_changes
 
-__all__ = ["Divergence", "RecentFeed", "ReplayResult", "pretty", "unified_diff"]
+__all__ = [
+    "MAX_DIFF_LINES",
+    "MAX_DIFF_WIDTH",
+    "Divergence",
+    "RecentFeed",
+    "ReplayResult",
+    "bounded_diff",
+    "pretty",
+    "unified_diff",
+]
+
+#: A unified diff longer than this many lines is not printed (the fields that differ are).
+MAX_DIFF_LINES = 60
+#: Nor one with a line longer than this (a long string on one line of JSON).
+MAX_DIFF_WIDTH = 200
+#: At most this many differing fields are listed in its place.
+MAX_FIELDS = 12
 
 
 def pretty(data: Any) -> str:
@@ -31,6 +53,25 @@ def unified_diff(expected: Any, actual: Any, *, a: str = "expected", b: str = "a
         pretty(expected).splitlines(), pretty(actual).splitlines(), a, b, lineterm=""
     )
     return "\n".join(lines)
+
+
+def bounded_diff(expected: Any, actual: Any, diff: str) -> list[str]:
+    """``diff`` (the unified diff of the two values) as lines when it is short and narrow;
+    otherwise the fields that differ, each bounded (``path[i:]: ...before... -> ...after...``),
+    and where the whole diff is."""
+    lines = diff.splitlines()
+    if len(lines) <= MAX_DIFF_LINES and all(len(line) <= MAX_DIFF_WIDTH for line in lines):
+        return lines
+    widest = max((len(line) for line in lines), default=0)
+    changes = field_changes(expected, actual)
+    out = [
+        f"(the unified diff has {len(lines)} lines, the longest {widest} characters: "
+        f"--json holds it whole; the {len(changes)} differing field(s):)"
+    ]
+    out += [f"  {change_line(path, a, b)}" for path, a, b in changes[:MAX_FIELDS]]
+    if len(changes) > MAX_FIELDS:
+        out.append(f"  ... and {len(changes) - MAX_FIELDS} more")
+    return out
 
 
 @dataclass(frozen=True)
@@ -83,7 +124,7 @@ class Divergence:
             out.append("feeds before it:")
             for f in self.recent_feeds:
                 out.append(f"  seq {f.seq} (line {f.line}): {f.name} {_short(f.args)}")
-        out.append(self.diff)
+        out += bounded_diff(self.expected, self.actual, self.diff)
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:

@@ -4,6 +4,11 @@ A divergence report shows these instead of two digests or a long unified diff: w
 step, the brain's state or the record differs, and how (``state.kind: awaiting_tools ->
 start``). Generic over whatever dicts and lists it is given, so it works for any record kind or
 brain-state summary, including ones added after it was written.
+
+A leaf may be a 10 KB tool result that changed in one character: ``FieldDiff.where`` names the
+character the two strings start to differ at (``message.parts[0].content[8123:]``) and
+``FieldDiff.excerpts`` gives both sides bounded, around that difference
+(``loopctl_sim.replay.explain.excerpt_pair``), never a shared prefix cut from both.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Final
+
+from loopctl_sim.replay.explain import LONG, excerpt_pair, one_line, where
 
 __all__ = ["ABSENT", "FieldDiff", "leaf_diff", "show_value"]
 
@@ -34,16 +41,34 @@ class FieldDiff:
     expected: Any
     actual: Any
 
+    @property
+    def where(self) -> str:
+        """The path, and for two strings the character they first differ at (``x[812:]``)."""
+        return where(self.path, self.expected, self.actual) or "(the value)"
+
+    def excerpts(self, limit: int = LONG) -> tuple[str, str]:
+        """Both values, one line each and bounded: whole when short, else around their first
+        difference (``(absent)`` for a side that lacks it)."""
+        if self.expected is ABSENT or self.actual is ABSENT:
+            return one_line(show_value(self.expected, limit)), one_line(
+                show_value(self.actual, limit)
+            )
+        return excerpt_pair(self.expected, self.actual, limit)
+
     def to_json(self) -> dict[str, Any]:
         def side(value: Any) -> Any:
             return None if value is ABSENT else value
 
+        expected, actual = self.excerpts()
         return {
             "path": self.path,
+            "where": self.where,
             "expected": side(self.expected),
             "actual": side(self.actual),
             "expected_absent": self.expected is ABSENT,
             "actual_absent": self.actual is ABSENT,
+            "expected_excerpt": expected,
+            "actual_excerpt": actual,
         }
 
 

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loopctl_sim.replay import Divergence
+from loopctl_sim.replay.report import MAX_DIFF_LINES, MAX_DIFF_WIDTH
 from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.compare import TraceComparison
 from loopctl_sim.view.describe import outcome_text
@@ -33,6 +34,7 @@ from loopctl_sim.view.term import visible, wrap_width, wrapped
 
 __all__ = [
     "MAX_DIFF_LINES",
+    "MAX_FIELDS",
     "divergence_policy",
     "fields_table",
     "policy_in_force",
@@ -40,8 +42,8 @@ __all__ = [
     "print_divergence",
 ]
 
-#: A unified diff longer than this is left to ``--json`` (the field table says what differs).
-MAX_DIFF_LINES = 60
+#: The field table lists at most this many fields (``--json`` has them all).
+MAX_FIELDS = 12
 
 
 def policy_in_force(path: str | os.PathLike[str], seq: int) -> dict[str, Any] | None:
@@ -70,14 +72,18 @@ def divergence_policy(divergence: Divergence, path: str | None) -> dict[str, Any
 
 
 def fields_table(diffs: list[FieldDiff], a: str = "expected", b: str = "actual") -> Table:
-    """The differing fields as a table: path, then both values (long values fold)."""
+    """The differing fields as a table: the path (with the character two strings first differ
+    at: ``content[8123:]``), then both values, bounded: whole when short, else an excerpt of
+    each around that first difference (``FieldDiff.excerpts``). At most ``MAX_FIELDS`` rows."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     table.add_column("field", overflow="fold", style="bold")
     table.add_column(a, overflow="fold", style="red")
     table.add_column(b, overflow="fold", style="green")
-    for d in diffs:
-        expected, actual = show_value(d.expected, 200), show_value(d.actual, 200)
-        table.add_row(visible(d.path or "(the value)"), visible(expected), visible(actual))
+    for d in diffs[:MAX_FIELDS]:
+        expected, actual = d.excerpts()
+        table.add_row(visible(d.where), visible(expected), visible(actual))
+    if len(diffs) > MAX_FIELDS:
+        table.add_row(f"... {len(diffs) - MAX_FIELDS} more (--json has them)", "", "")
     return table
 
 
@@ -92,9 +98,13 @@ def _say(console: Console, prefix: str, body: str, style: str = "", indent: int 
 
 
 def _print_diff(console: Console, text: str) -> None:
+    """The unified diff when it is short and narrow enough to read; the field table above
+    already says what differs, bounded."""
     lines = text.splitlines()
-    if len(lines) > MAX_DIFF_LINES:
-        console.print(f"(the unified diff has {len(lines)} lines: --json holds it whole)")
+    widest = max((len(line) for line in lines), default=0)
+    if len(lines) > MAX_DIFF_LINES or widest > MAX_DIFF_WIDTH:
+        long = f"(the unified diff has {len(lines)} lines, the longest {widest} characters: "
+        _say(console, "", long + "--json holds it whole)")
         return
     for line in lines:
         style = "red" if line.startswith("-") else "green" if line.startswith("+") else ""

@@ -196,10 +196,13 @@ def test_replay_html_embeds_the_divergence(tmp_path: Path) -> None:
     assert divergence["seq"] == step["seq"] and divergence["what"] == "step"
     assert {
         "path": "kind",
+        "where": "kind",
         "expected": "call_llm",
         "actual": "done",
         "expected_absent": False,
         "actual_absent": False,
+        "expected_excerpt": "call_llm",
+        "actual_excerpt": "done",
     } in divergence["fields"]
     assert divergence["policy"]["max_turns"] == 0
     ok = invoke(["replay", str(TRACES / "basic.jsonl"), "--html", str(tmp_path / "ok.html")])

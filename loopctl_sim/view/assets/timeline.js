@@ -333,7 +333,7 @@ async function main() {
     const d = D.divergence;
     const side = (v, absent, excerpt) => (absent ? "(absent)" : excerpt != null ? excerpt : JSON.stringify(v));
     const fields = (d.fields || []).map((f) => h("tr", null,
-      h("td", { text: f.path || "(the value)" }),
+      h("td", { text: f.where || f.path || "(the value)" }),
       h("td", { class: "expected", text: side(f.expected, f.expected_absent, f.expected_excerpt) }),
       h("td", { class: "actual", text: side(f.actual, f.actual_absent, f.actual_excerpt) })));
     const policy = d.policy
