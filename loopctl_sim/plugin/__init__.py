@@ -19,7 +19,9 @@ __all__ = [
     "MATCH_ON",
     "RECORD_MODES",
     "CassetteMiss",
+    "CassetteNotWritten",
     "CassetteSession",
+    "CassetteWriteError",
     "current_record_mode",
     "scrub_request",
     "scrub_response",
@@ -29,7 +31,9 @@ __all__ = [
 
 _LAZY = {
     "CassetteMiss": "loopctl_sim.plugin.misses",
+    "CassetteNotWritten": "loopctl_sim.plugin.cassettes",
     "CassetteSession": "loopctl_sim.plugin.cassettes",
+    "CassetteWriteError": "loopctl_sim.plugin.persist",
     "use_cassette": "loopctl_sim.plugin.cassettes",
 }
 

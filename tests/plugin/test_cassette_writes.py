@@ -198,3 +198,25 @@ def test_a_temporary_left_by_a_dead_writer_is_cleaned_up(
     assert not stale.exists() and live.exists()
     live.unlink()
     assert cassette.read_bytes() == before
+
+
+def test_a_full_disk_is_an_error_of_the_test_and_keeps_the_cassette(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the plugin, ``all`` on a disk that fills up while the cassette is written."""
+    cassette, before = record(pytester, monkeypatch)
+    full_disk = SUITE.replace(
+        "    result = BareLoop",
+        "    import errno\n\n    def full(fd):\n"
+        "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n\n"
+        "    os.fsync = full  # this pytest process's disk is full from now on\n"
+        "    result = BareLoop",
+    ).replace("TIMEOUT", "30.0")
+    (pytester.path / "test_agent.py").write_text(full_disk)
+    with FakeStreams("openai", [Text(["Hello", "!"])]) as server:
+        monkeypatch.setenv("MODEL_URL", server.url)
+        result = pytester.runpytest_subprocess(*ARGS, "--loopctl-record-mode=all")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*CassetteWriteError*No space left on device*unchanged*"])
+    assert cassette.read_bytes() == before
+    assert temporaries(pytester.path) == []
