@@ -9,7 +9,8 @@ Like a real provider it refuses a request without an API key (401, in the provid
 
 ``requests`` keeps every request received (``Received``: path, JSON body, headers), so a test can
 tell a replay (no request) from a recording. ``delay`` makes each answer wait that many seconds
-before its first byte: a slow model, for a test that kills a run while it waits.
+before its first byte: a slow model. ``hold(n)`` makes the n-th request on (counting from 1)
+wait, unanswered, until ``release()``: a test kills a run exactly while it waits for the model.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         to_turns, to_body = route
         content_type, payload = to_body(body, decide(to_turns(body)), n)
+        if owner.held_from is not None and n >= owner.held_from:
+            owner.released.wait()
         if owner.delay:
             time.sleep(owner.delay)
         self._send(200, content_type, payload)
@@ -133,6 +136,9 @@ class _Server(ThreadingHTTPServer):
     owner: ModelServer
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: a client that went away (a killed run) is not the server's failure."""
+
 
 class ModelServer:
     """A deterministic model on 127.0.0.1 speaking the providers' wire formats; see the module
@@ -143,6 +149,8 @@ class ModelServer:
         self.delay = delay
         self.requests: list[Received] = []
         self.lock = threading.Lock()
+        self.held_from: int | None = None
+        self.released = threading.Event()
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.owner = self
         self._thread: threading.Thread | None = None
@@ -169,6 +177,17 @@ class ModelServer:
             given = given.strip() if scheme.lower() == "bearer" else ""
         return bool(given) and (self.api_key is None or given == self.api_key)
 
+    def hold(self, n: int) -> None:
+        """From the ``n``-th request on (1 is the first this server receives), answer nothing
+        until ``release()``."""
+        self.released.clear()
+        self.held_from = n
+
+    def release(self) -> None:
+        """Answer the held requests, and hold no more."""
+        self.held_from = None
+        self.released.set()
+
     def start(self) -> ModelServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -179,6 +198,7 @@ class ModelServer:
         self._server.serve_forever()
 
     def close(self) -> None:
+        self.release()
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()

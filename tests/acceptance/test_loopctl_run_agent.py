@@ -1,0 +1,135 @@
+"""``loopctl run --agent``: the user's own agent from the command line (issue 30, item 9), its
+trace, a kill -9 in the middle and ``loopctl-sim resume``; and the built-in ``read_file``'s
+limit (issue 31, item 14)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from acceptance_helpers import AGENT, BIN, KEY, ROOT, TRIP, agent_env, cli, end_digest, kinds
+
+from examples.model_server import ModelServer
+from loopctl.cli import MAX_FILE_BYTES, read_file
+
+ANSWER = (
+    "Your trip from Oslo to Paris: done: search_flights, weather_forecast, convert_price; "
+    "cheapest SK610 at 100.0 EUR; converted 108.00 USD. the city guide lists 32 sights."
+)
+
+
+def test_run_agent_records_a_trace_that_replays(model_server: ModelServer, tmp_path: Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    done = cli("loopctl", "run", TRIP, "--agent", AGENT, "--trace", str(trace),
+               env=agent_env(model_server))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ANSWER
+    assert len(model_server.requests) == 4
+    header = next(iter(trace.read_text(encoding="utf-8").splitlines()))
+    assert f'"agent":"{AGENT}"' in header
+    assert KEY not in trace.read_text(encoding="utf-8")
+    replayed = cli("loopctl-sim", "replay", str(trace), "--agent", AGENT)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_run_agent_gets_the_client_the_options_name(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """``--provider``/``--model``/``--base-url`` build the client the factory is given."""
+    trace = tmp_path / "run.jsonl"
+    env = agent_env(None, OPENAI_API_KEY=KEY)  # no SKYWAY_*: the agent's own client is unused
+    done = cli(
+        "loopctl", "run", "Fly me from Oslo to Rome", "--agent", AGENT,
+        "--provider", "openai", "--model", "skyway-model-9", "--base-url", model_server.url,
+        "--trace", str(trace), env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "Your trip from Oslo to Rome: the cheapest flight is SK852 at 342.0 EUR."
+    )
+    assert {r.body["model"] for r in model_server.requests} == {"skyway-model-9"}
+    assert kinds(trace, "model_request")[0]["data"]["context"]["model"] == "skyway-model-9"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--agent", "no_such_module:build"], "cannot import module 'no_such_module'"),
+        (["--agent", "examples.travel_agent.agent:nothing"], "has no 'nothing'"),
+        (["--agent", AGENT, "--max-turns", "3"], "--max-turns sets the built-in agent"),
+        (["--agent", AGENT, "--system", "Be brief."], "--system sets the built-in agent"),
+        (["--agent", AGENT, "--base-url", "http://127.0.0.1:9/v1"], "need --model"),
+        ([], "--model is required"),
+    ],
+)
+def test_run_agent_mistakes_are_one_line(args: list[str], message: str) -> None:
+    done = cli("loopctl", "run", "hello", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_kill_9_then_resume_reaches_the_uninterrupted_digest(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """The user's agent is killed (SIGKILL) while it waits for the model's second answer; the
+    resumed run ends with the brain the uninterrupted run ends with."""
+    whole = tmp_path / "whole.jsonl"
+    done = cli("loopctl", "run", TRIP, "--agent", AGENT, "--trace", str(whole),
+               env=agent_env(model_server))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    cut = tmp_path / "cut.jsonl"
+    model_server.requests.clear()
+    model_server.hold(2)  # the second model call waits, unanswered
+    process = subprocess.Popen(
+        [str(BIN / "loopctl"), "run", TRIP, "--agent", AGENT, "--trace", str(cut)],
+        env=agent_env(model_server),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+        while len(model_server.requests) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "the run never reached its second model call"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+        model_server.release()
+    assert end_digest(cut) is None  # cut in the middle of the run
+    assert [r["turn"] for r in kinds(cut, "model_request")] == [1, 2]
+
+    resumed = cli("loopctl-sim", "resume", str(cut), "--agent", AGENT, env=agent_env(model_server))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert end_digest(cut) == end_digest(whole) is not None
+    replayed = cli("loopctl-sim", "replay", str(cut), "--agent", AGENT)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_read_file_reads_at_most_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.5 GiB file (sparse: it takes no disk) is read up to the 100 kB the tool promises,
+    not whole: the memory the read takes stays near the limit."""
+    big = tmp_path / "huge.log"
+    with big.open("wb") as f:
+        f.write(b"first line\n")
+        f.truncate(3 * 2**29)  # 1.5 GiB
+    monkeypatch.chdir(tmp_path)
+    tracemalloc.start()
+    try:
+        text = read_file("huge.log")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert text.startswith("first line\n")
+    assert text.endswith(f"\n[truncated at {MAX_FILE_BYTES} bytes]")
+    assert len(text) == MAX_FILE_BYTES + len(f"\n[truncated at {MAX_FILE_BYTES} bytes]")
+    assert peak < 20 * MAX_FILE_BYTES  # the whole file would be 1.5 GiB
