@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.replay.export import FuzzChecks, fuzz_scenario, write_test
 from loopctl_sim.sim import (
     AgentError,
@@ -131,6 +132,8 @@ def export_test(
             agent = None
         if agent is not None:
             load_agent(agent)  # a test that cannot import its agent is no test: say so now
+        for spec in checks:
+            load_check(spec)  # nor one that cannot import its checks
         found = None if force_replay else (scenario or fuzz_scenario(trace))
         if found is not None and named is None and load_scenario(found).agent is None:
             agent = None  # a built-in world's failure: pyproject's agent is not its

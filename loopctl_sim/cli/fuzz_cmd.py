@@ -290,8 +290,6 @@ def fuzz(
             "--tools, --recorded, --exempt, --deterministic, --input and --no-tool-exceptions "
             "go with --agent"
         )
-    if os.path.exists(out) and not os.path.isdir(out):
-        die(f"--out {out}: not a directory")
     target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
     if cluster is not None and workers != 1:
         die("--workers and --cluster: the cluster's workers run the seeds, choose one")

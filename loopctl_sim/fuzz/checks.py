@@ -74,7 +74,8 @@ _HEAL_TEXT: Final = "healed"
 @dataclass(frozen=True)
 class Failure:
     """What went wrong in a case. ``kind``: invariant, nondeterminism, crash-restore, livelock,
-    heal, exception. ``code``: the invariant's code or the exception's type (for shrinking)."""
+    heal, exception, check, and for an agent tool-twice and tool-exception. ``code``: the
+    invariant's code, the exception's type, the check's name (for shrinking)."""
 
     kind: str
     code: str

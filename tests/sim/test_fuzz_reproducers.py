@@ -181,6 +181,10 @@ def test_the_replay_test_is_still_there_for_the_asking(project: Path) -> None:
     # a scenario that names an agent needs the agent named: a file runs none on its own
     code, refused = cli("export-test", trace, "--no-agent", "-o", str(project / "t.py"))
     assert code == 2 and "--agent" in refused
+    # and a test that cannot import a check it names is no test: said at once
+    code, refused = cli("export-test", trace, "--agent", AGENT, "--check", "shop.nope:check")
+    assert code == 2 and "cannot import 'shop.nope'" in refused
+    assert not (project / "t.py").exists()
 
 
 TICKETS = """
