@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 from loopctl.core import Message, ToolResult
@@ -44,6 +42,7 @@ from loopctl_sim.trace import (
     lines_of,
     open_for_reading,
 )
+from loopctl_sim.trace.files import temporary_beside
 
 __all__ = ["ResumeResult", "resume_trace", "resume_trace_async"]
 
@@ -141,10 +140,7 @@ def _target(source: str, out: str | os.PathLike[str] | None) -> tuple[str, str |
         return os.fspath(out), None
     if not is_gzip_name(source):
         return source, None
-    fd, temp = tempfile.mkstemp(
-        prefix=Path(source).name + ".", suffix=".gz", dir=Path(source).parent
-    )
-    os.close(fd)
+    temp = temporary_beside(source)  # (a killed resume's is swept by the next one)
     return temp, temp
 
 

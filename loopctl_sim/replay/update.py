@@ -11,6 +11,11 @@ reply anyway, and counts how many it did).
 
 Traces whose runs were cancelled, injected into or crashed by the world are not updated: those
 events came from outside the agent, and the new run could not place them faithfully.
+
+The new trace is written to a temporary file beside the old one (``<name>.<pid>-<random>
+.loopctl-tmp``, ``loopctl_sim.trace.files.temporary_beside``) and replaces it only once whole:
+an update that fails, or is killed, leaves the old trace as it was, and the next update removes
+the file a killed one left.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from loopctl_sim.replay.explain import request_explanation
 from loopctl_sim.sim import no_sleep
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import HeaderRecord, IoRecord, TraceReader, TraceRecorder
+from loopctl_sim.trace.files import temporary_beside
 from loopctl_sim.trace.requests import RecordedContexts
 
 __all__ = ["NeedsModel", "UpdateResult", "update_trace"]
@@ -226,7 +232,10 @@ def update_trace(
             f"cannot update {target}: {recorded.unplaceable}; re-record the run instead"
         )
         return result
-    fresh = target.with_name(target.name + ".updating")
+    # written beside the trace, which it replaces once whole; a killed update's file is swept
+    # by the next one (as is the fixed-name ".updating" file updates used to leave)
+    target.with_name(target.name + ".updating").unlink(missing_ok=True)
+    fresh = Path(temporary_beside(target))
     recorder = _KeptTimes(fresh, metadata=dict(recorded.metadata), created=recorded.created)
     client = _UpdateClient(recorded, recorder, force, own_model(factory))
     try:

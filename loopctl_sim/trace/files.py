@@ -10,6 +10,12 @@ gives every record before the cut and then a truncated last line, reported and s
 ``-`` reads a trace from stdin. Several readers may read it (a replay reads a trace twice: its
 policy first, or a fast pass and then an exact one), so the first one copies stdin into a
 temporary file that every later one reads (``stdin_trace``); messages name it ``<stdin>``.
+
+A trace rewritten whole (``--update``, a compressed trace resumed in place) is written to a
+temporary file beside it that replaces it once complete (``temporary_beside``): the old trace is
+whole until then. A process killed meanwhile leaves that file behind; its name says whose it was
+(``<name>.<pid>-<random>.loopctl-tmp``, ``.gz`` kept), so the next rewrite of the same trace
+removes the ones whose process is gone (``sweep_temporaries``) and leaves a live one alone.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import contextlib
 import gzip
 import io
 import os
+import re
+import secrets
 import shutil
 import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Final
 
 __all__ = [
@@ -38,6 +47,8 @@ __all__ = [
     "open_for_reading",
     "open_for_writing",
     "stdin_trace",
+    "sweep_temporaries",
+    "temporary_beside",
 ]
 
 #: The path that means stdin.
@@ -154,3 +165,62 @@ def complete_prefix(path: str | os.PathLike[str]) -> tuple[int, int]:
             last = chunk.rfind(b"\n")
             size = f.tell() - len(chunk) + last + 1 if last != -1 else size
     return records, size
+
+
+#: What ends the name of a temporary file that replaces a trace (before a kept ``.gz``).
+TEMP_SUFFIX: Final = ".loopctl-tmp"
+
+
+def temporary_beside(path: str | os.PathLike[str]) -> str:
+    """A new empty file in ``path``'s directory, to write its replacement into (then
+    ``os.replace`` it over ``path``): ``<name>.<pid>-<random>.loopctl-tmp``, ending in ``.gz``
+    too when ``path`` does (the writer compresses by the name). Stale ones of ``path`` (their
+    process gone) are removed first (``sweep_temporaries``)."""
+    target = Path(path)
+    sweep_temporaries(target)
+    tail = ".gz" if is_gzip_name(target) else ""
+    while True:
+        name = f"{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}{tail}"
+        temp = target.with_name(name)
+        try:
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:  # pragma: no cover - 32 random bits met another file
+            continue
+        return os.fspath(temp)
+
+
+def sweep_temporaries(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files a killed process left beside ``path`` (``temporary_beside``'s
+    names whose process no longer runs); the ones removed. A file of a process that still runs,
+    this one's included, is left alone (a rewrite under way); where processes cannot be asked
+    (not POSIX), nothing is removed."""
+    target = Path(path)
+    pattern = re.compile(
+        re.escape(target.name) + r"\.([0-9]+)-[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + r"(\.gz)?"
+    )
+    removed: list[str] = []
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return removed
+    for name in names:
+        found = pattern.fullmatch(name)
+        if found is None or _running(int(found.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(target.with_name(name))
+            removed.append(os.fspath(target.with_name(name)))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (this one does; unknown counts as running)."""
+    if pid == os.getpid() or os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # not ours to signal (another user's): it runs
+        return True
+    return True

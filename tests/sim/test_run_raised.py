@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopctl import BareLoop, ProtocolError
+from loopctl import BareLoop, Message, ProtocolError
 from loopctl.driver import StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim import TraceRecorder, read_trace, replay_agent, replay_trace
@@ -248,7 +248,9 @@ def test_a_simulated_kill_is_not_recorded(tmp_path: Path) -> None:
         def run_raised(self, machine: Any, error: Exception) -> None:
             told.append(error)
 
-    loop = BareLoop(ScriptedClient(["hi"]), observers=[recorder, Told()], before_step=kill)
+    loop = BareLoop(
+        ScriptedClient([Message.assistant("hi")]), observers=[recorder, Told()], before_step=kill
+    )
     with pytest.raises(Killed):
         loop.run_sync("hello")
     recorder.close()
