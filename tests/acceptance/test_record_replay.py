@@ -9,10 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 from acceptance_helpers import AGENT, KEY, TRIP, agent_env, cli, client_for, kinds, record
+from click.testing import CliRunner
 
 from examples.model_server import ModelServer
 from examples.travel_agent.agent import MODEL, build
 from loopctl_sim import replay_agent
+from loopctl_sim.cli import main as loopctl_sim_cli
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
@@ -101,8 +103,11 @@ def trip_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_each_change_is_named_in_plain_words(trip_trace: Path, change: str) -> None:
-    done = cli("loopctl-sim", "replay", str(trip_trace), "--agent", f"travel_variants:{change}")
-    assert done.returncode == 1, done.stdout + done.stderr
+    """``loopctl-sim replay --agent`` of each changed agent (through click's runner: the same
+    command, in this process) exits 1 and says what changed."""
+    args = ["replay", str(trip_trace), "--agent", f"travel_variants:{change}"]
+    done = CliRunner().invoke(loopctl_sim_cli, args)
+    assert done.exit_code == 1, done.output
     assert done.stdout.startswith("divergence at seq")
     assert CHANGES[change] in done.stdout
     if change == "new_tool":
