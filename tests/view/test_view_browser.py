@@ -200,7 +200,7 @@ def test_a_crafted_trace_runs_no_script(
     trace.rename(named)
     out = tmp_path / "crafted.html"
     result = invoke(["replay", str(named), "--html", str(out)])
-    assert result.exit_code in (0, 1) and out.exists(), result.output
+    assert result.exit_code == 1 and out.exists(), result.output  # a divergence: the banner too
     page = open_page(out)
     dialogs: list[str] = []
 
@@ -222,6 +222,7 @@ def test_a_crafted_trace_runs_no_script(
     assert page.count("script") == 3  # the two data blocks and the page's own script
     assert page.count("img") == 0 and page.count("[onerror], [onmouseover]") == 0
     assert "window.__pwned=1" in page.text("#details")  # shown, as text
+    assert "<script>window.__pwned=1</script>" in page.text("[data-testid=divergence]")
     assert page.page.title().endswith('"><img src=x onerror="window.__pwned=1">{{script}}.jsonl')
     csp = page.page.locator("meta[http-equiv=Content-Security-Policy]").get_attribute("content")
     assert csp and "unsafe-inline" not in csp and "script-src 'sha256-" in csp
