@@ -73,6 +73,7 @@ class CrashWatch(logging.Handler):
         self.crashes: list[Crash] = []
         self._thread = threading.get_ident()
         self._logger = logging.getLogger(_LOGGER)
+        self._level = logging.NOTSET
 
     def emit(self, record: logging.LogRecord) -> None:
         where = _WHERE.get(str(record.msg))
@@ -88,6 +89,11 @@ class CrashWatch(logging.Handler):
 
     def __enter__(self) -> CrashWatch:
         self._logger.addHandler(self)
+        # the dispatcher's warnings must be made even where the agent's code quieted the
+        # logger (a level above WARNING): they are what this watch sees
+        self._level = self._logger.level
+        if self._logger.getEffectiveLevel() > logging.WARNING:
+            self._logger.setLevel(logging.WARNING)
         return self
 
     def __exit__(
@@ -97,3 +103,4 @@ class CrashWatch(logging.Handler):
         traceback: TracebackType | None,
     ) -> None:
         self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)

@@ -7,6 +7,7 @@ leaves half a file in place of a whole one. Everything runs in a copy of the sam
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import subprocess
@@ -258,6 +259,23 @@ def test_a_tool_that_crashes_on_allowed_input_is_found_without_a_check(project: 
     edit(project, "@tool\ndef lookup_order", "@tool(raises=KeyError)\ndef lookup_order")
     code, declared = cli("fuzz", "--agent", AGENT, "--seeds", "0:10", "--out", str(out))
     assert code == 0, declared
+
+
+#: An agent module that quiets loopctl's logging (the dispatcher's warnings are how crashes are
+#: seen: the watch must hear them anyway).
+LOUDNESS = 'logging.getLogger("loopctl").setLevel(logging.CRITICAL)\n'
+
+
+def test_a_crash_is_found_where_the_agent_quiets_loopctls_logging(project: Path) -> None:
+    edit(project, *KEY_ERROR)
+    add(project, LOUDNESS, before="@tool\ndef lookup_order")
+    edit(project, "import json\n", "import json\nimport logging\n")
+    try:
+        code, text = cli("fuzz", "--agent", AGENT, "--seeds", "0:10")
+        assert code == 1 and "tool-exception (lookup_order:KeyError)" in text, text
+        assert logging.getLogger("loopctl.tools").getEffectiveLevel() == logging.CRITICAL
+    finally:
+        logging.getLogger("loopctl").setLevel(logging.NOTSET)
 
 
 def test_a_hook_that_raises_is_found(project: Path) -> None:
