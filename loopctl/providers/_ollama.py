@@ -67,7 +67,8 @@ _TOP_LEVEL = {"think", "format", "keep_alive"}
 
 
 def host_from_env(value: str | None) -> str:
-    """``OLLAMA_HOST`` as a base URL: a scheme and the default port added, 0.0.0.0 -> 127.0.0.1."""
+    """``OLLAMA_HOST`` as a base URL: a scheme and the default port added, 0.0.0.0 -> 127.0.0.1;
+    ``user:password@`` and a query are kept (the client sends them as it does a ``base_url``'s)."""
     if not value:
         return DEFAULT_HOST
     value = value.strip().rstrip("/")
@@ -78,7 +79,12 @@ def host_from_env(value: str | None) -> str:
     port = url.port or (443 if url.scheme == "https" else 11434)
     if ":" in host:
         host = f"[{host}]"
-    return f"{url.scheme}://{host}:{port}{url.path.rstrip('/')}"
+    userinfo = url.userinfo.decode("ascii")
+    query = url.query.decode("ascii")
+    return (
+        f"{url.scheme}://{userinfo + '@' if userinfo else ''}{host}:{port}"
+        f"{url.path.rstrip('/')}{'?' + query if query else ''}"
+    )
 
 
 def messages_to_wire(

@@ -153,3 +153,24 @@ async def test_a_connection_error_names_the_url_without_its_secrets() -> None:
     text = str(caught.value) + json.dumps(error.model_dump())
     assert PASSWORD not in text and KEY not in text
     assert error.details["base_url"] == "http://127.0.0.1:9/v1?api-key=[REDACTED]"
+
+
+async def test_ollama_host_with_credentials_is_read_like_a_base_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", f"proxy:{PASSWORD}@127.0.0.1:9/ollama?tenant=a")
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(401, json={"error": f"bad {request.headers['authorization']}"})
+
+    client = OllamaClient(
+        "m", http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
+    with pytest.raises(ApiError) as caught:
+        await events_of(client, REQUEST)
+    assert str(seen[0].url) == "http://127.0.0.1:9/ollama/api/chat?tenant=a"
+    expected = base64.b64encode(f"proxy:{PASSWORD}".encode()).decode()
+    assert seen[0].headers["authorization"] == f"Basic {expected}"
+    assert expected not in str(caught.value) and PASSWORD not in client.base_url
