@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from hostile import CONTROL, TERMINAL_PAYLOAD, hostile_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from view_helpers import DRIVER, ROOT, invoke, lines, write_lines
 
 from loopctl_sim.view.term import visible, visible_json
@@ -107,3 +109,14 @@ def test_visible_keeps_text_and_escapes_only_controls() -> None:
     text = json.dumps({"k": "x\x1b\u202e\x9b"}, ensure_ascii=False)
     assert json.loads(visible_json(text)) == {"k": "x\x1b\u202e\x9b"}
     assert _raw(visible_json(text)) == []
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.text())
+def test_visible_leaves_no_control_character_and_keeps_the_rest(text: str) -> None:
+    shown = visible(text)
+    assert _raw(shown) == []
+    if not _raw(text):
+        assert shown == text
+    payload = json.dumps({"k": text}, ensure_ascii=False)
+    assert json.loads(visible_json(payload)) == {"k": text}

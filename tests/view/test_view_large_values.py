@@ -13,11 +13,13 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from view_big_agent import CHANGED_AT, record, report_text
 from view_helpers import invoke, lines, write_lines
 
 from loopctl_sim.replay import replay_agent
-from loopctl_sim.replay.explain import excerpt_pair, snippets
+from loopctl_sim.replay.explain import SNIPPET, SPAN, excerpt_pair, snippets
 from loopctl_sim.view.fields import leaf_diff
 
 PATH = f"message.parts[0].content[{CHANGED_AT}:]"
@@ -135,3 +137,12 @@ def test_excerpts_are_bounded_however_long_the_difference() -> None:
     [diff] = leaf_diff({"c": "k" * 100 + "1"}, {"c": "k" * 100 + "2"})
     assert diff.where == "c[100:]" and all(len(s) < 100 for s in diff.excerpts())
     assert leaf_diff({"c": "cut"}, {"c": "dropped"})[0].where == "c"  # short: whole, no offset
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.text(), st.text(), st.text())
+def test_snippets_stay_bounded_and_start_at_the_difference(same: str, a: str, b: str) -> None:
+    was, now = snippets(same + a, same + b)
+    bound = 2 * SNIPPET + SPAN + 6
+    if same + a != same + b:
+        assert len(was) <= bound and len(now) <= bound
