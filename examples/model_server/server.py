@@ -16,6 +16,7 @@ wait, unanswered, until ``release()``: a test kills a run exactly while it waits
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -137,7 +138,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet: a client that went away (a killed run) is not the server's failure."""
+        """A client that went away (a killed run) is not the server's failure: quiet then."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class ModelServer:

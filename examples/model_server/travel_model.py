@@ -12,6 +12,8 @@ it sees, so that the same conversation always gets the same answer:
    which its compactor leaves where it cut the tools' answers away).
 
 A question without a route and without a weather request is answered with a question back.
+One more move serves ``loopctl run``'s built-in agent: ``read the file NAME`` calls its
+``read_file`` tool, then says how many characters came back and how they start.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _CITY = r"([A-Za-z]+(?: [A-Z][a-z]+)*)"
 _ROUTE = re.compile(rf"from {_CITY} to {_CITY}(?: on (\d{{4}}-\d{{2}}-\d{{2}}))?")
 _CURRENCY = re.compile(r"\bin ([A-Z]{3})\b")
 _PASSPORT = re.compile(r"\bpassport (\w+)")
+_READ = re.compile(r"\bread the file ([\w./-]+)")
 _NOTES = "[trip notes]"
 
 
@@ -120,6 +123,9 @@ def decide(turns: list[Turn]) -> Move:
         return Call(f"{stem}{n_calls + len(pending)}", name, arguments)
 
     pending: list[Call] = []
+    reading = _READ.search(asked)
+    if reading is not None:
+        return _read(reading.group(1), done, call)
     if not done:
         if route is not None:
             args: dict[str, Any] = {"origin": route.group(1), "destination": route.group(2)}
@@ -144,6 +150,15 @@ def decide(turns: list[Turn]) -> Move:
     if wants_guide and route is not None and "city_guide" not in done:
         return Move(calls=(call("city_guide", city=route.group(2)),))
     return Move(text=_answer(route, done, notes))
+
+
+def _read(path: str, done: dict[str, list[tuple[Call, Result | None]]], call: Any) -> Move:
+    """Read the file with ``read_file``, then say what came back."""
+    answers = [r for _, r in done.get("read_file", []) if r is not None]
+    if not answers:
+        return Move(calls=(call("read_file", path=path),))
+    content = answers[-1].content
+    return Move(text=f"{path}: {len(content)} characters, starting {content[:20]!r}.")
 
 
 def _answer(

@@ -4,6 +4,7 @@ limit (issue 31, item 14)."""
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
 import time
@@ -133,3 +134,25 @@ def test_read_file_reads_at_most_its_limit(tmp_path: Path, monkeypatch: pytest.M
     assert text.endswith(f"\n[truncated at {MAX_FILE_BYTES} bytes]")
     assert len(text) == MAX_FILE_BYTES + len(f"\n[truncated at {MAX_FILE_BYTES} bytes]")
     assert peak < 20 * MAX_FILE_BYTES  # the whole file would be 1.5 GiB
+
+
+def test_loopctl_run_reads_at_most_the_limit_of_a_huge_file(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """The same through the command: the model asks the built-in ``read_file`` for a sparse
+    1.5 GiB file and gets its first 100 kB; the process never holds the file."""
+    big = tmp_path / "huge.log"
+    with big.open("wb") as f:
+        f.write(b"first line\n")
+        f.truncate(3 * 2**29)
+    env = agent_env(None, OPENAI_API_KEY=KEY)
+    done = cli(
+        "loopctl", "run", "Please read the file huge.log", "--model", "skyway-model-1",
+        "--base-url", model_server.url, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    suffix = len(f"\n[truncated at {MAX_FILE_BYTES} bytes]")
+    expected = f"huge.log: {MAX_FILE_BYTES + suffix} characters, starting 'first line\\n\\x00"
+    assert done.stdout.startswith(expected)
+    # the largest child process so far (any of this session's) never came near the file's size
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < 2**30
