@@ -247,8 +247,8 @@ class BareLoop:
                 self._feed("accept_input", input=message)
             await self._steps(cancel)
         except Exception as exc:  # how the run ended: the observers are told, then it propagates
-            for observer in self._observers:
-                observer.run_raised(self._machine, exc)
+            for observer in self._observers:  # (one written before run_raised lacks it)
+                getattr(observer, "run_raised", _ignore)(self._machine, exc)
             raise
         finally:
             unsubscribe()
@@ -496,6 +496,10 @@ class BareLoop:
             usage=Usage.total(self._usages),
             error=outcome.error if isinstance(outcome, Failed) else None,
         )
+
+
+def _ignore(*args: object) -> None:
+    """What an observer without a hook does."""
 
 
 def _named(value: object) -> str | None:
