@@ -22,7 +22,8 @@ every request again (vcrpy replaces the interactions it re-records and keeps the
 
 A recording replaces the cassette only once it completed (``persist``): the new cassette is
 written beside the old one and renamed over it, and not at all when the block raised, a request
-of the recording failed in the transport (an unreachable provider), or ``abandon()`` was called
+of the recording failed in the transport and was not recorded later (an unreachable provider; a
+retry that got through is fine), or ``abandon()`` was called
 (the pytest plugin calls it for a test that failed). The old cassette then stays as it was, and a
 ``CassetteNotWritten`` warning says why.
 
@@ -43,7 +44,12 @@ import httpx
 import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from loopctl_sim.plugin.cassette_rules import register_matchers, vcr_config
+from loopctl_sim.plugin.cassette_rules import (
+    parsed_body,
+    register_matchers,
+    scrub_body,
+    vcr_config,
+)
 from loopctl_sim.plugin.misses import CassetteMiss, describe_miss
 from loopctl_sim.plugin.modes import (
     RECORD_MODES,
@@ -101,6 +107,16 @@ class _Pieces(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield piece
 
 
+def _call_of(request: httpx.Request, scrubber: Scrubber) -> tuple[str, str, Any]:
+    """What a request is matched on (method, path, scrubbed body as data), as recorded."""
+    try:
+        content: bytes | None = request.content
+    except httpx.RequestNotRead:  # a streamed upload: matched on method and path alone
+        content = None
+    body = scrub_body(content, scrubber) if content else None
+    return request.method.upper(), request.url.path or "/", parsed_body(body)
+
+
 def _in_pieces(response: httpx.Response) -> httpx.Response:
     stream = response.stream
     if not isinstance(stream, httpx.ByteStream) or response.is_stream_consumed:
@@ -152,6 +168,7 @@ class CassetteSession:
         self._context: Any = None
         self._saved: list[tuple[type, str, Any]] = []
         self._unfinished: str | None = None
+        self._failed: list[tuple[tuple[str, str, Any], str]] = []
         self._complete = False
         self._persister: AtomicPersister | None = None
 
@@ -166,9 +183,20 @@ class CassetteSession:
         return self._persister is not None and self._persister.saved
 
     def _broken(self, request: httpx.Request, error: Exception) -> None:
+        """A request of the recording failed in the transport: unless the same request is
+        recorded later (a retry that got through), the recording is incomplete."""
         if self.mode != "none":
             url = self.scrubber.text(str(request.url.copy_with(query=None)))
-            self.abandon(f"{request.method} {url} failed: {type(error).__name__}: {error}")
+            reason = f"{request.method} {url} failed: {type(error).__name__}: {error}"
+            self._failed.append((_call_of(request, self.scrubber), reason))
+
+    def _unanswered(self) -> str | None:
+        """Why the recording is incomplete: the first failed request never recorded later."""
+        recorded = [
+            (r.method.upper(), r.path or "/", parsed_body(r.body))
+            for r in (self.cassette.requests if self.cassette is not None else [])
+        ]
+        return next((why for call, why in self._failed if call not in recorded), None)
 
     # misses
     def report(self) -> str:
@@ -230,7 +258,7 @@ class CassetteSession:
     def __enter__(self) -> Any:
         self.mode = check_record_mode(self.requested_mode or current_record_mode())
         mode = "new_episodes" if self.mode == "rewrite" else self.mode
-        self._unfinished, self._complete = None, False
+        self._unfinished, self._complete, self._failed = None, False, []
         self._persister = AtomicPersister(
             fresh=lambda: self.mode == "rewrite", complete=lambda: self._complete
         )
@@ -252,6 +280,9 @@ class CassetteSession:
         self._uninstall()
         if error is not None:
             self.abandon(f"the block raised {type(error).__name__}: {error}")
+        unanswered = self._unanswered()
+        if unanswered is not None:
+            self.abandon(unanswered)
         self._complete = self._unfinished is None
         recorded = bool(self.cassette is not None and self.cassette.dirty)
         try:

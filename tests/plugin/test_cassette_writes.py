@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpcore  # noqa: F401  # imported before pytester's inline runs (see below)
+import httpx
 import pytest
 from fake_streams import FakeStreams, Text
 
@@ -24,6 +26,8 @@ from loopctl_sim.plugin.cassettes import CassetteNotWritten, CassetteWriteError,
 from loopctl_sim.plugin.persist import TEMP_SUFFIX
 
 pytest_plugins = ["pytester"]
+# pytester forgets the modules an inline run imported first: an httpcore imported there would
+# come back as a second module, whose errors httpx no longer maps to its own.
 
 ARGS = ("-p", "no:cacheprovider", "-p", "no:asyncio")
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +224,32 @@ def test_a_full_disk_is_an_error_of_the_test_and_keeps_the_cassette(
     result.stdout.fnmatch_lines(["*CassetteWriteError*No space left on device*unchanged*"])
     assert cassette.read_bytes() == before
     assert temporaries(pytester.path) == []
+
+
+async def test_a_failed_call_retried_successfully_still_writes_the_cassette(
+    tmp_path: Path,
+) -> None:
+    """A request that failed in the transport and was then sent again and answered (a retry)
+    leaves a complete recording: the cassette is written. One never answered does not."""
+    cassette = tmp_path / "retried.yaml"
+    body = {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    with FakeStreams("openai", [Text(["Hel", "lo!"])]) as server:
+        async with httpx.AsyncClient() as http:
+            with use_cassette(cassette, record_mode="rewrite") as recording:
+                with pytest.raises(httpx.ConnectError):  # nothing listens on port 9
+                    await http.post("http://127.0.0.1:9/v1/chat/completions", json=body)
+                answer = await http.post(f"{server.url}/chat/completions", json=body)
+            assert answer.status_code == 200 and len(recording) == 1
+    assert "Hel" in cassette.read_text()
+
+    other = tmp_path / "unanswered.yaml"
+    with FakeStreams("openai", [Text(["Hel", "lo!"])]) as server:
+        async with httpx.AsyncClient() as http:
+            with (
+                pytest.warns(CassetteNotWritten, match="ConnectError"),
+                use_cassette(other, record_mode="rewrite"),
+            ):
+                await http.post(f"{server.url}/chat/completions", json=body)
+                with pytest.raises(httpx.ConnectError):
+                    await http.post("http://127.0.0.1:9/v1/other", json=body)
+    assert not other.exists()
