@@ -58,7 +58,7 @@ def test_the_server_wants_a_key(model_server: ModelServer) -> None:
     assert "sk-wrong-key-0123456789" not in done.stderr
 
 
-@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
 def test_an_unchanged_agent_replays_its_own_http_trace(
     model_server: ModelServer, tmp_path: Path, api: str
 ) -> None:
@@ -188,3 +188,25 @@ def test_plain_replay_uses_the_pyproject_agent(trip_trace: Path, tmp_path: Path)
     done = cli("loopctl-sim", "replay", str(trip_trace), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"agent {AGENT}" in done.stdout
+
+
+def test_the_shipped_traces_are_current_and_replay() -> None:
+    """``examples/travel_agent/traces`` (recorded through OpenAIClient, AnthropicClient and
+    ``loopctl run --agent``) record the same again, and replay against the agent."""
+    checked = cli("python", "examples/travel_agent/record.py", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    done = cli("loopctl-sim", "replay", "examples/travel_agent/traces", "--agent", AGENT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["ok"] * 3
+
+
+def test_a_trace_naming_no_model_replays_whatever_the_agent_names() -> None:
+    """The support agent's traces were recorded through a scripted client (no model named);
+    with a key in the environment its factory builds a real client naming ``gpt-4o-mini``, and
+    the traces still replay clean: only a model the trace names is compared."""
+    env = agent_env(None, OPENAI_API_KEY=KEY)
+    done = cli(
+        "loopctl-sim", "replay", "examples/support_agent/traces",
+        "--agent", "examples.support_agent.agent:build", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
