@@ -256,3 +256,26 @@ def test_a_simulated_kill_is_not_recorded(tmp_path: Path) -> None:
     recorder.close()
     assert [r.type for r in read_trace(path)] == ["header", "feed"]  # no end record
     assert told == []
+
+
+def test_an_observer_without_the_hook_does_not_hide_the_exception() -> None:
+    """An observer written without the ``LoopObserver`` base (no ``run_raised``)."""
+    from loopctl.testing import ScriptedClient
+
+    class Plain:
+        def run_started(self, machine: Any, input: Any) -> None: ...
+        def step(self, policy: Any, step: Any, machine: Any) -> None: ...
+        def feed(self, name: str, args: Any, machine: Any) -> None: ...
+        def io(self, event: Any) -> None: ...
+        def run_ended(self, machine: Any) -> None: ...
+
+    def refuse(point: StepPoint) -> None:
+        raise LookupError("the hook's own bug")
+
+    loop = BareLoop(
+        ScriptedClient([Message.assistant("hi")]),
+        observers=[Plain()],  # type: ignore[list-item]
+        before_step=refuse,
+    )
+    with pytest.raises(LookupError, match="the hook's own bug"):
+        loop.run_sync("hello")
