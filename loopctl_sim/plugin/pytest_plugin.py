@@ -38,9 +38,11 @@ Cassettes and the network (``loopctl_sim.plugin.offline``)
 ---------------------------------------------------------
 ``@pytest.mark.loopctl_cassette`` (``@pytest.mark.vcr`` too, unless pytest-recording is
 installed) or the ``loopctl_cassette`` fixture answers the test's httpx requests from
-``loopctl_cassette_dir/<test name>.yaml`` with loopctl's rules (method, path and JSON body;
-secrets scrubbed; streams replayed chunk by chunk), recorded as ``--loopctl-record-mode`` says
-(``none``, the default, only replays). Tests that use loopctl's fixtures or markers run with the
+``loopctl_cassette_dir/<test name>.yaml`` (or the marker's path, a relative one taken from the
+test file's directory) with loopctl's rules (method, path and JSON body; secrets scrubbed, streamed
+ones joined; streams replayed chunk by chunk), recorded as ``--loopctl-record-mode`` says
+(``none``, the default, only replays; a recording replaces the cassette only when the test
+passed). Tests that use loopctl's fixtures or markers run with the
 network closed (``@pytest.mark.loopctl_allow_network(*hosts)`` opens it;
 ``--loopctl-block-network`` closes it for every test). A cassette miss or a blocked call fails the
 test with its report, whatever the test asserted.

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from fake_streams import Call, FakeStreams, Text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopctl import BareLoop, Completed, tool
 from loopctl.api import ApiClient
@@ -161,3 +163,41 @@ def test_resplit_lays_the_clean_text_over_the_pieces() -> None:
         f" 2 {REDACTED} 3 {REDACTED}",
         " 4",
     ]
+
+
+def test_a_responses_api_stream_is_scrubbed_joined() -> None:
+    """The Responses API streams ``response.output_text.delta`` events (and the whole text again
+    in ``.done``): both are clean."""
+
+    def event(kind: str, **fields: Any) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n"
+
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    body = "".join(event("response.output_text.delta", delta=p, **where) for p in TEXT)
+    body += event("response.output_text.done", text="".join(TEXT), **where)
+    clean = scrub_body(body, Scrubber())
+    for fragment in (KEY, *FRAGMENTS):
+        assert fragment not in clean
+    deltas = [
+        json.loads(line[6:])["delta"]
+        for line in clean.splitlines()
+        if line.startswith("data: ") and ".delta" in line
+    ]
+    assert "".join(deltas) == Scrubber().text("".join(TEXT))
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", " ", "sk-", "proj", "0123", "-x", "[", "]", "Bearer ", "é"]),
+        max_size=40,
+    ),
+    st.lists(st.integers(min_value=0, max_value=60), max_size=6),
+)
+def test_resplit_always_joins_to_the_clean_text(words: list[str], cuts: list[int]) -> None:
+    text = "".join(words)
+    marks = sorted({min(c, len(text)) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *marks], [*marks, len(text)], strict=True)]
+    clean = Scrubber().text(text)
+    out = resplit(pieces, clean)
+    assert len(out) == len(pieces) and "".join(out) == clean
