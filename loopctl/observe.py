@@ -13,13 +13,15 @@ The trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot chang
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep
 
-__all__ = ["IoEvent", "IoKind", "LoopObserver", "io_event"]
+__all__ = ["IoEvent", "IoKind", "LoopObserver", "io_event", "report_io", "reporting_io"]
 
 IoKind = Literal[
     "model_request",
@@ -33,6 +35,7 @@ IoKind = Literal[
     "cancel",
     "crash",  # written by harnesses (loopctl_sim) that crash and resume a run; the driver never
     "resume",  # emits these two itself
+    "mcp",  # an MCP server's session: its tool list, each call's result, its errors
 ]
 
 
@@ -50,7 +53,8 @@ class IoEvent:
     ``kind``; ``tool_call`` ``id``, ``name``, ``arguments``; ``tool_result`` ``id``, ``name``,
     ``is_error``, ``content``; ``compaction`` ``reason``, ``noop``, ``before`` (and ``after``,
     ``messages_before``, ``messages_after``); ``reflection`` ``text``; ``cancel`` whatever the
-    canceller said.
+    canceller said; ``mcp`` ``op`` (``tools``, ``result``, ``error``), ``server`` and, by op,
+    ``tools`` (the advertised list), ``tool``, ``arguments``, ``result`` or ``error``.
     """
 
     kind: IoKind
@@ -79,6 +83,31 @@ def io_event(
     _SET_DATA(event, data)
     _SET_DURATION(event, duration_s)
     return event
+
+
+_REPORT: ContextVar[Callable[[IoEvent], None] | None] = ContextVar(
+    "loopctl_report_io", default=None
+)
+
+
+@contextmanager
+def reporting_io(emit: Callable[[IoEvent], None]) -> Iterator[None]:
+    """While a run is under way its tools may report IO of their own (``report_io``) to the
+    run's observers: a tool source such as an MCP server has no other way to reach the trace,
+    since it is built before, and lives beyond, any one run. ``BareLoop.run`` binds its own
+    ``emit`` here; the tools' tasks inherit it with their context."""
+    token = _REPORT.set(emit)
+    try:
+        yield
+    finally:
+        _REPORT.reset(token)
+
+
+def report_io(event: IoEvent) -> None:
+    """Tell the observers of the run under way about ``event`` (nothing outside a run)."""
+    emit = _REPORT.get()
+    if emit is not None:
+        emit(event)
 
 
 class LoopObserver:

@@ -48,7 +48,7 @@ from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep, model_request
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
 from loopctl.driver.result import Hooks, RunResult
-from loopctl.observe import IoEvent, LoopObserver, io_event
+from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
 
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
@@ -242,10 +242,13 @@ class BareLoop:
         guard = self._guard = CancelGuard(task, asyncio.get_running_loop())
         unsubscribe = cancel.subscribe(guard.schedule)
         try:
-            if input is not None:
-                message = Message.user(input) if isinstance(input, str) else input
-                self._feed("accept_input", input=message)
-            await self._steps(cancel)
+            with reporting_io(self._emit):  # tool sources report their own IO (MCP sessions)
+                for event in self.registry.announcements():
+                    self._emit(event)
+                if input is not None:
+                    message = Message.user(input) if isinstance(input, str) else input
+                    self._feed("accept_input", input=message)
+                await self._steps(cancel)
         except Exception as exc:  # how the run ended: the observers are told, then it propagates
             for observer in self._observers:  # (one written before run_raised lacks it)
                 getattr(observer, "run_raised", _ignore)(self._machine, exc)

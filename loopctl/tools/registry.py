@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from loopctl.api import ToolSpec
+from loopctl.observe import IoEvent
 from loopctl.tools.decorator import Tool
 
 __all__ = ["ToolRegistry"]
@@ -26,7 +27,7 @@ class ToolRegistry:
     ``ToolRegistry([add, search])`` works whether or not they were decorated.
     """
 
-    __slots__ = ("_names", "_specs", "_tools")
+    __slots__ = ("_names", "_sources", "_specs", "_tools")
 
     def __init__(self, tools: Iterable[AnyTool | Callable[..., Any]] = ()) -> None:
         by_name: dict[str, AnyTool] = {}
@@ -39,6 +40,24 @@ class ToolRegistry:
         # The registry never changes: what is advertised every turn is worked out once.
         self._names = tuple(by_name)
         self._specs = tuple(t.spec for t in by_name.values())
+        # Where tools come from a source with a session of its own (an MCP server), the source
+        # tells each run what it advertised: found once, each source once.
+        sources: list[Any] = []
+        for entry in by_name.values():
+            source = getattr(entry, "source", None)
+            if callable(getattr(source, "announce", None)) and all(
+                s is not source for s in sources
+            ):
+                sources.append(source)
+        self._sources = tuple(sources)
+
+    def announcements(self) -> list[IoEvent]:
+        """What the tools' sources report at the start of every run (an MCP server's tool
+        list), so the run's trace holds it."""
+        events: list[IoEvent] = []
+        for source in self._sources:
+            events.extend(source.announce())
+        return events
 
     def names(self) -> tuple[str, ...]:
         """Tool names in registration order (what the brain classifies calls against)."""

@@ -48,6 +48,7 @@ from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, br
 from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.explain import continuation_divergence
+from loopctl_sim.replay.mcp import mcp_replay
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
@@ -93,7 +94,10 @@ def replay_agent(
     if compactor not in ("live", "recorded"):
         raise ValueError(f"compactor {compactor!r}: expected live or recorded")
     name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
-    return _replay(path, (name, factory, compactor == "recorded"), tools, observers, cwd)
+    with mcp_replay(path, tools_live(tools)) as notes:
+        result = _replay(path, (name, factory, compactor == "recorded"), tools, observers, cwd)
+    result.notes.extend(notes)  # which MCP server and tool changed, where one did
+    return result
 
 
 def _replay(
