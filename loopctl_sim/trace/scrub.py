@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import os
 import re
+import string
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -186,6 +187,11 @@ def _is_secret_name(name: str) -> bool:
     return False
 
 
+#: Lowers ASCII letters only: a literal is ASCII, and JSON text keeps ASCII as it is, where it
+#: may escape (``\u0130``) what a Unicode ``lower()`` would have turned into ASCII.
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
 def _anchored(low: str) -> bool:
     """Whether a lowered name (with the character after it) holds a name literal."""
     return any(literal in low for literal in _NAME_LITERALS)
@@ -227,7 +233,7 @@ def is_secret_key(key: str) -> bool:
     token and the other common words count where the name shows them whole (followed by
     ``_``, ``-`` or its end), so that ``might_hold`` finds every secret name by a literal.
     """
-    return _is_secret_name(key) and _anchored(key.lower() + '"')
+    return _is_secret_name(key) and _anchored(key.translate(_ASCII_LOWER) + '"')
 
 
 def _user_patterns() -> tuple[str, ...]:

@@ -186,7 +186,7 @@ def test_an_ordinary_text_is_left_alone(text: str) -> None:
 
 
 NAMES = st.sampled_from([*SECRET_NAMES, *PLAIN_NAMES]) | st.text(
-    alphabet="abcdekyotnpswrAKT_-:=\"' ", max_size=16
+    alphabet="abcdekyotnpswrAKT_-:=\"'\\ \t\u0130\u212a", max_size=16
 )
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | NAMES | st.text(max_size=30),
