@@ -57,6 +57,16 @@ REDACTED: Final = "[REDACTED]"
 #: A placeholder, with or without its fingerprint.
 PLACEHOLDER: Final = re.compile(r"\[REDACTED(?::[0-9a-f]{12})?\]")
 
+#: A password in a URL: ``scheme://user:password@host`` (the password).
+_URL_PASSWORD: Final = (
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"']*:(?P<s>[^/\s@\"']+)@"
+)
+#: The body of a PEM private key, up to its end line (or the text's end, when cut).
+_PEM: Final = (
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+    r"(?P<s>[\s\S]+?)(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
+)
+
 #: The secret shapes looked for inside strings. Where a pattern has a group named ``s``, only
 #: that group is the secret (``Bearer`` stays readable).
 BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
@@ -68,6 +78,8 @@ BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     r"\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}",
     r"\bAIza[0-9A-Za-z_\-]{35}",
+    _URL_PASSWORD,
+    _PEM,
 )
 
 
@@ -134,16 +146,6 @@ _ASSIGNED_VALUE: Final = re.compile(
 )
 #: A value that reads as a word of prose (``credentials: invalid``, ``token: expired``): kept.
 _PROSE: Final = re.compile(r"[a-z]+")
-#: A password in a URL: ``scheme://user:password@host`` (the password).
-_URL_PASSWORD: Final = (
-    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"']*:(?P<s>[^/\s@\"']+)@"
-)
-#: The body of a PEM private key, up to its end line (or the text's end, when cut).
-_PEM: Final = (
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-    r"(?P<s>[\s\S]+?)(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
-)
-_SHAPES: Final = (*BUILTIN_PATTERNS, _URL_PASSWORD, _PEM)
 
 #: A JSON text holds a secret shape or a secret name only if it holds one of these, lowered
 #: (``Scrubber.might_hold``): a secret name holds one of the name literals, a URL password
@@ -265,7 +267,7 @@ class Scrubber:
 
     def __init__(self, key: bytes | str | None = None, patterns: Sequence[str] = ()) -> None:
         self.key: bytes | None = key.encode("utf-8") if isinstance(key, str) else key
-        self.patterns: tuple[str, ...] = (*_SHAPES, *patterns)
+        self.patterns: tuple[str, ...] = (*BUILTIN_PATTERNS, *patterns)
         # Each pattern's group ``s`` (the secret inside the match) gets a name of its own.
         named = [p.replace("(?P<s>", f"(?P<s{i}>") for i, p in enumerate(self.patterns)]
         self._values = re.compile("|".join(f"(?:{p})" for p in named))
