@@ -298,11 +298,28 @@ def compaction_explanation(
     return at + message, lines
 
 
+#: A text diff (of a system prompt) longer than this many lines, or with a line wider than
+#: ``2 * LONG``, is shown as an excerpt of both texts around their first difference instead.
+TEXT_DIFF_LINES: Final = 40
+
+
 def _text_diff(expected: str | None, actual: str | None) -> list[str]:
-    lines = difflib.unified_diff(
-        (expected or "").splitlines(), (actual or "").splitlines(), "trace", "agent", lineterm=""
+    """A ``-``/``+`` diff of two texts, bounded (a one-line prompt of 10 KB that changed in one
+    character reads as two excerpts, not as itself twice)."""
+    a, b = expected or "", actual or ""
+    lines = list(
+        difflib.unified_diff(a.splitlines(), b.splitlines(), "trace", "agent", lineterm="")
     )
-    return list(lines)[2:]
+    lines = lines[2:]
+    if len(lines) <= TEXT_DIFF_LINES and all(len(line) <= 2 * LONG for line in lines):
+        return lines
+    was, now = (one_line(t) for t in snippets(a, b))
+    return [
+        f"(from character {first_difference(a, b)}; the trace's is {len(a)} characters, "
+        f"the agent's {len(b)})",
+        f"-{was}",
+        f"+{now}",
+    ]
 
 
 def _diff_lines(expected: Any, actual: Any) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from view_big_agent import CHANGED_AT, record, report_text
+from view_big_agent import CHANGED_AT, LONG_PROMPT, build_long_prompt, record, report_text
 from view_helpers import invoke, lines, write_lines
 
 from loopctl_sim.replay import replay_agent
@@ -146,3 +146,17 @@ def test_snippets_stay_bounded_and_start_at_the_difference(same: str, a: str, b:
     bound = 2 * SNIPPET + SPAN + 6
     if same + a != same + b:
         assert len(was) <= bound and len(now) <= bound
+
+
+def test_a_word_changed_in_a_long_one_line_prompt(tmp_path: Path) -> None:
+    trace = record(tmp_path / "prompt.jsonl", build_long_prompt)
+    unchanged = invoke(["replay", str(trace), "--agent", "view_big_agent:build_long_prompt"])
+    assert unchanged.exit_code == 0, unchanged.output
+    result = invoke(["replay", str(trace), "--agent", "view_big_agent:build_long_prompt_changed"])
+    assert result.exit_code == 1 and len(result.output) < BOUND
+    out = result.output.splitlines()
+    at = LONG_PROMPT.index("precise", len(LONG_PROMPT) - 40)
+    assert out[0].endswith("turn 1: the request's system prompt differs")
+    assert out[1] == f"  (from character {at}; the trace's is 6224 characters, the agent's 6224)"
+    assert out[2].startswith("  -...") and "be precise about units" in out[2]
+    assert out[3].startswith("  +...") and "be careful about units" in out[3]

@@ -1,13 +1,15 @@
 """An agent whose tool returns a 10 KB report and whose own compactor keeps the last messages:
 what the divergence-report tests replay, unchanged (``build``) and changed (``build_one_char``:
 one character of the report differs; ``build_no_note``: the compactor leaves no note of the
-cut, one message fewer; ``build_other_note``: it words its note of the cut otherwise).
+cut, one message fewer; ``build_other_note``: it words its note of the cut otherwise;
+``build_long_prompt`` and ``build_long_prompt_changed``: a 6 KB one-line system prompt, one
+word changed).
 ``record`` writes its trace through the real driver, the model's side scripted."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loopctl import (
@@ -77,13 +79,14 @@ def _build(
     observers: Sequence[LoopObserver],
     changed_at: int | None = None,
     note: str | None = "cut",
+    prompt: str = "You read sales reports.",
 ) -> BareLoop:
     assert client is not None, "the model's side is always given: scripted or from the trace"
     return BareLoop(
         client,
         tools=[_report_tool(changed_at)],
         config=RunConfig(max_turns=8),
-        session=SessionConfig(system_prompt="You read sales reports.", context_window=6000),
+        session=SessionConfig(system_prompt=prompt, context_window=6000),
         compactor=KeepLast(2, note),
         observers=observers,
     )
@@ -111,8 +114,26 @@ def build_other_note(
     return _build(client, observers, note="dropped")
 
 
-def record(path: Path) -> Path:
-    """Record a run of ``build`` to ``path``: three reports read one after the other (the
+#: A system prompt of 6 KB on one line (``build_long_prompt``), and the same with one word
+#: changed near its end (``build_long_prompt_changed``).
+LONG_PROMPT = "You read sales reports. " + "Always be precise about units. " * 200
+CHANGED_PROMPT = LONG_PROMPT[:-40] + LONG_PROMPT[-40:].replace("precise", "careful", 1)
+
+
+def build_long_prompt(
+    client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()
+) -> BareLoop:
+    return _build(client, observers, prompt=LONG_PROMPT)
+
+
+def build_long_prompt_changed(
+    client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()
+) -> BareLoop:
+    return _build(client, observers, prompt=CHANGED_PROMPT)
+
+
+def record(path: Path, factory: Callable[..., BareLoop] = build) -> Path:
+    """Record a run of ``factory`` to ``path``: three reports read one after the other (the
     context passes the compaction threshold on the way), then an answer."""
     calls = [
         Message.assistant("", [ToolCall(id=f"c{i}", name="fetch_report", arguments={"region": r})])
@@ -121,5 +142,5 @@ def record(path: Path) -> Path:
     replies = [*calls, Message.assistant("Sales are steady in every region.")]
     with path.open("w") as out:
         recorder = TraceRecorder(out, created="2026-12-01T00:00:00+00:00")
-        asyncio.run(build(ScriptedClient(replies), [recorder]).run("How are sales?"))
+        asyncio.run(factory(ScriptedClient(replies), [recorder]).run("How are sales?"))
     return path
