@@ -115,12 +115,15 @@ _DESCRIBES: Final = _words(
     "expiry expires expiration ttl at time timestamp date created updated rotation policy mode "
     "scheme source provider required enabled set present label index"
 )
-#: A word before ``key``/``keys`` that makes it a lookup key (``sort_key``, ``cache_key``; the
-#: trace's own ``scrub_key``, the id of the scrub key, and ``call_key``).
+#: A word before ``key``/``keys`` that makes it a lookup key (``sort_key``, ``cache_key``,
+#: ``required_keys``; the trace's own ``scrub_key``, the id of the scrub key, and ``call_key``).
 _KEY_KINDS: Final = _words(
     "sort primary foreign partition cache idempotency lookup row dedup dedupe group routing "
     "hash range shard unique composite natural order map dict index column field attribute "
-    "attr object message translation i18n public react join partial scrub call record"
+    "attr object message translation i18n public react join partial scrub call record "
+    "required allowed missing extra unknown known expected sorted valid nested json yaml config "
+    "header query param state item items entry property prop registry setting settings option "
+    "options schema"
 )
 #: A word before ``token`` that makes it a piece of text or a count (``eos_token``).
 _TOKEN_KINDS: Final = _words(

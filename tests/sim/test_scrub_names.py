@@ -80,6 +80,8 @@ PLAIN_NAMES = [
     "cache_key",
     "primary_key",
     "idempotency_key",
+    "required_keys",
+    "config_key",
     "scrub_key",
     "key_id",
     "aws_access_key_id",
