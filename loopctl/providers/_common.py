@@ -11,8 +11,9 @@ answering a non-streaming one is parsed as a stream, and a content type neither 
 page from a proxy) is a clear, non-retried error. A missing or neutral type (``text/plain``)
 follows the request. A body that cannot be parsed says where (``_framing.Cursor``).
 
-Error records live in ``_errors``, framing in ``_framing``, host names in ``_hosts``; their
-public names are re-exported here.
+Error records live in ``_errors``, framing in ``_framing``, host names in ``_hosts``, base URLs
+(endpoints, credentials in the URL, what errors may show) in ``_urls``; their public names are
+re-exported here.
 """
 
 from __future__ import annotations
