@@ -219,6 +219,12 @@ class ThreadConnection:
                 raise McpError(
                     f"MCP server '{self.label}' stopped during the call to '{name}': {self._dead}"
                 ) from None
+            if type(exc).__name__ == "ValidationError":  # the SDK read the answer: not a result
+                detail = " ".join(str(exc).split())[:300]
+                raise McpError(
+                    f"MCP server '{self.label}' sent a malformed result to the call to '{name}': "
+                    f"{detail}"
+                ) from None
             raise McpError(
                 f"MCP server '{self.label}' failed the call to '{name}': {describe(exc)}"
             ) from None
