@@ -45,7 +45,7 @@ from loopctl.observe import IoEvent
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
-from loopctl_sim.sim.body import Crash
+from loopctl_sim.sim.body import Crash, agent_failure
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
@@ -260,9 +260,11 @@ async def run_agent_async(
         "level": "agent",
         **world.metadata,
     }
-    recorder = (
-        None if trace is None else _FaultMarks(trace, tools.altered, metadata=meta, created=created)
-    )
+    recorder = None
+    if trace is not None:
+        recorder = _FaultMarks(
+            trace, tools.altered, metadata=meta, created=created, record_raised=agent_failure
+        )
     counting = Counting()
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]

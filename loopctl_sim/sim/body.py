@@ -18,7 +18,7 @@ from loopctl.driver import RetryConfig, RunConfig, SessionConfig
 from loopctl.tools import Tool, ToolRegistry
 from loopctl_sim.sim.world import World
 
-__all__ = ["Crash", "configs_for", "no_sleep", "stub_tools"]
+__all__ = ["Crash", "agent_failure", "configs_for", "no_sleep", "stub_tools"]
 
 
 async def no_sleep(seconds: float) -> None:
@@ -62,6 +62,13 @@ def configs_for(
         tool_timeout=world.tool_timeout if world is not None else None,
     )
     return run, SessionConfig(context_window=policy.context_window)
+
+
+def agent_failure(error: Exception) -> bool:
+    """Whether ``error``, escaped from a simulated run, is the agent's failure (recorded as the
+    run's end) rather than the harness's own stop (a checker's violation, the step bound: an
+    exception of ``loopctl_sim``'s, which leaves the trace where it struck, as a kill would)."""
+    return not type(error).__module__.startswith("loopctl_sim.")
 
 
 class Crash(BaseException):

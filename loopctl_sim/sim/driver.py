@@ -24,7 +24,7 @@ from loopctl.driver import (
     MiddleOutCompactor,
     StepPoint,
 )
-from loopctl_sim.sim.body import Crash, configs_for, stub_tools
+from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools
 from loopctl_sim.sim.layers import (
     Counting,
     FaultyClient,
@@ -127,7 +127,11 @@ async def simulate_driver_async(
         **world.metadata,
         **(metadata or {}),
     }
-    recorder = None if trace is None else TraceRecorder(trace, metadata=meta, created=created)
+    recorder = None
+    if trace is not None:
+        recorder = TraceRecorder(
+            trace, metadata=meta, created=created, record_raised=agent_failure
+        )
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
     counting = Counting()

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from loopctl.api import ModelRequest
@@ -89,6 +89,7 @@ class TraceRecorder(LoopObserver):
         created: str | None = None,
         snapshot_every: int | None = None,
         snapshot_headers: bool = False,
+        record_raised: Callable[[Exception], bool] | None = None,
     ) -> None:
         if snapshot_every is not None and snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
@@ -106,6 +107,9 @@ class TraceRecorder(LoopObserver):
         self.snapshot_headers = snapshot_headers
         #: why the trace stopped being written (None: every record was written)
         self.error: OSError | None = None
+        #: which escaped exceptions end the run in the trace (None: all); a harness leaves out
+        #: its own (a checker's violation stops the run as a kill would)
+        self.record_raised = record_raised
 
     def _lost(self, exc: OSError) -> None:
         """The trace cannot be written: keep the first error, say so once, record no more."""
@@ -199,7 +203,9 @@ class TraceRecorder(LoopObserver):
 
     def run_raised(self, machine: LoopMachine, error: Exception) -> None:
         """The run ended by ``error`` escaping it: an end record that says so."""
-        if self.error is not None:
+        if self.error is not None or (
+            self.record_raised is not None and not self.record_raised(error)
+        ):
             return
         try:
             self.writer.end(end_outcome(machine), machine.digest(), error=RunError.of(error))
