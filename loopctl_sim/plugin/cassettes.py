@@ -293,7 +293,8 @@ class CassetteSession:
         if failed is not None and error is None:
             raise failed
         if not self._complete and (recorded or self.mode in ("rewrite", "all")):
-            first = (str(self._unfinished).splitlines() or [""])[0][:300]
+            # the reason may quote what the test saw: scrubbed, as everything the plugin writes
+            first = self.scrubber.text((str(self._unfinished).splitlines() or [""])[0][:300])
             warnings.warn(
                 CassetteNotWritten(
                     f"loopctl cassette {self.path} not written: the recording did not complete "

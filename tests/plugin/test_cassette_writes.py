@@ -253,3 +253,21 @@ async def test_a_failed_call_retried_successfully_still_writes_the_cassette(
                 with pytest.raises(httpx.ConnectError):
                     await http.post("http://127.0.0.1:9/v1/other", json=body)
     assert not other.exists()
+
+
+async def test_the_warning_quotes_no_secret(tmp_path: Path) -> None:
+    """Why a cassette was not written quotes the failure, scrubbed like the cassette."""
+    key = "sk-proj-" + "quotedInTheFailure0123456789"
+    with FakeStreams("openai", [Text(["Hel", "lo!"])]) as server:
+        client = OpenAIClient(
+            "fake-model", api_key="sk-test-recording-key-000", base_url=server.url
+        )
+        with (
+            pytest.warns(CassetteNotWritten) as warned,
+            pytest.raises(AssertionError),
+            use_cassette(tmp_path / "answer.yaml", record_mode="rewrite"),
+        ):
+            await BareLoop(client).run("Say hello.")
+            raise AssertionError(f"the agent leaked {key}")
+    (message,) = [str(w.message) for w in warned if w.category is CassetteNotWritten]
+    assert key not in message and "the agent leaked [REDACTED" in message
