@@ -32,6 +32,7 @@ _CURRENCY = re.compile(r"\bin ([A-Z]{3})\b")
 _PASSPORT = re.compile(r"\bpassport (\w+)")
 _READ = re.compile(r"\bread the file ([\w./-]+)")
 _NOTES = "[trip notes]"
+_CLOCK = re.compile(r"\bwhen it is (\d\d:\d\d) in ([\w/]+), what time is it in ([\w/]+)")
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ def decide(turns: list[Turn]) -> Move:
     reading = _READ.search(asked)
     if reading is not None:
         return _read(reading.group(1), done, call)
+    clock = _CLOCK.search(asked)
+    if clock is not None:  # the MCP example (examples/mcp_agent): a time server's tool
+        return _clock(clock, done, call)
     if not done:
         if route is not None:
             args: dict[str, Any] = {"origin": route.group(1), "destination": route.group(2)}
@@ -159,6 +163,22 @@ def _read(path: str, done: dict[str, list[tuple[Call, Result | None]]], call: An
         return Move(calls=(call("read_file", path=path),))
     content = answers[-1].content
     return Move(text=f"{path}: {len(content)} characters, starting {content[:20]!r}.")
+
+
+def _clock(
+    asked: re.Match[str], done: dict[str, list[tuple[Call, Result | None]]], call: Any
+) -> Move:
+    """Convert the time with ``convert_time``, then say what came back."""
+    answers = [r for _, r in done.get("convert_time", []) if r is not None]
+    if not answers:
+        at, source, target = asked.groups()
+        arguments = {"source_timezone": source, "time": at, "target_timezone": target}
+        return Move(calls=(call("convert_time", **arguments),))
+    found = _loads(answers[-1].content)
+    when = found.get("target", {}).get("datetime", "") if isinstance(found, dict) else ""
+    if answers[-1].is_error or not when:
+        return Move(text=f"The time server could not say ({answers[-1].content[:120]}).")
+    return Move(text=f"It is then {when[11:16]} in {asked.group(3)} ({found['time_difference']}).")
 
 
 def _answer(
