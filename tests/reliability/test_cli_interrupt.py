@@ -34,7 +34,12 @@ def server() -> Iterator[LocalServer]:
 def start_cli(server: LocalServer, trace: Path, cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     args = ["run", "tell me a long story", "--model", "m", "--base-url", server.base_url]
-    code = "import sys; from loopctl.cli import main; sys.exit(main())"
+    # Started as from a terminal: Ctrl-C at Python's own handler, even when this pytest runs in
+    # a non-interactive shell's background, where SIGINT is ignored and children inherit that.
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from loopctl.cli import main; sys.exit(main())"
+    )
     return subprocess.Popen(
         [sys.executable, "-c", code, *args, "--trace", str(trace)],
         cwd=cwd,
@@ -99,6 +104,7 @@ class _Loop:
 
 
 def test_the_first_signal_cancels_and_a_second_aborts() -> None:
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest runs in the background
     cancel = CancelSignal()
     interrupts = Interrupts(cancel)
     loop = _Loop()
@@ -109,7 +115,7 @@ def test_the_first_signal_cancels_and_a_second_aborts() -> None:
         with pytest.raises(KeyboardInterrupt):
             interrupts._handle(signal.SIGINT, None)
     assert interrupts.exit_code == 130
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    assert signal.getsignal(signal.SIGINT) is before  # given back
 
 
 def test_a_signal_before_the_loop_runs_aborts() -> None:
@@ -157,7 +163,13 @@ def test_snapshot_every_needs_a_trace(server: LocalServer) -> None:
     assert code == 2 and "--snapshot-every goes with --trace" in err
 
 
-def test_asyncio_is_untouched_after_the_command() -> None:
-    """The handlers are given back: a later asyncio.run hears Ctrl-C as usual."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_asyncio_is_untouched_after_the_command(server: LocalServer) -> None:
+    """The handlers are given back: after the command, SIGINT and SIGTERM are handled as they
+    were before it (Python's Ctrl-C handler at a terminal, ignored in a background job), so a
+    later asyncio.run hears Ctrl-C as usual."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    server.script(Answer(text_chunks("done")))
+    code, out, err = cli(server)
+    assert (code, out) == (0, "done\n"), err
+    assert {s: signal.getsignal(s) for s in before} == before
     asyncio.run(asyncio.sleep(0))

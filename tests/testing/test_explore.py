@@ -255,10 +255,17 @@ def test_strategy_tool_calls_are_valid_for_the_tool(call: ToolCall) -> None:
     found.parse_arguments(call.arguments)
 
 
+#: ``find`` explores at random and its shrinker takes random steps: from one start in about six it
+#: stops at a call of an unknown tool (``lookup_orders``), a local minimum it cannot leave in one
+#: step. Derandomized, the search is the same on every run (``--hypothesis-seed`` does not move
+#: it), and with no example database one red run cannot keep the next one red.
+FIXED = settings(derandomize=True, database=None)
+
+
 def test_a_failing_reply_shrinks_to_the_simplest() -> None:
-    simplest = find(replies(SPECS), lambda m: True)
+    simplest = find(replies(SPECS), lambda m: True, settings=FIXED)
     assert simplest.tool_calls == [] and len(simplest.text) < 10  # an answer, no calls
-    with_call = find(replies(SPECS), lambda m: bool(m.tool_calls))
+    with_call = find(replies(SPECS), lambda m: bool(m.tool_calls), settings=FIXED)
     assert len(with_call.tool_calls) == 1 and with_call.tool_calls[0].name == "lookup_order"
 
 
