@@ -196,8 +196,12 @@ def failure_lines(
         if agent is None:
             out.append(f"  replay: {_command('replay', f)}")
         else:
+            # each trace replays with its own tools: those a fault struck in it are answered
+            # from it (the shrunk run may have lost the faults the first one had)
+            first = not f.endswith(".min.jsonl") and r.first_replay_tools is not None
+            tools = r.first_replay_tools if first else r.replay_tools
             out.append(
-                f"  replay: {_command('replay', f, '--agent', agent, '--tools', r.replay_tools)}"
+                f"  replay: {_command('replay', f, '--agent', agent, '--tools', str(tools))}"
             )
     if yamls:
         out.append(f"  run:    {_command('run', yamls[-1], *named, '--checks', *checked)}")

@@ -50,6 +50,7 @@ from loopctl_sim.fuzz.checks import (
     first_difference,
     outcome_name,
     scheduled_kinds,
+    stopped_trace,
     user_failure,
 )
 from loopctl_sim.fuzz.crashes import CrashWatch
@@ -174,7 +175,8 @@ def _watched_run(
             result, steps = partial, partial.steps
         else:
             healed, steps = partial, steps + partial.steps
-        return _Run(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
+        text = stopped_trace(buf.getvalue(), exc.error)
+        return _Run(text, result, healed, steps, _failure_of(exc.error))
     return _Run(buf.getvalue(), result, healed, steps, None)
 
 

@@ -192,6 +192,7 @@ def seed_files(seed: int, config: FuzzConfig, *, keep: bool) -> tuple[CaseResult
             small = _shrunk(case, start, failure, config, result)
             if keep:
                 again = check(case, small, dataclasses.replace(config, check_crash=False))
+                result.first_replay_tools = result.replay_tools
                 result.replay_tools = again.replay_tools
                 files[f"seed-{seed}.min.jsonl"] = again.trace
                 files[f"seed-{seed}.min.yaml"] = _saved(case, small, failure, config, result)

@@ -220,6 +220,32 @@ def test_a_crash_restore_failure_is_reproduced_where_the_crash_struck(project: P
         assert code == 1 and "FAIL crash-restore (differs)" in ran, ran
 
 
+def test_an_invariant_failures_traces_replay_up_to_where_the_checker_stopped_the_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopctl.core import LoopMachine
+    from loopctl_sim.props import invariants as inv
+
+    real = inv.check_machine
+
+    def planted(machine: LoopMachine, policy: object = None) -> list[str]:
+        if machine.turns_taken >= 3:
+            return ["shape: planted bug: three turns"]
+        return real(machine, policy)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inv, "check_machine", planted)
+    out = project / "out"
+    code, text = cli("fuzz", "--agent", AGENT, "--seeds", "0:6", "--out", str(out))
+    assert code == 1 and "invariant (shape)" in text, text
+    replays = printed(text, "replay")
+    assert replays
+    for command in replays:  # the checker's stop is not how the run ended: no end record
+        code, replayed = cli(*command)
+        assert code == 0, replayed
+    for trace in out.glob("*.jsonl"):
+        assert '"Violation"' not in trace.read_text()
+
+
 def test_a_driver_level_campaign_prints_driver_commands() -> None:
     failed = fz.CaseResult(
         seed=3,
