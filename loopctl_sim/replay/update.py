@@ -12,6 +12,10 @@ reply anyway, and counts how many it did).
 Traces whose runs were cancelled, injected into or crashed by the world are not updated: those
 events came from outside the agent, and the new run could not place them faithfully.
 
+A trace whose last run ended by an exception escaping it (its end record's ``error``) is updated
+when the agent raises the same exception again: the new trace ends the same way. Any other
+exception out of the agent's run leaves the trace as it was, and the result says which.
+
 The new trace is written to a temporary file beside the old one (``<name>.<pid>-<random>
 .loopctl-tmp``, ``loopctl_sim.trace.files.temporary_beside``) and replaces it only once whole:
 an update that fails, or is killed, leaves the old trace as it was, and the next update removes
@@ -37,7 +41,14 @@ from loopctl_sim.replay.answers import own_model, tools_live
 from loopctl_sim.replay.explain import request_explanation
 from loopctl_sim.sim import no_sleep
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
-from loopctl_sim.trace import HeaderRecord, IoRecord, TraceReader, TraceRecorder
+from loopctl_sim.trace import (
+    EndRecord,
+    HeaderRecord,
+    IoRecord,
+    RunError,
+    TraceReader,
+    TraceRecorder,
+)
 from loopctl_sim.trace.files import temporary_beside
 from loopctl_sim.trace.requests import RecordedContexts
 
@@ -86,6 +97,8 @@ class _Recorded:
     metadata: dict[str, Any] = field(default_factory=dict)
     unplaceable: str | None = None
     created: str | None = None  # the first header's time, which the new trace keeps
+    #: the exception that ended the trace's last run, if one escaped it
+    raised: RunError | None = None
 
 
 def _read(path: str) -> _Recorded:
@@ -120,6 +133,8 @@ def _read(path: str) -> _Recorded:
                 recorded.compactions.append(None)
             elif name in ("cancel", "inject") and recorded.unplaceable is None:
                 recorded.unplaceable = f"line {line}: the recorded run was given {name}()"
+        elif isinstance(rec, EndRecord):
+            recorded.raised = rec.error
     return recorded
 
 
@@ -252,6 +267,18 @@ def update_trace(
         result.details = [recorder.writer.scrubber.text(d) for d in needs.details]
         result.message = recorder.writer.scrubber.text(result.message)
         return result
+    except _RunRaised as raised:  # out of the agent's run: it stands if the trace's did too
+        recorder.close()
+        scrubber, exc = recorder.writer.scrubber, raised.error
+        live = RunError(type=type(exc).__name__, message=scrubber.text(RunError.of(exc).message))
+        if live != recorded.raised:
+            fresh.unlink(missing_ok=True)
+            was = f"raised {recorded.raised}" if recorded.raised is not None else "did not"
+            result.message = scrubber.text(
+                f"cannot update {target}: the agent raised {live} out of the run (the trace's "
+                f"run {was}); the trace is left as it was"
+            )
+            return result
     except BaseException:
         recorder.close()
         fresh.unlink(missing_ok=True)
@@ -296,7 +323,18 @@ async def _rerun(
         changes["compactor"] = _QueuedCompactor(recorded.compactions)
     loop = loop.replace(**changes)
     for text in recorded.inputs:
-        await loop.run(text)
+        try:
+            await loop.run(text)
+        except Exception as exc:
+            raise _RunRaised(exc) from exc
+
+
+class _RunRaised(Exception):
+    """An exception escaped a run of the agent (``error``), rather than the update's setup."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _QueuedCompactor:

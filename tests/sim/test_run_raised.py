@@ -279,3 +279,25 @@ def test_an_observer_without_the_hook_does_not_hide_the_exception() -> None:
     )
     with pytest.raises(LookupError, match="the hook's own bug"):
         loop.run_sync("hello")
+
+
+def test_update_keeps_a_failure_that_happens_again(agent: Any, tmp_path: Path) -> None:
+    """``--update`` re-records a trace whose run raised when the agent raises the same again,
+    and leaves it as it was when the agent raises something else."""
+    from loopctl_sim import update_trace
+
+    path = tmp_path / "split.jsonl"
+    record(agent.build, path)
+    updated = update_trace(path, agent.build)
+    assert updated.ok, updated.summary()
+    end = read_trace(path)[-1]
+    assert isinstance(end, EndRecord) and end.error is not None
+    assert end.error.type == "ProtocolError"
+    before = path.read_bytes()
+    refused = update_trace(path, agent.build_raising)
+    assert not refused.ok
+    assert "the agent raised KeyError: " in refused.message
+    assert "(the trace's run raised ProtocolError: " in refused.message
+    assert agent.SECRET not in refused.message
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if "loopctl-tmp" in p.name] == []
