@@ -25,7 +25,9 @@ A run that an exception escapes (the exit door is not taken) still ends its run 
 the recorder writes an end record holding the exception's type and message (``EndRecord.error``,
 scrubbed like any record), so a replay can tell a failure that happens again from one that no
 longer does. A harness that simulates a killed process raises a ``BaseException`` that is not an
-``Exception``, which the driver does not report: a killed process writes nothing.
+``Exception``, which the driver does not report: a killed process writes nothing; and
+``record_raised`` (a predicate) lets a harness leave its own stops out (a checker's violation),
+so that the trace ends where it struck, as after a kill.
 
 A recorder that cannot write (a full disk) does not take the run down: the writer cuts the file
 back to its last whole record, the recorder keeps the error (``error``), reports it once as a
