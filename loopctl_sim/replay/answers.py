@@ -40,7 +40,14 @@ from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor, feed_values, whole
 from loopctl_sim.replay.raised import RaisedAsRecorded
 
-__all__ = ["RecordedCompactor", "RecordedTools", "ReplayClient", "own_model", "tools_live"]
+__all__ = [
+    "OwnModel",
+    "RecordedCompactor",
+    "RecordedTools",
+    "ReplayClient",
+    "own_model",
+    "tools_live",
+]
 
 _ATTEMPT = frozenset({"model_reply", "model_error"})
 
@@ -54,12 +61,13 @@ class ReplayClient:
     """An ``ApiClient`` answering from the trace; see the module docstring.
 
     It names the model and provider each request goes to as the agent's own client would: the
-    ``model`` given (what the agent's own client names, ``own_model``) when the trace names one
-    too, else the trace's; the ``provider`` given, else the trace's (where the model was
-    reached is the recording's endpoint, often a base URL from the environment, not a decision
-    of the agent's code). So an unchanged agent replays clean against a trace recorded through a
-    provider client, and an agent that now asks for another model diverges at its first request
-    ("the request's model differs")."""
+    ``model`` given (what the agent's own client names: ``OwnModel``, asked only once a request
+    of the trace names a model) when the trace names one too, else the trace's; the
+    ``provider`` given, else the trace's (where the model was reached is the recording's
+    endpoint, often a base URL from the environment, not a decision of the agent's code). So
+    an unchanged agent replays clean against a trace recorded through a provider client, and
+    an agent that now asks for another model diverges at its first request ("the request's
+    model differs")."""
 
     def __init__(
         self,
@@ -67,7 +75,7 @@ class ReplayClient:
         checker: Checker,
         *,
         trace_retries: bool,
-        model: str | None = None,
+        model: str | Callable[[], str | None] | None = None,
         provider: str | None = None,
     ) -> None:
         self.cursor = cursor
@@ -83,7 +91,10 @@ class ReplayClient:
     @property
     def model(self) -> str | None:
         recorded = self._recorded("model")
-        return self.own_model if self.own_model is not None and recorded is not None else recorded
+        if recorded is None:
+            return None
+        own = self.own_model() if callable(self.own_model) else self.own_model
+        return recorded if own is None else own
 
     @property
     def provider(self) -> str | None:
@@ -160,18 +171,34 @@ class ReplayClient:
         return message, self._usage[1], stop if isinstance(stop, str) else None
 
 
-def own_model(factory: Callable[..., object]) -> str | None:
-    """The model the agent's own client names: the factory called once as the user's code calls
-    it (no harness client, no observers) and its loop's ``client.model`` read. None when the
-    factory cannot build its loop so (no API key in the environment, a required argument): the
-    trace's model is then assumed. Nothing is sent: building a provider client opens no
-    connection."""
-    try:
-        loop = factory()
-    except Exception:  # the user's factory, without what it needs outside the harness
-        return None
-    model = getattr(getattr(loop, "client", None), "model", None)
-    return model if isinstance(model, str) else None
+def own_model(factory: Callable[..., object]) -> OwnModel:
+    """The model the agent's own client names, asked when first needed (``OwnModel``)."""
+    return OwnModel(factory)
+
+
+class OwnModel:
+    """The model the agent's own client names, asked once and kept: the factory called as the
+    user's code calls it (no harness client, no observers) and its loop's ``client.model`` read.
+    None when the factory cannot build its loop so (no API key in the environment, a required
+    argument): the trace's model is then assumed. Nothing is sent (building a provider client
+    opens no connection), and it is asked only for a trace whose requests name a model: a trace
+    recorded through a scripted client never calls the factory without its client."""
+
+    def __init__(self, factory: Callable[..., object]) -> None:
+        self.factory = factory
+        self._asked = False
+        self._model: str | None = None
+
+    def __call__(self) -> str | None:
+        if not self._asked:
+            self._asked = True
+            try:
+                loop = self.factory()
+            except Exception:  # the user's factory, without what it needs outside the harness
+                return None
+            model = getattr(getattr(loop, "client", None), "model", None)
+            self._model = model if isinstance(model, str) else None
+        return self._model
 
 
 def _retried_next(cursor: Cursor) -> bool:

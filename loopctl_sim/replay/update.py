@@ -37,7 +37,7 @@ from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.observe import IoEvent
 from loopctl.tools import NextTool
-from loopctl_sim.replay.answers import own_model, tools_live
+from loopctl_sim.replay.answers import OwnModel, own_model, tools_live
 from loopctl_sim.replay.explain import request_explanation
 from loopctl_sim.sim import no_sleep
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
@@ -161,7 +161,7 @@ class _UpdateClient:
         recorded: _Recorded,
         recorder: _KeptTimes,
         force: bool,
-        own: str | None = None,
+        own: OwnModel | None = None,
     ) -> None:
         self.recorded = recorded
         self.recorder = recorder
@@ -186,7 +186,8 @@ class _UpdateClient:
         recorded = self._context().get("model")
         if not isinstance(recorded, str):
             return None
-        return self.own if self.own is not None else recorded
+        own = self.own() if self.own is not None else None
+        return recorded if own is None else own
 
     @property
     def provider(self) -> str | None:
