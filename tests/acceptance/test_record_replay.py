@@ -4,16 +4,18 @@ in a subprocess, the public API), against the local model server."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 import pytest
-from acceptance_helpers import AGENT, KEY, TRIP, agent_env, cli, client_for, kinds, record
+from acceptance_helpers import AGENT, KEY, ROOT, TRIP, agent_env, cli, client_for, kinds, record
 from click.testing import CliRunner
 
 from examples.model_server import ModelServer
 from examples.travel_agent.agent import MODEL, build
-from loopctl_sim import replay_agent
+from loopctl import ApiClient, BareLoop, LoopObserver
+from loopctl_sim import load_agent, replay_agent
 from loopctl_sim.cli import main as loopctl_sim_cli
 
 
@@ -210,3 +212,34 @@ def test_a_trace_naming_no_model_replays_whatever_the_agent_names() -> None:
         "--agent", "examples.support_agent.agent:build", env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_factory_is_asked_for_its_own_model_once_and_only_when_needed(
+    trip_trace: Path,
+) -> None:
+    """Replay calls the factory without a client (to read its model) once per replay, and not
+    at all for a trace that names no model (one recorded through a scripted client)."""
+    calls: list[bool] = []
+
+    def factory(
+        client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()
+    ) -> BareLoop:
+        calls.append(client is None)
+        return build(client, observers)
+
+    assert replay_agent(trip_trace, factory).divergence is None
+    assert calls.count(True) == 1 and calls.count(False) == 1
+
+    calls.clear()
+    shop = load_agent("examples.support_agent.agent:build")
+
+    def support(
+        client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()
+    ) -> BareLoop:
+        calls.append(client is None)
+        loop: BareLoop = shop(client, observers)
+        return loop
+
+    scripted = ROOT / "examples" / "support_agent" / "traces" / "session.jsonl"
+    assert replay_agent(scripted, support).divergence is None
+    assert calls and not any(calls)
