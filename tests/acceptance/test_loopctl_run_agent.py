@@ -7,6 +7,7 @@ from __future__ import annotations
 import resource
 import signal
 import subprocess
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -156,3 +157,29 @@ def test_loopctl_run_reads_at_most_the_limit_of_a_huge_file(
     assert done.stdout.startswith(expected)
     # the largest child process so far (any of this session's) never came near the file's size
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < 2**30
+
+
+def test_the_model_server_from_the_shell(tmp_path: Path) -> None:
+    """``python -m examples.model_server --port 0`` says where it serves; ``loopctl run --agent``
+    reaches it there; Ctrl-C (SIGINT) stops it cleanly."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "examples.model_server", "--port", "0", "--api-key", KEY],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("serving on http://127.0.0.1:")
+        url = first.split()[2]
+        env = agent_env(None, SKYWAY_BASE_URL=url, SKYWAY_API_KEY=KEY)
+        done = cli("loopctl", "run", "Fly me from Oslo to Rome", "--agent", AGENT, env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("Your trip from Oslo to Rome:")
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 0, err
