@@ -31,6 +31,7 @@ from loopctl_sim.replay.explain import (
     policy_changes,
     request_explanation,
 )
+from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
@@ -309,6 +310,12 @@ class Checker(LoopObserver):
                     {"digest": rec.digest, "brain": recorded_brain},  # type: ignore[union-attr]
                     {"digest": digest, "brain": live_brain},
                 )
+            # the brain summary beside the digest is checked too (it is no decoration)
+            summary = rec.brain if type(rec) is FeedView else getattr(whole(rec), "brain", None)
+            if summary is not None:
+                found = summary_divergence(summary, machine, f"after {name}()", digest)
+                if found is not None:
+                    self.fail(line, rec.seq, "summary", *found)
         self._matched(machine, digest)
         self.result.feeds += 1
 

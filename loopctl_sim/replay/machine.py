@@ -5,6 +5,14 @@ the header's snapshot, asked the recorded steps with the recorded policies and g
 feeds, must answer the same steps and reach the same digests. The first record where it does not
 is a *divergence*: a change in the engine's decisions (or a damaged trace). IO records are not
 replayed (a replayer that re-runs effects is not a replayer).
+
+A feed record (v2) also carries the brain's small fields after it (``BrainSummary``), and so does
+a header that continues the previous run (v3). They are compared with the replayed brain's after
+every feed, not only shown when a digest differs: a summary that does not describe the brain the
+digest names is a divergence (``what`` is ``summary``, naming the fields), so an edited or
+damaged summary never passes unnoticed and no reader can trust one that replay did not check.
+Like digests, they are compared up to a run's first scrubbed record (the loop window's last key
+hashes the arguments, which then hold placeholders).
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from loopctl_sim.trace import (
     step_matches,
 )
 
-__all__ = ["DIGEST_EVERY", "replay_trace"]
+__all__ = ["DIGEST_EVERY", "replay_trace", "summary_divergence"]
 
 
 #: The default: the digest is compared after every feed (see ``replay_trace``).
@@ -117,6 +125,53 @@ def _digest_check(
             {"digest": recorded, "brain": expected_brain},
             {"digest": digest, "brain": actual_brain},
         )
+
+
+def summary_divergence(
+    brain: BrainSummary | msgspec.Struct, machine: LoopMachine, where: str, digest: str | None
+) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """None when ``brain``, a summary the trace recorded (``where``: ``after tool_results()``,
+    ``in the header``, with the ``digest`` beside it), describes ``machine``; else the sentence
+    naming the fields that differ, and both sides for the report. Cheap when they agree: two
+    tuples compared, no model built (machine and driver replay ask after every feed)."""
+    actual = machine.summary_values()
+    if type(brain) is BrainSummary:
+        recorded = tuple(getattr(brain, f) for f in _SUMMARY_FIELDS)
+    else:  # the fast path's struct, with the same fields in the same order
+        recorded = msgspec.structs.astuple(brain)  # type: ignore[arg-type]
+    if recorded == actual:
+        return None
+    expected_brain = brain_fields(brain)
+    actual_brain = dict(zip(_SUMMARY_FIELDS, actual, strict=True))
+    changes = ", ".join(brain_changes(expected_brain, actual_brain))
+    live = machine.digest()
+    return (
+        f"the brain summary recorded {where} does not describe the replayed brain: {changes}"
+        + ("; the digest matches, so the record's summary was altered" if live == digest else ""),
+        {"digest": digest, "brain": expected_brain},
+        {"digest": live, "brain": actual_brain},
+    )
+
+
+def _summary_check(
+    machine: LoopMachine,
+    seq: int,
+    line: int,
+    name: str,
+    digest: str | None,
+    brain: BrainSummary | msgspec.Struct,
+) -> None:
+    """Raise ``_Diverged`` if ``brain``, recorded after feed ``name`` (in the header: ``""``),
+    is not the replayed brain's summary."""
+    found = summary_divergence(
+        brain, machine, f"after {name}()" if name else "in the header", digest
+    )
+    if found is not None:
+        raise _Diverged(seq, line, "summary", *found)
+
+
+#: ``BrainSummary``'s fields, in the order ``LoopMachine.summary_values()`` gives them.
+_SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
 
 
 #: Batches of records (``READ_AHEAD`` each) between two ``gc.freeze()`` calls of a replay.
@@ -232,6 +287,16 @@ def _replay_spared(
                             )
                     else:
                         unchecked = (line - 1, line, record.name, record.digest, record.brain)
+                    brain = record.brain
+                    if exact and brain is not None:  # after the digest: it names a real change
+                        _summary_check(
+                            machine,  # type: ignore[arg-type]
+                            line - 1,
+                            line,
+                            record.name,
+                            record.digest,
+                            brain,
+                        )
                 elif type(record) is StepLine:
                     steps += 1
                     try:
@@ -286,6 +351,10 @@ def _replay_spared(
                                 record.continues, record.brain, machine
                             )
                             raise _Diverged(line - 1, line, "snapshot", why, named, found)
+                        if exact and record.brain is not None:
+                            _summary_check(
+                                machine, line - 1, line, "", record.continues, record.brain
+                            )
                     elif previous is not None:
                         # After an end: the next run's brain. In the middle of a run: a resume
                         # after a crash, which must restore the brain exactly as it was.

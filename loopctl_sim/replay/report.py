@@ -99,7 +99,8 @@ class Divergence:
 
     seq: int
     line: int
-    what: str  # "step", "feed", "digest", "request", "protocol_error", "outcome", "snapshot"
+    # "step", "feed", "digest", "summary", "request", "protocol_error", "outcome", "snapshot"
+    what: str
     message: str
     expected: Any
     actual: Any

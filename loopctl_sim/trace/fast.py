@@ -335,7 +335,8 @@ def make_view_decoder() -> ViewDecoder | None:
             except not_read:
                 return None
             return _new_tuple(
-                FeedView, (seq, name, line.digest, line.scrubbed, args, line.args, raw, "feed")
+                FeedView,
+                (seq, name, line.digest, line.scrubbed, args, line.args, raw, "feed", line.brain),
             )
         policy = policy_of(line.policy)
         if policy is None:

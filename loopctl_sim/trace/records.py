@@ -115,7 +115,10 @@ class _Record(BaseModel):
 
 class BrainSummary(BaseModel):
     """(v2) The brain's small fields after a feed, beside its digest: when a replay reaches
-    another digest, the report names the fields that differ instead of showing two hashes."""
+    another digest, the report names the fields that differ instead of showing two hashes.
+    Replay also checks it against the replayed brain after every feed (machine and driver
+    level, up to a run's first scrubbed record): a summary that does not describe the brain
+    is a divergence (``summary``), so no reader is handed one replay did not vouch for."""
 
     model_config = _FROZEN
     state: str

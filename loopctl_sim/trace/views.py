@@ -85,6 +85,8 @@ class FeedView(NamedTuple):
     args_json: msgspec.Raw
     raw: bytes
     type: Literal["feed"] = "feed"
+    #: (v2) the brain's small fields after the feed, as msgspec decoded them (None: version 1)
+    brain: msgspec.Struct | None = None
 
     def record(self) -> FeedRecord:
         return cast(FeedRecord, _validate(self.raw))
