@@ -130,13 +130,13 @@ def export_test(
             agent = agent_from_pyproject()
         if no_agent:
             agent = None
+        found = None if force_replay else (scenario or fuzz_scenario(trace))
+        if found is not None and named is None and load_scenario(found).agent is None:
+            agent = None  # a built-in world's failure: pyproject's agent is not its
         if agent is not None:
             load_agent(agent)  # a test that cannot import its agent is no test: say so now
         for spec in checks:
             load_check(spec)  # nor one that cannot import its checks
-        found = None if force_replay else (scenario or fuzz_scenario(trace))
-        if found is not None and named is None and load_scenario(found).agent is None:
-            agent = None  # a built-in world's failure: pyproject's agent is not its
         how = FuzzChecks(
             checks=checks,
             deterministic=deterministic,

@@ -246,6 +246,27 @@ def test_an_invariant_failures_traces_replay_up_to_where_the_checker_stopped_the
         assert '"Violation"' not in trace.read_text()
 
 
+def test_a_built_in_worlds_failure_exports_a_test_of_its_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    case = fz.make_case(5)
+    (tmp_path / "seed-5.jsonl").write_text(fz.check_case(case).trace)
+    (tmp_path / "seed-5.yaml").write_text(fz.scenario_yaml(case.scenario))
+    # the project's agent is not the built-in world's: it is left out, not refused
+    (tmp_path / "pyproject.toml").write_text(f'[tool.loopctl]\nagent = "{AGENT}"\n')
+    out = tmp_path / "test_seed_5.py"
+    code, wrote = cli(
+        "export-test", str(tmp_path / "seed-5.jsonl"), "--driver", "--crash-at", "0.3",
+        "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, wrote
+    text = out.read_text()
+    assert "AGENT = None" in text and "level='driver'" in text and "CRASH_AT = 0.3" in text
+    ran = pytest_file(out, tmp_path)  # the built-in world passes this seed: green
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
 def test_a_driver_level_campaign_prints_driver_commands() -> None:
     failed = fz.CaseResult(
         seed=3,
