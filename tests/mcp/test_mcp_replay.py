@@ -1,0 +1,136 @@
+"""A trace of an agent with an MCP server replays with the server absent (recorded tools), and
+with live tools names the server and the tool whose result changed; MCP transport faults end the
+run typed and their traces replay."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopctl import BareLoop
+from loopctl.api import ApiClient
+from loopctl.core import Message, ToolResult
+from loopctl.observe import LoopObserver
+from loopctl.testing import ScriptedClient
+from loopctl.tools.mcp import McpServer
+from loopctl_sim.cli import main as sim_main
+from loopctl_sim.replay import replay_agent
+from loopctl_sim.sim.mcp_faults import McpFault, with_fault
+from loopctl_sim.trace import TraceRecorder
+from tests.mcp.conftest import NOTES_SERVER, SECRET, call
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "examples" / "mcp_agent" / "traces" / "clock.jsonl"
+
+
+def _agent(env: dict[str, str]) -> object:
+    server = McpServer.stdio("notes", sys.executable, [NOTES_SERVER], env=env, timeout=5.0)
+
+    def build(client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()) -> BareLoop:
+        assert client is not None
+        return BareLoop(client, tools=server.tools(), observers=observers)
+
+    build.server = server  # type: ignore[attr-defined]
+    return build
+
+
+def _script() -> ScriptedClient:
+    return ScriptedClient(
+        [
+            call(1, "add_note", title="a", text="hello"),
+            call(2, "whoami"),
+            call(3, "get_note", title="a"),
+            Message.assistant("done"),
+        ]
+    )
+
+
+def _record(path: Path, build: object) -> None:
+    recorder = TraceRecorder(path)
+    build(client=_script(), observers=[recorder]).run_sync("take notes")  # type: ignore[operator]
+    recorder.close()
+
+
+def _refuse_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, any attempt to reach a real MCP server fails the test."""
+
+    def refuse(self: McpServer) -> None:
+        raise AssertionError(f"MCP server '{self.name}' was started during a recorded replay")
+
+    monkeypatch.setattr(McpServer, "open_live", refuse)
+
+
+def test_recorded_tools_replay_with_the_server_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = tmp_path / "notes.jsonl"
+    recording = _agent({"NOTES_SECRET": SECRET})
+    _record(trace, recording)
+    recording.server.close()  # type: ignore[attr-defined]
+    _refuse_servers(monkeypatch)
+    result = replay_agent(trace, _agent({}), tools="recorded")
+    assert result.ok, result.summary()
+
+
+def test_live_tools_name_the_server_and_tool_whose_result_changed(tmp_path: Path) -> None:
+    trace = tmp_path / "notes.jsonl"
+    recording = _agent({"NOTES_SECRET": SECRET})
+    _record(trace, recording)
+    recording.server.close()  # type: ignore[attr-defined]
+    same = replay_agent(trace, _agent({"NOTES_SECRET": SECRET}), tools="live")
+    assert same.ok, same.summary()
+    changed = replay_agent(trace, _agent({}), tools="live")  # whoami now says no credential
+    assert not changed.ok
+    assert any("MCP server 'notes', tool 'whoami'" in note for note in changed.notes)
+
+
+def test_the_shipped_example_replays_with_the_server_absent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _refuse_servers(monkeypatch)
+    monkeypatch.chdir(ROOT)
+    args = ["replay", str(SHIPPED), "--agent", "examples.mcp_agent.agent:build"]
+    outcome = CliRunner().invoke(sim_main, [*args, "--tools", "recorded"])
+    assert outcome.exit_code == 0, outcome.output
+    assert "ok:" in outcome.output
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (McpFault("die", at_call=2), "MCP server 'notes' stopped during the call to 'whoami'"),
+        (McpFault("malformed", at_call=2), "MCP server 'notes' sent a malformed result"),
+        (
+            McpFault("tools_change", at_call=2, drop="get_note"),
+            "MCP server 'notes' no longer offers tool 'get_note'",
+        ),
+        (McpFault("slow", at_call=2, delay=600.0), "tool 'whoami' timed out after 2.0 s"),
+    ],
+    ids=["die", "malformed", "tools_change", "slow"],
+)
+def test_transport_faults_end_typed_and_replay(
+    fault: McpFault, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timeout = 2.0 if fault.kind == "slow" else None  # only the slow server is timed out
+    base = McpServer.stdio("notes", sys.executable, [NOTES_SERVER], timeout=timeout)
+    faulty = with_fault(base, fault)
+
+    def build(client: ApiClient | None = None, observers: Sequence[LoopObserver] = ()) -> BareLoop:
+        assert client is not None
+        return BareLoop(client, tools=faulty.tools(), observers=observers)
+
+    trace = tmp_path / f"{fault.kind}.jsonl"
+    recorder = TraceRecorder(trace)
+    result = build(client=_script(), observers=[recorder]).run_sync("take notes")
+    recorder.close()
+    faulty.close()
+    assert result.outcome.kind == "completed"
+    errors = [p.content for m in result.messages for p in m.parts if isinstance(p, ToolResult)]
+    assert any(expected in e for e in errors), errors
+    _refuse_servers(monkeypatch)
+    replayed = replay_agent(trace, _agent({}), tools="recorded")
+    assert replayed.ok, replayed.summary()
