@@ -48,6 +48,7 @@ from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, br
 from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.explain import continuation_divergence
+from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.mcp import mcp_replay
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
@@ -304,6 +305,10 @@ def _continued(
     if checker.digests and machine.digest() != rec.continues:
         why, named, found = continuation_divergence(rec.continues, rec.brain, machine)
         checker.fail(line, rec.seq, "snapshot", why, named, found)
+    if checker.digests and rec.brain is not None:  # its summary is checked like a feed's
+        summary = summary_divergence(rec.brain, machine, "in the header", rec.continues)
+        if summary is not None:
+            checker.fail(line, rec.seq, "summary", *summary)
     return machine
 
 
