@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from vcr.request import Request
@@ -26,7 +27,9 @@ GOOGLE = "AIza" + "SyA1234567890abcdefghijklmnopqrstuv"
 SCRUB = Scrubber(key=b"test-key")
 
 
-def request(body: Any, uri: str = "https://api.openai.com/v1/chat/completions", **headers: str):
+def request(
+    body: Any, uri: str = "https://api.openai.com/v1/chat/completions", **headers: str
+) -> Request:
     data = json.dumps(body).encode() if not isinstance(body, bytes | str | None) else body
     return Request("POST", uri, data, {"content-type": "application/json", **headers})
 
@@ -149,7 +152,7 @@ def test_a_response_loses_cookies_and_organization_and_secrets_in_its_stream(kin
     body = SSE.encode() if kind is bytes else SSE
     clean = scrub_response(response(body), SCRUB)
     assert set(clean["headers"]) == {"Content-Type", "x-request-id"}  # length no longer true
-    out = clean["body"]["string"]
+    out: bytes | str = clean["body"]["string"]
     assert isinstance(out, kind)
     text = out.decode() if isinstance(out, bytes) else out
     assert KEY not in text
@@ -183,3 +186,32 @@ def test_a_clean_body_is_returned_as_it_is() -> None:
     assert scrub_response(kept, SCRUB)["headers"]["content-length"] == [str(len(body))]
     assert scrub_body(b"", SCRUB) == b""
     assert scrub_body(None, SCRUB) is None
+
+
+def test_gateway_headers_url_credentials_and_query_keys_are_dropped_and_still_match() -> None:
+    """Any request header naming a credential goes (a gateway's key header too); the URL's user
+    and password and a credential-named query parameter's value become placeholders; the
+    request matches one sent with other credentials."""
+    headers = {
+        "x-portkey-api-key": "pk-1",
+        "X-Gateway-Token": "gw-1",
+        "x-custom-secret": "s-1",
+        "cf-access-client-auth": "a-1",
+        "x-db-password": "p-1",
+        "content-type": "application/json",
+        "anthropic-version": "2023-06-01",
+        "x-request-tag": "nightly",
+    }
+    uri = "https://bob:hunter2@gw.example.com/v1/chat/completions?api-key=K1&sig=S1&api-version=3"
+    clean = scrub_request(request({"a": 1}, uri, **headers), SCRUB)
+    assert set(clean.headers) == {"content-type", "anthropic-version", "x-request-tag"}
+    assert clean.uri == (
+        "https://%5BREDACTED%5D@gw.example.com/v1/chat/completions"
+        f"?api-key={quote(SCRUB.placeholder('K1'))}&sig={quote(SCRUB.placeholder('S1'))}"
+        "&api-version=3"
+    )
+    assert "hunter2" not in clean.uri and clean.path == "/v1/chat/completions"
+    other = "https://eve:pw@gw.example.com/v1/chat/completions?api-key=K2&sig=S2&api-version=3"
+    again = scrub_request(request({"a": 1}, other), SCRUB)
+    assert (again.method, again.path) == (clean.method, clean.path)  # MATCH_ON's method, path
+    body_matcher(clean, again)  # and body: no AssertionError
