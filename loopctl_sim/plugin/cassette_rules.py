@@ -171,7 +171,8 @@ def scrub_body(body: Any, scrubber: Scrubber | None = None) -> Any:
     if not isinstance(body, bytes | str) or not body:
         return body
     scrub = scrubber or default_scrubber()
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    # bytes that are not UTF-8 (an audio reply) are kept byte for byte around what is scrubbed
+    text = body.decode("utf-8", "surrogateescape") if isinstance(body, bytes) else body
     try:
         json.loads(text)
     except ValueError:
@@ -186,7 +187,7 @@ def scrub_body(body: Any, scrubber: Scrubber | None = None) -> Any:
         clean = _scrub_json_text(text, scrub)
     if clean == text:
         return body
-    return clean.encode("utf-8") if isinstance(body, bytes) else clean
+    return clean.encode("utf-8", "surrogateescape") if isinstance(body, bytes) else clean
 
 
 #: A URL's user and password, once scrubbed (percent-encoded: brackets there would make the

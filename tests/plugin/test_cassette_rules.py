@@ -215,3 +215,11 @@ def test_gateway_headers_url_credentials_and_query_keys_are_dropped_and_still_ma
     again = scrub_request(request({"a": 1}, other), SCRUB)
     assert (again.method, again.path) == (clean.method, clean.path)  # MATCH_ON's method, path
     body_matcher(clean, again)  # and body: no AssertionError
+
+
+def test_a_body_that_is_not_utf8_is_recorded_byte_for_byte_around_a_secret() -> None:
+    binary = b"\xff\xfe\x00audio\x80 " + KEY.encode() + b" \xc3"
+    clean = scrub_body(binary, SCRUB)
+    assert isinstance(clean, bytes) and KEY.encode() not in clean
+    assert clean.startswith(b"\xff\xfe\x00audio\x80 [REDACTED:") and clean.endswith(b"] \xc3")
+    assert scrub_body(b"\xff\xfe\x00 no secret \x80", SCRUB) == b"\xff\xfe\x00 no secret \x80"
