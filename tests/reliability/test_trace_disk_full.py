@@ -10,6 +10,8 @@ and the trace file ends at a whole record, which replays.
 from __future__ import annotations
 
 import errno
+import gzip
+import io
 import json
 import logging
 from pathlib import Path
@@ -133,6 +135,55 @@ def test_a_full_disk_loses_the_trace_not_the_run(
         assert not reader.warnings
         assert len(records) == recorder.error.records
         assert replay_trace(path).ok  # an incomplete run replays up to its last record
+
+
+class FullDiskBinary:
+    """``FullDisk`` for bytes: what a gzip-compressed trace is written through."""
+
+    def __init__(self, path: str, room: int) -> None:
+        self.file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.room = room
+
+    def write(self, data: bytes) -> int:
+        if len(data) > self.room:
+            self.file.write(bytes(data[: self.room]))
+            self.file.flush()
+            self.room = 0
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.file.write(data)
+        self.room -= len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def test_a_compressed_trace_on_a_full_disk_keeps_its_whole_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disks: list[FullDiskBinary] = []
+
+    def full_gzip(path: str, append: bool = False) -> io.TextIOWrapper:
+        disks.append(FullDiskBinary(str(path), 1500))
+        binary = gzip.GzipFile(fileobj=disks[-1], mode="wb")
+        return io.TextIOWrapper(binary, encoding="utf-8", write_through=True)
+
+    monkeypatch.setattr(writer_module, "open_for_writing", full_gzip)
+    path = tmp_path / "run.jsonl.gz"
+    recorder = TraceRecorder(path)
+    result = BareLoop(script(), [lookup], observers=[recorder]).run_sync("look x and y up")
+    recorder.close()
+    disks[0].close()
+    assert result.final_text == "both looked up" and RAN == ["x", "y"]
+    RAN.clear()
+    assert isinstance(recorder.error, TraceWriteError) and recorder.error.records is None
+    reader = TraceReader(path)
+    records = list(reader)  # every record read is whole; the cut is reported, not raised
+    assert records and records[0].type == "header"
+    assert replay_trace(path).ok
 
 
 def test_the_writer_raises_a_typed_error_and_then_refuses(
