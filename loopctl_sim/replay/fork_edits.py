@@ -1,0 +1,49 @@
+"""The settings a fork changed at its branch point, applied to a loop: the fork's own run and
+every replay of the fork's trace build the agent the same way from there on.
+
+A forked trace (``loopctl_sim.replay.fork``) names its parent in the ``fork`` metadata of the
+header it writes at the branch point; ``settings`` there holds what the fork changed of the
+agent's configuration, cumulatively along a chain of forks: ``max_turns`` (the policy) and
+``options`` (the request options, merged over the agent's own). Replay reads them back here, so
+a fork whose policy or request options were changed still replays against the unchanged agent
+(the changes are the trace's, not the agent's code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from loopctl.driver import BareLoop
+from loopctl_sim.trace import HeaderLine, HeaderRecord
+
+__all__ = ["FORK_KEY", "fork_metadata", "with_settings"]
+
+#: The header metadata key that marks a fork's branch point.
+FORK_KEY: Final = "fork"
+
+
+def fork_metadata(header: HeaderRecord | HeaderLine) -> Mapping[str, Any] | None:
+    """The ``fork`` metadata of a header, None for any other header. A lazily read header
+    (``HeaderLine``) is parsed only when its line holds the key."""
+    if isinstance(header, HeaderLine):
+        if b'"fork":' not in header.raw:
+            return None
+        header = header.record()
+    found = header.metadata.get(FORK_KEY)
+    return found if isinstance(found, Mapping) else None
+
+
+def with_settings(loop: BareLoop, settings: Mapping[str, Any] | None) -> BareLoop:
+    """``loop`` with a fork's settings applied (the same loop when there are none)."""
+    if not settings:
+        return loop
+    changes: dict[str, Any] = {}
+    max_turns = settings.get("max_turns")
+    if isinstance(max_turns, int) and not isinstance(max_turns, bool):
+        changes["config"] = loop.config.model_copy(update={"max_turns": max_turns})
+    options = settings.get("options")
+    if isinstance(options, Mapping) and options:
+        merged = {**loop.session.options, **options}
+        changes["session"] = loop.session.model_copy(update={"options": merged})
+    return loop.replace(**changes) if changes else loop
