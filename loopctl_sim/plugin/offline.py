@@ -228,9 +228,16 @@ def cassette_path(request: pytest.FixtureRequest, directory: Path) -> tuple[Path
                 f"allow_playback_repeats=, not {mark.args!r} {sorted(unknown)}"
             )
     if mark is not None and mark.args:
-        given = Path(os.fspath(mark.args[0]))
-        path = given if given.is_absolute() else Path(str(request.path)).parent / given
+        arg = mark.args[0]
+        text = os.fspath(arg) if isinstance(arg, str | os.PathLike) else None
+        given = Path(text) if text and text.strip() and not text.endswith(("/", os.sep)) else None
+        path = Path(str(request.path)).parent / given if given is not None else Path()
         path = Path(os.path.normpath(path))  # "../x" leaves no ".." for vcrpy's mkdir
+        if given is None or path.is_dir():
+            raise pytest.UsageError(
+                f"{request.node.nodeid}: {mark.name}'s path names a cassette file (like "
+                f"'orders/status' or '../cassettes/status.yaml'), not {arg!r}"
+            )
     else:
         path = directory / cassette_name(request)
     if path.suffix not in (".yaml", ".yml", ".json"):

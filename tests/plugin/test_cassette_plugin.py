@@ -189,11 +189,26 @@ def test_repeats_are_misses_unless_the_marker_allows_them(pytester: pytest.Pytes
     pytester.runpytest(*ARGS).assert_outcomes(passed=1)
 
 
-def test_a_wrong_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    suite(pytester, body=ANSWER.replace("loopctl_cassette\n", "loopctl_cassette('a', 'b')\n", 1))
-    result = pytester.runpytest(*ARGS)
-    result.stdout.fnmatch_lines(["*loopctl_cassette takes one optional path*"])
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ("'a', 'b'", "*loopctl_cassette takes one optional path*"),
+        ("''", "*loopctl_cassette's path names a cassette file*not ''*"),
+        ("'shared/'", "*loopctl_cassette's path names a cassette file*not 'shared/'*"),
+        ("'..'", "*loopctl_cassette's path names a cassette file*not '..'*"),
+        ("42", "*loopctl_cassette's path names a cassette file*not 42*"),
+    ],
+)
+def test_a_wrong_marker_is_a_usage_error(
+    pytester: pytest.Pytester, arguments: str, said: str
+) -> None:
+    marker = f"loopctl_cassette({arguments})\n"
+    suite(pytester, body=ANSWER.replace("loopctl_cassette\n", marker, 1))
+    result = pytester.runpytest(*ARGS, "--loopctl-record-mode=once")
+    result.stdout.fnmatch_lines([said])
     assert result.ret != 0
+    assert not (pytester.path / "cassettes").exists()  # nothing recorded anywhere
+    assert [p.name for p in pytester.path.iterdir() if p.suffix == ".yaml"] == []
 
 
 def test_an_unknown_record_mode_is_refused(pytester: pytest.Pytester) -> None:
