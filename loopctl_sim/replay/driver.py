@@ -91,11 +91,12 @@ def replay_agent(
     """Replay the trace at ``path`` against the user's agent (``module:factory`` or the factory
     itself); ``tools``: ``live``, ``recorded`` or ``live:a,b``; ``compactor``: ``live`` or
     ``recorded``; ``observers`` are added to the replayed loop (a recorder, to re-record)."""
-    factory = load_agent(agent, cwd=cwd)
     if compactor not in ("live", "recorded"):
         raise ValueError(f"compactor {compactor!r}: expected live or recorded")
     name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
+    # MCP servers are stood in for from the import on (an agent may list its tools there)
     with mcp_replay(path, tools_live(tools)) as notes:
+        factory = load_agent(agent, cwd=cwd)
         result = _replay(path, (name, factory, compactor == "recorded"), tools, observers, cwd)
     result.notes.extend(notes)  # which MCP server and tool changed, where one did
     return result

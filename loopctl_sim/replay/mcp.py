@@ -133,11 +133,14 @@ def _short(value: Any, limit: int = 120) -> str:
 def mcp_replay(path: str | os.PathLike[str], live: Callable[[str], bool]) -> Iterator[list[str]]:
     """Stand in for the agent's MCP servers while the trace at ``path`` replays (see the module
     docstring); ``live`` says which tools run live. Yields the notes, filled as it goes."""
-    sessions = RecordedSessions(path)
+    read: list[RecordedSessions] = []  # the trace is read when a server first opens
     notes: list[str] = []
     opened: list[McpBackend] = []
 
     def stand_in(server: McpServer) -> McpBackend | None:
+        if not read:
+            read.append(RecordedSessions(path))
+        sessions = read[0]
         recorded = sessions.first_list(server.name)
         if recorded is None:
             notes.append(f"MCP server '{server.name}' is not in the trace")
