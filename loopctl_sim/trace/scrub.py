@@ -133,7 +133,8 @@ _TOKEN_KINDS: Final = _words(
 )
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", re.ASCII)
 #: Name literals: a secret name's JSON text holds one (see ``_anchored``).
-_NAME_LITERALS: Final = (*_RARE_WORDS, *(w + a for w in _COMMON_WORDS for a in _AFTER))
+_COMMON_LITERALS: Final = tuple(w + a for w in _COMMON_WORDS for a in _AFTER)
+_NAME_LITERALS: Final = (*_RARE_WORDS, *_COMMON_LITERALS)
 
 #: ``name = value`` / ``name: value`` / ``"name": "value"`` inside a text, kept where the name
 #: is secret (``password: hunter22``, ``AWS_SECRET_ACCESS_KEY=...``, ``?api-key=...`` in a
@@ -222,7 +223,33 @@ def _shared_start(words: Sequence[str]) -> str:
     return first[:n]
 
 
-_LITERAL_GROUPS: Final = _grouped(LITERALS)
+#: The literals searched for as they are. Those of ``key``, ``keys``, ``apikey`` and ``token``
+#: are found by the words' occurrences instead (``_common_name``): ``token`` is in most records
+#: (``input_tokens``), where the literals would take seven searches of the whole text.
+_OCCURRING: Final = tuple(w + a for w in ("key", "keys", "apikey", "token") for a in _AFTER)
+_LITERAL_GROUPS: Final = _grouped([lit for lit in LITERALS if lit not in _OCCURRING])
+_AFTER_SET: Final = frozenset(_AFTER)
+
+
+def _followed(low: str, word: str) -> bool:
+    """Whether ``word`` stands in ``low`` followed by one of ``_AFTER``."""
+    end = len(word)
+    at = low.find(word)
+    while at >= 0:
+        if low[at + end : at + end + 1] in _AFTER_SET:
+            return True
+        at = low.find(word, at + 1)
+    return False
+
+
+def _common_name(low: str) -> bool:
+    """Whether ``low`` holds one of ``_OCCURRING`` (an ``apikey`` literal holds a ``key`` one).
+    A text where every ``token`` is a ``tokens`` holds none of ``token``'s: two counts settle
+    the usual record."""
+    if "key" in low and (_followed(low, "key") or _followed(low, "keys")):
+        return True
+    count = low.count("token")
+    return bool(count) and count != low.count("tokens") and _followed(low, "token")
 
 
 def is_secret_key(key: str) -> bool:
@@ -308,6 +335,8 @@ class Scrubber:
                 for literal in literals:
                     if literal in low:
                         return True
+        if _common_name(low):
+            return True
         return self._user is not None and self._user.search(json_text) is not None
 
     def text(self, text: str) -> str:
