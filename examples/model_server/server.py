@@ -11,6 +11,8 @@ Like a real provider it refuses a request without an API key (401, in the provid
 tell a replay (no request) from a recording. ``delay`` makes each answer wait that many seconds
 before its first byte: a slow model. ``hold(n)`` makes the n-th request on (counting from 1)
 wait, unanswered, until ``release()``: a test kills a run exactly while it waits for the model.
+``fail(n, status)`` answers the n-th request with that HTTP error instead (429 with
+``retry-after: 0``, 500, 529 overloaded), in the provider's error shape: a retry over HTTP.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def _error(path: str, status: int, kind: str, message: str) -> bytes:
         return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
     error = {"message": message, "type": kind, "param": None, "code": kind}
     return json.dumps({"error": error}).encode()
+
+
+#: An injected failure's error type and message, by HTTP status (the providers' wording).
+_FAILURES: dict[int, tuple[str, str]] = {
+    429: ("requests", "Rate limit reached for requests. Please try again in 0s."),
+    500: ("api_error", "The server had an error while processing your request."),
+    503: ("server_error", "The engine is currently overloaded, please try again later"),
+    529: ("overloaded_error", "Overloaded"),
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -116,6 +127,10 @@ class _Handler(BaseHTTPRequestHandler):
                 _error(self.path, 400, kind, "a JSON body with a model is required"),
             )
             return
+        failure = owner.failures.get(n)
+        if failure is not None:
+            self._fail(failure)
+            return
         to_turns, to_body = route
         content_type, payload = to_body(body, decide(to_turns(body)), n)
         if owner.held_from is not None and n >= owner.held_from:
@@ -124,11 +139,29 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(owner.delay)
         self._send(200, content_type, payload)
 
-    def _send(self, status: int, content_type: str, payload: bytes) -> None:
+    def _fail(self, status: int) -> None:
+        anthropic = self.path == "/v1/messages"
+        kind, message = _FAILURES.get(status, ("api_error", "The server had an error."))
+        if anthropic and status == 429:
+            kind = "rate_limit_error"
+        elif not anthropic and status == 529:
+            kind = "server_error"
+        extra = {"retry-after": "0"} if status in (429, 529, 503) else {}
+        self._send(status, "application/json", _error(self.path, status, kind, message), extra)
+
+    def _send(
+        self,
+        status: int,
+        content_type: str,
+        payload: bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
         self.send_header("x-request-id", "req_skyway")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
 
@@ -154,6 +187,7 @@ class ModelServer:
         self.lock = threading.Lock()
         self.held_from: int | None = None
         self.released = threading.Event()
+        self.failures: dict[int, int] = {}
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.owner = self
         self._thread: threading.Thread | None = None
@@ -179,6 +213,11 @@ class ModelServer:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             given = given.strip() if scheme.lower() == "bearer" else ""
         return bool(given) and (self.api_key is None or given == self.api_key)
+
+    def fail(self, n: int, status: int = 429) -> None:
+        """Answer the ``n``-th request (1 is the first) with HTTP ``status`` in the provider's
+        error shape (429, 503 and 529 with ``retry-after: 0``) instead of the model's move."""
+        self.failures[n] = status
 
     def hold(self, n: int) -> None:
         """From the ``n``-th request on (1 is the first this server receives), answer nothing

@@ -80,6 +80,25 @@ def test_an_unchanged_agent_replays_its_own_http_trace(
     assert KEY not in trace.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(("api", "status"), [("openai", 429), ("anthropic", 529)])
+def test_a_retried_http_error_is_recorded_and_replays(
+    model_server: ModelServer, tmp_path: Path, api: str, status: int
+) -> None:
+    """The provider refuses the second call once (a rate limit, an overload, ``retry-after:
+    0``): the agent retries, the trace holds the error and the retry, and it replays clean."""
+    model_server.fail(2, status)
+    trace = tmp_path / "retried.jsonl"
+    result = record(model_server, trace, api=api)
+    assert result.outcome.kind == "completed"
+    assert len(model_server.requests) == 5
+    errors = kinds(trace, "model_error")
+    assert [e["data"]["error"]["status"] for e in errors] == [status]
+    assert len(kinds(trace, "retry")) == 1
+    done = cli("loopctl-sim", "replay", str(trace), "--agent", AGENT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(model_server.requests) == 5
+
+
 #: Each change a user makes to the agent, and what the replay says of it.
 CHANGES = {
     "model": "the request's model differs\n  (value): skyway-model-1 -> skyway-model-2",
