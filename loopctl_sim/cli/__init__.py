@@ -5,6 +5,7 @@ module          commands
 ==============  ==================================================================================
 ``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
 ``resume_cmd``  ``resume``: finish a run whose process died, from its trace
+``fork_cmd``    ``fork``: a recorded run forked at a step, its prefix verified by replay
 ``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
 ``html_cmd``    ``html``: a trace as a self-contained HTML timeline
 ``otel_cmd``    ``otel``: a trace as OpenTelemetry GenAI spans (OTLP/JSON to a file or endpoint)
@@ -22,6 +23,7 @@ never a traceback). The top of the harness: it may import every layer below; not
 import click
 
 from loopctl_sim.cli.export_cmd import export_test
+from loopctl_sim.cli.fork_cmd import fork_run
 from loopctl_sim.cli.fuzz_cmd import fuzz
 from loopctl_sim.cli.html_cmd import html
 from loopctl_sim.cli.otel_cmd import otel
@@ -36,6 +38,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: tuple[click.Command, ...] = (
     replay,
     resume,
+    fork_run,
     show,
     diff,
     html,

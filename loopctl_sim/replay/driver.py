@@ -48,6 +48,7 @@ from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, br
 from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.explain import continuation_divergence
+from loopctl_sim.replay.fork_edits import fork_metadata, with_settings
 from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.mcp import mcp_replay
 from loopctl_sim.replay.report import ReplayResult
@@ -187,6 +188,9 @@ async def _runs(
             _finishing(cursor, checker, machine)
         if loop is None or not _continues_run(found):
             loop = body(machine)
+            forked = fork_metadata(found)  # a fork's branch point: the settings it changed
+            if forked is not None:
+                loop = with_settings(loop, forked.get("settings"))
         cancel = CancelSignal()
         recorded_tools.cancel = cancel
         if isinstance(loop.client, ReplayClient):

@@ -72,6 +72,7 @@ __all__ = [
     "ForkError",
     "ForkPointError",
     "ForkResult",
+    "branch_point",
     "branch_points",
     "fork",
     "fork_async",
@@ -175,6 +176,21 @@ class ForkResult:
 
 def _records(path: str) -> list[tuple[int, Record]]:
     return list(TraceReader(path).numbered())
+
+
+def branch_point(
+    trace: str | os.PathLike[str],
+    *,
+    at: int | None = None,
+    turn: int | None = None,
+    edits: Edits | None = None,
+) -> BranchPoint:
+    """The branch point ``at`` (a seq) or of ``turn`` with ``edits`` checked against it, as
+    ``fork`` chooses it; raises ``ForkError`` (``ForkPointError``) as ``fork`` would."""
+    edits = edits or Edits()
+    point = _choose(_records(os.fspath(trace)), at, turn, edits)
+    _check_edits(point, edits)
+    return point
 
 
 def branch_points(trace: str | os.PathLike[str]) -> list[BranchPoint]:

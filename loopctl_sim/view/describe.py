@@ -111,7 +111,39 @@ def outcome_text(outcome: Any, limit: int | None = CLIP) -> str:
     return f"{kind}" + (f': "{_clip(text, limit)}"' if isinstance(text, str) and text else "")
 
 
+def _fork(fork: dict[str, Any], limit: int | None) -> str:
+    """A fork's branch point (``loopctl_sim.replay.fork``): its parent, the edits made there,
+    and the chain of ancestors when it is a fork of a fork."""
+    parent = fork.get("parent") or {}
+    text = (
+        f"fork of {parent.get('path')} at seq {parent.get('at')} "
+        f"(sha256 {str(parent.get('sha256'))[:12]})"
+    )
+    edits = []
+    for edit in fork.get("edits") or ():
+        kind = edit.get("kind")
+        if kind == "inject":
+            edits.append(f'inject "{_clip(str(edit.get("text")), limit)}"')
+        elif kind == "tool_result":
+            edits.append(f'{edit.get("call_id")} result "{_clip(str(edit.get("content")), limit)}"')
+        elif kind == "reply":
+            edits.append(f'turn {edit.get("turn")} reply "{_clip(str(edit.get("text")), limit)}"')
+        elif kind == "policy":
+            edits.append(f"max_turns={edit.get('max_turns')}")
+        elif kind == "options":
+            edits.append(f"options {_json(edit.get('options'), limit)}")
+    text += "; edits: " + (", ".join(edits) if edits else "none")
+    ancestors = fork.get("ancestors") or ()
+    if len(ancestors) > 1:
+        chain = " > ".join(f"{a.get('path')}@{a.get('at')}" for a in ancestors)
+        text += f"; ancestors: {chain}"
+    return text
+
+
 def _header(rec: dict[str, Any], limit: int | None) -> Described:
+    fork = (rec.get("metadata") or {}).get("fork")
+    if isinstance(fork, dict):  # a fork's branch point (its snapshot: the brain there)
+        return Described("run", "fork", "warn", (_fork(fork, limit),))
     snap = rec.get("snapshot") or {}
     history = len(snap.get("history") or ())
     if snap.get("started"):
