@@ -14,18 +14,19 @@ Everything else passes through untouched. Each fault ends in what the model sees
 result (``McpError`` naming the server, or a timeout), never in an exception out of the run,
 and the run's trace replays (tests/mcp/test_mcp_faults.py). The faults act on the real
 session's messages, not on a mock: the server is real, what it says on the way is altered.
+``faulting({"notes": fault})`` puts a fault on the servers an agent's own factory opens.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loopctl.tools.mcp import McpServer
+from loopctl.tools.mcp import McpBackend, McpServer, standing_in
 
-__all__ = ["McpFault", "with_fault"]
+__all__ = ["McpFault", "faulting", "with_fault"]
 
 FaultKind = Literal["die", "slow", "malformed", "tools_change"]
 
@@ -65,6 +66,20 @@ def with_fault(server: McpServer, fault: McpFault) -> McpServer:
         connect_timeout=server.connect_timeout,
         transport=fault.wrap,
     )
+
+
+@contextmanager
+def faulting(faults: Mapping[str, McpFault]) -> Iterator[None]:
+    """While this holds, every ``McpServer`` named in ``faults`` that opens its session opens it
+    with that fault on its transport: how a harness faults an agent's own servers (built by the
+    agent's factory, untouched) the way ``loopctl-sim fuzz`` faults its tools."""
+
+    def stand_in(server: McpServer) -> McpBackend | None:
+        fault = faults.get(server.name)
+        return None if fault is None else server.open_live(transport=fault.wrap)
+
+    with standing_in(stand_in):
+        yield
 
 
 class _State:

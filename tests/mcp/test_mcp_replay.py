@@ -19,7 +19,7 @@ from loopctl.testing import ScriptedClient
 from loopctl.tools.mcp import McpServer
 from loopctl_sim.cli import main as sim_main
 from loopctl_sim.replay import replay_agent
-from loopctl_sim.sim.mcp_faults import McpFault, with_fault
+from loopctl_sim.sim.mcp_faults import McpFault, faulting, with_fault
 from loopctl_sim.trace import TraceRecorder
 from tests.mcp.conftest import NOTES_SERVER, SECRET, call
 
@@ -131,6 +131,23 @@ def test_transport_faults_end_typed_and_replay(
     assert result.outcome.kind == "completed"
     errors = [p.content for m in result.messages for p in m.parts if isinstance(p, ToolResult)]
     assert any(expected in e for e in errors), errors
+    _refuse_servers(monkeypatch)
+    replayed = replay_agent(trace, _agent({}), tools="recorded")
+    assert replayed.ok, replayed.summary()
+
+
+def test_faulting_reaches_the_servers_an_agent_factory_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness faults the agent's own server, by its name, without rebuilding the agent."""
+    build = _agent({"NOTES_SECRET": SECRET})
+    trace = tmp_path / "died.jsonl"
+    with faulting({"notes": McpFault("die", at_call=1)}):
+        _record(trace, build)
+    build.server.close()  # type: ignore[attr-defined]
+    text = trace.read_text()
+    assert "MCP server 'notes' stopped during the call to 'add_note'" in text
+    assert "MCP server 'notes' is not running" in text  # the later calls
     _refuse_servers(monkeypatch)
     replayed = replay_agent(trace, _agent({}), tools="recorded")
     assert replayed.ok, replayed.summary()

@@ -163,8 +163,9 @@ class McpServer:
         self._backend = backend if backend is not None else self.open_live()
         return self._backend
 
-    def open_live(self) -> McpBackend:
-        """A session with the real server, whoever stands in (a watching harness's way in)."""
+    def open_live(self, transport: TransportWrapper | None = None) -> McpBackend:
+        """A session with the real server, whoever stands in (a watching harness's way in);
+        ``transport`` wraps the SDK's transport instead of the server's own wrapper."""
         target = self._target
         if isinstance(target, _StdioTarget):
             mcp = _sdk()
@@ -174,7 +175,7 @@ class McpServer:
         return ThreadConnection(
             self.name,
             target,
-            wrapper=self._wrapper,
+            wrapper=transport if transport is not None else self._wrapper,
             on_list_changed=self._list_changed,
             connect_timeout=self.connect_timeout,
         )
