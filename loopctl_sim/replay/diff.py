@@ -6,6 +6,11 @@ IO records altogether; ``brain_only`` also skips headers, so a machine-level and
 trace of the same world compare equal when the brain was asked and told the same things (a
 driver trace holds a header for each resume after a crash).
 
+A fork (``loopctl_sim.replay.fork``) compared with its parent, or with any of its ancestors,
+is compared from the branch on (``fork_branch``): the records up to the branch point are the
+parent's, copied, and the fork's header at the branch point is not the parent's; the report
+names the branch.
+
 ``TraceDiff.report`` is bounded like a replay's (``report.bounded_diff``): a diff too long or
 too wide to read is replaced by the fields that differ, each as an excerpt around its first
 difference; ``to_json`` keeps the whole diff.
@@ -13,15 +18,68 @@ difference; ``to_json`` keeps the whole diff.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from loopctl_sim.replay.fork_edits import trace_sha256
 from loopctl_sim.replay.report import bounded_diff, unified_diff
-from loopctl_sim.trace import Record, TraceReader
+from loopctl_sim.trace import Record, TraceReader, lines_of, open_for_reading
 
-__all__ = ["TraceDiff", "comparable", "diff_traces"]
+__all__ = ["Branch", "TraceDiff", "comparable", "diff_traces", "fork_branch"]
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Where one trace of a pair forks the other: ``child`` (``"a"`` or ``"b"``) branched after
+    the other's record ``at``; its header at the branch point is its record ``header``."""
+
+    child: str
+    at: int
+    header: int
+
+    def skips(self, side: str, seq: int) -> bool:
+        """Whether ``side``'s record ``seq`` is left out of the comparison (the shared prefix,
+        the fork's header)."""
+        return seq <= self.at or (side == self.child and seq == self.header)
+
+    def note(self, path_a: str, path_b: str) -> str:
+        child, parent = (path_a, path_b) if self.child == "a" else (path_b, path_a)
+        return f"{child} forks {parent} at seq {self.at}: compared from the branch on"
+
+
+def _forks(child: str, parent_sha: str) -> tuple[int, int] | None:
+    """(branch seq, fork header seq) when ``child`` names the trace ``parent_sha`` as an
+    ancestor (the first fork header that does)."""
+    with open_for_reading(child) as f:
+        for raw in lines_of(f):
+            if b'"type":"header"' not in raw[:40] or b'"fork":' not in raw:
+                continue
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                return None
+            fork = (rec.get("metadata") or {}).get("fork") or {}
+            for ancestor in fork.get("ancestors") or ():
+                if isinstance(ancestor, dict) and ancestor.get("sha256") == parent_sha:
+                    at = ancestor.get("at")
+                    return (at, rec.get("seq")) if isinstance(at, int) else None
+    return None
+
+
+def fork_branch(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Branch | None:
+    """The branch when ``b`` is a fork of ``a`` (or ``a`` of ``b``), through any ancestor;
+    None otherwise (or when either is not a plain file: stdin)."""
+    try:
+        for child, parent, side in ((b, a, "b"), (a, b, "a")):
+            found = _forks(os.fspath(child), trace_sha256(parent))
+            if found is not None:
+                return Branch(side, found[0], found[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 @dataclass
@@ -34,6 +92,8 @@ class TraceDiff:
     actual: Any
     path_a: str
     path_b: str
+    #: the fork relation of the pair, when one forks the other (compared from the branch on)
+    branch: Branch | None = None
 
     @property
     def diff(self) -> str:
@@ -43,8 +103,10 @@ class TraceDiff:
         def where(path: str, line: int | None, seq: int | None) -> str:
             return f"{path}: ended" if line is None else f"{path}:{line} (seq {seq})"
 
+        fork = [] if self.branch is None else [self.branch.note(self.path_a, self.path_b)]
         return "\n".join(
             [
+                *fork,
                 "traces diverge at",
                 f"  {where(self.path_a, self.line_a, self.seq_a)}",
                 f"  {where(self.path_b, self.line_b, self.seq_b)}",
@@ -78,9 +140,11 @@ def _normalized(record: Record) -> dict[str, Any]:
     return comparable(record.model_dump(mode="json"))
 
 
-def _stream(reader: TraceReader, skip: frozenset[str]) -> Iterator[tuple[int, Record]]:
+def _stream(
+    reader: TraceReader, skip: frozenset[str], branch: Branch | None = None, side: str = ""
+) -> Iterator[tuple[int, Record]]:
     for line, record in reader.numbered():
-        if record.type in skip:
+        if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue
         yield line, record
 
@@ -95,7 +159,8 @@ def diff_traces(
     """None when the traces hold the same records; else where they first differ."""
     skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
     ra, rb = TraceReader(a), TraceReader(b)
-    ia, ib = _stream(ra, skip), _stream(rb, skip)
+    branch = fork_branch(a, b)
+    ia, ib = _stream(ra, skip, branch, "a"), _stream(rb, skip, branch, "b")
     while True:
         na, nb = next(ia, None), next(ib, None)
         if na is None and nb is None:
@@ -112,4 +177,5 @@ def diff_traces(
                 actual=db,
                 path_a=ra.path,
                 path_b=rb.path,
+                branch=branch,
             )

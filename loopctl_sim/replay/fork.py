@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -48,7 +47,7 @@ from loopctl.core import Message, ToolResult
 from loopctl.driver import BareLoop, CancelSignal, RunResult
 from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
-from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, with_settings
+from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256, with_settings
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
@@ -325,14 +324,6 @@ def _wave_results(records: list[tuple[int, Record]], point: BranchPoint) -> dict
     return found
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _lineage(records: list[tuple[int, Record]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The parent's own ancestors and fork settings (its last fork header's), if it is a fork."""
     ancestors: list[dict[str, Any]] = []
@@ -429,7 +420,7 @@ async def fork_async(
             raise ForkDiverged(replayed)
         resumed_at = resume_point(temp)
     ancestors, settings = _lineage(records)
-    parent = {"path": source, "sha256": _sha256(source), "at": point.seq}
+    parent = {"path": source, "sha256": trace_sha256(source), "at": point.seq}
     if edits.max_turns is not None:
         settings["max_turns"] = edits.max_turns
     if edits.options:

@@ -11,16 +11,27 @@ a fork whose policy or request options were changed still replays against the un
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 from loopctl.driver import BareLoop
 from loopctl_sim.trace import HeaderLine, HeaderRecord
 
-__all__ = ["FORK_KEY", "fork_metadata", "with_settings"]
+__all__ = ["FORK_KEY", "fork_metadata", "trace_sha256", "with_settings"]
 
 #: The header metadata key that marks a fork's branch point.
 FORK_KEY: Final = "fork"
+
+
+def trace_sha256(path: str | os.PathLike[str]) -> str:
+    """A trace's identity as a fork names its parent: the SHA-256 of the file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def fork_metadata(header: HeaderRecord | HeaderLine) -> Mapping[str, Any] | None:

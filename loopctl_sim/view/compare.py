@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl_sim.replay import TraceDiff
-from loopctl_sim.replay.diff import comparable
+from loopctl_sim.replay.diff import Branch, comparable, fork_branch
 from loopctl_sim.trace import TraceReader
 
 __all__ = ["TraceComparison", "comparable", "compare_traces"]
@@ -36,6 +36,8 @@ class TraceComparison:
     only_b: int = 0
     outcomes_a: list[Any] = field(default_factory=list)  # each run's outcome (JSON; None: none)
     outcomes_b: list[Any] = field(default_factory=list)
+    #: when one trace forks the other: compared from the branch on (``replay.diff``)
+    branch: Branch | None = None
 
     @property
     def same(self) -> bool:
@@ -50,11 +52,18 @@ class TraceComparison:
             "only_b": self.only_b,
             "outcomes": {"a": self.outcomes_a, "b": self.outcomes_b},
             "divergence": None if self.first is None else self.first.to_json(),
+            "branch": None
+            if self.branch is None
+            else {"child": self.branch.child, "at": self.branch.at},
         }
 
 
 def _stream(
-    reader: TraceReader, skip: frozenset[str], outcomes: list[Any]
+    reader: TraceReader,
+    skip: frozenset[str],
+    outcomes: list[Any],
+    branch: Branch | None = None,
+    side: str = "",
 ) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """(line, seq, comparable JSON) of the records compared; every run's outcome on the side."""
     open_run = False
@@ -69,7 +78,7 @@ def _stream(
             outcome = getattr(record, "outcome", None)
             outcomes.append(None if outcome is None else outcome.model_dump(mode="json"))
             open_run = False
-        if record.type in skip:
+        if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue
         yield line, record.seq, comparable(record.model_dump(mode="json"))
     if open_run:
@@ -86,8 +95,9 @@ def compare_traces(
     """Compare the traces at ``a`` and ``b`` whole (``TraceFormatError`` if one is unreadable)."""
     skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
     ra, rb = TraceReader(a), TraceReader(b)
-    result = TraceComparison(ra.path, rb.path)
-    ia, ib = _stream(ra, skip, result.outcomes_a), _stream(rb, skip, result.outcomes_b)
+    result = TraceComparison(ra.path, rb.path, branch=fork_branch(a, b))
+    ia = _stream(ra, skip, result.outcomes_a, result.branch, "a")
+    ib = _stream(rb, skip, result.outcomes_b, result.branch, "b")
     while True:
         na, nb = next(ia, None), next(ib, None)
         if na is None and nb is None:
@@ -110,4 +120,5 @@ def compare_traces(
                 actual=None if nb is None else nb[2],
                 path_a=ra.path,
                 path_b=rb.path,
+                branch=result.branch,
             )

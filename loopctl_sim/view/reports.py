@@ -155,11 +155,14 @@ def _outcomes_table(comparison: TraceComparison) -> Table:
 def print_comparison(console: Console, comparison: TraceComparison) -> None:
     """``diff``'s report, as described in this module's docstring."""
     first = comparison.first
+    if comparison.branch is not None:  # one forks the other: compared from the branch on
+        _say(console, "", comparison.branch.note(comparison.path_a, comparison.path_b))
     if first is None:
         same = f"same: {comparison.path_a} and {comparison.path_b} hold the same records"
         _say(console, "", same)
     else:
-        for line in first.report().splitlines()[:3]:
+        lines = first.report().splitlines()[0 if first.branch is None else 1 :]
+        for line in lines[:3]:
             _say(console, "", line, indent=4)
         diffs = leaf_diff(first.expected, first.actual)
         if diffs:
