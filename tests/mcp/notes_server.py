@@ -3,6 +3,7 @@
 Run over stdio (``python notes_server.py``) or streamable HTTP (``python notes_server.py --http
 PORT``, on 127.0.0.1). ``crash`` ends the process at once (a server that dies mid-call);
 ``forget`` drops ``get_note`` from the tool list and tells the client (a list change mid-run);
+``NOTES_HIDE=a,b`` starts it without those tools;
 ``NOTES_SECRET`` in the environment is what a server's credential looks like: ``whoami`` says
 whether it arrived, never its value.
 """
@@ -50,6 +51,9 @@ async def forget(ctx: Context) -> str:
     await ctx.session.send_tool_list_changed()
     return "get_note is gone"
 
+
+for _hidden in filter(None, os.environ.get("NOTES_HIDE", "").split(",")):
+    app.remove_tool(_hidden)  # a server whose list differs from the one a trace recorded
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":

@@ -4,6 +4,9 @@ run typed and their traces replay."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +58,11 @@ def _record(path: Path, build: object) -> None:
     recorder.close()
 
 
+def _mcp_data(path: Path) -> list[dict[str, object]]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["data"] for r in records if r.get("type") == "io" and r.get("kind") == "mcp"]
+
+
 def _refuse_servers(monkeypatch: pytest.MonkeyPatch) -> None:
     """From here on, any attempt to reach a real MCP server fails the test."""
 
@@ -86,6 +94,17 @@ def test_live_tools_name_the_server_and_tool_whose_result_changed(tmp_path: Path
     changed = replay_agent(trace, _agent({}), tools="live")  # whoami now says no credential
     assert not changed.ok
     assert any("MCP server 'notes', tool 'whoami'" in note for note in changed.notes)
+
+
+def test_live_tools_name_the_tool_gone_from_the_servers_list(tmp_path: Path) -> None:
+    trace = tmp_path / "notes.jsonl"
+    recording = _agent({"NOTES_SECRET": SECRET})
+    _record(trace, recording)
+    recording.server.close()  # type: ignore[attr-defined]
+    changed = replay_agent(trace, _agent({"NOTES_HIDE": "crash"}), tools="live")
+    assert not changed.ok  # the model is told of other tools: the first request differs
+    assert "MCP server 'notes': tool 'crash' is gone" in changed.notes
+    assert "MCP server 'notes'" in changed.summary()
 
 
 def test_the_shipped_example_replays_with_the_server_absent(
@@ -131,6 +150,9 @@ def test_transport_faults_end_typed_and_replay(
     assert result.outcome.kind == "completed"
     errors = [p.content for m in result.messages for p in m.parts if isinstance(p, ToolResult)]
     assert any(expected in e for e in errors), errors
+    if fault.kind == "tools_change":
+        changes = [r for r in _mcp_data(trace) if r["op"] == "tools" and "removed" in r]
+        assert [c["removed"] for c in changes] == [["get_note"]]
     _refuse_servers(monkeypatch)
     replayed = replay_agent(trace, _agent({}), tools="recorded")
     assert replayed.ok, replayed.summary()
@@ -151,3 +173,43 @@ def test_faulting_reaches_the_servers_an_agent_factory_opens(
     _refuse_servers(monkeypatch)
     replayed = replay_agent(trace, _agent({}), tools="recorded")
     assert replayed.ok, replayed.summary()
+
+
+def test_recorded_through_loopctl_run_replays_with_the_server_absent(tmp_path: Path) -> None:
+    """The example agent recorded as a user records it from the shell (``loopctl run --agent
+    --trace``, its own client over HTTP against the local model server), then replayed by the
+    command line in a process where the time server cannot start."""
+    from examples.model_server import ModelServer
+
+    trace = tmp_path / "clock.jsonl"
+    key = "sk-clock-recording-key-0123456789"
+    question = "when it is 23:15 in UTC, what time is it in Australia/Sydney?"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with ModelServer(api_key=key) as model:
+        env.update(SKYWAY_BASE_URL=model.url, SKYWAY_API_KEY=key)
+        loopctl = str(Path(sys.executable).parent / "loopctl")
+        command = [loopctl, "run", question, "--agent", "examples.mcp_agent.agent:build"]
+        done = subprocess.run(
+            [*command, "--trace", str(trace)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    text = trace.read_text()
+    assert key not in text
+    assert [r["op"] for r in _mcp_data(trace)] == ["tools", "result"]
+    # no server: the replaying process refuses to start one
+    refuse = (
+        "import sys; from loopctl.tools.mcp import McpServer\n"
+        "def refuse(self, transport=None): raise SystemExit('a server was started')\n"
+        "McpServer.open_live = refuse\n"
+        "from loopctl_sim.cli import main; sys.argv[0] = 'loopctl-sim'; main()\n"
+    )
+    replay = [sys.executable, "-c", refuse, "replay", str(trace)]
+    replay += ["--agent", "examples.mcp_agent.agent:build", "--tools", "recorded"]
+    done = subprocess.run(replay, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("ok:")
