@@ -7,7 +7,7 @@ records). Items are what the page draws: one per record, except that a tool call
 ``tool_call`` and ``tool_result`` records make one bar (from the call to the result), and a
 model attempt's bar also points at the request it answers, so clicking it shows both.
 
-``summary`` counts what a reader looks for first (runs, resumes, crashes, model calls, tool
+``summary`` counts what a reader looks for first (runs, resumes, forks, crashes, model calls, tool
 calls, retries, errors, compactions, cancels) and holds the last outcome. ``records`` is every
 record's JSON, one line each, for the page's details pane.
 """
@@ -68,6 +68,7 @@ class Timeline:
             "records": len(self.seq),
             "runs": c["runs"],
             "resumes": c["resume"],
+            "forks": c["fork"],
             "crashes": c["crash"],
             "steps": c["step"],
             "feeds": c["feed"],
@@ -174,7 +175,7 @@ class _Builder:
         rtype = str(rec.get("type"))
         counts[rtype] += 1
         if rtype == "header":
-            counts["runs" if kind == "header" else "resume"] += 1
+            counts["runs" if kind == "header" else kind if kind == "fork" else "resume"] += 1
         elif rtype == "end":
             self.tl.outcome = rec.get("outcome")
         elif rtype == "step":

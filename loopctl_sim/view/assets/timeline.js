@@ -68,7 +68,8 @@ async function main() {
   outcome.textContent = S.outcome;
   outcome.className = token(S.outcome_kind);
   const counts = [
-    ["records", "records"], ["runs", "runs"], ["resumes", "resumes"], ["crashes", "crashes"],
+    ["records", "records"], ["runs", "runs"], ["resumes", "resumes"], ["forks", "forks"],
+    ["crashes", "crashes"],
     ["turns", "turns"], ["model_calls", "model calls"], ["model_errors", "model errors"],
     ["retries", "retries"], ["tool_calls", "tool calls"], ["tool_errors", "tool errors"],
     ["compactions", "compactions"], ["cancels", "cancels"],
