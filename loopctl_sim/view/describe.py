@@ -324,6 +324,33 @@ def _io_reflection(d: dict[str, Any], rec: dict[str, Any], limit: int | None) ->
     return Described("events", "reflection", "", (text,), echo=True)
 
 
+def _io_mcp(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+    """An MCP server's session (``loopctl.tools.mcp``): its tool list, a call's result, a
+    failure."""
+    server, op, tool = d.get("server"), d.get("op"), d.get("tool")
+    if op == "tools":
+        found = d.get("tools")
+        listed: list[Any] = found if isinstance(found, list) else []
+        names = ", ".join(str(t.get("name")) for t in listed if isinstance(t, dict))
+        changes = [
+            f"{what} {', '.join(map(str, d[what]))}"
+            for what in ("added", "removed", "changed")
+            if isinstance(d.get(what), list) and d[what]
+        ]
+        said = f" (its list changed: {'; '.join(changes)})" if "removed" in d else ""
+        text = f"mcp {server}: advertises {_clip(names, limit) or '(no tools)'}{said}"
+        return Described("tools", "mcp", "warn" if said else "", (text,))
+    if op == "error":
+        text = f"mcp {server}: {tool} failed: {_clip(str(d.get('error')), _short(limit))}"
+        return Described("tools", "mcp", "error", (text,))
+    answer = d.get("result")
+    result: dict[str, Any] = answer if isinstance(answer, dict) else {}
+    flag = " ERROR" if result.get("isError") else ""
+    content = _clip(_json(result.get("content"), None), _short(limit))
+    text = f"mcp {server}: {tool} answered{flag}: {content}"
+    return Described("tools", "mcp", "error" if flag else "", (text,))
+
+
 _IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Described]]] = {
     "model_request": _io_model_request,
     "model_reply": _io_model_reply,
@@ -336,6 +363,7 @@ _IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Desc
     "cancel": _io_cancel,
     "compaction": _io_compaction,
     "reflection": _io_reflection,
+    "mcp": _io_mcp,
 }
 
 

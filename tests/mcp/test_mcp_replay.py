@@ -213,3 +213,10 @@ def test_recorded_through_loopctl_run_replays_with_the_server_absent(tmp_path: P
     done = subprocess.run(replay, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("ok:")
+
+
+def test_show_tells_the_mcp_session() -> None:
+    outcome = CliRunner().invoke(sim_main, ["show", str(SHIPPED)])
+    assert outcome.exit_code == 0, outcome.output
+    assert "mcp time: advertises get_current_time, convert_time" in outcome.output
+    assert "mcp time: convert_time answered:" in outcome.output
