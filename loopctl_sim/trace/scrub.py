@@ -30,6 +30,7 @@ whether it scrubs with the key that wrote the trace. Without a key the placehold
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -199,8 +200,12 @@ _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowerca
 
 
 def _anchored(low: str) -> bool:
-    """Whether a lowered name (with the character after it) holds a name literal."""
-    return any(literal in low for literal in _NAME_LITERALS)
+    """Whether a lowered text (a name with the character after it) holds a name literal."""
+    return (
+        any(word in low for word in _RARE_WORDS)
+        or _common_name(low)
+        or any(_followed(low, word) for word in ("auth", "creds", "private"))
+    )
 
 
 def _grouped(literals: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -252,6 +257,7 @@ def _common_name(low: str) -> bool:
     return bool(count) and count != low.count("tokens") and _followed(low, "token")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Whether a mapping key names a credential (its value is replaced whole).
 
