@@ -68,6 +68,7 @@ __all__ = [
     "AgentRunError",
     "AgentWorld",
     "ToolModes",
+    "fault_recorder",
     "live_tools",
     "run_agent",
     "run_agent_async",
@@ -214,14 +215,16 @@ class AgentRunError(Exception):
 
 def run_agent(
     world: AgentWorld,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | TraceRecorder | None = None,
     *,
     machine: LoopMachine | None = None,
     created: str | None = None,
     observers: Sequence[LoopObserver] = (),
     before_step: Callable[[StepPoint], None] | None = None,
 ) -> AgentRun:
-    """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain)."""
+    """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain).
+    ``trace`` may be a recorder of ``fault_recorder``: a session passes one for all its runs,
+    so its trace holds them as one conversation."""
     return run_simulated(
         run_agent_async(
             world,
@@ -236,7 +239,7 @@ def run_agent(
 
 async def run_agent_async(
     world: AgentWorld,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | TraceRecorder | None = None,
     *,
     machine: LoopMachine | None = None,
     created: str | None = None,
@@ -260,8 +263,14 @@ async def run_agent_async(
         "level": "agent",
         **world.metadata,
     }
-    recorder = None
-    if trace is not None:
+    recorder: TraceRecorder | None = None
+    if isinstance(trace, TraceRecorder):
+        # a session's recorder, kept across its runs (each run after the first continues the
+        # one before in the same trace); it marks this run's faulted results
+        recorder = trace
+        if isinstance(recorder, _FaultMarks):
+            recorder.altered = tools.altered
+    elif trace is not None:
         recorder = _FaultMarks(
             trace, tools.altered, metadata=meta, created=created, record_raised=agent_failure
         )
@@ -346,7 +355,7 @@ async def run_agent_async(
         raise AgentRunError(collected(), exc) from exc
     finally:
         current.clear()  # the client's policy reads the loop through it: a cycle, else
-        if recorder is not None and not isinstance(trace, TraceWriter):
+        if recorder is not None and not isinstance(trace, TraceWriter | TraceRecorder):
             recorder.close()
     return collected()
 
@@ -374,6 +383,17 @@ class _FaultMarks(TraceRecorder):
                     kind=event.kind, turn=event.turn, data=data, duration_s=event.duration_s
                 )
         super().io(event)
+
+
+def fault_recorder(
+    target: str | os.PathLike[str] | IO[str] | TraceWriter,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    created: str | None = None,
+) -> TraceRecorder:
+    """A recorder ``run_agent`` can be given run after run (a session's): it marks each run's
+    faulted tool results, and records what escapes the agent as ``run_agent``'s own does."""
+    return _FaultMarks(target, {}, metadata=metadata, created=created, record_raised=agent_failure)
 
 
 def _timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:

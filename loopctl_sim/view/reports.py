@@ -26,6 +26,7 @@ from rich.text import Text
 
 from loopctl_sim.replay import Divergence
 from loopctl_sim.replay.report import MAX_DIFF_LINES, MAX_DIFF_WIDTH
+from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.compare import TraceComparison
 from loopctl_sim.view.describe import outcome_text
@@ -120,6 +121,9 @@ def print_divergence(console: Console, divergence: Divergence, path: str = "") -
         f"divergence at seq {divergence.seq} ({where}): {divergence.message}",
         "bold red",
     )
+    place = run_at(path, divergence.line) if path and os.path.isfile(path) else None
+    if place is not None:  # a session's trace: which run (and user turn) it is
+        console.print(Text(visible(f"  {place}")), soft_wrap=True)
     for line in divergence.details:  # the divergence in the user's terms: a prompt diff, ...
         console.print(Text(visible(f"  {line}")), soft_wrap=True)
     console.print(Text(visible(f"what differs: {divergence.what}")))

@@ -1,0 +1,307 @@
+"""A session: user turn, run, user turn, run... of the user's agent, with a simulated user.
+
+loopctl's brain carries a conversation across runs (``next_run``); a session drives it: it asks
+the user (``loopctl_sim.sim.users``) for a turn with the conversation so far, runs the agent on
+it (``run_agent``: the agent's own tools, hooks and prompt, the model explored from a seed or
+scripted, the run's faults), and asks again, until the user is done or something escapes the
+agent. Every run goes on from the brain the run before left (a cancelled or failed run's
+salvaged history included), so what the agent saw before, it sees again.
+
+One trace holds the whole session: one recorder writes every run, each run's header after the
+first continues the previous brain (its digest and summary: the state between runs), and
+carries the user's turn in its metadata (``"session": {"run", "runs", "user", "turn"}``), a model
+user's calls included, so ``recorded_turns`` gives the turns back and the session replays
+offline. What the user does during a run is in the run's records: a cancel is a ``cancel`` io
+record (``"by": "user"``) and its feed, input while tools run a ``user_input`` io record and the
+``inject`` feed that delivers it.
+
+Everything is a function of the world: the user's seed, the model's seed (run ``i`` explores
+``session_seed(explore, i)``), the faults; the same world writes the same trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from loopctl.api import ModelRequest
+from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Message, Start
+from loopctl.driver import StepPoint
+from loopctl.observe import IoEvent, LoopObserver
+from loopctl.testing import ExploreConfig
+from loopctl_sim.sim.agent import AgentFactory
+from loopctl_sim.sim.agent_run import (
+    AgentRun,
+    AgentRunError,
+    AgentWorld,
+    ToolModes,
+    fault_recorder,
+    run_agent_async,
+)
+from loopctl_sim.sim.faults import Fault
+from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
+from loopctl_sim.trace import HeaderRecord, TraceWriter, read_trace
+
+__all__ = [
+    "SessionRun",
+    "SessionWorld",
+    "recorded_turns",
+    "recorded_user",
+    "replayed_world",
+    "run_at",
+    "run_session",
+    "run_session_async",
+    "session_seed",
+]
+
+#: A fixed creation time: the same session writes the same trace.
+CREATED = "2026-12-01T00:00:00+00:00"
+
+
+def session_seed(explore: int, run: int) -> int:
+    """The exploring model's seed for run ``run`` (0-based) of a session explored from
+    ``explore``: each run draws its own replies, all of them from the one seed."""
+    return explore * 1_009 + run
+
+
+@dataclass
+class SessionWorld:
+    """A session of the user's agent: see the module docstring. ``scripts``: the model's
+    replies run by run (a shrunk reproducer's), instead of exploring; ``faults``: each run's
+    faults, by run index (0-based); ``max_runs`` bounds a user who never stops."""
+
+    agent: str | AgentFactory
+    user: SimUser
+    explore: int = 0
+    explore_config: ExploreConfig = field(default_factory=ExploreConfig)
+    scripts: Sequence[Sequence[Message]] | None = None
+    faults: Mapping[int, Sequence[Fault]] = field(default_factory=dict)
+    tools: ToolModes = "live"
+    exempt: frozenset[str] = frozenset()
+    max_steps: int = 10_000
+    max_runs: int = 50
+    name: str = "session"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def run_world(self, index: int, text: str) -> AgentWorld:
+        """Run ``index`` of the session, on the user's ``text``."""
+        script = None
+        if self.scripts is not None:
+            script = list(self.scripts[index]) if index < len(self.scripts) else []
+        return AgentWorld(
+            agent=self.agent,
+            input=text,
+            explore=None if script is not None else session_seed(self.explore, index),
+            explore_config=self.explore_config,
+            script=script,
+            faults=list(self.faults.get(index, ())),
+            tools=self.tools,
+            exempt=self.exempt,
+            max_steps=self.max_steps,
+            name=f"{self.name} run {index + 1}",
+            cwd=self.cwd,
+        )
+
+
+@dataclass
+class SessionRun:
+    """What a session did: its turns, its runs, and what each run saw and left."""
+
+    turns: list[UserTurn] = field(default_factory=list)
+    runs: list[AgentRun] = field(default_factory=list)
+    #: the history the brain held after each run (a cancelled run's salvaged prefix included)
+    histories: list[tuple[Message, ...]] = field(default_factory=list)
+    #: the messages of each run's first model request (None: the run asked the model nothing)
+    first_requests: list[tuple[Message, ...] | None] = field(default_factory=list)
+    #: the runs the user cancelled, and the interjections the brain took (run index each)
+    cancelled: list[int] = field(default_factory=list)
+    interjected: list[int] = field(default_factory=list)
+    #: what escaped the agent, ending the session (its last run is ``error.run``)
+    error: AgentRunError | None = None
+    trace: str | None = None
+    machine: LoopMachine | None = None
+
+    @property
+    def scripts(self) -> list[list[Message]]:
+        """The model's replies run by run: with the turns, the session's reproducer."""
+        runs = [*self.runs, *([self.error.run] if self.error is not None else [])]
+        return [list(r.script) for r in runs]
+
+    def summary(self) -> str:
+        outcomes = [getattr(r.outcome, "kind", r.outcome) for r in self.runs]
+        end = f"; {self.error}" if self.error is not None else ""
+        digest = self.machine.digest() if self.machine is not None else "-"
+        return f"{len(self.turns)} user turns, runs {outcomes}{end}; digest {digest}"
+
+
+class _UserSide(LoopObserver):
+    """The user during one run: cancels before step ``cancel_at``, sends ``interject`` once a
+    tool wave starts (the brain takes it at its next ``Start``); and notes the run's first
+    model request, so a check can see what the run was shown."""
+
+    def __init__(self, turn: UserTurn) -> None:
+        self.turn = turn
+        self.steps = 0
+        self.arrived = False
+        self.delivered = False
+        self.cancelled = False
+        self.first_request: tuple[Message, ...] | None = None
+        self.loop: StepPoint | None = None
+
+    def before_step(self, point: StepPoint) -> None:
+        self.steps += 1
+        turn = self.turn
+        due = turn.cancel_at is not None and self.steps == turn.cancel_at
+        if due and not self.cancelled and not point.machine.is_terminal:
+            self.cancelled = True
+            point.cancel({"step": self.steps, "by": "user", "reason": "the user cancelled"})
+        if self.arrived and not self.delivered and isinstance(point.machine.state, Start):
+            assert turn.interject is not None
+            self.delivered = True
+            point.inject(Message.user(turn.interject))
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        if step.kind == "call_tools" and self.turn.interject is not None and not self.arrived:
+            self.arrived = True
+
+    def io(self, event: IoEvent) -> None:
+        request = event.data.get("request")
+        if self.first_request is None and isinstance(request, ModelRequest):
+            self.first_request = tuple(request.messages)
+
+
+def run_session(
+    world: SessionWorld,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    created: str | None = CREATED,
+    observers: Sequence[LoopObserver] = (),
+) -> SessionRun:
+    """Run the session ``world`` describes, into ``trace`` (one file for the whole session)."""
+    return run_simulated(run_session_async(world, trace, created=created, observers=observers))
+
+
+async def run_session_async(
+    world: SessionWorld,
+    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
+    *,
+    created: str | None = CREATED,
+    observers: Sequence[LoopObserver] = (),
+    machine: LoopMachine | None = None,
+    start: int = 0,
+    on_run: Callable[[int, AgentRun], None] | None = None,
+) -> SessionRun:
+    """``run_session`` inside an event loop. ``machine`` and ``start``: go on from a brain
+    after ``start`` turns (a resumed session's); ``on_run`` is told of every finished run."""
+    recorder = None
+    if trace is not None:
+        recorder = fault_recorder(trace, created=created)
+    session = SessionRun(machine=machine)
+    conversation: list[Message] = list(machine.history) if machine is not None else []
+    carried: list[str] = []
+    user_name = type(world.user).__name__
+    try:
+        for index in range(start, start + world.max_runs):
+            turn = await world.user.next_turn(tuple(conversation), index)
+            if turn is None:
+                break
+            text = "\n\n".join([*carried, turn.text])  # input that came after a run's tools
+            carried = []
+            session.turns.append(turn)
+            if recorder is not None:
+                recorder.metadata = {
+                    "agent": world.run_world(index, text).agent_name(),
+                    "world": world.name,
+                    "simulated": True,
+                    "level": "agent",
+                    **world.metadata,
+                    "session": {"run": index + 1, "user": user_name, "turn": turn.to_json()},
+                }
+            side = _UserSide(turn)
+            try:
+                run = await run_agent_async(
+                    world.run_world(index, text),
+                    recorder,
+                    machine=machine,
+                    created=created,
+                    observers=[side, *observers],
+                    before_step=side.before_step,
+                )
+            except AgentRunError as exc:
+                session.error = exc
+                session.machine = exc.run.machine
+                session.first_requests.append(side.first_request)
+                break
+            machine = session.machine = run.machine
+            session.runs.append(run)
+            session.histories.append(tuple(machine.history))
+            session.first_requests.append(side.first_request)
+            if side.cancelled:
+                session.cancelled.append(index)
+            if side.delivered:
+                session.interjected.append(index)
+            elif side.turn.interject is not None:
+                carried.append(side.turn.interject)
+            conversation = list(machine.history)
+            if on_run is not None:
+                on_run(index, run)
+    finally:
+        if recorder is not None and not isinstance(trace, TraceWriter):
+            recorder.close()
+    session.trace = None if recorder is None else recorder.writer.path
+    return session
+
+
+def recorded_turns(path: str | os.PathLike[str]) -> list[UserTurn]:
+    """The user turns a session's trace holds, in order (its runs' headers' ``session``)."""
+    turns: list[UserTurn] = []
+    for record in read_trace(path):
+        if isinstance(record, HeaderRecord):
+            entry = (record.metadata or {}).get("session")
+            if isinstance(entry, Mapping) and isinstance(entry.get("turn"), Mapping):
+                run = entry.get("run")
+                if run == len(turns) + 1:  # a crash's resumed header repeats its run's
+                    turns.append(UserTurn.from_json(entry["turn"]))
+    return turns
+
+
+def recorded_user(path: str | os.PathLike[str]) -> RecordedUser:
+    """The user of a session's trace, to run the session again offline."""
+    return RecordedUser(recorded_turns(path))
+
+
+def replayed_world(world: SessionWorld, session: SessionRun) -> SessionWorld:
+    """``world`` with its user and model fixed to what ``session`` did: the same session again."""
+    return dataclasses.replace(world, user=RecordedUser(session.turns), scripts=session.scripts)
+
+
+def run_at(path: str | os.PathLike[str], line: int) -> str | None:
+    """Which run of a trace of several holds ``line`` (1-based), in words: the run's number,
+    its header's line and, for a session's, the user's turn. None for a trace of one run, or
+    one that cannot be read (the replay that asks has said why)."""
+    headers: list[tuple[int, HeaderRecord]] = []
+    try:
+        for number, record in enumerate(read_trace(path), start=1):
+            if isinstance(record, HeaderRecord):
+                headers.append((number, record))
+    except (OSError, ValueError):
+        return None
+    if len(headers) < 2:
+        return None
+    before = [(n, h) for n, h in headers if n <= line]
+    if not before:
+        return None
+    number, header = before[-1]
+    entry = (header.metadata or {}).get("session")
+    words = f"in run {len(before)} of {len(headers)} (its header at line {number})"
+    if isinstance(entry, Mapping) and isinstance(entry.get("turn"), Mapping):
+        text = str(entry["turn"].get("text", ""))
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        kind = entry["turn"].get("kind", "message")
+        words += f", user turn {entry.get('run')} ({kind}): {shown!r}"
+    return words
