@@ -52,6 +52,7 @@ from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
+    STDIN,
     BrainSummary,
     HeaderRecord,
     IoRecord,
@@ -174,6 +175,8 @@ class ForkResult:
 
 
 def _records(path: str) -> list[tuple[int, Record]]:
+    if path == STDIN:
+        raise ForkError("a fork names its parent by its file: give the trace's path, not -")
     return list(TraceReader(path).numbered())
 
 

@@ -281,3 +281,30 @@ def test_bad_edits_are_refused_before_anything_is_written(tmp_path: Path) -> Non
         fork(TRIP, at=5 + 9, agent=AGENT, client=object(), out=out)  # type: ignore[arg-type]
     assert [p.seq for p in caught.value.nearest] == [13, 16]
     assert [p.seq for p in branch_points(TRIP)][:4] == [1, 2, 5, 6]
+
+
+SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def test_secrets_in_edits_never_land_in_the_fork(tmp_path: Path) -> None:
+    out, results = tmp_path / "secret.jsonl", tmp_path / "results.json"
+    results.write_text(json.dumps({"call_9efe6e7def2": {"content": f"key {SECRET}"}}))
+    done = cli("fork", TRIP, "--at", "17", "--tool-result", f"@{results}", "--agent", AGENT,
+               "--client", "fork_agents:scripted", "--json", "-o", str(out))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["edits"][0]["call_id"] == "call_9efe6e7def2"
+    again = tmp_path / "again.jsonl"
+    done = cli("fork", TRIP, "--turn", "2", "--inject", f"my key is {SECRET}", "--agent", AGENT,
+               "--client", "fork_agents:scripted", "-o", str(again))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    for path in (out, again):
+        assert SECRET not in path.read_text()
+    assert 'edits: inject "my key is [REDACTED]"' in cli("show", str(again)).output
+    assert "[REDACTED]" in cli("show", str(out)).output
+
+
+def test_a_trace_from_stdin_cannot_be_forked(tmp_path: Path) -> None:
+    done = cli("fork", "-", "--at", "12", "--agent", AGENT, "--client", "fork_agents:scripted",
+               "-o", str(tmp_path / "x.jsonl"))  # fmt: skip
+    assert done.exit_code == 2
+    assert "a fork names its parent by its file" in done.output
