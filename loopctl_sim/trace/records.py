@@ -163,10 +163,14 @@ def _is_none(value: object) -> bool:
 
 
 class HeaderRecord(_Record):
-    """A run's start. ``metadata`` is free, with one convention: ``tool_modes`` maps a tool's
+    """A run's start. ``metadata`` is free, with two conventions: ``tool_modes`` maps a tool's
     name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
     ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
-    simulated when ``simulated`` is true."""
+    simulated when ``simulated`` is true. ``fork`` marks a fork's branch point
+    (``loopctl_sim.replay.fork``; its snapshot is the brain there): the ``parent`` trace
+    (``path``, ``sha256``, the branch seq ``at``), the ``ancestors`` (oldest first, the parent
+    last), the ``edits`` made there and the ``settings`` changed from there on. Both are plain
+    metadata: a reader that knows neither reads the trace as before."""
 
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
