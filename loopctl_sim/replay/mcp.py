@@ -87,8 +87,9 @@ class _Watched:
     def list_tools(self, timeout: float) -> list[dict[str, Any]]:
         tools = self.live.list_tools(timeout)
         recorded = self.sessions.first_list(self.server.name)
-        if recorded is not None:
-            self.notes.extend(list_changes(self.server.name, recorded, tools))
+        if recorded is not None:  # each change once, however often the agent lists
+            changes = list_changes(self.server.name, recorded, tools)
+            self.notes.extend(c for c in changes if c not in self.notes)
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -133,8 +133,8 @@ def test_the_published_time_server_over_stdio() -> None:
     assert bad.is_error and "Mars/Olympus" in bad.content
 
 
-def test_a_timeout_is_a_tool_error_result() -> None:
-    """The tool's timeout (the server's ``timeout=``) bounds a call the server never answers."""
+def test_a_server_that_never_answers_is_a_typed_error() -> None:
+    """A process that never answers the handshake: ``tools()`` raises ``McpError`` naming it."""
     script = "import time,sys; sys.stdin.read(); time.sleep(60)"  # not an MCP server at all
     server = McpServer.stdio("mute", sys.executable, ["-c", script], connect_timeout=1.0)
     try:
