@@ -353,7 +353,7 @@ def run(
     finally:
         if recorder is not None:
             recorder.close()
-    out.finish()
+    out.finish(answered=isinstance(result.outcome, Completed))
     outcome = result.outcome
     if interrupts.signum is not None and isinstance(outcome, Cancelled):
         where = f"; the trace {trace} ends with it" if trace else ""

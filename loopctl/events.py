@@ -294,21 +294,37 @@ class AttemptAbandoned(_Event):
     """The model attempt whose events were streamed since the last ``AttemptAbandoned`` (or the
     start of the call) failed: nothing it streamed is part of the reply. Sent by the driver to
     ``on_stream`` watchers only (a client never yields it; the fold ignores it), so a UI can
-    clear the attempt's text instead of running it into the next attempt's.
+    take the attempt's text back instead of running it into the next attempt's.
+
+    It comes right after the attempt's last event and before anything of the next attempt,
+    also when the stream had ended (``StopEvent``) and the reply was refused after it (its
+    arguments were not JSON, its call ids repeated): a watcher cannot tell an attempt's end by
+    a ``StopEvent``. So the event says what it takes back: ``text``, every ``TextDelta`` the
+    attempt streamed, joined (the last ``len(text)`` characters a watcher that shows all text
+    has shown), and ``events``, how many events the attempt streamed in all.
 
     ``attempt`` counts from 1; ``error`` is the failure's ``LoopError`` kind and ``message``
     its text; ``retry_in`` the seconds until the next attempt, or None when there is none
     (the call fails with this error)."""
 
-    __slots__ = ("attempt", "error", "message", "retry_in")
+    __slots__ = ("attempt", "error", "message", "retry_in", "text", "events")  # noqa: RUF023
     kind: ClassVar[Literal["attempt_abandoned"]] = "attempt_abandoned"
     attempt: int
     error: str
     message: str
     retry_in: float | None
+    text: str
+    events: int
 
     def __init__(
-        self, *, attempt: int, error: str, message: str = "", retry_in: float | None = None
+        self,
+        *,
+        attempt: int,
+        error: str,
+        message: str = "",
+        retry_in: float | None = None,
+        text: str = "",
+        events: int = 0,
     ) -> None:
         name = "AttemptAbandoned"
         if not _is_int(attempt):
@@ -319,7 +335,12 @@ class AttemptAbandoned(_Event):
             raise _wrong(name, "message", "a str", message)
         if retry_in is not None and not (_is_int(retry_in) or isinstance(retry_in, float)):
             raise _wrong(name, "retry_in", "a number or None", retry_in)
-        values = (attempt, error, message, None if retry_in is None else float(retry_in))
+        if not isinstance(text, str):
+            raise _wrong(name, "text", "a str", text)
+        if not _is_int(events) or events < 0:
+            raise _wrong(name, "events", "a count", events)
+        retry = None if retry_in is None else float(retry_in)
+        values = (attempt, error, message, retry, text, events)
         for setter, value in zip(self._setters, values, strict=True):
             setter(self, value)
 

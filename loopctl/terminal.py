@@ -3,7 +3,9 @@
 ``StreamOutput`` prints the answer as it streams. A model attempt that fails after streaming
 some text cannot take that text back (``AttemptAbandoned``), so on a terminal the line is ended
 and a retry is shown as one, on stderr; when stdout is not a terminal (a pipe, a file) each
-attempt's text is held until the attempt finishes, so an abandoned attempt never reaches it.
+attempt's text is held until its reply is taken (the next attempt's first event, or the run's
+end with an answer), so an abandoned attempt never reaches it, even one whose stream had ended
+before its reply was refused (arguments that are not JSON).
 
 ``Interrupts`` turns the first SIGINT (Ctrl-C) or SIGTERM into the run's ``CancelSignal``: the
 driver stops what it waits on, the brain ends ``Cancelled``, the exit door salvages what is
@@ -23,7 +25,7 @@ from typing import Any
 
 import click
 
-from loopctl.api import AttemptAbandoned, StopEvent, StreamEvent, TextDelta
+from loopctl.api import AttemptAbandoned, StopEvent, StreamEvent, TextDelta, UsageEvent
 from loopctl.driver import CancelSignal
 
 __all__ = ["Interrupts", "StreamOutput"]
@@ -31,10 +33,15 @@ __all__ = ["Interrupts", "StreamOutput"]
 
 class StreamOutput:
     """Streams text to stdout; a turn that ends in tool calls ends its line. ``live``: print
-    text as it arrives (a terminal), else hold each attempt's text until the attempt ends.
+    text as it arrives (a terminal), else hold each attempt's text until its reply is taken.
     A retry is shown when the failed attempt had streamed text (which it cannot take back),
     or always with ``every_retry`` (``-v``): a quiet retry of a refused connection stays quiet,
-    so the error a run ends with is still its one line."""
+    so the error a run ends with is still its one line.
+
+    An attempt's end is not its ``StopEvent``: a reply can be refused after its stream ended
+    (``AttemptAbandoned`` then follows the stop, maybe after a usage event). So held text waits
+    for a sign that its reply was taken: the next attempt's content, an abandonment that takes
+    back other text than the held (a later attempt's), or ``finish`` of a run that answered."""
 
     def __init__(
         self, live: bool, every_retry: bool = False, clean: Callable[[str], str] = str
@@ -44,38 +51,45 @@ class StreamOutput:
         self.clean = clean  # applied to what is said on stderr (an error may echo a secret)
         self.printed = False  # any text reached stdout
         self.line_open = False
-        self.attempt_text = 0  # characters of the current attempt already shown
         self.held: list[str] = []
+        self.stopped = False  # the attempt's stream ended; its reply may still be refused
         self.retries = 0
 
     def on_stream(self, event: StreamEvent) -> None:
+        if isinstance(event, AttemptAbandoned):
+            self._abandoned(event)
+            return
+        if self.stopped and not isinstance(event, UsageEvent | StopEvent):
+            self._settle()  # the next attempt's content: the one before was taken
         if isinstance(event, TextDelta) and event.text:
             if self.live:
                 self._show(event.text)
             else:
                 self.held.append(event.text)
         elif isinstance(event, StopEvent):
-            self._release()
-            self.end_line()
-            self.attempt_text = 0
-        elif isinstance(event, AttemptAbandoned):
-            self._abandoned(event)
+            self.stopped = True
+            if self.live:
+                self.end_line()
 
     def _show(self, text: str) -> None:
         click.echo(text, nl=False)
         self.printed = True
         self.line_open = not text.endswith("\n")
-        self.attempt_text += len(text)
 
-    def _release(self) -> None:
+    def _settle(self) -> None:
+        self.stopped = False
         if self.held:
             self._show("".join(self.held))
             self.held.clear()
+        self.end_line()
 
     def _abandoned(self, event: AttemptAbandoned) -> None:
-        shown, self.attempt_text = self.attempt_text, 0
+        if self.stopped and event.text != "".join(self.held):
+            self._settle()  # not the held attempt's text: a later one failed, the held was taken
+        shown = len(event.text) if self.live else 0
         dropped = sum(map(len, self.held))
         self.held.clear()
+        self.stopped = False
         self.end_line()
         if event.retry_in is None or not (shown or dropped or self.every_retry):
             return  # the call fails (the run's error says why), or nothing is to be taken back
@@ -93,9 +107,14 @@ class StreamOutput:
             click.echo()
             self.line_open = False
 
-    def finish(self) -> None:
-        """The run is over: what an unfinished attempt held is not the answer; end the line."""
+    def finish(self, answered: bool = False) -> None:
+        """The run is over. ``answered``: it completed, so the last attempt's reply was taken
+        and its held text is the answer's; otherwise what an unfinished attempt held is not
+        the answer. Ends the line."""
+        if answered and self.stopped:
+            self._settle()
         self.held.clear()
+        self.stopped = False
         self.end_line()
 
 

@@ -6,8 +6,9 @@ when nobody watches the stream and the client holds the reply whole, it is hande
 fold would give it: ``loopctl.api.WholeReplyClient``). A
 retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
 simulation stays deterministic); the last error is raised for the driver to feed to the brain.
-Every failed attempt is told to the stream's watcher (``on_stream``) as ``AttemptAbandoned``:
-text it streamed is never taken back otherwise, and would run into the next attempt's.
+Every failed attempt is told to the stream's watcher (``on_stream``) as ``AttemptAbandoned``,
+with the text it streamed (an error, a reply refused after its stream ended, a cancel): text it
+streamed is never taken back otherwise, and would run into the next attempt's.
 
 A body that could not be parsed (``details["parse"]``, from the providers' ``malformed``) is
 retried like other retryable errors, since the next reply may differ; but when it fails the same
@@ -17,6 +18,7 @@ not be parsed, where, and after how many attempts.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
@@ -134,6 +136,8 @@ class ModelCaller:
         self.observers = observers
         self.on_stream = on_stream
         self._whole: tuple[object, WholeReply | None] = (None, None)  # client -> its whole_reply
+        # What the watcher was shown of the attempt under way, for its AttemptAbandoned.
+        self._streamed: list[StreamEvent] = []
 
     def emit(self, event: IoEvent) -> None:
         """Tell every observer of ``event``."""
@@ -158,6 +162,7 @@ class ModelCaller:
                 async for event in self.client.stream(request):
                     events.append(event)
                     if on_stream is not None:
+                        self._streamed.append(event)
                         on_stream(event)
         except (ApiError, GeneratorExit):
             raise
@@ -175,11 +180,20 @@ class ModelCaller:
         return reply
 
     def _abandoned(self, attempt: int, error: LoopError, delay: float | None) -> None:
-        """Tell the stream's watcher that what this attempt streamed is not the reply."""
+        """Tell the stream's watcher that what this attempt streamed is not the reply, and what
+        that was (its text, its count of events): the attempt may have ended its stream before
+        the reply was refused, so the watcher cannot tell where the attempt began."""
         if self.on_stream is not None:
+            streamed, self._streamed = self._streamed, []
+            text = "".join([e.text for e in streamed if e.kind == "text_delta"])
             self.on_stream(
                 AttemptAbandoned(
-                    attempt=attempt + 1, error=error.kind, message=error.message, retry_in=delay
+                    attempt=attempt + 1,
+                    error=error.kind,
+                    message=error.message,
+                    retry_in=delay,
+                    text=text,
+                    events=len(streamed),
                 )
             )
 
@@ -196,6 +210,8 @@ class ModelCaller:
         last_parse_failure: str | None = None
         while True:
             started = time.perf_counter()
+            if self._streamed:
+                self._streamed = []  # an earlier call's, answered: not this attempt's
             try:
                 reply = await chain(request)
                 if self.middleware:  # the reply may not be the fold's
@@ -231,6 +247,12 @@ class ModelCaller:
                 await self.sleep(delay)
                 attempt += 1
                 continue
+            except asyncio.CancelledError:  # the run's cancel signal: nothing is the reply
+                self._abandoned(attempt, _CANCELLED, None)
+                raise
+            except Exception as exc:  # a middleware's own bug, on its way out of the run
+                self._abandoned(attempt, LoopError(kind="internal", message=repr(exc)), None)
+                raise
             if self.observers:  # the data costs a dump of the reply: only if someone watches
                 message, usage = reply.message, reply.usage
                 self.emit(
@@ -251,6 +273,10 @@ class ModelCaller:
                     )
                 )
             return reply
+
+
+#: What ``AttemptAbandoned`` says of an attempt cut off by a cancel.
+_CANCELLED: Final = LoopError(kind="cancelled_io", message="the model call was cancelled")
 
 
 def _parse_failure_after(exc: ApiError, attempts: int) -> ApiError:

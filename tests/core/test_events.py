@@ -43,6 +43,11 @@ VALID: list[tuple[type[Any], dict[str, Any], str]] = [
         {"attempt": 1, "error": "network", "message": "reset", "retry_in": 0.5},
         "attempt_abandoned",
     ),
+    (
+        AttemptAbandoned,
+        {"attempt": 2, "error": "provider", "text": "Let me check", "events": 6},
+        "attempt_abandoned",
+    ),
 ]
 
 # (the event class, fields with one of the wrong type, the field named in the error)
@@ -61,6 +66,9 @@ WRONG: list[tuple[type[Any], dict[str, Any], str]] = [
     (PartEvent, {"part": TextPart(text="not a part event's")}, "part"),
     (AttemptAbandoned, {"attempt": "1", "error": "network"}, "attempt"),
     (AttemptAbandoned, {"attempt": 1, "error": "network", "retry_in": "soon"}, "retry_in"),
+    (AttemptAbandoned, {"attempt": 1, "error": "network", "text": None}, "text"),
+    (AttemptAbandoned, {"attempt": 1, "error": "network", "events": -1}, "events"),
+    (AttemptAbandoned, {"attempt": 1, "error": "network", "events": True}, "events"),
 ]
 
 
@@ -109,7 +117,7 @@ def test_events_of_different_kinds_or_fields_differ() -> None:
 
 def test_attempt_abandoned_defaults() -> None:
     event = AttemptAbandoned(attempt=2, error="timeout")
-    assert (event.message, event.retry_in) == ("", None)
+    assert (event.message, event.retry_in, event.text, event.events) == ("", None, "", 0)
     assert AttemptAbandoned(attempt=1, error="x", retry_in=2).retry_in == 2.0
 
 
