@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -185,15 +186,17 @@ class HttpProvider:
         """Send one request and yield its events; every failure becomes an ``ApiError``, with
         the secrets this client knows replaced (a server may echo a key)."""
         try:
-            async for event in self._exchange(request):
-                yield event
+            # closed with this generator, so an abandoned stream releases its connection now
+            async with aclosing(self._exchange(request)) as events:
+                async for event in events:
+                    yield event
         except ApiError as exc:
             clean = redact(exc, self.secrets)
             if clean is exc:
                 raise
             raise clean from None
 
-    async def _exchange(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async def _exchange(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         body = self.body(request)
         cursor = Cursor()
         headers = self._request_headers()

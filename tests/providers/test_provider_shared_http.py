@@ -10,6 +10,8 @@ import json
 import httpx
 
 from loopctl import BareLoop
+from loopctl.api import ModelRequest
+from loopctl.core import Message
 from loopctl.providers import AnthropicClient, OllamaClient, OpenAIClient, OpenAIResponsesClient
 
 
@@ -60,3 +62,33 @@ async def test_a_client_closes_only_the_http_client_it_built() -> None:
         await borrowing.aclose()
         assert not shared.is_closed
         await shared.aclose()
+
+
+class _Body(httpx.AsyncByteStream):
+    """A streamed body that says when the client closed it."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        for _ in range(100):
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_an_abandoned_stream_releases_its_response_at_once() -> None:
+    body = _Body()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = OpenAIClient("m", base_url="http://127.0.0.1:9/v1", http_client=http)
+    events = client.stream(ModelRequest(messages=[Message.user("hi")]))
+    assert type(await anext(events)).__name__ == "TextDelta"
+    await events.aclose()  # type: ignore[attr-defined]
+    assert body.closed
+    await http.aclose()
