@@ -62,10 +62,16 @@ def _forks(child: str, parent_sha: str) -> tuple[int, int] | None:
             except ValueError:
                 return None
             fork = (rec.get("metadata") or {}).get("fork") or {}
-            for ancestor in fork.get("ancestors") or ():
-                if isinstance(ancestor, dict) and ancestor.get("sha256") == parent_sha:
-                    at = ancestor.get("at")
-                    return (at, rec.get("seq")) if isinstance(at, int) else None
+            chain = [a for a in fork.get("ancestors") or () if isinstance(a, dict)]
+            for i, ancestor in enumerate(chain):
+                if ancestor.get("sha256") == parent_sha:
+                    # the child shares with that ancestor what every fork since kept of it: a
+                    # later fork may have branched earlier than the one before it
+                    ats = [at for a in chain[i:] if isinstance(at := a.get("at"), int)]
+                    seq = rec.get("seq")
+                    if len(ats) != len(chain) - i or not isinstance(seq, int):
+                        return None
+                    return min(ats), seq
     return None
 
 

@@ -308,3 +308,24 @@ def test_a_trace_from_stdin_cannot_be_forked(tmp_path: Path) -> None:
                "-o", str(tmp_path / "x.jsonl"))  # fmt: skip
     assert done.exit_code == 2
     assert "a fork names its parent by its file" in done.output
+
+
+def test_a_fork_of_a_fork_branched_earlier_is_diffed_from_the_earlier_branch(
+    tmp_path: Path,
+) -> None:
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    scripted = ["--agent", AGENT, "--client", "fork_agents:scripted"]
+    assert cli("fork", TRIP, "--turn", "3", *scripted, "-o", str(first)).exit_code == 0
+    # the second fork branches from the first before the first's own branch point
+    done = cli("fork", str(first), "--at", "1", "--inject", "One more thing.", *scripted,
+               "-o", str(second))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert [a["at"] for a in fork_header(second)["ancestors"]] == [21, 1]
+    for parent in (TRIP, str(first)):
+        diffed = cli("diff", parent, str(second))
+        assert diffed.output.splitlines()[0] == (
+            f"{second} forks {parent} at seq 1: compared from the branch on"
+        )
+        assert f"{parent}:3 (seq 2)" in diffed.output  # turn 1's model call, not asked again
+        assert f"{second}:4 (seq 3)" in diffed.output  # the injected message
+    replays(second)
