@@ -15,8 +15,11 @@ module                owns
 ``brain_feeds``       ``BrainFeeds``: one rule per feed, and the question
 ``brain_machine``     ``BrainMachine`` and ``TestBrain``: runs, moves, liveness, misuse, invariants;
                       ``run_program``, the same machine under weighted actions
-``brain_loops``       looping programs (repeats, spaced repeats, ping-pongs) for ``BrainMachine``,
-                      so that every loop verdict is judged by the reference
+``brain_loops``       looping programs (repeats, shuffled arguments, ping-pongs, policy changes)
+                      for ``BrainMachine``, drawn by ``LoopWeights``; every verdict is judged by
+                      the reference
+``brain_compactions`` what a misbehaving compactor returns (orphan results, unanswered calls,
+                      reordered pairs, dropped system messages, growing output); no hypothesis
 ``driver_watch``      ``DriverWatch``: the seams a harness puts into a ``BareLoop``, the hands'
                       properties after every step and feed, the bounds, crashes and strikes
 ``driver_world``      the scripted world: per-step model plans with failures, the ``work`` tool

@@ -42,6 +42,7 @@ from loopctl.core import (
     ToolResult,
 )
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_compactions import MISBEHAVIOURS, REFUSED, misbehaving_compaction
 from loopctl_sim.props.brain_reference import BrainReference
 from loopctl_sim.props.brain_strategies import (
     CALLS,
@@ -59,6 +60,13 @@ __all__ = ["BrainFeeds"]
 def _clone(machine: LoopMachine) -> LoopMachine:
     """An independent copy (messages are frozen and shared; the lists are copied)."""
     return type(machine).from_snapshot(machine.snapshot())
+
+
+def _compaction_of(
+    compacted: list[Message], before: int, after: int
+) -> Callable[[LoopMachine], None]:
+    """The feed that hands ``compacted`` to a machine (for ``inv.check_refused``)."""
+    return lambda m: m.compaction_result(compacted, before, after)
 
 
 class BrainFeeds(RuleBasedStateMachine):
@@ -242,6 +250,32 @@ class BrainFeeds(RuleBasedStateMachine):
         compacted = compaction_of(self.machine.messages(), mode, self.machine.history_len())
         count = int(tokens * self.policy.context_window)
         before_tokens = self.machine.context_tokens
+        before = self._feed(
+            "compaction_result", lambda m: m.compaction_result(compacted, before_tokens, count)
+        )
+        self.ref.compacted(count)
+        self._fail_on(
+            inv.check_compaction_commit(before, self.machine, compacted, count), "compaction"
+        )
+
+    @precondition(lambda self: self.kind == "awaiting_compaction")
+    @rule(kind=st.sampled_from(sorted(MISBEHAVIOURS)), tokens=TOKEN_FRACTIONS)
+    def misbehaving_compaction(self, kind: str, tokens: float) -> None:
+        """A compactor that misbehaves (``brain_compactions``). Every history that separates a
+        call from its result is handed over first, and each must be refused (``ProtocolError``,
+        nothing changed, still awaiting a compaction); then ``kind``: a refused one leaves the
+        brain waiting, one that only drops system messages or grows is a commit."""
+        messages = self.machine.messages()
+        count = int(tokens * self.policy.context_window)
+        before_tokens = self.machine.context_tokens
+        event(f"misbehaving compaction {kind}")
+        for refused in sorted(REFUSED):
+            bad = misbehaving_compaction(messages, refused)
+            problems = inv.check_refused(self.machine, _compaction_of(bad, before_tokens, count))
+            self._fail_on(problems, f"a compaction that is {refused}")
+        if kind in REFUSED:
+            return
+        compacted = misbehaving_compaction(messages, kind)
         before = self._feed(
             "compaction_result", lambda m: m.compaction_result(compacted, before_tokens, count)
         )

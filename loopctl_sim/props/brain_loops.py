@@ -12,24 +12,29 @@ pattern         the exchanges
 ==============  ===============================================================================
 ``repeat``      one call, the same arguments, k times in a row
 ``spaced``      one call k times with other calls between (so a small window hides it)
-``ping_pong``   A, B, A, B, ... (one call each)
-``parallel``    one exchange holding the same call twice, or A and B together
+``shuffled``    one call of two arguments, k times, its arguments in either order (one call)
+``ping_pong``   A, B, A, B, ... (one call each; A's arguments now and then in the other order)
+``parallel``    one exchange holding the same call twice (also reordered), or A and B together
 ``noise``       calls that differ from everything else
 ==============  ===============================================================================
 
 under policies made for loops (``loop_policies``: windows of 2 to 12, repeat limits of 2 to 5,
-warn or fail, turns enough for the program), with now and then a mid-run change of the window
-or the limit. ``run_loop_program`` drives a ``BrainMachine`` through it with the machine's own
-rules (ask, reply with the exchange's calls, answer them), so every decision in ``Start`` is
-compared with the reference loop detector (``BrainReference``: the run's whole call record,
-judged by ``reference_loop_verdict``, never the brain's window) and every invariant is checked
-after every move; the run then heals (liveness). The reference counts the verdicts it saw
+warn, fail or off, turns enough for the program), with a mid-run change of the window or the
+limit after any exchange now and then. How often each is drawn is ``LoopWeights``, a table a
+user can read and change (``loop_programs(weights=...)``).
+
+``run_loop_program`` drives a ``BrainMachine`` through a program with the machine's own rules
+(ask, reply with the exchange's calls, answer them), so every decision in ``Start`` is compared
+with the reference loop detector (``BrainReference``: the run's whole call record, judged by
+``reference_loop_verdict``, never the brain's window) and every invariant is checked after
+every move; the run then heals (liveness). The reference counts the verdicts it saw
 (``BrainReference.verdicts``), so a test can show that the programs reach every kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from hypothesis import strategies as st
@@ -39,20 +44,25 @@ from loopctl_sim.props.brain_machine import BrainMachine
 from loopctl_sim.props.brain_strategies import CallSpec
 
 __all__ = [
+    "LOOP_WEIGHTS",
     "PATTERNS",
     "LoopProgram",
+    "LoopWeights",
     "loop_policies",
     "loop_programs",
     "run_loop_program",
 ]
 
 #: The loop patterns a program is made of.
-PATTERNS: Final = ("ping_pong", "spaced", "repeat", "parallel", "noise")
+PATTERNS: Final = ("ping_pong", "spaced", "repeat", "shuffled", "parallel", "noise")
 #: The tools loop policies advertise.
 _TOOLS: Final = ("read", "write", "search")
 #: Two distinct calls (tool index, arguments) for the patterns; noise draws others.
 _A: Final[CallSpec] = (True, 0, {})
 _B: Final[CallSpec] = (True, 1, {"path": "a"})
+#: A call of two arguments, and the same call with its arguments in the other order.
+_AB: Final[CallSpec] = (True, 0, {"path": "a", "n": 1})
+_BA: Final[CallSpec] = (True, 0, {"n": 1, "path": "a"})
 
 #: One step of a program: the calls of one exchange, or a policy change
 #: (``("policy", {field: value})``).
@@ -60,35 +70,100 @@ ProgramStep: TypeAlias = tuple[str, Any]
 LoopProgram: TypeAlias = list[ProgramStep]
 
 
+@dataclass(frozen=True)
+class LoopWeights:
+    """How often the looping programs draw each thing, as relative weights (a weight of 0 turns
+    it off). Read it as a table: out of ``sum`` of a group, each name's share.
+
+    ``patterns``: the segment patterns (see the module docstring); ``actions``: the policy's
+    ``loop_action`` (``warn`` most, since a warned run goes on, to be failed by its next loop);
+    ``windows`` and ``limits``: ``loop_window`` and ``loop_repeat_limit``, drawn for the policy
+    and again at every change; ``change``: out of 8 exchanges, how many are followed by a
+    policy change (a new window or limit, in force at the very next step).
+    """
+
+    patterns: tuple[tuple[str, int], ...] = (
+        ("ping_pong", 3),
+        ("spaced", 2),
+        ("repeat", 3),
+        ("shuffled", 2),
+        ("parallel", 1),
+        ("noise", 1),
+    )
+    actions: tuple[tuple[LoopAction, int], ...] = (("warn", 4), ("fail", 2), ("off", 1))
+    windows: tuple[tuple[int, int], ...] = (
+        (2, 1),
+        (3, 2),
+        (4, 2),
+        (5, 1),
+        (6, 1),
+        (8, 1),
+        (12, 1),
+    )
+    limits: tuple[tuple[int, int], ...] = ((2, 1), (3, 3), (4, 1), (5, 1))
+    change: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("patterns", "actions", "windows", "limits"):
+            pairs = getattr(self, name)
+            if any(w < 0 for _, w in pairs) or not any(w for _, w in pairs):
+                raise ValueError(f"LoopWeights.{name} needs a positive weight: {pairs!r}")
+        unknown = {p for p, _ in self.patterns} - set(PATTERNS)
+        if unknown:
+            raise ValueError(f"unknown loop patterns {sorted(unknown)}; one of {PATTERNS}")
+        if not 0 <= self.change <= 8:
+            raise ValueError(f"LoopWeights.change is out of 8, got {self.change}")
+
+
+#: The weights ``loop_policies`` and ``loop_programs`` use unless given others.
+LOOP_WEIGHTS: Final = LoopWeights()
+
+
+def _weighted(pairs: Sequence[tuple[Any, int]]) -> st.SearchStrategy[Any]:
+    """A value of ``pairs`` drawn with its weight (repeated in a sample: shrinks to the first)."""
+    return st.sampled_from([value for value, weight in pairs for _ in range(weight)])
+
+
 @st.composite
 def loop_policies(
-    draw: st.DrawFn, actions: Sequence[LoopAction] = ("warn", "fail", "warn")
+    draw: st.DrawFn,
+    actions: Sequence[LoopAction] | None = None,
+    weights: LoopWeights = LOOP_WEIGHTS,
 ) -> MachinePolicy:
     """Policies for looping programs: small windows are common (a window narrower than a
     spaced repeat must not see it), limits of 3 and more are (a ping-pong needs one). The loop
-    action is one of ``actions``: warn twice as often by default, since a warned run goes on,
-    to be failed by its next loop."""
+    action is one of ``actions`` when given (uniformly), else drawn by ``weights.actions``."""
+    action = draw(st.sampled_from(list(actions)) if actions else _weighted(weights.actions))
     return MachinePolicy(
         max_turns=40,
         context_window=128_000,
         tools=_TOOLS,
-        loop_window=draw(st.sampled_from([4, 3, 6, 12, 2, 5, 8])),
-        loop_repeat_limit=draw(st.sampled_from([3, 4, 3, 5, 2])),
-        loop_action=draw(st.sampled_from(list(actions))),
+        loop_window=draw(_weighted(weights.windows)),
+        loop_repeat_limit=draw(_weighted(weights.limits)),
+        loop_action=action,
     )
 
 
 @st.composite
-def _segment(draw: st.DrawFn, noise: list[int]) -> list[ProgramStep]:
-    pattern = draw(st.sampled_from(PATTERNS))
+def _segment(draw: st.DrawFn, noise: list[int], weights: LoopWeights) -> list[ProgramStep]:
+    pattern = draw(_weighted(weights.patterns))
     a, b = draw(st.sampled_from([(_A, _B), (_B, _A), (_A, (True, 2, {"n": 1}))]))
     if pattern == "repeat":
         return [("calls", [a])] * draw(st.integers(2, 6))
+    if pattern == "shuffled":  # one call, its arguments in either order: still one call
+        orders = draw(st.lists(st.sampled_from([_AB, _BA]), min_size=2, max_size=6))
+        return [("calls", [call]) for call in orders]
     if pattern == "ping_pong":  # a fresh pair: no earlier call of it makes a repeat first
         a, b = _noise(noise), _noise(noise)
-        return [("calls", [a if i % 2 == 0 else b]) for i in range(draw(st.integers(4, 8)))]
+        if draw(st.booleans()):  # the pair's arguments in shuffled order on the way back
+            a = (True, 2, {"q": a[2]["q"], "p": 0})
+            a_back: CallSpec = (True, 2, {"p": 0, "q": a[2]["q"]})
+        else:
+            a_back = a
+        n = draw(st.integers(4, 8))
+        return [("calls", [(a if i % 4 == 0 else a_back) if i % 2 == 0 else b]) for i in range(n)]
     if pattern == "parallel":
-        return [("calls", draw(st.sampled_from([[a, a], [a, b], [a, a, b]])))]
+        return [("calls", draw(st.sampled_from([[a, a], [a, b], [a, a, b], [_AB, _BA]])))]
     if pattern == "spaced":
         gap = draw(st.integers(1, 3))
         out: list[ProgramStep] = []
@@ -106,18 +181,29 @@ def _noise(counter: list[int]) -> CallSpec:
 
 
 @st.composite
-def loop_programs(draw: st.DrawFn) -> LoopProgram:
-    """A looping program: two to four segments (see the module docstring), and at their
-    boundaries now and then a policy change of the window or the repeat limit."""
+def _change(draw: st.DrawFn, weights: LoopWeights) -> ProgramStep:
+    """A policy change: a new window, a new limit, or both."""
+    field = draw(st.sampled_from(["loop_window", "loop_repeat_limit", "both"]))
+    change: dict[str, int] = {}
+    if field in ("loop_window", "both"):
+        change["loop_window"] = draw(_weighted(weights.windows))
+    if field in ("loop_repeat_limit", "both"):
+        change["loop_repeat_limit"] = draw(_weighted(weights.limits))
+    return ("policy", change)
+
+
+@st.composite
+def loop_programs(draw: st.DrawFn, weights: LoopWeights = LOOP_WEIGHTS) -> LoopProgram:
+    """A looping program: two to four segments (see the module docstring), long enough for a
+    warning and the loop after it; after any exchange, with ``weights.change`` out of 8, a
+    policy change of the window or the repeat limit (the next step is decided under it)."""
     noise = [0]
     program: LoopProgram = []
     for _ in range(draw(st.integers(2, 4))):
-        if program and draw(st.integers(0, 3)) == 0:
-            change = draw(
-                st.sampled_from([{"loop_window": 12}, {"loop_window": 3}, {"loop_repeat_limit": 2}])
-            )
-            program.append(("policy", change))
-        program += draw(_segment(noise))
+        for step in draw(_segment(noise, weights)):
+            program.append(step)
+            if weights.change and draw(st.integers(0, 7)) < weights.change:
+                program.append(draw(_change(weights)))
     return program
 
 

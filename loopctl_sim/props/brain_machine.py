@@ -54,6 +54,7 @@ from loopctl.core import (
     Terminal,
 )
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_compactions import MISBEHAVIOURS
 from loopctl_sim.props.brain_feeds import BrainFeeds
 from loopctl_sim.props.brain_misuse import PLAUSIBLE_FEEDS, bad_inputs, wrong_feeds
 from loopctl_sim.props.brain_strategies import (
@@ -194,6 +195,12 @@ class BrainMachine(BrainFeeds):
             self.tool_results(len(calls), [])
         elif kind == "awaiting_compaction" and compaction == "noop":
             self.compaction_noop(tokens)
+        elif kind == "awaiting_compaction" and compaction in MISBEHAVIOURS:
+            # the user's compactor misbehaves; a refused history leaves the brain waiting, and
+            # the driver then hands it a valid one
+            self.misbehaving_compaction(compaction, tokens)
+            if self.kind == "awaiting_compaction":
+                self.compaction_result("middle_out", tokens)
         elif kind == "awaiting_compaction":
             self.compaction_result(compaction, tokens)
 

@@ -25,6 +25,7 @@ __all__ = [
     "COMPACTION_MODES",
     "ERRORS",
     "JSON_ARGUMENTS",
+    "MISBEHAVING_MODES",
     "MOVES",
     "PATIENCE",
     "STARTS",
@@ -217,5 +218,10 @@ CALLS: Final = _calls()
 #: One iteration of the driver: (reply text, reply calls, token fraction, compaction mode).
 Move: TypeAlias = tuple[str, list[CallSpec], float, str]
 _MOVE_TOKENS: Final = st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0])
-#: A ``Move`` as drawn; its token fractions are coarser than ``TOKEN_FRACTIONS``, none over 1.
-MOVES: Final = st.tuples(TEXTS, CALLS, _MOVE_TOKENS, st.sampled_from((*COMPACTION_MODES, "noop")))
+#: The compactions of a misbehaving compactor a move may draw (``brain_compactions``).
+MISBEHAVING_MODES: Final = ("orphan_results", "calls_unanswered", "reordered_pair", "growing")
+#: A ``Move`` as drawn; its token fractions are coarser than ``TOKEN_FRACTIONS``, none over 1;
+#: its compaction is a valid mode, a no-op, or a misbehaving compactor's.
+MOVES: Final = st.tuples(
+    TEXTS, CALLS, _MOVE_TOKENS, st.sampled_from((*COMPACTION_MODES, "noop", *MISBEHAVING_MODES))
+)
