@@ -329,3 +329,20 @@ def test_a_fork_of_a_fork_branched_earlier_is_diffed_from_the_earlier_branch(
         assert f"{parent}:3 (seq 2)" in diffed.output  # turn 1's model call, not asked again
         assert f"{second}:4 (seq 3)" in diffed.output  # the injected message
     replays(second)
+
+
+def test_a_missing_turn_key_or_client_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "x.jsonl"
+    base = ["fork", TRIP, "--agent", AGENT, "-o", str(out)]
+    late = cli(*base, "--turn", "9", "--client", "fork_agents:scripted")
+    assert late.exit_code == 2
+    assert "turn 9: the trace has no 'call the model' step of that turn (its turns that have " \
+        "one: 1, 2, 3, 4)" in late.output  # fmt: skip
+    not_a_client = cli(*base, "--at", "12", "--client", "fork_agents:wrap_up")
+    assert not_a_client.exit_code == 2 and "--client 'fork_agents:wrap_up'" in not_a_client.output
+    monkeypatch.delenv("OPENAI_API_KEY")
+    no_key = cli(*base, "--at", "12", "--provider", "openai", "--model", "m")
+    assert no_key.exit_code == 2 and "OPENAI_API_KEY" in no_key.output
+    assert not out.exists()
