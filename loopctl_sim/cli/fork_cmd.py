@@ -257,6 +257,8 @@ def fork_run(
         sys.exit(1)
     except (ForkError, TraceFormatError, AgentError, ValueError) as exc:
         fail(str(exc))
+    except OSError as exc:  # the new trace cannot be written there
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     ok = isinstance(done.result.outcome, Completed)
     if as_json:
         emit_json(_as_json(done, ok))
