@@ -4,7 +4,8 @@ with a ``ProtocolError`` that leaves the brain as it was; at the limit it is acc
 restored whole (JSON text, the in-process dict, the lazy msgspec restore), and a run recorded at
 the limit reads back and replays. Through the driver, a reply past the limit (from a whole-reply
 client or a model middleware, neither of which streams through the fold) ends the run with a
-typed provider error, never an exception out of ``run``."""
+typed provider error, never an exception out of ``run``; so does one a provider client streams
+over HTTP."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ from loopctl import (
 )
 from loopctl.api import ModelReply, ModelRequest
 from loopctl.core.values import MAX_NESTING
+from loopctl.providers import OpenAIClient
 from loopctl.testing import FunctionClient, ScriptedClient
 from loopctl_sim import TraceRecorder, read_trace, replay_driver, replay_trace
+from tests.reliability.local_server import Answer, call_chunks, local_server, text_chunks
 
 LIMIT = MAX_NESTING
 
@@ -231,4 +234,31 @@ def test_a_model_middleware_reply_past_the_limit_fails_the_run_typed() -> None:
     assert result.outcome.kind == "failed"
     assert result.error is not None and result.error.kind == "provider"
     assert "provider part's data cannot be saved" in result.error.message
+    round_trips(loop.machine)
+
+
+@pytest.mark.parametrize("depth", [LIMIT, LIMIT + 1, 300, 5_000])
+def test_a_provider_client_over_http_ends_the_run_typed_past_the_limit(
+    tmp_path: Path, depth: int
+) -> None:
+    """``OpenAIClient`` against a local server streaming the call's arguments as JSON text:
+    at the limit the run completes and its trace replays; past it the run fails with a
+    provider error, not retried, and the trace still reads back."""
+    raw = '{"x":' * depth + "0" + "}" * depth
+    path = tmp_path / "http.jsonl"
+    with local_server() as server:
+        server.script(Answer(call_chunks("read", raw)), Answer(text_chunks("done")))
+        client = OpenAIClient("m", api_key="sk-test-" + "0" * 16, base_url=server.base_url)
+        recorder = TraceRecorder(path)
+        loop = BareLoop(client, tools=[read], observers=[recorder])
+        result = loop.run_sync("go deep")
+        recorder.close()
+    if depth <= LIMIT:
+        assert result.final_text == "done"
+    else:
+        assert result.outcome.kind == "failed" and result.error is not None
+        assert (result.error.kind, result.error.retryable) == ("provider", False)
+        assert f"nested more than {LIMIT} levels deep" in result.error.message
+    assert read_trace(path)[-1].type == "end"
+    assert replay_trace(path).ok
     round_trips(loop.machine)
