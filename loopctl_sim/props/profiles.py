@@ -4,11 +4,11 @@
 ``HYPOTHESIS_PROFILE`` (default ``dev``); call it once from ``tests/conftest.py``. CI sets
 ``HYPOTHESIS_PROFILE=ci``; the nightly job sets ``nightly``.
 
-No profile has a deadline: the tests make no timing claims, and a slow CI machine must not turn a
-correct run red. ``ci`` is derandomized, so the same commit explores the same examples on every
-run, and prints a ``@reproduce_failure`` blob for any failure. Hypothesis's example database is
-not stable across its versions: commit a failing example as an ``@example`` or a regular test,
-never rely on the database to keep it.
+No profile has a deadline, and none runs the ``too_slow`` health check: the tests make no timing
+claims, and a slow or busy machine must not turn a correct run red. ``ci`` is derandomized, so
+the same commit explores the same examples on every run, and prints a ``@reproduce_failure``
+blob for any failure. Hypothesis's example database is not stable across its versions: commit
+a failing example as an ``@example`` or a regular test, never rely on the database to keep it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ PROFILES: Final[dict[str, settings]] = {
         max_examples=30,
         stateful_step_count=30,
         deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
     ),
     # Reproducible and informative: same examples every run, blob printed on failure.
     "ci": settings(
