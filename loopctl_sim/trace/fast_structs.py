@@ -343,7 +343,7 @@ class StepStruct(msgspec.Struct, tag_field="type", tag="step", **_STRUCT):
 
 
 class _Brain(msgspec.Struct, **_STRUCT):
-    """A feed's brain summary (v2), read only for a divergence report."""
+    """A feed's brain summary (v2), compared with the replayed brain's after the feed."""
 
     state: str
     turn: int | None
