@@ -27,6 +27,7 @@ from loopctl_sim.replay.continuation import ResumeResult, resume_trace, resume_t
 from loopctl_sim.replay.diff import TraceDiff, diff_traces
 from loopctl_sim.replay.driver import replay_agent, replay_driver
 from loopctl_sim.replay.export import export_test, write_test
+from loopctl_sim.replay.fork import Edits, ForkDiverged, ForkError, ForkPointError, fork, fork_async
 from loopctl_sim.replay.machine import DIGEST_EVERY, replay_trace
 from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult, pretty, unified_diff
 from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
@@ -35,6 +36,10 @@ from loopctl_sim.replay.update import NeedsModel, UpdateResult, update_trace
 __all__ = [
     "DIGEST_EVERY",
     "Divergence",
+    "Edits",
+    "ForkDiverged",
+    "ForkError",
+    "ForkPointError",
     "NeedsModel",
     "RecentFeed",
     "ReplayResult",
@@ -45,6 +50,8 @@ __all__ = [
     "UpdateResult",
     "diff_traces",
     "export_test",
+    "fork",
+    "fork_async",
     "pretty",
     "replay_agent",
     "replay_driver",
