@@ -11,6 +11,7 @@ module          commands
 ``otel_cmd``    ``otel``: a trace as OpenTelemetry GenAI spans (OTLP/JSON to a file or endpoint)
 ``run_cmd``     ``run``: a scenario file
 ``fuzz_cmd``    ``fuzz``: a fault-injection campaign
+``mcp_cmd``     ``mcp-faults``: a fault campaign at the MCP transport of an agent
 ``export_cmd``  ``export-test``: a trace as a regression test
 ``common``      what they share: errors, JSON output, trace paths
 ==============  ==================================================================================
@@ -26,10 +27,12 @@ from loopctl_sim.cli.export_cmd import export_test
 from loopctl_sim.cli.fork_cmd import fork_run
 from loopctl_sim.cli.fuzz_cmd import fuzz
 from loopctl_sim.cli.html_cmd import html
+from loopctl_sim.cli.mcp_cmd import mcp_faults
 from loopctl_sim.cli.otel_cmd import otel
 from loopctl_sim.cli.replay_cmd import replay
 from loopctl_sim.cli.resume_cmd import resume
 from loopctl_sim.cli.run_cmd import run
+from loopctl_sim.cli.session_cmd import session
 from loopctl_sim.cli.trace_cmds import diff, schema, show
 
 __all__ = ["COMMANDS", "main"]
@@ -45,6 +48,8 @@ COMMANDS: tuple[click.Command, ...] = (
     otel,
     run,
     fuzz,
+    session,
+    mcp_faults,
     export_test,
     schema,
 )

@@ -16,10 +16,12 @@ back: a server that died mid-run stays dead for that ``McpServer``.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TextIO
 
 from loopctl.tools.decorator import ToolError
 
@@ -45,6 +47,20 @@ def describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, when it is a real file; else the process's
+    own (under pytest's capture, click's CliRunner or a notebook, ``sys.stderr`` has no file
+    descriptor for the subprocess to write to), else nowhere."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    return open(os.devnull, "w")
 
 
 def sdk() -> Any:
@@ -129,6 +145,11 @@ class ThreadConnection:
         target = self._target
         if isinstance(target, str) and self._wrapper is None:
             return target
+        if isinstance(target, mcp.StdioServerParameters):
+            from mcp.client.stdio import stdio_client
+
+            transport = stdio_client(target, errlog=_errlog())
+            return transport if self._wrapper is None else self._wrapper(transport)
         if isinstance(target, str):
             from mcp.client.streamable_http import streamable_http_client
 
@@ -140,9 +161,7 @@ class ThreadConnection:
             http = httpx2.AsyncClient(headers=dict(target["headers"]))
             transport = streamable_http_client(target["url"], http_client=http)
         else:
-            from mcp.client.stdio import stdio_client
-
-            transport = stdio_client(target)
+            raise TypeError(f"MCP server '{self.label}': no transport for {type(target).__name__}")
         return transport if self._wrapper is None else self._wrapper(transport)
 
     async def _message(self, message: Any) -> None:
