@@ -26,11 +26,13 @@ import click
 
 from loopctl_sim.cli.common import die
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
+from loopctl_sim.cli.session_cmd import session_campaign
 from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.campaign import OutputError, prepare
 from loopctl_sim.fuzz.cluster import ClusterError, DaskCluster, parse_cluster
 from loopctl_sim.fuzz.executors import Executor, WorkerSetupError, default_chunk_size
+from loopctl_sim.fuzz.sessions import SessionFuzzConfig
 from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim import AgentError, agent_from_pyproject
@@ -210,6 +212,29 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     help="With an agent: an exception a tool does not declare (@tool(raises=...)), or a tool "
     "hook's or tool middleware's, fails the seed.",
 )
+@click.option(
+    "--user",
+    "user_spec",
+    default=None,
+    metavar="MODULE:MAKE_USER",
+    help="With an agent: fuzz sessions whose user make_user(seed, turns) builds "
+    "(loopctl_sim.sim.users); implies sessions.",
+)
+@click.option(
+    "--user-turns",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With an agent: fuzz sessions of N user turns (the seeded exploring user unless "
+    "--user), checked across their runs.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With an agent: run each seed's session K times and report how often each check "
+    "held (pass^k).",
+)
 @click.option("--no-shrink", is_flag=True, help="Save failures without shrinking them.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: tty).")
 def fuzz(
@@ -232,6 +257,9 @@ def fuzz(
     deterministic: bool | None,
     inputs: tuple[str, ...],
     tool_exceptions: bool,
+    user_spec: str | None,
+    user_turns: int | None,
+    repeat: int,
     no_shrink: bool,
     progress: bool | None,
 ) -> None:
@@ -271,6 +299,26 @@ def fuzz(
         cwd=os.getcwd(),
         check_tool_exceptions=tool_exceptions,
     )
+    if user_spec is not None or user_turns is not None or repeat > 1:
+        if agent is None:
+            die("--user, --user-turns and --repeat fuzz an agent's sessions: give --agent")
+        if workers != 1 or cluster is not None or state_path is not None:
+            die("a session campaign runs in this process: drop --workers, --cluster, --state")
+        session_config = SessionFuzzConfig(
+            agent=agent,
+            user=user_spec,
+            user_turns=user_turns or 3,
+            faults=kinds,
+            turns=turns or 6,
+            checks=checks,
+            check_determinism=deterministic is not False,
+            repeat=repeat,
+            shrink=not no_shrink,
+            tools=tools_mode,
+            exempt=exempt_names,
+            cwd=os.getcwd(),
+        )
+        sys.exit(session_campaign(seeds, session_config, out))
     for spec in checks:
         try:
             load_check(spec, config.cwd)

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Message, Start
-from loopctl.driver import StepPoint
+from loopctl.driver import BareLoop, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig
 from loopctl_sim.sim.agent import AgentFactory
@@ -42,13 +42,16 @@ from loopctl_sim.sim.agent_run import (
     run_agent_async,
 )
 from loopctl_sim.sim.faults import Fault
+from loopctl_sim.sim.layers import chain_before_step
 from loopctl_sim.sim.loops import run_simulated
 from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
-from loopctl_sim.trace import HeaderRecord, TraceWriter, read_trace
+from loopctl_sim.trace import HeaderRecord, TraceRecorder, TraceWriter, read_trace
 
 __all__ = [
+    "LiveSession",
     "SessionRun",
     "SessionWorld",
+    "drive_session",
     "recorded_turns",
     "recorded_user",
     "replayed_world",
@@ -255,6 +258,61 @@ async def run_session_async(
             recorder.close()
     session.trace = None if recorder is None else recorder.writer.path
     return session
+
+
+@dataclass
+class LiveSession:
+    """What ``drive_session`` did: the turns, each run's result, the runs the user cancelled
+    and those whose interjection the brain took (run indexes)."""
+
+    turns: list[UserTurn] = field(default_factory=list)
+    results: list[RunResult] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    interjected: list[int] = field(default_factory=list)
+
+
+async def drive_session(
+    loop: BareLoop,
+    user: SimUser,
+    *,
+    recorder: TraceRecorder | None = None,
+    start: int = 0,
+    max_runs: int = 50,
+) -> LiveSession:
+    """A session on the user's own ``loop`` as it runs in production (its own client: a
+    provider, a local model server): ``user``'s turns from turn ``start`` on, each a ``run()``
+    of the same loop, so whatever the agent keeps across runs is kept. ``recorder`` (one of
+    the loop's observers) gets each run's user turn into its header's metadata, as
+    ``run_session`` writes it; the loop's observers and ``before_step`` are as they were
+    after every run."""
+    live = LiveSession()
+    observers, hook = loop.observers, loop.before_step
+    base = dict(recorder.metadata) if recorder is not None else {}
+    carried: list[str] = []
+    for index in range(start, start + max_runs):
+        turn = await user.next_turn(tuple(loop.machine.history), index)
+        if turn is None:
+            break
+        live.turns.append(turn)
+        if recorder is not None:
+            entry = {"run": index + 1, "user": type(user).__name__, "turn": turn.to_json()}
+            recorder.metadata = {**base, "session": entry}
+        side = _UserSide(turn)
+        loop.observers = [*observers, side]
+        loop.before_step = chain_before_step(hook, side.before_step)
+        try:
+            text = "\n\n".join([*carried, turn.text])  # input that came after a run's tools
+            carried = []
+            live.results.append(await loop.run(text))
+        finally:
+            loop.observers, loop.before_step = observers, hook
+        if side.cancelled:
+            live.cancelled.append(index)
+        if side.delivered:
+            live.interjected.append(index)
+        elif turn.interject is not None:
+            carried.append(turn.interject)
+    return live
 
 
 def recorded_turns(path: str | os.PathLike[str]) -> list[UserTurn]:

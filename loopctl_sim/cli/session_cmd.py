@@ -1,0 +1,249 @@
+"""Sessions on the command line: ``loopctl-sim fuzz --user-turns N`` (and ``--user``,
+``--repeat``), whose campaign runs here, and ``loopctl-sim session``, which runs a session
+scenario file or finishes a session whose process died.
+
+A session campaign (``loopctl_sim.fuzz.sessions``) runs its seeds in this process, one after
+the other: a session is a few runs in a row. For each failing seed it writes the failing
+session's trace (``session-SEED.jsonl``), shrinks it (``loopctl_sim.fuzz.session_shrink``) and
+writes the shrunk session's trace and scenario (``session-SEED.shrunk.jsonl``,
+``session-SEED.scenario.yaml``), and prints the command that runs the scenario again. With
+``--repeat K`` every check's count of held repeats and its pass^k are printed.
+
+``loopctl-sim session SCENARIO --agent M:F`` runs a scenario file's session (its model
+explored or scripted, as the file says; a scenario file names an agent but runs only the one
+given with ``--agent``) into ``--trace``, and checks it as the campaign checks a seed (exit 1
+when a check fails). ``loopctl-sim session --resume TRACE --agent M:F`` finishes the session
+in TRACE with the agent's own model (``loopctl_sim.replay.session_resume``), the user's turns
+after the trace's from the scenario file (``--scenario``) or ``--user MODULE:MAKE_USER --seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from loopctl_sim.cli.common import die
+from loopctl_sim.fuzz.session_shrink import (
+    SessionScenarioError,
+    load_session_scenario,
+    save_session_scenario,
+    shrink_session,
+)
+from loopctl_sim.fuzz.sessions import (
+    SESSION_CHECKS,
+    SessionFuzzConfig,
+    SessionSeedResult,
+    check_session,
+    load_user,
+    pass_k,
+    run_session_seed,
+)
+from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.replay import ResumeError
+from loopctl_sim.replay.session_resume import resume_session
+from loopctl_sim.sim import AgentError
+from loopctl_sim.sim.users import ExploringUser, SimUser
+from loopctl_sim.trace import TraceFormatError, scrub_text
+
+__all__ = ["session", "session_campaign"]
+
+
+def session_campaign(seeds: Sequence[int], config: SessionFuzzConfig, out: str) -> int:
+    """Run a session campaign, print what it found; the exit code (0 all held, 1 not)."""
+    if config.user is not None:
+        try:
+            load_user(config.user, config.cwd)
+        except ValueError as exc:
+            die(str(exc))
+    for spec in config.checks:
+        try:
+            load_check(spec, config.cwd)
+        except ValueError as exc:
+            die(str(exc))
+    user = config.user or "the exploring user"
+    click.echo(
+        f"fuzz sessions: agent {config.agent}, {user}, {config.user_turns} user turns, "
+        f"{len(seeds)} seeds x {config.repeat}, faults {','.join(config.faults) or 'none'}",
+        err=True,
+    )
+    results: list[SessionSeedResult] = []
+    failing = 0
+    for seed in seeds:
+        try:
+            result = run_session_seed(seed, config)
+        except (ValueError, AgentError) as exc:
+            die(str(exc))
+        results.append(result)
+        if not result.ok:
+            failing += 1
+            _report_failure(result, config, out)
+    checks = [*SESSION_CHECKS, *config.checks]
+    if not config.check_determinism:
+        checks.remove("deterministic")
+    if config.repeat > 1:
+        table = pass_k(results, checks)
+        click.echo(f"{'check':<28} {'held':>12} {'pass^' + str(config.repeat):>8}")
+        for check, row in table.items():
+            held = f"{row['held']}/{row['runs']}"
+            click.echo(f"{check:<28} {held:>12} {row['pass_k']:>8.2f}")
+    turns = sum(len(r.session.turns) for r in results if r.session is not None)
+    click.echo(
+        f"{len(results)} sessions ({turns} user turns in the last repeat of each), "
+        f"{failing} failing seed(s)"
+    )
+    return 0 if failing == 0 else 1
+
+
+def _report_failure(result: SessionSeedResult, config: SessionFuzzConfig, out: str) -> None:
+    seed = result.seed
+    failures = next(f for f in result.repeats if f)
+    held = sum(1 for f in result.repeats if not f)
+    of = f" (held in {held} of {len(result.repeats)} repeats)" if len(result.repeats) > 1 else ""
+    click.echo(scrub_text(f"seed {seed} FAILED{of}: {failures[0]}"))
+    for extra in failures[1:]:
+        click.echo(scrub_text(f"  also {extra}"))
+    os.makedirs(out, exist_ok=True)
+    trace = os.path.join(out, f"session-{seed}.jsonl")
+    world = result.world
+    assert world is not None
+    session, _ = check_session(world, config, trace)  # the failing session's trace, kept
+    click.echo(f"  trace: {trace}")
+    if not config.shrink:
+        return
+    shrunk_trace = os.path.join(out, f"session-{seed}.shrunk.jsonl")
+    shrunk = shrink_session(world, session, failures[0].check, config, shrunk_trace)
+    again, still = check_session(shrunk, config, shrunk_trace)
+    scenario = os.path.join(out, f"session-{seed}.scenario.yaml")
+    save_session_scenario(shrunk, again.turns, scenario)
+    fails = any(f.check == failures[0].check for f in still)
+    click.echo(
+        f"  shrunk: {len(session.turns)} -> {len(again.turns)} user turns, "
+        f"{sum(len(s) for s in session.scripts)} -> {sum(len(s) for s in again.scripts)} "
+        f"model replies{'' if fails else ' (the shrunk session no longer fails)'}"
+    )
+    click.echo(f"  scenario: {scenario}; trace: {shrunk_trace}")
+    checks = "".join(f" --check {c}" for c in config.checks)
+    click.echo(f"  run it: loopctl-sim session {scenario} --agent {config.agent}{checks}")
+
+
+@click.command()
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.option("--agent", required=True, metavar="MODULE:FACTORY", help="The agent to run.")
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the session's trace here (default: SCENARIO with .jsonl).",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="MODULE:FUNCTION",
+    help="A check of your own, check(session, records), on the whole session. Repeatable.",
+)
+@click.option(
+    "--resume",
+    "resume_trace",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    metavar="TRACE",
+    help="Finish the session in TRACE (killed in its middle) with the agent's own model.",
+)
+@click.option("--user", default=None, metavar="MODULE:MAKE_USER", help="With --resume: the user.")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --user: its seed.")
+@click.option("--user-turns", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def session(
+    scenario: str | None,
+    agent: str,
+    trace: str | None,
+    checks: tuple[str, ...],
+    resume_trace: str | None,
+    user: str | None,
+    seed: int,
+    user_turns: int,
+    as_json: bool,
+) -> None:
+    """Run a session SCENARIO with your agent, or --resume a session's TRACE."""
+    cwd = os.getcwd()
+    if resume_trace is not None:
+        _resume(resume_trace, agent, scenario, user, seed, user_turns, cwd, as_json)
+        return
+    if scenario is None:
+        raise click.UsageError("give a session SCENARIO to run, or --resume TRACE")
+    try:
+        world = load_session_scenario(scenario, cwd=cwd)
+    except SessionScenarioError as exc:
+        die(str(exc))
+    world.agent = agent  # the command line's agent, never the file's on its own
+    config = SessionFuzzConfig(agent=agent, checks=checks, cwd=cwd)
+    for spec in checks:
+        try:
+            load_check(spec, cwd)
+        except ValueError as exc:
+            die(str(exc))
+    out = trace or os.path.splitext(scenario)[0] + ".jsonl"
+    try:
+        ran, failures = check_session(world, config, out)
+    except AgentError as exc:
+        die(str(exc))
+    outcomes = [getattr(r.outcome, "kind", r.outcome) for r in ran.runs]
+    if as_json:
+        data = {
+            "trace": out,
+            "turns": [t.to_json() for t in ran.turns],
+            "outcomes": outcomes,
+            "failures": [str(f) for f in failures],
+        }
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"{ran.summary()}; trace {out}")
+        for failure in failures:
+            click.echo(scrub_text(f"FAILED {failure}"))
+    sys.exit(1 if failures else 0)
+
+
+def _resume(
+    trace: str,
+    agent: str,
+    scenario: str | None,
+    user_spec: str | None,
+    seed: int,
+    user_turns: int,
+    cwd: str,
+    as_json: bool,
+) -> None:
+    user: SimUser
+    if scenario is not None and user_spec is not None:
+        raise click.UsageError("the user's turns come from SCENARIO or --user, not both")
+    try:
+        if scenario is not None:
+            user = load_session_scenario(scenario, cwd=cwd).user
+        elif user_spec is not None:
+            user = load_user(user_spec, cwd)(seed, user_turns)
+        else:
+            user = ExploringUser(seed, turns=user_turns)
+        done = resume_session(trace, agent, user, cwd=cwd)
+    except (SessionScenarioError, ValueError, AgentError, ResumeError, TraceFormatError) as exc:
+        die(str(exc))
+    if as_json:
+        outcomes = [r.outcome.kind for r in done.rest.results]
+        finished = done.finished.result if done.finished is not None else None
+        data = {
+            "trace": done.trace,
+            "finished": finished.outcome.kind if finished is not None else None,
+            "turns_before": done.turns_before,
+            "outcomes": outcomes,
+        }
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(done.summary())
+    last = done.rest.results[-1] if done.rest.results else None
+    if last is None and done.finished is not None:
+        last = done.finished.result
+    sys.exit(0 if last is None or last.outcome.kind == "completed" else 1)

@@ -1,0 +1,105 @@
+"""Finishing a session whose process died in its middle, from its trace.
+
+A session's trace (``loopctl_sim.sim.session``) holds its runs in order, each run's header
+naming the user's turn. A process killed during run ``k`` leaves the trace cut inside it; this
+module goes on from there as the process would have: the run under way is finished by
+``resume_trace`` (the brain rebuilt from the trace, no tool whose result is recorded run again,
+the rest run live by the agent the factory builds today), then the user is asked for the turns
+after the ``k`` the trace holds, each a ``run()`` of one loop holding that brain
+(``drive_session``), recorded in the same trace. A session cut between two runs only gets its
+remaining turns. The user is the one the session had (a seeded user writes the same turns
+again; a recorded one, ``recorded_user`` of another trace, plays them back).
+
+The trace is continued in place (a plain file: the records are appended). ``replay --agent``
+then replays the whole session: the killed run's records, its continuation (a header holding
+the brain where the kill left it), and the runs after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+
+from loopctl_sim.replay.continuation import ResumeResult, resume_trace_async
+from loopctl_sim.replay.resume import ResumeError, resume_point
+from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.session import LiveSession, drive_session, recorded_turns
+from loopctl_sim.sim.users import SimUser
+from loopctl_sim.trace import TraceRecorder, TraceWriter, is_gzip_name
+
+__all__ = ["SessionResume", "resume_session", "resume_session_async"]
+
+
+@dataclass
+class SessionResume:
+    """What finishing a session did: the run it finished (None: the trace was cut between
+    runs), the turns the trace held, and the runs after them."""
+
+    finished: ResumeResult | None
+    turns_before: int
+    rest: LiveSession = field(default_factory=LiveSession)
+    trace: str = ""
+
+    def summary(self) -> str:
+        first = self.finished.summary() if self.finished is not None else "no run was under way"
+        outcomes = [r.outcome.kind for r in self.rest.results]
+        return (
+            f"{first}; {self.turns_before} user turn(s) in the trace, {len(outcomes)} more run "
+            f"now: {outcomes}"
+        )
+
+
+def resume_session(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    user: SimUser,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    max_runs: int = 50,
+) -> SessionResume:
+    """``resume_session_async`` for scripts without an event loop."""
+    return asyncio.run(resume_session_async(path, agent, user, cwd=cwd, max_runs=max_runs))
+
+
+async def resume_session_async(
+    path: str | os.PathLike[str],
+    agent: str | AgentFactory,
+    user: SimUser,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    max_runs: int = 50,
+) -> SessionResume:
+    """Finish the session in the trace at ``path`` (see the module docstring). Raises
+    ``TraceFormatError`` for an unreadable trace, ``ResumeError`` when its brain and the engine
+    disagree or it is not a session's, ``AgentError`` when the agent cannot be built, and
+    ``ValueError`` for a compressed trace (resume it whole with ``loopctl-sim resume``)."""
+    source = os.fspath(path)
+    if is_gzip_name(source):
+        raise ValueError(f"{source}: a session is resumed in a plain trace (not .gz)")
+    turns = recorded_turns(source)
+    point = resume_point(source)
+    if not turns:
+        raise ResumeError(source, point.line, "not a session's trace: no run names a user turn")
+    finished: ResumeResult | None = None
+    machine = point.machine
+    if machine.started and not (machine.is_terminal and machine.finalized):
+        finished = await resume_trace_async(source, agent, cwd=cwd)
+        machine = finished.point.machine
+    elif not machine.started:
+        raise ResumeError(
+            source, point.line, "the trace was cut at a run's header, before its input"
+        )
+    factory = load_agent(agent, cwd=cwd)
+    name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
+    resumed = SessionResume(finished, len(turns), trace=source)
+    writer = TraceWriter(source, append=True)
+    recorder = TraceRecorder(writer, metadata={"agent": str(name)})
+    try:
+        loop = build_agent(factory, observers=[recorder], machine=machine)
+        resumed.rest = await drive_session(
+            loop, user, recorder=recorder, start=len(turns), max_runs=max_runs
+        )
+    finally:
+        recorder.close()
+    return resumed
