@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -63,6 +64,9 @@ __all__ = [
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: A request header whose value is a credential (the cassettes' rule: ``authorization``,
+#: ``x-api-key``, a gateway's ``x-portkey-api-key``, ``cookie``).
+_SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|credential|cookie", re.IGNORECASE)
 #: Content types that say nothing about the framing: the request's mode decides.
 _NEUTRAL = frozenset({"", "text/plain", "application/octet-stream"})
 
@@ -140,8 +144,12 @@ class HttpProvider:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What no error of this client may show: its key, the base URL's credentials."""
-        return (*self._base.secrets, *((self.api_key,) if self.api_key else ()))
+        """What no error of this client may show: its key, the base URL's credentials, and the
+        values of the credential headers an injected ``http_client`` sends with every request
+        (a gateway's ``x-portkey-api-key``): a server's 401 may echo any of them."""
+        held = self._http.headers.items() if self._http is not None else ()
+        sent = tuple(value for name, value in held if _SECRET_HEADER.search(name))
+        return (*self._base.secrets, *((self.api_key,) if self.api_key else ()), *sent)
 
     # subclass hooks
     def url(self) -> str:

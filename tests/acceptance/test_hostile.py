@@ -1,0 +1,93 @@
+"""Issue 31 tried again as the hostile user and the unlucky operator did, across modules.
+
+Each test does what the issue's user did (a real server on 127.0.0.1, the commands in a
+subprocess, the public API) and checks what the issue said must hold.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from loopctl import BareLoop
+from loopctl.otel import OtelObserver
+from loopctl.providers import OpenAIClient
+from loopctl_sim import TraceRecorder
+
+GATEWAY_KEY = "pkGateway" + "Secret0123456789"
+GOOGLE_KEY = "gooKey" + "Abc123456XyZ"
+
+
+class _Echo401(BaseHTTPRequestHandler):
+    """Refuses every request with a 401 that echoes its path and headers, as some gateways do."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        echo = f"bad credentials for {self.path} headers={dict(self.headers)}"
+        payload = json.dumps({"error": {"message": echo, "type": "invalid_request_error"}})
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload.encode())
+
+
+@pytest.fixture
+def echo_401() -> Iterator[str]:
+    """The base URL of a server on 127.0.0.1 that answers every request with an echoing 401."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo401)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_gateway_headers_echoed_by_a_401_reach_no_span_and_no_trace(
+    echo_401: str, tmp_path: Path, capture: bool
+) -> None:
+    # a shared httpx client carrying a gateway's key headers (docs/providers.md shows sharing)
+    shared = httpx.AsyncClient(
+        headers={"x-portkey-api-key": GATEWAY_KEY, "x-goog-api-key": GOOGLE_KEY}
+    )
+    client = OpenAIClient(
+        "m", api_key="sk-unused-" + "k" * 12, base_url=echo_401, http_client=shared
+    )
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace = tmp_path / "run.jsonl"
+    recorder = TraceRecorder(trace)
+    try:
+        result = BareLoop(
+            client, observers=[OtelObserver(provider, capture_content=capture), recorder]
+        ).run_sync("hi")
+    finally:
+        recorder.close()
+    assert result.error is not None and result.error.kind == "auth"
+    assert "x-portkey-api-key" in result.error.message  # the echo is kept, its values are not
+    spans = exporter.get_finished_spans()
+    assert {s.name for s in spans} >= {"invoke_agent loopctl", "chat m"}
+    for span in spans:
+        seen = repr(span.status.description) + repr(dict(span.attributes or {}))
+        seen += repr([dict(e.attributes or {}) for e in span.events])
+        assert GATEWAY_KEY not in seen and GOOGLE_KEY not in seen, span.name
+    written = trace.read_text()
+    assert GATEWAY_KEY not in written and GOOGLE_KEY not in written
+    assert GATEWAY_KEY not in str(result.error) and GOOGLE_KEY not in str(result.error)
