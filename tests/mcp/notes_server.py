@@ -39,6 +39,12 @@ def whoami() -> str:
 
 
 @app.tool()
+def leak() -> str:
+    """Echo the credential (a careless server): the trace must still not hold it."""
+    return f"my token is {os.environ.get('NOTES_SECRET', '')}"
+
+
+@app.tool()
 def crash() -> str:
     """End the server process at once."""
     os._exit(3)

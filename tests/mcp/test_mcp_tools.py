@@ -43,7 +43,8 @@ def test_stdio_server_tools_run_through_the_pipeline_and_the_trace(tmp_path: Pat
     ) as notes:
         tools = notes.tools()
         assert all(isinstance(t, McpTool) for t in tools)
-        assert [t.name for t in tools] == ["add_note", "get_note", "whoami", "crash", "forget"]
+        names = ["add_note", "get_note", "whoami", "leak", "crash", "forget"]
+        assert [t.name for t in tools] == names
         client = ScriptedClient(
             [
                 call(1, "add_note", title="a", text="hello"),
@@ -51,6 +52,7 @@ def test_stdio_server_tools_run_through_the_pipeline_and_the_trace(tmp_path: Pat
                 call(3, "whoami"),
                 call(4, "get_note", title=3),
                 call(5, "crash"),
+                call(6, "leak"),
                 Message.assistant("done"),
             ]
         )
@@ -69,14 +71,15 @@ def test_stdio_server_tools_run_through_the_pipeline_and_the_trace(tmp_path: Pat
     assert [r.content for r in results[:3]] == ["saved a", "hello", "credential present"]
     assert results[3].is_error and "title: 3 is not of type 'string'" in results[3].content
     assert results[4].is_error and "not allowed" in results[4].content  # the hook denied it
-    assert seen == ["add_note", "get_note", "whoami", "get_note"]  # middleware, not the denied
+    assert results[5].content == f"my token is {SECRET}"  # the model saw what the server said
+    assert seen == ["add_note", "get_note", "whoami", "get_note", "leak"]  # not the denied
     # the model was told the server's schemas
     first = client.requests[0]
     specs = {t.name: t.parameters for t in first.tools}
     assert specs["add_note"]["required"] == ["title", "text"]
     records = _mcp_records(trace)
     assert records[0]["op"] == "tools" and records[0]["server"] == "notes"
-    assert [r["tool"] for r in records[1:]] == ["add_note", "get_note", "whoami"]
+    assert [r["tool"] for r in records[1:]] == ["add_note", "get_note", "whoami", "leak"]
     assert SECRET not in trace.read_text() and NOTES_SERVER not in trace.read_text()
     assert "NOTES_SECRET" not in repr(notes)
 
