@@ -26,6 +26,7 @@ from typing import Any
 
 from loopctl_sim.replay.fork_edits import trace_sha256
 from loopctl_sim.replay.report import bounded_diff, unified_diff
+from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import Record, TraceReader, lines_of, open_for_reading
 
 __all__ = ["Branch", "TraceDiff", "comparable", "diff_traces", "fork_branch"]
@@ -107,7 +108,10 @@ class TraceDiff:
 
     def report(self) -> str:
         def where(path: str, line: int | None, seq: int | None) -> str:
-            return f"{path}: ended" if line is None else f"{path}:{line} (seq {seq})"
+            if line is None:
+                return f"{path}: ended"
+            place = run_at(path, line) if os.path.isfile(path) else None  # a session's run
+            return f"{path}:{line} (seq {seq}){', ' + place if place else ''}"
 
         fork = [] if self.branch is None else [self.branch.note(self.path_a, self.path_b)]
         return "\n".join(

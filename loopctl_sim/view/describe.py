@@ -153,7 +153,9 @@ def _header(rec: dict[str, Any], limit: int | None) -> Described:
             f"{snap.get('turns_taken')}, {history} + {len(snap.get('pending') or ())} messages)"
         )
         return Described("run", "resume", "warn", (text,))
-    meta = ", ".join(f"{k}={v}" for k, v in (rec.get("metadata") or {}).items())
+    metadata = dict(rec.get("metadata") or {})
+    turn = _session_turn(metadata.pop("session", None), limit)  # a session's run: its user turn
+    meta = ", ".join(f"{k}={v}" for k, v in metadata.items())
     # (v3) a header that continues the previous run names its brain, not its history
     held = (
         f"continues the previous run, brain {rec['continues']}"
@@ -161,10 +163,26 @@ def _header(rec: dict[str, Any], limit: int | None) -> Described:
         else f"history {history} messages"
     )
     text = (
-        f"run started ({rec.get('created')}, engine {rec.get('engine_version')}, "
+        f"{turn}run started ({rec.get('created')}, engine {rec.get('engine_version')}, "
         f"{held}){'; ' + _clip(meta, limit) if meta else ''}"
     )
     return Described("run", "header", "", (text,))
+
+
+def _session_turn(entry: object, limit: int | None) -> str:
+    """A session's run names its user turn (loopctl_sim.sim.session): its number, its kind, and
+    what the user does during the run."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("turn"), dict):
+        return ""
+    turn = entry["turn"]
+    said = [str(turn.get("kind", "message"))]
+    if turn.get("cancel_at") is not None:
+        said.append(f"cancels before step {turn['cancel_at']}")
+    if turn.get("interject") is not None:
+        said.append(f"writes {_clip(repr(turn['interject']), limit)} while tools run")
+    if turn.get("calls"):
+        said.append(f"{len(turn['calls'])} model call(s) of the user recorded")
+    return f"session turn {entry.get('run')} ({'; '.join(said)}): "
 
 
 def _step(rec: dict[str, Any], limit: int | None) -> Described:
