@@ -7,7 +7,9 @@ decides, its prompt and tool specs are what the trace records. From the reposito
     python examples/support_agent/record.py          # (re)write examples/support_agent/traces/
     python examples/support_agent/record.py --check  # exit 1 when a stored trace is stale
 
-``session.jsonl`` is the three conversations as one chat session: three runs of one loop.
+``session.jsonl`` is the three conversations as one chat session: three runs of one loop, each
+run's header naming the customer's turn (``loopctl_sim.sim.session``); ``session.yaml`` is the
+same session as a session scenario (``loopctl-sim session``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Final
 from loopctl import Message, ToolCall
 from loopctl.testing import ScriptedClient
 from loopctl_sim import TraceRecorder, diff_traces
+from loopctl_sim.sim.session import drive_session
+from loopctl_sim.sim.users import ScriptedUser
 
 HERE = Path(__file__).resolve().parent
 if str(HERE.parents[1]) not in sys.path:  # run as a script from anywhere
@@ -107,12 +111,12 @@ def record(name: str, *, snapshot_headers: bool = False) -> str:
         snapshot_headers=snapshot_headers,
     )
     loop = build(client=ScriptedClient(replies), observers=[recorder])
-
-    async def go() -> None:
-        for each in names:
-            await loop.run(CONVERSATIONS[each][0])
-
-    asyncio.run(go())
+    # the customers' messages as a session's user turns: each run's header names its turn
+    user = ScriptedUser([CONVERSATIONS[each][0] for each in names])
+    if len(names) > 1:
+        asyncio.run(drive_session(loop, user, recorder=recorder))
+    else:
+        asyncio.run(loop.run(CONVERSATIONS[names[0]][0]))
     return out.getvalue()
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from loopctl import Message
+from loopctl import Message, ToolCall
 from loopctl.testing import ScriptedClient
 from loopctl_sim import diff_traces
 from loopctl_sim.replay import replay_agent
@@ -26,6 +27,7 @@ from loopctl_sim.sim.users import (
     ExploringUser,
     ModelUser,
     ScriptedUser,
+    SimUser,
     UserTurn,
 )
 from loopctl_sim.trace import HeaderRecord, IoRecord, read_trace
@@ -33,8 +35,8 @@ from loopctl_sim.trace import HeaderRecord, IoRecord, read_trace
 AGENT = "examples.support_agent.agent:build"
 
 
-def _turn(user: object, index: int, conversation: tuple[Message, ...] = ()) -> UserTurn | None:
-    return asyncio.run(user.next_turn(conversation, index))  # type: ignore[attr-defined]
+def _turn(user: SimUser, index: int, conversation: tuple[Message, ...] = ()) -> UserTurn | None:
+    return asyncio.run(user.next_turn(conversation, index))
 
 
 def test_exploring_user_is_a_function_of_seed_and_index_and_makes_every_move() -> None:
@@ -72,7 +74,7 @@ def test_scripted_user_as_a_list_and_as_a_function_of_the_conversation() -> None
     assert _turn(listed, 1) == UserTurn("two", cancel_at=1)
     assert _turn(listed, 2) is None
 
-    def answer(conversation: tuple[Message, ...], index: int) -> str | None:
+    def answer(conversation: Sequence[Message], index: int) -> str | None:
         return None if index == 2 else f"I saw {len(conversation)} messages"
 
     fn = ScriptedUser(answer)
@@ -144,9 +146,7 @@ def test_cancel_mid_run_and_input_while_tools_run(tmp_path: Path) -> None:
     assert replay_agent(trace, AGENT).divergence is None
 
 
-def _call(id: str, name: str, **arguments: object) -> object:
-    from loopctl import ToolCall
-
+def _call(id: str, name: str, **arguments: object) -> ToolCall:
     return ToolCall(id=id, name=name, arguments=arguments)
 
 
