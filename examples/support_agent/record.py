@@ -99,6 +99,7 @@ def session_replies(names: Sequence[str] = SESSION) -> list[Message]:
 
 def record(name: str, *, snapshot_headers: bool = False) -> str:
     """The trace of conversation ``name`` (or of the ``session``) as text."""
+    names: tuple[str, ...]
     if name == "session":
         names, replies = SESSION, session_replies(SESSION)
     else:
@@ -141,8 +142,8 @@ def main(argv: list[str]) -> int:
         else:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
-    for path in stale:
-        print(f"stale: {path} (re-record with python examples/support_agent/record.py)")
+    for each in stale:
+        print(f"stale: {each} (re-record with python examples/support_agent/record.py)")
     return 1 if stale else 0
 
 
