@@ -13,7 +13,7 @@ from loopctl.core import Message, ToolCall, ToolResult
 from loopctl.driver import Hooks
 from loopctl.testing import ScriptedClient
 from loopctl.tools import Deny, NextTool
-from loopctl.tools.mcp import McpServer, McpTool
+from loopctl.tools.mcp import McpServer, McpTool, schema_problems
 from loopctl_sim.trace import TraceRecorder
 from tests.mcp.conftest import NOTES_SERVER, SECRET, call
 
@@ -164,3 +164,20 @@ def test_without_the_extra_import_works_and_use_says_how_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "pip install 'loopctl[mcp]'" in done.stdout
+
+
+def test_arguments_are_checked_against_the_servers_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "n": {"type": "integer", "minimum": 1}},
+        "required": ["title"],
+        "additionalProperties": False,
+    }
+    assert schema_problems(schema, {"title": "a", "n": 2}) == []
+    assert schema_problems(schema, {"n": 0, "x": 1}) == [
+        "(arguments): 'title' is a required property",
+        "(arguments): Additional properties are not allowed ('x' was unexpected)",
+        "n: 0 is less than the minimum of 1",
+    ]
+    # a schema the checker cannot use (an unresolvable $ref): the server judges the arguments
+    assert schema_problems({"properties": {"a": {"$ref": "#/missing"}}}, {"a": 1}) == []

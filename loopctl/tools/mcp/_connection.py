@@ -19,8 +19,9 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 from loopctl.tools.decorator import ToolError
@@ -61,6 +62,20 @@ def _errlog() -> TextIO:
         except (OSError, ValueError, AttributeError):
             continue
     return open(os.devnull, "w")
+
+
+@asynccontextmanager
+async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with headers on every request (an ``Authorization`` header), through an
+    HTTP client of the SDK's timeouts that is closed with the session."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def sdk() -> Any:
@@ -155,11 +170,7 @@ class ThreadConnection:
 
             transport = streamable_http_client(target)
         elif isinstance(target, Mapping):  # an HTTP URL with headers
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            http = httpx2.AsyncClient(headers=dict(target["headers"]))
-            transport = streamable_http_client(target["url"], http_client=http)
+            transport = _with_headers(target["url"], dict(target["headers"]))
         else:
             raise TypeError(f"MCP server '{self.label}': no transport for {type(target).__name__}")
         return transport if self._wrapper is None else self._wrapper(transport)

@@ -167,8 +167,8 @@ class McpServer:
         """A session with the real server, whoever stands in (a watching harness's way in);
         ``transport`` wraps the SDK's transport instead of the server's own wrapper."""
         target = self._target
+        mcp = _sdk()  # without the extra: an ImportError that says how to install it
         if isinstance(target, _StdioTarget):
-            mcp = _sdk()
             target = mcp.StdioServerParameters(
                 command=target.command, args=target.args, env=target.env, cwd=target.cwd
             )
@@ -368,12 +368,12 @@ def schema_problems(schema: Mapping[str, Any], values: Mapping[str, Any]) -> lis
     except ImportError:  # the mcp extra brings it; without it, the required names are checked
         required = schema.get("required") or []
         return [f"{name}: missing (required)" for name in required if name not in values]
-    validator = jsonschema.Draft202012Validator(dict(schema))
-    problems = []
-    for error in sorted(validator.iter_errors(dict(values)), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path) or "(arguments)"
-        problems.append(f"{where}: {error.message}")
-    return problems
+    try:
+        validator = jsonschema.Draft202012Validator(dict(schema))
+        errors = sorted(validator.iter_errors(dict(values)), key=lambda e: list(e.path))
+    except Exception:  # a schema it cannot use (an unresolvable $ref): the server judges
+        return []
+    return [f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}" for e in errors]
 
 
 def result_text(result: Mapping[str, Any]) -> tuple[str, bool]:
