@@ -17,7 +17,7 @@ reported (its error goes into the JSON) and the exit status is 1. The JSON (defa
 ``benchmarks/out/results.json``) holds every section's full result, the machine and the package
 versions; the printed goals compare against the project's targets: loopctl's overhead per turn
 at most a tenth of the fastest peer's, per-turn cost flat in history length, replay at least
-100,000 records/s; and issue 16's: the driver at most 50 us a turn with an async tool and 60 us
+100,000 records/s; the driver at most 50 us a turn with an async tool and 60 us
 with an inline sync tool at T = 100 (and at most 1/20 of the fastest peer), growth at most 1.1x
 from T = 100 to 1000 and from 0 to 10,000 messages, save + restore of 10,000 messages at most
 40 ms in both shapes (the first restore in a process included), 300 driver-level simulated runs
@@ -53,7 +53,7 @@ DEFAULT_JSON = Path(__file__).parent / "out" / "results.json"
 OVERHEAD_SHARE = 0.1  # loopctl's per-turn overhead at most this share of the fastest peer's
 FLAT_GROWTH = 1.5  # per-turn cost T=10 -> T=1000 at most this factor counts as flat
 REPLAY_RECORDS_PER_S = 100_000
-# issue 16: the driver at the brain's speed (T = 100, wall-time medians)
+# the driver at the brain's speed (T = 100, wall-time medians)
 DRIVER_ASYNC_US = 50.0  # async tool, per turn
 DRIVER_INLINE_US = 60.0  # sync tool run inline, per turn
 PEER_SHARE_ASYNC = 0.05  # async tool: at most 1/20 of the fastest peer
@@ -114,7 +114,7 @@ def machine_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         # Which build of the interpreter ran: the same version built with and without PGO and
-        # LTO differed by about 20 % a turn here (docs/performance.md, stop 28). A build's own
+        # LTO differed by about 20 % a turn here (docs/performance.md, "The machine"). A build's own
         # config variables do not say reliably whether it was optimised (Debian's do not show
         # its PGO), so the path and configure arguments are kept for the reader to judge.
         "python_executable": os.path.realpath(sys.executable),
@@ -178,7 +178,7 @@ def _target(name: str, value: float | None, limit: float, unit: str, below: bool
 
 
 def judge_driver(sections: dict[str, Any]) -> dict[str, Any]:
-    """Issue 16's targets, from the driver, peers, snapshot and fuzz sections that ran."""
+    """The driver's targets, from the driver, peers, snapshot and fuzz sections that ran."""
     out: dict[str, Any] = {}
     driver = sections.get("driver", {})
     if driver.get("status") == "ok":
@@ -195,7 +195,7 @@ def judge_driver(sections: dict[str, Any]) -> dict[str, Any]:
                 # Judged on the median; the fastest run beside it tells a slow phase of the
                 # machine that lasted the whole row (both slow) from one that began or ended
                 # during it (the fastest run quick), and the machine's reference loop says how
-                # fast the machine itself was: docs/performance.md, stop 29.
+                # fast the machine itself was: docs/performance.md, "How to read the figures".
                 beside = f"fastest run {at100['min_us_per_turn']:g} us"
                 reference = driver["result"].get("machine_reference_ms")
                 if reference:

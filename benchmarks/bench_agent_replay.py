@@ -27,7 +27,7 @@ the records, as a ``long`` one's does.
 Memory is the peak RSS of a replay in a fresh process (``resource.getrusage``), for traces ten
 times apart in length: flat means the trace is streamed, not held.
 
-The goal (issue 13): 20,000 records/s or more for a 10,000-record trace on this 2-core machine.
+The goal: 20,000 records/s or more for a 10,000-record trace on a 2-core machine.
 """
 
 from __future__ import annotations

@@ -174,10 +174,9 @@ def paired_ratio(numerators: list[float], denominators: list[float]) -> float:
     (up to 2x, CPU time included) last seconds to minutes: the two runs of a round share their
     phase and it cancels out of their ratio. The ratio of the two medians does not cancel it
     (the medians can fall in different phases): for the history rows, whose turn does not grow,
-    it crossed 1.1 in 4 of 14 runs at stop 28, and in 2 of 23 at stop 29, where the paired ratio
-    crossed it in 1 (1.34 against 1.50; docs/performance.md). Pairing narrows the scatter; it
-    cannot remove a phase that changes within a round, or one that slows the two subjects
-    unequally.
+    it crossed 1.1 in 2 of 23 runs where the paired ratio crossed it in 1 (1.34 against 1.50;
+    docs/performance.md). Pairing narrows the scatter; it cannot remove a phase that changes
+    within a round, or one that slows the two subjects unequally.
     """
     return statistics.median(a / b for a, b in _rounds(numerators, denominators))
 
@@ -401,7 +400,7 @@ def machine_reference(smoke: bool = False, times: int = 3) -> list[float]:
     This VM has slow phases of seconds to minutes that make everything slower, CPU time
     included. Sampled beside ``bench_driver`` runs for two and a half minutes, this loop's time
     went from 8.8 to 17.9 ms and a turn's from 37 to 83 us, correlated at 0.81
-    (docs/performance.md, stop 29). Compared from run to run on one machine, it tells a slow
+    (docs/performance.md, "The machine"). Compared from run to run on one machine, it tells a slow
     row of the engine from a slow moment of the machine; the rows are still judged as measured.
     """
     loops = REFERENCE_LOOPS // 100 if smoke else REFERENCE_LOOPS
@@ -425,7 +424,7 @@ def main(argv: list[str] | None = None) -> None:
         default=REPEATS,
         help=f"timed runs a row, their median reported (default {REPEATS}); more narrow the "
         "median's scatter, but no number of runs outlasts a shared machine's slow phase, which "
-        "lasts seconds to minutes (docs/performance.md, stop 28)",
+        'lasts seconds to minutes (docs/performance.md, "The machine")',
     )
     args = parser.parse_args(argv)
     if args.repeats < 1:

@@ -1,5 +1,5 @@
 """Driver-level simulation and fuzz throughput: runs of about 20 turns per second through the
-real ``BareLoop`` (issue 17's goal: at least 300 per core with cheap tools), and where the
+real ``BareLoop`` (the goal: at least 300 per core with cheap tools), and where the
 driver's time per turn goes.
 
     python -m benchmarks.bench_fuzz_driver            # full

@@ -16,7 +16,7 @@ unpacked and the visible window drawn: the figure that matters), and the time to
 record's details (the records' block is unpacked on that first click). The best of
 ``--repeats`` page loads (the machine is shared).
 
-Measured 2026-12-01 on the 2-core dev VM: see the ``main`` output in docs/viewing.md.
+Figures, with their date and machine: docs/viewing.md.
 """
 
 from __future__ import annotations

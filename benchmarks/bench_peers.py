@@ -296,7 +296,7 @@ def run(
 def goals(table: dict[str, Any]) -> dict[str, Any]:
     """loopctl against the fastest peer at every T: the ratio, and whether it is <= 0.1.
 
-    Judged on wall time (the brief's measure): the fastest peer is the one with the lowest
+    Judged on wall time (what a user waits for): the fastest peer is the one with the lowest
     median, and the ratio is the median of the two frameworks' runs paired by round
     (``paired_ratio``: the machine's slow phases cancel out of it). The ratio of the two
     medians and the CPU-time ratio are shown beside it.

@@ -12,8 +12,8 @@ The trace is a long run of the simulator: every turn one tool call, so 9 records
   (a long-lived agent); the brain's size, and so the cost of a digest, stay flat;
 - ``growing``: no compaction, the history grows with the trace (one long run: pending holds it
   all). The brain's digest keeps a running hash of the conversation, so a digest after a feed
-  costs O(the feed) and this shape replays about as fast as the other (before 2026-11-30 a
-  digest hashed the whole brain and this shape was quadratic).
+  costs O(the feed) and this shape replays about as fast as the other (a digest that hashed
+  the whole brain would make it quadratic).
 
 Figures, per size: the end-to-end replay rate (read, parse, re-ask steps, apply feeds, compare
 the digest after every feed: ``replay_trace``'s default) in records per second of wall time,
@@ -24,20 +24,12 @@ what replay reads (``TraceReader.replay_batches``: the msgspec fast path) and of
 (``TraceReader``, pydantic: what show, diff and export read); the peak traced memory of a
 replay (tracemalloc, in a separate pass); the recording rate.
 
-Goal: 100,000 records/s and flat memory. Measured 2026-11-30 on the 2-core dev VM (the brain
-still being made cheaper): replay about 74,000-78,000 records/s (38,000-44,000 before the
-reader's fast path and read-ahead), replay-form parsing about 200,000-250,000 records/s (full
-records, by pydantic, 170,000-190,000); the traced peak stops growing once bounded caches are
-full (6.5-7 MiB at 100k and at 200k records). ``--big 1``: a 1.05 GB trace (4.2 million
-records, replayed at 74,000 records/s) and a 103 MB one, each in a fresh process, peaked at
-48.5 MB of RSS both (47.9 MB after the imports): memory is flat. Later the same day, with the
-reader on msgspec typed decoding and batches of records (and the brain's hot path cut): replay
-91,000-101,000 records/s, replay-form parsing 430,000-490,000 records/s (2.0 µs a record on a
-quiet machine, 3.7-3.8 µs with the orjson reader). At 14:26, with the collector spared
-during replay and the brain's exit door keeping its JSON (``python -m benchmarks --only brain
-replay fuzz``, quiet machine): replay 106,161-110,399 records/s (compacting), 107,267-108,415
-(growing); ``--big 1``: 104,547 records/s for 103 MB and 97,321 for 1.05 GB, peak RSS 41.5 and
-41.3 MB (run again: 112,179 and 104,533 records/s, 41.4 and 41.5 MB). See docs/performance.md.
+Goal: 100,000 records/s and flat memory. On a quiet 2-core VM: replay 106,161-110,399
+records/s (compacting), 107,267-108,415 (growing); replay-form parsing 430,000-490,000
+records/s (about 2.0 µs a record); the traced peak stops growing once bounded caches are full.
+``--big 1``: 104,547 records/s for a 103 MB trace and 97,321 for a 1.05 GB one (4.2 million
+records), each in a fresh process, peak RSS 41.5 and 41.3 MB: memory is flat. Figures, their
+date and the machine: docs/performance.md.
 """
 
 from __future__ import annotations

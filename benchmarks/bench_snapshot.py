@@ -14,7 +14,7 @@ For each: ``save + restore`` is restoring the saved text and saving the restored
 resume that checkpoints at once), as a median of repeats in this process, and as the median of
 the *first* restore (and its save) in fresh processes, each of which reads the text from a file
 first (untimed): the first restore in a process pays for memory the process has not used yet.
-The goal (issue 16) is a median of at most 40 ms in both shapes, the first restores included.
+The goal is a median of at most 40 ms in both shapes, the first restores included.
 Wall time, with this process's CPU time beside it.
 
 The restore is lazy (``loopctl/core/lazy.py``): a sealed text whose checksum verifies keeps its

@@ -118,8 +118,8 @@ def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
 
 
 def _results_message(results: list[ToolResult]) -> Callable[[], Any]:
-    """How this loopctl makes the results message: ``Message.from_results`` (the driver's way
-    now; it builds the message from results already valid), or an older loop's own build."""
+    """How this loopctl makes the results message: ``Message.from_results`` (the driver's
+    way; it builds the message from results already valid), or an older loop's own build."""
     given = getattr(loop_module, "_MESSAGE_GIVEN", None)
     if given is None:
         return lambda: Message.from_results(results)
@@ -288,7 +288,7 @@ def run(smoke: bool) -> dict[str, Any]:
         "in_the_turn": list(IN_THE_TURN),
         # The pieces are each the best of 5 batches, so they are set against the turn's best
         # run: against its median, a slow phase of the machine during the runs (up to 2x here)
-        # was billed to the glue (28.7 us of a 56.1 us turn, stop 29).
+        # would be billed to the glue (28.7 us of a 56.1 us turn in one such run).
         "rest_us": round(best - known, 1),
     }
 

@@ -1,9 +1,9 @@
 """Instruction counts of the engine's units, under cachegrind: figures a shared machine cannot move.
 
 Wall and CPU times on this VM swing by up to 2x within an hour with the load of its other
-tenants (docs/performance.md); the number of instructions a unit executes does not. So a change
-that should make a unit cheaper is checked here first, and timed with the other benchmarks
-after. Each unit runs in two processes under ``valgrind --tool=cachegrind`` with
+tenants (docs/performance.md, "The machine"); the number of instructions a unit executes does
+not. So a change that should make a unit cheaper is checked here first, and timed with the
+other benchmarks after. Each unit runs in two processes under ``valgrind --tool=cachegrind`` with
 ``PYTHONHASHSEED=0``: one that builds everything and runs the unit ``N`` times, one that builds
 everything and runs it no time; the difference divided by ``N`` is the unit's count (imports,
 construction and warm-up cancel out).
@@ -27,7 +27,7 @@ A count is exact for one build of the code, not between builds: an edit elsewher
 by up to about 1.4 % (the ``brain`` unit read 90,124 and 91,010 across a commit that touched no
 line of the brain; the hash seed alone moves ``turn`` by about 0.3 %), probably through where
 types and strings land in CPython's caches. A change smaller than that is measured by timing
-the piece itself (docs/performance.md, stop 28).
+the piece itself (docs/performance.md, "How to read the figures").
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def test_driver_goals_are_judged_on_the_median_with_the_fastest_run_beside_it() 
     assert judged["driver_async"]["detail"] == "60.6 us (fastest run 38.9 us)"
     assert judged["driver_inline"]["met"] is True
     assert judged["driver_inline"]["detail"] == "39.1 us (fastest run 37.8 us)"
-    # with the machine's reference loop (a result of this stop on): its fastest before and after
+    # with the machine's reference loop in the result: its fastest before and after
     driver["result"]["machine_reference_ms"] = {"before": [14.2, 13.8, 14.0], "after": [9.5, 9.8]}
     judged = bench_main.judge_driver({"driver": driver})
     assert judged["driver_async"]["detail"] == (
