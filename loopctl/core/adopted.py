@@ -16,7 +16,7 @@ fields is the text's and its own ``checksum()`` is the text's checksum: the cont
 then the text's, byte for byte, and undamaged. (Checked that way, the restore hashes the text
 once, and the hash is the running hash the brain's next save or digest continues from.)
 Anything else (an unsealed text, a checksum that does not match, another layout, a file
-re-indented) is restored by validating the whole snapshot, as before, and its cache is built on
+re-indented) is restored by validating the whole snapshot, and its cache is built on
 first use.
 
 The trust this takes: a span is adopted as the message's JSON as the text spells it. Accidental

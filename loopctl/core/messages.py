@@ -138,7 +138,7 @@ class Message(BaseModel):
     The constructors (``system``, ``user``, ``assistant``, ``from_results``) build the message
     without a second validation when what they are handed is already valid: a ``str`` text,
     ``ToolCall`` / ``ToolResult`` instances (which validation would keep as they are). Anything
-    else (a subclass, a str subclass, a dict) goes through the validator as before, with its
+    else (a subclass, a str subclass, a dict) goes through the validator, with its
     errors. ``Message.user("hi")`` cost 24,500 instructions validated, ``assistant`` with a text
     and a call 31,000 (cachegrind); every scripted reply, tool result and input pays it."""
 

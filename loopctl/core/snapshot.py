@@ -9,8 +9,8 @@ feed does not re-serialize the whole conversation, is ``snapshot_json.py``'s.
 Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``); 3 added
 the checksum. A snapshot's *content* (what ``MachineSnapshot`` holds and dumps, what
 ``LoopMachine.canonical_json()`` writes and ``digest()`` hashes) is written in the lowest of
-versions 1 and 2 that holds it, so a conversation without those parts is still version 1, byte
-for byte as before: its digest is unchanged and recorded traces still replay.
+versions 1 and 2 that holds it, so a conversation without those parts is version 1, byte
+for byte as a version-1 writer wrote it: its digest is the same and recorded traces replay.
 
 The checksum. A saved brain (``LoopMachine.model_dump_json()``: the at-rest form) is that
 content *sealed*: version 3 in its head and, after the loop window, ``"checksum"``: the whole
@@ -25,8 +25,8 @@ put back), about 1 ms per MB; a text laid out otherwise (re-indented, keys reord
 against its re-serialized content instead. The checksum is not kept: a validated
 ``MachineSnapshot`` is the content, and so is ``LoopMachine.model_dump()`` (in-process data, to
 edit and restore; a dict given to ``model_validate`` with a checksum is checked all the same).
-Versions 1 and 2 (no checksum) are still read, unverified,
-as before; an older loopctl refuses version 3 with its "upgrade loopctl" message.
+Versions 1 and 2 (no checksum) are read, unverified;
+an older loopctl refuses version 3 with its "upgrade loopctl" message.
 
 Numbers: a snapshot holding NaN or an infinity (``1e999``) in a tool call's arguments or a part's
 data is refused, as the brain refuses such a call (``loopctl.core.values``): restored, it would

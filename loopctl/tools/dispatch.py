@@ -309,7 +309,7 @@ class _Executor:
             # without waiting on anything could not have been interrupted, and arming a
             # deadline (asyncio.timeout: a timer scheduled, then cancelled) costs 33,000
             # instructions, more than a cheap async tool itself (cachegrind). A call that waits
-            # gets its deadline then, counted from its start, as before.
+            # gets its deadline then, counted from its start.
             started = asyncio.get_running_loop().time()
             running = found.execute(validated)
             try:

@@ -6,7 +6,7 @@ with its condition variable, a work item, the executor's idle-thread bookkeeping
 that copies the concurrent future's state onto an asyncio future once it is done. Here a call is
 one job on a ``queue.SimpleQueue`` and its answer one ``loop.call_soon_threadsafe`` that settles
 an asyncio future: a round trip measured 97 µs with ``to_thread`` and 39 µs this way on the
-benchmark machine (``python -m benchmarks.bench_driver --breakdown``, "thread hop"). What is
+benchmark machine (``python -m benchmarks.bench_turn``, the "thread hop" rows). What is
 left is the two wake-ups no thread hop avoids (the worker's, then the event loop's).
 
 As with ``to_thread``, the function runs in a copy of the caller's ``contextvars`` context, so a
@@ -14,7 +14,7 @@ tool sees the run's context variables (a tracing span, say).
 
 Threads start on demand, when every worker is busy, up to ``MAX_WORKERS`` (the default
 executor's limit); beyond that a call waits for a free worker. Calls of one wave therefore run
-at the same time, as before. A thread cannot be interrupted: a tool that times out, or whose
+at the same time. A thread cannot be interrupted: a tool that times out, or whose
 run is cancelled, finishes in the background and its answer is dropped. The threads are daemon
 threads of their own pool, so a hung tool neither holds a worker of the default executor
 (which the event loop also uses, for DNS lookups) nor keeps ``asyncio.run`` or the interpreter

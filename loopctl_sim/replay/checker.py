@@ -237,7 +237,7 @@ class Checker(LoopObserver):
                 self._same_policy = (rec.policy, policy)  # frozen: equal while both are kept
                 self._stepped(line, rec.scrubbed, machine)
                 return
-            rec = rec.record()  # a difference: reported from the record, as before
+            rec = rec.record()  # a difference: reported from the full record
         if not isinstance(rec, StepRecord):
             self.fail(
                 line,
@@ -288,7 +288,7 @@ class Checker(LoopObserver):
             # the arguments the trace has, compared without its record (``trace.views``)
             self.recent.append((rec.seq, line, name, rec.args_json))
         else:
-            # a difference: compared and reported from the record, as before
+            # a difference: compared and reported from the full record
             rec = rec.record() if isinstance(rec, FeedView) else rec
             self._feed_args(line, rec, name, args)
         if rec.scrubbed:

@@ -249,7 +249,7 @@ def update_trace(
         )
         return result
     # written beside the trace, which it replaces once whole; a killed update's file is swept
-    # by the next one (as is the fixed-name ".updating" file updates used to leave)
+    # by the next one, and so is a fixed-name ".updating" file left beside the trace
     target.with_name(target.name + ".updating").unlink(missing_ok=True)
     fresh = Path(temporary_beside(target))
     recorder = _KeptTimes(fresh, metadata=dict(recorded.metadata), created=recorded.created)

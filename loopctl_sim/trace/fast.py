@@ -20,7 +20,7 @@ as pydantic's ``==`` would.
 
 It is a fast path, never a second validator: a decoder leaves a line to pydantic whenever it is
 not sure (any other shape, type, key set or record kind, a ``seq`` other than the expected one),
-and the reader then validates the line with pydantic exactly as before. So every accepted trace
+and the reader then validates the line with pydantic as any other. So every accepted trace
 replays from the same data and every rejected one fails with the same ``TraceFormatError``.
 Where ``msgspec`` and pydantic read JSON differently, the line goes to pydantic: a number beyond
 a float's range (pydantic reads infinity), ``NaN`` (pydantic reads it), a line nested deeper

@@ -9,7 +9,7 @@ times slower than a replay of one long run of as many records. Yet the header of
 follows a replayed run holds nothing new: it must be exactly the brain the replay already has
 (``previous.next_run()``). So ``TraceReader.numbered(lazy_headers=True)`` gives such a line
 as a ``HeaderLine``: the line is validated by pydantic with its snapshot cut out (``null``), so
-every other field is checked in its place as before, and the snapshot's text is kept where it
+every other field is checked in its place as in any header, and the snapshot's text is kept where it
 stands in the line. ``holds(machine)`` compares that text with ``machine.canonical_json()``, the
 very bytes a writer puts in a header, byte for byte: equal, the snapshot is that brain, and is
 never built. In every other case (the first header, a resume after a kill, a snapshot that

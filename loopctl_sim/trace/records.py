@@ -29,7 +29,7 @@ the previous run holds no snapshot but ``continues``, the digest of that ``next_
 reader rebuilds it from the brain the records before it built, and checks the digest (unless
 secrets were scrubbed, ``scrubbed``: the rebuilt brain then holds their placeholders). Only
 such a header is written as version 3; every other header is written as version 2, byte for
-byte as before, so a trace of single runs stays readable by the loopctl_sim before.
+byte, so a trace of single runs is readable by a loopctl_sim that reads only version 2.
 
 This module owns the format: the record models (one pydantic model per record type, so the
 JSON Schema, the writer and the reader share one definition), the replay forms of steps and feeds
@@ -102,7 +102,7 @@ TRACE_VERSION: Final = 3
 #: The version of a header holding its brain's snapshot (or none: a fresh brain).
 SNAPSHOT_HEADER_VERSION: Final = 2
 #: The versions it reads: version 1 traces (no request contexts, no brain summaries, steps and
-#: ends never marked scrubbed) replay as before; version 2 headers always hold their snapshot.
+#: ends never marked scrubbed) replay as recorded; version 2 headers always hold their snapshot.
 READABLE_VERSIONS: Final = (1, 2, 3)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -170,7 +170,7 @@ class HeaderRecord(_Record):
     (``loopctl_sim.replay.fork``; its snapshot is the brain there): the ``parent`` trace
     (``path``, ``sha256``, the branch seq ``at``), the ``ancestors`` (oldest first, the parent
     last), the ``edits`` made there and the ``settings`` changed from there on. Both are plain
-    metadata: a reader that knows neither reads the trace as before."""
+    metadata: a reader that knows neither reads the rest of the trace all the same."""
 
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT

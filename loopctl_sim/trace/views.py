@@ -18,9 +18,9 @@ agent replay. ``TraceReader.replay_lines`` gives such lines as views instead:
 A view is made by the fast path's rules (``loopctl_sim.trace.fast``): only when msgspec decoded
 the line into the structs that mirror the records field for field (``fast_structs``), its ``seq``
 is the expected one and its nesting is one pydantic reads; any other line is validated by
-pydantic as before, so every error is the same ``TraceFormatError``. ``record()`` gives a view's
+pydantic, so every error is the same ``TraceFormatError``. ``record()`` gives a view's
 pydantic record (validated from the line's text, which the view keeps): where a comparison
-finds a difference, the replay takes the record and reports from it exactly as before, and a
+finds a difference, the replay takes the record and reports from it as from any record, and a
 feed's typed ``args`` (a recorded tool result, a compaction) come from it too.
 
 Measured (cachegrind, 3 replays minus 1, PYTHONHASHSEED=0) on ``benchmarks.bench_agent_replay``'s
