@@ -14,7 +14,8 @@ What counts as a secret:
   (``-----BEGIN ... PRIVATE KEY-----`` to its ``-----END`` line), the value given to a secret
   name (``password: ...``, ``aws_secret_access_key = ...``, ``"api_key": "..."``,
   ``?api-key=...`` in a URL; at least 6 characters and not one lowercase word, which reads as
-  prose: ``credentials: invalid``; an auth scheme before it kept), and any
+  prose: ``credentials: invalid``; a quoted value to its closing quote; an auth scheme before
+  it kept), and any
   pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in the
   environment variable ``LOOPCTL_SCRUB_PATTERNS``).
 
@@ -144,11 +145,18 @@ _ASSIGNED: Final = re.compile(
     r"(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]*[A-Za-z0-9])(?=(?P<next>[\"'\s:=]))"
     r"[\"']?[ \t]*[:=]"
 )
-#: The value after a secret name's ``=`` or ``:`` (the group ``s``).
+#: An auth scheme that may stand before a secret name's value (kept readable).
+_SCHEME: Final = r"(?:(?i:bearer|basic|token|digest)[ \t]+)?(?!(?i:bearer|basic|token|digest)\b)"
+#: The value after a secret name's ``=`` or ``:`` (the group ``s``). A quoted value runs to its
+#: closing quote, spaces and all (``password = 'my pass phrase'``, the JSON text of a tool
+#: result); an unquoted one to a space, a quote or a bracket. ``&`` ends a value only in a
+#: URL's query (``_QUERY_VALUE``), where it parts the parameters: elsewhere it is part of the
+#: password (``passwd: Tr0ub4dor&3``), and cutting there left the rest of it readable.
 _ASSIGNED_VALUE: Final = re.compile(
-    r"[ \t]*[\"']?(?:(?i:bearer|basic|token|digest)[ \t]+)?"
-    r"(?!(?i:bearer|basic|token|digest)\b)(?P<s>[^\s\"'&,;<>()\[\]{}]{6,})"
+    r"[ \t]*(?:(?P<q>[\"'])" + _SCHEME + r"(?P<s>(?:(?!(?P=q))[^\n\\]|\\.){6,})(?P=q)"
+    r"|[\"']?" + _SCHEME + r"(?P<u>[^\s\"',;<>()\[\]{}]{6,}))"
 )
+_QUERY_VALUE: Final = re.compile(r"[ \t]*[\"']?" + _SCHEME + r"(?P<u>[^\s\"'&,;<>()\[\]{}]{6,})")
 #: A value that reads as a word of prose (``credentials: invalid``, ``token: expired``): kept.
 _PROSE: Final = re.compile(r"[a-z]+")
 
@@ -369,11 +377,14 @@ class Scrubber:
             if not _anchored((name + match.group("next")).lower()) or not _is_secret_name(name):
                 pos = match.end("name")
                 continue
-            value = _ASSIGNED_VALUE.match(text, pos)
-            if value is None or "[REDACTED" in value.group("s") or _PROSE.fullmatch(value["s"]):
+            start = match.start("name")
+            in_query = start > 0 and text[start - 1] in "?&"
+            value = (_QUERY_VALUE if in_query else _ASSIGNED_VALUE).match(text, pos)
+            group = "u" if value is None or value.group("u") is not None else "s"
+            if value is None or "[REDACTED" in value[group] or _PROSE.fullmatch(value[group]):
                 continue
-            start, end = value.span("s")
-            pieces += (text[done:start], self.placeholder(value.group("s")))
+            start, end = value.span(group)
+            pieces += (text[done:start], self.placeholder(value[group]))
             pos = done = end
         return "".join((*pieces, text[done:])) if pieces else text
 

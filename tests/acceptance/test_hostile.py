@@ -15,10 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+from acceptance_helpers import KEY, agent_env, cli
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from examples.model_server import ModelServer
 from loopctl import BareLoop
 from loopctl.otel import OtelObserver
 from loopctl.providers import OpenAIClient
@@ -91,3 +93,29 @@ def test_gateway_headers_echoed_by_a_401_reach_no_span_and_no_trace(
     written = trace.read_text()
     assert GATEWAY_KEY not in written and GOOGLE_KEY not in written
     assert GATEWAY_KEY not in str(result.error) and GOOGLE_KEY not in str(result.error)
+
+
+def test_a_dot_env_read_by_loopctl_run_leaves_no_password_in_the_trace(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """The built-in agent reads a ``.env`` for the model: a quoted password with spaces and an
+    unquoted one holding ``&`` were left whole, or with their tail after ``&``, in the trace."""
+    (tmp_path / ".env").write_text(
+        "HOST=db.internal.example\n"
+        "DB_PASSWORD='correct horse battery staple'\n"
+        "PASSWD=Tr0ub4dor&3xyz\n"
+    )
+    trace = tmp_path / "run.jsonl"
+    done = cli(
+        "loopctl", "run", "read the file .env", "--model", "skyway-model-1",
+        "--base-url", model_server.url, "--trace", str(trace),
+        env=agent_env(None, OPENAI_API_KEY=KEY), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(".env: 90 characters")
+    written = trace.read_text()
+    assert "DB_PASSWORD='[REDACTED]'\\nPASSWD=[REDACTED]\\n" in written
+    for piece in ("correct horse", "battery staple", "Tr0ub4dor", "3xyz"):
+        assert piece not in written and piece not in done.stderr, piece
+    replayed = cli("loopctl-sim", "replay", str(trace), cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr

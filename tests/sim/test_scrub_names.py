@@ -152,6 +152,12 @@ SHAPES: list[tuple[str, str, str]] = [
     ("OPENAI_API_KEY='abc123def456'", "abc123def456", "OPENAI_API_KEY='"),
     ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "Authorization: Basic "),
     ("x-portkey-api-key: pk-live-1234567", "pk-live-1234567", "x-portkey-api-key: "),
+    # ``&`` is part of a password outside a URL's query (it was cut there: ``&3xyz`` stayed)
+    ("db password: Tr0ub4dor&3xyz. look it up", "&3xyz", "db password: "),
+    ("x?v=1&token=abcdef123456&b=2", "abcdef123456", "x?v=1&token=[REDACTED:"),
+    # a quoted value runs to its quote, spaces and all (a tool's JSON text, a .env file)
+    ('{"password": "correct horse battery"}', "correct horse battery", '{"password": "'),
+    ("DB_PASSWORD='My Secret Phrase 123'\nHOST=db", "My Secret Phrase", "'\nHOST=db"),
 ]
 
 
@@ -181,6 +187,8 @@ def test_a_secret_shape_in_a_text_is_replaced(text: str, secret: str, kept: str)
         "commit 3f786850e387550fdab836ed7e6dc881de23001b",
         "the server refused the credentials: invalid key",
         "token: expired",
+        '{"token": "expired"}',
+        "see http://example.com/search?q=x&api_key_env=OPENAI",
     ],
 )
 def test_an_ordinary_text_is_left_alone(text: str) -> None:
