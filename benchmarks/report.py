@@ -17,7 +17,7 @@ def _cell(value: Any) -> str:
 
 
 def render(obj: Any, indent: str = "  ") -> list[str]:
-    """A generic rendering of another engineer's result dict: lists of rows become tables."""
+    """A generic rendering of a section's result dict: lists of rows become tables."""
     lines: list[str] = []
     if isinstance(obj, list) and obj and all(isinstance(v, dict) for v in obj):
         return _table(obj, indent)
