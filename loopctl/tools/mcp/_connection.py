@@ -109,6 +109,7 @@ class ThreadConnection:
         self._relisting: asyncio.Task[None] | None = None
         self._names: set[str] | None = None  # after a list change: what the server offers now
         self._stop: asyncio.Event | None = None
+        self._ended = threading.Event()  # the session is over, its process and streams closed
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"loopctl-mcp-{label}", daemon=True
@@ -151,6 +152,7 @@ class ThreadConnection:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
+            self._ended.set()
             if self._dead is None:
                 self._dead = "it was closed"
             for task in list(self._inflight):
@@ -268,12 +270,13 @@ class ThreadConnection:
         if self._loop.is_closed():
             return
         stop = self._stop
-        if stop is not None:
-            self._loop.call_soon_threadsafe(stop.set)
-        try:
-            self._held.result(10)
-        except BaseException:
+        if self._client is None:  # never opened (a server that does not answer): cut it off
             self._held.cancel()
+        elif stop is not None:
+            self._loop.call_soon_threadsafe(stop.set)
+        if not self._ended.wait(10):
+            self._held.cancel()
+            self._ended.wait(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():
