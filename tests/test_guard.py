@@ -44,6 +44,27 @@ def test_gethostbyname_of_a_remote_host_fails() -> None:
         socket.gethostbyname_ex("api.anthropic.com")
 
 
+def test_a_reverse_lookup_of_a_remote_address_fails() -> None:
+    # gethostbyaddr and getnameinfo ask a DNS server for the address's name: a datagram out
+    with pytest.raises(NetworkBlockedError) as caught:
+        socket.gethostbyaddr("8.8.8.8")
+    assert caught.value.host == "8.8.8.8"
+    with pytest.raises(NetworkBlockedError) as caught:
+        socket.getnameinfo(("1.1.1.1", 443), 0)
+    assert caught.value.where == "1.1.1.1:443"
+    # the numeric form asks nobody; this machine's own address is not a remote lookup
+    numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+    assert socket.getnameinfo(("8.8.8.8", 53), numeric) == ("8.8.8.8", "53")
+    assert "127.0.0.1" in socket.gethostbyaddr("127.0.0.1")[2]
+
+
+def test_the_reverse_lookups_are_put_back() -> None:
+    before = (socket.gethostbyaddr, socket.getnameinfo)
+    with block_network():
+        assert socket.gethostbyaddr is not before[0] and socket.getnameinfo is not before[1]
+    assert (socket.gethostbyaddr, socket.getnameinfo) == before
+
+
 def test_loopback_datagrams_and_names_still_work() -> None:
     assert socket.gethostbyname("localhost").startswith("127.")
     assert socket.gethostbyname("127.0.0.1") == "127.0.0.1"

@@ -2,11 +2,12 @@
 
 By default loopback addresses stay reachable (a test may run a local server); everything else
 raises ``NetworkBlockedError`` when a name is resolved (``getaddrinfo``, ``gethostbyname``,
-``gethostbyname_ex``), a socket connects (TCP, or UDP's ``connect``) or a datagram is sent to
-an address (``sendto``, ``sendmsg``: UDP needs no connect, and a DNS query is one), naming the
-host and port, so an accidental provider call fails loudly instead of hanging or spending
-money. Like pydantic-ai's ``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits
-on the socket.
+``gethostbyname_ex``) or an address is (``gethostbyaddr``, and ``getnameinfo`` unless asked for
+the numeric host only: a reverse lookup is a DNS query too), a socket connects (TCP, or UDP's
+``connect``) or a datagram is sent to an address (``sendto``, ``sendmsg``: UDP needs no
+connect, and a DNS query is one), naming the host and port, so an accidental provider call
+fails loudly instead of hanging or spending money. Like pydantic-ai's
+``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits on the socket.
 
 The options serve harnesses that must tell the user more than "blocked": ``allow_loopback=False``
 closes local servers too (a local Ollama is a model provider), ``allow_hosts`` opens named hosts
@@ -91,6 +92,8 @@ def block_network(
     original_getaddrinfo = socket.getaddrinfo
     original_gethostbyname = socket.gethostbyname
     original_gethostbyname_ex = socket.gethostbyname_ex
+    original_gethostbyaddr = socket.gethostbyaddr
+    original_getnameinfo = socket.getnameinfo
 
     def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
         where = host if port is None else f"{host}:{port}"
@@ -158,6 +161,15 @@ def block_network(
             policy.hosts.update(a.lower() for a in found[2])
         return found
 
+    def guarded_gethostbyaddr(address: str) -> tuple[str, list[str], list[str]]:
+        resolving(address)  # the name of an address is asked of a DNS server as well
+        return original_gethostbyaddr(address)
+
+    def guarded_getnameinfo(sockaddr: Any, flags: int) -> tuple[str, str]:
+        if not flags & socket.NI_NUMERICHOST and isinstance(sockaddr, tuple) and sockaddr:
+            resolving(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
+        return original_getnameinfo(sockaddr, flags)
+
     socket.socket.connect = guarded_connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign,assignment]
     socket.socket.sendto = guarded_sendto  # type: ignore[method-assign,assignment]
@@ -165,6 +177,8 @@ def block_network(
     socket.getaddrinfo = guarded_getaddrinfo
     socket.gethostbyname = guarded_gethostbyname
     socket.gethostbyname_ex = guarded_gethostbyname_ex
+    socket.gethostbyaddr = guarded_gethostbyaddr
+    socket.getnameinfo = guarded_getnameinfo
     try:
         yield
     finally:
@@ -175,3 +189,5 @@ def block_network(
         socket.getaddrinfo = original_getaddrinfo
         socket.gethostbyname = original_gethostbyname
         socket.gethostbyname_ex = original_gethostbyname_ex
+        socket.gethostbyaddr = original_gethostbyaddr
+        socket.getnameinfo = original_getnameinfo
