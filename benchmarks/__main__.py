@@ -10,9 +10,9 @@ Sections (``--only`` takes these names):
 - ``snapshot`` snapshot size and save / restore time against history size, and save + restore
                of 10,000 messages in both shapes, first in a process included (``bench_snapshot``);
 - ``replay``   replay throughput and memory (``benchmarks.bench_replay``);
-- ``fuzz``     simulation / fuzz throughput (``benchmarks.bench_fuzz``), when it exists.
+- ``fuzz``     simulation / fuzz throughput (``benchmarks.bench_fuzz``).
 
-A section whose module does not exist yet is skipped with a printed note. A section that raises is
+A section whose module is missing is skipped with a printed note. A section that raises is
 reported (its error goes into the JSON) and the exit status is 1. The JSON (default
 ``benchmarks/out/results.json``) holds every section's full result, the machine and the package
 versions; the printed goals compare against the project's targets: loopctl's overhead per turn
@@ -61,7 +61,7 @@ GROWTH_LIMIT = 1.1  # T = 100 -> 1000, and 0 -> 10,000 messages already in the b
 
 
 class Skipped(Exception):
-    """A section cannot run here (its module does not exist yet); not an error."""
+    """A section cannot run here (its module is missing); not an error."""
 
 
 def _optional(module: str) -> Any:
@@ -69,7 +69,7 @@ def _optional(module: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name == module:
-            raise Skipped(f"{module} does not exist (yet)") from None
+            raise Skipped(f"{module} does not exist here") from None
         raise
 
 
