@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core import (
     Conversation,
+    LoopctlError,
     LoopError,
     Message,
     Part,
@@ -133,7 +134,7 @@ class ModelReply(BaseModel):
     stop_reason: str | None = None
 
 
-class ApiError(Exception):
+class ApiError(LoopctlError):
     """A provider call failed; ``error`` classifies it, the hints steer the driver's retry.
 
     ``retry_after`` is in seconds (from ``retry-after-ms`` or ``retry-after``); ``should_retry``

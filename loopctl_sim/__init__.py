@@ -22,6 +22,7 @@ state machines (``BrainMachine``, ``DriverMachine``) need ``pip install 'loopctl
 imported only when asked for (``from loopctl_sim import BrainMachine``).
 """
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.props.invariants import (
     InvariantViolation,
     assert_machine,
@@ -55,7 +56,6 @@ from loopctl_sim.sim import (
     ModelScript,
     Scenario,
     ScenarioError,
-    SimError,
     SimResult,
     World,
     build_agent,

@@ -13,7 +13,9 @@ PACKAGES = [
     "loopctl.tools",
     "loopctl.providers",
     "loopctl.testing",
+    "loopctl.errors",
     "loopctl_sim",
+    "loopctl_sim.errors",
 ]
 
 CONTRACT = {
@@ -33,6 +35,7 @@ CONTRACT = {
         "MaxTurnsExceeded",
         "Failed",
         "LoopError",
+        "LoopctlError",
         "ProtocolError",
         "Message",
         "TextPart",
@@ -59,7 +62,9 @@ CONTRACT = {
         "OllamaClient",
     ],
     "loopctl.testing": ["ScriptedClient", "FunctionClient", "ExploringClient", "block_network"],
-    "loopctl_sim": ["TraceRecorder", "replay_trace", "simulate", "check_machine"],
+    "loopctl.errors": ["LoopctlError", "ProtocolError", "ApiError", "ToolError", "McpError"],
+    "loopctl_sim": ["TraceRecorder", "replay_trace", "simulate", "check_machine", "SimError"],
+    "loopctl_sim.errors": ["SimError"],
 }
 
 

@@ -3,7 +3,7 @@ randomness, the OS or any module of the driver or the providers (an import-linte
 keeps it so)."""
 
 from loopctl.core.conversation import Conversation
-from loopctl.core.errors import ErrorKind, LoopError, ProtocolError
+from loopctl.core.errors import ErrorKind, LoopctlError, LoopError, ProtocolError
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge
 from loopctl.core.machine import (
     FEEDS,
@@ -75,6 +75,7 @@ __all__ = [
     "LoopMachine",
     "LoopVerdict",
     "LoopWindow",
+    "LoopctlError",
     "MachineOutcome",
     "MachinePolicy",
     "MachineSnapshot",

@@ -1,6 +1,7 @@
-"""Errors in two directions (after h11's local/remote split).
+"""Errors in two directions (after h11's local/remote split), and the root of loopctl's tree.
 
-    Exception
+    LoopctlError            the root of every exception loopctl raises (the whole tree is drawn
+     |                      in ``loopctl.errors``); here because the brain may import only core
      +-- ProtocolError      the driver used the brain wrongly; raised, never stored, state unchanged
     LoopError (a record)    the world did something bad; stored inside Terminal(Failed(error))
 
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ErrorKind", "LoopError", "ProtocolError"]
+__all__ = ["ErrorKind", "LoopError", "LoopctlError", "ProtocolError"]
 
 ErrorKind = Literal[
     "network",
@@ -47,7 +48,13 @@ class LoopError(BaseModel):
         return f"{self.kind}{status}: {self.message}"
 
 
-class ProtocolError(Exception):
+class LoopctlError(Exception):
+    """The root of every exception loopctl raises: ``except LoopctlError`` catches them all and
+    nothing else. A subclass may have a second, built-in base where callers catch that too
+    (``ToolArgumentsError`` is a ``ValueError``)."""
+
+
+class ProtocolError(LoopctlError):
     """The driver fed the brain something it cannot accept in its current state.
 
     The machine is left exactly as it was. ``feed`` and ``state`` name where it happened.

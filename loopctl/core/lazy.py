@@ -51,6 +51,7 @@ from typing import Final, cast, overload
 
 from pydantic import ValidationError
 
+from loopctl.core.errors import LoopctlError
 from loopctl.core.messages import MESSAGES, Message
 from loopctl.core.snapshot import gc_paused
 
@@ -60,7 +61,7 @@ _ONE: Final = Message.__pydantic_validator__.validate_json
 _MANY: Final = MESSAGES.validate_json
 
 
-class LazyMessageError(ValueError):
+class LazyMessageError(ValueError, LoopctlError):
     """A message held as JSON did not validate when it was first read (see the module
     docstring: only a snapshot edited and sealed again by hand can hold one)."""
 

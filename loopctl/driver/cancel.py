@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from loopctl.core import LoopctlError
+
 __all__ = ["CancelFired", "CancelGuard", "CancelSignal"]
 
 
@@ -86,7 +88,7 @@ class CancelSignal:
                 self._waiters.remove(entry)
 
 
-class CancelFired(Exception):
+class CancelFired(LoopctlError):
     """The cancel signal fired while the driver was waiting on the world."""
 
 

@@ -24,12 +24,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from loopctl.core import LoopctlError
+
 __all__ = ["NetworkBlockedError", "block_network"]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 
-class NetworkBlockedError(RuntimeError):
+class NetworkBlockedError(RuntimeError, LoopctlError):
     """A test tried to reach the network: ``host`` and ``port`` say where."""
 
     def __init__(self, message: str, host: str = "", port: int | None = None) -> None:

@@ -36,6 +36,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loopctl.api import ToolSpec
+from loopctl.core import LoopctlError
 from loopctl.core.jsontext import dumps_like
 from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
 from loopctl.tools.threads import run_in_worker
@@ -51,7 +52,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """The tool names every supported provider accepts (OpenAI's rule is the strictest)."""
 
 
-class ToolError(Exception):
+class ToolError(LoopctlError):
     """Raise inside a tool to send the model an error result with exactly this message.
 
     Any other exception also becomes an error result, prefixed with its type
@@ -59,7 +60,7 @@ class ToolError(Exception):
     """
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(ValueError, LoopctlError):
     """The model's arguments do not fit the tool's signature; ``str()`` is written for the model."""
 
 

@@ -28,7 +28,7 @@ from loopctl_sim.sim import (
     AgentRunError,
     Scenario,
     ScenarioError,
-    SimError,
+    SimulationError,
     agent_from_pyproject,
     load_scenario,
     run_agent,
@@ -137,7 +137,7 @@ def run(
             result = simulate_driver(sc.world(), trace_path, created=created)
         else:
             result = simulate(sc.world(), trace_path, created=created)
-    except SimError as exc:
+    except SimulationError as exc:
         die(f"{scenario}: {exc}")
     _report(sc, result.outcome, result.summary(), trace_path, as_json, _counts(result))
 

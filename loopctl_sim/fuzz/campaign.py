@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.agent_case import agent_profile, case_for
 from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
 from loopctl_sim.fuzz.case import (
@@ -213,7 +214,7 @@ def _scrub_result(result: CaseResult) -> None:
         result.shrunk = scrub_text(result.shrunk)
 
 
-class OutputError(OSError):
+class OutputError(OSError, SimError):
     """A failure's file that cannot be written (``--out`` not a folder, a full disk); the
     message names the file. The file it would have replaced is left as it was."""
 

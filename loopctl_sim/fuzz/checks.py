@@ -49,7 +49,7 @@ from loopctl_sim.props.driver_watch import Broken, DriverWatch
 from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.layers import StepLimit
-from loopctl_sim.sim.machine import SimError, SimResult, SimRun
+from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
@@ -230,10 +230,10 @@ def _failure_of(exc: BaseException) -> Failure:
     if isinstance(exc, Violation):
         code = inv.problem_code(exc.problems[0])
         return Failure("invariant", code, str(exc))
-    if isinstance(exc, SimError):
+    if isinstance(exc, SimulationError):
         if "no Done after" in str(exc):
             return Failure("livelock", "steps", str(exc))
-        return Failure("exception", "SimError", str(exc))
+        return Failure("exception", "SimulationError", str(exc))
     name = type(exc).__name__
     if isinstance(exc, ProtocolError):
         return Failure("exception", "ProtocolError", str(exc))

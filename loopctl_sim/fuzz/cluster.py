@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.executors import Chunk, WorkerSetupError, default_workers
 
 __all__ = ["ClusterError", "ClusterSpec", "DaskCluster", "parse_cluster"]
@@ -41,7 +42,7 @@ _ADDRESS = re.compile(
 )
 
 
-class ClusterError(Exception):
+class ClusterError(SimError):
     """The cluster cannot be used: Dask is not installed, the scheduler cannot be reached, no
     worker joined, or a chunk kept killing its workers. One line for the user."""
 

@@ -27,6 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from loopctl_sim.errors import SimError
+
 __all__ = [
     "Chunk",
     "Executor",
@@ -60,7 +62,7 @@ class Executor(Protocol):
     ) -> None: ...
 
 
-class WorkerSetupError(Exception):
+class WorkerSetupError(SimError):
     """A worker cannot run the campaign at all (the agent or a check does not import there):
     one message for the user, naming the host, instead of one traceback per chunk."""
 

@@ -34,6 +34,7 @@ import yaml
 from pydantic import ValidationError
 
 from loopctl.core import Message
+from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.sessions import SessionFuzzConfig, check_session
 from loopctl_sim.fuzz.shrink import ddmin
 from loopctl_sim.sim.faults import Fault
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class SessionScenarioError(ValueError):
+class SessionScenarioError(ValueError, SimError):
     """A session scenario file that cannot be read: which file, and what is wrong."""
 
 

@@ -38,6 +38,7 @@ from typing import IO, Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 import loopctl
+from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.case import FuzzConfig
 from loopctl_sim.fuzz.executors import Chunk
 from loopctl_sim.fuzz.summary import CampaignSummary
@@ -55,7 +56,7 @@ VERSION: Final = 1
 _SUMMARY: Final = TypeAdapter(CampaignSummary)
 
 
-class StateError(ValueError):
+class StateError(ValueError, SimError):
     """A state file that cannot be resumed: unreadable (``file:line``), of another campaign
     (what differs), or in use by another client."""
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from vcr.errors import CannotOverwriteExistingCassetteException
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.plugin.cassette_rules import body_text, parsed_body, scrub_request
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
@@ -125,7 +126,7 @@ def describe_miss(
     return "\n".join(lines)
 
 
-class CassetteMiss(CannotOverwriteExistingCassetteException):  # type: ignore[misc]
+class CassetteMiss(CannotOverwriteExistingCassetteException, SimError):  # type: ignore[misc]
     """A request the cassette could not answer; ``str()`` is the report."""
 
     def __init__(self, report: str, cassette: Any, failed_request: Any) -> None:

@@ -25,13 +25,15 @@ from typing import Any, Final
 from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
 from vcr.serialize import serialize
 
+from loopctl_sim.errors import SimError
+
 __all__ = ["TEMP_SUFFIX", "AtomicPersister", "CassetteWriteError", "remove_stale_temporaries"]
 
 #: How a cassette's temporary file ends.
 TEMP_SUFFIX: Final = ".loopctl-tmp"
 
 
-class CassetteWriteError(OSError):
+class CassetteWriteError(OSError, SimError):
     """A recorded cassette could not be written; the cassette that was there is unchanged."""
 
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.trace import (
     FeedView,
     HeaderLine,
@@ -59,7 +60,7 @@ def feed_values(rec: Record | View) -> tuple[Any, ...]:
     return tuple(getattr(args, name) for name in type(args).model_fields)
 
 
-class TraceEnded(Exception):
+class TraceEnded(SimError):
     """The trace has no more records (``line``: the last one read)."""
 
     def __init__(self, line: int) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 from loopctl.api import ApiClient, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import Message, ToolResult
 from loopctl.driver import BareLoop, CancelSignal, RunResult
+from loopctl_sim.errors import SimError
 from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
 from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256, with_settings
@@ -83,7 +84,7 @@ _FINISHING = frozenset({"cancel", "fail", "commit_pending", "discard_pending"})
 _STEP_WORDS = {"call_llm": "call the model", "call_tools": "run tools", "compact": "compact"}
 
 
-class ForkError(ValueError):
+class ForkError(ValueError, SimError):
     """An edit or argument the fork cannot take (a call id the wave does not hold, a reply
     edit away from a model call); nothing is written."""
 
@@ -98,7 +99,7 @@ class ForkPointError(ForkError):
         self.nearest = nearest
 
 
-class ForkDiverged(Exception):
+class ForkDiverged(SimError):
     """The prefix no longer replays against the agent: ``result`` holds the divergence, as
     ``replay --agent`` reports it. Nothing was written."""
 

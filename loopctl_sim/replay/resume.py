@@ -43,6 +43,7 @@ from loopctl.core import (
     ProtocolError,
     ToolResult,
 )
+from loopctl_sim.errors import SimError
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.trace import (
     ContinuationError,
@@ -65,7 +66,7 @@ _CHECKPOINT: Final = re.compile(rb'\{"seq":[0-9]+,"type":"(?:header"|io","kind":
 _CONTINUES: Final = re.compile(rb'"scrub_key":(?:null|"[0-9a-f]*"),"continues":"')
 
 
-class ResumeError(Exception):
+class ResumeError(SimError):
     """The trace cannot be resumed as it is (its brain and the engine disagree, or there is no
     run to resume); ``line`` names the record."""
 

@@ -52,7 +52,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     simulated_result,
 )
-from loopctl_sim.sim.machine import SimError, SimResult, simulate
+from loopctl_sim.sim.machine import SimResult, SimulationError, simulate
 from loopctl_sim.sim.scenario import ExploreScenario, Scenario, ScenarioError, load_scenario
 from loopctl_sim.sim.world import (
     MODEL_FAULTS,
@@ -88,8 +88,8 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "ScriptSource",
-    "SimError",
     "SimResult",
+    "SimulationError",
     "StepLimit",
     "ToolFaults",
     "ToolFn",

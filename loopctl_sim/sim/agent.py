@@ -30,6 +30,7 @@ from typing import Any
 from loopctl.api import ApiClient
 from loopctl.driver import BareLoop
 from loopctl.observe import LoopObserver
+from loopctl_sim.errors import SimError
 
 __all__ = ["AgentError", "AgentFactory", "agent_from_pyproject", "build_agent", "load_agent"]
 
@@ -38,7 +39,7 @@ __all__ = ["AgentError", "AgentFactory", "agent_from_pyproject", "build_agent", 
 AgentFactory = Callable[..., BareLoop]
 
 
-class AgentError(Exception):
+class AgentError(SimError):
     """The agent cannot be found, imported or built; the message says what to fix."""
 
 

@@ -44,6 +44,7 @@ from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunResult, Step
 from loopctl.observe import IoEvent
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
+from loopctl_sim.errors import SimError
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.sim.body import Crash, agent_failure
 from loopctl_sim.sim.faults import Fault, FaultPlan
@@ -202,7 +203,7 @@ class AgentRun:
         )
 
 
-class AgentRunError(Exception):
+class AgentRunError(SimError):
     """Something escaped the agent's run (``__cause__``; also ``error``): a tool's, hook's or
     compactor's exception, the engine refusing a feed, a checker's violation, the step bound.
     ``run`` holds what the run did until then (the replies it got, the faults that struck)."""

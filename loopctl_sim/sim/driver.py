@@ -36,7 +36,7 @@ from loopctl_sim.sim.layers import (
     restore_after_crash,
 )
 from loopctl_sim.sim.loops import run_simulated
-from loopctl_sim.sim.machine import SimError, SimResult
+from loopctl_sim.sim.machine import SimResult, SimulationError
 from loopctl_sim.sim.world import FaultPlan, World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
@@ -129,9 +129,7 @@ async def simulate_driver_async(
     }
     recorder = None
     if trace is not None:
-        recorder = TraceRecorder(
-            trace, metadata=meta, created=created, record_raised=agent_failure
-        )
+        recorder = TraceRecorder(trace, metadata=meta, created=created, record_raised=agent_failure)
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
     counting = Counting()
@@ -164,11 +162,13 @@ async def simulate_driver_async(
                 result = await loop.run(input, cancel)
                 break
             except StepLimit as exc:
-                raise SimError(f"{world.name}: {exc}") from None
+                raise SimulationError(f"{world.name}: {exc}") from None
             except Crash as crash:
                 restored = restore_after_crash(loop.machine, crash.step, watchers)
                 if restored != loop.machine:
-                    raise SimError(f"step {crash.step}: the restored machine differs") from None
+                    raise SimulationError(
+                        f"step {crash.step}: the restored machine differs"
+                    ) from None
                 # The user's compaction request stands until a Compact(MANUAL) answers it (as
                 # in the machine-level simulator): the user asks the restarted loop again.
                 requested = loop.policy().compact_now

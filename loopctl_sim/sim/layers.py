@@ -48,6 +48,7 @@ from loopctl.core import (
 from loopctl.driver import CancelSignal, ContextCompactor, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
+from loopctl_sim.errors import SimError
 from loopctl_sim.sim.body import Crash
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.world import (
@@ -357,7 +358,7 @@ class _CountedCompactor:
         return result
 
 
-class StepLimit(Exception):
+class StepLimit(SimError):
     """A run asked more steps than its bound: it does not end (a livelock)."""
 
 

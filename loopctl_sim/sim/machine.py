@@ -32,6 +32,7 @@ from loopctl.core import (
 )
 from loopctl.driver.model import check_call_ids
 from loopctl.driver.retry import retry_delay
+from loopctl_sim.errors import SimError
 from loopctl_sim.sim.world import (
     FaultPlan,
     ToolHang,
@@ -44,10 +45,10 @@ from loopctl_sim.sim.world import (
 )
 from loopctl_sim.trace import RecordingMachine, TraceWriter
 
-__all__ = ["SimError", "SimResult", "SimRun", "simulate"]
+__all__ = ["SimResult", "SimRun", "SimulationError", "simulate"]
 
 
-class SimError(Exception):
+class SimulationError(SimError):
     """The simulation itself went wrong (not the run): a restore that differs, a runaway loop."""
 
 
@@ -115,7 +116,7 @@ class SimRun:
         while True:
             result.steps += 1
             if result.steps > world.max_steps:
-                raise SimError(f"{world.name}: no Done after {world.max_steps} steps")
+                raise SimulationError(f"{world.name}: no Done after {world.max_steps} steps")
             policy = self._run_faults(result.steps)
             if self.injects and isinstance(rec.machine.state, Start):
                 for text in self.injects:
@@ -151,7 +152,9 @@ class SimRun:
                 saved = rec.machine.model_dump_json()
                 restored = LoopMachine.model_validate_json(saved)
                 if restored != rec.machine:
-                    raise SimError(f"step {step}: the restored machine differs from the saved one")
+                    raise SimulationError(
+                        f"step {step}: the restored machine differs from the saved one"
+                    )
                 rec.io(
                     "crash",
                     data={"step": step, "snapshot_bytes": len(saved), "digest": restored.digest()},

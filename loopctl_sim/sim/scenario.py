@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from loopctl.core import MachinePolicy, Message, ToolCall
 from loopctl.testing import ExploreConfig
+from loopctl_sim.errors import SimError
 from loopctl_sim.sim.agent_run import AgentWorld
 from loopctl_sim.sim.world import Fault, ModelScript, ToolFn, World
 
@@ -74,7 +75,7 @@ MAX_ALIAS_EXPANSION: Final = 100_000
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(ValueError, SimError):
     """A scenario file that cannot be loaded; the message names the file and the field."""
 
 

@@ -54,6 +54,7 @@ from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.estimate import CharEstimator, message_chars
 from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
+from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import (
     MODEL_FAULTS,
     RUN_FAULTS,
@@ -328,7 +329,7 @@ def delivered_reply(
 ToolFn = Callable[[dict[str, Any]], str]
 
 
-class ToolHang(Exception):
+class ToolHang(SimError):
     """A tool that never returns (the driver's deadline or a cancel must end it)."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from loopctl.core import FEEDS, FeedName, LoopError, LoopMachine, Message
+from loopctl_sim.errors import SimError
 
 __all__ = [
     "FEED_ARGS",
@@ -53,7 +54,7 @@ __all__ = [
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class FeedCodecError(ValueError):
+class FeedCodecError(ValueError, SimError):
     """A feed name or its arguments do not fit the codec."""
 
 

@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Final
 
+from loopctl_sim.errors import SimError
+
 __all__ = [
     "STDIN",
     "STDIN_NAME",
@@ -59,7 +61,7 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 _stdin_copy: str | None = None
 
 
-class CutShort(Exception):
+class CutShort(SimError):
     """A compressed trace whose data is damaged past the records read so far (``detail``)."""
 
     def __init__(self, detail: str) -> None:

@@ -53,6 +53,7 @@ from pydantic import (
 
 from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.core.built import built
+from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import (
     AcceptInputArgs,
     CompactionNoopArgs,
@@ -221,7 +222,7 @@ class HeaderRecord(_Record):
         return LoopMachine.from_snapshot(self.snapshot)
 
 
-class ContinuationError(ValueError):
+class ContinuationError(ValueError, SimError):
     """A header that continues the previous run where no run ended before it."""
 
 
@@ -466,7 +467,7 @@ def brain_fields(brain: BrainSummary | msgspec.Struct | None) -> dict[str, Any] 
     return fields
 
 
-class TraceFormatError(Exception):
+class TraceFormatError(SimError):
     """A trace line that cannot be read; ``str()`` is ``file:line: reason``."""
 
     def __init__(self, path: str, line: int, reason: str) -> None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 import loopctl
 from loopctl.core import LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
+from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
 from loopctl_sim.trace.files import complete_prefix, is_gzip_name, open_for_writing
 from loopctl_sim.trace.records import (
@@ -52,7 +53,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-class TraceWriteError(OSError):
+class TraceWriteError(OSError, SimError):
     """The trace could not be written (a full disk, a lost device): the writer is closed, a plain
     trace file is cut back to its last whole record, and every later write raises this again.
     ``path``; ``records``, the whole records the file keeps (None when it cannot be told: a

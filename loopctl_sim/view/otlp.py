@@ -30,6 +30,7 @@ from urllib.parse import unquote
 import httpx
 from opentelemetry.sdk.trace import ReadableSpan
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.trace import scrub_text
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 _REDACTED = "[REDACTED]"
 
 
-class OtlpError(Exception):
+class OtlpError(SimError):
     """The endpoint could not be reached, or refused the spans (the message is redacted)."""
 
 

@@ -69,7 +69,7 @@ PUBLIC = [
     "write_test",
 ]
 
-SUBPACKAGES = ["trace", "sim", "replay", "props", "view", "fuzz", "plugin", "cli"]
+SUBPACKAGES = ["errors", "trace", "sim", "replay", "props", "view", "fuzz", "plugin", "cli"]
 
 
 def test_the_public_names_are_exactly_these() -> None:

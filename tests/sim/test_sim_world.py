@@ -28,7 +28,7 @@ from loopctl.api import ApiError, Usage, fold_events
 from loopctl.driver.estimate import CharEstimator
 from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl_sim.replay import replay_trace
-from loopctl_sim.sim.machine import SimError, simulate
+from loopctl_sim.sim.machine import SimulationError, simulate
 from loopctl_sim.sim.scenario import ScenarioError, load_scenario
 from loopctl_sim.sim.world import (
     MODEL_FAULTS,
@@ -271,7 +271,7 @@ def test_a_runaway_world_is_stopped() -> None:
         policy=MachinePolicy(loop_action="off"),
         max_steps=20,
     )
-    with pytest.raises(SimError, match="no Done after 20 steps"):
+    with pytest.raises(SimulationError, match="no Done after 20 steps"):
         simulate(world)
 
 
