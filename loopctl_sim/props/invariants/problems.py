@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from loopctl_sim.errors import SimError
+
 __all__ = [
     "ANSWERED_TWICE_CODE",
     "CODES",
@@ -121,7 +123,7 @@ CODES: Final = (
 )
 
 
-class InvariantViolation(AssertionError):
+class InvariantViolation(AssertionError, SimError):
     """One or more invariants do not hold; ``problems`` lists them."""
 
     def __init__(self, problems: Sequence[str], context: str = "") -> None:
