@@ -29,6 +29,7 @@ from loopctl.terminal import Interrupts
 from loopctl_sim.cli.common import die, emit_json
 from loopctl_sim.replay import ResumeError, ResumeResult, resume_trace_async
 from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim.session import recorded_turns
 from loopctl_sim.trace import TraceFormatError
 
 __all__ = ["resume"]
@@ -89,6 +90,13 @@ def resume(trace: str, agent: str | None, out: str | None, as_json: bool) -> Non
         click.echo(resumed.summary())
         for note in resumed.notes:
             click.echo(f"note: {note}")
+        turns = recorded_turns(resumed.trace) if trace != "-" else []
+        if turns:  # a session's trace: this finished its run, not the user's remaining turns
+            click.echo(
+                f"note: the trace is a session's ({len(turns)} user turns in it); "
+                f"loopctl-sim session --resume TRACE --agent {agent} (SCENARIO or --user) "
+                "also runs the turns after them"
+            )
     sys.exit(0 if ok else 1)
 
 

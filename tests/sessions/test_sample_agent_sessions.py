@@ -3,11 +3,7 @@ and a campaign over its customers' sessions under every fault kind, through the 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # ``examples`` importable
 
 from examples.support_agent.record import CONVERSATIONS, SESSION
 from loopctl_sim.fuzz.case import ALL_FAULTS
@@ -17,7 +13,7 @@ from loopctl_sim.replay import replay_agent
 from loopctl_sim.sim.session import recorded_turns, run_session
 
 AGENT = "examples.support_agent.agent:build"
-HERE = ROOT / "examples" / "support_agent"
+HERE = Path(__file__).resolve().parents[2] / "examples" / "support_agent"
 CHECK = "examples.support_agent.sessions:refunds_within_limit"
 
 

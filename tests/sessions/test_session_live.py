@@ -6,14 +6,11 @@ middle is finished by ``loopctl-sim session --resume``."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # ``examples`` importable
 
 from examples.model_server import ModelServer
 from examples.travel_agent.agent import MODEL, build
@@ -80,6 +77,13 @@ def test_a_session_killed_in_its_middle_is_finished_by_resume(
     cut = next(i for i in range(headers[1], headers[2]) if b'"name":"tool_results"' in lines[i])
     killed = tmp_path / "killed.jsonl"
     killed.write_bytes(b"".join(lines[: cut + 1]))
+    # ``loopctl-sim resume`` finishes the run under way only, and says what would go on
+    only_run = tmp_path / "only-run.jsonl"
+    only_run.write_bytes(killed.read_bytes())
+    finished = CliRunner().invoke(main, ["resume", str(only_run), "--agent", AGENT])
+    assert finished.exit_code == 0, finished.output
+    assert "the trace is a session's (2 user turns in it)" in finished.output
+    assert len(recorded_turns(only_run)) == 2
     scenario = tmp_path / "user.yaml"
     scenario.write_text("agent: " + AGENT + "\nturns:\n" + "".join(f"  - {t!r}\n" for t in TURNS))
     result = CliRunner().invoke(

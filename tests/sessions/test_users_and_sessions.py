@@ -179,3 +179,14 @@ def test_a_model_user_is_recorded_and_the_session_replays_offline(tmp_path: Path
 def test_a_user_turn_round_trips_as_json() -> None:
     turn = UserTurn("héllo", "non_ascii", cancel_at=2, interject="x")
     assert UserTurn.from_json(json.loads(json.dumps(turn.to_json()))) == turn
+
+
+def test_a_secret_the_user_writes_never_lands_in_the_session_trace(tmp_path: Path) -> None:
+    key = "sk-proj-" + "abcdefABCDEF0123456789abcdefXYZ"
+    user = ScriptedUser([UserTurn(f"my key is {key}", interject=f"also {key}"), "ok"])
+    trace = tmp_path / "secret.jsonl"
+    run_session(SessionWorld(AGENT, user, explore=1), trace)
+    text = trace.read_text()
+    assert key not in text
+    assert "my key is [REDACTED]" in text
+    assert recorded_turns(trace)[0].text == "my key is [REDACTED]"
