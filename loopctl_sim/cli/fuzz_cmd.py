@@ -4,6 +4,10 @@ Three targets: the built-in world at machine level (the default), the same world
 real driver (``--level driver``), or the user's own agent (``--agent mypkg.agent:build``, or
 ``[tool.loopctl] agent`` in pyproject.toml; ``--builtin`` ignores that).
 
+With ``--user-turns N`` (or ``--user MODULE:MAKE_USER``, ``--repeat K``) an agent's seeds are
+sessions of N user turns, checked across their runs, in this process
+(``loopctl_sim.cli.session_cmd``).
+
 Where the seeds run: this process, ``--workers N`` processes, or a Dask cluster (``--cluster
 tcp://host:8786``, or ``--cluster local:N``: ``loopctl_sim.fuzz.cluster``); ``--state FILE``
 makes the campaign resumable (``loopctl_sim.fuzz.state``). The results are the same everywhere.

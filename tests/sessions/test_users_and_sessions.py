@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from loopctl import Message, ToolCall
 from loopctl.testing import ScriptedClient
 from loopctl_sim import diff_traces
+from loopctl_sim.cli import main
 from loopctl_sim.replay import replay_agent
 from loopctl_sim.sim.session import (
     SessionWorld,
@@ -31,6 +33,7 @@ from loopctl_sim.sim.users import (
     UserTurn,
 )
 from loopctl_sim.trace import HeaderRecord, IoRecord, read_trace
+from loopctl_sim.view.timeline import build_timeline
 
 AGENT = "examples.support_agent.agent:build"
 
@@ -190,3 +193,16 @@ def test_a_secret_the_user_writes_never_lands_in_the_session_trace(tmp_path: Pat
     assert key not in text
     assert "my key is [REDACTED]" in text
     assert recorded_turns(trace)[0].text == "my key is [REDACTED]"
+
+
+def test_the_html_timeline_names_each_runs_user_turn(tmp_path: Path) -> None:
+    trace = tmp_path / "s.jsonl"
+    user = ScriptedUser(["Where is A-1001?", UserTurn("Refund it.", "correction", cancel_at=2)])
+    run_session(SessionWorld(AGENT, user, explore=3), trace)
+    labels = [label for label in build_timeline(trace).rec_label if "session turn" in label]
+    assert labels[0].startswith("session turn 1 (message): run started")
+    assert labels[1].startswith("session turn 2 (correction; cancels before step 2): run started")
+    page = tmp_path / "s.html"
+    result = CliRunner().invoke(main, ["html", str(trace), "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    assert page.stat().st_size > 0
