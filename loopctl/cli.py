@@ -350,6 +350,13 @@ def run(
         out.finish()
         _fail("aborted (interrupted twice): the run did not finish", interrupts.exit_code)
         return
+    except Exception as exc:  # out of the agent's code (a compactor, a middleware): one line
+        out.finish()
+        if verbose:
+            click.echo(_clean(logging.Formatter().formatException(sys.exc_info())), err=True)
+        where = f"; the trace {trace} ends with it" if trace else ""
+        _fail(f"the run raised {type(exc).__name__}: {exc}{where}", 1)
+        return
     finally:
         if recorder is not None:
             recorder.close()

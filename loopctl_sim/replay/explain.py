@@ -347,6 +347,15 @@ def _tool_spec_lines(recorded: Sequence[Any], live: Sequence[Any]) -> list[str]:
     return out
 
 
+#: The request's context fields compared after the prompt and the tools, as a sentence says them.
+_REQUEST_FIELDS = (
+    ("model", "model differs"),
+    ("provider", "provider differs"),
+    ("options", "options differ"),
+    ("server_tools", "server tools differ"),
+)
+
+
 def request_explanation(
     turn: int | None,
     recorded: Mapping[str, Any] | None,
@@ -367,9 +376,9 @@ def request_explanation(
         if recorded.get("tools") != live.get("tools"):
             lines = _tool_spec_lines(recorded.get("tools", []), live.get("tools", []))
             return at + lines[0], lines[1:]
-        for field in ("model", "provider", "options", "server_tools"):
+        for field, said in _REQUEST_FIELDS:
             if recorded.get(field) != live.get(field):
-                return at + f"the request's {field} differs", _diff_lines(
+                return at + f"the request's {said}", _diff_lines(
                     recorded.get(field), live.get(field)
                 )
     if recorded_data.get("n_messages") != live_data.get("n_messages"):

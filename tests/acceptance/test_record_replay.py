@@ -106,7 +106,7 @@ CHANGES = {
     "tool_output": "tool `weather_forecast` returned",
     "tool_schema": "tool spec `weather_forecast` changed its schema",
     "new_tool": "the agent's settings differ from the trace's: tools",
-    "temperature": "the request's options differs\n  temperature: 0.2 -> 0.9",
+    "temperature": "the request's options differ\n  temperature: 0.2 -> 0.9",
     "pre_hook": 'returned `... 468.0}], "passenger": "P1234567"}`',
     "post_hook": "tool `city_guide` returned",
     "compactor": "the compacted history differs",
