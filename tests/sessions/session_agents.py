@@ -55,3 +55,14 @@ def make_user(seed: int, turns: int) -> ScriptedUser:
 def not_a_user(seed: int, turns: int) -> int:
     """A factory that returns no user."""
     return seed
+
+
+def sees_every_run(session: object, records: list[object]) -> str | None:
+    """A user check that needs the whole session: the trace it is given holds one header per
+    run of the session, and the session object every run."""
+    headers = sum(1 for r in records if getattr(r, "type", None) == "header")
+    runs = len(getattr(session, "runs", ()))
+    turns = len(getattr(session, "turns", ()))
+    if not headers == runs == turns:
+        return f"{headers} headers, {runs} runs, {turns} turns"
+    return None

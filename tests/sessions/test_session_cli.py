@@ -160,3 +160,13 @@ def test_bad_session_arguments_are_refused_with_exit_2(tmp_path: Path) -> None:
     refused = cli("session", str(bad), "--agent", AGENT)
     assert refused.exit_code == 2 and "agent: expected 'module:factory'" in refused.output
     assert cli("session", "--agent", AGENT).exit_code == 2
+
+
+def test_a_user_check_sees_the_whole_session() -> None:
+    config = SessionFuzzConfig(
+        agent=AGENT, user_turns=4, checks=("session_agents:sees_every_run",), faults=()
+    )
+    for seed in range(3):
+        result = run_session_seed(seed, config)
+        assert result.ok, result.repeats
+        assert result.session is not None and len(result.session.runs) == 4
