@@ -237,7 +237,7 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     default=1,
     show_default=True,
     help="With an agent: run each seed's session K times and report how often each check "
-    "held (pass^k).",
+    "held (pass^k); alone, each seed is a session of one turn.",
 )
 @click.option("--no-shrink", is_flag=True, help="Save failures without shrinking them.")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: tty).")
@@ -311,7 +311,8 @@ def fuzz(
         session_config = SessionFuzzConfig(
             agent=agent,
             user=user_spec,
-            user_turns=user_turns or 3,
+            # --repeat alone: one turn, a single run per seed, repeated
+            user_turns=user_turns or (3 if user_spec is not None else 1),
             faults=kinds,
             turns=turns or 6,
             checks=checks,
