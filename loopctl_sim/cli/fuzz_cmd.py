@@ -49,11 +49,12 @@ __all__ = ["fuzz"]
 
 def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:
     """The command line that runs ``seed`` again with the campaign's options (values quoted
-    for a POSIX shell)."""
+    for a POSIX shell). Each value is scrubbed before it is quoted: the quoting of an
+    ``--input`` like ``password='a b c'`` would hide the quoted value from a scrub of the line."""
     parts = ["loopctl-sim fuzz", f"--seeds {seed}:{seed + 1}"]
     for flag, value in args:
         if value is not None:
-            parts.append(f"{flag} {shlex.quote(value)}" if value else flag)
+            parts.append(f"{flag} {shlex.quote(scrub_text(value))}" if value else flag)
     return " ".join(parts)
 
 

@@ -402,6 +402,23 @@ def test_an_input_secret_lands_in_no_file_and_no_output(project: Path) -> None:
     assert code == 1 and "resuming" in again and SECRET not in again, again
 
 
+def test_a_quoted_input_secret_is_not_printed_in_the_rerun_command(project: Path) -> None:
+    """The rerun command quotes the --input for a shell; scrubbing the quoted line could not see
+    ``password='a b c'`` any more (it became ``password='"'"'a b c'"'"'``)."""
+    edit(project, *KEY_ERROR)
+    task = "My db password='correct horse battery staple', look up my order A-1001."
+    code, text = cli(
+        "fuzz", "--agent", AGENT, "--seeds", "0:6", "--faults", "none", "--input", task
+    )  # fmt: skip
+    assert code == 1 and "FAIL seed" in text, text
+    assert "correct horse" not in text and "battery staple" not in text
+    reruns = printed(text, "rerun")
+    assert reruns
+    for words in reruns:  # the printed command still parses, its input scrubbed
+        given = words[words.index("--input") + 1]
+        assert given.startswith("My db password='[REDACTED") and given.endswith("order A-1001.")
+
+
 # --- 31.7: --state and --out: clear errors, nothing half-written in place of a whole file ------
 
 
