@@ -28,7 +28,9 @@ from loopctl_sim.trace.scrub import PLACEHOLDER, Scrubber
 __all__ = ["resplit", "scrub_stream_deltas"]
 
 #: OpenAI chat ``delta`` fields that stream text (reasoning as some hosts send it).
-_CHAT_TEXT: Final = ("content", "refusal", "reasoning_content", "reasoning")
+_CHAT_TEXT: Final = ("content", "refusal", "reasoning_content", "reasoning", "reasoning_details")
+#: The fields of a streamed chunk that hold text, or chunks of their own (``thinking``).
+_CHUNK_TEXT: Final = ("text", "summary", "thinking", "content")
 #: Anthropic delta fields that stream text or a tool's JSON input.
 _BLOCK_TEXT: Final = ("text", "partial_json", "thinking")
 #: Ollama ``message`` fields that stream text.
@@ -45,18 +47,39 @@ def _key(*parts: Any) -> str:
     return json.dumps(parts, default=str)
 
 
+def _chunk_slots(where: tuple[Any, ...], value: Any) -> Iterator[_Slot]:
+    """The texts of a delta field that streams chunks, not a string (Mistral's content chunks,
+    a thinking chunk's own list, a host's ``reasoning`` object or ``reasoning_details``): the
+    texts of one kind of chunk join into a channel of their own, as the client joins them."""
+    for chunk in value if isinstance(value, list) else [value]:
+        if not isinstance(chunk, dict):
+            continue
+        kind = chunk.get("type")
+        for field in _CHUNK_TEXT:
+            inner = chunk.get(field)
+            if isinstance(inner, str):
+                yield _key(*where, kind, field), chunk, field
+            elif isinstance(inner, list | dict):
+                yield from _chunk_slots((*where, kind, field), inner)
+
+
 def _chat_slots(obj: dict[str, Any]) -> Iterator[_Slot]:
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return
     for choice in choices:
-        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(choice, dict):
+            continue
+        # some hosts send a chunk's piece under ``message`` instead of ``delta``
+        delta = choice.get("delta") if "delta" in choice else choice.get("message")
         if not isinstance(delta, dict):
             continue
         index = choice.get("index", 0)
         for field in _CHAT_TEXT:
             if isinstance(delta.get(field), str):
                 yield _key("choice", index, field), delta, field
+            elif isinstance(delta.get(field), list | dict):
+                yield from _chunk_slots(("choice", index, field), delta[field])
         calls = delta.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             function = call.get("function") if isinstance(call, dict) else None

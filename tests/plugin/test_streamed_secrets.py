@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from fake_streams import Call, FakeStreams, Text
@@ -184,6 +185,59 @@ def test_a_responses_api_stream_is_scrubbed_joined() -> None:
         if line.startswith("data: ") and ".delta" in line
     ]
     assert "".join(deltas) == Scrubber().text("".join(TEXT))
+
+
+def _chunk(choice: dict[str, Any]) -> str:
+    event = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    return f"data: {json.dumps(event)}\n\n"
+
+
+#: The shapes of OpenAI-compatible hosts that OpenAIClient reads: Mistral's content chunks
+#: (text and thinking), a host's reasoning_details, a chunk under ``message`` not ``delta``.
+HOST_STREAMS = {
+    "mistral text chunks": [
+        {"index": 0, "delta": {"content": [{"type": "text", "text": p}]}} for p in TEXT
+    ],
+    "mistral thinking chunks": [
+        {
+            "index": 0,
+            "delta": {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": p}]}]},
+        }
+        for p in TEXT
+    ]
+    + [{"index": 0, "delta": {"content": "ok"}}],
+    "reasoning_details": [
+        {"index": 0, "delta": {"reasoning_details": [{"type": "reasoning.text", "text": p}]}}
+        for p in TEXT
+    ]
+    + [{"index": 0, "delta": {"content": "ok"}}],
+    "message, not delta": [{"index": 0, "message": {"content": p}} for p in TEXT],
+}
+
+
+@pytest.mark.parametrize("shape", list(HOST_STREAMS))
+async def test_a_key_across_a_hosts_chunk_shapes_is_scrubbed_and_replays(shape: str) -> None:
+    """Each piece of the key comes in a chunk of the host's own shape: the recording scrubs the
+    joined text, and the client reading the recorded stream gets the scrubbed text."""
+    choices = HOST_STREAMS[shape]
+    choices[-1] = {**choices[-1], "finish_reason": "stop"}
+    body = "".join(_chunk(c) for c in choices) + "data: [DONE]\n\n"
+    clean = scrub_body(body.encode(), Scrubber()).decode()
+    for fragment in (KEY, *FRAGMENTS):
+        assert fragment not in clean, fragment
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, content=clean.encode(), headers=headers)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    client = OpenAIClient(
+        "m", api_key="sk-test-0000000000", base_url="http://h/v1", http_client=http
+    )
+    result = await BareLoop(client).run("hi")
+    shown = json.dumps([m.model_dump(mode="json") for m in result.messages])
+    assert KEY not in shown and not any(f in shown for f in FRAGMENTS)
+    assert Scrubber().text("".join(TEXT)) in shown.replace("\\", "")
 
 
 @settings(derandomize=True, max_examples=300, deadline=None)
