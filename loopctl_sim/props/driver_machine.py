@@ -79,8 +79,14 @@ __all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_
 #: The most crash-and-resume cycles one run may need (each drawn crash strikes once).
 _MAX_RESUMES: Final = 20
 
+#: Cancels and crashes by the count of steps and feeds, and crashes between the last result of
+#: a wave and the next step (``results_crash`` at the k-th wave).
 _INTERRUPTS: Final = st.lists(
-    st.tuples(st.sampled_from(["cancel", "crash"]), st.integers(1, 25)), max_size=2
+    st.one_of(
+        st.tuples(st.sampled_from(["cancel", "crash"]), st.integers(1, 25)),
+        st.tuples(st.just("results_crash"), st.integers(1, 2)),
+    ),
+    max_size=2,
 )
 #: A user's agent also crashes inside a tool, after it ran (``tool_crash`` at the k-th dispatch).
 _AGENT_INTERRUPTS: Final = st.lists(
@@ -247,6 +253,13 @@ class DriverMachine(RuleBasedStateMachine):
             changes = data.draw(st.lists(self.changes, max_size=2), label="config changes")
             at = data.draw(st.lists(st.integers(1, 12), min_size=len(changes), max_size=2))
             strikes += [("config", k, c) for k, c in zip(at, changes, strict=False)]
+            # what a hook or before_step changes: a compaction requested, or the config
+            seams = st.tuples(
+                st.sampled_from(["before_step", "hook"]),
+                st.integers(1, 6),
+                st.one_of(st.just("compact"), self.changes),
+            )
+            strikes += data.draw(st.lists(seams, max_size=2), label="seam changes")
         self.signal = CancelSignal()
         self.watch = DriverWatch(
             strikes,
@@ -292,6 +305,11 @@ class DriverMachine(RuleBasedStateMachine):
         self.runs += 1
         self.last = result
         if result is not None:
+            problems = [
+                p for p in watch.check_result(result) if inv.problem_code(p) not in self.skip
+            ]
+            if problems:
+                raise inv.InvariantViolation(problems, "the run's result")
             state = self.machine.state
             assert isinstance(state, Terminal) and state.outcome == result.outcome
             event(f"outcome {result.outcome.kind}")

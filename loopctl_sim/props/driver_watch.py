@@ -51,13 +51,15 @@ from loopctl.api import (
 from loopctl.core import (
     CallLLM,
     CallTools,
+    Compact,
+    CompactReason,
     LoopMachine,
     MachinePolicy,
     MachineStep,
     Message,
     ToolCall,
 )
-from loopctl.driver import BareLoop, CancelSignal, Hooks, RetryConfig
+from loopctl.driver import BareLoop, CancelSignal, Hooks, RetryConfig, RunResult, StepPoint
 from loopctl.driver.model import check_call_ids
 from loopctl.observe import LoopObserver
 from loopctl_sim.props import invariants as inv
@@ -69,9 +71,16 @@ __all__ = ["MAX_DISPATCHES", "Broken", "Crash", "DriverWatch", "Strike", "unwrap
 MAX_DISPATCHES: Final = 4
 
 #: A planned strike: ``("cancel", k)``, ``("crash", k)`` or ``("config", k, {field: value})``
-#: at the k-th step or feed of the run (counted from 1, across bodies), or ``("tool_crash", k)``
-#: right after the k-th dispatched call ran (a process that dies with a tool's work done).
+#: at the k-th step or feed of the run (counted from 1, across bodies); ``("tool_crash", k)``
+#: right after the k-th dispatched call ran (a process that dies with a tool's work done);
+#: ``("results_crash", k)`` right after the k-th results of a wave were fed and counted, before
+#: the next step; ``("before_step", k, change)`` in the k-th ``before_step`` of the run and
+#: ``("hook", k, change)`` in the post-tool hook of the k-th call that ran, where ``change`` is
+#: ``"compact"`` (a manual compaction requested) or ``{field: value}`` (``loop.config``
+#: replaced): what the next step must be decided under.
 Strike = tuple[Any, ...]
+#: The strikes ``_tick`` does by the count of steps and feeds.
+_COUNTED: Final = frozenset({"cancel", "crash", "config"})
 
 
 class Crash(BaseException):
@@ -181,6 +190,13 @@ class DriverWatch(LoopObserver):
         self.tools_ran = 0  # calls through the post-tool hooks so far
         self.attempts: list[ApiError | None] = []
         self._inner_sleep: Callable[[float], Awaitable[None]] | None = None
+        self.boundaries = 0  # before_step calls so far, across bodies
+        self.results_fed = 0  # tool_results feeds so far, across bodies
+        #: the messages the run said so far, as ``RunResult.messages`` must give them: every
+        #: message the brain added, across compactions; a restart starts from what the restored
+        #: brain holds pending (a fresh body knows nothing of an earlier body's compactions)
+        self.said: list[Message] = []
+        self._said_pending = 0
         self._reset_body()
         self._overflowed = False
 
@@ -193,6 +209,10 @@ class DriverWatch(LoopObserver):
         self.delays: list[float] = []
         self.retry: RetryConfig | None = None
         self.estimate: tuple[int, int] | None = None
+        #: a manual compaction this watch requested and no step asked for yet (a request of
+        #: the user's own, or a fault's, is not judged: the watch cannot tell when it was made)
+        self.compact_owed = False
+        self._counting = False  # results fed: the next feed is their count
 
     # --- the seams -------------------------------------------------------------------------
 
@@ -201,6 +221,13 @@ class DriverWatch(LoopObserver):
         put in (the user's client, hooks and observers kept, inside or before them)."""
         hooks = loop.hooks
         self._inner_sleep = loop.sleep if loop.sleep is not asyncio.sleep else None
+        inner = loop.before_step
+
+        def before_step(point: StepPoint) -> None:
+            self._before_step(point)
+            if inner is not None:
+                inner(point)
+
         watched = loop.replace(
             client=_CountingClient(self, loop.client),
             observers=[*loop.observers, self],
@@ -210,6 +237,7 @@ class DriverWatch(LoopObserver):
                 pre_tool=[self._dispatching, *hooks.pre_tool],
                 post_tool=[self._ran, *hooks.post_tool],
             ),
+            before_step=before_step,
         )
         self.loop = watched
         return watched
@@ -219,6 +247,8 @@ class DriverWatch(LoopObserver):
         it is installed, and what the old body owed is forgotten (an overflow's emergency
         compaction is still owed: the brain holds the count)."""
         self._reset_body()
+        self.said = list(loop.machine.pending)
+        self._said_pending = len(self.said)
         return self.install(loop)
 
     async def _sleep(self, delay: float) -> None:
@@ -239,9 +269,31 @@ class DriverWatch(LoopObserver):
     def _ran(self, call: ToolCall, result: Any) -> None:
         self.tools_ran += 1
         for strike in list(self.plan):
+            if strike[0] == "hook" and strike[1] == self.tools_ran:
+                self.plan.remove(strike)
+                self._change(strike[2])
+        for strike in list(self.plan):
             if strike[0] == "tool_crash" and strike[1] == self.tools_ran:
                 self.plan.remove(strike)
                 raise Crash(f"after call {call.id} ran")
+
+    def _before_step(self, point: StepPoint) -> None:
+        self.boundaries += 1
+        for strike in list(self.plan):
+            if strike[0] == "before_step" and strike[1] == self.boundaries:
+                self.plan.remove(strike)
+                self._change(strike[2], point)
+
+    def _change(self, change: Any, point: StepPoint | None = None) -> None:
+        """A hook's or ``before_step``'s change of what the next step is decided under."""
+        loop = self.loop
+        if loop is None:
+            return
+        if change == "compact":
+            (point or loop).request_compaction()
+            self.compact_owed = True
+        else:
+            loop.config = loop.config.model_copy(update=dict(change))
 
     def _attempt_started(self) -> None:
         if not self.attempts:
@@ -277,6 +329,10 @@ class DriverWatch(LoopObserver):
             before, estimate = self.estimate
             self.estimate = None
             problems += inv.check_estimate(before, estimate, machine.context_tokens)
+        if self.compact_owed:
+            problems += inv.check_compact_now(policy)
+        if isinstance(step, Compact) and step.reason is CompactReason.MANUAL:
+            self.compact_owed = False
         if isinstance(step, CallTools):
             self.calls = step.calls
             self.dispatched = Counter()
@@ -297,6 +353,8 @@ class DriverWatch(LoopObserver):
             if last is not None and last.error.kind == "context_overflow" and name != "cancel":
                 self._overflowed = True
         elif name == "tool_results":
+            self.results_fed += 1
+            self._counting = True
             message: Message = args["message"]
             if self.calls is None:
                 problems.append(f"{inv.DISPATCH_ONCE_CODE}: results fed without a CallTools")
@@ -307,7 +365,33 @@ class DriverWatch(LoopObserver):
             loop = self.loop
             if loop is not None:
                 self.estimate = (machine.context_tokens, loop.estimator.count([message]))
+        self._heard(name, machine)
+        counted = self._counting and name != "tool_results"
+        if counted:
+            self._counting = False
         self._tick(machine, problems)
+        if counted:
+            for strike in list(self.plan):
+                if strike[0] == "results_crash" and strike[1] == self.results_fed:
+                    self.plan.remove(strike)
+                    raise Crash(f"after the results of wave {self.results_fed}, before a step")
+
+    def _heard(self, name: str, machine: LoopMachine) -> None:
+        """Keep ``said`` up to date after a feed."""
+        if name in ("commit_pending", "discard_pending"):
+            return
+        if name == "compaction_result":  # pending moved out (the driver carries it)
+            self._said_pending = 0
+            return
+        pending = machine.pending
+        if len(pending) > self._said_pending:
+            self.said += pending[self._said_pending :]
+        self._said_pending = len(pending)
+
+    def check_result(self, result: RunResult) -> list[str]:
+        """After the run: ``result.messages`` is what the run said (``said``), every call's
+        result in it once and in call order."""
+        return inv.check_run_messages(self.said, result.messages)
 
     # --- checks and strikes ----------------------------------------------------------------
 
@@ -323,7 +407,7 @@ class DriverWatch(LoopObserver):
             self._raise(real)
         self.events += 1
         for strike in list(self.plan):
-            if strike[1] != self.events or strike[0] == "tool_crash":
+            if strike[1] != self.events or strike[0] not in _COUNTED:
                 continue
             self.plan.remove(strike)
             self.strike(strike)

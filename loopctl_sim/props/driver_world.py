@@ -190,13 +190,17 @@ _TIMES: Final = st.sampled_from([1, 2, 1, 3, None])
 #: Failures as drawn: rate limits and overloads with a retry-after over the backoff (so that an
 #: ignored one shows), none, zero or one over ``max_retry_after``; overflows; other failures,
 #: retryable, retryable on the server's word, or fatal.
+#: Rate limits are drawn twice as often as either other kind: a retry-after is only judged when
+#: such a failure is retried, which needs a retry budget and a run that gets that far.
+_RATE_LIMITS: Final = st.tuples(
+    st.sampled_from(["rate_limited", "overloaded"]),
+    _TIMES,
+    st.sampled_from([1.5, 30.0, None, 0.0, 500.0]),
+)
 _FAILURES: Final = st.one_of(
-    st.tuples(
-        st.sampled_from(["rate_limited", "overloaded"]),
-        _TIMES,
-        st.sampled_from([1.5, 30.0, None, 0.0, 500.0]),
-    ),
+    _RATE_LIMITS,
     st.tuples(st.just("context_overflow"), st.just(1), st.none()),
+    _RATE_LIMITS,
     st.tuples(st.sampled_from(["network", "provider", "auth"]), _TIMES, st.none()),
 )
 

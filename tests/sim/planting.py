@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.cache import LRUCache
+from hypothesis.internal.conjecture import providers
+from hypothesis.internal.constants_ast import Constants
 
 #: Hunting a planted bug: the same examples every run (derandomized), no example database, stop
 #: at the first failure (no shrinking), no timing: deterministic and seconds long.
@@ -23,6 +26,22 @@ HUNT = settings(
     suppress_health_check=list(HealthCheck),
     print_blob=False,
 )
+
+
+def without_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hunt without hypothesis's constants from local code.
+
+    Hypothesis mixes into its draws the literals of every local module loaded so far
+    (``providers._get_local_constants``), so a derandomized hunt draws other examples when
+    another test file was imported before it: a bug found with one file order was missed with
+    another. With no local constants the examples depend on the strategies alone, in any order.
+    """
+    empty = Constants()
+    monkeypatch.setattr(providers, "_get_local_constants", lambda: empty)
+    # the cache of what each strategy may draw holds local constants too: a fresh one for the
+    # hunt, and the old one back after it
+    monkeypatch.setattr(providers, "CONSTANTS_CACHE", LRUCache(1024))
+
 
 #: What a test says when its plant never fired.
 NEVER_FIRED = "the plant never fired: the code it patches changed, update the plant"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis.stateful import run_state_machine_as_test
-from planting import HUNT, NEVER_FIRED, Plant, plant_function
+from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_constants
 
 import loopctl.core.machine as brain
 import loopctl.core.machine_data as brain_data
@@ -49,6 +49,11 @@ def _looping(policy: MachinePolicy, program: LoopProgram) -> None:
 
 def _stateful() -> None:
     run_state_machine_as_test(BrainMachine, settings=settings(BRAIN_HUNT, stateful_step_count=30))
+
+
+@pytest.fixture(autouse=True)
+def _same_examples_in_any_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_local_constants(monkeypatch)
 
 
 # --- the loop detector ---------------------------------------------------------------------------

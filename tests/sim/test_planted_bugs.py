@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
-from planting import HUNT, NEVER_FIRED, Plant, plant_function
+from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_constants
 
 import loopctl.driver.model as driver_model
 from loopctl.api import ApiError
@@ -37,6 +37,11 @@ def hunt(machine: type[DriverMachine] = DriverMachine) -> str:
     with pytest.raises(AssertionError) as info:
         run_state_machine_as_test(machine, settings=HUNT)
     return str(info.value)
+
+
+@pytest.fixture(autouse=True)
+def _same_examples_in_any_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_local_constants(monkeypatch)
 
 
 # --- the plants ----------------------------------------------------------------------------------
@@ -222,6 +227,60 @@ def stale_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     yield plant
 
 
+@pytest.fixture
+def policy_cached_past_a_request(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """The policy cache is keyed on the configs and the registry only: a compaction a hook or
+    ``before_step`` requested (``request_compaction``) is not in the next step's policy, and
+    once cached with it, the request outlives the compaction."""
+    plant = Plant()
+
+    def policy(self: BareLoop) -> Any:
+        key = (self.session, self.config, self.registry)
+        cached = getattr(self, "_planted_cache", None)
+        if cached is not None and cached[0] == key:
+            if cached[1].compact_now != self._compact_requested:
+                plant.fired += 1
+            return cached[1]
+        fresh = build_policy(
+            self.session,
+            self.config,
+            tools=self.registry.names(),
+            compact_now=self._compact_requested,
+        )
+        self._planted_cache = (key, fresh)  # type: ignore[attr-defined]
+        return fresh
+
+    monkeypatch.setattr(BareLoop, "policy", policy)
+    yield plant
+
+
+@pytest.fixture
+def resume_drops_carried_results(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A resumed run's result leaves out the tool results the restored brain carried over from
+    before the restore (it reports what its own body fed, from the exchange it finished on)."""
+    plant = Plant()
+    real_run = BareLoop.run
+    real_finalize = BareLoop._finalize
+
+    async def run(self: BareLoop, input: Any = None, cancel: Any = None) -> Any:
+        resuming = input is None and self.machine.started
+        self._planted_before = self.machine.pending if resuming else ()  # type: ignore[attr-defined]
+        return await real_run(self, input, cancel)
+
+    def finalize(self: BareLoop) -> Any:
+        result = real_finalize(self)
+        carried = [m for m in getattr(self, "_planted_before", ()) if m.tool_results]
+        if not carried:
+            return result
+        plant.fired += 1
+        kept = tuple(m for m in result.messages if not any(m is c for c in carried))
+        return result.model_copy(update={"messages": kept})
+
+    monkeypatch.setattr(BareLoop, "run", run)
+    monkeypatch.setattr(BareLoop, "_finalize", finalize)
+    yield plant
+
+
 # --- the tests -----------------------------------------------------------------------------------
 
 
@@ -241,6 +300,8 @@ PLANTED = [
     ("overflow_fails_the_run", {inv.OVERFLOW_CODE}),
     ("estimate_not_updated", {inv.ESTIMATE_CODE}),
     ("stale_policy", {inv.POLICY_CODE}),
+    ("policy_cached_past_a_request", {inv.POLICY_CODE}),
+    ("resume_drops_carried_results", {inv.RUN_MESSAGES_CODE}),
 ]
 
 

@@ -67,11 +67,13 @@ from loopctl_sim.props.invariants.decisions import (
 )
 from loopctl_sim.props.invariants.driver import (
     check_after_overflow,
+    check_compact_now,
     check_dispatched_once,
     check_estimate,
     check_model_call,
     check_policy,
     check_result_order,
+    check_run_messages,
     reference_retry,
 )
 from loopctl_sim.props.invariants.problems import (
@@ -98,6 +100,7 @@ from loopctl_sim.props.invariants.problems import (
     RESUME_CODE,
     RETRY_AFTER_CODE,
     RETRY_CODE,
+    RUN_MESSAGES_CODE,
     RUNAWAY_CODE,
     SALVAGE_CODE,
     SHAPE_CODE,
@@ -144,6 +147,7 @@ __all__ = [
     "RETRY_AFTER_CODE",
     "RETRY_CODE",
     "RUNAWAY_CODE",
+    "RUN_MESSAGES_CODE",
     "SALVAGE_CODE",
     "SHAPE_CODE",
     "STEP_CODE",
@@ -156,6 +160,7 @@ __all__ = [
     "check_after_overflow",
     "check_awaiting_model_decision",
     "check_commit",
+    "check_compact_now",
     "check_compaction_commit",
     "check_digest",
     "check_dispatched_once",
@@ -168,6 +173,7 @@ __all__ = [
     "check_refused",
     "check_result_order",
     "check_resume",
+    "check_run_messages",
     "check_salvage",
     "check_start_decision",
     "check_step",

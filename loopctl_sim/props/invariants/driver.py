@@ -23,6 +23,10 @@ checker                        the promise
 ``check_estimate``             after tool results the count grew by at least their estimate
 ``check_policy``               the policy of a step is the configs in force (a change counts at
                                the very next step)
+``check_compact_now``          a compaction a hook or ``before_step`` requested is in the policy
+                               of every step until one is asked for
+``check_run_messages``         ``RunResult.messages`` is what the run said: every result once, in
+                               call order, none lost across a restore
 =============================  =================================================================
 
 The retry reference (``reference_retry``) is the contract in ``loopctl.driver.retry``'s
@@ -57,16 +61,19 @@ from loopctl_sim.props.invariants.problems import (
     RESULT_ORDER_CODE,
     RETRY_AFTER_CODE,
     RETRY_CODE,
+    RUN_MESSAGES_CODE,
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
 __all__ = [
     "check_after_overflow",
+    "check_compact_now",
     "check_dispatched_once",
     "check_estimate",
     "check_model_call",
     "check_policy",
     "check_result_order",
+    "check_run_messages",
     "reference_retry",
 ]
 
@@ -208,6 +215,40 @@ def check_policy(
     if not stale:
         return []
     return [_p(POLICY_CODE, f"the step's policy is not the configs in force: {stale}")]
+
+
+def check_compact_now(policy: MachinePolicy) -> list[str]:
+    """A step asked after a manual compaction was requested (by a hook, ``before_step`` or the
+    user) and before any step asked for it: its policy says ``compact_now``."""
+    if policy.compact_now:
+        return []
+    return [_p(POLICY_CODE, "a compaction was requested, the step's policy does not ask it")]
+
+
+def check_run_messages(said: Sequence[Message], messages: Sequence[Message]) -> list[str]:
+    """``messages`` (a ``RunResult``'s) are ``said`` (what the run said, as its observer saw
+    the brain take it), and every call in them is answered once, in call order, by the message
+    after it (the last one's calls may be open: a run that ended with tools in flight)."""
+    problems: list[str] = []
+    for i, message in enumerate(messages):
+        calls = [c.id for c in message.tool_calls]
+        if not calls or i + 1 >= len(messages):
+            continue
+        answered = [r.call_id for r in messages[i + 1].tool_results]
+        if answered != calls:
+            problems.append(
+                _p(RUN_MESSAGES_CODE, f"message {i}'s calls {calls} are answered by {answered}")
+            )
+    if list(messages) != list(said):
+        lost = [m for m in said if m not in messages]
+        problems.append(
+            _p(
+                RUN_MESSAGES_CODE,
+                f"the result holds {len(messages)} messages, the run said {len(said)}"
+                + (f"; lost {[(m.role, m.text or m.tool_results) for m in lost]}" if lost else ""),
+            )
+        )
+    return problems
 
 
 def _same(a: object, b: object) -> bool:

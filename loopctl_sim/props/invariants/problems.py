@@ -39,6 +39,7 @@ __all__ = [
     "RETRY_AFTER_CODE",
     "RETRY_CODE",
     "RUNAWAY_CODE",
+    "RUN_MESSAGES_CODE",
     "SALVAGE_CODE",
     "SHAPE_CODE",
     "STEP_CODE",
@@ -89,6 +90,8 @@ OVERFLOW_CODE: Final = "overflow"
 ESTIMATE_CODE: Final = "estimate"
 POLICY_CODE: Final = "policy"
 RUNAWAY_CODE: Final = "runaway"
+#: ``RunResult.messages`` is not what the run said (a result lost, doubled or out of order).
+RUN_MESSAGES_CODE: Final = "run-messages"
 
 CODES: Final = (
     HISTORY_CODE,
@@ -120,6 +123,7 @@ CODES: Final = (
     ESTIMATE_CODE,
     POLICY_CODE,
     RUNAWAY_CODE,
+    RUN_MESSAGES_CODE,
 )
 
 
