@@ -18,6 +18,7 @@ import click
 
 from loopctl_sim.cli.common import die
 from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.trace.files import write_atomically
 
 __all__ = ["otel"]
 
@@ -93,7 +94,6 @@ def otel(
             otlp_json,
             send_otlp,
             shown_url,
-            write_atomic,
         )
     except ImportError as exc:
         die(f"{exc} (loopctl-sim otel needs: pip install 'loopctl[otel]')")
@@ -114,7 +114,7 @@ def otel(
     body = json.dumps(otlp_json(spans), ensure_ascii=False, separators=(",", ":"))
     if output is not None and output != "-":  # first: a refusing endpoint loses no file
         try:
-            write_atomic(output, body + "\n")
+            write_atomically(output, body + "\n")
         except OSError as exc:
             die(f"cannot write {output}: {exc.strerror or exc}")
         click.echo(f"wrote {len(spans)} spans to {output}", err=True)

@@ -25,10 +25,8 @@ dropped as soon as it is checked: a campaign keeps only counts and its failures.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +59,7 @@ from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim.agent import AgentError
 from loopctl_sim.sim.scenario import Scenario, safe_yaml
 from loopctl_sim.trace import scrub_text
+from loopctl_sim.trace.files import write_atomically
 
 __all__ = [
     "CampaignSummary",
@@ -221,7 +220,7 @@ class OutputError(OSError, SimError):
 
 def write_files(out: str, files: Mapping[str, str]) -> list[str]:
     """Write a seed's files (``seed_files``) into ``out``; their paths, in order. Each is
-    written beside its place and then moved there (``os.replace``): a failed write leaves the
+    written beside its place and then moved there (``write_atomically``): a failed write leaves the
     file of an earlier campaign whole, never a part of the new one (``OutputError``)."""
     folder = Path(out)
     try:
@@ -231,13 +230,9 @@ def write_files(out: str, files: Mapping[str, str]) -> list[str]:
     paths = []
     for name, text in files.items():
         path = folder / name
-        temporary = path.with_name(f".{path.name}.writing")
         try:
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, path)
+            write_atomically(path, text)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
             raise OutputError(f"{path}: cannot write: {_reason(exc)}") from None
         paths.append(str(path))
     return paths

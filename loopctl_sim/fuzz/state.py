@@ -43,6 +43,7 @@ from loopctl_sim.fuzz.case import FuzzConfig
 from loopctl_sim.fuzz.executors import Chunk
 from loopctl_sim.fuzz.summary import CampaignSummary
 from loopctl_sim.trace import scrub
+from loopctl_sim.trace.files import write_atomically
 
 try:  # POSIX; elsewhere a state file is not locked
     import fcntl
@@ -145,14 +146,8 @@ class CampaignState:
                     "chunks": chunks,
                 }
                 where.parent.mkdir(parents=True, exist_ok=True)
-                temporary = where.with_name(where.name + ".tmp")
-                try:
-                    temporary.write_text(json.dumps(header) + "\n", encoding="utf-8")
-                    os.replace(temporary, where)  # never a file without its first line
-                except OSError:
-                    with contextlib.suppress(OSError):
-                        temporary.unlink()
-                    raise
+                # never a file without its first line
+                write_atomically(where, json.dumps(header) + "\n")
             handle = where.open("r+b")
         except IsADirectoryError:
             raise StateError(f"--state {where}: is a directory, not a file") from None

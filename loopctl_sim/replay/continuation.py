@@ -42,7 +42,7 @@ from loopctl_sim.trace import (
     lines_of,
     open_for_reading,
 )
-from loopctl_sim.trace.files import temporary_beside
+from loopctl_sim.trace.files import replace_with, temporary_beside
 
 __all__ = ["ResumeResult", "resume_trace", "resume_trace_async"]
 
@@ -128,7 +128,7 @@ async def resume_trace_async(
     finally:
         writer.close()
         if replace is not None:
-            os.replace(replace, source)
+            replace_with(replace, source)
     resumed.notes[:0] = point.notes
     return resumed
 

@@ -21,7 +21,6 @@ a Python literal (``repr``), never spliced into the code or a docstring.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 from loopctl_sim.sim.scenario import load_scenario
 from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
+from loopctl_sim.trace.files import write_atomically
 
 __all__ = [
     "ExportInfo",
@@ -299,7 +299,8 @@ def write_test(
     """Write the test for ``trace`` to ``output`` (default ``test_<trace name>.py`` next to the
     trace) and return its path. Without embedding, the path to the trace is written relative
     to the test file. With ``scenario`` (a fuzz failure's, ``fuzz_scenario``), the test is
-    ``export_fuzz_test``'s. The file is written beside its place and moved there: a failed
+    ``export_fuzz_test``'s. The file is written beside its place and moved there
+    (``write_atomically``): a failed
     write leaves an earlier file whole."""
     trace_path = Path(trace)
     if output is None:
@@ -314,12 +315,5 @@ def write_test(
         text = export_test(
             trace_path, embed=embed, trace_ref=ref, invariants=invariants, agent=agent, tools=tools
         )
-    temporary = out.with_name(f".{out.name}.writing")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, out)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
+    write_atomically(out, text)
     return out

@@ -49,7 +49,7 @@ from loopctl_sim.trace import (
     TraceReader,
     TraceRecorder,
 )
-from loopctl_sim.trace.files import temporary_beside
+from loopctl_sim.trace.files import replace_with, temporary_beside
 from loopctl_sim.trace.requests import RecordedContexts
 
 __all__ = ["NeedsModel", "UpdateResult", "update_trace"]
@@ -285,7 +285,7 @@ def update_trace(
         fresh.unlink(missing_ok=True)
         raise
     recorder.close()
-    os.replace(fresh, target)
+    replace_with(fresh, target)
     result.ok = True
     result.forced = client.forced
     result.records_after = sum(1 for _ in TraceReader(target))

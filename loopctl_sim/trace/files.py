@@ -16,6 +16,10 @@ temporary file beside it that replaces it once complete (``temporary_beside``): 
 whole until then. A process killed meanwhile leaves that file behind; its name says whose it was
 (``<name>.<pid>-<random>.loopctl-tmp``, ``.gz`` kept), so the next rewrite of the same trace
 removes the ones whose process is gone (``sweep_temporaries``) and leaves a live one alone.
+
+Every file the harness writes whole (a page, spans, a cassette, a test, a fuzz seed's files) goes
+through ``write_atomically``: one writer, so each of them is the old file or the new one, whole,
+at every moment, and a full disk or a kill never leaves a cut file or a stray temporary behind.
 """
 
 from __future__ import annotations
@@ -48,9 +52,11 @@ __all__ = [
     "lines_of",
     "open_for_reading",
     "open_for_writing",
+    "replace_with",
     "stdin_trace",
     "sweep_temporaries",
     "temporary_beside",
+    "write_atomically",
 ]
 
 #: The path that means stdin.
@@ -175,7 +181,7 @@ TEMP_SUFFIX: Final = ".loopctl-tmp"
 
 def temporary_beside(path: str | os.PathLike[str]) -> str:
     """A new empty file in ``path``'s directory, to write its replacement into (then
-    ``os.replace`` it over ``path``): ``<name>.<pid>-<random>.loopctl-tmp``, ending in ``.gz``
+    ``replace_with`` it over ``path``): ``<name>.<pid>-<random>.loopctl-tmp``, ending in ``.gz``
     too when ``path`` does (the writer compresses by the name). Stale ones of ``path`` (their
     process gone) are removed first (``sweep_temporaries``)."""
     target = Path(path)
@@ -185,7 +191,8 @@ def temporary_beside(path: str | os.PathLike[str]) -> str:
         name = f"{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}{tail}"
         temp = target.with_name(name)
         try:
-            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            # 0o666 less the umask: the mode a plain open() gives a new file
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:  # pragma: no cover - 32 random bits met another file
             continue
         return os.fspath(temp)
@@ -226,3 +233,45 @@ def _running(pid: int) -> bool:
     except OSError:  # not ours to signal (another user's): it runs
         return True
     return True
+
+
+def replace_with(temporary: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Move the complete file ``temporary`` (``temporary_beside``'s) over ``path``: the file it
+    replaces keeps its mode (as a plain rewrite in place would), and the rename is made durable
+    where the platform lets a directory be synced."""
+    with contextlib.suppress(OSError):
+        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+    os.replace(temporary, path)
+    _sync_directory(Path(path).parent)
+
+
+def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: into a temporary file beside
+    it (``temporary_beside``), synced to disk, then moved over it (``replace_with``). On any
+    failure (``OSError``: no such folder, no permission, a full disk; an interrupt) the temporary
+    file is removed and an old file at ``path`` is left as it was; callers with their own error
+    type wrap the ``OSError``."""
+    temporary = temporary_beside(path)
+    try:
+        with open(temporary, "wb") as file:
+            file.write(data.encode("utf-8") if isinstance(data, str) else data)
+            file.flush()
+            os.fsync(file.fileno())
+        replace_with(temporary, path)
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: some platforms cannot open one)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -23,25 +23,23 @@ only the page's own script and stylesheet, by their SHA-256 computed here at ren
 inline handler, no injected ``<script>`` or ``<style>``, no fetch would run even if a string
 slipped through.
 
-``write_html`` writes beside the target and renames over it, so a failed write (a full disk, a
-killed process) leaves the old page whole.
+``write_html`` writes beside the target and renames over it (``write_atomically``), so a failed
+write (a full disk, a killed process) leaves the old page whole.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import hashlib
 import json
 import os
 import re
-import tempfile
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from loopctl_sim.replay import Divergence
+from loopctl_sim.trace.files import write_atomically
 from loopctl_sim.view.fields import leaf_diff
 from loopctl_sim.view.reports import divergence_policy
 from loopctl_sim.view.timeline import Timeline, build_timeline
@@ -52,7 +50,6 @@ __all__ = [
     "divergence_json",
     "render_html",
     "write_html",
-    "write_text_atomic",
 ]
 
 #: Flags for opening a page in headless Chromium offline, as the browser test and
@@ -144,27 +141,6 @@ def _html_escape(text: str) -> str:
     )
 
 
-def write_text_atomic(out: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``out`` whole or not at all: into a temporary file beside it, then
-    renamed over it. On any failure (``OSError``: no such folder, no permission, a full disk;
-    an interrupt) the temporary file is removed and an old ``out`` is left as it was."""
-    target = Path(out)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as a plain open() would have made it
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
 def write_html(
     trace: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -174,8 +150,8 @@ def write_html(
     """Write the page of the trace at ``trace`` to ``out``; returns the timeline it drew.
 
     ``TraceFormatError`` if the trace is unreadable, ``OSError`` if ``out`` cannot be written;
-    either way ``out`` is left as it was (``write_text_atomic``)."""
+    either way ``out`` is left as it was (``write_atomically``)."""
     timeline = build_timeline(trace)
     found = None if divergence is None else divergence_json(divergence, timeline.path)
-    write_text_atomic(out, render_html(timeline, divergence=found))
+    write_atomically(out, render_html(timeline, divergence=found))
     return timeline

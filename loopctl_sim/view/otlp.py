@@ -11,19 +11,14 @@ already has.
 What an endpoint's URL and headers carry is secret (``user:pass@`` in the URL, an API key in a
 header), and a collector that refuses may echo them back: every message this module makes
 (``OtlpError``, ``Redactor``) has them replaced by ``[REDACTED]``, and scrubbed of any other
-credential-shaped text (``loopctl_sim.trace.scrub``). ``write_atomic`` writes a file whole or not
-at all.
+credential-shaped text (``loopctl_sim.trace.scrub``).
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -40,7 +35,6 @@ __all__ = [
     "send_otlp",
     "shown_url",
     "traces_url",
-    "write_atomic",
 ]
 
 _REDACTED = "[REDACTED]"
@@ -85,27 +79,6 @@ class Redactor:
         for secret in self.secrets:
             text = text.replace(secret, _REDACTED)
         return scrub_text(text)
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
-    renamed over it. On a failure (``OSError``: no such folder, no permission, a full disk; an
-    interrupt) the temporary file is removed and an old file at ``path`` is left as it was."""
-    target = Path(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as a plain open() would have made it
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def _value(value: Any) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.M
     def full_disk(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("loopctl_sim.view.otlp.os.fsync", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)  # the disk fills up as the spans are flushed
     result = CliRunner().invoke(main, ["otel", TRACE, "-o", str(out)])
     assert result.exit_code == 2
     assert result.output == f"error: cannot write {out}: No space left on device\n"

@@ -23,7 +23,7 @@ from fake_streams import FakeStreams, Text
 from loopctl import BareLoop, Completed
 from loopctl.providers import OpenAIClient
 from loopctl_sim.plugin.cassettes import CassetteNotWritten, CassetteWriteError, use_cassette
-from loopctl_sim.plugin.persist import TEMP_SUFFIX
+from loopctl_sim.trace.files import TEMP_SUFFIX
 
 pytest_plugins = ["pytester"]
 # pytester forgets the modules an inline run imported first: an httpcore imported there would
@@ -194,9 +194,9 @@ def test_a_temporary_left_by_a_dead_writer_is_cleaned_up(
     cassette, before = record(pytester, monkeypatch)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = cassette.with_name(f".{cassette.name}.{dead.pid}{TEMP_SUFFIX}")
+    stale = cassette.with_name(f"{cassette.name}.{dead.pid}-0badf00d{TEMP_SUFFIX}")
     stale.write_text("interactions: [cut")
-    live = cassette.with_name(f".{cassette.name}.{os.getpid()}{TEMP_SUFFIX}")
+    live = cassette.with_name(f"{cassette.name}.{os.getpid()}-0123abcd{TEMP_SUFFIX}")
     live.write_text("being written")
     pytester.runpytest(*ARGS).assert_outcomes(passed=1)
     assert not stale.exists() and live.exists()

@@ -23,9 +23,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from loopctl_sim import TraceRecorder, read_trace, resume_trace, update_trace
-from loopctl_sim.trace.files import TEMP_SUFFIX, sweep_temporaries, temporary_beside
+from loopctl_sim.cli import main
+from loopctl_sim.trace.files import (
+    TEMP_SUFFIX,
+    sweep_temporaries,
+    temporary_beside,
+    write_atomically,
+)
 
 AGENT = '''
 import os
@@ -179,3 +186,49 @@ def test_a_compressed_resume_killed_in_a_tool_leaves_the_trace_and_the_next_one_
     assert resumed.result is not None and resumed.result.final_text == "done"
     assert temporaries(project) == []
     assert read_trace(trace)[-1].digest == read_trace(whole)[-1].digest  # type: ignore[union-attr]
+
+
+def test_a_rewrite_keeps_the_mode_of_the_file_it_replaces(project: Path) -> None:
+    """An updated trace and a page written again over a private one stay private (0o600), as a
+    plain rewrite in place would leave them; the temporary they came from is gone."""
+    trace = project / "run.jsonl"
+    record(trace)
+    trace.chmod(0o600)
+    assert update_trace(trace, "slow_agent:build").ok
+    page = project / "run.html"
+    page.write_text("old page")
+    page.chmod(0o600)
+    result = CliRunner().invoke(main, ["html", "run.jsonl", "-o", "run.html"])
+    assert result.exit_code == 0, result.output
+    assert (trace.stat().st_mode & 0o777, page.stat().st_mode & 0o777) == (0o600, 0o600)
+    assert "<html" in page.read_text() and temporaries(project) == []
+
+
+def test_a_whole_file_write_sweeps_a_dead_writers_temporary_and_keeps_a_live_ones(
+    tmp_path: Path,
+) -> None:
+    """Every whole-file writer (``loopctl-sim html``, spans, cassettes, tests, fuzz files) names
+    its temporary as a trace rewrite does, so a killed one's leftovers go with the next write."""
+    out = tmp_path / "spans.json"
+    stale = tmp_path / f"spans.json.{dead_pid()}-0badf00d{TEMP_SUFFIX}"
+    stale.write_text("cut")
+    live = tmp_path / f"spans.json.{os.getppid()}-0123abcd{TEMP_SUFFIX}"
+    live.write_text("being written")
+    write_atomically(out, b"\x00\x01 bytes")
+    assert out.read_bytes() == b"\x00\x01 bytes"
+    assert temporaries(tmp_path) == [live.name]
+
+
+def test_a_failed_whole_file_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "test_run.py"
+    out.write_text("old")
+
+    def interrupted(path: object, target: object) -> None:
+        raise KeyboardInterrupt  # the user presses Ctrl-C as the file is moved into place
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(out, "new")
+    assert out.read_text() == "old" and temporaries(tmp_path) == []

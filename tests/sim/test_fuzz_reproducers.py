@@ -444,13 +444,11 @@ def test_a_failed_write_keeps_the_old_file_whole(
 
     out = project / "out"
     write_files(str(out), {"seed-1.yaml": "the old campaign's\n"})
-    real = Path.write_text
 
-    def full_disk(self: Path, text: str, *args: object, **kwargs: object) -> int:
-        real(self, text[: len(text) // 2])  # part of it got out, then the disk was full
+    def full_disk(fd: int) -> None:  # the new file's data cannot all reach the disk
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(OutputError, match=r"seed-1\.yaml: cannot write: No space left"):
         write_files(str(out), {"seed-1.yaml": "the new campaign's, much longer\n"})
     monkeypatch.undo()

@@ -19,8 +19,8 @@ import pytest
 from hostile import HTML_PAYLOAD, hostile_trace
 from view_helpers import DRIVER, ROOT, TRACES, invoke, lines, write_lines
 
+from loopctl_sim.trace.files import write_atomically
 from loopctl_sim.view import build_timeline, render_html, write_html
-from loopctl_sim.view.html import write_text_atomic
 
 AGENT = "examples.support_agent.agent:build"
 REFUND = ROOT / "examples" / "support_agent" / "traces" / "refund.jsonl"
@@ -201,9 +201,9 @@ def test_the_page_may_not_replace_its_own_trace(tmp_path: Path) -> None:
     assert trace.read_bytes() == (DRIVER / "basic.jsonl").read_bytes()
 
 
-def test_write_text_atomic_keeps_the_mode_a_plain_write_gives(tmp_path: Path) -> None:
+def test_write_atomically_gives_the_mode_a_plain_write_gives(tmp_path: Path) -> None:
     out = tmp_path / "a.html"
-    write_text_atomic(out, "x")
+    write_atomically(out, "x")
     plain = tmp_path / "b.html"
     plain.write_text("x")
     assert out.stat().st_mode == plain.stat().st_mode and out.read_text() == "x"
