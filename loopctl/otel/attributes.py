@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from loopctl.otel.names import assignments
+
 __all__ = [
     "CAPTURE_ENV",
     "REDACTED",
@@ -72,8 +74,13 @@ def _replace(found: re.Match[str]) -> str:
 
 
 def scrub_content(text: str) -> str:
-    """``text`` with every credential-shaped substring replaced by ``[REDACTED]``."""
-    return _SECRETS.sub(_replace, text)
+    """``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every
+    value given to a credential's name (``password: ...``, ``API_KEY=...``; see ``names``)."""
+    return assignments(_SECRETS.sub(_replace, text), _redacted)
+
+
+def _redacted(value: str) -> str:
+    return REDACTED
 
 
 def capture_from_env() -> bool:
@@ -105,8 +112,23 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _content(value: Any, scrub: Callable[[str], str]) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return scrub(text)
+    """``value`` as the text of an attribute, scrubbed. Each string of a structure is scrubbed
+    as itself before the structure becomes JSON text (as the trace scrubs its data): in that
+    text a newline is ``\\n``, and a value given to a name on the line before would run on
+    into the next line's name (``...PASSWORD=x\\nAPI_KEY: y`` left ``y``)."""
+    if isinstance(value, str):
+        return scrub(value)
+    return scrub(json.dumps(_strings_scrubbed(value, scrub), ensure_ascii=False))
+
+
+def _strings_scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {k: _strings_scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strings_scrubbed(v, scrub) for v in value]
+    return value
 
 
 def chat_request_attributes(

@@ -216,7 +216,10 @@ def classify(
     }:
         kind, retryable = "auth", False
         hint = f"check {info.key_env}" if info.key_env else "check the server's access settings"
-        text = f"{info.name} refused the credentials: {message or f'HTTP {status}'} ({hint})"
+        # not "credentials: <message>": that reads as a value given to a secret name, and a
+        # trace's scrubber would hide the server's first word ("Incorrect API key provided")
+        said = f", saying: {message}" if message else f" (HTTP {status})"
+        text = f"{info.name} refused the credentials{said} ({hint})"
     elif (
         "insufficient_quota" in tags
         or "billing_error" in tags

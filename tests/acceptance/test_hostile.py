@@ -38,7 +38,7 @@ class _Echo401(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", "0")))
-        echo = f"bad credentials for {self.path} headers={dict(self.headers)}"
+        echo = f"Incorrect API key provided for {self.path} headers={dict(self.headers)}"
         payload = json.dumps({"error": {"message": echo, "type": "invalid_request_error"}})
         self.send_response(401)
         self.send_header("content-type", "application/json")
@@ -119,3 +119,22 @@ def test_a_dot_env_read_by_loopctl_run_leaves_no_password_in_the_trace(
         assert piece not in written and piece not in done.stderr, piece
     replayed = cli("loopctl-sim", "replay", str(trace), cwd=tmp_path)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_a_401_from_loopctl_run_reads_as_the_server_wrote_it_and_shows_no_key(
+    echo_401: str, tmp_path: Path
+) -> None:
+    """The client's message said "refused the credentials: Incorrect API key...", which reads
+    as a value given to a secret name: the trace and stderr showed "[REDACTED] API key"."""
+    key = "sk-proj-" + "hostileKEY0123456789abcdef"
+    trace = tmp_path / "run.jsonl"
+    done = cli(
+        "loopctl", "run", "hi", "--model", "m", "--base-url", echo_401, "--trace", str(trace),
+        env=agent_env(None, OPENAI_API_KEY=key), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "refused the credentials, saying: Incorrect API key provided" in done.stderr
+    assert "Bearer [REDACTED]" in done.stderr
+    written = trace.read_text()
+    assert "saying: Incorrect API key provided" in written
+    assert key not in done.stderr + written and key[8:] not in done.stderr + written

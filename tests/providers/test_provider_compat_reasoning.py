@@ -147,7 +147,7 @@ async def test_a_compatible_hosts_auth_error_names_the_host() -> None:
         await reply_of(client, ModelRequest(messages=(PARIS,), turn=1))
     error = caught.value.error
     assert error.kind == "auth"
-    assert error.message.startswith("Groq refused the credentials: Invalid API Key")
+    assert error.message.startswith("Groq refused the credentials, saying: Invalid API Key")
     assert "OpenAI" not in error.message
     assert error.details["provider"] == "Groq"
 
