@@ -250,7 +250,8 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
     it (``temporary_beside``), synced to disk, then moved over it (``replace_with``). On any
     failure (``OSError``: no such folder, no permission, a full disk; an interrupt) the temporary
     file is removed and an old file at ``path`` is left as it was; callers with their own error
-    type wrap the ``OSError``."""
+    type wrap the ``OSError``. The ``OSError`` names ``path`` (``filename``) where it named no
+    file or the temporary one, so a message built from it names the file the user asked for."""
     temporary = temporary_beside(path)
     try:
         with open(temporary, "wb") as file:
@@ -258,6 +259,11 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
             file.flush()
             os.fsync(file.fileno())
         replace_with(temporary, path)
+    except OSError as exc:
+        _remove(temporary)
+        if exc.filename is None or os.fspath(exc.filename) == os.fspath(temporary):
+            exc.filename = os.fspath(path)
+        raise
     except BaseException:
         _remove(temporary)
         raise

@@ -90,6 +90,29 @@ def test_export_command(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "TRACE = Path(__file__).parent" in out.read_text()
 
 
+def test_a_full_disk_names_the_test_file_and_keeps_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error named the trace that was read (``refund.jsonl: No space left on device``),
+    not the test file that could not be written."""
+    import os
+
+    trace = tmp_path / "basic.jsonl"
+    shutil.copy(TRACES / "basic.jsonl", trace)
+    out = tmp_path / "test_old.py"
+    out.write_text("the old test\n")
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the disk fills up as the test is flushed
+    res = CliRunner().invoke(export_command, [str(trace), "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: {out}: No space left on device"
+    assert out.read_text() == "the old test\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["basic.jsonl", "test_old.py"]
+
+
 def test_export_command_on_a_bad_trace(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"no": "header"}\n')
