@@ -46,7 +46,7 @@ from loopctl.api import ApiClient
 from loopctl.core import Cancelled, Completed, Failed, MaxTurnsExceeded
 from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
 from loopctl.providers._common import HttpProvider
-from loopctl.terminal import Interrupts, StreamOutput
+from loopctl.terminal import Interrupts, StreamOutput, visible
 from loopctl.tools import tool
 from loopctl.tools.messages import describe_exception
 
@@ -197,12 +197,14 @@ def _show_library_logs(verbose: bool) -> Iterator[None]:
 
 def _clean(text: str) -> str:
     """``text`` with secret-shaped values replaced, as a trace would have them: an error may
-    echo a key (a 401 does), and what this command prints on stderr ends up in logs."""
+    echo a key (a 401 does), and what this command prints on stderr ends up in logs. Its
+    control characters are shown as escapes: a server's or a tool's message cannot drive the
+    terminal."""
     try:
         from loopctl_sim import scrub_text
     except ImportError:  # pragma: no cover - loopctl_sim is part of the same distribution
-        return text
-    return scrub_text(text)
+        return visible(text)
+    return visible(scrub_text(text))
 
 
 def _fail(message: str, code: int) -> None:

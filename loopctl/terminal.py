@@ -1,11 +1,13 @@
 """What ``loopctl run`` does at the terminal: stream the answer, show retries, hear Ctrl-C.
 
-``StreamOutput`` prints the answer as it streams. A model attempt that fails after streaming
-some text cannot take that text back (``AttemptAbandoned``), so on a terminal the line is ended
-and a retry is shown as one, on stderr; when stdout is not a terminal (a pipe, a file) each
-attempt's text is held until its reply is taken (the next attempt's first event, or the run's
-end with an answer), so an abandoned attempt never reaches it, even one whose stream had ended
-before its reply was refused (arguments that are not JSON).
+``StreamOutput`` prints the answer as it streams (on a terminal, the text's control characters
+as escapes: a model's answer cannot retitle the window, clear the screen or reverse the line).
+A model attempt that fails after streaming some text cannot take that text back
+(``AttemptAbandoned``), so on a terminal the line is ended and a retry is shown as one, on
+stderr; when stdout is not a terminal (a pipe, a file) each attempt's text is held until its
+reply is taken (the next attempt's first event, or the run's end with an answer), so an
+abandoned attempt never reaches it, even one whose stream had ended before its reply was
+refused (arguments that are not JSON).
 
 ``Interrupts`` turns the first SIGINT (Ctrl-C) or SIGTERM into the run's ``CancelSignal``: the
 driver stops what it waits on, the brain ends ``Cancelled``, the exit door salvages what is
@@ -28,7 +30,30 @@ import click
 from loopctl.api import AttemptAbandoned, StopEvent, StreamEvent, TextDelta, UsageEvent
 from loopctl.driver import CancelSignal
 
-__all__ = ["Interrupts", "StreamOutput"]
+__all__ = ["Interrupts", "StreamOutput", "visible"]
+
+
+def _escape(code: int) -> str:
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+#: What a model's text may not send to a terminal raw (``loopctl-sim show`` shows the same as
+#: escapes): C0 controls but newline and tab (an OSC title or link, clear-screen, a carriage
+#: return over the line), DEL, C1 controls, the bidi marks, embeddings, overrides and isolates,
+#: and the line and paragraph separators.
+_CONTROLS = (
+    [c for c in range(0x20) if c not in (0x09, 0x0A)]
+    + list(range(0x7F, 0xA0))
+    + [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+)
+_VISIBLE = {code: _escape(code) for code in _CONTROLS}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters (``_CONTROLS``) shown as escapes."""
+    return text.translate(_VISIBLE)
 
 
 class StreamOutput:
@@ -72,7 +97,8 @@ class StreamOutput:
                 self.end_line()
 
     def _show(self, text: str) -> None:
-        click.echo(text, nl=False)
+        # on a terminal the model's text cannot drive it: its control characters are shown
+        click.echo(visible(text) if self.live else text, nl=False)
         self.printed = True
         self.line_open = not text.endswith("\n")
 

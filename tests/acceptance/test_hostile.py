@@ -138,3 +138,39 @@ def test_a_401_from_loopctl_run_reads_as_the_server_wrote_it_and_shows_no_key(
     written = trace.read_text()
     assert "saying: Incorrect API key provided" in written
     assert key not in done.stderr + written and key[8:] not in done.stderr + written
+
+
+AGENT_WITH_ESCAPES = '''
+from loopctl import BareLoop, Message, tool
+from loopctl.core import ToolCall
+from loopctl.testing import ScriptedClient
+
+
+@tool
+def fetch(url: str) -> str:
+    """Fetch a page."""
+    raise RuntimeError("page said \\x1b]0;PWNED\\x07 and \\u202e")
+
+
+def build(client=None, observers=()):
+    script = ScriptedClient(
+        [
+            Message.assistant("", [ToolCall(id="c1", name="fetch", arguments={"url": "x"})]),
+            Message.assistant("Done \\x1b]8;;http://evil\\x1b\\\\here\\x1b]8;;\\x1b\\\\ \\x1b[2J."),
+        ]
+    )
+    return BareLoop(client or script, tools=[fetch], observers=list(observers))
+'''
+
+
+def test_loopctl_run_prints_no_raw_control_character_on_stderr(tmp_path: Path) -> None:
+    """A tool's error (a page it fetched, say) held an OSC title change and a bidi override,
+    and its warning line went raw to the terminal's stderr."""
+    (tmp_path / "escaping_agent.py").write_text(AGENT_WITH_ESCAPES)
+    env = agent_env(None)
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    done = cli("loopctl", "run", "go", "--agent", "escaping_agent:build", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr and "\x07" not in done.stderr
+    assert "page said \\x1b]0;PWNED\\x07 and \\u202e" in done.stderr
+    assert done.stdout.startswith("Done ")  # a pipe gets the answer as the model wrote it

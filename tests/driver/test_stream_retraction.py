@@ -258,6 +258,24 @@ def test_on_a_terminal_the_retry_says_the_text_above_is_void(
     assert "the text above is not part of the answer; attempt 2 in 0.5s" in captured.err
 
 
+def test_on_a_terminal_the_models_control_characters_are_shown_not_obeyed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A model's answer held an OSC title change, a bidi override and a carriage return, which
+    ``loopctl run`` wrote raw to the terminal; in a pipe the text stays as it came."""
+    text = "Hi \x1b]0;PWNED\x07 there \u202e rev\r end"
+    for live in (True, False):
+        out = StreamOutput(live=live)
+        out.on_stream(TextDelta(text=text))
+        out.on_stream(StopEvent(reason="end_turn"))
+        out.finish(answered=True)
+        shown = capsys.readouterr().out
+        if live:
+            assert shown == "Hi \\x1b]0;PWNED\\x07 there \\u202e rev\\r end\n"
+        else:
+            assert shown == text + "\n"
+
+
 def test_in_a_pipe_a_taken_reply_survives_a_later_attempt_that_streamed_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
