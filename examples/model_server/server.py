@@ -1,8 +1,9 @@
 """The HTTP side of the local model server: routes, the API key check, the kept requests.
 
-``ModelServer`` listens on 127.0.0.1 (a free port unless given one) in a thread of the process
-that starts it; ``with ModelServer() as server:`` serves on ``server.url`` (a ``base_url`` for
-``OpenAIClient``, ``AnthropicClient`` and ``OpenAIResponsesClient`` alike) until the block ends.
+``ModelServer`` (a ``serving.LocalServer``) listens on 127.0.0.1 (a free port unless given one)
+in a thread of the process that starts it; ``with ModelServer() as server:`` serves on
+``server.url`` (a ``base_url`` for ``OpenAIClient``, ``AnthropicClient`` and
+``OpenAIResponsesClient`` alike) until the block ends.
 Like a real provider it refuses a request without an API key (401, in the provider's error shape):
 ``Authorization: Bearer ...`` for the OpenAI routes, ``x-api-key`` for Anthropic's. With
 ``api_key`` set only that key is accepted.
@@ -18,15 +19,13 @@ wait, unanswered, until ``release()``: a test kills a run exactly while it waits
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
+from examples.model_server.serving import LocalServer, QuietHandler
 from examples.model_server.travel_model import Move, Turn, decide
 from examples.model_server.wire import (
     anthropic_body,
@@ -75,26 +74,15 @@ _FAILURES: dict[int, tuple[str, str]] = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
+class _Handler(QuietHandler):
     def version_string(self) -> str:
         return "skyway-model-server"
 
-    def date_time_string(self, timestamp: float | None = None) -> str:
-        return "Mon, 30 Nov 2026 08:00:00 GMT"  # fixed: recording twice gives the same bytes
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet, as a test needs
-        pass
-
     def do_POST(self) -> None:
-        owner = self.server.owner
-        length = int(self.headers.get("content-length", "0"))
-        raw = self.rfile.read(length)
-        headers = {k.lower(): v for k, v in self.headers.items()}
+        owner: ModelServer = self.owner
+        headers = self.header_map()
         try:
-            body = json.loads(raw)
+            body = json.loads(self.body())
         except ValueError:
             body = None
         with owner.lock:
@@ -156,27 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
         payload: bytes,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(payload)))
-        self.send_header("x-request-id", "req_skyway")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send(status, content_type, payload, {"x-request-id": "req_skyway", **(headers or {})})
 
 
-class _Server(ThreadingHTTPServer):
-    owner: ModelServer
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away (a killed run) is not the server's failure: quiet then."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class ModelServer:
+class ModelServer(LocalServer):
     """A deterministic model on 127.0.0.1 speaking the providers' wire formats; see the module
     docstring."""
 
@@ -188,23 +159,12 @@ class ModelServer:
         self.held_from: int | None = None
         self.released = threading.Event()
         self.failures: dict[int, int] = {}
-        self._server = _Server(("127.0.0.1", port), _Handler)
-        self._server.owner = self
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+        super().__init__(_Handler, port)
 
     @property
     def url(self) -> str:
         """The ``base_url`` the clients take (``http://127.0.0.1:PORT/v1``)."""
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def root(self) -> str:
-        """The server's root (``http://127.0.0.1:PORT``): ``AnthropicClient``'s ``base_url``."""
-        return f"http://127.0.0.1:{self.port}"
 
     def authorized(self, path: str, headers: Mapping[str, str]) -> bool:
         if path == "/v1/messages":
@@ -230,30 +190,6 @@ class ModelServer:
         self.held_from = None
         self.released.set()
 
-    def start(self) -> ModelServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve in this thread until interrupted (the command line's way)."""
-        self._server.serve_forever()
-
     def close(self) -> None:
         self.release()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> ModelServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+        super().close()

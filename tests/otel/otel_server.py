@@ -13,11 +13,10 @@ and body (``{headers}`` in the body is replaced by the request's headers, echoed
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from examples.model_server.serving import LocalServer, QuietHandler, sse
 
 __all__ = ["Collector", "ScriptedOpenAI"]
 
@@ -47,56 +46,13 @@ def _stream(move: dict[str, Any], n: int) -> bytes:
     chunks.append(_chunk(cid, {}, finish))
     usage = {"prompt_tokens": 30 + 10 * n, "completion_tokens": 5, "total_tokens": 35 + 10 * n}
     chunks.append({"id": cid, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    lines = [f"data: {json.dumps(c)}\n\n" for c in chunks]
-    return ("".join(lines) + "data: [DONE]\n\n").encode()
+    return ("".join(sse(c) for c in chunks) + "data: [DONE]\n\n").encode()
 
 
-class _Quiet(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def send(self, status: int, content_type: str, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-class _Served:
-    """A ``ThreadingHTTPServer`` on a free loopback port for the length of a ``with`` block."""
-
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.server.owner = self  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
-
-class _OpenAIHandler(_Quiet):
+class _OpenAIHandler(QuietHandler):
     def do_POST(self) -> None:
-        owner: ScriptedOpenAI = self.server.owner  # type: ignore[attr-defined]
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        owner: ScriptedOpenAI = self.owner
+        body = json.loads(self.body())
         owner.requests.append(body)
         move = owner.moves.pop(0)
         status = move.get("status")
@@ -110,7 +66,7 @@ class _OpenAIHandler(_Quiet):
         self.send(int(status), "application/json", json.dumps(error).encode())
 
 
-class ScriptedOpenAI(_Served):
+class ScriptedOpenAI(LocalServer):
     """``with ScriptedOpenAI(moves) as server:`` answers at ``server.url`` (a ``base_url``)."""
 
     def __init__(self, moves: Sequence[dict[str, Any]]) -> None:
@@ -120,19 +76,19 @@ class ScriptedOpenAI(_Served):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root}/v1"
 
 
-class _CollectorHandler(_Quiet):
+class _CollectorHandler(QuietHandler):
     def do_POST(self) -> None:
-        owner: Collector = self.server.owner  # type: ignore[attr-defined]
-        body = self.rfile.read(int(self.headers.get("content-length", "0")))
-        owner.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        owner: Collector = self.owner
+        body = self.body()
+        owner.received.append((self.path, self.header_map(), body))
         echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
         self.send(owner.status, "text/plain", owner.body.replace("{headers}", echoed).encode())
 
 
-class Collector(_Served):
+class Collector(LocalServer):
     """``with Collector(401, "denied: {headers}") as c:`` an OTLP/HTTP endpoint at ``c.url``."""
 
     def __init__(self, status: int = 200, body: str = "{}") -> None:
@@ -143,4 +99,4 @@ class Collector(_Served):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.root

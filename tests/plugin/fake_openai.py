@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from examples.model_server.serving import LocalServer, QuietHandler, sse
 
 __all__ = ["FAKE_KEY", "FakeOpenAI"]
 
@@ -106,74 +105,35 @@ def stream_of(move: dict[str, Any], turn: int, usage: bool) -> bytes:
             "total_tokens": 52 + 10 * turn,
         }
         chunks.append(tail)
-    lines = [f"data: {json.dumps(c, separators=(',', ':'))}\n\n" for c in chunks]
-    return ("".join(lines) + "data: [DONE]\n\n").encode()
+    return ("".join(sse(c) for c in chunks) + "data: [DONE]\n\n").encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
+class _Handler(QuietHandler):
     def version_string(self) -> str:
         return "fake-openai"
 
-    def date_time_string(self, timestamp: float | None = None) -> str:
-        return "Mon, 30 Nov 2026 08:00:00 GMT"  # fixed: recording twice writes the same cassette
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length", "0"))
-        body = json.loads(self.rfile.read(length))
-        self.server.owner.requests.append((body, {k.lower(): v for k, v in self.headers.items()}))
+        owner: FakeOpenAI = self.owner
+        body = json.loads(self.body())
+        owner.requests.append((body, self.header_map()))
+        request_id = {"x-request-id": f"req_fake{len(owner.requests):04d}"}
         if self.path != "/v1/chat/completions":
-            self._send(404, "application/json", b'{"error":{"message":"not found"}}')
+            self.send(404, "application/json", b'{"error":{"message":"not found"}}', request_id)
             return
         messages: list[dict[str, Any]] = body["messages"]
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         payload = stream_of(decide(messages), len(messages), usage)
-        self._send(200, "text/event-stream; charset=utf-8", payload)
-
-    def _send(self, status: int, content_type: str, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(payload)))
-        self.send_header("x-request-id", f"req_fake{len(self.server.owner.requests):04d}")
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send(200, "text/event-stream; charset=utf-8", payload, request_id)
 
 
-class _Server(ThreadingHTTPServer):
-    owner: FakeOpenAI
-    daemon_threads = True
-
-
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """``with FakeOpenAI() as server:`` serves on ``server.url`` (an OpenAI ``base_url``) until
     the block ends; ``requests`` is what it received."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, Any], dict[str, str]]] = []
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(_Handler)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        return f"{self.root}/v1"

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from examples.model_server.serving import LocalServer, QuietHandler, sse
 
 __all__ = ["Call", "FakeStreams", "Text"]
 
@@ -39,15 +39,10 @@ class Call:
 Reply = Text | Call
 
 
-def _sse(obj: dict[str, Any], event: str | None = None) -> str:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(obj, separators=(',', ':'))}\n\n"
-
-
 def openai_stream(reply: Reply, turn: int) -> bytes:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return _sse(
+        return sse(
             {
                 "id": f"chatcmpl-{turn}",
                 "object": "chat.completion.chunk",
@@ -86,7 +81,7 @@ def anthropic_stream(reply: Reply, turn: int) -> bytes:
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 1},
     }
-    out = [_sse({"type": "message_start", "message": message}, "message_start")]
+    out = [sse({"type": "message_start", "message": message}, "message_start")]
     if isinstance(reply, Text):
         block: dict[str, Any] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": p} for p in reply.pieces]
@@ -96,18 +91,18 @@ def anthropic_stream(reply: Reply, turn: int) -> bytes:
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in reply.pieces]
         stop = "tool_use"
     out.append(
-        _sse(
+        sse(
             {"type": "content_block_start", "index": 0, "content_block": block},
             "content_block_start",
         )
     )
     for delta in deltas:
         out.append(
-            _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+            sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
         )
-    out.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    out.append(sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
     out.append(
-        _sse(
+        sse(
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop, "stop_sequence": None},
@@ -116,7 +111,7 @@ def anthropic_stream(reply: Reply, turn: int) -> bytes:
             "message_delta",
         )
     )
-    out.append(_sse({"type": "message_stop"}, "message_stop"))
+    out.append(sse({"type": "message_stop"}, "message_stop"))
     return "".join(out).encode()
 
 
@@ -150,43 +145,25 @@ TYPES = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
+class _Handler(QuietHandler):
     def do_POST(self) -> None:
-        owner = self.server.owner
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        owner: FakeStreams = self.owner
+        body = json.loads(self.body())
         owner.requests.append(body)
-        owner.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+        owner.seen.append((self.path, self.header_map()))
         if owner.stall:
             owner.stalled.set()
             owner.release.wait()
             return
         turn = len(owner.requests) - 1
         if self.path.split("?")[0] != PATHS[owner.wire] or turn >= len(owner.replies):
-            self._send(404, "application/json", b'{"error":{"message":"no such reply"}}')
+            self.send(404, "application/json", b'{"error":{"message":"no such reply"}}')
             return
         payload = STREAMS[owner.wire](owner.replies[turn], turn)
-        self._send(200, TYPES[owner.wire], payload)
-
-    def _send(self, status: int, content_type: str, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send(200, TYPES[owner.wire], payload)
 
 
-class _Server(ThreadingHTTPServer):
-    owner: FakeStreams
-    daemon_threads = True
-
-
-class FakeStreams:
+class FakeStreams(LocalServer):
     """``with FakeStreams("anthropic", replies) as server:`` serves on ``server.url`` (the
     client's ``base_url``) until the block ends."""
 
@@ -196,27 +173,12 @@ class FakeStreams:
         self.seen: list[tuple[str, dict[str, str]]] = []  # each request's path and headers
         self.stalled = threading.Event()
         self.release = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(_Handler)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        root = f"http://{host!s}:{port}"
-        return f"{root}/v1" if self.wire == "openai" else root
+        return f"{self.root}/v1" if self.wire == "openai" else self.root
 
-    def __enter__(self) -> FakeStreams:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+    def close(self) -> None:
+        self.release.set()  # a stalled request ends, unanswered
+        super().close()
