@@ -7,15 +7,20 @@ printed reproducers, kill -9 then ``resume``."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+import re
 import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acceptance_helpers import BIN, HERE, ROOT, agent_env, cli, end_digest, kinds, records
-from bookshop_agent import ANSWER, CARD, SPEC, TASK, ReasoningServer
+from bookshop_agent import ANSWER, CARD, SPEC, TASK, ReasoningServer, build
 from click.testing import CliRunner
 
 from loopctl_sim.cli import main as loopctl_sim_cli
@@ -219,3 +224,87 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_digest(tmp_path: Path) -> 
     assert end_digest(trace) == end_digest(whole)
     replayed = cli("loopctl-sim", "replay", str(trace), "--agent", SPEC, env=env_for())
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_replay_html_is_written_with_and_without_a_divergence(
+    shop_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    clean, diverged = tmp_path / "clean.html", tmp_path / "diverged.html"
+    args = ["replay", str(shop_trace), "--agent", SPEC, "--html"]
+    assert CliRunner().invoke(loopctl_sim_cli, [*args, str(clean)]).exit_code == 0
+    monkeypatch.setenv("BOOKSHOP_BLURB", "changed")
+    assert CliRunner().invoke(loopctl_sim_cli, [*args, str(diverged)]).exit_code == 1
+    for page in (clean, diverged):
+        assert page.read_text(encoding="utf-8").lower().startswith("<!doctype html>")
+    index = re.search(r'id="data-index">(.*?)</script>', diverged.read_text(encoding="utf-8"), re.S)
+    assert index is not None
+    divergence = json.loads(gzip.decompress(base64.b64decode(index.group(1).strip())))["divergence"]
+    assert "tool `catalog_dump` returned" in divergence["message"]
+
+
+def test_otel_export_of_the_trace_matches_the_live_observer(tmp_path: Path) -> None:
+    """The same run seen live by a default ``OtelObserver`` and exported from its trace by
+    ``loopctl-sim otel``: the same span names, parents, statuses, attributes and events."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopctl.otel import OtelObserver
+    from loopctl.providers import OpenAIClient
+    from loopctl_sim import TraceRecorder
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace, spans_file = tmp_path / "otel.jsonl", tmp_path / "spans.json"
+    with ReasoningServer() as server:
+        recorder = TraceRecorder(trace)
+        client = OpenAIClient("shelf-1", base_url=server.url, api_key=KEY)
+        observers = [recorder, OtelObserver(tracer_provider=provider)]
+        try:
+            assert build(client, observers).run_sync(TASK).final_text == ANSWER
+        finally:
+            recorder.close()
+    done = CliRunner().invoke(loopctl_sim_cli, ["otel", str(trace), "-o", str(spans_file)])
+    assert done.exit_code == 0, done.output
+
+    live = exporter.get_finished_spans()
+    names = {s.context.span_id: s.name for s in live if s.context is not None}
+
+    def plain(attributes: Any) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in (attributes or {}).items()}
+
+    seen = sorted(
+        repr((s.name, names.get(s.parent.span_id) if s.parent else None,
+              s.status.status_code.name, sorted(plain(s.attributes).items()),
+              [(e.name, sorted(plain(e.attributes).items())) for e in s.events]))
+        for s in live
+    )  # fmt: skip
+    exported = [
+        span
+        for resource in json.loads(spans_file.read_text(encoding="utf-8"))["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    by_id = {s["spanId"]: s["name"] for s in exported}
+    status = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+    def value(v: dict[str, Any]) -> Any:
+        ((kind, x),) = v.items()
+        if kind == "arrayValue":
+            return [value(i) for i in x.get("values", [])]
+        return int(x) if kind == "intValue" else x
+
+    def attrs(items: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return sorted((a["key"], value(a["value"])) for a in items)
+
+    shown = sorted(
+        repr((s["name"], by_id.get(s.get("parentSpanId", "")),
+              status[s.get("status", {}).get("code", 0)], attrs(s.get("attributes", [])),
+              [(e["name"], attrs(e.get("attributes", []))) for e in s.get("events", [])]))
+        for s in exported
+    )  # fmt: skip
+    assert shown == seen
+    chats = [s for s in live if s.name.startswith("chat ")]
+    assert len(chats) == 4
+    assert all((s.attributes or {}).get("gen_ai.request.model") == "shelf-1" for s in chats)
