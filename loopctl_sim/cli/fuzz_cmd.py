@@ -43,6 +43,7 @@ from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.trace import scrub_text
 from loopctl_sim.view import make_console
+from loopctl_sim.view.term import visible
 
 __all__ = ["fuzz"]
 
@@ -388,12 +389,13 @@ def fuzz(
         args.append(("--no-tool-exceptions", ""))
     flags = _check_flags(checks, deterministic, tool_exceptions)
     console = make_console()
-    # what is printed is scrubbed as the traces are: an --input may hold a secret
+    # what is printed is scrubbed as the traces are (an --input may hold a secret), and its
+    # control characters shown as escapes (a tool's error may quote what it fetched)
     secret = any(scrub_text(text) != text for text in inputs)
     for r in summary.failures:
         lines = failure_lines(r, _rerun(r.seed, args), agent, level=config.level, flags=flags)
         for line in lines:
-            console.print(scrub_text(line), soft_wrap=True, markup=False)
+            console.print(visible(scrub_text(line)), soft_wrap=True, markup=False)
     if secret and summary.failures:
         console.print(
             "note: an --input holds a secret: the commands above show it scrubbed, as the "
@@ -403,7 +405,8 @@ def fuzz(
     for table in summary_tables(summary, target):
         console.print(table)
     for note, count in sorted(summary.notes.items()):
-        console.print(scrub_text(f"note ({count} seeds): {note}"), soft_wrap=True, markup=False)
+        line = visible(scrub_text(f"note ({count} seeds): {note}"))
+        console.print(line, soft_wrap=True, markup=False)
     console.print(
         f"{summary.seeds} seeds, {summary.runs} simulated runs, {summary.steps} steps checked; "
         f"{len(summary.failures)} failing seed(s)"

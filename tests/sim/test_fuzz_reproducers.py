@@ -419,6 +419,21 @@ def test_a_quoted_input_secret_is_not_printed_in_the_rerun_command(project: Path
         assert given.startswith("My db password='[REDACTED") and given.endswith("order A-1001.")
 
 
+def test_a_tools_error_cannot_drive_the_terminal(project: Path) -> None:
+    """A tool's exception quoted what it read (an OSC title change, a bidi override): the
+    failure line printed it raw."""
+    edit(
+        project,
+        "    order = ORDERS.get(order_id)\n",
+        "    order = ORDERS.get(order_id)\n    if order is None:\n"
+        '        raise RuntimeError("page said \\x1b]0;PWNED\\x07 \\u202e")\n',
+    )
+    code, text = cli("fuzz", "--agent", AGENT, "--seeds", "0:6", "--faults", "none")
+    assert code == 1 and "FAIL seed" in text, text
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "page said \\x1b]0;PWNED\\x07 \\u202e" in text
+
+
 # --- 31.7: --state and --out: clear errors, nothing half-written in place of a whole file ------
 
 
