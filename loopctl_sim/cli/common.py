@@ -1,4 +1,5 @@
-"""What every ``loopctl-sim`` command shares: how it fails, how it prints JSON, how it finds traces.
+"""What every ``loopctl-sim`` command shares: how it fails, how it prints JSON, how it finds traces
+and the agent.
 
 Exit codes of every command: 0 success; 1 a divergence or a failing case; 2 an unreadable input
 (the message names ``file:line`` or the field; never a traceback).
@@ -13,7 +14,10 @@ from typing import Any, NoReturn
 
 import click
 
-__all__ = ["die", "emit_json", "expand_traces"]
+from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.view.term import visible
+
+__all__ = ["agent_or_configured", "die", "emit_json", "expand_traces"]
 
 _TRACES = ("*.jsonl", "*.jsonl.gz")
 
@@ -42,3 +46,15 @@ def expand_traces(args: tuple[str, ...]) -> list[str]:
         else:
             paths.append(arg)
     return paths
+
+
+def agent_or_configured(agent: str | None) -> str | None:
+    """``--agent`` when given, else the ``[tool.loopctl] agent`` of the nearest pyproject.toml
+    (None when neither names one); a pyproject.toml that cannot be read ends the command with
+    its one line (exit 2), control characters made visible."""
+    if agent is not None:
+        return agent
+    try:
+        return agent_from_pyproject()
+    except AgentError as exc:
+        die(visible(str(exc)))

@@ -36,7 +36,7 @@ from loopctl.providers import (
     OllamaClient,
     OpenAIClient,
 )
-from loopctl_sim.cli.common import emit_json
+from loopctl_sim.cli.common import agent_or_configured, emit_json
 from loopctl_sim.cli.trace_cmds import echo, fail
 from loopctl_sim.replay.fork import (
     Edits,
@@ -46,7 +46,7 @@ from loopctl_sim.replay.fork import (
     branch_point,
     fork,
 )
-from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence
 
@@ -222,11 +222,7 @@ def fork_run(
     with the model given, recorded to --out."""
     if (at is None) == (turn is None):
         fail("give the branch point: --at SEQ or --turn N")
-    if agent is None:
-        try:
-            agent = agent_from_pyproject()
-        except AgentError as exc:
-            fail(str(exc))
+    agent = agent_or_configured(agent)
     if agent is None:
         fail("fork needs the agent: --agent MODULE:FACTORY")
     if os.path.abspath(out) == os.path.abspath(trace):

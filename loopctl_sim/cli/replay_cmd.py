@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from loopctl_sim.cli.common import expand_traces
+from loopctl_sim.cli.common import agent_or_configured, expand_traces
 from loopctl_sim.cli.html_cmd import write_page
 from loopctl_sim.cli.trace_cmds import echo, echo_json, fail
 from loopctl_sim.replay import (
@@ -26,7 +26,7 @@ from loopctl_sim.replay import (
     replay_trace,
     update_trace,
 )
-from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence
 
@@ -126,11 +126,8 @@ def replay(
     Several traces (or directories of *.jsonl) are replayed one after the other, for CI: each
     gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
     """
-    if agent is None and not (driver or machine_level):
-        try:
-            agent = agent_from_pyproject()
-        except AgentError as exc:
-            fail(str(exc))
+    if not (driver or machine_level):
+        agent = agent_or_configured(agent)
     if agent is not None and (driver or machine_level):
         fail("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:

@@ -26,9 +26,9 @@ import click
 from loopctl.core import Completed
 from loopctl.driver import CancelSignal
 from loopctl.terminal import Interrupts
-from loopctl_sim.cli.common import die, emit_json
+from loopctl_sim.cli.common import agent_or_configured, die, emit_json
 from loopctl_sim.replay import ResumeError, ResumeResult, resume_trace_async
-from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.session import recorded_turns
 from loopctl_sim.trace import TraceFormatError
 
@@ -54,11 +54,7 @@ __all__ = ["resume"]
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def resume(trace: str, agent: str | None, out: str | None, as_json: bool) -> None:
     """Rebuild the brain of the run in TRACE and finish the run with your agent."""
-    if agent is None:
-        try:
-            agent = agent_from_pyproject()
-        except AgentError as exc:
-            die(str(exc))
+    agent = agent_or_configured(agent)
     if agent is None:
         die("resume needs the agent that goes on with the run: --agent MODULE:FACTORY")
     if trace == "-" and out is None:

@@ -185,6 +185,26 @@ def test_the_agent_can_be_named_once_in_pyproject(project: Path) -> None:
     assert code == 0 and f"agent {AGENT}" not in out
 
 
+def test_a_broken_pyproject_is_one_line_from_every_command_that_reads_its_agent(
+    project: Path,
+) -> None:
+    (project / "pyproject.toml").write_text("[tool.loopctl\nagent = \n")
+    new = str(project / "forked.jsonl")
+    for args in (
+        ["replay", trace(project)],
+        ["resume", trace(project)],
+        ["fork", trace(project), "--at", "3", "--out", new],
+    ):
+        code, out = cli(*args)
+        assert code == 2, (args, out)
+        assert out.startswith(f"error: {project / 'pyproject.toml'}: cannot be read: "), out
+        assert len(out.strip().splitlines()) == 1 and "Traceback" not in out
+    code, out = cli("replay", trace(project), "--agent", AGENT)  # named: pyproject not read
+    assert code == 0 and f"agent {AGENT}" in out
+    code, out = cli("replay", trace(project), "--machine")  # no agent: pyproject not read
+    assert code == 0, out
+
+
 def test_an_agent_that_cannot_be_imported_is_a_clear_error(project: Path) -> None:
     code, out = cli("replay", trace(project), "--agent", "nope.agent:build")
     assert code == 2 and "cannot import module 'nope.agent'" in out and "Traceback" not in out
