@@ -71,8 +71,8 @@ REFUSAL_CODE: Final = "refusal"
 NEXT_RUN_CODE: Final = "next-run"
 RESUME_CODE: Final = "resume"
 #: A terminal machine whose pending still ends with unanswered calls (cancelled or failed while
-#: tools ran, before the exit door) does not restore. The brain once had this bug (fixed in
-#: 03137d1); the code stays so that a regression is named precisely.
+#: tools ran, before the exit door) does not restore: a code of its own, so that such a
+#: regression is named precisely.
 RESTORE_OPEN_TAIL_CODE: Final = "restore-terminal-open-tail"
 IDEMPOTENCE_CODE: Final = "idempotence"
 LOOP_CODE: Final = "loop"
