@@ -75,6 +75,8 @@ _FAILURES: dict[int, tuple[str, str]] = {
 
 
 class _Handler(QuietHandler):
+    answer_headers = {"x-request-id": "req_skyway"}
+
     def version_string(self) -> str:
         return "skyway-model-server"
 
@@ -92,7 +94,7 @@ class _Handler(QuietHandler):
             n = len(owner.requests)
         route = ROUTES.get(self.path)
         if route is None:
-            self._send(
+            self.send(
                 404,
                 "application/json",
                 _error(self.path, 404, "not_found_error", f"no route {self.path}"),
@@ -105,11 +107,11 @@ class _Handler(QuietHandler):
                 if self.path == "/v1/messages"
                 else ("Invalid API key: send one as a Bearer token.")
             )
-            self._send(401, "application/json", _error(self.path, 401, kind, message))
+            self.send(401, "application/json", _error(self.path, 401, kind, message))
             return
         if not isinstance(body, dict) or not body.get("model"):
             kind = "invalid_request_error"
-            self._send(
+            self.send(
                 400,
                 "application/json",
                 _error(self.path, 400, kind, "a JSON body with a model is required"),
@@ -125,7 +127,7 @@ class _Handler(QuietHandler):
             owner.released.wait()
         if owner.delay:
             time.sleep(owner.delay)
-        self._send(200, content_type, payload)
+        self.send(200, content_type, payload)
 
     def _fail(self, status: int) -> None:
         anthropic = self.path == "/v1/messages"
@@ -135,16 +137,7 @@ class _Handler(QuietHandler):
         elif not anthropic and status == 529:
             kind = "server_error"
         extra = {"retry-after": "0"} if status in (429, 529, 503) else {}
-        self._send(status, "application/json", _error(self.path, status, kind, message), extra)
-
-    def _send(
-        self,
-        status: int,
-        content_type: str,
-        payload: bytes,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        self.send(status, content_type, payload, {"x-request-id": "req_skyway", **(headers or {})})
+        self.send(status, "application/json", _error(self.path, status, kind, message), extra)
 
 
 class ModelServer(LocalServer):

@@ -37,6 +37,8 @@ class QuietHandler(BaseHTTPRequestHandler):
 
     server: _Http
     protocol_version = "HTTP/1.1"
+    #: Headers every answer carries (a request id, as a provider's answers do).
+    answer_headers: Mapping[str, str] = {}
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         return FIXED_DATE
@@ -64,11 +66,12 @@ class QuietHandler(BaseHTTPRequestHandler):
         payload: bytes,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Answer with ``payload`` whole (its ``content-length`` given) and ``headers`` besides."""
+        """Answer with ``payload`` whole (its ``content-length`` given), ``answer_headers`` and
+        ``headers`` besides."""
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
-        for name, value in (headers or {}).items():
+        for name, value in {**self.answer_headers, **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
