@@ -5,15 +5,14 @@ content only when asked for, scrubbed; OTLP/JSON to a file and to a local endpoi
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from otel_helpers import DRIVER, Node, memory_provider, run_scripted, tree
+from otel_server import Collector
 
 from loopctl.otel import OtelObserver
 from loopctl_sim.cli import main
@@ -161,51 +160,31 @@ def test_cli_writes_otlp_json(tmp_path: Path) -> None:
     assert json.loads(again.output) == body  # the same trace, the same ids
 
 
-class _Collector(BaseHTTPRequestHandler):
-    received: list[tuple[str, dict[str, str], bytes]] = []
-    status = 200
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((self.path, dict(self.headers), body))
-        self.send_response(self.status)
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def collector() -> Iterator[tuple[str, type[_Collector]]]:
+def collector() -> Iterator[Collector]:
     """An OTLP/HTTP endpoint on loopback that keeps what it receives."""
-    handler = type("Handler", (_Collector,), {"received": [], "status": 200})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", handler
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with Collector() as endpoint:
+        yield endpoint
 
 
-def test_cli_sends_to_an_endpoint(collector: tuple[str, Any]) -> None:
-    url, handler = collector
+def test_cli_sends_to_an_endpoint(collector: Collector) -> None:
     result = CliRunner().invoke(
-        main, ["otel", str(DRIVER / "basic.jsonl"), "--endpoint", url, "--header", "x-key=k1"]
+        main,
+        ["otel", str(DRIVER / "basic.jsonl"), "--endpoint", collector.url, "--header", "x-key=k1"],
     )
     assert result.exit_code == 0, result.output
     assert "sent 6 spans" in result.output
-    [(path, headers, body)] = handler.received
-    assert path == "/v1/traces" and headers["Content-Type"] == "application/json"
+    [(path, headers, body)] = collector.received
+    assert path == "/v1/traces" and headers["content-type"] == "application/json"
     assert headers["x-key"] == "k1"
     assert len(json.loads(body)["resourceSpans"][0]["scopeSpans"][0]["spans"]) == 6
 
 
-def test_an_endpoint_that_refuses_is_exit_2(collector: tuple[str, Any]) -> None:
-    url, handler = collector
-    handler.status = 500
-    result = CliRunner().invoke(main, ["otel", str(DRIVER / "basic.jsonl"), "--endpoint", url])
+def test_an_endpoint_that_refuses_is_exit_2(collector: Collector) -> None:
+    collector.status = 500
+    result = CliRunner().invoke(
+        main, ["otel", str(DRIVER / "basic.jsonl"), "--endpoint", collector.url]
+    )
     assert result.exit_code == 2 and "HTTP 500" in result.output
     with pytest.raises(OtlpError, match="ConnectError"):
         send_otlp(b"{}", "http://127.0.0.1:9")
