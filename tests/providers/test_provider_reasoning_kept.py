@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from provider_helpers import mock_http, reply_of
 
+from examples.model_server.serving import LocalServer, QuietHandler, sse
 from loopctl import BareLoop, ThinkingPart, tool
 from loopctl.api import ModelRequest
 from loopctl.core import Message
@@ -39,50 +38,37 @@ def _sse(message: Reply, reason: str) -> bytes:
             value = [{**call, "index": i} for i, call in enumerate(value)]
         chunks.append({"choices": [{"index": 0, "delta": {key: value}}]})
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
-    lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
-    return "".join(lines).encode()
+    return ("".join(sse(c) for c in chunks) + "data: [DONE]\n\n").encode()
 
 
-class _Host(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    replies: list[tuple[Reply, str]]
-    bodies: list[dict[str, Any]]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
+class _Host(QuietHandler):
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-        self.bodies.append(body)
-        message, reason = self.replies.pop(0)
+        owner: _HostServer = self.owner
+        body = json.loads(self.body())
+        owner.bodies.append(body)
+        message, reason = owner.replies.pop(0)
         if body.get("stream"):
             data, kind = _sse(message, reason), "text/event-stream"
         else:
             whole = {"choices": [{"index": 0, "message": message, "finish_reason": reason}]}
             data, kind = json.dumps(whole).encode(), "application/json"
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send(200, kind, data)
+
+
+class _HostServer(LocalServer):
+    """An OpenAI-compatible host answering each request with the next of ``replies``, streamed
+    when the request asks; ``bodies`` keeps the requests."""
+
+    def __init__(self) -> None:
+        self.replies: list[tuple[Reply, str]] = []
+        self.bodies: list[dict[str, Any]] = []
+        super().__init__(_Host)
 
 
 @pytest.fixture
 def host() -> Iterator[tuple[str, list[tuple[Reply, str]], list[dict[str, Any]]]]:
-    replies: list[tuple[Reply, str]] = []
-    bodies: list[dict[str, Any]] = []
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", 0), type("H", (_Host,), {"replies": replies, "bodies": bodies})
-    )
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", replies, bodies
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with _HostServer() as server:
+        yield f"{server.root}/v1", server.replies, server.bodies
 
 
 @tool

@@ -6,59 +6,45 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from examples.model_server.serving import LocalServer, QuietHandler
 from loopctl.cli import main
 
 PASSWORD = "pw-" + "Lk8Jh7Gf6Ds5"
 KEY = "gw-" + "Mn4Bv3Cx2Za1Qw"
 
 
-class _Echo(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    seen: list[dict[str, Any]]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
+class _Echo(QuietHandler):
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.body()
         auth = self.headers.get("authorization") or ""
         decoded = ""
         if auth.startswith("Basic "):
             decoded = base64.b64decode(auth.split()[1]).decode()
-        self.seen.append({"path": self.path, "authorization": auth, "decoded": decoded})
+        self.owner.seen.append({"path": self.path, "authorization": auth, "decoded": decoded})
         message = f"invalid credentials {decoded!r} ({auth}) for {self.path}"
         body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-        data = body.encode()
-        self.send_response(401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send(401, "application/json", body.encode())
+
+
+class _EchoServer(LocalServer):
+    """A gateway that refuses every request with a 401 echoing the credentials it was sent."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        super().__init__(_Echo)
 
 
 @pytest.fixture
 def echo_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-    handler = type("Handler", (_Echo,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with _EchoServer() as server:
+        yield f"127.0.0.1:{server.port}", server.seen
 
 
 def _run(base_url: str, trace: Path, env: dict[str, str | None]) -> Any:
