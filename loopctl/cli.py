@@ -305,8 +305,9 @@ def run(
             _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
             return
         metadata: dict[str, Any] = {"provider": provider, "model": model}
-        if agent is not None:
-            metadata = {"agent": agent} if model is None else {**metadata, "agent": agent}
+        if agent is not None:  # a --model is the command's, not the factory's: replay keeps it
+            given = {"agent": agent, "model_from": "--model"}
+            metadata = {"agent": agent} if model is None else {**metadata, **given}
         try:
             recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
         except OSError as exc:  # before the run: nothing is lost by not starting it

@@ -21,7 +21,7 @@ brain record.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import NoReturn
 
 from loopctl.api import (
@@ -45,6 +45,7 @@ __all__ = [
     "RecordedCompactor",
     "RecordedTools",
     "ReplayClient",
+    "header_metadata",
     "own_model",
     "tools_live",
 ]
@@ -171,9 +172,23 @@ class ReplayClient:
         return message, self._usage[1], stop if isinstance(stop, str) else None
 
 
-def own_model(factory: Callable[..., object]) -> OwnModel:
-    """The model the agent's own client names, asked when first needed (``OwnModel``)."""
+def own_model(
+    factory: Callable[..., object], metadata: Mapping[str, object] | None = None
+) -> OwnModel | None:
+    """The model the agent's own client names, asked when first needed (``OwnModel``); None
+    when the trace's header says the model was named on the command line (``loopctl run
+    --agent ... --model M`` writes ``"model_from": "--model"``): the factory was given that
+    client, so the recorded model is the one an unchanged agent asks for."""
+    if metadata is not None and metadata.get("model_from") == "--model":
+        return None
     return OwnModel(factory)
+
+
+def header_metadata(cursor: Cursor) -> Mapping[str, object]:
+    """The metadata of the trace's first header (``cursor`` not yet moved), else empty."""
+    item = cursor.peek()
+    metadata = getattr(whole(item[1]), "metadata", None) if item is not None else None
+    return metadata if isinstance(metadata, Mapping) else {}
 
 
 class OwnModel:

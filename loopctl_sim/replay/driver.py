@@ -41,6 +41,7 @@ from loopctl_sim.replay.answers import (
     RecordedCompactor,
     RecordedTools,
     ReplayClient,
+    header_metadata,
     own_model,
     tools_live,
 )
@@ -419,7 +420,8 @@ def _body(
         return builtin
 
     _, factory, compactor_recorded = agent
-    model = own_model(factory)  # what the agent's code asks for, compared with the trace's
+    # what the agent's code asks for, compared with the trace's (not a --model it was given)
+    model = own_model(factory, header_metadata(cursor))
 
     def theirs(machine: LoopMachine) -> BareLoop:
         client = ReplayClient(cursor, checker, trace_retries=False, model=model)

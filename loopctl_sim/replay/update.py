@@ -253,7 +253,7 @@ def update_trace(
     target.with_name(target.name + ".updating").unlink(missing_ok=True)
     fresh = Path(temporary_beside(target))
     recorder = _KeptTimes(fresh, metadata=dict(recorded.metadata), created=recorded.created)
-    client = _UpdateClient(recorded, recorder, force, own_model(factory))
+    client = _UpdateClient(recorded, recorder, force, own_model(factory, recorded.metadata))
     try:
         asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
     except NeedsModel as needs:

@@ -76,6 +76,29 @@ def test_unchanged_agent_replays_by_name_and_from_pyproject(
     assert f"agent {SPEC}" in plain.stdout
 
 
+def test_a_model_named_on_the_command_line_replays_and_updates(tmp_path: Path) -> None:
+    """``loopctl run --agent ... --model shelf-9`` gives the factory that client: the trace
+    says so, and the unchanged agent (whose own client names shelf-1) replays and updates
+    against it, the recorded model kept."""
+    trace = tmp_path / "given.jsonl"
+    with ReasoningServer() as server:
+        done = cli("loopctl", "run", TASK, "--agent", SPEC, "--provider", "openai",
+                   "--model", "shelf-9", "--base-url", server.url, "--trace", str(trace),
+                   env={**env_for(), "OPENAI_API_KEY": KEY})  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert {body["model"] for body in server.requests} == {"shelf-9"}
+    header = next(records(trace))
+    assert header["metadata"]["model_from"] == "--model"
+    replayed = cli("loopctl-sim", "replay", str(trace), "--agent", SPEC, env=env_for())
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    nine = env_for(MAX_TURNS="9")
+    updated = cli("loopctl-sim", "replay", str(trace), "--agent", SPEC, "--update", env=nine)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    again = cli("loopctl-sim", "replay", str(trace), "--agent", SPEC, env=nine)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert kinds(trace, "model_request")[0]["data"]["context"]["model"] == "shelf-9"
+
+
 #: Each change, made through the agent's environment, and what the replay says of it.
 CHANGES = {
     "TEMP=0.9": "turn 1: the request's options differ\n  temperature: 0.3 -> 0.9",
