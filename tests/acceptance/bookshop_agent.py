@@ -24,10 +24,9 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
+from examples.model_server.serving import LocalServer, QuietHandler
 from loopctl import (
     ApiClient,
     BareLoop,
@@ -245,38 +244,19 @@ def _events(model: str, body: dict[str, Any]) -> bytes:
     return b"".join([*out, b"data: [DONE]\n\n"])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
+class _Handler(QuietHandler):
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        owner = self.server.owner
+        body = json.loads(self.body())
+        owner: ReasoningServer = self.owner
         with owner.lock:
             owner.requests.append(body)
             n = len(owner.requests)
         if owner.hold_from and n >= owner.hold_from:
             owner.released.wait()
-        payload = _events(body["model"], body)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send(200, "text/event-stream", _events(body["model"], body))
 
 
-class _Server(ThreadingHTTPServer):
-    owner: ReasoningServer
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client killed mid-request (the kill -9 test) is no error of the server
-
-
-class ReasoningServer:
+class ReasoningServer(LocalServer):
     """The model on 127.0.0.1 (``port``, or a free one) in a thread; ``requests`` keeps every
     body; ``hold_from=n`` keeps the n-th request on unanswered until the block ends. The port is
     part of what a run records (the host's reasoning is kept under ``127.0.0.1:<port>``), so a
@@ -287,25 +267,12 @@ class ReasoningServer:
         self.lock = threading.Lock()
         self.released = threading.Event()
         self.hold_from = hold_from
-        self._http = _Server(("127.0.0.1", port), _Handler)
-        self._http.owner = self
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._http.server_address[1])
+        super().__init__(_Handler, port)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root}/v1"
 
-    def __enter__(self) -> ReasoningServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.released.set()
-        self._http.shutdown()
-        self._http.server_close()
+    def close(self) -> None:
+        self.released.set()  # a held request ends (its client is gone by then)
+        super().close()
