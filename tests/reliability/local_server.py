@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from examples.model_server import serving
 
 __all__ = ["Answer", "LocalServer", "call_chunks", "local_server", "text_chunks"]
 
@@ -63,20 +64,19 @@ class Answer:
     started: threading.Event = field(default_factory=threading.Event)
 
 
-class LocalServer:
+class LocalServer(serving.LocalServer):
     """The script, the requests received (their JSON bodies and headers), the base URL."""
 
-    def __init__(self, server: ThreadingHTTPServer) -> None:
-        self.server = server
+    def __init__(self) -> None:
         self.answers: list[Answer] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.lock = threading.Lock()
+        super().__init__(_Handler)
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.root}/v1"
 
     def script(self, *answers: Answer) -> list[Answer]:
         with self.lock:
@@ -96,17 +96,10 @@ class LocalServer:
             return self.answers.pop(0)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    owner: LocalServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        return None
-
+class _Handler(serving.QuietHandler):
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        answer = self.owner.next_answer(body, {k.lower(): v for k, v in self.headers.items()})
+        owner: LocalServer = self.owner
+        answer = owner.next_answer(json.loads(self.body() or b"{}"), self.header_map())
         if answer.stall:
             time.sleep(answer.stall)
         try:
@@ -118,14 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _whole(self, answer: Answer) -> None:
-        data = (answer.body or "").encode()
-        self.send_response(answer.status)
-        self.send_header("content-type", answer.content_type)
-        self.send_header("content-length", str(len(data)))
-        for key, value in answer.headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send(answer.status, answer.content_type, (answer.body or "").encode(), answer.headers)
         self.wfile.flush()
 
     def _stream(self, answer: Answer) -> None:
@@ -157,16 +143,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def local_server() -> Iterator[LocalServer]:
     """A server on 127.0.0.1 (a free port) for the length of the block."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    owner = LocalServer(server)
-    handler = type("Handler", (_Handler,), {"owner": owner})
-    server.RequestHandlerClass = handler
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield owner
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with LocalServer() as server:
+        yield server
