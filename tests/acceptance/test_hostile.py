@@ -7,11 +7,8 @@ subprocess, the public API) and checks what the issue said must hold.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.model_server import ModelServer
+from examples.model_server.serving import LocalServer, QuietHandler
 from loopctl import BareLoop
 from loopctl.otel import OtelObserver
 from loopctl.providers import OpenAIClient
@@ -30,34 +28,21 @@ GATEWAY_KEY = "pkGateway" + "Secret0123456789"
 GOOGLE_KEY = "gooKey" + "Abc123456XyZ"
 
 
-class _Echo401(BaseHTTPRequestHandler):
+class _Echo401(QuietHandler):
     """Refuses every request with a 401 that echoes its path and headers, as some gateways do."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.body()
         echo = f"Incorrect API key provided for {self.path} headers={dict(self.headers)}"
         payload = json.dumps({"error": {"message": echo, "type": "invalid_request_error"}})
-        self.send_response(401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload.encode())
+        self.send(401, "application/json", payload.encode())
 
 
 @pytest.fixture
 def echo_401() -> Iterator[str]:
     """The base URL of a server on 127.0.0.1 that answers every request with an echoing 401."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo401)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LocalServer(_Echo401) as server:
+        yield f"{server.root}/v1"
 
 
 @pytest.mark.parametrize("capture", [False, True])
