@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import click
 
-from loopctl_sim.cli.common import die
+from loopctl_sim.cli.common import agent_or_configured, die
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.cli.session_cmd import session_campaign
 from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
@@ -39,7 +39,7 @@ from loopctl_sim.fuzz.executors import Executor, WorkerSetupError, default_chunk
 from loopctl_sim.fuzz.sessions import SessionFuzzConfig
 from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.fuzz.user_checks import load_check
-from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.trace import scrub_text
 from loopctl_sim.view import make_console
@@ -282,11 +282,8 @@ def fuzz(
         kinds = parse_faults(faults_arg)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    if agent is None and not builtin:
-        try:
-            agent = agent_from_pyproject()
-        except AgentError as exc:
-            die(str(exc))
+    if not builtin:
+        agent = agent_or_configured(agent)
     if agent is not None and builtin:
         die("--builtin fuzzes the built-in world: drop --agent")
     exempt_names = tuple(n.strip() for item in exempt for n in item.split(",") if n.strip())

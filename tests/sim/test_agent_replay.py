@@ -194,6 +194,7 @@ def test_a_broken_pyproject_is_one_line_from_every_command_that_reads_its_agent(
         ["replay", trace(project)],
         ["resume", trace(project)],
         ["fork", trace(project), "--at", "3", "--out", new],
+        ["fuzz", "--seeds", "0:1", "--out", str(project / "failures")],
     ):
         code, out = cli(*args)
         assert code == 2, (args, out)
