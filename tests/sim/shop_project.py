@@ -47,3 +47,23 @@ def edit(project: Path, old: str, new: str) -> None:
 def add(project: Path, code: str, *, before: str = "def build(") -> None:
     """Insert ``code`` into the copy's ``agent.py`` before ``before``."""
     edit(project, before, code.strip("\n") + "\n\n\n" + before)
+
+
+SPLITTING_COMPACTOR = '''
+class LastMessages:
+    """The planted bug: keeps the last three messages, even a result without its call."""
+
+    async def compact(self, messages, reason):
+        return list(messages[-3:]) if len(messages) > 3 else None
+'''
+
+
+def plant_splitting_compactor(project: Path) -> None:
+    """Give the copy's agent a compactor that can split a tool call from its result: the
+    brain's protocol check (``ProtocolError``) is what finds it."""
+    add(project, SPLITTING_COMPACTOR)
+    edit(
+        project,
+        "        observers=observers,\n",
+        "        observers=observers,\n        compactor=LastMessages(),\n",
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shop_project import AGENT, add, edit, make_project
+from shop_project import AGENT, add, edit, make_project, plant_splitting_compactor
 
 from loopctl.testing import MOVES
 from loopctl_sim import fuzz as fz
@@ -72,24 +72,11 @@ def test_workers_give_the_same_summary(project: Path) -> None:
 
 # --- planted bugs, one at a time ------------------------------------------------------------------
 
-SPLITTING_COMPACTOR = '''
-class LastMessages:
-    """The planted bug: keeps the last three messages, even a result without its call."""
-
-    async def compact(self, messages, reason):
-        return list(messages[-3:]) if len(messages) > 3 else None
-'''
-
 
 def test_a_compactor_that_splits_a_call_from_its_result_is_found_and_shrunk(
     project: Path,
 ) -> None:
-    add(project, SPLITTING_COMPACTOR)
-    edit(
-        project,
-        "        observers=observers,\n",
-        "        observers=observers,\n        compactor=LastMessages(),\n",
-    )
+    plant_splitting_compactor(project)
     out = project / "out"
     found = first_failure(config(), out)
     assert found.failure is not None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shop_project import AGENT, add, edit, forget, make_project
+from shop_project import AGENT, add, edit, forget, make_project, plant_splitting_compactor
 
 from loopctl.tools import tool
 from loopctl_sim import fuzz as fz
@@ -134,24 +134,10 @@ def test_every_printed_command_reproduces_a_check_failure_and_its_test_is_red_un
     assert "1 passed" in green.stdout
 
 
-SPLITTING_COMPACTOR = '''
-class LastMessages:
-    """The planted bug: keeps the last three messages, even a result without its call."""
-
-    async def compact(self, messages, reason):
-        return list(messages[-3:]) if len(messages) > 3 else None
-'''
-
-
 def test_an_escape_found_by_the_built_in_checks_exports_a_test_red_until_fixed(
     project: Path,
 ) -> None:
-    add(project, SPLITTING_COMPACTOR)
-    edit(
-        project,
-        "        observers=observers,\n",
-        "        observers=observers,\n        compactor=LastMessages(),\n",
-    )
+    plant_splitting_compactor(project)
     out = project / "out"
     code, text = cli("fuzz", "--agent", AGENT, "--seeds", "0:40", "--out", str(out))
     assert code == 1 and "exception (ProtocolError)" in text, text
