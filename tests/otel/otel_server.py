@@ -1,8 +1,9 @@
 """Local HTTP servers for the OpenTelemetry tests, on 127.0.0.1 only.
 
 ``ScriptedOpenAI``: an OpenAI-compatible ``/v1/chat/completions`` that answers each request with
-the next move of a script, streamed as server-sent events shaped as OpenAI's (text in two
-pieces, each call's arguments in two, usage last): ``{"text": ...}``, ``{"calls": [(name,
+the next move of a script, answered as the model server answers (``wire.chat_body`` of
+``examples/model_server``: text in two pieces, each call's arguments in two, usage last when
+asked for): ``{"text": ...}``, ``{"calls": [(name,
 arguments), ...]}``, or ``{"status": 401, "echo": True}`` (an error whose message echoes the
 request's ``Authorization`` header, as some gateways do) / ``{"status": 429}``.
 
@@ -16,37 +17,20 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from examples.model_server.serving import LocalServer, QuietHandler, sse
+from examples.model_server.serving import LocalServer, QuietHandler
+from examples.model_server.travel_model import Call, Move
+from examples.model_server.wire import chat_body
 
 __all__ = ["Collector", "ScriptedOpenAI"]
 
 
-def _chunk(cid: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": cid, "object": "chat.completion.chunk", "model": "skyway-1", "choices": [choice]}
-
-
-def _stream(move: dict[str, Any], n: int) -> bytes:
-    cid = f"chatcmpl-{n}"
-    chunks = [_chunk(cid, {"role": "assistant", "content": ""})]
-    if "text" in move:
-        text: str = move["text"]
-        half = len(text) // 2
-        chunks += [_chunk(cid, {"content": text[:half]}), _chunk(cid, {"content": text[half:]})]
-        finish = "stop"
-    else:
-        for index, (name, arguments) in enumerate(move["calls"]):
-            raw = json.dumps(arguments)
-            head = {"index": index, "id": f"call_{n}_{index}", "type": "function"}
-            chunks.append(_chunk(cid, {"tool_calls": [{**head, "function": {"name": name}}]}))
-            for piece in (raw[:4], raw[4:]):
-                frag = {"index": index, "function": {"arguments": piece}}
-                chunks.append(_chunk(cid, {"tool_calls": [frag]}))
-        finish = "tool_calls"
-    chunks.append(_chunk(cid, {}, finish))
-    usage = {"prompt_tokens": 30 + 10 * n, "completion_tokens": 5, "total_tokens": 35 + 10 * n}
-    chunks.append({"id": cid, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    return ("".join(sse(c) for c in chunks) + "data: [DONE]\n\n").encode()
+def _move(move: dict[str, Any], n: int) -> Move:
+    """A script's move as the model server's (its calls' ids ``call_<n>_<index>``)."""
+    calls = tuple(
+        Call(f"{n}_{index}", name, arguments)
+        for index, (name, arguments) in enumerate(move.get("calls", ()))
+    )
+    return Move(move.get("text", ""), calls)
 
 
 class _OpenAIHandler(QuietHandler):
@@ -57,7 +41,7 @@ class _OpenAIHandler(QuietHandler):
         move = owner.moves.pop(0)
         status = move.get("status")
         if status is None:
-            self.send(200, "text/event-stream", _stream(move, len(owner.requests)))
+            self.send(200, *chat_body(body, _move(move, len(owner.requests)), len(owner.requests)))
             return
         message = f"refused (HTTP {status})"
         if move.get("echo"):
