@@ -5,8 +5,12 @@ conversation, with a scripted model (``driver_world``: tool calls, final texts, 
 that do not exist, provider failures of one to three attempts or persistent ones, with and
 without retry-after, context overflows) and one scripted tool, ``work(n, mode)``, whose ``mode``
 makes it answer, answer late, raise, hang (until its timeout), cancel the run while it works, or
-crash the process while it works. Further cancels, crashes and config changes strike at
-arbitrary steps and feeds. A crash is followed by what a real restart does: the brain is saved
+crash the process while it works, and a compactor (``PlannedCompactor``) that cuts, finds
+nothing, raises, grows the conversation or returns a history the brain refuses (the refusal
+propagates out of ``run()``; the brain must be where it was, and the run is resumed in a fresh
+body with the compactor mended). Further cancels, crashes and config changes strike at arbitrary
+steps and feeds, and a ``before_step`` and a post-tool hook change what the next step is decided
+under. A crash is followed by what a real restart does: the brain is saved
 to JSON, restored, put into a fresh body and resumed with ``run()``.
 
 Checked after every step and feed, by the ``DriverWatch`` put into every body: the digest first,
@@ -50,20 +54,25 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from loopctl.core import (
+    AwaitingCompaction,
     AwaitingTools,
     Completed,
     Failed,
     LoopMachine,
+    ProtocolError,
     Terminal,
     ToolCall,
 )
 from loopctl.driver import BareLoop, CancelSignal, RunConfig, RunResult
 from loopctl.testing import ExploreConfig, FunctionClient
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.brain_compactions import REFUSED
 from loopctl_sim.props.driver_agent import AgentRun, fault_plans
 from loopctl_sim.props.driver_watch import Broken, Crash, DriverWatch, Strike, unwrap
 from loopctl_sim.props.driver_world import (
+    COMPACTOR_MODES,
     MODES,
+    PlannedCompactor,
     ReplySpec,
     ScriptedModel,
     World,
@@ -153,6 +162,7 @@ class DriverMachine(RuleBasedStateMachine):
         self.last: RunResult | None = None
         self.watch = DriverWatch()
         self.model = ScriptedModel(self.watch, [])
+        self.compactor = PlannedCompactor()
         self.agent_run: AgentRun | None = None
 
     @property
@@ -186,7 +196,11 @@ class DriverMachine(RuleBasedStateMachine):
             changes = {"config": self.config} if self.config is not None else {}
             return self.agent_run.body(machine, **changes)
         return BareLoop.from_machine(
-            machine, FunctionClient(self.model), [self.world.tool], self.config
+            machine,
+            FunctionClient(self.model),
+            [self.world.tool],
+            self.config,
+            compactor=self.compactor,
         )
 
     def _key(self, call: ToolCall) -> Any:
@@ -217,6 +231,8 @@ class DriverMachine(RuleBasedStateMachine):
         """One run in the built-in world: the model plays ``replies``."""
         watch = self._watch(interrupts, data)
         self.model = ScriptedModel(watch, [self.world.entry(s) for s in replies])
+        plan = data.draw(st.lists(st.sampled_from(COMPACTOR_MODES), max_size=3)) if data else []
+        self.compactor = PlannedCompactor(plan)
         self._drive(watch, text)
 
     @precondition(lambda self: self.agent is not None)
@@ -285,6 +301,16 @@ class DriverMachine(RuleBasedStateMachine):
             while result is None:
                 try:
                     result = run_simulated(loop.run(text if first else None, self.signal))
+                except ProtocolError as exc:
+                    # the brain refused what the compactor returned: it propagates, and the
+                    # brain is left where it was, nothing lost; the user mends the compactor
+                    # and resumes (in a fresh body, as after a crash)
+                    self._refused_compaction(loop.machine, exc)
+                    resumes += 1
+                    assert resumes <= _MAX_RESUMES, "the run keeps failing: no progress"
+                    restarted = self._restart(loop, watch)
+                    assert restarted is not None
+                    loop = self._watched(restarted)
                 except BaseException as exc:  # a Crash, possibly wrapped in a group by tools
                     broken = unwrap(exc, Broken)
                     if isinstance(broken, Broken):
@@ -317,8 +343,23 @@ class DriverMachine(RuleBasedStateMachine):
                 assert result.final_text == result.outcome.final_text
             if isinstance(result.outcome, Failed):
                 assert result.error == result.outcome.error
+            raised = self.agent is None and self.compactor.done[-1:] == ["raise"]
+            if raised and (result.error is None or result.error.kind != "compaction"):
+                # the compactor's last call raised: the run must have failed there, typed
+                problem = f"{inv.COMPACTION_CODE}: the compactor raised, the run ended {result!r}"
+                raise inv.InvariantViolation([problem], "the run's result")
         if resumes:
             event("resumed after a crash")
+
+    def _refused_compaction(self, machine: LoopMachine, exc: ProtocolError) -> None:
+        """A compaction the brain refused: only a history that separates a call from its
+        result may be refused, and the brain still awaits a compaction of what it handed
+        over."""
+        done = self.compactor.done
+        assert self.agent is None and done and done[-1] in REFUSED, (done, exc)
+        assert isinstance(machine.state, AwaitingCompaction), machine.state
+        assert list(machine.messages()) == self.compactor.handed, "the refusal lost messages"
+        event(f"compaction refused: {done[-1]}")
 
     def _watched(self, loop: BareLoop) -> BareLoop:
         if self.agent_run is not None:

@@ -29,17 +29,20 @@ from typing import Any, Final
 from hypothesis import strategies as st
 
 from loopctl.api import ApiError, ModelRequest
-from loopctl.core import LoopError, Message, ToolCall
-from loopctl.driver import RetryConfig, RunConfig
+from loopctl.core import CompactReason, LoopError, Message, ToolCall
+from loopctl.driver import MiddleOutCompactor, RetryConfig, RunConfig
 from loopctl.testing import Reply
 from loopctl.tools import Tool, tool
+from loopctl_sim.props.brain_compactions import REFUSED, misbehaving_compaction
 from loopctl_sim.props.driver_watch import Crash, DriverWatch
 
 __all__ = [
+    "COMPACTOR_MODES",
     "FAILURE_KINDS",
     "MODES",
     "Entry",
     "Failure",
+    "PlannedCompactor",
     "ReplySpec",
     "ScriptedModel",
     "World",
@@ -182,6 +185,40 @@ class World:
             n = self.nonce
             calls.append(ToolCall(id=f"c{n}", name="work", arguments={"n": n, "mode": mode}))
         return Message.assistant("working", calls)
+
+
+#: What ``PlannedCompactor`` does at a compaction: cut as the default compactor does, find
+#: nothing to cut, raise, return more than it was given, or one of the histories the brain
+#: refuses (``brain_compactions.REFUSED``).
+COMPACTOR_MODES: Final = ("cut", "raise", "nothing", "growing", *sorted(REFUSED))
+
+
+class CompactorRaised(Exception):
+    """What a ``raise`` compaction raises (the driver fails the run with a compaction error)."""
+
+
+class PlannedCompactor:
+    """The world's compactor: the k-th compaction does what ``plan[k]`` says (``cut`` once the
+    plan runs out). It keeps what it was handed and what it did, so the harness can check that
+    a refused history changed nothing and that a raise ended the run as a compaction failure."""
+
+    def __init__(self, plan: list[str] | None = None) -> None:
+        self.plan = list(plan or [])
+        self.done: list[str] = []
+        self.handed: list[Message] = []
+        self._cut = MiddleOutCompactor()
+
+    async def compact(self, messages: list[Message], reason: CompactReason) -> list[Message] | None:
+        mode = self.plan.pop(0) if self.plan else "cut"
+        self.done.append(mode)
+        self.handed = list(messages)
+        if mode == "raise":
+            raise CompactorRaised(f"the compactor broke on {len(messages)} messages")
+        if mode == "nothing":
+            return None
+        if mode == "cut":
+            return await self._cut.compact(messages, reason)
+        return misbehaving_compaction(messages, mode)
 
 
 # --- strategies ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from hypothesis.internal.constants_ast import Constants
 #: at the first failure (no shrinking), no timing: deterministic and seconds long.
 HUNT = settings(
     max_examples=100,
-    stateful_step_count=6,
+    stateful_step_count=30,
     derandomize=True,
     database=None,
     deadline=None,

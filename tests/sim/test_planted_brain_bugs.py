@@ -37,8 +37,8 @@ from loopctl_sim.props.brain_loops import (
 )
 from loopctl_sim.props.brain_machine import BrainMachine
 
-#: The brain's hunts are cheaper per example than the driver's but need longer programs.
-BRAIN_HUNT = settings(HUNT, max_examples=40)
+#: The brain's hunts: the CI profile's budget, as the driver's.
+BRAIN_HUNT = HUNT
 
 
 @settings(BRAIN_HUNT)

@@ -281,6 +281,34 @@ def resume_drops_carried_results(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pl
     yield plant
 
 
+@pytest.fixture
+def compactor_error_swallowed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
+    """A compactor that raises is taken for one that found nothing to cut (a no-op), so the
+    run goes on as if nothing broke."""
+    plant = Plant()
+    real = BareLoop._compact
+
+    async def compact(self: BareLoop, step: Any, cancel: Any) -> None:
+        user = self.compactor
+
+        class Swallowing:
+            async def compact(self, messages: Any, reason: Any) -> Any:
+                try:
+                    return await user.compact(messages, reason)
+                except Exception:
+                    plant.fired += 1
+                    return None
+
+        self.compactor = Swallowing()
+        try:
+            await real(self, step, cancel)
+        finally:
+            self.compactor = user
+
+    monkeypatch.setattr(BareLoop, "_compact", compact)
+    yield plant
+
+
 # --- the tests -----------------------------------------------------------------------------------
 
 
@@ -300,8 +328,11 @@ PLANTED = [
     ("overflow_fails_the_run", {inv.OVERFLOW_CODE}),
     ("estimate_not_updated", {inv.ESTIMATE_CODE}),
     ("stale_policy", {inv.POLICY_CODE}),
-    ("policy_cached_past_a_request", {inv.POLICY_CODE}),
+    # not in the step's policy, or cached with it: the request outlives the compaction and the
+    # brain compacts again and again (the step bound stops it)
+    ("policy_cached_past_a_request", {inv.POLICY_CODE, inv.RUNAWAY_CODE}),
     ("resume_drops_carried_results", {inv.RUN_MESSAGES_CODE}),
+    ("compactor_error_swallowed", {inv.COMPACTION_CODE}),
 ]
 
 
