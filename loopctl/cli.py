@@ -305,6 +305,8 @@ def run(
             _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
             return
         metadata: dict[str, Any] = {"provider": provider, "model": model}
+        if agent is None:  # a project's [tool.loopctl] agent is not this run's: replay says so
+            metadata["builtin"] = "loopctl run"
         if agent is not None:  # a --model is the command's, not the factory's: replay keeps it
             given = {"agent": agent, "model_from": "--model"}
             metadata = {"agent": agent} if model is None else {**metadata, **given}

@@ -26,8 +26,9 @@ from loopctl_sim.replay import (
     replay_trace,
     update_trace,
 )
+from loopctl_sim.replay.cursor import whole
 from loopctl_sim.sim import AgentError
-from loopctl_sim.trace import TraceFormatError
+from loopctl_sim.trace import TraceFormatError, TraceReader
 from loopctl_sim.view import make_console, print_divergence
 
 __all__ = ["replay"]
@@ -127,7 +128,12 @@ def replay(
     gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
     """
     if not (driver or machine_level):
+        named = agent
         agent = agent_or_configured(agent)
+        if named is None and agent is not None and all(map(_builtin, expand_traces(traces))):
+            echo(f"note: recorded by loopctl run's built-in agent, not {agent}: replayed "
+                 "against the brain (--agent replays it against yours)", err=True)  # fmt: skip
+            agent = None
     if agent is not None and (driver or machine_level):
         fail("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:
@@ -181,6 +187,17 @@ def replay(
                 echo(f"note: the trace ends before seq {until}", err=True)
         _print_result(result)
     sys.exit(0 if result.ok else 1)
+
+
+def _builtin(trace: str) -> bool:
+    """Whether ``trace`` was recorded by ``loopctl run``'s built-in agent (its header's
+    metadata says so): pyproject's agent is not the one that ran it."""
+    try:
+        for record in TraceReader(trace):
+            return bool(getattr(whole(record), "metadata", {}).get("builtin"))
+    except Exception:  # unreadable: the replay itself says why
+        return False
+    return False
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,26 @@ def test_a_model_named_on_the_command_line_replays_and_updates(tmp_path: Path) -
     assert kinds(trace, "model_request")[0]["data"]["context"]["model"] == "shelf-9"
 
 
+def test_a_builtin_agents_trace_replays_in_a_project_naming_its_agent(tmp_path: Path) -> None:
+    """README's ``loopctl run ... --trace run.jsonl`` then ``loopctl-sim replay run.jsonl``,
+    in a project whose pyproject.toml names its own agent: the trace is the built-in agent's,
+    so it replays against the brain (a note says why); ``--agent`` still replays it against
+    the project's agent."""
+    (tmp_path / "pyproject.toml").write_text(f'[tool.loopctl]\nagent = "{SPEC}"\n')
+    trace = tmp_path / "run.jsonl"
+    with ReasoningServer() as server:
+        done = cli("loopctl", "run", "What is 2 + 40?", "--provider", "openai",
+                   "--model", "shelf-1", "--base-url", server.url, "--trace", str(trace),
+                   env={**env_for(), "OPENAI_API_KEY": KEY}, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    plain = cli("loopctl-sim", "replay", str(trace), env=env_for(), cwd=tmp_path)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert f"recorded by loopctl run's built-in agent, not {SPEC}" in plain.stderr
+    theirs = cli("loopctl-sim", "replay", str(trace), "--agent", SPEC, env=env_for(), cwd=tmp_path)
+    assert theirs.returncode == 1
+    assert "the agent's settings differ from the trace's" in theirs.stdout
+
+
 #: Each change, made through the agent's environment, and what the replay says of it.
 CHANGES = {
     "TEMP=0.9": "turn 1: the request's options differ\n  temperature: 0.3 -> 0.9",
