@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -208,7 +208,9 @@ class PlannedCompactor:
         self.handed: list[Message] = []
         self._cut = MiddleOutCompactor()
 
-    async def compact(self, messages: list[Message], reason: CompactReason) -> list[Message] | None:
+    async def compact(
+        self, messages: Sequence[Message], reason: CompactReason
+    ) -> list[Message] | None:
         mode = self.plan.pop(0) if self.plan else "cut"
         self.done.append(mode)
         self.handed = list(messages)
