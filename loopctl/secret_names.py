@@ -1,15 +1,14 @@
-"""Values given to a credential's name in a text (``password: ...``, ``API_KEY=...``), for spans.
+"""Values given to a credential's name in a text (``password: ...``, ``API_KEY=...``).
 
-A live span's content passes ``scrub_content``, which knows the shapes of keys; a value with no
-shape of its own (``DB_PASSWORD='correct horse battery'`` in a tool's result, ``x-api-key:
-plain123`` echoed by a server) is a secret only by the name it is given. The trace scrubber
-(``loopctl_sim.trace.scrub``, which the engine must not import) finds those values, so the export
-of a run's trace held none of them while the live observer sent them to the collector. This is
-the same rule, written again here: a name read word by word (``OPENAI_API_KEY``, ``apiKey``,
-``x-portkey-api-key``, ``db_password``; not ``max_tokens``, ``key_id`` or ``sort_key``), its value
-six characters or more and not one lowercase word (``token: expired`` is prose), a quoted value
-to its closing quote, ``&`` ending a value only in a URL's query, an auth scheme before it kept.
-``tests/otel/test_otel_scrub.py`` holds the two to the same answers.
+A value with no shape of its own (``DB_PASSWORD='correct horse battery'`` in a tool's result,
+``x-api-key: plain123`` echoed by a server) is a secret only by the name it is given. One rule
+finds those values for the engine's live spans (``loopctl.otel``) and for the harness's traces,
+cassettes and messages (``loopctl_sim.trace.scrub``, which adds its own fast pre-test of a whole
+JSON text): a name read word by word (``OPENAI_API_KEY``, ``apiKey``, ``x-portkey-api-key``,
+``db_password``; not ``max_tokens``, ``key_id`` or ``sort_key``), its value six characters or
+more and not one lowercase word (``token: expired`` is prose), a quoted value to its closing
+quote, ``&`` ending a value only in a URL's query, an auth scheme before it kept. It lives here,
+outside ``loopctl.otel``, so that the harness reads it without the ``otel`` extra.
 """
 
 from __future__ import annotations
@@ -19,15 +18,23 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["assignments", "is_secret_name"]
+__all__ = [
+    "AFTER",
+    "COMMON_WORDS",
+    "RARE_WORDS",
+    "assignments",
+    "is_secret_name",
+    "named_secret",
+]
 
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-#: Words that make a name secret wherever they stand in it.
-_RARE: Final = (
+#: Words that make a name secret wherever they stand in it (rare outside a credential's name,
+#: so a pre-test looks for them alone).
+RARE_WORDS: Final = (
     "password",
     "passwd",
     "passphrase",
@@ -36,16 +43,15 @@ _RARE: Final = (
     "cookie",
     "authorization",
 )
+#: Words common in other names too (``input_tokens``, ``keyword``): a name's word counts only
+#: where the name shows it whole, followed by one of ``AFTER`` or the name's end.
+COMMON_WORDS: Final = ("key", "keys", "apikey", "token", "auth", "creds", "private")
+AFTER: Final = ('"', "'", "_", "-", "=", ":", "\\")
+#: The secret words of a name, as its tokens.
 _SECRET_WORDS: Final = frozenset(
     {
-        *_RARE,
-        "key",
-        "keys",
-        "apikey",
-        "token",
-        "auth",
-        "creds",
-        "private",
+        *RARE_WORDS,
+        *COMMON_WORDS,
         "passwords",
         "secrets",
         "credentials",
@@ -75,8 +81,6 @@ _TOKEN_KINDS: Final = _words(
     "last first new"
 )
 _WORD: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", re.ASCII)
-#: Common words count only where the name shows them whole, followed by one of these.
-_AFTER: Final = ('"', "'", "_", "-", "=", ":", "\\")
 
 _ASSIGNED: Final = re.compile(
     r"(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]*[A-Za-z0-9])(?=(?P<next>[\"'\s:=]))"
@@ -94,7 +98,7 @@ _PROSE: Final = re.compile(r"[a-z]+")
 def _followed(low: str, word: str) -> bool:
     at = low.find(word)
     while at >= 0:
-        if low[at + len(word) : at + len(word) + 1] in _AFTER:
+        if low[at + len(word) : at + len(word) + 1] in AFTER:
             return True
         at = low.find(word, at + 1)
     return False
@@ -103,17 +107,22 @@ def _followed(low: str, word: str) -> bool:
 def _anchored(low: str) -> bool:
     """Whether a lowered name (with the character after it) shows a secret word as the trace
     scrubber's pre-test finds it."""
-    return any(word in low for word in _RARE) or any(
-        _followed(low, word)
-        for word in ("key", "keys", "apikey", "token", "auth", "creds", "private")
+    return any(word in low for word in RARE_WORDS) or any(
+        _followed(low, word) for word in COMMON_WORDS
     )
 
 
 @functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str, after: str = '"') -> bool:
     """Whether ``name`` (followed in its text by ``after``) names a credential."""
-    if not _anchored((name + after).lower()):
-        return False
+    return _anchored((name + after).lower()) and named_secret(name)
+
+
+def named_secret(name: str) -> bool:
+    """The word rule alone (no look at the character after the name): a word of ``name`` is a
+    secret one, no later word says the name describes the secret (``key_id``, ``token_type``),
+    and the word before does not make it a lookup key or a piece of text (``sort_key``,
+    ``eos_token``); a bare ``key`` is any mapping's."""
     words = [w.lower() for w in _WORD.findall(name)]
     for i, word in enumerate(words):
         if word not in _SECRET_WORDS:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from loopctl.otel.names import assignments
+from loopctl.secret_names import assignments
 
 __all__ = [
     "CAPTURE_ENV",
@@ -75,7 +75,8 @@ def _replace(found: re.Match[str]) -> str:
 
 def scrub_content(text: str) -> str:
     """``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every
-    value given to a credential's name (``password: ...``, ``API_KEY=...``; see ``names``)."""
+    value given to a credential's name (``password: ...``, ``API_KEY=...``;
+    ``loopctl.secret_names``)."""
     return assignments(_SECRETS.sub(_replace, text), _redacted)
 
 

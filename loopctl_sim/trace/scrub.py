@@ -40,6 +40,8 @@ import string
 from collections.abc import Sequence
 from typing import Any, Final
 
+from loopctl.secret_names import AFTER, COMMON_WORDS, RARE_WORDS, assignments, named_secret
+
 __all__ = [
     "BUILTIN_PATTERNS",
     "LITERALS",
@@ -85,80 +87,9 @@ BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
 )
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-#: Words that make a key name secret wherever they stand in it (rare outside a credential's
-#: name, so the pre-test looks for them alone).
-_RARE_WORDS: Final = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "credential",
-    "cookie",
-    "authorization",
-)
-#: Words common in other names too (``input_tokens``, ``keyword``): a name's word counts only
-#: where the name shows it whole, followed by ``_``, ``-``, ``=``, ``:``, a quote, a backslash
-#: (an escaped quote in JSON text) or the name's end; the pre-test looks for exactly that.
-_COMMON_WORDS: Final = ("key", "keys", "apikey", "token", "auth", "creds", "private")
-_AFTER: Final = ('"', "'", "_", "-", "=", ":", "\\")
-#: The secret words of a name, as its tokens (``OPENAI_API_KEY``, ``apiKey``, ``x-api-key``).
-_SECRET_WORDS: Final = frozenset(
-    {*_RARE_WORDS, *_COMMON_WORDS, "passwords", "secrets", "credentials", "cookies"}
-)
-#: A word after the secret one that makes the name describe the secret, not hold it
-#: (``key_id``, ``token_type``, ``api_key_env``, ``token_count``, ``password_file``).
-_DESCRIBES: Final = _words(
-    "id ids name names type types kind env var file path url uri count counts limit limits "
-    "budget usage used length len size format version prefix suffix hint field fields location "
-    "expiry expires expiration ttl at time timestamp date created updated rotation policy mode "
-    "scheme source provider required enabled set present label index"
-)
-#: A word before ``key``/``keys`` that makes it a lookup key (``sort_key``, ``cache_key``,
-#: ``required_keys``; the trace's own ``scrub_key``, the id of the scrub key, and ``call_key``).
-_KEY_KINDS: Final = _words(
-    "sort primary foreign partition cache idempotency lookup row dedup dedupe group routing "
-    "hash range shard unique composite natural order map dict index column field attribute "
-    "attr object message translation i18n public react join partial scrub call record "
-    "required allowed missing extra unknown known expected sorted valid nested json yaml config "
-    "header query param state item items entry property prop registry setting settings option "
-    "options schema"
-)
-#: A word before ``token`` that makes it a piece of text or a count (``eos_token``).
-_TOKEN_KINDS: Final = _words(
-    "max min num total input output prompt completion reasoning cached cache context bos eos "
-    "pad unk sep cls mask special stop start end page next continuation cursor pagination "
-    "last first new"
-)
-_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", re.ASCII)
 #: Name literals: a secret name's JSON text holds one (see ``_anchored``).
-_COMMON_LITERALS: Final = tuple(w + a for w in _COMMON_WORDS for a in _AFTER)
-_NAME_LITERALS: Final = (*_RARE_WORDS, *_COMMON_LITERALS)
-
-#: ``name = value`` / ``name: value`` / ``"name": "value"`` inside a text, kept where the name
-#: is secret (``password: hunter22``, ``AWS_SECRET_ACCESS_KEY=...``, ``?api-key=...`` in a
-#: URL); an auth scheme before the value (``Bearer``, ``Basic``) stays readable.
-_ASSIGNED: Final = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]*[A-Za-z0-9])(?=(?P<next>[\"'\s:=]))"
-    r"[\"']?[ \t]*[:=]"
-)
-#: An auth scheme that may stand before a secret name's value (kept readable).
-_SCHEME: Final = r"(?:(?i:bearer|basic|token|digest)[ \t]+)?(?!(?i:bearer|basic|token|digest)\b)"
-#: The value after a secret name's ``=`` or ``:`` (the group ``s``). A quoted value runs to its
-#: closing quote, spaces and all (``password = 'my pass phrase'``, the JSON text of a tool
-#: result); an unquoted one to a space, a quote or a bracket. ``&`` ends a value only in a
-#: URL's query (``_QUERY_VALUE``), where it parts the parameters: elsewhere it is part of the
-#: password (``passwd: Tr0ub4dor&3``), and cutting there left the rest of it readable.
-_ASSIGNED_VALUE: Final = re.compile(
-    r"[ \t]*(?:(?P<q>[\"'])" + _SCHEME + r"(?P<s>(?:(?!(?P=q))[^\n\\]|\\.){6,})(?P=q)"
-    r"|[\"']?" + _SCHEME + r"(?P<u>[^\s\"',;<>()\[\]{}]{6,}))"
-)
-_QUERY_VALUE: Final = re.compile(r"[ \t]*[\"']?" + _SCHEME + r"(?P<u>[^\s\"'&,;<>()\[\]{}]{6,})")
-#: A value that reads as a word of prose (``credentials: invalid``, ``token: expired``): kept.
-_PROSE: Final = re.compile(r"[a-z]+")
+_COMMON_LITERALS: Final = tuple(w + a for w in COMMON_WORDS for a in AFTER)
+_NAME_LITERALS: Final = (*RARE_WORDS, *_COMMON_LITERALS)
 
 #: A JSON text holds a secret shape or a secret name only if it holds one of these, lowered
 #: (``Scrubber.might_hold``): a secret name holds one of the name literals, a URL password
@@ -183,25 +114,6 @@ LITERALS: Final = (
 )
 
 
-def _is_secret_name(name: str) -> bool:
-    """The token rule of ``is_secret_key`` (see there), without the literal check."""
-    words = [w.lower() for w in _WORD.findall(name)]
-    for i, word in enumerate(words):
-        if word not in _SECRET_WORDS:
-            continue
-        after, before = words[i + 1 :], words[i - 1] if i else ""
-        if any(w in _DESCRIBES for w in after):
-            continue
-        if word == "private" and after:
-            continue  # ``private_ip``; ``private_key`` counts by its ``key``
-        if word in ("key", "keys") and (before in _KEY_KINDS or (not before and not after)):
-            continue  # ``sort_key``; and a bare ``key`` is any mapping's (``{key, value}``)
-        if word == "token" and before in _TOKEN_KINDS:
-            continue
-        return True
-    return False
-
-
 #: Lowers ASCII letters only: a literal is ASCII, and JSON text keeps ASCII as it is, where it
 #: may escape (``\u0130``) what a Unicode ``lower()`` would have turned into ASCII.
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -210,7 +122,7 @@ _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowerca
 def _anchored(low: str) -> bool:
     """Whether a lowered text (a name with the character after it) holds a name literal."""
     return (
-        any(word in low for word in _RARE_WORDS)
+        any(word in low for word in RARE_WORDS)
         or _common_name(low)
         or any(_followed(low, word) for word in ("auth", "creds", "private"))
     )
@@ -239,13 +151,13 @@ def _shared_start(words: Sequence[str]) -> str:
 #: The literals searched for as they are. Those of ``key``, ``keys``, ``apikey`` and ``token``
 #: are found by the words' occurrences instead (``_common_name``): ``token`` is in most records
 #: (``input_tokens``), where the literals would take seven searches of the whole text.
-_OCCURRING: Final = tuple(w + a for w in ("key", "keys", "apikey", "token") for a in _AFTER)
+_OCCURRING: Final = tuple(w + a for w in ("key", "keys", "apikey", "token") for a in AFTER)
 _LITERAL_GROUPS: Final = _grouped([lit for lit in LITERALS if lit not in _OCCURRING])
-_AFTER_SET: Final = frozenset(_AFTER)
+_AFTER_SET: Final = frozenset(AFTER)
 
 
 def _followed(low: str, word: str) -> bool:
-    """Whether ``word`` stands in ``low`` followed by one of ``_AFTER``."""
+    """Whether ``word`` stands in ``low`` followed by one of ``AFTER``."""
     end = len(word)
     at = low.find(word)
     while at >= 0:
@@ -279,7 +191,7 @@ def is_secret_key(key: str) -> bool:
     token and the other common words count where the name shows them whole (followed by
     ``_``, ``-`` or its end), so that ``might_hold`` finds every secret name by a literal.
     """
-    return _is_secret_name(key) and _anchored(key.translate(_ASCII_LOWER) + '"')
+    return named_secret(key) and _anchored(key.translate(_ASCII_LOWER) + '"')
 
 
 def _user_patterns() -> tuple[str, ...]:
@@ -360,33 +272,8 @@ class Scrubber:
         if self._values.search(out) is not None:
             out = self._values.sub(self._replace, out)
         if _anchored(out.lower()):
-            out = self._assignments(out)
+            out = assignments(out, self.placeholder)
         return text if out == text else out
-
-    def _assignments(self, text: str) -> str:
-        """``text`` with the values of its secret names replaced. A match whose name is not
-        secret is left from the end of its name on, so its value may still hold a name (the
-        ``?api-key=`` of a URL after ``http:``)."""
-        pieces: list[str] = []
-        pos = done = 0
-        while (match := _ASSIGNED.search(text, pos)) is not None:
-            name = match.group("name")
-            pos = match.end()
-            # the name's literal stands in the text next to what follows the name, so that
-            # ``might_hold`` finds it in the JSON text too
-            if not _anchored((name + match.group("next")).lower()) or not _is_secret_name(name):
-                pos = match.end("name")
-                continue
-            start = match.start("name")
-            in_query = start > 0 and text[start - 1] in "?&"
-            value = (_QUERY_VALUE if in_query else _ASSIGNED_VALUE).match(text, pos)
-            group = "u" if value is None or value.group("u") is not None else "s"
-            if value is None or "[REDACTED" in value[group] or _PROSE.fullmatch(value[group]):
-                continue
-            start, end = value.span(group)
-            pieces += (text[done:start], self.placeholder(value[group]))
-            pos = done = end
-        return "".join((*pieces, text[done:])) if pieces else text
 
     def _replace(self, match: re.Match[str]) -> str:
         whole = match.group(0)

@@ -3,9 +3,9 @@
 The live observer scrubs with ``loopctl.otel.scrub_content`` (the engine may not import the trace
 scrubber); a value with no key shape of its own (``DB_PASSWORD='correct horse battery'`` in a
 tool's result) is a secret by its name only, and reached the collector with content on while the
-export of the run's trace had it scrubbed. The name rule is written twice
-(``loopctl.otel.names`` and ``loopctl_sim.trace.scrub``): the tests here hold them to the same
-answers.
+export of the run's trace had it scrubbed. The name rule is one (``loopctl.secret_names``); the
+trace scrubber adds its own fast pre-test of a whole JSON text: the tests here hold the live
+spans and the trace to the same answers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from otel_helpers import memory_provider
 from loopctl import BareLoop, Message, tool
 from loopctl.core import ToolCall
 from loopctl.otel import OtelObserver, scrub_content
-from loopctl.otel.names import is_secret_name
+from loopctl.secret_names import is_secret_name
 from loopctl.testing import ScriptedClient
 from loopctl_sim import TraceRecorder
 from loopctl_sim.trace.scrub import Scrubber, is_secret_key
