@@ -67,3 +67,25 @@ def plant_splitting_compactor(project: Path) -> None:
         "        observers=observers,\n",
         "        observers=observers,\n        compactor=LastMessages(),\n",
     )
+
+
+#: A user's fuzz check (``shop.checks:only_delivered_orders_are_refunded`` once written into the
+#: copy as ``shop/checks.py``).
+CHECKS = '''
+from shop.agent import ORDERS
+
+
+def only_delivered_orders_are_refunded(result, trace):
+    """A user's check: every refund that went out was of a delivered order."""
+    calls = {
+        r.data["id"]: r.data["arguments"] for r in trace
+        if r.type == "io" and r.kind == "tool_call" and r.data["name"] == "refund"
+    }
+    refunded = [
+        calls[r.data["id"]].get("order_id") for r in trace
+        if r.type == "io" and r.kind == "tool_result" and r.data["name"] == "refund"
+        and not r.data["is_error"]
+    ]
+    wrong = [o for o in refunded if ORDERS.get(o, {}).get("status") != "delivered"]
+    assert not wrong, f"refunded orders that were not delivered: {wrong}"
+'''

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shop_project import AGENT, add, edit, make_project, plant_splitting_compactor
+from shop_project import AGENT, CHECKS, add, edit, make_project, plant_splitting_compactor
 
 from loopctl.testing import MOVES
 from loopctl_sim import fuzz as fz
@@ -143,26 +143,6 @@ def test_a_middleware_that_runs_a_call_twice_is_found(project: Path) -> None:
     # the run itself completes, so its reproducer replays against the agent, tools live
     replayed = replay_agent(project / "out" / f"seed-{found.seed}.min.jsonl", AGENT)
     assert replayed.ok, replayed.summary()
-
-
-CHECKS = '''
-from shop.agent import ORDERS
-
-
-def only_delivered_orders_are_refunded(result, trace):
-    """A user's check: every refund that went out was of a delivered order."""
-    calls = {
-        r.data["id"]: r.data["arguments"] for r in trace
-        if r.type == "io" and r.kind == "tool_call" and r.data["name"] == "refund"
-    }
-    refunded = [
-        calls[r.data["id"]].get("order_id") for r in trace
-        if r.type == "io" and r.kind == "tool_result" and r.data["name"] == "refund"
-        and not r.data["is_error"]
-    ]
-    wrong = [o for o in refunded if ORDERS.get(o, {}).get("status") != "delivered"]
-    assert not wrong, f"refunded orders that were not delivered: {wrong}"
-'''
 
 
 def test_a_failing_user_check_is_a_failing_seed_shrunk_and_replayed(project: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shop_project import AGENT, add, edit, forget, make_project, plant_splitting_compactor
+from shop_project import AGENT, CHECKS, add, edit, forget, make_project, plant_splitting_compactor
 
 from loopctl.tools import tool
 from loopctl_sim import fuzz as fz
@@ -25,24 +25,6 @@ from loopctl_sim.cli import main
 from loopctl_sim.trace import TraceReader
 
 CHECK = "shop.checks:only_delivered_orders_are_refunded"
-CHECKS = '''
-from shop.agent import ORDERS
-
-
-def only_delivered_orders_are_refunded(result, trace):
-    """A user's check: every refund that went out was of a delivered order."""
-    calls = {
-        r.data["id"]: r.data["arguments"] for r in trace
-        if r.type == "io" and r.kind == "tool_call" and r.data["name"] == "refund"
-    }
-    refunded = [
-        calls[r.data["id"]].get("order_id") for r in trace
-        if r.type == "io" and r.kind == "tool_result" and r.data["name"] == "refund"
-        and not r.data["is_error"]
-    ]
-    wrong = [o for o in refunded if ORDERS.get(o, {}).get("status") != "delivered"]
-    assert not wrong, f"refunded orders that were not delivered: {wrong}"
-'''
 TASK = "Please refund order A-1002, I changed my mind."
 STATUS_CHECK = 'if order is None or order["status"] != "delivered":'
 #: The planted bug of lookup_order: an unknown order id raises KeyError, not a ToolError.
