@@ -319,6 +319,7 @@ class DriverWatch(LoopObserver):
             self._raise(problems)
         if self.brain:
             problems += inv.check_step(machine, step, policy)
+        self._absorb(machine)
         loop = self.loop
         if loop is not None:
             problems += inv.check_policy(policy, loop.session, loop.config, loop.registry.names())
@@ -383,6 +384,12 @@ class DriverWatch(LoopObserver):
         if name == "compaction_result":  # pending moved out (the driver carries it)
             self._said_pending = 0
             return
+        self._absorb(machine)
+
+    def _absorb(self, machine: LoopMachine) -> None:
+        """Add what the brain appended to pending since the last look: a feed's message, or
+        the loop warning ``next_step`` itself adds (no feed may follow it: a run whose turns
+        are used up ends at that very step, and the result still holds the warning)."""
         pending = machine.pending
         if len(pending) > self._said_pending:
             self.said += pending[self._said_pending :]

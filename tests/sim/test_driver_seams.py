@@ -12,6 +12,7 @@ from loopctl.core import (
     Completed,
     Failed,
     MachinePolicy,
+    MaxTurnsExceeded,
     Message,
     ProtocolError,
     ToolCall,
@@ -126,4 +127,21 @@ def test_a_compaction_requested_at_a_seam_is_asked_for(seam: str) -> None:
     result = run_simulated(loop.run("go"))
     assert isinstance(result.outcome, Completed)
     assert not watch.plan and not watch.compact_owed  # struck, and a step asked for it
+    assert watch.check_result(result) == []
+
+
+def test_a_loop_warning_given_as_the_run_runs_out_of_turns_is_in_what_the_run_said() -> None:
+    """The brain adds its loop warning when asked for a step, not at a feed; when the run then
+    ends at once (its turns used up), no feed follows, and the watch must still count the
+    warning among the messages the run said (the result keeps it: salvage)."""
+    watch = DriverWatch()
+    same = [
+        Message.assistant("again", [ToolCall(id=f"c{i}", name="look", arguments={"path": "x"})])
+        for i in range(3)
+    ]
+    config = RunConfig(max_turns=3, loop_repeat_limit=3, loop_action="warn")
+    loop = watch.install(BareLoop(ScriptedClient(same), tools=[look], config=config))
+    result = run_simulated(loop.run("go"))
+    assert isinstance(result.outcome, MaxTurnsExceeded)
+    assert any("Loop warning" in m.text for m in result.messages)
     assert watch.check_result(result) == []
