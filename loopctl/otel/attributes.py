@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from loopctl.secret_names import assignments
+from loopctl._secrets import REDACTED, scrub_text
 
 __all__ = [
     "CAPTURE_ENV",
@@ -42,46 +41,11 @@ Attributes = dict[str, Any]
 #: The conventions' switch for recording message content.
 CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
-REDACTED: Final = "[REDACTED]"
-
-# The shapes loopctl_sim's trace scrubber looks for (``loopctl_sim.trace.scrub``, which the
-# engine must not import), so a live span and the export of the run's trace scrub a message to
-# the same text: OpenAI/Anthropic-style keys, bearer tokens (the token; "Bearer" stays), GitHub,
-# Slack, AWS and Google keys, JWTs; and a URL's password and a PEM private key's body.
-# Where a pattern has a named group (``s``, ``u``, ``k``), only that group is the secret.
-_SECRETS: Final = re.compile(
-    r"sk-[A-Za-z0-9_\-]{8,}"
-    r"|(?i:bearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)"
-    r"|\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_[A-Za-z0-9_]{16,}"
-    r"|\bxox[abposr]-[A-Za-z0-9\-]{8,}"
-    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
-    r"|\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}"
-    r"|\bAIza[0-9A-Za-z_\-]{35}"
-    r"|(?<=://)[^/\s:@]+:(?P<u>[^/\s@]+)(?=@)"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?P<k>.*?)-----END [A-Z ]*PRIVATE KEY-----",
-    re.DOTALL,
-)
-
-
-def _replace(found: re.Match[str]) -> str:
-    for group in ("s", "u", "k"):
-        if found.group(group) is not None:
-            start, end = found.span(group)
-            whole = found.group(0)
-            offset = found.start()
-            return whole[: start - offset] + REDACTED + whole[end - offset :]
-    return REDACTED
-
-
-def scrub_content(text: str) -> str:
-    """``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every
-    value given to a credential's name (``password: ...``, ``API_KEY=...``;
-    ``loopctl.secret_names``)."""
-    return assignments(_SECRETS.sub(_replace, text), _redacted)
-
-
-def _redacted(value: str) -> str:
-    return REDACTED
+#: ``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every value
+#: given to a credential's name (``password: ...``, ``API_KEY=...``): the rule of the trace
+#: scrubber (``loopctl._secrets.scrub_text``), so a live span and the export of the run's trace
+#: scrub a message to the same text.
+scrub_content: Final = scrub_text
 
 
 def capture_from_env() -> bool:

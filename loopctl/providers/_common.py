@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
 import httpx
 
+from loopctl._secrets import is_secret_name
 from loopctl.api import ApiError, ModelRequest, StreamEvent
 from loopctl.core import LoopError
 from loopctl.providers._errors import (
@@ -64,9 +64,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-#: A request header whose value is a credential (the cassettes' rule: ``authorization``,
-#: ``x-api-key``, a gateway's ``x-portkey-api-key``, ``cookie``).
-_SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|credential|cookie", re.IGNORECASE)
 #: Content types that say nothing about the framing: the request's mode decides.
 _NEUTRAL = frozenset({"", "text/plain", "application/octet-stream"})
 
@@ -148,7 +145,7 @@ class HttpProvider:
         values of the credential headers an injected ``http_client`` sends with every request
         (a gateway's ``x-portkey-api-key``): a server's 401 may echo any of them."""
         held = self._http.headers.items() if self._http is not None else ()
-        sent = tuple(value for name, value in held if _SECRET_HEADER.search(name))
+        sent = tuple(value for name, value in held if is_secret_name(name))
         return (*self._base.secrets, *((self.api_key,) if self.api_key else ()), *sent)
 
     # subclass hooks

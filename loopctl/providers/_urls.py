@@ -10,30 +10,25 @@ would turn it into Basic credentials behind the client's back); the client sends
 
 What a message, an error or a trace shows of the URL (``BaseUrl.shown``) has no userinfo and
 no secret query value, and every error a client raises has the secrets it knows (its key, the
-URL's password, a secret query value) replaced (``redact``): a server that echoes a key in a
-401 does not put it in a run's result, a trace or a terminal.
+URL's password, a secret query value) replaced, and whatever else is shaped like one
+(``redact``): a server that echoes a key in a 401 does not put it in a run's result, a trace or
+a terminal. Which query parameters carry a credential, and what else is a secret, is the trace
+scrubber's rule (``loopctl._secrets``).
 """
 
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any
 
 import httpx
 
+from loopctl._secrets import REDACTED, is_secret_param, scrub_text
 from loopctl.api import ApiError
 from loopctl.core import LoopError
 
 __all__ = ["REDACTED", "BaseUrl", "redact"]
-
-REDACTED: Final = "[REDACTED]"
-#: Query parameters whose value is a credential (``api-key``, ``key``, ``token``, ``sig``).
-_SECRET_PARAM: Final = re.compile(
-    r"(?:^|[-_])(?:api[-_]?key|key|token|secret|password|passwd|auth|sig|signature|code)$",
-    re.IGNORECASE,
-)
 
 
 class BaseUrl:
@@ -56,7 +51,7 @@ class BaseUrl:
         shown_query: list[str] = []
         for pair in self.url.query.decode("ascii", "replace").split("&") if self.url.query else ():
             name, eq, value = pair.partition("=")
-            if eq and value and _SECRET_PARAM.search(name):
+            if eq and value and is_secret_param(name):
                 secrets += [value, httpx.QueryParams(pair).get(name) or ""]
                 value = REDACTED
             shown_query.append(f"{name}{eq}{value}")
@@ -86,7 +81,7 @@ def _replace(value: Any, secrets: Iterable[str]) -> Any:
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        return value
+        return scrub_text(value)
     if isinstance(value, dict):
         return {k: _replace(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -96,11 +91,11 @@ def _replace(value: Any, secrets: Iterable[str]) -> Any:
 
 def redact(exc: ApiError, secrets: Iterable[str]) -> ApiError:
     """``exc`` with each of ``secrets`` (of 4 characters or more) replaced in its message and
-    details (the same error when none occurs); the retry hints are kept."""
+    details, then whatever else is shaped like a secret or given to a secret's name (another
+    key a server echoes: ``loopctl._secrets.scrub_text``); the same error when nothing
+    changed, the retry hints kept."""
     # a longer one first; one shorter than 4 characters would take ordinary words with it
     ordered = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-    if not ordered:
-        return exc
     error = exc.error
     message = _replace(error.message, ordered)
     details = _replace(error.details, ordered)

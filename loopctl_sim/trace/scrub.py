@@ -31,16 +31,24 @@ whether it scrubs with the key that wrote the trace. Without a key the placehold
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import os
 import re
-import string
 from collections.abc import Sequence
 from typing import Any, Final
 
-from loopctl.secret_names import AFTER, COMMON_WORDS, RARE_WORDS, assignments, named_secret
+from loopctl._secrets import (
+    AFTER,
+    BUILTIN_PATTERNS,
+    COMMON_WORDS,
+    PLACEHOLDER,
+    QUERY_NAMES,
+    RARE_WORDS,
+    REDACTED,
+    TextScrubber,
+    is_secret_name,
+)
 
 __all__ = [
     "BUILTIN_PATTERNS",
@@ -56,38 +64,7 @@ __all__ = [
     "without_fingerprints",
 ]
 
-REDACTED: Final = "[REDACTED]"
-
-#: A placeholder, with or without its fingerprint.
-PLACEHOLDER: Final = re.compile(r"\[REDACTED(?::[0-9a-f]{12})?\]")
-
-#: A password in a URL: ``scheme://user:password@host`` (the password).
-_URL_PASSWORD: Final = (
-    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"']*:(?P<s>[^/\s@\"']+)@"
-)
-#: The body of a PEM private key, up to its end line (or the text's end, when cut).
-_PEM: Final = (
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-    r"(?P<s>[\s\S]+?)(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
-)
-
-#: The secret shapes looked for inside strings. Where a pattern has a group named ``s``, only
-#: that group is the secret (``Bearer`` stays readable).
-BUILTIN_PATTERNS: Final[tuple[str, ...]] = (
-    r"sk-[A-Za-z0-9_\-]{8,}",
-    r"(?i:bearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",
-    r"\bgh[pousr]_[A-Za-z0-9]{16,}",
-    r"\bgithub_pat_[A-Za-z0-9_]{16,}",
-    r"\bxox[abposr]-[A-Za-z0-9\-]{8,}",
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}",
-    r"\bAIza[0-9A-Za-z_\-]{35}",
-    _URL_PASSWORD,
-    _PEM,
-)
-
-
-#: Name literals: a secret name's JSON text holds one (see ``_anchored``).
+#: Name literals: a secret name's JSON text holds one (``loopctl._secrets.is_secret_name``).
 _COMMON_LITERALS: Final = tuple(w + a for w in COMMON_WORDS for a in AFTER)
 _NAME_LITERALS: Final = (*RARE_WORDS, *_COMMON_LITERALS)
 
@@ -96,6 +73,7 @@ _NAME_LITERALS: Final = (*RARE_WORDS, *_COMMON_LITERALS)
 #: needs ``://``, a PEM key ``private key-----``, and each other shape starts with one.
 LITERALS: Final = (
     *_NAME_LITERALS,
+    *(c + name + "=" for name in QUERY_NAMES for c in "?&"),
     "://",
     "private key-----",
     "sk-",
@@ -112,20 +90,6 @@ LITERALS: Final = (
     "eyj",
     "aiza",
 )
-
-
-#: Lowers ASCII letters only: a literal is ASCII, and JSON text keeps ASCII as it is, where it
-#: may escape (``\u0130``) what a Unicode ``lower()`` would have turned into ASCII.
-_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-
-def _anchored(low: str) -> bool:
-    """Whether a lowered text (a name with the character after it) holds a name literal."""
-    return (
-        any(word in low for word in RARE_WORDS)
-        or _common_name(low)
-        or any(_followed(low, word) for word in ("auth", "creds", "private"))
-    )
 
 
 def _grouped(literals: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -177,21 +141,9 @@ def _common_name(low: str) -> bool:
     return bool(count) and count != low.count("tokens") and _followed(low, "token")
 
 
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    """Whether a mapping key names a credential (its value is replaced whole).
-
-    The name is read as words (``OPENAI_API_KEY``, ``apiKey``, ``x-portkey-api-key``), any
-    case: it is secret when a word is one of key(s), apikey, secret, token, password, passwd,
-    passphrase, credential(s), creds, auth, authorization, private (last), cookie, unless a
-    later word says the name describes the secret (``key_id``, ``token_type``, ``api_key_env``,
-    ``token_count``), or the word before makes it a lookup key or a piece of text
-    (``sort_key``, ``cache_key``, ``eos_token``, ``max_token``); a bare ``key`` is not secret.
-    Counts (``max_tokens``, ``input_tokens``) hold ``tokens``, which is no secret word. Key,
-    token and the other common words count where the name shows them whole (followed by
-    ``_``, ``-`` or its end), so that ``might_hold`` finds every secret name by a literal.
-    """
-    return named_secret(key) and _anchored(key.translate(_ASCII_LOWER) + '"')
+#: Whether a mapping key names a credential (its value is replaced whole): the one name rule
+#: of the engine and the harness (see ``loopctl._secrets.is_secret_name``).
+is_secret_key: Final = is_secret_name
 
 
 def _user_patterns() -> tuple[str, ...]:
@@ -224,12 +176,9 @@ class Scrubber:
     def __init__(self, key: bytes | str | None = None, patterns: Sequence[str] = ()) -> None:
         self.key: bytes | None = key.encode("utf-8") if isinstance(key, str) else key
         self.patterns: tuple[str, ...] = (*BUILTIN_PATTERNS, *patterns)
-        # Each pattern's group ``s`` (the secret inside the match) gets a name of its own.
-        named = [p.replace("(?P<s>", f"(?P<s{i}>") for i, p in enumerate(self.patterns)]
-        self._values = re.compile("|".join(f"(?:{p})" for p in named))
+        self._text = TextScrubber(self.patterns, self.placeholder)
         # The user's patterns have no literal known here: a text is searched for them whole.
         self._user = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
-        self._group = tuple(self._values.groupindex)
 
     @property
     def key_id(self) -> str | None:
@@ -267,27 +216,9 @@ class Scrubber:
 
     def text(self, text: str) -> str:
         """``text`` with every secret-shaped value replaced (the same object when none): the
-        shapes first, then the values of secret names (``password: ...``, ``api-key=...``)."""
-        out = text
-        if self._values.search(out) is not None:
-            out = self._values.sub(self._replace, out)
-        if _anchored(out.lower()):
-            out = assignments(out, self.placeholder)
-        return text if out == text else out
-
-    def _replace(self, match: re.Match[str]) -> str:
-        whole = match.group(0)
-        for name in self._group:
-            inner = match.group(name)
-            if inner is not None:
-                if PLACEHOLDER.fullmatch(inner):
-                    return whole
-                start, end = match.span(name)
-                offset = match.start(0)
-                return whole[: start - offset] + self.placeholder(inner) + whole[end - offset :]
-        if PLACEHOLDER.fullmatch(whole):
-            return whole
-        return self.placeholder(whole)
+        shapes first, then the values of secret names (``password: ...``, ``api-key=...``;
+        ``loopctl._secrets.TextScrubber``, the rule a live span and a provider's error use)."""
+        return self._text(text)
 
     def __call__(self, value: Any) -> Any:
         """A copy of JSON-shaped ``value`` with secrets replaced (the input is not changed).

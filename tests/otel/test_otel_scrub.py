@@ -1,11 +1,10 @@
-"""A live span's content holds no value given to a credential's name, as the trace holds none.
+"""A live span's content holds no secret the trace would hold none of: one rule scrubs both.
 
 The live observer scrubs with ``loopctl.otel.scrub_content`` (the engine may not import the trace
 scrubber); a value with no key shape of its own (``DB_PASSWORD='correct horse battery'`` in a
-tool's result) is a secret by its name only, and reached the collector with content on while the
-export of the run's trace had it scrubbed. The name rule is one (``loopctl.secret_names``); the
-trace scrubber adds its own fast pre-test of a whole JSON text: the tests here hold the live
-spans and the trace to the same answers.
+tool's result) is a secret by its name only. The shapes, the name rule and the text scrubbing
+are defined once, in ``loopctl._secrets``: the otel scrubber is that function, the trace
+scrubber reads the same patterns and name rule, and both scrub the tables here the same.
 """
 
 from __future__ import annotations
@@ -16,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from otel_helpers import memory_provider
 
-from loopctl import BareLoop, Message, tool
+from loopctl import BareLoop, Message, _secrets, tool
 from loopctl.core import ToolCall
-from loopctl.otel import OtelObserver, scrub_content
-from loopctl.secret_names import is_secret_name
+from loopctl.otel import REDACTED, OtelObserver, scrub_content
 from loopctl.testing import ScriptedClient
 from loopctl_sim import TraceRecorder
-from loopctl_sim.trace.scrub import Scrubber, is_secret_key
+from loopctl_sim.trace.scrub import BUILTIN_PATTERNS, PLACEHOLDER, Scrubber, is_secret_key
+from loopctl_sim.trace.scrub import REDACTED as TRACE_REDACTED
 
 ENV = (
     "HOST=db.internal\n"
@@ -78,9 +77,20 @@ NAMES = [
 ]  # fmt: skip
 
 
-def test_the_names_are_read_as_the_trace_reads_them() -> None:
-    for name in NAMES:
-        assert is_secret_name(name) == is_secret_key(name), name
+def test_the_otel_and_trace_scrubbers_are_one_definition() -> None:
+    assert scrub_content is _secrets.scrub_text
+    assert is_secret_key is _secrets.is_secret_name
+    assert BUILTIN_PATTERNS is _secrets.BUILTIN_PATTERNS
+    assert PLACEHOLDER is _secrets.PLACEHOLDER
+    assert TRACE_REDACTED is _secrets.REDACTED and REDACTED is _secrets.REDACTED
+    assert Scrubber().patterns == _secrets.BUILTIN_PATTERNS
+    assert isinstance(Scrubber()._text, _secrets.TextScrubber)
+
+
+def test_the_names_are_read_by_the_one_rule() -> None:
+    secret = {n for n in NAMES if is_secret_key(n)}
+    assert {"OPENAI_API_KEY", "apiKey", "x-portkey-api-key", "db_password", "cookie"} <= secret
+    assert not secret & {"max_tokens", "key_id", "sort_key", "eos_token", "key", "monkey"}
 
 
 TEXTS = [
@@ -111,3 +121,16 @@ def test_texts_are_scrubbed_as_the_trace_scrubs_them() -> None:
 def test_any_text_of_names_and_values_is_scrubbed_the_same(words: list[str]) -> None:
     text = "".join(words)
     assert scrub_content(text) == Scrubber()(text)
+
+
+def test_a_bare_key_in_a_url_query_is_scrubbed_as_the_providers_redact_it() -> None:
+    text = "GET https://generativelanguage.googleapis.com/v1?key=AbCdEf123456&alt=sse"
+    want = "GET https://generativelanguage.googleapis.com/v1?key=[REDACTED]&alt=sse"
+    assert scrub_content(text) == want
+    assert Scrubber()(text) == want
+    assert Scrubber().might_hold('{"url": "' + text + '"}')
+    # a key outside a query is any mapping's
+    assert Scrubber()("key: AbCdEf123456") == "key: AbCdEf123456"
+    assert (
+        Scrubber()("https://h/x?sig=Zm9vYmFyYmF6&sv=2024") == "https://h/x?sig=[REDACTED]&sv=2024"
+    )
