@@ -9,7 +9,8 @@ campaign that always enables all of them would not.
 
 This module only decides what a world is; running and checking it is ``loopctl_sim.fuzz.checks``.
 The order of every ``rng`` draw here is part of the campaign's output (the same seeds must give
-the same summary), so a change of order is a change of behaviour.
+the same summary), so a change of order is a change of behaviour. The loop segments and loop
+policies of ``loopctl_sim.fuzz.loops`` draw from a stream of their own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 import yaml
 
+from loopctl_sim.fuzz.loops import with_loops
 from loopctl_sim.sim.scenario import (
     BUILTINS,
     CallScenario,
@@ -162,6 +164,8 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
         loop_action=rng.choice(["warn", "warn", "fail", "off"]),
         loop_repeat_limit=rng.choice([3, 4]),
     )
+    # some seeds loop on purpose, drawn from their own stream (``loopctl_sim.fuzz.loops``)
+    replies, policy = with_loops(seed, replies, policy, tools)
     enabled = tuple(k for k in config.faults if rng.random() < 0.5)  # swarm testing
     faults = []
     if enabled:

@@ -34,7 +34,14 @@ from loopctl_sim.errors import SimError
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.trace import RecordingMachine
 
-__all__ = ["CheckingMachine", "Violation", "feed_problems", "raise_problems", "step_problems"]
+__all__ = [
+    "CheckingMachine",
+    "Violation",
+    "feed_problems",
+    "loop_problems",
+    "raise_problems",
+    "step_problems",
+]
 
 
 class Violation(SimError):
@@ -67,11 +74,13 @@ def step_problems(
     again: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
     """What is wrong with one ``next_step``: the step itself, the transition table, the decision
-    order in ``Start``, terminal stickiness, and a call id dispatched twice (``dispatched`` is
-    updated; ids in ``again`` may be dispatched once more: a crash interrupted them)."""
+    order in ``Start``, the loop verdict, terminal stickiness, and a call id dispatched twice
+    (``dispatched`` is updated; ids in ``again`` may be dispatched once more: a crash
+    interrupted them)."""
     problems = inv.check_step(machine, step, policy)
     problems += inv.check_transition(before.state.kind, "next_step", machine.state.kind)
     problems += inv.check_start_decision(before, policy, step)
+    problems += loop_problems(before, policy, step, machine)
     if isinstance(before.state, Terminal) and machine.state != before.state:
         problems.append(f"{inv.STICKY_CODE}: next_step left {before.state!r}")
     if isinstance(step, CallTools):
@@ -80,6 +89,19 @@ def step_problems(
             problems.append(f"{inv.DISPATCH_CODE}: call ids dispatched twice: {twice}")
         dispatched.update(c.id for c in step.calls)
     return problems
+
+
+def loop_problems(
+    before: MachineSnapshot, policy: MachinePolicy, step: MachineStep, machine: LoopMachine
+) -> list[str]:
+    """The loop verdict of a step asked in ``Start``, against the reference judge
+    (``reference_loop_verdict``) of the calls the brain recorded before it (``before.loop``:
+    its last ``MAX_LOOP_WINDOW`` calls, judged here under the policy's own window, limit and
+    action) and whether it was warned already: a verdict fails the run or warns once, a warned
+    run fails at its next loop, no verdict neither (``check_loop_decision``)."""
+    loop = before.loop
+    verdict = inv.reference_loop_verdict(loop.calls, loop.unjudged, policy)
+    return inv.check_loop_decision(before, machine, step, verdict, loop.warned, policy)
 
 
 def feed_problems(
