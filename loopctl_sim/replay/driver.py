@@ -126,7 +126,13 @@ def _replay(
     checker = Checker(
         cursor, result, scrubber, fingerprints=same_key, own_context=agent is not None
     )
-    if key is not None and key != scrubber.key_id:
+    if key is not None and scrubber.key_id is None:
+        result.notes.append(
+            "the trace's secrets were scrubbed with a key and no LOOPCTL_SCRUB_KEY is set: they "
+            "are compared by where they stand; set the key that recorded the trace to compare "
+            "them by their fingerprints"
+        )
+    elif key is not None and key != scrubber.key_id:
         result.notes.append(
             "the trace's secrets were scrubbed with another key (LOOPCTL_SCRUB_KEY): they are "
             "compared by where they stand, not by their fingerprints"

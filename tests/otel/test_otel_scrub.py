@@ -29,8 +29,9 @@ ENV = (
     "OPENAI_API_KEY=abc123XYZdef456\n"
     "x-portkey-api-key: plainkey12345\n"
     "PASSWD=Tr0ub4dor&3xyz\n"
+    "MAPS_URL=https://maps.example.com/api?key=Kq8Zr2Lm5Np0&region=eu\n"
 )
-SECRETS = ("correct horse", "abc123XYZ", "plainkey123", "Tr0ub4dor", "hunter2hunter2")
+SECRETS = ("correct horse", "abc123XYZ", "plainkey123", "Tr0ub4dor", "hunter2hunter2", "Kq8Zr2Lm")
 
 
 @tool

@@ -9,6 +9,7 @@ live value is a secret, it is scrubbed with the same key and compared by its pla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def fetch_echoing(url: str, token: str) -> str:
     return f"fetched {url} with {token}"
 
 
-def agent(client: object = None, observers: tuple[object, ...] = ()) -> BareLoop:
+def agent(client: object = None, observers: Sequence[object] = ()) -> BareLoop:
     return BareLoop(
         client,  # type: ignore[arg-type]
         [fetch],
@@ -206,3 +207,17 @@ def test_another_key_compares_secrets_by_where_they_stand(
     result = replay_agent(path, agent)
     assert result.ok, result.summary()
     assert any("another key" in note for note in result.notes), result.notes
+
+
+def test_no_key_set_is_named_as_such_not_as_another_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPCTL_SCRUB_PATTERNS", USER_PATTERN)
+    monkeypatch.delenv("LOOPCTL_SCRUB_KEY", raising=False)
+    monkeypatch.delenv("LOOPCTL_SCRUB_KEY_FILE", raising=False)
+    path = tmp_path / "run.jsonl"
+    record(path, Scrubber(b"the recording key", [USER_PATTERN]))
+    result = replay_agent(path, agent)
+    assert result.ok, result.summary()
+    assert not any("another key" in note for note in result.notes), result.notes
+    assert any("no LOOPCTL_SCRUB_KEY is set" in note for note in result.notes), result.notes
