@@ -13,7 +13,9 @@ Rows (runs/s of 20 turns: 19 tool calls of ``add``, then a final text; one core)
 - ``driver_sim``: ``simulate_driver(world)``, the built-in world through the fault layers (the
   harness's client hands each reply over whole, as nobody watches the stream; its middleware
   answers the calls), a fresh world each run;
-- ``driver_sim_traced``: the same, with a trace written to memory;
+- ``driver_sim_traced``: the same, with a trace written to memory; ``traced_cost_ratio`` is
+  what the trace costs a run (``driver_sim`` / ``driver_sim_traced`` CPU rates, paired window by
+  window), at most ``TRACED_COST_LIMIT``;
 - ``agent_sim``: ``run_agent`` on an agent whose factory builds a loop with an async ``add``
   tool, the model scripted: the agent harness (the user's factory, ``build_agent``, the fault
   layers put in through ``BareLoop.replace``);
@@ -40,6 +42,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from benchmarks.bench_driver import paired_ratio
 from loopctl import BareLoop, Message, RunConfig, ToolCall, tool
 from loopctl.api import ApiClient, ModelRequest, StreamEvent, reply_events
 from loopctl.observe import LoopObserver
@@ -48,6 +51,9 @@ from loopctl_sim.sim import AgentWorld, run_agent, simulate_driver
 from loopctl_sim.sim.world import ModelScript, World
 
 GOAL = 300
+#: A traced simulated run costs at most this many untraced ones (``traced_cost_ratio``: the
+#: trace writer should cost no more than the driver it records).
+TRACED_COST_LIMIT = 2.0
 TURNS = 20
 SAMPLE_AGENT = "examples.support_agent.agent:build"
 
@@ -148,6 +154,7 @@ def _interleaved(
             "cpu_low": round(min(cpus[name]), 1),
             "cpu_high": round(max(cpus[name]), 1),
             "windows": windows,
+            "cpu_windows": [round(x, 1) for x in cpus[name]],
             "runs": counts[name],
         }
         for name in names
@@ -187,6 +194,8 @@ def run(smoke: bool) -> dict[str, Any]:
     )
     rows.extend({"name": name, **figures} for name, figures in measured.items())
     sim = measured["driver_sim"]
+    # what tracing costs a run: untraced rate / traced rate, paired window by window
+    traced_cost = paired_ratio(sim["cpu_windows"], measured["driver_sim_traced"]["cpu_windows"])
 
     def seed_row(name: str, config: fz.FuzzConfig) -> None:
         """One fuzz seed per call, every check (seeds 0, 1, 2...; each must pass)."""
@@ -214,6 +223,8 @@ def run(smoke: bool) -> dict[str, Any]:
         "driver_runs_per_cpu_s": sim["runs_per_cpu_s"],
         "driver_runs_per_s": sim["runs_per_s"],
         "meets_driver_goal": sim["runs_per_cpu_s"] >= GOAL,
+        "traced_cost_ratio": round(traced_cost, 2),
+        "goal_traced_cost_ratio": TRACED_COST_LIMIT,
         "profile": profile,
         "floor_profile": floor_profile,
     }

@@ -46,7 +46,7 @@ from benchmarks.bench_driver import (
     table as measure_table,
 )
 
-__all__ = ["PEERS", "available", "goals", "run", "versions"]
+__all__ = ["GOALS", "PEERS", "available", "goals", "run", "versions"]
 
 # pydantic-ai / logfire: never send anything anywhere.
 os.environ.setdefault("LOGFIRE_IGNORE_NO_CONFIG", "1")
@@ -57,6 +57,15 @@ os.environ.setdefault("LANGSMITH_TRACING", "false")
 PROMPT = "add some numbers"
 #: loopctl's row with the sync tool run on the event loop (``@tool(inline=True)``).
 INLINE = "loopctl (inline)"
+
+#: The project's goals against the peers (docs/performance.md, "Goals"), as ratios of a driver
+#: turn to the fastest peer's, runs paired by round: goal -> (tool flavour, loopctl row, limit).
+#: The worker-thread hop of a default sync tool is most of that turn, hence its looser limit.
+GOALS: dict[str, tuple[str, str, float]] = {
+    "sync": ("sync", "loopctl", 1 / 20),
+    "inline": ("sync", INLINE, 1 / 40),
+    "async": ("async", "loopctl", 1 / 40),
+}
 
 
 # --- pydantic-ai -------------------------------------------------------------------------------
@@ -266,7 +275,7 @@ def run(
     """loopctl and every installed peer, side by side, sync and async tool.
 
     Returns ``{"turns", "repeats", "versions", "skipped", "tables": {"sync": {name: ...},
-    "async": {...}}, "goals": {...}}``.
+    "async": {...}}, "goals": {goal: ...}}`` (``GOALS`` names the goals).
     """
     turns = turns or ((10,) if smoke else TURNS)
     repeats = repeats or (1 if smoke else REPEATS)
@@ -289,12 +298,16 @@ def run(
         "versions": versions(),
         "skipped": skipped,
         "tables": tables,
-        "goals": {flavour: goals(table) for flavour, table in tables.items()},
+        "goals": {
+            name: goals(tables[flavour], subject, limit)
+            for name, (flavour, subject, limit) in GOALS.items()
+        },
     }
 
 
-def goals(table: dict[str, Any]) -> dict[str, Any]:
-    """loopctl against the fastest peer at every T: the ratio, and whether it is <= 0.1.
+def goals(table: dict[str, Any], subject: str = "loopctl", limit: float = 1 / 20) -> dict[str, Any]:
+    """``subject`` (a loopctl row of ``table``) against the fastest peer at every T: the ratio,
+    and whether it is at most ``limit`` (``GOALS`` holds the project's).
 
     Judged on wall time (what a user waits for): the fastest peer is the one with the lowest
     median, and the ratio is the median of the two frameworks' runs paired by round
@@ -303,7 +316,7 @@ def goals(table: dict[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     peers = [name for name in table if name in PEERS]
-    ours = table["loopctl"]
+    ours = table[subject]
     for i, row in enumerate(ours["rows"]):
         t = row["turns"]
         if not peers:
@@ -322,7 +335,8 @@ def goals(table: dict[str, Any]) -> dict[str, Any]:
             "ratio_of_medians": round(row["median_us_per_turn"] / theirs["median_us_per_turn"], 3),
             "cpu_fastest_peer": cpu_fastest,
             "cpu_ratio": round(row["cpu_median_us_per_turn"] / cpu_theirs, 3),
-            "met": ratio <= 0.1,
+            "limit": limit,
+            "met": ratio <= limit,
         }
     out["loopctl_growth"] = ours["growth"]
     return out

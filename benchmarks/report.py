@@ -132,6 +132,8 @@ def _us(value: float | None) -> str:
 
 
 def print_peers(result: dict[str, Any]) -> None:
+    from benchmarks.bench_peers import GOALS  # bench_peers imports this module to print
+
     turns = result["turns"]
     for flavour, table in result["tables"].items():
         print(
@@ -146,13 +148,16 @@ def print_peers(result: dict[str, Any]) -> None:
             growth = "" if v["growth"] is None else f"{v['growth']:>7.2f}x"
             cpu_growth = "" if v.get("cpu_growth") is None else f"{v['cpu_growth']:>7.2f}x"
             print(f"  {name:<16}{wall}{growth:>8}  |{cpu}{cpu_growth:>8}")
-        ratios = [
-            f"T={t}: {g['ratio']:.3f} of {g['fastest_peer']}"
-            for t, g in result.get("goals", {}).get(flavour, {}).items()
-            if isinstance(g, dict) and g.get("fastest_peer") is not None and "ratio" in g
-        ]
-        if ratios:
-            print(f"  loopctl / the fastest peer, runs paired by round: {'; '.join(ratios)}")
+        for goal, judged in result.get("goals", {}).items():
+            if GOALS.get(goal, ("",))[0] != flavour:
+                continue
+            ratios = [
+                f"T={t}: {g['ratio']:.3f} of {g['fastest_peer']}"
+                for t, g in judged.items()
+                if isinstance(g, dict) and g.get("fastest_peer") is not None and "ratio" in g
+            ]
+            if ratios:
+                print(f"  {goal} / the fastest peer, runs paired by round: {'; '.join(ratios)}")
         print()
     for name, why in result["skipped"].items():
         print(f"  note: {name} skipped: {why}")

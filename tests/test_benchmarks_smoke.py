@@ -122,10 +122,36 @@ def test_peers_smoke_structure_with_or_without_peers(smoke: tuple[int, dict[str,
         ran = all(name in t for t in result["tables"].values())
         assert ran == (name not in result["skipped"]) == bench_peers.available(name)
     goals = smoke[1]["goals"]
-    if any(bench_peers.available(name) for name in bench_peers.PEERS):
-        assert goals["overhead_sync_tool"]["per_T"]["10"]["fastest_peer"] in bench_peers.PEERS
-    else:
-        assert goals["overhead_sync_tool"]["met"] is None
+    assert set(result["goals"]) == set(bench_peers.GOALS)
+    for name in bench_peers.GOALS:
+        judged = goals[f"driver_{name}_vs_peer"]
+        if any(bench_peers.available(peer) for peer in bench_peers.PEERS):
+            assert result["goals"][name]["10"]["fastest_peer"] in bench_peers.PEERS
+            assert "(T = 10)" in judged["target"]  # a smoke run has no T = 100
+            assert judged["met"] == (judged["ratio"] <= bench_peers.GOALS[name][2])
+        else:
+            assert judged["met"] is None
+
+
+def test_smoke_goals_are_the_ratio_goals(smoke: tuple[int, dict[str, Any]]) -> None:
+    """The goals block holds exactly the ratio goals; the sections' budgets sit beside it."""
+    goals = smoke[1]["goals"]
+    assert set(goals) == {
+        "driver_sync_vs_peer",
+        "driver_inline_vs_peer",
+        "driver_async_vs_peer",
+        "driver_flat",
+        "traced_run",
+    } - (set() if smoke[1]["sections"]["fuzz"]["status"] == "ok" else {"traced_run"})
+    assert all(" us" not in g["target"] for g in goals.values())
+    # a smoke run reaches 1,000 messages, not 10,000: the flatness goal is not judged
+    assert goals["driver_flat"]["met"] is None
+    assert goals["driver_flat"]["detail"] == "measured to 1,000 messages only"
+    if "traced_run" in goals:
+        driver = smoke[1]["sections"]["fuzz"]["result"]["driver"]
+        assert driver["traced_cost_ratio"] > 0
+        assert goals["traced_run"]["met"] == (driver["traced_cost_ratio"] <= 2.0)
+    assert "budgets" in smoke[1]
 
 
 @pytest.mark.parametrize(
@@ -172,30 +198,54 @@ def test_peer_goals_pair_the_runs_by_round() -> None:
         "loopctl": {"rows": [row([40.0, 80.0, 42.0])], "growth": None},
         peer: {"rows": [row([1_000.0, 2_000.0, 1_050.0])], "growth": None},
     }
-    judged = bench_peers.goals(table)["100"]
+    judged = bench_peers.goals(table, "loopctl", 1 / 20)["100"]
     assert judged["fastest_peer"] == peer
     assert judged["ratio"] == 0.04  # rounds: 0.04, 0.04, 0.04
     assert judged["ratio_of_medians"] == round(42.0 / 1_050.0, 3)
     assert judged["met"] is True
 
 
-def test_driver_goals_are_judged_on_the_median_with_the_fastest_run_beside_it() -> None:
-    def rows(median: float, fastest: float) -> dict[str, Any]:
-        return {"rows": [{"turns": 100, "median_us_per_turn": median, "min_us_per_turn": fastest}]}
+def _peer_goal(ratio: float) -> dict[str, Any]:
+    return {
+        "100": {
+            "fastest_peer": "pydantic-ai",
+            "fastest_peer_us": 1_000.0,
+            "loopctl_us": ratio * 1_000.0,
+            "ratio": ratio,
+        },
+        "loopctl_growth": None,
+    }
 
-    variants = {"async tool": rows(60.6, 38.9), "sync tool, inline": rows(39.1, 37.8)}
-    driver = {"status": "ok", "result": {"variants": variants}}
-    judged = bench_main.judge_driver({"driver": driver})
-    assert judged["driver_async"]["met"] is False  # a phase began during the row: still a miss
-    assert judged["driver_async"]["detail"] == "60.6 us (fastest run 38.9 us)"
-    assert judged["driver_inline"]["met"] is True
-    assert judged["driver_inline"]["detail"] == "39.1 us (fastest run 37.8 us)"
-    # with the machine's reference loop in the result: its fastest before and after
-    driver["result"]["machine_reference_ms"] = {"before": [14.2, 13.8, 14.0], "after": [9.5, 9.8]}
-    judged = bench_main.judge_driver({"driver": driver})
-    assert judged["driver_async"]["detail"] == (
-        "60.6 us (fastest run 38.9 us; reference loop 13.8 ms before the rows, 9.5 ms after)"
-    )
+
+def test_peer_goals_are_ratios_judged_at_t_100() -> None:
+    """1/20 with the worker-thread sync tool, 1/40 with an async or inline one."""
+    ratios = {"sync": 0.047, "inline": 0.030, "async": 0.024}
+    peers: dict[str, Any] = {
+        "status": "ok",
+        "result": {"goals": {k: _peer_goal(v) for k, v in ratios.items()}},
+    }
+    judged = bench_main.evaluate_goals({"peers": peers})
+    assert judged["driver_sync_vs_peer"]["met"] is True  # 0.047 <= 1/20
+    assert judged["driver_inline_vs_peer"]["met"] is False  # 0.030 > 1/40
+    assert judged["driver_async_vs_peer"]["met"] is True  # 0.024 <= 1/40
+    assert "1/20 (T = 100)" in judged["driver_sync_vs_peer"]["target"]
+    assert "1/40 (T = 100)" in judged["driver_async_vs_peer"]["target"]
+    assert judged["driver_sync_vs_peer"]["detail"].startswith("0.047 of pydantic-ai")
+
+
+def test_flatness_and_tracing_are_paired_ratios() -> None:
+    history = [
+        {"history_messages": 0, "growth": 1.0},
+        {"history_messages": 10_000, "growth": 1.12},
+    ]
+    driver: dict[str, Any] = {"status": "ok", "result": {"history": history}}
+    fuzz: dict[str, Any] = {"status": "ok", "result": {"driver": {"traced_cost_ratio": 1.9}}}
+    judged = bench_main.evaluate_goals({"driver": driver, "fuzz": fuzz})
+    assert judged["driver_flat"]["met"] is False  # 1.12 > 1.1
+    assert judged["driver_flat"]["detail"] == "1.12x"
+    assert judged["traced_run"]["met"] is True  # 1.9 <= 2
+    fuzz["result"]["driver"]["traced_cost_ratio"] = 6.5
+    assert bench_main.evaluate_goals({"fuzz": fuzz})["traced_run"]["met"] is False
 
 
 def test_measure_asserts_the_tool_count() -> None:
