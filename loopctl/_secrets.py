@@ -279,7 +279,7 @@ class TextScrubber:
         out = text
         if self._values.search(out) is not None:
             out = self._values.sub(self._replace, out)
-        if mentions_name(out.translate(_ASCII_LOWER)):
+        if mentions_name(out.lower()):  # a wider lowering than a name's: a pre-test only
             out = assignments(out, self.placeholder)
         return text if out == text else out
 
