@@ -17,7 +17,7 @@ import sys
 import click
 
 from loopctl_sim.fuzz.user_checks import load_check
-from loopctl_sim.replay.export import FuzzChecks, fuzz_scenario, write_test
+from loopctl_sim.replay.export import FuzzChecks, builtin_run, fuzz_scenario, write_test
 from loopctl_sim.sim import (
     AgentError,
     ScenarioError,
@@ -128,6 +128,10 @@ def export_test(
         named = agent
         if agent is None and not no_agent:
             agent = agent_from_pyproject()
+            if agent is not None and builtin_run(trace):
+                click.echo(f"note: recorded by loopctl run's built-in agent, not {agent}: the "
+                           "test replays it against the brain", err=True)  # fmt: skip
+                agent = None
         if no_agent:
             agent = None
         found = None if force_replay else (scenario or fuzz_scenario(trace))

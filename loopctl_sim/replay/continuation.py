@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from loopctl.api import ApiClient
 from loopctl.core import Message, ToolResult
 from loopctl.driver import BareLoop, CancelSignal, RunResult
 from loopctl.tools import dispatch
@@ -82,9 +83,12 @@ def resume_trace(
     out: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     cancel: CancelSignal | None = None,
+    client: ApiClient | None = None,
 ) -> ResumeResult:
     """``resume_trace_async`` for scripts without an event loop."""
-    return asyncio.run(resume_trace_async(path, agent, out=out, cwd=cwd, cancel=cancel))
+    return asyncio.run(
+        resume_trace_async(path, agent, out=out, cwd=cwd, cancel=cancel, client=client)
+    )
 
 
 async def resume_trace_async(
@@ -94,11 +98,13 @@ async def resume_trace_async(
     out: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     cancel: CancelSignal | None = None,
+    client: ApiClient | None = None,
 ) -> ResumeResult:
     """Resume the last run of the trace at ``path`` with the agent ``module:factory`` (or the
-    factory); see the module docstring. Raises ``TraceFormatError`` for an unreadable trace,
-    ``ResumeError`` when there is no run to resume or its brain leaves the trace,
-    ``AgentError`` when the agent cannot be built."""
+    factory); see the module docstring. ``client`` is given to the factory (or swapped in) as
+    ``loopctl run --model`` gives one: the continuation's model calls go to it. Raises
+    ``TraceFormatError`` for an unreadable trace, ``ResumeError`` when there is no run to resume
+    or its brain leaves the trace, ``AgentError`` when the agent cannot be built."""
     source = os.fspath(path)
     if source == STDIN and out is None:
         raise ValueError("a trace read from stdin is resumed into a new file: give out=")
@@ -119,7 +125,7 @@ async def resume_trace_async(
                 resumed.notes.append("the run had ended: its end record was written")
             return resumed
         recorder = TraceRecorder(writer)
-        loop = build_agent(factory, observers=[recorder], machine=machine)
+        loop = build_agent(factory, client=client, observers=[recorder], machine=machine)
         recorder.continue_run(machine, {"resumed": {"from_line": point.line, "trace": point.path}})
         if point.compact_requested:  # the killed driver still held a manual compaction request
             loop.request_compaction()

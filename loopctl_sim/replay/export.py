@@ -34,6 +34,7 @@ from loopctl_sim.trace.files import write_atomically
 __all__ = [
     "ExportInfo",
     "FuzzChecks",
+    "builtin_run",
     "export_fuzz_test",
     "export_test",
     "fuzz_scenario",
@@ -55,6 +56,8 @@ class ExportInfo:
         self.lines: list[str] = []
         #: the run was a fuzz campaign's (its first header's metadata holds ``fuzz_seed``)
         self.fuzz = False
+        #: the run was ``loopctl run``'s built-in agent's (its first header says ``builtin``)
+        self.builtin = False
 
 
 def _read(path: str | os.PathLike[str]) -> ExportInfo:
@@ -63,7 +66,11 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
     for record in reader:
         if isinstance(record, HeaderRecord):
             info.fuzz = info.fuzz or (info.runs == 0 and "fuzz_seed" in record.metadata)
-            info.runs += 1
+            info.builtin = info.builtin or (info.runs == 0 and bool(record.metadata.get("builtin")))
+            # a header holding a started brain resumes the run under way (a replay counts it
+            # among ``resumes``); any other starts a run
+            if record.snapshot is None or not record.snapshot.started:
+                info.runs += 1
             info.complete = False
             info.scrubbed = info.scrubbed or record.scrubbed
         elif isinstance(record, EndRecord):
@@ -83,6 +90,13 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
     if any("truncated last line" in w for w in reader.warnings):
         info.lines = info.lines[:-1]
     return info
+
+
+def builtin_run(trace: str | os.PathLike[str]) -> bool:
+    """Whether ``trace`` was recorded by ``loopctl run``'s built-in agent: a project's
+    ``[tool.loopctl] agent`` is not the one that ran it, so its test replays it against the
+    brain (an agent named on purpose is still used)."""
+    return _read(trace).builtin
 
 
 def regression_test_name(path: str | os.PathLike[str]) -> str:
