@@ -4,7 +4,7 @@ detector's planted bugs.
 The plants are the brain's (``test_planted_brain_bugs``: the ping-pong detector switched off,
 the loop window sized by a constant, ``warn`` never escalating); each test runs the
 ``loopctl-sim fuzz`` command over a small seed range with the plant in place and asserts that
-it exits 1 naming the loop check (``LOOP_CODE``) and that the plant fired. The same command
+it exits 1 naming the loop check (``invariant (loop)``) and that the plant fired. The same command
 passes without a plant. Seeds and their draws are fixed, so the tests are deterministic.
 """
 
@@ -21,8 +21,8 @@ from test_planted_brain_bugs import never_escalates, no_ping_pong, window_consta
 
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli.fuzz_cmd import fuzz as fuzz_command
+from loopctl_sim.fuzz import case as case_mod
 from loopctl_sim.fuzz.loops import DEFAULT_LOOPS, FuzzLoops, with_loops
-from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_loops import LoopWeights
 
 __all__ = ["never_escalates", "no_ping_pong", "window_constant"]  # the plants, as fixtures
@@ -42,7 +42,7 @@ def _found(tmp_path: Path, plant: Plant) -> None:
     code, out = _fuzz(tmp_path)
     assert plant.fired, NEVER_FIRED
     assert code == 1, out
-    assert inv.LOOP_CODE in out, out
+    assert "invariant (loop)" in out, out  # the loop check named, as the user reads it
 
 
 def test_the_campaign_passes_without_a_plant(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_a_warning_that_never_escalates_is_found(tmp_path: Path, never_escalates
     _found(tmp_path, never_escalates)
 
 
-def test_looping_seeds_draw_every_pattern_action_window_and_limit() -> None:
+def test_looping_seeds_draw_every_action_window_and_limit() -> None:
     """Over 300 seeds the loop policies reach every action, window and limit of the weights."""
     policies: Counter[tuple[str, object]] = Counter()
     looping = 0
@@ -80,11 +80,50 @@ def test_looping_seeds_draw_every_pattern_action_window_and_limit() -> None:
     assert 80 <= looping <= 160  # about 40 of 100 seeds (a window of 12 is drawn too)
 
 
-def test_a_seed_that_does_not_loop_is_unchanged() -> None:
-    off = FuzzLoops(looping=0)
-    case = fz.make_case(7)
-    replies, policy = list(case.scenario.model), case.scenario.policy
-    assert with_loops(7, replies, policy, ["add"], off) == (replies, policy)
+def test_the_loops_leave_every_other_draw_of_a_seed_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop segment and loop policy come from a stream of their own: without them a seed is
+    the world its own ``random.Random(seed)`` drew (faults, tools, texts, crash point), and with
+    them only the calls and the three loop settings differ."""
+    with_ = [fz.make_case(seed) for seed in range(60)]
+    monkeypatch.setattr(
+        case_mod, "with_loops", lambda seed, replies, policy, tools: (replies, policy)
+    )
+    without = [fz.make_case(seed) for seed in range(60)]
+    loop_fields = {"loop_window", "loop_repeat_limit", "loop_action"}
+    changed = 0
+    for a, b in zip(with_, without, strict=True):
+        assert (a.seed, a.crash_at, a.enabled) == (b.seed, b.crash_at, b.enabled)
+        sa, sb = a.scenario, b.scenario
+        assert (sa.faults, sa.tools, sa.max_retries, sa.tool_timeout) == (
+            sb.faults,
+            sb.tools,
+            sb.max_retries,
+            sb.tool_timeout,
+        )
+        assert [r.text for r in sa.model] == [r.text for r in sb.model]
+        assert sa.policy.model_dump(exclude=loop_fields) == sb.policy.model_dump(
+            exclude=loop_fields
+        )
+        changed += sa != sb
+    assert 10 <= changed <= 40  # about 40 of 100 seeds loop
+
+
+@pytest.mark.parametrize("pattern", ["repeat", "spaced", "shuffled", "parallel"])
+def test_a_repeating_segment_passes_the_limit_and_goes_on(pattern: str) -> None:
+    """One call (``shuffled``: ``add`` with its arguments in either order, one call) is made
+    past the repeat limit and as often again: a warned run meets its next loop."""
+    weights = LoopWeights(patterns=((pattern, 1),))
+    base = fz.make_case(3).scenario
+    replies, policy = with_loops(
+        3, list(base.model), base.policy, ["add"], FuzzLoops(looping=100, weights=weights)
+    )
+    keys = [json.dumps([c.name, c.arguments], sort_keys=True) for r in replies for c in r.calls]
+    assert max(Counter(keys).values()) >= 2 * policy.loop_repeat_limit
+    if pattern == "shuffled":
+        orders = {tuple(c.arguments) for r in replies for c in r.calls if c.arguments.get("a") == 7}
+        assert len(orders) == 2, orders  # both orders drawn
 
 
 def test_a_ping_pong_segment_alternates_two_calls_and_escalates() -> None:
