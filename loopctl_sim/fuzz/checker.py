@@ -82,11 +82,11 @@ def step_problems(
     problems += inv.check_start_decision(before, policy, step)
     problems += loop_problems(before, policy, step, machine)
     if isinstance(before.state, Terminal) and machine.state != before.state:
-        problems.append(f"{inv.STICKY_CODE}: next_step left {before.state!r}")
+        problems.append(f"{inv.InvariantCode.TERMINAL_STICKY}: next_step left {before.state!r}")
     if isinstance(step, CallTools):
         twice = [c.id for c in step.calls if c.id in dispatched and c.id not in again]
         if twice:
-            problems.append(f"{inv.DISPATCH_CODE}: call ids dispatched twice: {twice}")
+            problems.append(f"{inv.InvariantCode.DISPATCH}: call ids dispatched twice: {twice}")
         dispatched.update(c.id for c in step.calls)
     return problems
 
@@ -116,7 +116,7 @@ def feed_problems(
     just before the feed, needed for those three)."""
     problems = inv.check_transition(before_state.kind, name, machine.state.kind)
     if isinstance(before_state, Terminal) and machine.state != before_state:
-        problems.append(f"{inv.STICKY_CODE}: {name} left {before_state!r}")
+        problems.append(f"{inv.InvariantCode.TERMINAL_STICKY}: {name} left {before_state!r}")
     if copy is not None and name == "commit_pending":
         problems += inv.check_commit(copy, machine)
     elif copy is not None and name == "discard_pending":

@@ -176,9 +176,13 @@ class BrainFeeds(RuleBasedStateMachine):
         if label is not None:
             event(label)
         if isinstance(step, CallLLM) and step.turn > policy.max_turns:
-            problems.append(f"{inv.TURNS_CODE}: {step!r} with max_turns={policy.max_turns}")
+            problems.append(
+                f"{inv.InvariantCode.TURNS}: {step!r} with max_turns={policy.max_turns}"
+            )
         if isinstance(before.state, Terminal) and step != Done(outcome=before.state.outcome):
-            problems.append(f"{inv.STICKY_CODE}: a terminal machine answered {step!r}")
+            problems.append(
+                f"{inv.InvariantCode.TERMINAL_STICKY}: a terminal machine answered {step!r}"
+            )
         self._fail_on(problems, f"next_step -> {step!r}")
         if (isinstance(step, Compact) and step.reason is CompactReason.MANUAL) or isinstance(
             step, Done

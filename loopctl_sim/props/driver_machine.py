@@ -126,8 +126,8 @@ class DriverMachine(RuleBasedStateMachine):
 
     Both: ``changes`` (a strategy of ``RunConfig`` field updates) for the changes made mid-run;
     ``tolerated`` names brain problem codes reported nowhere (known issues); ``skip`` names
-    driver property codes not checked (say ``RETRY_CODE`` for a model middleware that retries
-    on its own); ``max_steps`` bounds the steps of one run.
+    driver property codes not checked (say ``InvariantCode.RETRY`` for a model middleware that
+    retries on its own); ``max_steps`` bounds the steps of one run.
     """
 
     agent: ClassVar[str | AgentFactory | None] = None
@@ -137,7 +137,7 @@ class DriverMachine(RuleBasedStateMachine):
     explore: ClassVar[ExploreConfig] = ExploreConfig(turns=8)
     configs: ClassVar[st.SearchStrategy[RunConfig] | None] = run_configs()
     changes: ClassVar[st.SearchStrategy[dict[str, Any]]] = config_changes()
-    tolerated: ClassVar[frozenset[str]] = frozenset({inv.RESTORE_OPEN_TAIL_CODE})
+    tolerated: ClassVar[frozenset[str]] = frozenset({inv.InvariantCode.RESTORE_TERMINAL_OPEN_TAIL})
     skip: ClassVar[frozenset[str]] = frozenset()
     max_steps: ClassVar[int] = 200
 
@@ -346,7 +346,10 @@ class DriverMachine(RuleBasedStateMachine):
             raised = self.agent is None and self.compactor.done[-1:] == ["raise"]
             if raised and (result.error is None or result.error.kind != "compaction"):
                 # the compactor's last call raised: the run must have failed there, typed
-                problem = f"{inv.COMPACTION_CODE}: the compactor raised, the run ended {result!r}"
+                problem = (
+                    f"{inv.InvariantCode.COMPACTION}: the compactor raised, "
+                    f"the run ended {result!r}"
+                )
                 raise inv.InvariantViolation([problem], "the run's result")
         if resumes:
             event("resumed after a crash")

@@ -156,8 +156,8 @@ class _CountingClient:
 
 class DriverWatch(LoopObserver):
     """See the module docstring. ``tolerated``: brain problem codes reported nowhere (known
-    issues); ``skip``: driver property codes not checked (say, ``RETRY_CODE`` for an agent whose
-    model middleware retries on its own)."""
+    issues); ``skip``: driver property codes not checked (say, ``InvariantCode.RETRY`` for an
+    agent whose model middleware retries on its own)."""
 
     def __init__(
         self,
@@ -264,7 +264,9 @@ class DriverWatch(LoopObserver):
         self.dispatched[call.id] += 1
         self.dispatches[call.id] += 1
         if self.dispatches[call.id] > MAX_DISPATCHES:
-            self._raise([f"{inv.RUNAWAY_CODE}: call {call.id} dispatched {MAX_DISPATCHES}+ times"])
+            self._raise(
+                [f"{inv.InvariantCode.RUNAWAY}: call {call.id} dispatched {MAX_DISPATCHES}+ times"]
+            )
 
     def _ran(self, call: ToolCall, result: Any) -> None:
         self.tools_ran += 1
@@ -303,8 +305,8 @@ class DriverWatch(LoopObserver):
         if len(self.attempts) >= limit:
             self._raise(
                 [
-                    f"{inv.RUNAWAY_CODE}: attempt {len(self.attempts) + 1} of a model call, the "
-                    f"config allows {limit}"
+                    f"{inv.InvariantCode.RUNAWAY}: attempt {len(self.attempts) + 1} of a model "
+                    f"call, the config allows {limit}"
                 ]
             )
 
@@ -315,7 +317,9 @@ class DriverWatch(LoopObserver):
         self.steps += 1
         problems = inv.check_digest(machine) if self.brain else []
         if self.steps > self.max_steps:
-            problems.append(f"{inv.RUNAWAY_CODE}: more than {self.max_steps} steps in one run")
+            problems.append(
+                f"{inv.InvariantCode.RUNAWAY}: more than {self.max_steps} steps in one run"
+            )
             self._raise(problems)
         if self.brain:
             problems += inv.check_step(machine, step, policy)
@@ -358,7 +362,9 @@ class DriverWatch(LoopObserver):
             self._counting = True
             message: Message = args["message"]
             if self.calls is None:
-                problems.append(f"{inv.DISPATCH_ONCE_CODE}: results fed without a CallTools")
+                problems.append(
+                    f"{inv.InvariantCode.DISPATCH_ONCE}: results fed without a CallTools"
+                )
             else:
                 problems += inv.check_result_order(self.calls, message)
                 problems += inv.check_dispatched_once(self.calls, self.dispatched)

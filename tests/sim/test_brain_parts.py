@@ -196,7 +196,7 @@ def test_asked_reports_a_wrong_decision() -> None:
     m.set_context_tokens(990)
     before = m.snapshot()
     problems, label = ref.asked(before, m, CallLLM(turn=1), POLICY)
-    assert [inv.problem_code(p) for p in problems] == [inv.DECISION_CODE] and label is None
+    assert [inv.problem_code(p) for p in problems] == [inv.InvariantCode.DECISION] and label is None
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,9 @@ def results(*ids: str) -> Message:
 
 def test_check_result_order() -> None:
     assert inv.check_result_order(CALLS, results("a", "b")) == []
-    assert codes(inv.check_result_order(CALLS, results("b", "a"))) == {inv.RESULT_ORDER_CODE}
+    assert codes(inv.check_result_order(CALLS, results("b", "a"))) == {
+        inv.InvariantCode.RESULT_ORDER
+    }
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,7 @@ def test_check_result_order() -> None:
 def test_check_dispatched_once(dispatched: dict[str, int], ok: bool) -> None:
     problems = inv.check_dispatched_once(CALLS, dispatched)
     assert (problems == []) is ok
-    assert ok or codes(problems) == {inv.DISPATCH_ONCE_CODE}
+    assert ok or codes(problems) == {inv.InvariantCode.DISPATCH_ONCE}
 
 
 def error(kind: Any = "network", retryable: bool = True, **hints: Any) -> ApiError:
@@ -86,19 +88,24 @@ MODEL_CALLS: list[tuple[list[ApiError | None], list[float], str, set[str]]] = [
     ([None], [], "model_response", set()),
     ([E, None], [0.4], "model_response", set()),
     ([E, E, E], [0.4, 0.8], "fail", set()),  # persistent: max_retries + 1 attempts
-    ([E, E], [0.4], "fail", {inv.RETRY_CODE}),  # gave up one retry early
-    ([E, E, E, E], [0.4, 0.8, 1.6], "fail", {inv.RETRY_CODE}),  # one retry too many
+    ([E, E], [0.4], "fail", {inv.InvariantCode.RETRY}),  # gave up one retry early
+    ([E, E, E, E], [0.4, 0.8, 1.6], "fail", {inv.InvariantCode.RETRY}),  # one retry too many
     ([LATE, None], [3.0], "model_response", set()),
-    ([LATE, None], [0.4], "model_response", {inv.RETRY_AFTER_CODE}),
-    ([E, None], [], "model_response", {inv.RETRY_CODE}),  # no sleep before the retry
-    ([None, None], [0.0], "model_response", {inv.RETRY_CODE}),  # called again after a reply
+    ([LATE, None], [0.4], "model_response", {inv.InvariantCode.RETRY_AFTER}),
+    ([E, None], [], "model_response", {inv.InvariantCode.RETRY}),  # no sleep before the retry
+    (
+        [None, None],
+        [0.0],
+        "model_response",
+        {inv.InvariantCode.RETRY},
+    ),  # called again after a reply
     ([OVERFLOW], [], "set_context_tokens", set()),
-    ([OVERFLOW], [], "fail", {inv.OVERFLOW_CODE}),
+    ([OVERFLOW], [], "fail", {inv.InvariantCode.OVERFLOW}),
     ([E], [], "cancel", set()),  # cancelled: not judged
-    ([None], [], "fail", {inv.RETRY_CODE}),
+    ([None], [], "fail", {inv.InvariantCode.RETRY}),
     # a body that fails to parse the same way twice is not retried again
     ([PARSE, PARSE], [0.4], "fail", set()),
-    ([PARSE, PARSE, None], [0.4, 0.8], "model_response", {inv.RETRY_CODE}),
+    ([PARSE, PARSE, None], [0.4, 0.8], "model_response", {inv.InvariantCode.RETRY}),
     ([PARSE, PARSE2, None], [0.4, 0.8], "model_response", set()),
 ]
 
@@ -115,13 +122,13 @@ def test_check_after_overflow() -> None:
     assert inv.check_after_overflow(Done(outcome=Cancelled())) == []
     failed = Done(outcome=Failed(error=LoopError(kind="context_overflow", message="too long")))
     for step in (Compact(reason=CompactReason.MANUAL), failed, CallLLM(turn=1)):
-        assert codes(inv.check_after_overflow(step)) == {inv.OVERFLOW_CODE}
+        assert codes(inv.check_after_overflow(step)) == {inv.InvariantCode.OVERFLOW}
 
 
 def test_check_estimate() -> None:
     assert inv.check_estimate(100, 20, 120) == []
     assert inv.check_estimate(100, 20, 500) == []  # a provider's count may be larger
-    assert codes(inv.check_estimate(100, 20, 100)) == {inv.ESTIMATE_CODE}
+    assert codes(inv.check_estimate(100, 20, 100)) == {inv.InvariantCode.ESTIMATE}
 
 
 def test_check_policy() -> None:
@@ -129,8 +136,10 @@ def test_check_policy() -> None:
     policy = build_policy(session, config, tools=["t"])
     assert inv.check_policy(policy, session, config, ["t"]) == []
     changed = config.model_copy(update={"loop_action": "fail"})
-    assert codes(inv.check_policy(policy, session, changed, ["t"])) == {inv.POLICY_CODE}
-    assert codes(inv.check_policy(policy, session, config, ["t", "u"])) == {inv.POLICY_CODE}
+    assert codes(inv.check_policy(policy, session, changed, ["t"])) == {inv.InvariantCode.POLICY}
+    assert codes(inv.check_policy(policy, session, config, ["t", "u"])) == {
+        inv.InvariantCode.POLICY
+    }
     manual = policy.model_copy(update={"compact_now": True})  # the driver's own flag
     assert inv.check_policy(manual, session, config, ["t"]) == []
     assert isinstance(policy, MachinePolicy)

@@ -53,11 +53,11 @@ def test_run_messages_must_be_what_the_run_said() -> None:
     said = [Message.user("go"), _calls("a", "b"), _results("a", "b"), Message.assistant("done")]
     assert inv.check_run_messages(said, said) == []
     lost = inv.check_run_messages(said, [said[0], said[1], said[3]])
-    assert lost and all(p.startswith(f"{inv.RUN_MESSAGES_CODE}:") for p in lost), lost
+    assert lost and all(p.startswith(f"{inv.InvariantCode.RUN_MESSAGES}:") for p in lost), lost
     swapped = [said[0], said[1], _results("b", "a"), said[3]]
     problems = inv.check_run_messages(swapped, swapped)
     assert problems == [
-        f"{inv.RUN_MESSAGES_CODE}: message 1's calls ['a', 'b'] are answered by ['b', 'a']"
+        f"{inv.InvariantCode.RUN_MESSAGES}: message 1's calls ['a', 'b'] are answered by ['b', 'a']"
     ]
     # a run that ended with tools in flight: the last calls may be open
     assert inv.check_run_messages(said[:2], said[:2]) == []
@@ -65,7 +65,7 @@ def test_run_messages_must_be_what_the_run_said() -> None:
 
 def test_a_requested_compaction_must_be_in_the_policy() -> None:
     assert inv.check_compact_now(MachinePolicy(compact_now=True)) == []
-    assert inv.check_compact_now(MachinePolicy())[0].startswith(f"{inv.POLICY_CODE}:")
+    assert inv.check_compact_now(MachinePolicy())[0].startswith(f"{inv.InvariantCode.POLICY}:")
 
 
 # --- the world's compactor through a real loop ---------------------------------------------------

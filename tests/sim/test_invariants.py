@@ -257,7 +257,7 @@ def test_open_tail_allowed() -> None:
 
 def test_check_machine_catches_an_invalid_history() -> None:
     bad = forge(started(), history=(Message.user("q"), answer(call("a"))))
-    assert inv.HISTORY_CODE in codes(inv.check_machine(bad))
+    assert inv.InvariantCode.HISTORY_INVALID in codes(inv.check_machine(bad))
     with pytest.raises(inv.InvariantViolation, match="history-invalid"):
         inv.assert_machine(bad)
 
@@ -265,22 +265,22 @@ def test_check_machine_catches_an_invalid_history() -> None:
 def test_check_machine_catches_an_open_tail_outside_awaiting_tools() -> None:
     m = started()
     bad = forge(m, pending=(*m.pending, ask(call("x"))))
-    assert inv.CONVERSATION_CODE in codes(inv.check_machine(bad))
+    assert inv.InvariantCode.CONVERSATION_INVALID in codes(inv.check_machine(bad))
 
 
 def test_check_machine_catches_awaiting_tools_without_open_calls() -> None:
     m = awaiting_tools()
     bad = forge(m, pending=m.pending[:-1])
     found = codes(inv.check_machine(bad))
-    assert inv.OPEN_TAIL_CODE in found
+    assert inv.InvariantCode.OPEN_TAIL in found
 
 
 def test_check_machine_catches_too_many_turns() -> None:
     m = forge(started(), turns_taken=6)
-    assert inv.TURNS_CODE in codes(inv.check_machine(m, POLICY))
-    assert inv.TURNS_CODE not in codes(inv.check_machine(m))  # no policy, no limit
+    assert inv.InvariantCode.TURNS in codes(inv.check_machine(m, POLICY))
+    assert inv.InvariantCode.TURNS not in codes(inv.check_machine(m))  # no policy, no limit
     wrong_turn = forge(awaiting_model(), state=AwaitingModel(turn=3))
-    assert inv.TURNS_CODE in codes(inv.check_machine(wrong_turn))
+    assert inv.InvariantCode.TURNS in codes(inv.check_machine(wrong_turn))
 
 
 def test_check_machine_catches_dispatch_of_an_unknown_tool() -> None:
@@ -288,13 +288,15 @@ def test_check_machine_catches_dispatch_of_an_unknown_tool() -> None:
     assert m.exchange is not None
     unknown = Exchange(turn=1, calls=m.exchange.calls, preanswered=())  # "nope" not pre-answered
     found = codes(inv.check_machine(forge(m, exchange=unknown)))
-    assert inv.DISPATCH_CODE in found
+    assert inv.InvariantCode.DISPATCH in found
     known_preanswered = Exchange(
         turn=1,
         calls=m.exchange.calls,
         preanswered=(ToolResult(call_id="c1", name="read", content="", is_error=True),),
     )
-    assert inv.DISPATCH_CODE in codes(inv.check_machine(forge(m, exchange=known_preanswered)))
+    assert inv.InvariantCode.DISPATCH in codes(
+        inv.check_machine(forge(m, exchange=known_preanswered))
+    )
 
 
 def test_check_machine_catches_a_call_answered_twice() -> None:
@@ -302,19 +304,19 @@ def test_check_machine_catches_a_call_answered_twice() -> None:
     history = (Message.user("q"), ask(a), answer(a), Message.user("q2"), ask(a), answer(a))
     assert inv.provider_problems(history) == []  # each exchange is locally fine
     bad = forge(started(), history=history)
-    assert inv.ANSWERED_TWICE_CODE in codes(inv.check_machine(bad))
+    assert inv.InvariantCode.ANSWERED_TWICE in codes(inv.check_machine(bad))
 
 
 def test_check_machine_catches_shape_errors() -> None:
     m = completed()
     wrong_text = forge(m, state=Terminal(outcome=Completed(final_text="something else")))
-    assert inv.SHAPE_CODE in codes(inv.check_machine(wrong_text))
+    assert inv.InvariantCode.SHAPE in codes(inv.check_machine(wrong_text))
     finalized_with_pending = forge(m, finalized=True)
-    assert inv.SHAPE_CODE in codes(inv.check_machine(finalized_with_pending))
+    assert inv.InvariantCode.SHAPE in codes(inv.check_machine(finalized_with_pending))
     stray_exchange = forge(after_one_exchange(), exchange=awaiting_tools().exchange)
-    assert inv.SHAPE_CODE in codes(inv.check_machine(stray_exchange))
+    assert inv.InvariantCode.SHAPE in codes(inv.check_machine(stray_exchange))
     no_exchange = forge(awaiting_tools(), exchange=None)
-    assert inv.SHAPE_CODE in codes(inv.check_machine(no_exchange))
+    assert inv.InvariantCode.SHAPE in codes(inv.check_machine(no_exchange))
 
 
 # --- check_step and check_start_decision --------------------------------------------------------
@@ -330,21 +332,25 @@ def test_check_step_accepts_every_real_answer() -> None:
 
 def test_check_step_catches_mismatches() -> None:
     m = awaiting_model()
-    assert inv.STEP_CODE in codes(inv.check_step(m, CallLLM(turn=2), POLICY))
-    assert inv.STEP_CODE in codes(inv.check_step(m, Compact(reason=CompactReason.MANUAL), POLICY))
-    assert inv.STEP_CODE in codes(inv.check_step(m, Done(outcome=Cancelled()), POLICY))
+    assert inv.InvariantCode.STEP in codes(inv.check_step(m, CallLLM(turn=2), POLICY))
+    assert inv.InvariantCode.STEP in codes(
+        inv.check_step(m, Compact(reason=CompactReason.MANUAL), POLICY)
+    )
+    assert inv.InvariantCode.STEP in codes(inv.check_step(m, Done(outcome=Cancelled()), POLICY))
     t = awaiting_tools()
-    assert inv.DISPATCH_CODE in codes(inv.check_step(t, CallTools(turn=1, calls=()), POLICY))
+    assert inv.InvariantCode.DISPATCH in codes(
+        inv.check_step(t, CallTools(turn=1, calls=()), POLICY)
+    )
     rogue = CallTools(turn=1, calls=(call("c2", "nope"),))
     found = codes(inv.check_step(t, rogue, POLICY))
-    assert {inv.DISPATCH_CODE, inv.STEP_CODE} <= found
+    assert {inv.InvariantCode.DISPATCH, inv.InvariantCode.STEP} <= found
 
 
 def test_check_start_decision() -> None:
     m = started()
     before = m.snapshot()
     assert inv.check_start_decision(before, POLICY, CallLLM(turn=1)) == []
-    assert inv.DECISION_CODE in codes(
+    assert inv.InvariantCode.DECISION in codes(
         inv.check_start_decision(before, POLICY, Compact(reason=CompactReason.EMERGENCY))
     )
     hot = forge(m, context_tokens=960).snapshot()
@@ -383,7 +389,7 @@ def test_check_salvage_catches_bad_salvage() -> None:
     assert any("maximal prefix is" in p for p in inv.check_salvage(before, little))
     # too much: the open call kept
     much = forge(before, history=(*before.history, *pending), pending=(), finalized=True)
-    assert inv.SALVAGE_CODE in codes(inv.check_salvage(before, much))
+    assert inv.InvariantCode.SALVAGE in codes(inv.check_salvage(before, much))
     # not a prefix
     other = forge(before, history=(*before.history, Message.user("?")), pending=(), finalized=True)
     assert any("not a prefix" in p for p in inv.check_salvage(before, other))
@@ -401,8 +407,8 @@ def test_check_commit() -> None:
     m.commit_pending()
     assert inv.check_commit(before, m) == []
     dropped = forge(m, history=before.history)
-    assert inv.COMMIT_CODE in codes(inv.check_commit(before, dropped))
-    assert inv.COMMIT_CODE in codes(inv.check_commit(before, before))
+    assert inv.InvariantCode.COMMIT in codes(inv.check_commit(before, dropped))
+    assert inv.InvariantCode.COMMIT in codes(inv.check_commit(before, before))
 
 
 def test_check_compaction_commit() -> None:
@@ -413,14 +419,16 @@ def test_check_compaction_commit() -> None:
     compacted = [Message.user("[summary]")]
     m.compaction_result(compacted, 900, 100)
     assert inv.check_compaction_commit(before, m, compacted, 100) == []
-    assert inv.COMPACTION_CODE in codes(inv.check_compaction_commit(before, m, compacted, 99))
-    assert inv.COMPACTION_CODE in codes(inv.check_compaction_commit(before, m, [], 100))
+    assert inv.InvariantCode.COMPACTION in codes(
+        inv.check_compaction_commit(before, m, compacted, 99)
+    )
+    assert inv.InvariantCode.COMPACTION in codes(inv.check_compaction_commit(before, m, [], 100))
     kept_pending = forge(m, pending=before.pending)
-    assert inv.COMPACTION_CODE in codes(
+    assert inv.InvariantCode.COMPACTION in codes(
         inv.check_compaction_commit(before, kept_pending, compacted, 100)
     )
     wrong_state = forge(m, state=AwaitingModel(turn=1))
-    assert inv.COMPACTION_CODE in codes(
+    assert inv.InvariantCode.COMPACTION in codes(
         inv.check_compaction_commit(before, wrong_state, compacted, 100)
     )
 
@@ -430,19 +438,23 @@ def test_check_terminal_sticky() -> None:
     assert inv.check_terminal_sticky(done, done) == []
     assert inv.check_terminal_sticky(started(), completed()) == []  # not terminal before
     escaped = forge(done, state=Start())
-    assert codes(inv.check_terminal_sticky(done, escaped)) == {inv.STICKY_CODE}
+    assert codes(inv.check_terminal_sticky(done, escaped)) == {inv.InvariantCode.TERMINAL_STICKY}
     other = forge(done, state=Terminal(outcome=Cancelled()))
-    assert codes(inv.check_terminal_sticky(done, other)) == {inv.STICKY_CODE}
+    assert codes(inv.check_terminal_sticky(done, other)) == {inv.InvariantCode.TERMINAL_STICKY}
 
 
 def test_check_transition() -> None:
     assert inv.check_transition("awaiting_model", "model_response", "awaiting_tools") == []
     assert inv.check_transition("start", "next_step", "awaiting_model") == []
-    assert codes(inv.check_transition("start", "model_response", "start")) == {inv.TABLE_CODE}
-    assert codes(inv.check_transition("awaiting_tools", "tool_results", "terminal")) == {
-        inv.TABLE_CODE
+    assert codes(inv.check_transition("start", "model_response", "start")) == {
+        inv.InvariantCode.TABLE
     }
-    assert codes(inv.check_transition("terminal", "next_step", "start")) == {inv.TABLE_CODE}
+    assert codes(inv.check_transition("awaiting_tools", "tool_results", "terminal")) == {
+        inv.InvariantCode.TABLE
+    }
+    assert codes(inv.check_transition("terminal", "next_step", "start")) == {
+        inv.InvariantCode.TABLE
+    }
 
 
 def test_check_refused() -> None:
@@ -470,10 +482,10 @@ def test_check_next_run() -> None:
     m.commit_pending()
     fresh = m.next_run()
     assert inv.check_next_run(m, fresh) == []
-    assert codes(inv.check_next_run(m, forge(fresh, history=()))) == {inv.NEXT_RUN_CODE}
-    assert codes(inv.check_next_run(m, forge(fresh, turns_taken=2))) == {inv.NEXT_RUN_CODE}
+    assert codes(inv.check_next_run(m, forge(fresh, history=()))) == {inv.InvariantCode.NEXT_RUN}
+    assert codes(inv.check_next_run(m, forge(fresh, turns_taken=2))) == {inv.InvariantCode.NEXT_RUN}
     assert codes(inv.check_next_run(m, forge(fresh, state=Terminal(outcome=Cancelled())))) == {
-        inv.NEXT_RUN_CODE
+        inv.InvariantCode.NEXT_RUN
     }
 
 
@@ -490,7 +502,7 @@ def test_check_resume_passes_real_machines(machine: LoopMachine) -> None:
 
 def test_check_resume_catches_a_snapshot_that_does_not_restore() -> None:
     bad = forge(started(), exchange=awaiting_tools().exchange)  # an exchange in Start
-    assert codes(inv.check_resume(bad, POLICY)) == {inv.RESUME_CODE}
+    assert codes(inv.check_resume(bad, POLICY)) == {inv.InvariantCode.RESUME}
 
 
 def test_check_resume_catches_a_lossy_snapshot() -> None:
@@ -516,12 +528,15 @@ def test_check_resume_catches_a_non_idempotent_next_step() -> None:
     m = _Forgetful()
     m.accept_input("go")
     problems = inv.check_resume(m, POLICY)
-    assert inv.IDEMPOTENCE_CODE in codes(problems) or inv.RESUME_CODE in codes(problems)
+    assert inv.InvariantCode.IDEMPOTENCE in codes(problems) or inv.InvariantCode.RESUME in codes(
+        problems
+    )
 
 
 def test_problem_codes_are_listed() -> None:
-    for code in inv.CODES:
+    for code in inv.InvariantCode:
         assert inv.problem_code(f"{code}: something") == code
+        assert inv.InvariantCode(inv.problem_code(f"{code}: something")) is code
     with pytest.raises(inv.InvariantViolation) as info:
         inv.assert_no_problems(["a: 1", "b: 2"], "ctx")
     assert info.value.problems == ["a: 1", "b: 2"]
@@ -568,7 +583,7 @@ def test_check_trace_reports_a_refused_feed(tmp_path: Path) -> None:
         record["args"]["message"]["parts"][0]["call_id"] = "someone-else"
 
     problems = inv.check_trace(_edited_basic(tmp_path, wrong_id, "tool_results"))
-    assert problems and inv.REFUSAL_CODE in problems[-1], problems
+    assert problems and inv.InvariantCode.REFUSAL in problems[-1], problems
 
 
 def test_check_trace_reports_turns_over_the_limit(tmp_path: Path) -> None:
@@ -576,7 +591,7 @@ def test_check_trace_reports_turns_over_the_limit(tmp_path: Path) -> None:
         record["policy"]["max_turns"] = 0
 
     problems = inv.check_trace(_edited_basic(tmp_path, no_turns_left, "step"))
-    assert any(f"{inv.TURNS_CODE}:" in p for p in problems), problems
+    assert any(f"{inv.InvariantCode.TURNS}:" in p for p in problems), problems
 
 
 # --- the loop reference -------------------------------------------------------------------------
@@ -629,13 +644,15 @@ def test_check_loop_decision_catches_wrong_decisions() -> None:
     before = m.snapshot()
     step = m.next_step(policy)  # fails the run
     # the reference sees no loop: failing is wrong
-    assert codes(inv.check_loop_decision(before, m, step, None, False, policy)) == {inv.LOOP_CODE}
+    assert codes(inv.check_loop_decision(before, m, step, None, False, policy)) == {
+        inv.InvariantCode.LOOP
+    }
     # a loop the machine did not fail on
     m2, _ = _looping("fail")
     before2 = m2.snapshot()
     step2 = m2.next_step(policy.model_copy(update={"loop_action": "off"}))
     assert codes(inv.check_loop_decision(before2, m2, step2, "repeat", False, policy)) == {
-        inv.LOOP_CODE
+        inv.InvariantCode.LOOP
     }
     # warn: no note appended
     warn = policy.model_copy(update={"loop_action": "warn"})
@@ -643,13 +660,15 @@ def test_check_loop_decision_catches_wrong_decisions() -> None:
     before3 = m3.snapshot()
     step3 = m3.next_step(warn.model_copy(update={"loop_action": "off"}))
     assert codes(inv.check_loop_decision(before3, m3, step3, "repeat", False, warn)) == {
-        inv.LOOP_CODE
+        inv.InvariantCode.LOOP
     }
     # a note without a verdict
     m4, _ = _looping("warn")
     before4 = m4.snapshot()
     step4 = m4.next_step(warn)
-    assert codes(inv.check_loop_decision(before4, m4, step4, None, False, warn)) == {inv.LOOP_CODE}
+    assert codes(inv.check_loop_decision(before4, m4, step4, None, False, warn)) == {
+        inv.InvariantCode.LOOP
+    }
 
 
 def test_check_resume_catches_a_stale_json_cache() -> None:
@@ -684,13 +703,13 @@ def test_check_awaiting_model_decision_catches_an_ignored_overflow() -> None:
     before = m.snapshot()
     # the brain asked again instead of withdrawing the call (forged: the state left as it was)
     problems = inv.check_awaiting_model_decision(before, m, CallLLM(turn=1), POLICY)
-    assert codes(problems) == {inv.DECISION_CODE} and len(problems) == 2
+    assert codes(problems) == {inv.InvariantCode.DECISION} and len(problems) == 2
     # and a withdrawal under the line
     m2 = awaiting_model()
     before2 = m2.snapshot()
     step = Compact(reason=CompactReason.EMERGENCY)
     assert codes(inv.check_awaiting_model_decision(before2, m2, step, POLICY)) == {
-        inv.DECISION_CODE
+        inv.InvariantCode.DECISION
     }
     # not applicable elsewhere
     s = started()
@@ -708,4 +727,14 @@ def test_check_digest_passes_real_machines_and_catches_a_stale_one() -> None:
             return "0" * 16
 
     stale = Stale.from_snapshot(m.snapshot())
-    assert codes(inv.check_digest(stale)) == {inv.DIGEST_CODE}
+    assert codes(inv.check_digest(stale)) == {inv.InvariantCode.DIGEST}
+
+
+def test_the_docs_list_every_invariant_code() -> None:
+    """docs/testing.md's table of codes is the enum: each code's string and member, in order."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    header = "| code | `InvariantCode` member | what is wrong |"
+    assert header in doc
+    rows = doc.split(header, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    listed = [tuple(cell.strip().strip("`") for cell in row.split("|")[1:3]) for row in rows]
+    assert listed == [(code.value, code.name) for code in inv.InvariantCode]

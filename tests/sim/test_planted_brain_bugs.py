@@ -228,18 +228,26 @@ def stale_digest(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
 
 #: Each planted bug (its fixture), the property run that hunts it, and the code it must fail with.
 PLANTED: list[tuple[str, Callable[[], None], set[str]]] = [
-    ("no_ping_pong", _looping, {inv.LOOP_CODE}),
-    ("window_ignored", _looping, {inv.LOOP_CODE}),
-    ("window_constant", _looping, {inv.LOOP_CODE}),
-    ("limit_constant", _looping, {inv.LOOP_CODE}),
-    ("never_escalates", _looping, {inv.LOOP_CODE}),
-    ("off_ignored", _looping, {inv.LOOP_CODE}),
-    ("argument_order_counts", _looping, {inv.LOOP_CODE}),
-    ("overflow_count_ignored", _stateful, {inv.DECISION_CODE}),
-    ("stale_digest", _stateful, {inv.DIGEST_CODE}),
+    ("no_ping_pong", _looping, {inv.InvariantCode.LOOP}),
+    ("window_ignored", _looping, {inv.InvariantCode.LOOP}),
+    ("window_constant", _looping, {inv.InvariantCode.LOOP}),
+    ("limit_constant", _looping, {inv.InvariantCode.LOOP}),
+    ("never_escalates", _looping, {inv.InvariantCode.LOOP}),
+    ("off_ignored", _looping, {inv.InvariantCode.LOOP}),
+    ("argument_order_counts", _looping, {inv.InvariantCode.LOOP}),
+    ("overflow_count_ignored", _stateful, {inv.InvariantCode.DECISION}),
+    ("stale_digest", _stateful, {inv.InvariantCode.DIGEST}),
     # refused by the rule that hands it over, or seen in the history right after
-    ("compaction_orphans_accepted", _stateful, {inv.REFUSAL_CODE, inv.HISTORY_CODE}),
-    ("compaction_open_calls_accepted", _stateful, {inv.REFUSAL_CODE, inv.HISTORY_CODE}),
+    (
+        "compaction_orphans_accepted",
+        _stateful,
+        {inv.InvariantCode.REFUSAL, inv.InvariantCode.HISTORY_INVALID},
+    ),
+    (
+        "compaction_open_calls_accepted",
+        _stateful,
+        {inv.InvariantCode.REFUSAL, inv.InvariantCode.HISTORY_INVALID},
+    ),
 ]
 
 

@@ -318,21 +318,21 @@ def test_the_unpatched_driver_passes() -> None:
 
 #: Each planted bug (its fixture) and the codes of the properties that may catch it first.
 PLANTED = [
-    ("completion_order", {inv.RESULT_ORDER_CODE}),
-    ("resume_skips_pending", {inv.DISPATCH_ONCE_CODE}),
-    ("resume_dispatches_twice", {inv.DISPATCH_ONCE_CODE}),
+    ("completion_order", {inv.InvariantCode.RESULT_ORDER}),
+    ("resume_skips_pending", {inv.InvariantCode.DISPATCH_ONCE}),
+    ("resume_dispatches_twice", {inv.InvariantCode.DISPATCH_ONCE}),
     # one attempt more than allowed: the attempt bound stops it, or the retry check sees it
-    ("one_retry_too_many", {inv.RETRY_CODE, inv.RUNAWAY_CODE}),
-    ("one_retry_too_few", {inv.RETRY_CODE}),
-    ("retry_after_ignored", {inv.RETRY_AFTER_CODE}),
-    ("overflow_fails_the_run", {inv.OVERFLOW_CODE}),
-    ("estimate_not_updated", {inv.ESTIMATE_CODE}),
-    ("stale_policy", {inv.POLICY_CODE}),
+    ("one_retry_too_many", {inv.InvariantCode.RETRY, inv.InvariantCode.RUNAWAY}),
+    ("one_retry_too_few", {inv.InvariantCode.RETRY}),
+    ("retry_after_ignored", {inv.InvariantCode.RETRY_AFTER}),
+    ("overflow_fails_the_run", {inv.InvariantCode.OVERFLOW}),
+    ("estimate_not_updated", {inv.InvariantCode.ESTIMATE}),
+    ("stale_policy", {inv.InvariantCode.POLICY}),
     # not in the step's policy, or cached with it: the request outlives the compaction and the
     # brain compacts again and again (the step bound stops it)
-    ("policy_cached_past_a_request", {inv.POLICY_CODE, inv.RUNAWAY_CODE}),
-    ("resume_drops_carried_results", {inv.RUN_MESSAGES_CODE}),
-    ("compactor_error_swallowed", {inv.COMPACTION_CODE}),
+    ("policy_cached_past_a_request", {inv.InvariantCode.POLICY, inv.InvariantCode.RUNAWAY}),
+    ("resume_drops_carried_results", {inv.InvariantCode.RUN_MESSAGES}),
+    ("compactor_error_swallowed", {inv.InvariantCode.COMPACTION}),
 ]
 
 

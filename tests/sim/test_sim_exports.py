@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import pkgutil
 
 import pytest
 
@@ -103,3 +105,26 @@ def test_each_subpackage_says_what_it_owns_and_its_names_resolve(package: str) -
     assert module.__doc__ and len(module.__doc__.split()) > 10
     for symbol in getattr(module, "__all__", ()):
         assert getattr(module, symbol, None) is not None, f"loopctl_sim.{package}.{symbol}"
+
+
+def test_the_invariant_codes_are_one_enum_not_constants() -> None:
+    """The problem codes are ``InvariantCode`` members; no ``*_CODE`` constant is public in
+    any module of the harness, and every code is the string that reports carry."""
+    from loopctl_sim.props import invariants as inv
+    from loopctl_sim.props.invariants import problems
+
+    exported: dict[str, list[str]] = {}
+    for info in pkgutil.walk_packages(loopctl_sim.__path__, "loopctl_sim."):
+        module = importlib.import_module(info.name)
+        names = [n for n in getattr(module, "__all__", ()) if n.endswith("_CODE") or n == "CODES"]
+        if names:
+            exported[info.name] = names
+    assert exported == {}
+    assert not [n for n in vars(problems) if n.endswith("_CODE")]
+    read_back: str = "terminal-sticky"  # as a report or a saved failure holds it
+    assert read_back == inv.InvariantCode.TERMINAL_STICKY
+    assert inv.InvariantCode(read_back) is inv.InvariantCode.TERMINAL_STICKY
+    assert f"{inv.InvariantCode.RUN_MESSAGES}: lost" == "run-messages: lost"
+    assert json.dumps([inv.InvariantCode.LOOP]) == '["loop"]'
+    for code in inv.InvariantCode:
+        assert code.name == code.value.upper().replace("-", "_")  # named after the code

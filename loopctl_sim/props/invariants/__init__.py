@@ -4,9 +4,10 @@ Every checker is pure: it reads machines (and their snapshots) and returns a lis
 an empty list meaning "all good". It never feeds the machine it is given; where a check has to
 ask a question (``check_resume``), it asks a copy restored from a snapshot.
 
-A problem is a string ``"<code>: <what is wrong>"``. The code (one of the ``*_CODE`` names below,
-or the package's ``CODES``) lets a harness tolerate a known issue narrowly; the text says what was
-found. ``assert_machine`` and ``assert_no_problems`` raise ``InvariantViolation`` instead.
+A problem is a string ``"<code>: <what is wrong>"``. The code (a member of ``InvariantCode``, a
+``StrEnum`` whose values are the code strings) lets a harness tolerate a known issue narrowly; the
+text says what was found. ``assert_machine`` and ``assert_no_problems`` raise
+``InvariantViolation`` instead.
 
 The checkers hold an independent model of "provider-valid" (``provider_problems``) rather than
 calling the brain's own ``coherence_problem``: a checker that trusts the code under test cannot
@@ -28,7 +29,7 @@ modules split it by what they check:
 ================  ===============================================================================
 module            owns
 ================  ===============================================================================
-``problems``      the problem codes, ``problem_code``, ``InvariantViolation``
+``problems``      ``InvariantCode``, ``problem_code``, ``InvariantViolation``
 ``conversation``  the independent model of provider validity, the salvage reference, open tails
 ``state``         ``check_machine`` and the checks of one move: step, transition, sticky, refused
 ``decisions``     the reference for decisions in ``Start`` (the loop detector's included) and
@@ -77,37 +78,7 @@ from loopctl_sim.props.invariants.driver import (
     reference_retry,
 )
 from loopctl_sim.props.invariants.problems import (
-    ANSWERED_TWICE_CODE,
-    CODES,
-    COMMIT_CODE,
-    COMPACTION_CODE,
-    CONVERSATION_CODE,
-    DECISION_CODE,
-    DIGEST_CODE,
-    DISPATCH_CODE,
-    DISPATCH_ONCE_CODE,
-    ESTIMATE_CODE,
-    HISTORY_CODE,
-    IDEMPOTENCE_CODE,
-    LOOP_CODE,
-    NEXT_RUN_CODE,
-    OPEN_TAIL_CODE,
-    OVERFLOW_CODE,
-    POLICY_CODE,
-    REFUSAL_CODE,
-    RESTORE_OPEN_TAIL_CODE,
-    RESULT_ORDER_CODE,
-    RESUME_CODE,
-    RETRY_AFTER_CODE,
-    RETRY_CODE,
-    RUN_MESSAGES_CODE,
-    RUNAWAY_CODE,
-    SALVAGE_CODE,
-    SHAPE_CODE,
-    STEP_CODE,
-    STICKY_CODE,
-    TABLE_CODE,
-    TURNS_CODE,
+    InvariantCode,
     InvariantViolation,
     assert_no_problems,
     problem_code,
@@ -123,37 +94,7 @@ from loopctl_sim.props.invariants.state import (
 )
 
 __all__ = [
-    "ANSWERED_TWICE_CODE",
-    "CODES",
-    "COMMIT_CODE",
-    "COMPACTION_CODE",
-    "CONVERSATION_CODE",
-    "DECISION_CODE",
-    "DIGEST_CODE",
-    "DISPATCH_CODE",
-    "DISPATCH_ONCE_CODE",
-    "ESTIMATE_CODE",
-    "HISTORY_CODE",
-    "IDEMPOTENCE_CODE",
-    "LOOP_CODE",
-    "NEXT_RUN_CODE",
-    "OPEN_TAIL_CODE",
-    "OVERFLOW_CODE",
-    "POLICY_CODE",
-    "REFUSAL_CODE",
-    "RESTORE_OPEN_TAIL_CODE",
-    "RESULT_ORDER_CODE",
-    "RESUME_CODE",
-    "RETRY_AFTER_CODE",
-    "RETRY_CODE",
-    "RUNAWAY_CODE",
-    "RUN_MESSAGES_CODE",
-    "SALVAGE_CODE",
-    "SHAPE_CODE",
-    "STEP_CODE",
-    "STICKY_CODE",
-    "TABLE_CODE",
-    "TURNS_CODE",
+    "InvariantCode",
     "InvariantViolation",
     "assert_machine",
     "assert_no_problems",

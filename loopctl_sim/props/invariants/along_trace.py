@@ -17,7 +17,7 @@ from loopctl_sim.props.invariants.commits import (
     check_salvage,
 )
 from loopctl_sim.props.invariants.decisions import check_start_decision
-from loopctl_sim.props.invariants.problems import REFUSAL_CODE
+from loopctl_sim.props.invariants.problems import InvariantCode
 from loopctl_sim.props.invariants.problems import problem as _p
 from loopctl_sim.props.invariants.resume import check_resume
 from loopctl_sim.props.invariants.state import (
@@ -59,11 +59,13 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
             try:
                 machine = record.machine(machine)  # (v3: the previous brain's next_run())
             except ContinuationError as exc:
-                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, str(exc))}")
+                problems.append(f"seq {seq}: {_p(InvariantCode.REFUSAL, str(exc))}")
                 return problems
             named = record.continues
             if named is not None and not record.scrubbed and machine.digest() != named:
-                found.append(_p(REFUSAL_CODE, "next_run() is not the brain the header names"))
+                found.append(
+                    _p(InvariantCode.REFUSAL, "next_run() is not the brain the header names")
+                )
             found += check_machine(machine)
         elif machine is None:
             continue
@@ -73,7 +75,9 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
             try:
                 step = machine.next_step(policy)
             except ProtocolError as exc:
-                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, f'next_step refused: {exc}')}")
+                problems.append(
+                    f"seq {seq}: {_p(InvariantCode.REFUSAL, f'next_step refused: {exc}')}"
+                )
                 return problems
             found += check_step(machine, step, policy)
             found += check_start_decision(before, policy, step)
@@ -85,7 +89,7 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
             try:
                 apply_feed(machine, name, record.args)
             except ProtocolError as exc:
-                problems.append(f"seq {seq}: {_p(REFUSAL_CODE, f'{name} refused: {exc}')}")
+                problems.append(f"seq {seq}: {_p(InvariantCode.REFUSAL, f'{name} refused: {exc}')}")
                 return problems
             found += check_transition(before_machine.state.kind, name, machine.state.kind)
             found += check_terminal_sticky(before_machine, machine)

@@ -32,7 +32,7 @@ from loopctl.core import (
     Terminal,
     ToolCall,
 )
-from loopctl_sim.props.invariants.problems import DECISION_CODE, LOOP_CODE
+from loopctl_sim.props.invariants.problems import InvariantCode
 from loopctl_sim.props.invariants.problems import problem as _p
 
 __all__ = [
@@ -62,7 +62,9 @@ def check_start_decision(
     if before.turns_taken >= policy.max_turns:
         if isinstance(step, Done) and isinstance(step.outcome, MaxTurnsExceeded):
             return []
-        return [_p(DECISION_CODE, f"in Start expected Done(MaxTurnsExceeded()), got {step!r}")]
+        return [
+            _p(InvariantCode.DECISION, f"in Start expected Done(MaxTurnsExceeded()), got {step!r}")
+        ]
     if policy.compact_now:
         expected = Compact(reason=CompactReason.MANUAL)
     elif tokens >= policy.context_window * policy.emergency_threshold:
@@ -75,7 +77,7 @@ def check_start_decision(
         expected = CallLLM(turn=before.turns_taken + 1)
     if expected == step:
         return []
-    return [_p(DECISION_CODE, f"in Start expected {expected!r}, got {step!r}")]
+    return [_p(InvariantCode.DECISION, f"in Start expected {expected!r}, got {step!r}")]
 
 
 def check_awaiting_model_decision(
@@ -97,21 +99,27 @@ def check_awaiting_model_decision(
     if over:
         expected: MachineStep = Compact(reason=CompactReason.EMERGENCY)
         if after.state != AwaitingCompaction(reason=CompactReason.EMERGENCY):
-            problems.append(_p(DECISION_CODE, f"an overflow left the machine in {after.state!r}"))
+            problems.append(
+                _p(InvariantCode.DECISION, f"an overflow left the machine in {after.state!r}")
+            )
     else:
         expected = CallLLM(turn=state.turn)
         if after.state != state:
-            problems.append(_p(DECISION_CODE, f"asking again left {state!r} for {after.state!r}"))
+            problems.append(
+                _p(InvariantCode.DECISION, f"asking again left {state!r} for {after.state!r}")
+            )
     if step != expected:
         problems.append(
             _p(
-                DECISION_CODE,
+                InvariantCode.DECISION,
                 f"in AwaitingModel at {before.context_tokens} tokens expected "
                 f"{expected!r}, got {step!r}",
             )
         )
     if after.turns_taken != before.turns_taken or after.pending_len() != len(before.pending):
-        problems.append(_p(DECISION_CODE, "a question in AwaitingModel changed turns or pending"))
+        problems.append(
+            _p(InvariantCode.DECISION, "a question in AwaitingModel changed turns or pending")
+        )
     return problems
 
 
@@ -161,12 +169,16 @@ def check_loop_decision(
     grew = len(after.pending) - len(before.pending)
     if verdict is not None and (policy.loop_action == "fail" or warned):
         if not failed:
-            return [_p(LOOP_CODE, f"a {verdict} loop should fail the run; got {step!r}")]
+            return [_p(InvariantCode.LOOP, f"a {verdict} loop should fail the run; got {step!r}")]
         return []
     if failed:
-        return [_p(LOOP_CODE, f"failed for a loop the reference does not see ({verdict=})")]
+        return [
+            _p(InvariantCode.LOOP, f"failed for a loop the reference does not see ({verdict=})")
+        ]
     if verdict is not None and (grew != 1 or after.pending[-1].role != "user"):
-        return [_p(LOOP_CODE, f"a {verdict} loop should append one warning note; grew {grew}")]
+        return [
+            _p(InvariantCode.LOOP, f"a {verdict} loop should append one warning note; grew {grew}")
+        ]
     if verdict is None and grew and not isinstance(after.state, Terminal):
-        return [_p(LOOP_CODE, f"pending grew by {grew} without a loop verdict")]
+        return [_p(InvariantCode.LOOP, f"pending grew by {grew} without a loop verdict")]
     return []

@@ -54,14 +54,7 @@ from loopctl.core import (
 )
 from loopctl.driver import RetryConfig, RunConfig, SessionConfig
 from loopctl_sim.props.invariants.problems import (
-    DISPATCH_ONCE_CODE,
-    ESTIMATE_CODE,
-    OVERFLOW_CODE,
-    POLICY_CODE,
-    RESULT_ORDER_CODE,
-    RETRY_AFTER_CODE,
-    RETRY_CODE,
-    RUN_MESSAGES_CODE,
+    InvariantCode,
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
@@ -84,7 +77,9 @@ def check_result_order(calls: Sequence[ToolCall], results: Message) -> list[str]
     expected = [c.id for c in calls]
     if got == expected:
         return []
-    return [_p(RESULT_ORDER_CODE, f"results fed in the order {got}, the calls were {expected}")]
+    return [
+        _p(InvariantCode.RESULT_ORDER, f"results fed in the order {got}, the calls were {expected}")
+    ]
 
 
 def check_dispatched_once(calls: Sequence[ToolCall], dispatched: Mapping[str, int]) -> list[str]:
@@ -93,7 +88,12 @@ def check_dispatched_once(calls: Sequence[ToolCall], dispatched: Mapping[str, in
     wrong = {c.id: dispatched.get(c.id, 0) for c in calls if dispatched.get(c.id, 0) != 1}
     if not wrong:
         return []
-    return [_p(DISPATCH_ONCE_CODE, f"calls answered after being dispatched {wrong} times, not 1")]
+    return [
+        _p(
+            InvariantCode.DISPATCH_ONCE,
+            f"calls answered after being dispatched {wrong} times, not 1",
+        )
+    ]
 
 
 def reference_retry(
@@ -132,13 +132,15 @@ def check_model_call(
     problems: list[str] = []
     for i, outcome in enumerate(attempts[:-1]):
         if outcome is None:
-            problems.append(_p(RETRY_CODE, f"attempt {i + 1} got a reply and was made again"))
+            problems.append(
+                _p(InvariantCode.RETRY, f"attempt {i + 1} got a reply and was made again")
+            )
             continue
         least = reference_retry(outcome, i, retry, attempts[i - 1] if i else None)
         if least is None:
             problems.append(
                 _p(
-                    RETRY_CODE,
+                    InvariantCode.RETRY,
                     f"retried after attempt {i + 1} ({outcome.error.kind}); max_retries is "
                     f"{retry.max_retries}, retryable {outcome.error.retryable}",
                 )
@@ -146,29 +148,33 @@ def check_model_call(
         elif i < len(delays) and delays[i] < least:
             problems.append(
                 _p(
-                    RETRY_AFTER_CODE,
+                    InvariantCode.RETRY_AFTER,
                     f"slept {delays[i]}s before retry {i + 1}; retry-after {least}",
                 )
             )
     if len(delays) != len(attempts) - 1:
-        problems.append(_p(RETRY_CODE, f"{len(delays)} sleeps for {len(attempts) - 1} retries"))
+        problems.append(
+            _p(InvariantCode.RETRY, f"{len(delays)} sleeps for {len(attempts) - 1} retries")
+        )
     last = attempts[-1]
     n = len(attempts)
     if last is None:
         if feed != "model_response":
-            problems.append(_p(RETRY_CODE, f"a reply was followed by {feed}, not model_response"))
+            problems.append(
+                _p(InvariantCode.RETRY, f"a reply was followed by {feed}, not model_response")
+            )
         return problems
     if reference_retry(last, n - 1, retry, attempts[-2] if n > 1 else None) is not None:
         problems.append(
             _p(
-                RETRY_CODE,
+                InvariantCode.RETRY,
                 f"gave up after {n} attempts ({last.error.kind}); max_retries is "
                 f"{retry.max_retries}, so retry {n} was due",
             )
         )
     expected = "set_context_tokens" if last.error.kind == "context_overflow" else "fail"
     if feed != expected:
-        code = OVERFLOW_CODE if expected == "set_context_tokens" else RETRY_CODE
+        code = InvariantCode.OVERFLOW if expected == "set_context_tokens" else InvariantCode.RETRY
         problems.append(_p(code, f"the last error ({last.error.kind}) was followed by {feed}"))
     return problems
 
@@ -180,7 +186,7 @@ def check_after_overflow(step: MachineStep) -> list[str]:
         return []
     if isinstance(step, Done) and isinstance(step.outcome, Cancelled):
         return []
-    return [_p(OVERFLOW_CODE, f"a context overflow was followed by {step!r}")]
+    return [_p(InvariantCode.OVERFLOW, f"a context overflow was followed by {step!r}")]
 
 
 def check_estimate(before: int, estimate: int, after: int) -> list[str]:
@@ -188,7 +194,10 @@ def check_estimate(before: int, estimate: int, after: int) -> list[str]:
     if after >= before + estimate:
         return []
     return [
-        _p(ESTIMATE_CODE, f"context {after} after tool results estimated at {estimate} on {before}")
+        _p(
+            InvariantCode.ESTIMATE,
+            f"context {after} after tool results estimated at {estimate} on {before}",
+        )
     ]
 
 
@@ -214,7 +223,7 @@ def check_policy(
     }
     if not stale:
         return []
-    return [_p(POLICY_CODE, f"the step's policy is not the configs in force: {stale}")]
+    return [_p(InvariantCode.POLICY, f"the step's policy is not the configs in force: {stale}")]
 
 
 def check_compact_now(policy: MachinePolicy) -> list[str]:
@@ -222,7 +231,9 @@ def check_compact_now(policy: MachinePolicy) -> list[str]:
     user) and before any step asked for it: its policy says ``compact_now``."""
     if policy.compact_now:
         return []
-    return [_p(POLICY_CODE, "a compaction was requested, the step's policy does not ask it")]
+    return [
+        _p(InvariantCode.POLICY, "a compaction was requested, the step's policy does not ask it")
+    ]
 
 
 def check_run_messages(said: Sequence[Message], messages: Sequence[Message]) -> list[str]:
@@ -237,13 +248,16 @@ def check_run_messages(said: Sequence[Message], messages: Sequence[Message]) -> 
         answered = [r.call_id for r in messages[i + 1].tool_results]
         if answered != calls:
             problems.append(
-                _p(RUN_MESSAGES_CODE, f"message {i}'s calls {calls} are answered by {answered}")
+                _p(
+                    InvariantCode.RUN_MESSAGES,
+                    f"message {i}'s calls {calls} are answered by {answered}",
+                )
             )
     if list(messages) != list(said):
         lost = [m for m in said if m not in messages]
         problems.append(
             _p(
-                RUN_MESSAGES_CODE,
+                InvariantCode.RUN_MESSAGES,
                 f"the result holds {len(messages)} messages, the run said {len(said)}"
                 + (f"; lost {[(m.role, m.text or m.tool_results) for m in lost]}" if lost else ""),
             )

@@ -18,10 +18,7 @@ from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError,
 from loopctl.core.seal import sealed_text
 from loopctl_sim.props.invariants.conversation import open_tail_allowed
 from loopctl_sim.props.invariants.problems import (
-    DIGEST_CODE,
-    IDEMPOTENCE_CODE,
-    RESTORE_OPEN_TAIL_CODE,
-    RESUME_CODE,
+    InvariantCode,
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
@@ -47,7 +44,7 @@ def check_digest(machine: LoopMachine) -> list[str]:
     fresh = hashlib.sha256(machine.snapshot().model_dump_json().encode()).hexdigest()[:16]
     if got == fresh:
         return []
-    return [_p(DIGEST_CODE, f"digest() is {got}, a fresh encoding hashes to {fresh}")]
+    return [_p(InvariantCode.DIGEST, f"digest() is {got}, a fresh encoding hashes to {fresh}")]
 
 
 def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
@@ -64,29 +61,40 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     content = machine.snapshot().model_dump_json().encode()
     if text.encode() != sealed_text(content):
         problems.append(
-            _p(RESUME_CODE, "model_dump_json() is not the snapshot model's JSON, sealed")
+            _p(InvariantCode.RESUME, "model_dump_json() is not the snapshot model's JSON, sealed")
         )
     if machine.digest() != hashlib.sha256(content).hexdigest()[:16]:
-        problems.append(_p(RESUME_CODE, "digest() is not the hash of the snapshot model's JSON"))
+        problems.append(
+            _p(InvariantCode.RESUME, "digest() is not the hash of the snapshot model's JSON")
+        )
     try:
         first = _restore(text, type(machine))
     except (ValidationError, ValueError) as exc:
         if open_tail_allowed(machine) and isinstance(machine.state, Terminal):
-            return [_p(RESTORE_OPEN_TAIL_CODE, f"a terminal machine with calls in flight: {exc}")]
-        return [_p(RESUME_CODE, f"the snapshot does not restore: {exc}")]
+            return [
+                _p(
+                    InvariantCode.RESTORE_TERMINAL_OPEN_TAIL,
+                    f"a terminal machine with calls in flight: {exc}",
+                )
+            ]
+        return [_p(InvariantCode.RESUME, f"the snapshot does not restore: {exc}")]
     if first != machine:
-        problems.append(_p(RESUME_CODE, "the restored machine is not equal to the original"))
+        problems.append(
+            _p(InvariantCode.RESUME, "the restored machine is not equal to the original")
+        )
     if first.digest() != machine.digest():
-        problems.append(_p(RESUME_CODE, "the digest changed across save/restore"))
+        problems.append(_p(InvariantCode.RESUME, "the digest changed across save/restore"))
     if first.model_dump_json() != text:
-        problems.append(_p(RESUME_CODE, "the snapshot is not a fixed point of save/restore"))
+        problems.append(
+            _p(InvariantCode.RESUME, "the snapshot is not a fixed point of save/restore")
+        )
     try:
         via_dict = type(machine).model_validate(machine.model_dump())
     except (ValidationError, ValueError) as exc:
-        problems.append(_p(RESUME_CODE, f"model_dump() does not restore: {exc}"))
+        problems.append(_p(InvariantCode.RESUME, f"model_dump() does not restore: {exc}"))
     else:
         if via_dict != machine:
-            problems.append(_p(RESUME_CODE, "model_dump() restores to another machine"))
+            problems.append(_p(InvariantCode.RESUME, "model_dump() restores to another machine"))
     if policy is None:
         return problems
     second = _restore(text, type(machine))
@@ -94,10 +102,12 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     after_first = first.model_dump_json()
     a2 = _ask(second, policy)
     if a1 != a2 or after_first != second.model_dump_json():
-        problems.append(_p(RESUME_CODE, f"two restored copies decide differently: {a1!r} {a2!r}"))
+        problems.append(
+            _p(InvariantCode.RESUME, f"two restored copies decide differently: {a1!r} {a2!r}")
+        )
     again = _ask(first, policy)
     if again != a1:
-        problems.append(_p(IDEMPOTENCE_CODE, f"asked twice: {a1!r}, then {again!r}"))
+        problems.append(_p(InvariantCode.IDEMPOTENCE, f"asked twice: {a1!r}, then {again!r}"))
     if first.model_dump_json() != after_first:
-        problems.append(_p(IDEMPOTENCE_CODE, "asking again changed the machine"))
+        problems.append(_p(InvariantCode.IDEMPOTENCE, "asking again changed the machine"))
     return problems

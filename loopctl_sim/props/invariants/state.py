@@ -37,17 +37,7 @@ from loopctl_sim.props.invariants.conversation import (
     results_in,
 )
 from loopctl_sim.props.invariants.problems import (
-    ANSWERED_TWICE_CODE,
-    CONVERSATION_CODE,
-    DISPATCH_CODE,
-    HISTORY_CODE,
-    OPEN_TAIL_CODE,
-    REFUSAL_CODE,
-    SHAPE_CODE,
-    STEP_CODE,
-    STICKY_CODE,
-    TABLE_CODE,
-    TURNS_CODE,
+    InvariantCode,
     assert_no_problems,
 )
 from loopctl_sim.props.invariants.problems import problem as _p
@@ -71,69 +61,92 @@ def check_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> 
     state = machine.state
 
     for text in provider_problems(history):
-        problems.append(_p(HISTORY_CODE, text))
+        problems.append(_p(InvariantCode.HISTORY_INVALID, text))
     allowed = open_tail_allowed(machine)
     for text in provider_problems([*history, *pending], open_tail=allowed):
-        problems.append(_p(CONVERSATION_CODE, text))
+        problems.append(_p(InvariantCode.CONVERSATION_INVALID, text))
 
     if isinstance(state, AwaitingTools):
         tail_calls = calls_in(pending[-1]) if pending else []
         if not tail_calls:
-            problems.append(_p(OPEN_TAIL_CODE, "awaiting tools but pending ends without calls"))
+            problems.append(
+                _p(InvariantCode.OPEN_TAIL, "awaiting tools but pending ends without calls")
+            )
 
     if machine.turns_taken < 0 or machine.context_tokens < 0:
-        problems.append(_p(SHAPE_CODE, "negative turn or token count"))
+        problems.append(_p(InvariantCode.SHAPE, "negative turn or token count"))
     if policy is not None and machine.turns_taken > policy.max_turns:
         problems.append(
-            _p(TURNS_CODE, f"{machine.turns_taken} turns taken, max_turns is {policy.max_turns}")
+            _p(
+                InvariantCode.TURNS,
+                f"{machine.turns_taken} turns taken, max_turns is {policy.max_turns}",
+            )
         )
     if isinstance(state, AwaitingModel) and state.turn != machine.turns_taken + 1:
         problems.append(
-            _p(TURNS_CODE, f"awaiting the model for turn {state.turn} after {machine.turns_taken}")
+            _p(
+                InvariantCode.TURNS,
+                f"awaiting the model for turn {state.turn} after {machine.turns_taken}",
+            )
         )
 
     exchange = machine.exchange
     if isinstance(state, AwaitingTools):
         if exchange is None:
-            problems.append(_p(SHAPE_CODE, "awaiting tools with no exchange"))
+            problems.append(_p(InvariantCode.SHAPE, "awaiting tools with no exchange"))
         else:
             if exchange.turn != state.turn or state.turn != machine.turns_taken:
                 problems.append(
-                    _p(TURNS_CODE, f"exchange turn {exchange.turn}, state turn {state.turn}")
+                    _p(
+                        InvariantCode.TURNS,
+                        f"exchange turn {exchange.turn}, state turn {state.turn}",
+                    )
                 )
             dispatch = exchange.dispatch
             if not dispatch:
-                problems.append(_p(DISPATCH_CODE, "awaiting tools with nothing to dispatch"))
+                problems.append(
+                    _p(InvariantCode.DISPATCH, "awaiting tools with nothing to dispatch")
+                )
             unknown = [c.name for c in dispatch if c.name not in snap.advertised]
             if unknown:
-                problems.append(_p(DISPATCH_CODE, f"would dispatch unadvertised tools {unknown}"))
+                problems.append(
+                    _p(InvariantCode.DISPATCH, f"would dispatch unadvertised tools {unknown}")
+                )
             for result in exchange.preanswered:
                 if result.name in snap.advertised or not result.is_error:
                     problems.append(
-                        _p(DISPATCH_CODE, f"pre-answered a known call: {result.call_id}")
+                        _p(InvariantCode.DISPATCH, f"pre-answered a known call: {result.call_id}")
                     )
             if pending and [c.id for c in calls_in(pending[-1])] != [c.id for c in exchange.calls]:
-                problems.append(_p(SHAPE_CODE, "the exchange is not the last message's calls"))
+                problems.append(
+                    _p(InvariantCode.SHAPE, "the exchange is not the last message's calls")
+                )
     elif exchange is not None:
-        problems.append(_p(SHAPE_CODE, f"an exchange is held in state {state.kind}"))
+        problems.append(_p(InvariantCode.SHAPE, f"an exchange is held in state {state.kind}"))
 
     counts = Counter(r.call_id for m in [*history, *pending] for r in results_in(m))
     twice = sorted(i for i, n in counts.items() if n > 1)
     if twice:
-        problems.append(_p(ANSWERED_TWICE_CODE, f"call ids answered more than once: {twice}"))
+        problems.append(
+            _p(InvariantCode.ANSWERED_TWICE, f"call ids answered more than once: {twice}")
+        )
 
     if machine.finalized:
         if not isinstance(state, Terminal):
-            problems.append(_p(SHAPE_CODE, f"finalized but in state {state.kind}"))
+            problems.append(_p(InvariantCode.SHAPE, f"finalized but in state {state.kind}"))
         if pending:
-            problems.append(_p(SHAPE_CODE, "finalized but pending is not empty"))
+            problems.append(_p(InvariantCode.SHAPE, "finalized but pending is not empty"))
     if isinstance(state, Terminal) and isinstance(state.outcome, Completed):
         convo = [*history, *pending]
         last = convo[-1] if convo else None
         if last is None or last.role != "assistant" or calls_in(last):
-            problems.append(_p(SHAPE_CODE, "completed but the last message is no final answer"))
+            problems.append(
+                _p(InvariantCode.SHAPE, "completed but the last message is no final answer")
+            )
         elif last.text != state.outcome.final_text:
-            problems.append(_p(SHAPE_CODE, "completed with a final_text not the last reply's"))
+            problems.append(
+                _p(InvariantCode.SHAPE, "completed with a final_text not the last reply's")
+            )
     return problems
 
 
@@ -149,30 +162,34 @@ def check_step(machine: LoopMachine, step: MachineStep, policy: MachinePolicy) -
     snap = machine.snapshot()
     if isinstance(step, CallLLM):
         if not (isinstance(state, AwaitingModel) and state.turn == step.turn):
-            problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+            problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
         if step.turn != machine.turns_taken + 1:
-            problems.append(_p(TURNS_CODE, f"{step!r} after {machine.turns_taken} turns"))
+            problems.append(_p(InvariantCode.TURNS, f"{step!r} after {machine.turns_taken} turns"))
     elif isinstance(step, CallTools):
         exchange = machine.exchange
         if not isinstance(state, AwaitingTools) or exchange is None:
-            problems.append(_p(STEP_CODE, f"CallTools answered in state {state!r}"))
+            problems.append(_p(InvariantCode.STEP, f"CallTools answered in state {state!r}"))
         elif step.calls != exchange.dispatch or step.turn != exchange.turn:
-            problems.append(_p(STEP_CODE, "CallTools does not carry the exchange's dispatch"))
+            problems.append(
+                _p(InvariantCode.STEP, "CallTools does not carry the exchange's dispatch")
+            )
         if not step.calls:
-            problems.append(_p(DISPATCH_CODE, "CallTools with no calls"))
+            problems.append(_p(InvariantCode.DISPATCH, "CallTools with no calls"))
         unknown = [c.name for c in step.calls if c.name not in snap.advertised]
         if unknown:
-            problems.append(_p(DISPATCH_CODE, f"CallTools carries unadvertised tools {unknown}"))
+            problems.append(
+                _p(InvariantCode.DISPATCH, f"CallTools carries unadvertised tools {unknown}")
+            )
         ids = [c.id for c in step.calls]
         if len(set(ids)) != len(ids):
-            problems.append(_p(DISPATCH_CODE, f"CallTools repeats call ids {ids}"))
+            problems.append(_p(InvariantCode.DISPATCH, f"CallTools repeats call ids {ids}"))
     elif isinstance(step, Compact):
         if not (isinstance(state, AwaitingCompaction) and state.reason == step.reason):
-            problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+            problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
     elif isinstance(step, Done) and not (
         isinstance(state, Terminal) and state.outcome == step.outcome
     ):
-        problems.append(_p(STEP_CODE, f"{step!r} answered in state {state!r}"))
+        problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
     return problems
 
 
@@ -181,7 +198,7 @@ def check_terminal_sticky(before: LoopMachine, after: LoopMachine) -> list[str]:
     if not isinstance(before.state, Terminal):
         return []
     if after.state != before.state:
-        return [_p(STICKY_CODE, f"left {before.state!r} for {after.state!r}")]
+        return [_p(InvariantCode.TERMINAL_STICKY, f"left {before.state!r} for {after.state!r}")]
     return []
 
 
@@ -195,11 +212,16 @@ def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
     else:
         entry = TRANSITIONS.get((before_kind, feed))  # type: ignore[arg-type]
     if entry is None:
-        return [_p(TABLE_CODE, f"{feed} succeeded in state {before_kind}, which the table lacks")]
+        return [
+            _p(
+                InvariantCode.TABLE,
+                f"{feed} succeeded in state {before_kind}, which the table lacks",
+            )
+        ]
     if after_kind not in entry.targets:
         return [
             _p(
-                TABLE_CODE,
+                InvariantCode.TABLE,
                 f"{feed} in {before_kind} led to {after_kind}, not one of {entry.targets}",
             )
         ]
@@ -217,9 +239,14 @@ def check_refused(machine: LoopMachine, call: Callable[[LoopMachine], Any]) -> l
     except ProtocolError:
         pass
     except Exception as exc:  # report anything else as what it is
-        return [_p(REFUSAL_CODE, f"raised {type(exc).__name__}: {exc} instead of ProtocolError")]
+        return [
+            _p(
+                InvariantCode.REFUSAL,
+                f"raised {type(exc).__name__}: {exc} instead of ProtocolError",
+            )
+        ]
     else:
-        return [_p(REFUSAL_CODE, "accepted instead of raising ProtocolError")]
+        return [_p(InvariantCode.REFUSAL, "accepted instead of raising ProtocolError")]
     if machine.model_dump_json() != before:
-        return [_p(REFUSAL_CODE, "raised ProtocolError but changed the machine")]
+        return [_p(InvariantCode.REFUSAL, "raised ProtocolError but changed the machine")]
     return []
