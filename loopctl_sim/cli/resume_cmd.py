@@ -60,7 +60,8 @@ __all__ = ["resume"]
     default=None,
     metavar="MODULE:FACTORY",
     help="The agent that goes on with the run, built by this factory (imported from the "
-    "current directory and PYTHONPATH). Default: [tool.loopctl] agent in pyproject.toml.",
+    "current directory and PYTHONPATH). Default: loopctl run's built-in agent for a trace "
+    "it recorded, else [tool.loopctl] agent in pyproject.toml.",
 )
 @click.option(
     "--out",
@@ -169,8 +170,9 @@ class _Recorded:
 
 
 def _recorded(trace: str) -> _Recorded:
-    """The trace read for ``_Recorded``; a record that cannot be read ends the reading (the
-    resume itself then says where the trace is damaged)."""
+    """The trace read for ``_Recorded`` (past its first header only when ``loopctl run`` named
+    its model); a record that cannot be read ends the reading (the resume itself then says
+    where the trace is damaged)."""
     recorded = _Recorded()
     contexts = RecordedContexts()
     headers = 0
@@ -180,6 +182,8 @@ def _recorded(trace: str) -> _Recorded:
                 headers += 1
                 if headers == 1:
                     recorded.metadata = dict(rec.metadata)
+                    if not recorded.model_given:
+                        break  # the agent's own client: nothing more to read (a long run)
             elif isinstance(rec, StepRecord) and recorded.policy is None:
                 recorded.policy = rec.policy
             elif isinstance(rec, IoRecord) and rec.kind == "model_request":

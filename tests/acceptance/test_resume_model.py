@@ -16,6 +16,8 @@ from pathlib import Path
 from acceptance_helpers import AGENT, BIN, KEY, ROOT, TRIP, agent_env, cli, end_digest, kinds
 
 from examples.model_server import ModelServer
+from loopctl.providers import OpenAIClient
+from loopctl_sim import resume_trace
 
 MODEL = "skyway-model-9"  # not the travel agent's own model: only --model names it
 READ = "Please read the file notes.txt"
@@ -114,7 +116,7 @@ def test_without_model_the_run_goes_on_with_the_recorded_one(
 
     no_key = _env()
     del no_key["OPENAI_API_KEY"]
-    refusals = [
+    refusals: list[tuple[dict[str, str], list[str], str]] = [
         (no_key, [], "set the OPENAI_API_KEY environment variable"),
         (_env(), [], f"was reached at 127.0.0.1:{model_server.url.split(':')[2].split('/')[0]}"),
     ]
@@ -171,3 +173,21 @@ def test_trace_of_the_agents_own_client_takes_model_only_with_its_options(
     assert refused.returncode == 2
     assert "need --model" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert os.path.getsize(trace) == 0
+
+
+def test_resume_trace_takes_the_client_from_python(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """``resume_trace(path, agent, client=...)``: the public API's way to the same resume."""
+    named = ["--agent", AGENT, "--model", MODEL, "--base-url", model_server.url]
+    whole = tmp_path / "whole.jsonl"
+    done = cli("loopctl", "run", TRIP, *named, "--trace", str(whole), env=_env())
+    assert done.returncode == 0, done.stderr
+    cut = tmp_path / "cut.jsonl"
+    _killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
+
+    client = OpenAIClient(MODEL, base_url=model_server.url, api_key=KEY)
+    resumed = resume_trace(cut, AGENT, client=client)
+    assert resumed.result is not None and resumed.result.outcome.kind == "completed"
+    assert end_digest(cut) == end_digest(whole) is not None
+    assert {r.body["model"] for r in model_server.requests} == {MODEL}
