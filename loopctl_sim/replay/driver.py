@@ -47,11 +47,11 @@ from loopctl_sim.replay.answers import (
 )
 from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor, feed_values
-from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.replay.fork_edits import fork_metadata, with_settings
 from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.mcp import mcp_replay
+from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.report import ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
