@@ -23,6 +23,13 @@ CHECK = "examples.support_agent.sessions:refunds_within_limit"
 USER = "examples.support_agent.sessions:make_user"
 
 
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A campaign that finds failures writes them to ``fuzz-failures/`` in the working
+    folder unless told ``--out``: here that is the test's own folder, not the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
