@@ -4,7 +4,7 @@ A world of ``make_case`` draws its calls at random: it almost never repeats one 
 alternates two, and its loop policy was one window for every seed. A detector that ignored
 ping-pongs, the policy's window or its own warning passed the whole campaign. So a share of the
 seeds (``FuzzLoops.looping`` out of 100) gets one loop segment written over part of its replies
-and its loop policy drawn for loops, both from ``LoopWeights`` (``loopctl_sim.props.brain_loops``,
+and its loop policy drawn for loops, both from ``LoopWeights`` (``loopctl_sim.props.loop_weights``,
 the table the property layer's looping programs read):
 
 ==============  ===============================================================================
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from loopctl_sim.props.brain_loops import LOOP_WEIGHTS, LoopWeights
+from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, LoopWeights
 from loopctl_sim.sim.scenario import CallScenario, PolicyScenario, ReplyScenario
 
 __all__ = ["DEFAULT_LOOPS", "FuzzLoops", "loop_rng", "with_loops"]

@@ -34,7 +34,6 @@ every move; the run then heals (liveness). The reference counts the verdicts it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from hypothesis import strategies as st
@@ -42,6 +41,7 @@ from hypothesis import strategies as st
 from loopctl.core import LoopAction, MachinePolicy
 from loopctl_sim.props.brain_machine import BrainMachine
 from loopctl_sim.props.brain_strategies import CallSpec
+from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, PATTERNS, LoopWeights
 
 __all__ = [
     "LOOP_WEIGHTS",
@@ -53,8 +53,6 @@ __all__ = [
     "run_loop_program",
 ]
 
-#: The loop patterns a program is made of.
-PATTERNS: Final = ("ping_pong", "spaced", "repeat", "shuffled", "parallel", "noise")
 #: The tools loop policies advertise.
 _TOOLS: Final = ("read", "write", "search")
 #: Two distinct calls (tool index, arguments) for the patterns; noise draws others.
@@ -68,55 +66,6 @@ _BA: Final[CallSpec] = (True, 0, {"n": 1, "path": "a"})
 #: (``("policy", {field: value})``).
 ProgramStep: TypeAlias = tuple[str, Any]
 LoopProgram: TypeAlias = list[ProgramStep]
-
-
-@dataclass(frozen=True)
-class LoopWeights:
-    """How often the looping programs draw each thing, as relative weights (a weight of 0 turns
-    it off). Read it as a table: out of ``sum`` of a group, each name's share.
-
-    ``patterns``: the segment patterns (see the module docstring); ``actions``: the policy's
-    ``loop_action`` (``warn`` most, since a warned run goes on, to be failed by its next loop);
-    ``windows`` and ``limits``: ``loop_window`` and ``loop_repeat_limit``, drawn for the policy
-    and again at every change; ``change``: out of 8 exchanges, how many are followed by a
-    policy change (a new window or limit, in force at the very next step).
-    """
-
-    patterns: tuple[tuple[str, int], ...] = (
-        ("ping_pong", 3),
-        ("spaced", 2),
-        ("repeat", 3),
-        ("shuffled", 2),
-        ("parallel", 1),
-        ("noise", 1),
-    )
-    actions: tuple[tuple[LoopAction, int], ...] = (("warn", 4), ("fail", 2), ("off", 1))
-    windows: tuple[tuple[int, int], ...] = (
-        (2, 1),
-        (3, 2),
-        (4, 2),
-        (5, 1),
-        (6, 1),
-        (8, 1),
-        (12, 1),
-    )
-    limits: tuple[tuple[int, int], ...] = ((2, 1), (3, 3), (4, 1), (5, 1))
-    change: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("patterns", "actions", "windows", "limits"):
-            pairs = getattr(self, name)
-            if any(w < 0 for _, w in pairs) or not any(w for _, w in pairs):
-                raise ValueError(f"LoopWeights.{name} needs a positive weight: {pairs!r}")
-        unknown = {p for p, _ in self.patterns} - set(PATTERNS)
-        if unknown:
-            raise ValueError(f"unknown loop patterns {sorted(unknown)}; one of {PATTERNS}")
-        if not 0 <= self.change <= 8:
-            raise ValueError(f"LoopWeights.change is out of 8, got {self.change}")
-
-
-#: The weights ``loop_policies`` and ``loop_programs`` use unless given others.
-LOOP_WEIGHTS: Final = LoopWeights()
 
 
 def _weighted(pairs: Sequence[tuple[Any, int]]) -> st.SearchStrategy[Any]:
