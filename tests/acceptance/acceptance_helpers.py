@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,3 +118,33 @@ def end_digest(path: Path) -> str | None:
 def kinds(path: Path, kind: str) -> Sequence[dict[str, Any]]:
     """The trace's ``io`` records of ``kind``."""
     return [r for r in records(path) if r["type"] == "io" and r["kind"] == kind]
+
+
+def killed_at_second_call(
+    server: ModelServer, args: list[str], trace: Path, cwd: Path, env: dict[str, str]
+) -> None:
+    """``loopctl run ARGS --trace TRACE`` killed (SIGKILL) while its second model call waits."""
+    server.requests.clear()
+    server.hold(2)
+    process = subprocess.Popen(
+        [str(BIN / "loopctl"), "run", *args, "--trace", str(trace)],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+        while len(server.requests) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "the run never reached its second model call"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+        server.release()
+    assert end_digest(trace) is None  # cut in the middle of the run
+    assert [r["turn"] for r in kinds(trace, "model_request")] == [1, 2]
+    server.requests.clear()

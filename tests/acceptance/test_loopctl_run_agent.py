@@ -8,12 +8,21 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
-from acceptance_helpers import AGENT, BIN, KEY, ROOT, TRIP, agent_env, cli, end_digest, kinds
+from acceptance_helpers import (
+    AGENT,
+    KEY,
+    ROOT,
+    TRIP,
+    agent_env,
+    cli,
+    end_digest,
+    killed_at_second_call,
+    kinds,
+)
 
 from examples.model_server import ModelServer
 from loopctl.cli import MAX_FILE_BYTES, read_file
@@ -86,29 +95,8 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_digest(
     assert done.returncode == 0, done.stderr
 
     cut = tmp_path / "cut.jsonl"
-    model_server.requests.clear()
-    model_server.hold(2)  # the second model call waits, unanswered
-    process = subprocess.Popen(
-        [str(BIN / "loopctl"), "run", TRIP, "--agent", AGENT, "--trace", str(cut)],
-        env=agent_env(model_server),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
-        while len(model_server.requests) < 2 and process.poll() is None:
-            assert time.monotonic() < deadline, "the run never reached its second model call"
-            time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
-        assert process.wait() == -signal.SIGKILL
-    finally:
-        if process.poll() is None:
-            process.kill()
-        model_server.release()
-    assert end_digest(cut) is None  # cut in the middle of the run
-    assert [r["turn"] for r in kinds(cut, "model_request")] == [1, 2]
+    env = agent_env(model_server)
+    killed_at_second_call(model_server, [TRIP, "--agent", AGENT], cut, ROOT, env)
 
     resumed = cli("loopctl-sim", "resume", str(cut), "--agent", AGENT, env=agent_env(model_server))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

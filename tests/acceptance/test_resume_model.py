@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from acceptance_helpers import AGENT, BIN, KEY, ROOT, TRIP, agent_env, cli, end_digest, kinds
+from acceptance_helpers import (
+    AGENT,
+    KEY,
+    ROOT,
+    TRIP,
+    agent_env,
+    cli,
+    end_digest,
+    killed_at_second_call,
+)
 
 from examples.model_server import ModelServer
 from loopctl.providers import OpenAIClient
@@ -29,36 +36,6 @@ def _env(**extra: str) -> dict[str, str]:
     env.pop("OPENAI_BASE_URL", None)
     env.update(extra)
     return env
-
-
-def _killed_at_second_call(
-    server: ModelServer, args: list[str], trace: Path, cwd: Path, env: dict[str, str]
-) -> None:
-    """``loopctl run ARGS --trace TRACE`` killed (SIGKILL) while its second model call waits."""
-    server.requests.clear()
-    server.hold(2)
-    process = subprocess.Popen(
-        [str(BIN / "loopctl"), "run", *args, "--trace", str(trace)],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
-        while len(server.requests) < 2 and process.poll() is None:
-            assert time.monotonic() < deadline, "the run never reached its second model call"
-            time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
-        assert process.wait() == -signal.SIGKILL
-    finally:
-        if process.poll() is None:
-            process.kill()
-        server.release()
-    assert end_digest(trace) is None  # cut in the middle of the run
-    assert [r["turn"] for r in kinds(trace, "model_request")] == [1, 2]
-    server.requests.clear()
 
 
 def _exported_test_passes(trace: Path, tmp_path: Path, *args: str, cwd: Path = ROOT) -> None:
@@ -89,7 +66,7 @@ def test_agent_given_model_resumes_with_model_to_the_uninterrupted_digest(
     done = cli("loopctl", "run", TRIP, *named, "--trace", str(whole), env=_env())
     assert done.returncode == 0, done.stderr
     cut = tmp_path / "cut.jsonl"
-    _killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
+    killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
 
     resumed = cli("loopctl-sim", "resume", str(cut), "--agent", AGENT, "--model", MODEL,
                   "--base-url", model_server.url, "--json", env=_env())  # fmt: skip
@@ -111,7 +88,7 @@ def test_without_model_the_run_goes_on_with_the_recorded_one(
     in one line when the key is missing or the client would reach another server."""
     named = ["--agent", AGENT, "--model", MODEL, "--base-url", model_server.url]
     cut = tmp_path / "cut.jsonl"
-    _killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
+    killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
     before = cut.read_bytes()
 
     no_key = _env()
@@ -149,7 +126,7 @@ def test_builtin_agent_trace_resumes_with_the_builtin_agent(
     assert done.returncode == 0, done.stderr
     assert "notes.txt: 120 characters" in done.stdout
     cut = tmp_path / "cut.jsonl"
-    _killed_at_second_call(model_server, args, cut, tmp_path, _env())
+    killed_at_second_call(model_server, args, cut, tmp_path, _env())
 
     resumed = cli("loopctl-sim", "resume", str(cut), "--base-url", model_server.url,
                   env=_env(), cwd=tmp_path)  # fmt: skip
@@ -184,7 +161,7 @@ def test_resume_trace_takes_the_client_from_python(
     done = cli("loopctl", "run", TRIP, *named, "--trace", str(whole), env=_env())
     assert done.returncode == 0, done.stderr
     cut = tmp_path / "cut.jsonl"
-    _killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
+    killed_at_second_call(model_server, [TRIP, *named], cut, ROOT, _env())
 
     client = OpenAIClient(MODEL, base_url=model_server.url, api_key=KEY)
     resumed = resume_trace(cut, AGENT, client=client)
