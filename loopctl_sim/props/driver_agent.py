@@ -50,7 +50,7 @@ AGENT_TOOL_FAULTS: Final = (
 
 #: The model faults drawn. Not ``unknown_tool``: the model's own ``unknown`` move already calls
 #: unknown tools (with fresh ids, as the fault's added calls now have too), and drawing the fault
-#: as well thins out the others (the planted-bug hunts of tests/sim/test_driver_agent.py find
+#: as well thins out the others (the planted-bug hunts of tests/props/test_driver_agent.py find
 #: their bugs in fewer examples without it).
 _MODEL_FAULTS: Final = tuple(sorted(MODEL_FAULTS - {"unknown_tool"}))
 

@@ -6,7 +6,7 @@
 ``tests/traces/<scenario>.jsonl`` is the machine-level simulator's trace (reproducible byte for
 byte: fixed creation time, no durations); ``tests/traces/driver/<scenario>.jsonl`` is the same
 world run through ``BareLoop`` (its io records carry real durations, so the check compares
-records without them). ``tests/sim/test_sim_corpus.py`` replays every trace, machine level and
+records without them). ``tests/replay/test_sim_corpus.py`` replays every trace, machine level and
 driver level: a change to the engine's decisions, or to what the driver feeds, shows up as a
 divergence report naming the record. When a change is intended, re-record with ``--write`` and
 review the diff of the traces like any other change.

@@ -1,6 +1,6 @@
 """Secrets in the paths this issue added: periodic snapshot records, a resume's header, gzip
 traces, and what ``loopctl run`` says on stderr (an error echoing a key, a retry notice). Every
-byte written is searched for them (the paths of ``tests/sim/test_trace_secrets.py`` - tool
+byte written is searched for them (the paths of ``tests/trace/test_trace_secrets.py`` - tool
 arguments and output, model and final text, provider errors, headers, request options, the
 system prompt - are searched there, and again here inside the snapshots)."""
 
@@ -18,7 +18,7 @@ from loopctl.cli import main
 from loopctl_sim import TraceRecorder, replay_driver, replay_trace
 from loopctl_sim.trace import TraceWriter
 from tests.reliability.local_server import Answer, LocalServer, local_server, text_chunks
-from tests.sim.test_trace_secrets import ALL, SECRETS, USER_PATTERN, agent, script
+from tests.trace.test_trace_secrets import ALL, SECRETS, USER_PATTERN, agent, script
 
 KEY = "sk-proj-" + "Zz9Yy8Xx7Ww6Vv5Uu4"
 

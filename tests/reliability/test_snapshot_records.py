@@ -22,8 +22,8 @@ from loopctl_sim.cli import main
 from loopctl_sim.trace.fast import _MAX_DEPTH
 from tests.reliability.test_nesting import json_depth
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))  # test_tracefast's own helpers
-from tests.sim.test_tracefast import assert_replay_form
+sys.path.insert(0, str(Path(__file__).parents[1] / "sim_support"))  # test_tracefast's own helpers
+from tests.trace.test_tracefast import assert_replay_form
 
 
 @tool
