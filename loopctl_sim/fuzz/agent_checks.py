@@ -50,7 +50,6 @@ from loopctl_sim.fuzz.checks import (
     first_difference,
     outcome_name,
     scheduled_kinds,
-    stopped_trace,
     user_failure,
 )
 from loopctl_sim.fuzz.crashes import CrashWatch
@@ -175,8 +174,7 @@ def _watched_run(
             result, steps = partial, partial.steps
         else:
             healed, steps = partial, steps + partial.steps
-        text = stopped_trace(buf.getvalue(), exc.error)
-        return _Run(text, result, healed, steps, _failure_of(exc.error))
+        return _Run(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
     return _Run(buf.getvalue(), result, healed, steps, None)
 
 

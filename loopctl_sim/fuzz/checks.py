@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -48,7 +47,6 @@ from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
 from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
-from loopctl_sim.sim.layers import StepLimit
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
@@ -64,7 +62,6 @@ __all__ = [
     "heal_failure",
     "outcome_name",
     "scheduled_kinds",
-    "stopped_trace",
     "user_failure",
 ]
 
@@ -296,35 +293,10 @@ def _run_world(
             )
             steps += heal_result.steps
     except Exception as exc:  # every failure of the engine is a finding, reported as data
-        text = stopped_trace(buf.getvalue(), exc)
-        return _Run1(text, result, heal_result, fired, steps, _failure_of(exc))
+        # the simulators leave a harness stop (Violation, StepLimit) out of the trace
+        # (sim.body.agent_failure): it ends where the stop struck and replays up to there
+        return _Run1(buf.getvalue(), result, heal_result, fired, steps, _failure_of(exc))
     return _Run1(buf.getvalue(), result, heal_result, fired, steps, None)
-
-
-def stopped_trace(text: str, error: BaseException) -> str:
-    """A checked run's trace ``text`` without the end record a harness's stop left in it.
-
-    A checker's ``Violation`` (an invariant broken) and the step bound (``StepLimit``) are
-    raised by the harness to stop the run, through the loop's own hooks: a trace recorder takes
-    them for how the run ended and writes an end record holding them. They are not: a replay of
-    the trace (the ``replay:`` reproducer), which runs no checker, would be told the run ended by
-    an exception it never meets. Without that record the trace ends where the harness stopped
-    the run, as a killed process's does, and replays up to there."""
-    if not isinstance(error, Violation | StepLimit):
-        return text
-    body, _, last = text.rstrip("\n").rpartition("\n")
-    try:
-        record = json.loads(last)
-    except ValueError:
-        return text
-    if not isinstance(record, dict) or record.get("type") != "end":
-        return text
-    recorded = record.get("error")
-    if not isinstance(recorded, dict):
-        return text
-    if recorded.get("type") != type(error).__name__:
-        return text
-    return body + "\n" if body else ""
 
 
 def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> Failure | None:
