@@ -55,24 +55,34 @@ class IoEvent:
     ``messages_before``, ``messages_after``); ``reflection`` ``text``; ``cancel`` whatever the
     canceller said; ``mcp`` ``op`` (``tools``, ``result``, ``error``), ``server`` and, by op,
     ``tools`` (the advertised list), ``tool``, ``arguments``, ``result`` or ``error``.
+
+    ``raised``, on a ``tool_result``, holds ``(where, name, exception)`` for each exception the
+    dispatcher turned into that error result (``where``: ``tool``, ``pre-tool hook``,
+    ``post-tool hook``, ``tool middleware``): the objects themselves, for a harness that judges
+    them (the fuzzer's tool-exception check). They are not JSON data, so no trace holds them.
     """
 
     kind: IoKind
     turn: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
+    raised: tuple[tuple[str, str, Exception], ...] = ()
 
 
 _new: Final = object.__new__
 # The slots' own setters: a frozen dataclass's ``__init__`` fills each field through
 # ``object.__setattr__``, 11,000 instructions an event of four fields, this 4,000 (cachegrind).
-_SET_KIND, _SET_TURN, _SET_DATA, _SET_DURATION = (
-    IoEvent.__dict__[name].__set__ for name in ("kind", "turn", "data", "duration_s")
+_SET_KIND, _SET_TURN, _SET_DATA, _SET_DURATION, _SET_RAISED = (
+    IoEvent.__dict__[name].__set__ for name in ("kind", "turn", "data", "duration_s", "raised")
 )
 
 
 def io_event(
-    kind: IoKind, turn: int | None, data: dict[str, Any], duration_s: float | None = None
+    kind: IoKind,
+    turn: int | None,
+    data: dict[str, Any],
+    duration_s: float | None = None,
+    raised: tuple[tuple[str, str, Exception], ...] = (),
 ) -> IoEvent:
     """``IoEvent(kind=kind, turn=turn, data=data, duration_s=duration_s)``, built by filling its
     slots: the driver and the tool dispatcher build several every observed turn, from values of
@@ -82,6 +92,7 @@ def io_event(
     _SET_TURN(event, turn)
     _SET_DATA(event, data)
     _SET_DURATION(event, duration_s)
+    _SET_RAISED(event, raised)
     return event
 
 

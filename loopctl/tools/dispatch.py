@@ -23,7 +23,9 @@ wave has finished. Reporting in call order keeps traces identical from run to ru
 concurrent calls finish in a different order; only ``duration_s`` varies. A ``tool_call`` event
 carries the model's arguments, even when a pre-tool hook replaced them. A cancelled wave
 reports no ``tool_result`` events. An exception raised by ``on_event`` is a bug in the observer
-and propagates.
+and propagates. Each exception out of a tool, a hook or a middleware is logged to the
+``loopctl.tools`` logger and handed, as the object, to the call's ``tool_result`` event
+(``IoEvent.raised``): the model reads only its type and message, a harness may judge the rest.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 import time
 import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from loopctl.core import ToolCall, ToolResult
@@ -63,6 +66,11 @@ __all__ = ["Dispatcher", "dispatch", "plan_waves"]
 logger = logging.getLogger("loopctl.tools")
 
 OnEvent = Callable[["IoEvent"], None]
+Raised = tuple[str, str, Exception]
+
+#: The exceptions turned into error results for the call under way: ``_Pipeline.timed`` binds a
+#: list per call, ``_failed`` adds to it, the call's ``tool_result`` event carries it.
+_RAISED: ContextVar[list[Raised] | None] = ContextVar("loopctl_tool_raised", default=None)
 
 
 def plan_waves(calls: Sequence[ToolCall], registry: ToolRegistry) -> list[tuple[int, ...]]:
@@ -164,7 +172,7 @@ class Dispatcher:
                 async with asyncio.TaskGroup() as group:
                     tasks = [group.create_task(pipeline.timed(calls[i], limit)) for i in wave]
                 outcomes = [task.result() for task in tasks]
-            for result, duration in outcomes:
+            for result, duration, raised in outcomes:
                 results.append(result)
                 if on_event is not None:
                     answered = {
@@ -173,7 +181,7 @@ class Dispatcher:
                         "content": result.content,
                         "is_error": result.is_error,
                     }
-                    on_event(io_event("tool_result", turn, answered, duration))
+                    on_event(io_event("tool_result", turn, answered, duration, raised))
         return results
 
 
@@ -199,19 +207,25 @@ class _Pipeline:
 
     async def timed(
         self, call: ToolCall, limit: asyncio.Semaphore | None
-    ) -> tuple[ToolResult, float]:
-        """The pipeline for one call, with its duration (waiting for a slot not included)."""
-        if limit is None:
-            started = time.perf_counter()
-            result = await self.run(call)
-        else:
-            async with limit:
+    ) -> tuple[ToolResult, float, tuple[Raised, ...]]:
+        """The pipeline for one call, with its duration (waiting for a slot not included) and
+        the exceptions it turned into error results."""
+        raised: list[Raised] = []
+        token = _RAISED.set(raised)
+        try:
+            if limit is None:
                 started = time.perf_counter()
                 result = await self.run(call)
+            else:
+                async with limit:
+                    started = time.perf_counter()
+                    result = await self.run(call)
+        finally:
+            _RAISED.reset(token)
         if result.call_id != call.id or result.name != call.name:
             # a hook or middleware built a result for another call: answer the one asked
             result = result.model_copy(update={"call_id": call.id, "name": call.name})
-        return result, time.perf_counter() - started
+        return result, time.perf_counter() - started, tuple(raised)
 
     async def run(self, call: ToolCall) -> ToolResult:
         if call.name not in self.registry:
@@ -227,7 +241,7 @@ class _Pipeline:
                 result = _error(effective, f"tool '{call.name}' was cancelled by a pre-tool hook")
                 break
             except Exception as exc:
-                logger.warning("pre-tool hook %s failed", _label(hook), exc_info=True)
+                _failed("pre-tool hook", _label(hook), exc)
                 result = _error(
                     effective,
                     f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} raised "
@@ -259,7 +273,7 @@ class _Pipeline:
                 result = _error(effective, f"tool '{call.name}': a post-tool hook was cancelled")
                 continue
             except Exception as exc:
-                logger.warning("post-tool hook %s failed", _label(post), exc_info=True)
+                _failed("post-tool hook", _label(post), exc)
                 result = _error(
                     effective,
                     f"tool '{call.name}' ran but post-tool hook {_label(post)} raised "
@@ -326,7 +340,7 @@ class _Executor:
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
                 return _error(call, timed_out_message(call.name, limit or 0.0))
-            logger.warning("tool %s failed", call.name, exc_info=True)
+            _failed("tool", call.name, exc)
             return _error(call, raised_message(call.name, exc))
         except ToolError as exc:
             return _error(call, str(exc) or f"tool '{call.name}' failed")
@@ -335,7 +349,7 @@ class _Executor:
                 raise
             return _error(call, cancelled_message(call.name))
         except Exception as exc:
-            logger.warning("tool %s failed", call.name, exc_info=True)
+            _failed("tool", call.name, exc)
             return _error(call, raised_message(call.name, exc))
 
 
@@ -373,7 +387,7 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
                 raise
             return _error(call, f"tool '{call.name}' was cancelled by middleware {_label(layer)}")
         except Exception as exc:
-            logger.warning("tool middleware %s failed", _label(layer), exc_info=True)
+            _failed("tool middleware", _label(layer), exc)
             return _error(
                 call,
                 f"tool '{call.name}' failed in middleware {_label(layer)}: "
@@ -388,6 +402,14 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
         return result
 
     return handler
+
+
+def _failed(where: str, name: str, exc: Exception) -> None:
+    """Log ``exc``, turned into an error result, and keep it for the call's event."""
+    logger.warning("%s %s failed", where, name, exc_info=exc)
+    raised = _RAISED.get()
+    if raised is not None:
+        raised.append((where, name, exc))
 
 
 def _cancelling() -> bool:

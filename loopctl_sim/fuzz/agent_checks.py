@@ -39,6 +39,7 @@ from typing import Final
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
 from loopctl.driver import StepPoint
+from loopctl.observe import LoopObserver
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
 from loopctl_sim.fuzz.checker import Violation
@@ -123,13 +124,13 @@ def _run(
         world, max_steps=_bound(world), metadata={**world.metadata, "fuzz_seed": seed}
     )
     checker = DriverChecker() if checked else None
-    observers = [checker] if checker is not None else []
+    observers: list[LoopObserver] = [checker] if checker is not None else []
     hook = checker.before_step if checker is not None else None
     expected = {}
     if config.check_tool_exceptions and scenario.agent is not None:
         expected = dict(agent_profile(scenario.agent, config.cwd).raises)
-    with CrashWatch(expected) as watch:
-        run = _watched_run(world, buf, writer, observers, hook, heal=heal)
+    watch = CrashWatch(expected)
+    run = _watched_run(world, buf, writer, [*observers, watch], hook, heal=heal)
     if config.check_tool_exceptions and watch.crashes and run.failure is None:
         crash = watch.crashes[0]
         run.failure = Failure("tool-exception", crash.code, str(crash))
@@ -140,7 +141,7 @@ def _watched_run(
     world: AgentWorld,
     buf: io.StringIO,
     writer: TraceWriter | None,
-    observers: list[DriverChecker],
+    observers: list[LoopObserver],
     hook: Callable[[StepPoint], None] | None,
     *,
     heal: bool,

@@ -276,8 +276,8 @@ def test_a_tool_that_crashes_on_allowed_input_is_found_without_a_check(project: 
     assert code == 0, declared
 
 
-#: An agent module that quiets loopctl's logging (the dispatcher's warnings are how crashes are
-#: seen: the watch must hear them anyway).
+#: An agent module that quiets loopctl's logging (crashes are seen through the observer seam,
+#: not the dispatcher's warnings: quiet logging must hide none).
 LOUDNESS = 'logging.getLogger("loopctl").setLevel(logging.CRITICAL)\n'
 
 
