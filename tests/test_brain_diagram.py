@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from loopctl import FEEDS, STATES, STEP_TRANSITIONS, TRANSITIONS
+from loopctl.core import FEED_TYPES, FEEDS, STATES, STEP_TRANSITIONS, TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "brain.md"
@@ -47,7 +47,7 @@ def test_every_table_edge_is_drawn_and_nothing_else() -> None:
         if match:
             source, target, labels = match.groups()
             drawn |= {(source, label, target) for label in labels.split(", ")}
-    table = {(s, f, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets}
+    table = {(s, f.name, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets}
     table |= {(s, "next_step", t) for s, tr in STEP_TRANSITIONS.items() for t in tr.targets}
     assert drawn == table
 
@@ -77,4 +77,4 @@ def test_the_docs_feed_table_names_the_valid_states() -> None:
             rows[match.group(1)] = set(match.group(2).split(", "))
     assert set(rows) == set(FEEDS)
     for feed, states in rows.items():
-        assert states == {s for s in STATES if (s, feed) in TRANSITIONS}, feed
+        assert states == {s for s in STATES if (s, FEED_TYPES[feed]) in TRANSITIONS}, feed

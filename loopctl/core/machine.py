@@ -41,6 +41,20 @@ from typing import Any, Final, NamedTuple, cast
 
 from loopctl.core.built import built
 from loopctl.core.errors import LoopError, ProtocolError
+from loopctl.core.feeds import (
+    AcceptInput,
+    Cancel,
+    CommitPending,
+    CompactionNoop,
+    CompactionResult,
+    DiscardPending,
+    Fail,
+    Feed,
+    Inject,
+    ModelResponse,
+    SetContextTokens,
+    ToolResults,
+)
 from loopctl.core.loopdetect import call_key, judge_keys
 from loopctl.core.machine_data import MachineData, is_count
 from loopctl.core.messages import Message, ToolCall, ToolResult
@@ -58,7 +72,6 @@ from loopctl.core.prebuilt import (
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
-    FEEDS,
     STATES,
     AwaitingCompaction,
     AwaitingModel,
@@ -69,7 +82,6 @@ from loopctl.core.steps import (
     Completed,
     Done,
     Failed,
-    FeedName,
     MachineStep,
     MaxTurnsExceeded,
     StateKind,
@@ -78,14 +90,12 @@ from loopctl.core.steps import (
 from loopctl.core.values import parts_problem
 
 __all__ = [
-    "FEEDS",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "STATES",
     "STEP_TRANSITIONS",
     "TRANSITIONS",
     "Exchange",
-    "FeedName",
     "LoopMachine",
     "MachineSnapshot",
 ]
@@ -99,43 +109,37 @@ class Transition(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 # THE TABLE. (state, feed) -> handler and the states it may lead to. Anything not here is invalid.
 # ---------------------------------------------------------------------------------------------
-TRANSITIONS: Final[dict[tuple[StateKind, str], Transition]] = {
-    ("start", "accept_input"): Transition("_accept_input", ("start",)),
-    ("start", "inject"): Transition("_inject", ("start",)),
-    ("start", "set_context_tokens"): Transition("_set_context_tokens", ("start",)),
-    ("start", "cancel"): Transition("_cancel", ("terminal",)),
-    ("start", "fail"): Transition("_fail", ("terminal",)),
+TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
+    ("start", AcceptInput): Transition("_accept_input", ("start",)),
+    ("start", Inject): Transition("_inject", ("start",)),
+    ("start", SetContextTokens): Transition("_set_context_tokens", ("start",)),
+    ("start", Cancel): Transition("_cancel", ("terminal",)),
+    ("start", Fail): Transition("_fail", ("terminal",)),
     # -- the model was asked
-    ("awaiting_model", "model_response"): Transition(
+    ("awaiting_model", ModelResponse): Transition(
         "_model_response", ("awaiting_tools", "start", "terminal")
     ),
-    ("awaiting_model", "set_context_tokens"): Transition(
-        "_set_context_tokens", ("awaiting_model",)
-    ),
-    ("awaiting_model", "cancel"): Transition("_cancel", ("terminal",)),
-    ("awaiting_model", "fail"): Transition("_fail", ("terminal",)),
+    ("awaiting_model", SetContextTokens): Transition("_set_context_tokens", ("awaiting_model",)),
+    ("awaiting_model", Cancel): Transition("_cancel", ("terminal",)),
+    ("awaiting_model", Fail): Transition("_fail", ("terminal",)),
     # -- tools were asked
-    ("awaiting_tools", "tool_results"): Transition("_tool_results", ("start",)),
-    ("awaiting_tools", "set_context_tokens"): Transition(
-        "_set_context_tokens", ("awaiting_tools",)
-    ),
-    ("awaiting_tools", "cancel"): Transition("_cancel", ("terminal",)),
-    ("awaiting_tools", "fail"): Transition("_fail", ("terminal",)),
+    ("awaiting_tools", ToolResults): Transition("_tool_results", ("start",)),
+    ("awaiting_tools", SetContextTokens): Transition("_set_context_tokens", ("awaiting_tools",)),
+    ("awaiting_tools", Cancel): Transition("_cancel", ("terminal",)),
+    ("awaiting_tools", Fail): Transition("_fail", ("terminal",)),
     # -- a compaction was asked
-    ("awaiting_compaction", "compaction_result"): Transition("_compaction_result", ("start",)),
-    ("awaiting_compaction", "compaction_noop"): Transition(
-        "_compaction_noop", ("start", "terminal")
-    ),
-    ("awaiting_compaction", "set_context_tokens"): Transition(
+    ("awaiting_compaction", CompactionResult): Transition("_compaction_result", ("start",)),
+    ("awaiting_compaction", CompactionNoop): Transition("_compaction_noop", ("start", "terminal")),
+    ("awaiting_compaction", SetContextTokens): Transition(
         "_set_context_tokens", ("awaiting_compaction",)
     ),
-    ("awaiting_compaction", "cancel"): Transition("_cancel", ("terminal",)),
-    ("awaiting_compaction", "fail"): Transition("_fail", ("terminal",)),
+    ("awaiting_compaction", Cancel): Transition("_cancel", ("terminal",)),
+    ("awaiting_compaction", Fail): Transition("_fail", ("terminal",)),
     # -- finished: only the exit door's two calls; cancel and fail are no-ops
-    ("terminal", "commit_pending"): Transition("_commit_pending", ("terminal",)),
-    ("terminal", "discard_pending"): Transition("_discard_pending", ("terminal",)),
-    ("terminal", "cancel"): Transition("_noop", ("terminal",)),
-    ("terminal", "fail"): Transition("_noop", ("terminal",)),
+    ("terminal", CommitPending): Transition("_commit_pending", ("terminal",)),
+    ("terminal", DiscardPending): Transition("_discard_pending", ("terminal",)),
+    ("terminal", Cancel): Transition("_noop", ("terminal",)),
+    ("terminal", Fail): Transition("_noop", ("terminal",)),
 }
 
 # next_step(policy) in each state -> handler and the states it may lead to. In Start it always
@@ -242,56 +246,63 @@ class LoopMachine(MachineData):
         self._exchange = None
         return done(outcome)
 
-    # --- the eleven feeds ----------------------------------------------------------------
+    # --- the one way in, and the eleven feeds by name -----------------------------------
+
+    def feed(self, feed: Feed) -> None:
+        """Tell the brain what happened. A feed its state does not take (no table entry) is a
+        ``ProtocolError`` naming the feed and the state; the machine is left as it was."""
+        kind = self._state.kind
+        handler = _FEED_HANDLERS.get((kind, type(feed)))
+        if handler is None:
+            if not isinstance(feed, Feed):
+                raise ProtocolError(
+                    f"feed() takes a Feed, not {type(feed).__name__}", feed="feed", state=kind
+                )
+            name = feed.name
+            raise ProtocolError(f"{name}() is not valid in state {kind}", feed=name, state=kind)
+        handler(self, feed)
 
     def accept_input(self, input: str | Message) -> None:
         """Start a run with the user's input (a fresh machine, or one from ``next_run()``)."""
-        self._feed("accept_input", input)
+        self.feed(AcceptInput(input))
 
     def model_response(self, response: Message, context_tokens: int) -> None:
         """The model's reply and the context size the provider reported with it."""
-        self._feed("model_response", response, context_tokens)
+        self.feed(ModelResponse(response, context_tokens))
 
     def tool_results(self, message: Message) -> None:
         """One user message answering exactly the dispatched calls, each id once."""
-        self._feed("tool_results", message)
+        self.feed(ToolResults(message))
 
     def compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
         """History was rewritten: a commit point (pending is folded in and emptied)."""
-        self._feed("compaction_result", compacted, before, after)
+        self.feed(CompactionResult(compacted, before, after))
 
     def compaction_noop(self, before: int, after: int) -> None:
         """The compactor found nothing to cut."""
-        self._feed("compaction_noop", before, after)
+        self.feed(CompactionNoop(before, after))
 
     def set_context_tokens(self, n: int) -> None:
         """The driver's own count (an estimate, or a provider's overflow report)."""
-        self._feed("set_context_tokens", n)
+        self.feed(SetContextTokens(n))
 
     def inject(self, message: Message) -> None:
         """Append a message to pending during a run (steering, a reflector's note)."""
-        self._feed("inject", message)
+        self.feed(Inject(message))
 
     def cancel(self) -> None:
-        self._feed("cancel")
+        self.feed(Cancel())
 
     def fail(self, error: LoopError) -> None:
-        self._feed("fail", error)
+        self.feed(Fail(error))
 
     def commit_pending(self) -> None:
         """Success exit: pending is glued onto history."""
-        self._feed("commit_pending")
+        self.feed(CommitPending())
 
     def discard_pending(self) -> None:
         """Failure exit: the coherent prefix of pending is salvaged, the in-flight tail dropped."""
-        self._feed("discard_pending")
-
-    def _feed(self, feed: str, *args: Any) -> None:
-        kind = self._state.kind
-        handler = _FEED_HANDLERS.get((kind, feed))
-        if handler is None:
-            raise ProtocolError(f"{feed}() is not valid in state {kind}", feed=feed, state=kind)
-        handler(self, *args)
+        self.feed(DiscardPending())
 
     def _refuse(self, feed: str, why: str) -> ProtocolError:
         kind = self._state.kind
@@ -299,7 +310,8 @@ class LoopMachine(MachineData):
 
     # --- handlers: validate first, then change ------------------------------------------
 
-    def _accept_input(self, input: str | Message) -> None:
+    def _accept_input(self, feed: AcceptInput) -> None:
+        input = feed.input
         if self._started:
             raise self._refuse("accept_input", "a run is already under way; use next_run()")
         message = Message.user(input) if isinstance(input, str) else input
@@ -312,7 +324,8 @@ class LoopMachine(MachineData):
         self._pending.append(message)
         self._started = True
 
-    def _inject(self, message: Message) -> None:
+    def _inject(self, feed: Inject) -> None:
+        message = feed.message
         if not self._started:
             raise self._refuse("inject", "no run is under way")
         if not isinstance(message, Message) or message.tool_calls or message.tool_results:
@@ -321,23 +334,26 @@ class LoopMachine(MachineData):
             raise self._refuse("inject", problem)
         self._pending.append(message)
 
-    def _set_context_tokens(self, n: int) -> None:
+    def _set_context_tokens(self, feed: SetContextTokens) -> None:
+        n = feed.n
         if not is_count(n):
             raise self._refuse("set_context_tokens", f"not a token count: {n!r}")
         self._context_tokens = n
 
-    def _cancel(self) -> None:
+    def _cancel(self, feed: Cancel) -> None:
         self._finish(Cancelled())
 
-    def _fail(self, error: LoopError) -> None:
+    def _fail(self, feed: Fail) -> None:
+        error = feed.error
         if not isinstance(error, LoopError):
             raise self._refuse("fail", f"expected a LoopError, got {type(error).__name__}")
         self._finish(Failed(error=error))
 
-    def _noop(self, *args: Any) -> None:
+    def _noop(self, feed: Feed) -> None:
         return None
 
-    def _model_response(self, response: Message, context_tokens: int) -> None:
+    def _model_response(self, feed: ModelResponse) -> None:
+        response, context_tokens = feed.response, feed.context_tokens
         state = self._state
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
@@ -396,7 +412,8 @@ class LoopMachine(MachineData):
             del window[: len(window) - MAX_LOOP_WINDOW]
         self._loop_unjudged = min(len(keys), len(window))
 
-    def _tool_results(self, message: Message) -> None:
+    def _tool_results(self, feed: ToolResults) -> None:
+        message = feed.message
         exchange = self._exchange
         assert exchange is not None
         if not isinstance(message, Message) or message.role != "user":
@@ -425,7 +442,8 @@ class LoopMachine(MachineData):
         self._exchange_keys = None
         self._state = START
 
-    def _compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+    def _compaction_result(self, feed: CompactionResult) -> None:
+        compacted, before, after = feed.compacted, feed.before, feed.after
         # Typed before anything is read: a string, a message or a mapping is iterable too, and
         # what it yields is no message (``coherence_problem`` would fail on it, not refuse it).
         if isinstance(compacted, str | bytes | Message | Mapping) or not isinstance(
@@ -456,7 +474,8 @@ class LoopMachine(MachineData):
         self._noop_floor = None
         self._state = START
 
-    def _compaction_noop(self, before: int, after: int) -> None:
+    def _compaction_noop(self, feed: CompactionNoop) -> None:
+        before, after = feed.before, feed.after
         assert isinstance(self._state, AwaitingCompaction)
         for n in (before, after):
             if not is_count(n):
@@ -478,7 +497,7 @@ class LoopMachine(MachineData):
             self._noop_floor = after
         self._state = START
 
-    def _commit_pending(self) -> None:
+    def _commit_pending(self, feed: CommitPending) -> None:
         assert isinstance(self._state, Terminal)
         if not isinstance(self._state.outcome, Completed):
             raise self._refuse(
@@ -488,7 +507,7 @@ class LoopMachine(MachineData):
             raise self._refuse("commit_pending", "pending was already committed")
         self._fold_pending(len(self._pending))
 
-    def _discard_pending(self) -> None:
+    def _discard_pending(self, feed: DiscardPending) -> None:
         assert isinstance(self._state, Terminal)
         if isinstance(self._state.outcome, Completed):
             raise self._refuse("discard_pending", "a completed run commits; use commit_pending()")
@@ -512,7 +531,7 @@ class LoopMachine(MachineData):
 
 
 # The tables above, resolved to the handler functions once (the hot path looks up, not getattr).
-_FEED_HANDLERS: Final[dict[tuple[str, str], Callable[..., None]]] = {
+_FEED_HANDLERS: Final[dict[tuple[str, type[Feed]], Callable[[LoopMachine, Any], None]]] = {
     key: getattr(LoopMachine, entry.handler) for key, entry in TRANSITIONS.items()
 }
 _STEP_HANDLERS: Final[dict[str, Callable[[LoopMachine, MachinePolicy], MachineStep]]] = {

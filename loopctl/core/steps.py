@@ -7,7 +7,7 @@ round-trips them exactly. Dispatch on their type (``isinstance`` or ``match``).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Final, Literal, get_args
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,7 +15,6 @@ from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
 
 __all__ = [
-    "FEEDS",
     "STATES",
     "AwaitingCompaction",
     "AwaitingModel",
@@ -28,7 +27,6 @@ __all__ = [
     "Completed",
     "Done",
     "Failed",
-    "FeedName",
     "MachineOutcome",
     "MachineState",
     "MachineStep",
@@ -38,8 +36,8 @@ __all__ = [
     "Terminal",
 ]
 
-#: The states the brain sits in (a state's ``kind``) and the eleven feeds it learns through;
-#: ``loopctl.core.machine``'s tables are keyed by them.
+#: The states the brain sits in (a state's ``kind``); ``loopctl.core.machine``'s tables are keyed
+#: by them.
 StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]
 STATES: Final[tuple[StateKind, ...]] = (
     "start",
@@ -48,20 +46,6 @@ STATES: Final[tuple[StateKind, ...]] = (
     "awaiting_compaction",
     "terminal",
 )
-FeedName = Literal[
-    "accept_input",
-    "model_response",
-    "tool_results",
-    "compaction_result",
-    "compaction_noop",
-    "set_context_tokens",
-    "inject",
-    "cancel",
-    "fail",
-    "commit_pending",
-    "discard_pending",
-]
-FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from loopctl.core import LoopMachine, Message
+from loopctl.core import Cancel, Feed, Inject, LoopMachine, Message
 from loopctl.observe import IoEvent
 
 __all__ = ["BeforeStep", "StepPoint"]
@@ -42,7 +42,7 @@ class _Driver(Protocol):
 
     def request_compaction(self) -> None: ...
 
-    def _feed(self, name: str, **args: Any) -> None: ...
+    def _feed(self, feed: Feed) -> None: ...
 
     def _emit(self, event: IoEvent) -> None: ...
 
@@ -64,11 +64,11 @@ class StepPoint:
     def cancel(self, data: Mapping[str, Any] | None = None) -> None:
         """Cancel the run here: a ``cancel`` IO event carrying ``data``, then the cancel feed."""
         self._loop._emit(IoEvent(kind="cancel", data=dict(data or {})))
-        self._loop._feed("cancel")
+        self._loop._feed(Cancel())
 
     def inject(self, message: Message) -> None:
         """Add ``message`` to the run (the ``inject`` feed)."""
-        self._loop._feed("inject", message=message)
+        self._loop._feed(Inject(message))
 
     def request_compaction(self) -> None:
         """Ask for a manual compaction before the next model call."""

@@ -26,18 +26,30 @@ from typing import Any, Self, TypeVar
 
 from loopctl.api import ApiClient, ApiError, StreamEvent, Usage
 from loopctl.core import (
+    AcceptInput,
     CallLLM,
     CallTools,
+    Cancel,
+    CommitPending,
     Compact,
+    CompactionNoop,
+    CompactionResult,
     CompactReason,
     Completed,
+    DiscardPending,
+    Fail,
     Failed,
+    Feed,
+    Inject,
     LoopError,
     LoopMachine,
     MachinePolicy,
     Message,
+    ModelResponse,
+    SetContextTokens,
     Terminal,
     ToolResult,
+    ToolResults,
     judge,
 )
 from loopctl.driver.cancel import CancelFired, CancelGuard, CancelSignal
@@ -247,7 +259,7 @@ class BareLoop:
                     self._emit(event)
                 if input is not None:
                     message = Message.user(input) if isinstance(input, str) else input
-                    self._feed("accept_input", input=message)
+                    self._feed(AcceptInput(message))
                 await self._steps(cancel)
         except Exception as exc:  # how the run ended: the observers are told, then it propagates
             for observer in self._observers:  # (one written before run_raised lacks it)
@@ -265,7 +277,7 @@ class BareLoop:
         while True:
             if cancel.cancelled and not self._machine.is_terminal:
                 self._emit(IoEvent(kind="cancel"))
-                self._feed("cancel")
+                self._feed(Cancel())
             if self.before_step is not None:
                 self.before_step(point)
             policy = self.policy()
@@ -284,7 +296,7 @@ class BareLoop:
                     break
             except CancelFired:
                 self._emit(IoEvent(kind="cancel"))
-                self._feed("cancel")
+                self._feed(Cancel())
 
     # --- the steps -------------------------------------------------------------------------
 
@@ -316,16 +328,16 @@ class BareLoop:
                 line = math.ceil(policy.emergency_tokens)
                 reported = exc.error.details.get("prompt_tokens")
                 n = max(line, reported if isinstance(reported, int) else 0)
-                self._feed("set_context_tokens", n=n)
+                self._feed(SetContextTokens(n))
                 return
-            self._feed("fail", error=exc.error)
+            self._feed(Fail(exc.error))
             return
         usage, message = reply.usage, reply.message
         self._usages.append(usage)  # added up once, at the end
         tokens = usage.context_tokens
         if tokens is None:
             tokens = machine.context_tokens + self.estimator.count([message])
-        self._feed("model_response", response=message, context_tokens=tokens)
+        self._feed(ModelResponse(message, tokens))
         if machine.state.kind == "start" and message.tool_calls:
             # Every call was unknown: the brain answered them all itself.
             answered = machine.conversation()[-1].tool_results
@@ -344,10 +356,10 @@ class BareLoop:
             cancel,
         )
         message = Message.from_results(results)  # ToolResult objects: not validated again
-        self._feed("tool_results", message=message)
+        self._feed(ToolResults(message))
         machine = self._machine
         tokens = machine.context_tokens + self.estimator.count([message])
-        self._feed("set_context_tokens", n=tokens)
+        self._feed(SetContextTokens(tokens))
         await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
 
     def _dispatcher(self) -> Dispatcher:
@@ -393,7 +405,7 @@ class BareLoop:
         note = await self._race(self.reflector.reflect(context), cancel)
         if note is not None:
             self._emit(IoEvent(kind="reflection", turn=turn, data={"text": note.text}))
-            self._feed("inject", message=note)
+            self._feed(Inject(note))
 
     async def _compact(self, step: Compact, cancel: CancelSignal) -> None:
         if step.reason is CompactReason.MANUAL:
@@ -407,13 +419,10 @@ class BareLoop:
         except (CancelFired, asyncio.CancelledError):
             raise
         except Exception as exc:
-            self._feed(
-                "fail",
-                error=LoopError(
-                    kind="compaction",
-                    message=f"the compactor failed: {type(exc).__name__}: {exc}",
-                ),
+            error = LoopError(
+                kind="compaction", message=f"the compactor failed: {type(exc).__name__}: {exc}"
             )
+            self._feed(Fail(error))
             return
         duration = time.perf_counter() - started
         if compacted is not None and len(compacted) >= len(messages):
@@ -428,7 +437,7 @@ class BareLoop:
                     duration_s=duration,
                 )
             )
-            self._feed("compaction_noop", before=before, after=before)
+            self._feed(CompactionNoop(before, before))
             return
         after = self.estimator.count(compacted)
         self._emit(
@@ -446,7 +455,7 @@ class BareLoop:
             )
         )
         self._carried.extend(machine.pending)
-        self._feed("compaction_result", compacted=compacted, before=before, after=after)
+        self._feed(CompactionResult(compacted, before, after))
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -469,11 +478,13 @@ class BareLoop:
                 raise CancelFired from None
             raise
 
-    def _feed(self, name: str, **args: Any) -> None:
-        getattr(self._machine, name)(**args)
+    def _feed(self, feed: Feed) -> None:
         machine = self._machine
-        for observer in self._observers:
-            observer.feed(name, args, machine)
+        machine.feed(feed)
+        if self._observers:
+            name, args = feed.name, feed.args()
+            for observer in self._observers:
+                observer.feed(name, args, machine)
 
     def _notify(self, call: Callable[[LoopObserver], None]) -> None:
         for observer in self._observers:
@@ -487,9 +498,9 @@ class BareLoop:
         outcome = state.outcome
         messages = (*self._carried, *machine.pending)
         if isinstance(outcome, Completed):
-            self._feed("commit_pending")
+            self._feed(CommitPending())
         else:
-            self._feed("discard_pending")
+            self._feed(DiscardPending())
         self._notify(lambda o: o.run_ended(self._machine))
         return RunResult(
             outcome=outcome,

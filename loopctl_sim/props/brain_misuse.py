@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 from loopctl.core import (
+    FEED_TYPES,
     FEEDS,
     TRANSITIONS,
     Completed,
@@ -54,7 +55,7 @@ PLAUSIBLE_FEEDS: Final[Mapping[str, Callable[[LoopMachine], Any]]] = {
 
 def wrong_feeds(kind: str) -> list[str]:
     """The feeds a machine in state ``kind`` does not take (the transition table has no entry)."""
-    return [f for f in FEEDS if (kind, f) not in TRANSITIONS]
+    return [f for f in FEEDS if (kind, FEED_TYPES[f]) not in TRANSITIONS]
 
 
 def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:

@@ -27,9 +27,6 @@ from brain_helpers import (
 )
 
 from loopctl import (
-    FEEDS,
-    STATES,
-    TRANSITIONS,
     CompactReason,
     LoopError,
     LoopMachine,
@@ -38,6 +35,7 @@ from loopctl import (
     TextPart,
     ToolResult,
 )
+from loopctl.core import FEED_TYPES, FEEDS, STATES, TRANSITIONS, Cancel
 
 SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "accept_input": ("hello",),
@@ -53,7 +51,7 @@ SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "discard_pending": (),
 }
 
-INVALID = [(s, f) for s in STATES for f in FEEDS if (s, f) not in TRANSITIONS]
+INVALID = [(s, f) for s in STATES for f in FEEDS if (s, FEED_TYPES[f]) not in TRANSITIONS]
 
 
 def test_the_tables_cover_the_contract() -> None:
@@ -61,15 +59,22 @@ def test_the_tables_cover_the_contract() -> None:
     assert len(FEEDS) == 11
     assert set(BY_STATE) == set(STATES)
     assert {s for s, _ in TRANSITIONS} == set(STATES)
-    assert {f for _, f in TRANSITIONS} == set(FEEDS)
+    assert {f.name for _, f in TRANSITIONS} == set(FEEDS)
     assert len(INVALID) + len(TRANSITIONS) == len(STATES) * len(FEEDS)
 
 
-def _refused(m: LoopMachine, feed: str, args: tuple[Any, ...], state: str) -> ProtocolError:
+def _refused(
+    m: LoopMachine, feed: str, args: tuple[Any, ...], state: str, via: str = "method"
+) -> ProtocolError:
+    """``feed`` with ``args`` is refused, through its seed-named method or as a ``Feed`` object
+    given to ``machine.feed`` (the one way in, which the methods wrap)."""
     before_json = m.model_dump_json()
     before = LoopMachine.model_validate_json(before_json)
     with pytest.raises(ProtocolError) as raised:
-        getattr(m, feed)(*args)
+        if via == "method":
+            getattr(m, feed)(*args)
+        else:
+            m.feed(FEED_TYPES[feed](*args))
     assert raised.value.feed == feed
     assert raised.value.state == state
     assert feed in str(raised.value) and state in str(raised.value)
@@ -78,11 +83,50 @@ def _refused(m: LoopMachine, feed: str, args: tuple[Any, ...], state: str) -> Pr
     return raised.value
 
 
+@pytest.mark.parametrize("via", ["method", "feed"])
 @pytest.mark.parametrize(("state", "feed"), INVALID, ids=[f"{s}-{f}" for s, f in INVALID])
-def test_feed_outside_its_states_is_refused(state: str, feed: str) -> None:
+def test_feed_outside_its_states_is_refused(state: str, feed: str, via: str) -> None:
     m = BY_STATE[state]()
     assert m.state.kind == state
-    _refused(m, feed, SAMPLE_ARGS[feed], state)
+    _refused(m, feed, SAMPLE_ARGS[feed], state, via)
+
+
+@pytest.mark.parametrize("feed", FEEDS)
+def test_a_feed_object_and_its_method_do_the_same(feed: str) -> None:
+    """Each seed-named method is ``machine.feed(FeedType(*args))``: in every state, the same
+    machine after, or the same refusal."""
+    for build in BY_STATE.values():
+        by_method, by_feed = build(), build()
+        try:
+            getattr(by_method, feed)(*SAMPLE_ARGS[feed])
+        except ProtocolError as refused:
+            with pytest.raises(ProtocolError) as raised:
+                by_feed.feed(FEED_TYPES[feed](*SAMPLE_ARGS[feed]))
+            assert str(raised.value) == str(refused)
+        else:
+            by_feed.feed(FEED_TYPES[feed](*SAMPLE_ARGS[feed]))
+        assert by_feed == by_method
+        assert by_feed.digest() == by_method.digest()
+
+
+def test_each_feed_type_is_named_for_its_method() -> None:
+    assert tuple(FEED_TYPES) == FEEDS
+    for name, cls in FEED_TYPES.items():
+        assert cls.name == name
+        assert callable(getattr(LoopMachine, name))
+        assert FEED_TYPES[name](*SAMPLE_ARGS[name]).args() == dict(
+            zip(cls.__struct_fields__, SAMPLE_ARGS[name], strict=True)
+        )
+
+
+@pytest.mark.parametrize("thing", ["cancel", Message.user("x"), None, Cancel])
+def test_feed_takes_only_a_feed(thing: object) -> None:
+    m = started()
+    before_json = m.model_dump_json()
+    with pytest.raises(ProtocolError, match="feed\\(\\) takes a Feed") as raised:
+        m.feed(thing)  # type: ignore[arg-type]
+    assert (raised.value.feed, raised.value.state) == ("feed", "start")
+    assert m.model_dump_json() == before_json
 
 
 # --- guards inside valid states ---------------------------------------------------------------
@@ -169,14 +213,17 @@ GUARDS: list[tuple[str, Callable[[], LoopMachine], str, tuple[Any, ...]]] = [
 ]
 
 
+@pytest.mark.parametrize("via", ["method", "feed"])
 @pytest.mark.parametrize(
     ("build", "feed", "args"), [g[1:] for g in GUARDS], ids=[g[0] for g in GUARDS]
 )
 def test_guard_refuses_and_changes_nothing(
-    build: Callable[[], LoopMachine], feed: str, args: tuple[Any, ...]
+    build: Callable[[], LoopMachine], feed: str, args: tuple[Any, ...], via: str
 ) -> None:
+    """Bad arguments inside a feed (a wrong type included) are refused with a ProtocolError by
+    the brain, the machine unchanged: building the feed object checks nothing."""
     m = build()
-    _refused(m, feed, args, m.state.kind)
+    _refused(m, feed, args, m.state.kind, via)
 
 
 @pytest.mark.parametrize("feed", ["commit_pending", "discard_pending"])

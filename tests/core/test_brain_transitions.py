@@ -24,7 +24,8 @@ from brain_helpers import (
     warned,
 )
 
-from loopctl import STEP_TRANSITIONS, TRANSITIONS, CompactReason, LoopError, LoopMachine, Message
+from loopctl import CompactReason, LoopError, LoopMachine, Message
+from loopctl.core import STEP_TRANSITIONS, TRANSITIONS
 
 ERR = LoopError(kind="internal", message="x")
 THRESHOLD = CompactReason.THRESHOLD_EXCEEDED
@@ -89,7 +90,7 @@ CASES: list[Case] = [
 
 def _declared() -> set[tuple[str, str, str]]:
     edges: set[tuple[str, str, str]] = {
-        (s, f, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets
+        (s, f.name, t) for (s, f), tr in TRANSITIONS.items() for t in tr.targets
     }
     edges |= {(s, "next_step", t) for s, tr in STEP_TRANSITIONS.items() for t in tr.targets}
     return edges

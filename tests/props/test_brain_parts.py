@@ -23,7 +23,7 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core import FEEDS, TRANSITIONS
+from loopctl.core import FEED_TYPES, FEEDS, TRANSITIONS
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_misuse import PLAUSIBLE_FEEDS, bad_inputs, wrong_feeds
 from loopctl_sim.props.brain_reference import BrainReference
@@ -110,7 +110,7 @@ def test_every_feed_has_plausible_arguments() -> None:
 def test_every_wrong_feed_is_refused_and_changes_nothing(state: str) -> None:
     kind = STATES[state]().state.kind
     wrong = wrong_feeds(kind)
-    assert wrong == [f for f in FEEDS if (kind, f) not in TRANSITIONS]
+    assert wrong == [f for f in FEEDS if (kind, FEED_TYPES[f]) not in TRANSITIONS]
     for feed in wrong:
         assert inv.check_refused(STATES[state](), PLAUSIBLE_FEEDS[feed]) == [], feed
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopctl import LoopError, LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall
-from loopctl.core import FEEDS, STATES, TRANSITIONS
+from loopctl.core import FEED_TYPES, FEEDS, STATES, TRANSITIONS
 
 POLICY = MachinePolicy(tools=("t",))
 
@@ -138,7 +138,7 @@ WRONG_STATE = [
     pytest.param(state, feed, id=f"{state}-{feed}")
     for state in STATES
     for feed in FEEDS
-    if (state, feed) not in TRANSITIONS
+    if (state, FEED_TYPES[feed]) not in TRANSITIONS
 ]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loopctl.core import (
+    FEED_TYPES,
     STEP_TRANSITIONS,
     TRANSITIONS,
     AwaitingCompaction,
@@ -210,7 +211,7 @@ def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
     if feed == "next_step":
         entry = STEP_TRANSITIONS.get(before_kind)  # type: ignore[call-overload]
     else:
-        entry = TRANSITIONS.get((before_kind, feed))  # type: ignore[arg-type]
+        entry = TRANSITIONS.get((before_kind, FEED_TYPES.get(feed)))  # type: ignore[arg-type,call-overload]
     if entry is None:
         return [
             _p(
