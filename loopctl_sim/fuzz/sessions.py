@@ -35,7 +35,6 @@ import os
 import random
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,12 +294,3 @@ def pass_k(results: Sequence[SessionSeedResult], checks: Sequence[str]) -> dict[
             "pass_k": every / len(results) if results else 1.0,
         }
     return table
-
-
-def failing_checks(results: Sequence[SessionSeedResult]) -> Counter[str]:
-    """How many seeds each check failed in (at least once)."""
-    counts: Counter[str] = Counter()
-    for r in results:
-        for check in {f.check for failures in r.repeats for f in failures}:
-            counts[check] += 1
-    return counts

@@ -31,7 +31,6 @@ harness's own ``Crash``; a step bound exceeded is ``StepLimit``) ends the run wi
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -152,10 +151,6 @@ class AgentWorld:
         if self.script is not None:
             return ScriptSource(ModelScript(list(self.script), tokens=self.tokens))
         return ExploringClient(self.explore or 0, self.explore_config)
-
-    def scripted_world(self, script: Sequence[Message]) -> AgentWorld:
-        """This world with its model fixed to ``script`` (a run's replies, to replay them)."""
-        return dataclasses.replace(self, script=list(script), explore=None)
 
 
 @dataclass
