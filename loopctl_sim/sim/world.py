@@ -18,6 +18,7 @@ question again. The machine-level simulator (``loopctl_sim.sim.machine``) and th
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -49,7 +50,6 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core.jsontext import SORTED_DUMPS
 from loopctl.driver.compaction import MiddleOutCompactor
 from loopctl.driver.config import RetryConfig
 from loopctl.driver.estimate import CharEstimator, message_chars
@@ -204,7 +204,7 @@ def message_events(message: Message, usage: Usage | None = None) -> list[StreamE
     if text:
         events.append(Events.text(text[half:]))
     for i, call in enumerate(calls):
-        args = SORTED_DUMPS(call.arguments)  # json.dumps(sort_keys=True)'s text
+        args = json.dumps(call.arguments, sort_keys=True)
         half = len(args) // 2
         events.append(Events.start(i, call.id, call.name))
         if half:
