@@ -4,21 +4,23 @@
 is keyed by (state, feed type). ``machine.model_response(reply, 120)`` and the other seed-named
 methods are thin wrappers that build the feed. A feed is a plain record of what the driver
 reports: constructing one checks nothing (a wrong-typed argument is refused by the brain with a
-``ProtocolError``, the machine unchanged), so a feed costs what a tuple costs.
+``ProtocolError``, the machine unchanged).
 
-Why msgspec ``Struct``s: measured per feed (construction, then the table lookup by type), a
-frozen ``Struct`` costs 50 ns + 80 ns, a slotted frozen dataclass 280-520 ns + 100-400 ns, and
-a pydantic model 630-690 ns + 150 ns and would refuse a wrong type with a ``ValidationError``
-before the brain could refuse it as the protocol says. ``Struct``s also compare by value, print
-their fields and support ``match`` by position.
+Why slotted frozen dataclasses: they are the one definition the trace can use as they are (a
+trace's feed record validates its arguments straight into the feed type with pydantic, which
+validates dataclasses by their annotations), while building one directly checks nothing, so
+the brain's own checks decide. Measured per feed (construction, then the table lookup by type):
+a msgspec ``Struct`` costs 50-60 ns + 70 ns but pydantic cannot validate one (the trace would
+keep a second definition of every feed); a slotted frozen dataclass 260-280 ns + 100-250 ns
+(about 1 us of a 50-70 us driver turn, which makes three feeds); a pydantic model 630-690 ns
++ 150 ns, and it would refuse a wrong type with a ``ValidationError`` before the brain could.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, get_args
-
-import msgspec
 
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import Message
@@ -58,7 +60,8 @@ FeedName = Literal[
 FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 
-class _Feed(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class _Feed:
     """What every feed has: its ``name`` (a trace's feed record and the observers' ``feed``
     call carry it) and its fields as keyword arguments."""
 
@@ -66,17 +69,20 @@ class _Feed(msgspec.Struct, frozen=True):
 
     def args(self) -> dict[str, Any]:
         """The fields by name: what observers are told (``LoopObserver.feed``)."""
-        return {field: getattr(self, field) for field in self.__struct_fields__}
+        names: tuple[str, ...] = self.__match_args__
+        return {field: getattr(self, field) for field in names}
 
 
-class AcceptInput(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class AcceptInput(_Feed):
     """Start a run with the user's input (a fresh machine, or one from ``next_run()``)."""
 
     name: ClassVar[FeedName] = "accept_input"
     input: str | Message
 
 
-class ModelResponse(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class ModelResponse(_Feed):
     """The model's reply and the context size the provider reported with it."""
 
     name: ClassVar[FeedName] = "model_response"
@@ -84,23 +90,26 @@ class ModelResponse(_Feed, frozen=True):
     context_tokens: int
 
 
-class ToolResults(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class ToolResults(_Feed):
     """One user message answering exactly the dispatched calls, each id once."""
 
     name: ClassVar[FeedName] = "tool_results"
     message: Message
 
 
-class CompactionResult(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CompactionResult(_Feed):
     """History was rewritten: a commit point (pending is folded in and emptied)."""
 
     name: ClassVar[FeedName] = "compaction_result"
-    compacted: Iterable[Message]
+    compacted: Sequence[Message]
     before: int
     after: int
 
 
-class CompactionNoop(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CompactionNoop(_Feed):
     """The compactor found nothing to cut."""
 
     name: ClassVar[FeedName] = "compaction_noop"
@@ -108,40 +117,46 @@ class CompactionNoop(_Feed, frozen=True):
     after: int
 
 
-class SetContextTokens(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class SetContextTokens(_Feed):
     """The driver's own count (an estimate, or a provider's overflow report)."""
 
     name: ClassVar[FeedName] = "set_context_tokens"
     n: int
 
 
-class Inject(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Inject(_Feed):
     """Append a message to pending during a run (steering, a reflector's note)."""
 
     name: ClassVar[FeedName] = "inject"
     message: Message
 
 
-class Cancel(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Cancel(_Feed):
     """Stop the run (a no-op once it is over)."""
 
     name: ClassVar[FeedName] = "cancel"
 
 
-class Fail(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Fail(_Feed):
     """The world failed the run (a no-op once it is over)."""
 
     name: ClassVar[FeedName] = "fail"
     error: LoopError
 
 
-class CommitPending(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CommitPending(_Feed):
     """Success exit: pending is glued onto history."""
 
     name: ClassVar[FeedName] = "commit_pending"
 
 
-class DiscardPending(_Feed, frozen=True):
+@dataclass(frozen=True, slots=True)
+class DiscardPending(_Feed):
     """Failure exit: the coherent prefix of pending is salvaged, the in-flight tail dropped."""
 
     name: ClassVar[FeedName] = "discard_pending"

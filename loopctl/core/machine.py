@@ -36,7 +36,7 @@ handlers, top to bottom. ``prebuilt.py`` holds the states and steps shared by ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, cast
 
 from loopctl.core.built import built
@@ -274,7 +274,7 @@ class LoopMachine(MachineData):
         """One user message answering exactly the dispatched calls, each id once."""
         self.feed(ToolResults(message))
 
-    def compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+    def compaction_result(self, compacted: Sequence[Message], before: int, after: int) -> None:
         """History was rewritten: a commit point (pending is folded in and emptied)."""
         self.feed(CompactionResult(compacted, before, after))
 

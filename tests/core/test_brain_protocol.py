@@ -7,6 +7,7 @@ exactly as it was. The table of invalid (state, feed) pairs is generated from th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from brain_helpers import (
     failed_mid_model,
     started,
 )
+from pydantic import TypeAdapter
 
 from loopctl import (
     CompactReason,
@@ -115,8 +117,18 @@ def test_each_feed_type_is_named_for_its_method() -> None:
         assert cls.name == name
         assert callable(getattr(LoopMachine, name))
         assert FEED_TYPES[name](*SAMPLE_ARGS[name]).args() == dict(
-            zip(cls.__struct_fields__, SAMPLE_ARGS[name], strict=True)
+            zip(cls.__match_args__, SAMPLE_ARGS[name], strict=True)
         )
+
+
+@pytest.mark.parametrize("name", FEEDS)
+def test_a_feed_round_trips_through_json_as_its_own_type(name: str) -> None:
+    """The feed types are the one definition a trace needs: pydantic writes one as JSON data
+    and validates that data back into an equal feed of the same type."""
+    feed = FEED_TYPES[name](*SAMPLE_ARGS[name])
+    adapter: TypeAdapter[Any] = TypeAdapter(FEED_TYPES[name])
+    data = json.loads(json.dumps(adapter.dump_python(feed, mode="json")))
+    assert adapter.validate_python(data) == feed
 
 
 @pytest.mark.parametrize("thing", ["cancel", Message.user("x"), None, Cancel])
