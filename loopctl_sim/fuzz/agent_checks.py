@@ -50,6 +50,7 @@ from loopctl_sim.fuzz.checks import (
     crash_variant,
     first_difference,
     outcome_name,
+    same_end,
     scheduled_kinds,
     user_failure,
 )
@@ -57,7 +58,6 @@ from loopctl_sim.fuzz.crashes import CrashWatch
 from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, run_agent
-from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.layers import StepLimit
 from loopctl_sim.sim.scenario import CallScenario, ReplyScenario, Scenario
 from loopctl_sim.trace import TraceWriter
@@ -280,20 +280,8 @@ def _crash_failure(first: AgentRun, third: _Run, crashed: Scenario) -> Failure |
             "crash-restore", third.failure.code, f"with a crash at step {at}: {third.failure}"
         )
     assert third.result is not None
-    if third.result.outcome != first.outcome:
-        what = f"outcome {first.outcome!r} uninterrupted, {third.result.outcome!r} with the crash"
-    elif third.result.machine.history != first.machine.history:
-        what = "the history differs from the uninterrupted run's: " + str(
-            history_difference(
-                first.machine.history,
-                third.result.machine.history,
-                expected_name="uninterrupted",
-                actual_name="with the crash",
-            )
-        )
-    elif third.result.digest != first.digest:
-        what = f"final digest {first.digest} uninterrupted, {third.result.digest} with the crash"
-    else:
+    what = same_end(first, third.result)
+    if what is None:
         return None
     return Failure("crash-restore", "differs", f"crash at step {at}: {what}")
 
