@@ -19,10 +19,9 @@ Figures, per size: the end-to-end replay rate (read, parse, re-ask steps, apply 
 the digest after every feed: ``replay_trace``'s default) in records per second of wall time,
 and per second of this process's CPU time (the machine may be shared); the CPU rate of
 ``replay_trace(digest_every=32)`` (digests compared at checkpoints, an exact second pass only
-when something differs); the rate without digests and step comparisons; the parse-only rate of
-what replay reads (``TraceReader.replay_batches``: the msgspec fast path) and of full records
-(``TraceReader``, pydantic: what show, diff and export read); the peak traced memory of a
-replay (tracemalloc, in a separate pass); the recording rate.
+when something differs); the rate without digests and step comparisons; the parse-only rate
+(``TraceReader``: every line validated into its pydantic record, as every command reads it); the
+peak traced memory of a replay (tracemalloc, in a separate pass); the recording rate.
 
 Goal: 100,000 records/s and flat memory. On a quiet 2-core VM: replay 106,161-110,399
 records/s (compacting), 107,267-108,415 (growing); replay-form parsing 430,000-490,000
@@ -52,7 +51,7 @@ from loopctl.core import MachinePolicy
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
-from loopctl_sim.trace import FeedLine, HeaderRecord, StepLine, TraceReader
+from loopctl_sim.trace import TraceReader, apply_feed
 
 RECORDS_PER_TURN = 9
 GOAL = 100_000
@@ -90,27 +89,19 @@ def _replay_without_digests(path: Path) -> int:
     what is left of a replay without them (to time them)."""
     machine: Any = None
     n = 0
-    for batch in TraceReader(path).replay_batches():
-        n += len(batch)
-        for item in batch:
-            if item is None:
-                continue
-            if type(item) is FeedLine:
-                getattr(machine, item.name)(*item.call)
-            elif type(item) is StepLine:
-                machine.next_step(item.policy)
-            elif type(item) is HeaderRecord:
-                machine = item.machine()
+    for rec in TraceReader(path):
+        n += 1
+        if rec.type == "feed":
+            apply_feed(machine, rec.name, rec.args)
+        elif rec.type == "step":
+            machine.next_step(rec.policy)
+        elif rec.type == "header":
+            machine = rec.machine()
     return n
 
 
-def _parse_only(path: Path) -> int:
-    """Read and parse as machine replay does (``TraceReader.replay_batches``)."""
-    return sum(len(batch) for batch in TraceReader(path).replay_batches())
-
-
 def _parse_records(path: Path) -> int:
-    """Read and parse into full records (``TraceReader``: what show, diff, export read)."""
+    """Read and parse into records (``TraceReader``: what replay and every command read)."""
     return sum(1 for _ in TraceReader(path))
 
 
@@ -150,7 +141,6 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
     _rate(checkpointed, path)
     checkpoint_cpu_rate = _CPU["cpu"]
     no_digest_rate, _ = _rate(_replay_without_digests, path)
-    parse_rate, _ = _rate(_parse_only, path)
     parse_records_rate, _ = _rate(_parse_records, path)
 
     tracemalloc.start()
@@ -174,7 +164,6 @@ def measure(records: int, shape: str, directory: Path) -> dict[str, Any]:
         # replay_trace(digest_every=CHECKPOINT_EVERY), per CPU second
         "checkpointed_rate_cpu": round(checkpoint_cpu_rate),
         "replay_rate_without_digest": round(no_digest_rate),
-        "parse_rate": round(parse_rate),
         "parse_records_rate": round(parse_records_rate),
         "digest_share": round(1 - replay_rate / no_digest_rate, 3),
         "peak_replay_memory_kib": round(peak / 1024),
@@ -216,7 +205,6 @@ def _table(report: dict[str, Any]) -> str:
         ("replay_rate_cpu", 12),
         ("checkpointed_rate_cpu", 12),
         ("replay_rate_without_digest", 12),
-        ("parse_rate", 11),
         ("parse_records_rate", 11),
         ("digest_share", 7),
         ("peak_replay_memory_kib", 10),
@@ -229,7 +217,6 @@ def _table(report: dict[str, Any]) -> str:
         "replay r/cpu-s",
         "ckpt r/cpu-s",
         "no-digest r/s",
-        "parse r/s",
         "records r/s",
         "digest",
         "peak KiB",

@@ -26,7 +26,6 @@ from loopctl_sim.replay import (
     replay_trace,
     update_trace,
 )
-from loopctl_sim.replay.cursor import whole
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceReader
 from loopctl_sim.view import make_console, print_divergence
@@ -194,7 +193,7 @@ def _builtin(trace: str) -> bool:
     metadata says so): pyproject's agent is not the one that ran it."""
     try:
         for record in TraceReader(trace):
-            return bool(getattr(whole(record), "metadata", {}).get("builtin"))
+            return bool(getattr(record, "metadata", {}).get("builtin"))
     except Exception:  # unreadable: the replay itself says why
         return False
     return False

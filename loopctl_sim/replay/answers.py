@@ -37,7 +37,7 @@ from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
-from loopctl_sim.replay.cursor import Cursor, feed_values, whole
+from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.raised import RaisedAsRecorded
 
 __all__ = [
@@ -187,7 +187,7 @@ def own_model(
 def header_metadata(cursor: Cursor) -> Mapping[str, object]:
     """The metadata of the trace's first header (``cursor`` not yet moved), else empty."""
     item = cursor.peek()
-    metadata = getattr(whole(item[1]), "metadata", None) if item is not None else None
+    metadata = getattr(item[1], "metadata", None) if item is not None else None
     return metadata if isinstance(metadata, Mapping) else {}
 
 
@@ -309,10 +309,9 @@ class RecordedCompactor:
         item = self.cursor.next_brain()
         if item is None:
             self.checker.ended()
-        line, view = item
-        if view.type == "header":
+        line, record = item
+        if record.type == "header":
             raise Killed  # the recorded driver died while it compacted; resumed from here
-        record = whole(view)
         if record.type == "feed" and record.name == "compaction_result":
             return list(record.args.compacted)
         if record.type == "feed" and record.name == "compaction_noop":

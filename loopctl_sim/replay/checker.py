@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl_sim.replay.cursor import Cursor, TraceEnded, whole
+from loopctl_sim.replay.cursor import Cursor, TraceEnded
 from loopctl_sim.replay.explain import (
     brain_changes,
     feed_explanation,
@@ -32,19 +32,15 @@ from loopctl_sim.replay.explain import (
     request_explanation,
 )
 from loopctl_sim.replay.machine import summary_divergence
-from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult
+from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
     BrainSummary,
     EndRecord,
-    FeedView,
-    HeaderLine,
+    FeedRecord,
     Record,
     Scrubber,
     StepRecord,
-    StepView,
-    View,
     decode_feed_args,
-    step_matches,
     without_fingerprints,
 )
 from loopctl_sim.trace.requests import (
@@ -55,15 +51,9 @@ from loopctl_sim.trace.requests import (
     with_last,
 )
 
-__all__ = ["Checker", "Diverged", "Incomplete", "Killed", "brain_view", "header_next"]
+__all__ = ["Checker", "Incomplete", "Killed", "brain_view", "header_next"]
 
 _REQUEST = frozenset({"model_request"})
-
-
-class Diverged(BaseException):
-    """Stops the replaying driver at the first divergence. A ``BaseException``, so that the
-    driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
-    not swallow it."""
 
 
 class Killed(BaseException):
@@ -77,16 +67,15 @@ class Incomplete(BaseException):
     stops there, and has checked everything up to the trace's last record."""
 
 
-def brain_view(rec: Record | HeaderLine | View) -> dict[str, Any]:
+def brain_view(rec: Record) -> dict[str, Any]:
     """A brain record as data, without what replay never compares."""
-    data = whole(rec).model_dump(mode="json")
+    data = rec.model_dump(mode="json")
     for key in ("seq", "type", "scrubbed", "brain"):
         data.pop(key, None)
     return data
 
 
-def _kind(rec: Record | View) -> str:
-    rec = whole(rec)
+def _kind(rec: Record) -> str:
     if rec.type == "feed":
         return f"feed {rec.name}"
     if isinstance(rec, StepRecord):
@@ -116,8 +105,6 @@ class Checker(LoopObserver):
         self.own_context = own_context
         # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
         self.recent: deque[tuple[int, int, str, Any]] = deque(maxlen=3)
-        # the last recorded and live policies found equal (both frozen, kept by their loops)
-        self._same_policy: tuple[object, object] = (None, None)
         self.turn: int | None = None
         self.policy: MachinePolicy | None = None
         self.digests = True  # still comparable in this run
@@ -141,9 +128,10 @@ class Checker(LoopObserver):
         actual: Any,
         details: list[str] | None = None,
     ) -> NoReturn:
-        if self.result.divergence is None:  # the first divergence is the one to report
+        divergence = self.result.divergence
+        if divergence is None:  # the first divergence is the one to report
             clean = self.scrubber  # the live side may hold secrets: a report never shows them
-            self.result.divergence = Divergence(
+            divergence = self.result.divergence = Divergence(
                 seq,
                 line,
                 what,
@@ -154,7 +142,7 @@ class Checker(LoopObserver):
                 details=[clean.text(d) for d in details or []],
                 policy=None if self.policy is None else self.policy.model_dump(mode="json"),
             )
-        raise Diverged
+        raise Diverged(divergence)
 
     def ended(self) -> NoReturn:
         """The trace ran out under a live run."""
@@ -170,7 +158,7 @@ class Checker(LoopObserver):
             None,
         )
 
-    def _brain_record(self, actual: str) -> tuple[int, Record | StepView | FeedView]:
+    def _brain_record(self, actual: str) -> tuple[int, Record]:
         if header_next(self.cursor):
             raise Killed
         try:
@@ -228,16 +216,6 @@ class Checker(LoopObserver):
         self.policy = policy
         line, rec = self._brain_record("step")
         self.turn = getattr(step, "turn", self.turn)
-        if type(rec) is StepView:
-            if (
-                (rec.policy is self._same_policy[0] and policy is self._same_policy[1])
-                or rec.policy == policy
-            ) and step_matches(step, rec.step):
-                # the step the trace has, compared without its record (``trace.views``)
-                self._same_policy = (rec.policy, policy)  # frozen: equal while both are kept
-                self._stepped(line, rec.scrubbed, machine)
-                return
-            rec = rec.record()  # a difference: reported from the full record
         if not isinstance(rec, StepRecord):
             self.fail(
                 line,
@@ -284,22 +262,15 @@ class Checker(LoopObserver):
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         self.machine = machine
         line, rec = self._brain_record("feed")
-        if type(rec) is FeedView and rec.name == name and rec.matches(args):
-            # the arguments the trace has, compared without its record (``trace.views``)
-            self.recent.append((rec.seq, line, name, rec.args_json))
-        else:
-            # a difference: compared and reported from the full record
-            rec = rec.record() if isinstance(rec, FeedView) else rec
-            self._feed_args(line, rec, name, args)
+        rec = self._feed_args(line, rec, name, args)
         if rec.scrubbed:
             self.scrubbed_from(line)
         digest = None
         if self.digests:
             digest = machine.digest()
-            if rec.digest != digest:  # type: ignore[union-attr]  # a feed: _feed_args
+            if rec.digest != digest:
                 live_brain = BrainSummary.of(machine).model_dump(mode="json")
-                brain = getattr(whole(rec), "brain", None)
-                recorded_brain = None if brain is None else brain.model_dump(mode="json")
+                recorded_brain = None if rec.brain is None else rec.brain.model_dump(mode="json")
                 changes = brain_changes(recorded_brain, live_brain)
                 how = ": " + ", ".join(changes) if changes else " inside its messages or window"
                 self.fail(
@@ -307,22 +278,19 @@ class Checker(LoopObserver):
                     rec.seq,
                     "digest",
                     f"after {name}(), the brain's state differs{how}",
-                    {"digest": rec.digest, "brain": recorded_brain},  # type: ignore[union-attr]
+                    {"digest": rec.digest, "brain": recorded_brain},
                     {"digest": digest, "brain": live_brain},
                 )
             # the brain summary beside the digest is checked too (it is no decoration)
-            summary = rec.brain if type(rec) is FeedView else getattr(whole(rec), "brain", None)
-            if summary is not None:
-                found = summary_divergence(summary, machine, f"after {name}()", digest)
+            if rec.brain is not None:
+                found = summary_divergence(rec.brain, machine, f"after {name}()", digest)
                 if found is not None:
                     self.fail(line, rec.seq, "summary", *found)
         self._matched(machine, digest)
         self.result.feeds += 1
 
-    def _feed_args(
-        self, line: int, rec: Record | StepView, name: str, args: Mapping[str, Any]
-    ) -> None:
-        """The feed's name and arguments against the record's (a record, not a view)."""
+    def _feed_args(self, line: int, rec: Record, name: str, args: Mapping[str, Any]) -> FeedRecord:
+        """The feed's name and arguments against the record's; the record, a feed's."""
         if rec.type != "feed" or rec.name != name:
             typed = decode_feed_args(name, args)
             self.fail(
@@ -351,6 +319,7 @@ class Checker(LoopObserver):
             if not self._same(recorded, live, rec.scrubbed or not self.digests):
                 message, details = feed_explanation(self.turn, name, recorded, live)
                 self.fail(line, rec.seq, "feed", message, recorded, live, details)
+        return rec
 
     def _matched(self, machine: LoopMachine, digest: str | None) -> None:
         """Keep the brain's digest as of the record just matched (``digest``, when the feed

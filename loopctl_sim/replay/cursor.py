@@ -15,48 +15,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from loopctl_sim.errors import SimError
-from loopctl_sim.trace import (
-    FeedView,
-    HeaderLine,
-    IoRecord,
-    IoView,
-    Record,
-    StepView,
-    TraceReader,
-    View,
-)
+from loopctl_sim.trace import IoRecord, Record, TraceReader
 
-__all__ = ["Cursor", "Io", "Numbered", "TraceEnded", "feed_values", "whole"]
+__all__ = ["Cursor", "Numbered", "TraceEnded", "feed_values"]
 
-#: A record with its line number in the trace. A header holding a big snapshot comes as a
-#: ``HeaderLine`` (its brain built only when the replay needs it: ``loopctl_sim.trace.
-#: header_line``), most steps, feeds and ``io`` records as views (``loopctl_sim.trace.views``);
-#: ``rec.type`` tells the kinds apart (not ``isinstance``, which for a pydantic class goes
-#: through its metaclass: about 750 instructions a miss, and the cursor asks several times a
-#: record).
-Numbered = tuple[int, Record | HeaderLine | View]
-
-#: An ``io`` record, as a record or as a view.
-Io = IoRecord | IoView
+#: A record with its line number in the trace; ``rec.type`` tells the kinds apart.
+Numbered = tuple[int, Record]
 
 
-def whole(rec: Record | HeaderLine | View) -> Record:
-    """The record itself: a view's or a ``HeaderLine``'s validated by pydantic (for a report, or
-    for the typed arguments of the few feeds whose values the replay hands on)."""
-    if isinstance(rec, HeaderLine | IoView | StepView | FeedView):
-        return rec.record()
-    return rec
-
-
-def feed_values(rec: Record | View) -> tuple[Any, ...]:
-    """A feed's argument values in field order (the machine method's): a view's built from what
-    msgspec decoded (``FeedView.values``: the line's record is not validated, about 80 us for a
-    run's ``accept_input``), a record's from its arguments' model."""
-    if type(rec) is FeedView:
-        return rec.values()
-    record = whole(rec)
-    assert record.type == "feed"
-    args = record.args
+def feed_values(rec: Record) -> tuple[Any, ...]:
+    """A feed record's argument values in field order (the machine method's)."""
+    assert rec.type == "feed"
+    args = rec.args
     return tuple(getattr(args, name) for name in type(args).model_fields)
 
 
@@ -73,7 +43,7 @@ class Cursor:
 
     def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
-        self._records: Iterator[Numbered] = reader.replay_lines()
+        self._records: Iterator[Numbered] = reader.numbered()
         self._ahead: deque[Numbered] = deque()
         # The brain record in ``_ahead`` (None: not read yet). Asked for several times a record
         # (is a header next? which feed holds the results?), it is looked for once.
@@ -113,9 +83,9 @@ class Cursor:
             self.io += 1
         return item
 
-    def take_brain(self) -> tuple[Numbered, list[Io]]:
+    def take_brain(self) -> tuple[Numbered, list[IoRecord]]:
         """The next brain record, taken, with the ``io`` records skipped on the way."""
-        skipped: list[Io] = []
+        skipped: list[IoRecord] = []
         while True:
             line, record = self.take()
             if record.type == "io":
@@ -123,7 +93,7 @@ class Cursor:
                 continue
             return (line, record), skipped
 
-    def take_io(self, kinds: frozenset[str]) -> tuple[int, Io] | None:
+    def take_io(self, kinds: frozenset[str]) -> tuple[int, IoRecord] | None:
         """The next ``io`` record of one of ``kinds``, taken, skipping other ``io`` records; None
         when a brain record comes first (it is not taken) or the trace ends."""
         while True:

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeGuard
+from typing import Any, Final
 
 from loopctl.core import LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
@@ -45,21 +45,20 @@ from loopctl_sim.replay.answers import (
     own_model,
     tools_live,
 )
-from loopctl_sim.replay.checker import Checker, Diverged, Incomplete, Killed, brain_view
+from loopctl_sim.replay.checker import Checker, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor, feed_values
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.replay.fork_edits import fork_metadata, with_settings
 from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.mcp import mcp_replay
 from loopctl_sim.replay.raised import RaisedAsRecorded, raised
-from loopctl_sim.replay.report import ReplayResult
+from loopctl_sim.replay.report import Diverged, ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     BrainSummary,
     ContinuationError,
-    HeaderLine,
     HeaderRecord,
     StepRecord,
     TraceFormatError,
@@ -119,8 +118,6 @@ def _replay(
         return result
     scrubber = default_scrubber()
     header = first[1]
-    if isinstance(header, HeaderLine):
-        header = header.record()
     key = header.scrub_key if isinstance(header, HeaderRecord) else None
     same_key = key is not None and key == scrubber.key_id
     checker = Checker(
@@ -235,7 +232,7 @@ async def _runs(
         result.final_digest = loop.machine.digest()
 
 
-def _continues_run(header: HeaderRecord | HeaderLine) -> TypeGuard[HeaderRecord]:
+def _continues_run(header: HeaderRecord) -> bool:
     """Whether ``header`` continues the previous run (v3). Such a header was written by the
     recorder that saw that run end, so the recorded session went on in the same loop: the
     replay goes on in its loop too, whose state across runs (a hook's count, a tool's cache) it
@@ -247,30 +244,22 @@ def _starting_brain(
     checker: Checker,
     result: ReplayResult,
     line: int,
-    header: HeaderRecord | HeaderLine,
+    header: HeaderRecord,
     loop: BareLoop | None,
     killed: bool,
     path: str,
 ) -> LoopMachine:
     """The brain the run after ``header`` starts from, checked against the replay's: a header
     after a kill holds the brain as of the last record matched; any other continues the
-    previous run (its ``next_run()``, or itself when it did not finish). When the header holds
-    exactly that brain (``HeaderLine.holds``: the hash of the snapshot's text, which is never
-    built), it is the replay's own brain."""
+    previous run (its ``next_run()``, or itself when it did not finish)."""
     previous = None if loop is None else loop.machine
-    if _continues_run(header):  # (a HeaderLine never continues one)
+    if _continues_run(header):
         result.runs += 1  # (v3) no snapshot: the replayed run's next_run()
         return _continued(checker, line, header, None if killed else previous)
     expected = None
     if previous is not None and not killed:
         expected = previous.next_run() if previous.finalized else previous
-        if isinstance(header, HeaderLine) and header.holds(expected):
-            if expected.started:
-                result.resumes += 1
-            else:
-                result.runs += 1
-            return expected
-    rec = header.record() if isinstance(header, HeaderLine) else header
+    rec = header
     if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
         checker.scrubbed_from(line)
     if rec.snapshot is not None and rec.snapshot.started:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from loopctl.driver import BareLoop
-from loopctl_sim.trace import HeaderLine, HeaderRecord
+from loopctl_sim.trace import HeaderRecord
 
 __all__ = ["FORK_KEY", "fork_metadata", "trace_sha256", "with_settings"]
 
@@ -34,13 +34,8 @@ def trace_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def fork_metadata(header: HeaderRecord | HeaderLine) -> Mapping[str, Any] | None:
-    """The ``fork`` metadata of a header, None for any other header. A lazily read header
-    (``HeaderLine``) is parsed only when its line holds the key."""
-    if isinstance(header, HeaderLine):
-        if b'"fork":' not in header.raw:
-            return None
-        header = header.record()
+def fork_metadata(header: HeaderRecord) -> Mapping[str, Any] | None:
+    """The ``fork`` metadata of a header, None for any other header."""
     found = header.metadata.get(FORK_KEY)
     return found if isinstance(found, Mapping) else None
 

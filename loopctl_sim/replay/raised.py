@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from loopctl.core import LoopMachine
 from loopctl_sim.replay.checker import Checker, brain_view
-from loopctl_sim.replay.cursor import Cursor, whole
+from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.trace import EndRecord, RunError, end_outcome
 
 __all__ = ["RaisedAsRecorded", "raised"]
@@ -44,7 +44,7 @@ def raised(cursor: Cursor, checker: Checker, machine: LoopMachine, exc: Exceptio
         went = "the trace ends there"
     else:
         where = (item[0], item[1].seq)
-        rec = whole(item[1])
+        rec = item[1]
         if isinstance(rec, EndRecord) and rec.error is not None:
             recorded = rec.error.model_dump(mode="json")
             if checker.same(recorded, live.model_dump(mode="json"), rec.scrubbed):

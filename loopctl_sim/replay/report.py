@@ -1,9 +1,10 @@
 """What a replay reports: the result of replaying a trace, and its first divergence, if any.
 
-Machine-level replay (``loopctl_sim.replay.machine``) and driver-level replay
-(``loopctl_sim.replay.driver``) both fill a ``ReplayResult``; a ``Divergence`` names the record
-(``seq`` and line), what differs, expected against actual as a unified diff of pretty JSON, and
-the feeds just before it.
+Machine-level replay (``loopctl_sim.replay.machine``), driver-level and agent replay
+(``loopctl_sim.replay.driver``) and fork (``loopctl_sim.replay.fork``) all report through a
+``ReplayResult``; its ``Divergence``, the one type of a replay's first difference, names the
+record (``seq`` and line), what differs, expected against actual as a unified diff of pretty
+JSON, and the feeds just before it. A replay stops at it by raising ``Diverged``.
 
 A report printed for a person is bounded whatever the values hold: the unified diff is part of
 it only while it is short (``MAX_DIFF_LINES`` lines of at most ``MAX_DIFF_WIDTH`` characters);
@@ -18,7 +19,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 from pydantic import BaseModel
 
 from loopctl.core import LoopMachine
@@ -27,6 +27,7 @@ from loopctl_sim.replay.explain import change_line, field_changes
 __all__ = [
     "MAX_DIFF_LINES",
     "MAX_DIFF_WIDTH",
+    "Diverged",
     "Divergence",
     "RecentFeed",
     "ReplayResult",
@@ -81,15 +82,12 @@ class RecentFeed:
     seq: int
     line: int
     name: str
-    raw_args: BaseModel | msgspec.Raw | dict[str, Any]  # typed, JSON text (FeedLine.args), data
+    raw_args: BaseModel | dict[str, Any]  # typed (a feed record's args) or data
 
     @property
     def args(self) -> dict[str, Any]:
         if isinstance(self.raw_args, BaseModel):
             return self.raw_args.model_dump(mode="json")
-        if isinstance(self.raw_args, msgspec.Raw):
-            data: dict[str, Any] = msgspec.json.decode(self.raw_args)
-            return data
         return self.raw_args
 
 
@@ -145,6 +143,16 @@ class Divergence:
             "details": self.details,
             "policy": self.policy,
         }
+
+
+class Diverged(BaseException):
+    """Stops a replay at its first ``divergence``. A ``BaseException``, so that the replaying
+    driver's own recovery (``except Exception``: a broken stream becomes a provider error) does
+    not swallow it."""
+
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(divergence.message)
+        self.divergence = divergence
 
 
 def _short(args: dict[str, Any], limit: int = 100) -> str:

@@ -1,5 +1,5 @@
-"""The trace format: records, their JSON Schema, the writer, the streaming reader and its fast
-path, the feed codec, secret scrubbing, and the recorders that write a run as it happens.
+"""The trace format: records, their JSON Schema, the writer, the streaming reader, the feed
+codec, secret scrubbing, and the recorders that write a run as it happens.
 
 Everything above this package (simulation, replay, properties, fuzzing, views, the command line)
 reads and writes traces only through it. It may import ``loopctl`` (the brain's types, the
@@ -8,17 +8,13 @@ driver's observer types) and nothing else of ``loopctl_sim``.
 ================  ================================================================================
 module            owns
 ================  ================================================================================
-``records``       the record models (one per ``type``), the format name and version, the replay
-                  forms of steps and feeds, ``TraceFormatError``
+``records``       the record models (one per ``type``), the format name and version,
+                  ``TraceFormatError``
 ``feeds``         the feed codec: a feed's arguments as data, and back onto a machine
 ``scrub``         secret scrubbing of anything written
 ``writer``        ``TraceWriter``: append-only, flushed record by record
 ``files``         where the bytes are: plain, gzip-compressed (``.gz``), stdin (``-``)
-``fast``          the reader's fast path for machine replay (``msgspec``)
-``fast_structs``  the record shapes it reads, mirrored as msgspec structs
-``reader``        ``TraceReader``: streaming, every line checked in its place
-``header_line``   a header read for driver-level replay, its snapshot built only when needed
-``views``         steps, feeds and io records as driver-level replay reads them (msgspec)
+``reader``        ``TraceReader``: streaming, every line validated and checked in its place
 ``requests``      the model request as recorded: its context once per change, a digest each time
 ``recorder``      ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
 ================  ================================================================================
@@ -27,7 +23,6 @@ Modules above import from this package (``from loopctl_sim.trace import TraceRea
 it import from each other's modules, never from the package, so the package imports in one order.
 """
 
-from loopctl_sim.trace.fast import step_matches
 from loopctl_sim.trace.feeds import (
     FEED_ARGS,
     FeedArgs,
@@ -38,8 +33,7 @@ from loopctl_sim.trace.feeds import (
     feed_call,
 )
 from loopctl_sim.trace.files import STDIN, display_name, is_gzip_name, lines_of, open_for_reading
-from loopctl_sim.trace.header_line import HeaderLine
-from loopctl_sim.trace.reader import READ_AHEAD, TraceReader, read_trace
+from loopctl_sim.trace.reader import TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
 from loopctl_sim.trace.records import (
     RECORD,
@@ -48,18 +42,14 @@ from loopctl_sim.trace.records import (
     BrainSummary,
     ContinuationError,
     EndRecord,
-    FeedLine,
     FeedRecord,
     HeaderRecord,
     IoRecord,
     Record,
-    ReplayItem,
     RunError,
-    StepLine,
     StepRecord,
     TraceFormatError,
     brain_fields,
-    feed_line,
     feed_record,
     trace_json_schema,
 )
@@ -72,12 +62,10 @@ from loopctl_sim.trace.scrub import (
     scrub_text,
     without_fingerprints,
 )
-from loopctl_sim.trace.views import FeedView, IoView, StepView, View
 from loopctl_sim.trace.writer import TraceWriteError, TraceWriter
 
 __all__ = [
     "FEED_ARGS",
-    "READ_AHEAD",
     "RECORD",
     "REDACTED",
     "STDIN",
@@ -88,27 +76,19 @@ __all__ = [
     "EndRecord",
     "FeedArgs",
     "FeedCodecError",
-    "FeedLine",
     "FeedRecord",
-    "FeedView",
-    "HeaderLine",
     "HeaderRecord",
     "IoRecord",
-    "IoView",
     "Record",
     "RecordingMachine",
-    "ReplayItem",
     "RunError",
     "Scrubber",
-    "StepLine",
     "StepRecord",
-    "StepView",
     "TraceFormatError",
     "TraceReader",
     "TraceRecorder",
     "TraceWriteError",
     "TraceWriter",
-    "View",
     "apply_feed",
     "brain_fields",
     "decode_feed_args",
@@ -117,7 +97,6 @@ __all__ = [
     "encode_feed_args",
     "end_outcome",
     "feed_call",
-    "feed_line",
     "feed_record",
     "is_gzip_name",
     "lines_of",
@@ -126,7 +105,6 @@ __all__ = [
     "read_trace",
     "scrub",
     "scrub_text",
-    "step_matches",
     "trace_json_schema",
     "without_fingerprints",
 ]

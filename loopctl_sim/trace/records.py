@@ -32,17 +32,15 @@ such a header is written as version 3; every other header is written as version 
 byte, so a trace of single runs is readable by a loopctl_sim that reads only version 2.
 
 This module owns the format: the record models (one pydantic model per record type, so the
-JSON Schema, the writer and the reader share one definition), the replay forms of steps and feeds
-that machine replay reads, and the error a bad line raises. The writer (``writer``) and the
-reader (``reader``, with its fast path ``fast``) are built on it.
+JSON Schema, the writer and the reader share one definition) and the error a bad line raises.
+The writer (``writer``) and the reader (``reader``) are built on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, NamedTuple, Self
+from typing import Annotated, Any, Final, Literal, Self
 
-import msgspec
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -52,7 +50,6 @@ from pydantic import (
 )
 
 from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
-from loopctl.core.built import built
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import (
     AcceptInputArgs,
@@ -66,7 +63,6 @@ from loopctl_sim.trace.feeds import (
     SetContextTokensArgs,
     ToolResultsArgs,
     decode_feed_args,
-    feed_call,
 )
 
 __all__ = [
@@ -80,18 +76,14 @@ __all__ = [
     "BrainSummary",
     "ContinuationError",
     "EndRecord",
-    "FeedLine",
     "FeedRecord",
     "HeaderRecord",
     "IoRecord",
     "Record",
-    "ReplayItem",
     "RunError",
-    "StepLine",
     "StepRecord",
     "TraceFormatError",
     "brain_fields",
-    "feed_line",
     "feed_record",
     "trace_json_schema",
 ]
@@ -135,28 +127,9 @@ class BrainSummary(BaseModel):
 
     @classmethod
     def of(cls, machine: LoopMachine) -> BrainSummary:
-        """The summary of ``machine``, built from the brain's own fields without validation
-        (after every feed of a traced run; pydantic's ``model_construct`` cost 2.5 times a
-        validation, ``built`` less than one). Tests pin it to the validator's."""
-        state = machine.state
-        window = machine.loop_window
-        calls = window.calls
-        values = {
-            "state": state.kind,
-            "turn": getattr(state, "turn", None),
-            "turns": machine.turns_taken,
-            "context_tokens": machine.context_tokens,
-            "history": machine.history_len(),
-            "pending": machine.pending_len(),
-            "window": len(calls),
-            "last_call": calls[-1] if calls else None,
-            "warned": window.warned,
-        }
-        return built(cls, values, _SUMMARY_FIELDS)
-
-
-#: Every field of ``BrainSummary`` is given (as ``model_construct`` recorded them).
-_SUMMARY_FIELDS: Final = set(BrainSummary.model_fields)
+        """The summary of ``machine``, from the brain's own tuple of its small fields (in this
+        model's field order)."""
+        return cls(**dict(zip(cls.model_fields, machine.summary_values(), strict=True)))
 
 
 def _is_none(value: object) -> bool:
@@ -413,58 +386,9 @@ def trace_json_schema() -> dict[str, Any]:
     return schema
 
 
-# --- the replay forms and the reader's error ---------------------------------------------------
-
-
-class StepLine(NamedTuple):
-    """A ``step`` record in the form machine replay needs (``TraceReader.replay_batches``):
-    ``step`` is the step, or (from the fast path) the step as msgspec decoded it; either way
-    ``loopctl_sim.trace.fast.step_matches`` compares it with the brain's answer."""
-
-    policy: MachinePolicy
-    step: MachineStep | msgspec.Struct
-
-
-class FeedLine(NamedTuple):
-    """A ``feed`` record in the form machine replay needs (``TraceReader.replay_batches``):
-    ``call`` holds the machine method's arguments (the feed's arguments, in field order: the
-    method is the feed's name), ``args`` the arguments for a report (typed, or from the fast
-    path their JSON text, read only if a report shows them)."""
-
-    name: str
-    call: tuple[Any, ...]
-    args: FeedArgs | msgspec.Raw
-    digest: str
-    scrubbed: bool
-    #: (v2) the brain's small fields after the feed: a ``BrainSummary``, or from the fast path
-    #: as msgspec decoded it (``brain_fields`` reads either), or None
-    brain: BrainSummary | msgspec.Struct | None = None
-
-
-#: A record in replay form (``TraceReader.replay_batches``; ``None``: an ``io`` record).
-ReplayItem = HeaderRecord | EndRecord | StepLine | FeedLine | None
-
-
-def feed_line(record: FeedRecord) -> FeedLine:
-    """The replay form of a feed record."""
-    return FeedLine(
-        record.name,
-        feed_call(record.args),
-        record.args,
-        record.digest,
-        record.scrubbed,
-        record.brain,
-    )
-
-
-def brain_fields(brain: BrainSummary | msgspec.Struct | None) -> dict[str, Any] | None:
-    """A feed line's brain summary as data (None when the trace has none: version 1)."""
-    if brain is None:
-        return None
-    if isinstance(brain, BaseModel):
-        return brain.model_dump(mode="json")
-    fields: dict[str, Any] = msgspec.to_builtins(brain)
-    return fields
+def brain_fields(brain: BrainSummary | None) -> dict[str, Any] | None:
+    """A brain summary as data (None when the trace has none: version 1)."""
+    return None if brain is None else brain.model_dump(mode="json")
 
 
 class TraceFormatError(SimError):

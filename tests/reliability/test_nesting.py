@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from loopctl import BareLoop, Failed, LoopMachine, ModelRequest, tool
+from loopctl import BareLoop, Failed, LoopMachine, tool
 from loopctl.api import (
     ApiError,
+    ModelRequest,
     PartEvent,
     StopEvent,
     StreamEvent,
@@ -31,7 +32,9 @@ from loopctl.api import (
 from loopctl.core import ProviderPart
 from loopctl.core.values import MAX_NESTING, value_problem
 from loopctl_sim import TraceRecorder, read_trace, replay_driver, replay_trace
-from loopctl_sim.trace.fast import _MAX_DEPTH
+
+#: pydantic's JSON parser, which reads every trace line, reads values this deep at most.
+_MAX_DEPTH = 201
 
 
 def nested_text(depth: int) -> str:

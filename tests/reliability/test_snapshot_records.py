@@ -1,5 +1,5 @@
 """Traces holding periodic snapshot records (``snapshot_every``) are read by everything: the
-reader with and without its fast path (the same replay forms), machine and driver replay, show,
+reader, machine and driver replay, show,
 diff, html, otel, export-test; a run whose arguments sit at the nesting limit still writes
 snapshot lines the reader reads."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ from loopctl.core.values import MAX_NESTING
 from loopctl.testing import ScriptedClient
 from loopctl_sim import TraceReader, TraceRecorder, replay_driver, replay_trace
 from loopctl_sim.cli import main
-from loopctl_sim.trace.fast import _MAX_DEPTH
-from tests.reliability.test_nesting import json_depth
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "sim_support"))  # test_tracefast's own helpers
-from tests.trace.test_tracefast import assert_replay_form
+from tests.reliability.test_nesting import _MAX_DEPTH, json_depth
 
 
 @tool
@@ -55,23 +50,15 @@ def record(path: Path, depth: int = 2, every: int = 1) -> None:
 
 
 @pytest.mark.parametrize("name", ["snap.jsonl", "snap.jsonl.gz"])
-def test_the_fast_path_and_pydantic_agree_on_snapshot_records(tmp_path: Path, name: str) -> None:
+def test_snapshot_records_are_read_and_replayed(tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     record(path)
-    expected = list(TraceReader(path, fast=False).numbered())
-    assert sum(1 for _, r in expected if getattr(r, "kind", None) == "snapshot") >= 10
-    fast, slow = (
-        list(TraceReader(path).replay_records()),
-        list(TraceReader(path, fast=False).replay_records()),
-    )
-    for (_, item), (_, slow_item), (_, rec) in zip(fast, slow, expected, strict=True):
-        if rec.type in ("header", "end"):
-            assert item == rec == slow_item
-        else:
-            assert_replay_form(item, rec)
-            assert_replay_form(slow_item, rec)
+    records = list(TraceReader(path).numbered())
+    snapshots = [r for _, r in records if getattr(r, "kind", None) == "snapshot"]
+    assert len(snapshots) >= 10
+    assert all(r.type == "io" and set(r.data) == {"digest", "snapshot"} for r in snapshots)
     for result in (replay_trace(path), replay_trace(path, digest_every=4), replay_driver(path)):
-        assert result.ok and result.complete
+        assert result.ok and result.complete and result.records == len(records)
 
 
 def test_every_command_reads_a_trace_with_snapshots(tmp_path: Path) -> None:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sim_helpers import adding_world, lines, write_lines
 
-import loopctl_sim.replay.machine as replay_module
 from loopctl import LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall, ToolResult
 from loopctl.observe import IoEvent
 from loopctl_sim.replay import replay_trace
@@ -278,7 +275,6 @@ def test_a_header_snapshot_that_does_not_restore_is_a_format_error(
     trace: Path, tmp_path: Path
 ) -> None:
     from loopctl_sim.replay import replay_driver
-    from loopctl_sim.trace import TraceFormatError
 
     records = lines(trace)
     call = {"kind": "tool_call", "id": "x", "name": "add", "arguments": {}}
@@ -339,7 +335,6 @@ def test_replay_reads_step_and_io_records_as_strictly_as_the_reader(
     trace: Path, tmp_path: Path, kind: str, change: dict[str, object]
 ) -> None:
     """A damaged step or io line stops a replay (either pass) with the reader's own error."""
-    from loopctl_sim.trace import TraceFormatError
 
     records = lines(trace)
     index = next(i for i, r in enumerate(records) if r["type"] == kind)
@@ -352,42 +347,3 @@ def test_replay_reads_step_and_io_records_as_strictly_as_the_reader(
         with pytest.raises(TraceFormatError) as got:
             replay_trace(bad, digest_every=every)
         assert str(got.value) == str(expected.value)
-
-
-def test_a_replay_gives_the_collector_back_as_it_found_it(trace: Path, monkeypatch: Any) -> None:
-    """A replay freezes what is alive (``gc.freeze``) every few batches so the collector's full
-    passes skip it, and unfreezes on the way out, also when the trace is damaged."""
-    monkeypatch.setattr(replay_module, "FREEZE_EVERY", 1)
-    frozen_during: list[int] = []
-    real_step_matches = replay_module.step_matches
-
-    def watching(actual: object, expected: object) -> bool:
-        frozen_during.append(gc.get_freeze_count())
-        return real_step_matches(actual, expected)
-
-    monkeypatch.setattr(replay_module, "step_matches", watching)
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
-    assert replay_trace(trace).ok
-    assert max(frozen_during) > 0  # frozen while it ran
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
-    broken = trace.with_name("broken.jsonl")
-    broken.write_bytes(trace.read_bytes() + b"{not json\n")
-    with pytest.raises(TraceFormatError):
-        replay_trace(broken)
-    assert gc.get_freeze_count() == 0
-
-
-def test_a_replay_leaves_a_process_that_freezes_objects_itself_alone(trace: Path) -> None:
-    gc.freeze()
-    try:
-        kept = gc.get_freeze_count()
-        assert replay_trace(trace).ok
-        assert gc.get_freeze_count() == kept
-    finally:
-        gc.unfreeze()
-    gc.disable()
-    try:
-        assert replay_trace(trace).ok
-        assert gc.get_freeze_count() == 0 and not gc.isenabled()
-    finally:
-        gc.enable()

@@ -1,6 +1,5 @@
-"""The trace tests import ``sim_helpers`` (and ``test_trace_views`` imports ``test_tracefast``)
-by name: the shared helpers of tests/sim_support go on ``sys.path``; this folder is there
-already (pytest puts each test file's folder first)."""
+"""The trace tests import ``sim_helpers`` by name: the shared helpers of tests/sim_support go on
+``sys.path``; this folder is there already (pytest puts each test file's folder first)."""
 
 from __future__ import annotations
 
