@@ -37,7 +37,6 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loopctl.api import ToolSpec
 from loopctl.core import LoopctlError
-from loopctl.core.jsontext import dumps_like
 from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
 from loopctl.tools.threads import run_in_worker
 
@@ -45,8 +44,6 @@ __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_DUMPS = dumps_like(ensure_ascii=False)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """The tool names every supported provider accepts (OpenAI's rule is the strictest)."""
@@ -256,7 +253,7 @@ def encode_result(tool_name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return _DUMPS(to_jsonable_python(value))  # json.dumps(..., ensure_ascii=False)
+        return json.dumps(to_jsonable_python(value), ensure_ascii=False)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise ToolError(
             f"tool '{tool_name}' returned a value of type {type(value).__name__} that cannot "
