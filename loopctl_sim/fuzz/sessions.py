@@ -30,10 +30,8 @@ flaky agent is measured, not guessed.
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +42,7 @@ from loopctl.core import LoopMachine, Message, coherence_problem
 from loopctl.testing import ExploreConfig
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.case import draw_fault
-from loopctl_sim.fuzz.user_checks import run_user_checks
+from loopctl_sim.fuzz.user_checks import load_function, run_user_checks
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.session import SessionRun, SessionWorld, run_session
 from loopctl_sim.sim.users import ExploringUser, SimUser
@@ -128,22 +126,8 @@ class SessionSeedResult:
 
 def load_user(spec: str, cwd: str | None = None) -> UserFactory:
     """The user factory ``module:function`` names (``make_user(seed, turns)``), imported as the
-    agent is (the current directory, or ``cwd``, first on ``sys.path``)."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"user {spec!r}: expected 'module:make_user'")
-    folder = os.fspath(Path(cwd if cwd is not None else os.getcwd()).resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(f"user {spec!r}: cannot import {module_name!r}: {exc}") from None
-    found = getattr(module, attribute, None)
-    if not callable(found):
-        raise ValueError(f"user {spec!r}: {attribute!r} is not a function of {module_name!r}")
-    factory: UserFactory = found
-    return factory
+    agent is (``load_function``)."""
+    return load_function(spec, cwd, what="user", form="module:make_user")
 
 
 def _user(seed: int, config: SessionFuzzConfig) -> SimUser:

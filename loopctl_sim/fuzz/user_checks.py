@@ -27,31 +27,39 @@ from typing import Any
 
 from loopctl_sim.trace import RECORD, Record
 
-__all__ = ["UserCheck", "load_check", "run_user_checks"]
+__all__ = ["UserCheck", "load_check", "load_function", "run_user_checks"]
 
 #: A user's check: ``check(result, trace)``; see the module docstring.
 UserCheck = Callable[[Any, list[Record]], object]
 
 
-def load_check(spec: str, cwd: str | None = None) -> UserCheck:
-    """The function ``module:function`` names, imported as the agent is (the current
-    directory, or ``cwd``, first on ``sys.path``)."""
+def load_function(
+    spec: str, cwd: str | None = None, *, what: str = "check", form: str = "module:function"
+) -> Callable[..., Any]:
+    """The function ``module:function`` names (``what`` says whose, for the error; ``form`` is
+    the shape a bad spec is told to take), imported as the agent is (the current directory, or
+    ``cwd``, first on ``sys.path``). Whatever is wrong is a ``ValueError`` that says so."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise ValueError(f"check {spec!r}: expected 'module:function'")
+        raise ValueError(f"{what} {spec!r}: expected {form!r}")
     folder = os.fspath(Path(cwd if cwd is not None else os.getcwd()).resolve())
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
         found: Any = importlib.import_module(module_name)
     except Exception as exc:
-        raise ValueError(f"check {spec!r}: cannot import {module_name!r}: {exc}") from None
+        raise ValueError(f"{what} {spec!r}: cannot import {module_name!r}: {exc}") from None
     for part in attribute.split("."):
         found = getattr(found, part, None)
     if not callable(found):
-        raise ValueError(f"check {spec!r}: {attribute!r} is not a function of {module_name!r}")
-    check: UserCheck = found
-    return check
+        raise ValueError(f"{what} {spec!r}: {attribute!r} is not a function of {module_name!r}")
+    function: Callable[..., Any] = found
+    return function
+
+
+def load_check(spec: str, cwd: str | None = None) -> UserCheck:
+    """The check ``module:function`` names (``load_function``)."""
+    return load_function(spec, cwd)
 
 
 def run_user_checks(
