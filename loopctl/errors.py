@@ -8,8 +8,6 @@ that one import reaches them all::
     LoopctlError                          the root (loopctl.core)
      +-- ProtocolError                    the driver fed the brain what its state cannot take;
      |                                    the machine is unchanged (loopctl.core)
-     +-- LazyMessageError  (ValueError)   a restored snapshot's message does not validate when
-     |                                    first read (loopctl.core.lazy)
      +-- ApiError                         a provider call failed; ``error`` is the ``LoopError``
      |    |                               that classifies it (loopctl.api)
      |    +-- MissingApiKeyError          no API key passed and its variable unset
@@ -39,7 +37,6 @@ from __future__ import annotations
 
 from loopctl.api import ApiError
 from loopctl.core.errors import LoopctlError, LoopError, ProtocolError
-from loopctl.core.lazy import LazyMessageError
 from loopctl.driver.cancel import CancelFired
 from loopctl.providers import MissingApiKeyError
 from loopctl.testing.guard import NetworkBlockedError
@@ -49,7 +46,6 @@ from loopctl.tools.mcp import McpError
 __all__ = [
     "ApiError",
     "CancelFired",
-    "LazyMessageError",
     "LoopError",
     "LoopctlError",
     "McpError",

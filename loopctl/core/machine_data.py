@@ -1,29 +1,10 @@
-"""``MachineData``: what the brain holds, and that data as a snapshot, as JSON and as a digest.
+"""``MachineData``: what the brain holds, its read-only views, and its saved form's entry points.
 
 ``LoopMachine`` (``machine.py``) is this class plus what the brain does: the transition tables,
-the one question and the feeds. Here is everything that is about the brain's data and not about
-its decisions, so that ``machine.py`` reads as the table and its handlers, top to bottom:
-
-- the fields (``STATE_SLOTS``, which equality, snapshots and the digest cover exactly, plus the
-  derived caches, never compared), the constructor, the read-only views, equality and ``repr``;
-- saving and restoring: ``snapshot()``/``from_snapshot()``, ``model_dump_json()`` and the
-  other pydantic-like entry points;
-- the caches that make ``digest()`` and ``model_dump_json()`` cost O(the feed), not O(history):
-  the JSON of each message of history and pending with a running hash of each (``JsonCache``,
-  in ``encoding.py``), and the encoder of the small fields after the conversation
-  (``EndEncoder``, in ``snapshot_json.py``).
-
-Those caches rely on one rule the handlers keep (see ``machine.py``): ``_history`` and
-``_pending`` only grow by appending, or are replaced by a new list, never edited in place. A
-cache notices a replaced list by identity and starts again; an appended message is encoded
-once, when the next digest or save needs it.
-
-A brain restored from a verified sealed text holds its messages lazily: ``_history`` and
-``_pending`` are ``lazy.LazyMessages`` (each message kept as the text's JSON, built when first
-read; they grow by appending like lists, and keep the rule above) and its JSON caches adopt the
-same bytes (``adopted.py``), so saving it again, its digest, its decisions and the feeds build no
-message (``_restored_lazily`` says what that buys and what it moves to the first read). From
-outside, the lists are only ever seen as tuples, copies or the read-only ``Conversation``.
+the one question and the feeds. Here are the fields (``STATE_SLOTS``, which equality, snapshots
+and the digest cover exactly), the constructor, the read-only views, equality and ``repr``, and
+the pydantic-like entry points of the saved form (``snapshot()``, ``model_dump_json()``,
+``digest()``, ...), each a call into ``_saved.py``, which holds everything about that form.
 """
 
 from __future__ import annotations
@@ -31,29 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
-from loopctl.core.adopted import SealedParts, adopted_caches, sealed_parts
-from loopctl.core.built import built
+from loopctl.core import _saved
 from loopctl.core.conversation import Conversation
-from loopctl.core.encoding import Hash, JsonCache, carried, encoded, sha256_of
-from loopctl.core.lazy import LazyMessageError, LazyMessages, MessageList
 from loopctl.core.loopdetect import LoopWindow
-from loopctl.core.message_shapes import checked_conversation, collector_off
 from loopctl.core.messages import Message
-from loopctl.core.prebuilt import START
 from loopctl.core.salvage import coherence_problem
-from loopctl.core.seal import SEALED_HEAD
-from loopctl.core.snapshot import (
-    HISTORY_HEAD,
-    PENDING_HEAD,
-    SNAPSHOT_FORMAT,
-    SNAPSHOT_VERSION,
-    Exchange,
-    MachineSnapshot,
-    gc_paused,
-    sealed_shell,
-    snapshot_problem,
-)
-from loopctl.core.snapshot_json import EndEncoder, snapshot_json
+from loopctl.core.snapshot import SNAPSHOT_FORMAT, Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -66,9 +30,6 @@ from loopctl.core.steps import (
 from loopctl.core.values import parts_problem
 
 __all__ = ["MachineData", "is_count"]
-
-_HISTORY_START: Final = sha256_of(HISTORY_HEAD)
-_WINDOW_GIVEN: Final = {"calls", "unjudged", "warned"}  # as LoopWindow(calls=..., ...) sets
 
 
 def is_count(n: object) -> bool:
@@ -97,17 +58,9 @@ class MachineData:
         "_state",
         "_turns_taken",
     )
-    # ... plus derived caches, never compared: each message's JSON and the running hashes for
-    # ``digest()``, the small fields' JSON, the loop keys of the exchange in flight (computed
-    # when its calls are checked at the door) and its ``CallTools`` step.
-    __slots__ = (
-        *STATE_SLOTS,
-        "_call_tools",
-        "_end_json",
-        "_exchange_keys",
-        "_history_json",
-        "_pending_json",
-    )
+    # ... plus the saved form's cache (``_saved.SavedForm``), never compared, and two slots
+    # ``machine.py`` no longer uses (go when its new version is committed).
+    __slots__ = (*STATE_SLOTS, "_call_tools", "_exchange_keys", "_saved")
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -119,9 +72,9 @@ class MachineData:
                 raise ValueError(f"history[{i}] cannot be held: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
-        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = START
-        self._history: MessageList = history
-        self._pending: MessageList = []
+        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = Start()
+        self._history: list[Message] = history
+        self._pending: list[Message] = []
         self._turns_taken = 0
         self._context_tokens = context_tokens
         self._exchange: Exchange | None = None
@@ -134,9 +87,7 @@ class MachineData:
         self._loop_calls: list[str] = []
         self._loop_unjudged = 0
         self._loop_warned = False
-        self._history_json: JsonCache | None = None
-        self._pending_json: JsonCache | None = None
-        self._end_json: EndEncoder | None = None
+        self._saved = _saved.SavedForm()
         self._call_tools: tuple[Exchange, CallTools] | None = None
         self._exchange_keys: list[str] | None = None
 
@@ -181,15 +132,10 @@ class MachineData:
 
     @property
     def loop_window(self) -> LoopWindow:
-        """The loop detector's window (a fresh model built from the brain's fields). The brain
-        keeps those valid, so it is ``built``, not validated again: a traced run reads it after
-        every feed (``BrainSummary.of``). Tests pin it to the validator's."""
-        values = {
-            "calls": tuple(self._loop_calls),
-            "unjudged": self._loop_unjudged,
-            "warned": self._loop_warned,
-        }
-        return built(LoopWindow, values, _WINDOW_GIVEN)
+        """The loop detector's window (a fresh model built from the brain's fields)."""
+        return LoopWindow(
+            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
+        )
 
     def messages(self) -> list[Message]:
         """History plus pending: what the model is shown next (a copy)."""
@@ -199,7 +145,7 @@ class MachineData:
         """History plus pending as they are now, as a read-only view: O(1), not a copy.
 
         Safe because the two lists only ever grow by appending or are replaced (the rule
-        ``machine.py`` keeps): what the brain does later never shows through the view."""
+        ``machine.py`` keeps for this view): what the brain does later never shows through it."""
         history, pending = self._history, self._pending
         return Conversation(history, pending, len(history), len(pending))
 
@@ -228,15 +174,21 @@ class MachineData:
     def pending_len(self) -> int:
         return len(self._pending)
 
-    # --- saving and restoring ------------------------------------------------------------
+    # --- saving and restoring: the entry points of ``_saved.py`` ----------------------------
 
     def snapshot(self) -> MachineSnapshot:
-        return MachineSnapshot.model_construct(
+        return self._snapshot(tuple(self._history), tuple(self._pending))
+
+    def _snapshot(
+        self, history: tuple[Message, ...] = (), pending: tuple[Message, ...] = ()
+    ) -> MachineSnapshot:
+        """The snapshot, unvalidated (the brain keeps its fields valid); by default with history
+        and pending empty: the small fields that ``_saved`` writes after the conversation."""
+        return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
             format=SNAPSHOT_FORMAT,
-            version=SNAPSHOT_VERSION,
+            history=history,
+            pending=pending,
             state=self._state,
-            history=tuple(self._history),
-            pending=tuple(self._pending),
             turns_taken=self._turns_taken,
             context_tokens=self._context_tokens,
             exchange=self._exchange,
@@ -269,86 +221,20 @@ class MachineData:
         machine._loop_calls = list(snap.loop.calls)
         machine._loop_unjudged = snap.loop.unjudged
         machine._loop_warned = snap.loop.warned
-        machine._history_json = None
-        machine._pending_json = None
-        machine._end_json = None
+        machine._saved = _saved.SavedForm()
         machine._call_tools = None
         machine._exchange_keys = None
         return machine
 
     def model_dump_json(self) -> str:
-        """The whole brain as JSON: save a run at any decision boundary.
-
-        The text of ``snapshot().model_dump_json()`` sealed with its checksum (``snapshot.py``:
-        version 3, the sha256 of those bytes last, so a damaged save is refused at restore),
-        assembled from the per-message cache that ``digest()`` keeps (see ``canonical_json``),
-        and the checksum from its running hash: saving after every turn serializes and hashes
-        only the turn's new messages.
-        """
-        checksum = self.checksum()
-        history, pending = self._encoded()
-        return snapshot_json(history.parts, pending.parts, self._end(), checksum).decode()
+        """The whole brain as JSON, sealed with its checksum (``snapshot.py``: version 3, so a
+        damaged save is refused at restore): save a run at any decision boundary."""
+        return self._saved.sealed(self._history, self._pending, self._snapshot())
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
-        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``.
-
-        A sealed text in the writer's layout whose checksum verifies is restored lazily
-        (``_restored_lazily``); anything else is validated whole, every message built.
-        """
-        raw = text.encode() if isinstance(text, str) else bytes(text)
-        if raw.startswith(SEALED_HEAD):
-            machine = cls._restored_lazily(raw)
-            if machine is not None:
-                return machine
-        with gc_paused():
-            snap = MachineSnapshot.model_validate_json(raw)
-        return cls.from_snapshot(snap)
-
-    @classmethod
-    def _restored_lazily(cls, raw: bytes) -> Self | None:
-        """The brain a verified sealed text in the writer's layout holds, its messages kept as
-        the text's JSON (``lazy.py``: built when first read) and adopted as its JSON cache
-        (``adopted.py``); None when the text is not that (it is then validated whole, and its
-        error, if any, is the whole validation's).
-
-        What it buys (``benchmarks/bench_snapshot.py``, 10,000 messages): save + restore went
-        from 383M to 158M instructions (73-110 ms -> 34-44 ms at load 1), since pydantic no
-        longer builds 25,000 models at restore; about half of what is left is the check below.
-        The checksum proves the text undamaged, not unedited (a forgery sealed again
-        verifies), so everything the eager restore checks is checked here too: the small
-        fields (``sealed_shell``, ``snapshot_problem``), each message's validity and the
-        conversation's coherence over msgspec mirrors of the messages
-        (``message_shapes.checked_conversation``: no model built). Whatever is refused falls
-        back to the whole validation, so its error is the eager restore's. What it moves: the
-        first read of the messages (``history``, ``conversation()`` iterated, a model request)
-        builds them then, at an eager restore's cost; a save, a digest, ``next_step``, the
-        feeds and ``next_run()`` never do.
-        """
-        parts = sealed_parts(raw)
-        if parts is None:
-            return None
-        snap = sealed_shell(parts.shell)
-        if snap is None:
-            return None
-        history, pending = LazyMessages(parts.history), LazyMessages(parts.pending)
-        try:
-            with collector_off():  # the mirrors are temporaries (see collector_off)
-                refused = _conversation_refused(snap, parts, history, pending)
-            if refused:
-                return None
-            caches = adopted_caches(history, pending, parts)
-        except LazyMessageError:  # not met (the mirror is never laxer): the whole validation
-            return None
-        machine = cls.from_snapshot(snap)
-        machine._history, machine._pending = history, pending
-        machine._history_json, machine._pending_json = caches
-        # The brain's content is the text's, byte for byte (the messages' bytes are the text's,
-        # and so must the small fields' be), and undamaged: its checksum is the text's. (The
-        # text is hashed once, as the running hash the next save or digest goes on from.)
-        if machine._end() != parts.end or machine.checksum() != parts.checksum:
-            return None
-        return machine
+        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
+        return cls.from_snapshot(_saved.restored_json(text))
 
     def model_dump(self) -> dict[str, Any]:
         """The brain as JSON data: its content, not sealed. This is the in-process form (edit
@@ -359,11 +245,7 @@ class MachineData:
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        with gc_paused():
-            snap = MachineSnapshot.model_validate(data)
-        return cls.from_snapshot(snap)
-
-    # --- the digest and the canonical JSON, from the caches -------------------------------
+        return cls.from_snapshot(_saved.restored(data))
 
     def digest(self) -> str:
         """A short stable hash of the canonical JSON; traces compare it after every feed: the
@@ -371,93 +253,24 @@ class MachineData:
         return self.checksum()[:16]
 
     def checksum(self) -> str:
-        """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with.
-
-        The value is ``sha256(canonical_json())``, computed without re-serializing or
-        re-hashing the conversation: the snapshot's JSON puts history and pending first, and
-        each keeps its messages' JSON and a running hash of the JSON up to its last message
-        (both only ever grow by appending, or are replaced whole). A digest after a feed
-        encodes and hashes what the feed added plus the small fields after the conversation:
-        O(the feed), not O(history). A restored machine's first digest hashes it all once.
-        Tests pin the value to the hash of the snapshot model's own JSON.
-        """
-        history = self._history_json
-        if (  # history is mostly unchanged between two digests: skip the call
-            history is None
-            or history.chain is None
-            or history.source is not self._history
-            or not history.hashed == len(history.parts) == len(self._history)
-        ):
-            self._history_json = history = encoded(history, self._history, _HISTORY_START)
-        self._pending_json = pending = encoded(
-            self._pending_json, self._pending, self._after_history, (history, history.hashed)
-        )
-        final = pending.chain.copy()
-        final.update(self._end())
-        hexdigest: str = final.hexdigest()
-        return hexdigest
-
-    def _after_history(self) -> Hash:
-        """A fresh running hash for pending: the history's, followed by ``PENDING_HEAD``."""
-        assert self._history_json is not None
-        chain = self._history_json.chain.copy()
-        chain.update(PENDING_HEAD)
-        return chain
-
-    def _encoded(self) -> tuple[JsonCache, JsonCache]:
-        """The history and pending caches, brought up to date (their JSON, not their hashes)."""
-        self._history_json = history = encoded(self._history_json, self._history)
-        self._pending_json = pending = encoded(self._pending_json, self._pending)
-        return history, pending
-
-    def _end(self) -> bytes:
-        """The snapshot's JSON after pending: the state and the small fields."""
-        encoder = self._end_json
-        if encoder is None:
-            encoder = self._end_json = EndEncoder()
-        return encoder.encode(
-            self._state,
-            self._turns_taken,
-            self._context_tokens,
-            self._exchange,
-            self._advertised,
-            self._started,
-            self._finalized,
-            self._noop_floor,
-            self._loop_calls,
-            self._loop_unjudged,
-            self._loop_warned,
-        )
+        """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
+        return self._saved.checksum(self._history, self._pending, self._snapshot())
 
     def canonical_json(self) -> bytes:
-        """The bytes of ``snapshot().model_dump_json()``, from the cached message encodings."""
-        history, pending = self._encoded()
-        return snapshot_json(history.parts, pending.parts, self._end())
+        """The bytes of ``snapshot().model_dump_json()``."""
+        return self._saved.content(self._history, self._pending, self._snapshot())
 
     def _fold_pending(self, keep: int) -> None:
-        """The exit door: pending's first ``keep`` messages are glued onto history, and so is
-        their cached JSON onto history's (a long run's messages are not encoded again for the
-        next digest or save; history's running hash takes them in at the next digest)."""
-        history, pending = self._history_json, self._pending_json
-        if (
-            history is not None
-            and history.source is self._history
-            and len(history.parts) == len(self._history)
-            and pending is not None
-            and pending.source is self._pending
-        ):
-            history.parts.extend(pending.parts[:keep])
-        moved = self._pending
-        self._history.extend(moved.head(keep) if isinstance(moved, LazyMessages) else moved[:keep])
+        """The exit door: pending's first ``keep`` messages are glued onto history."""
+        self._history.extend(self._pending[:keep])
         self._pending = []
         self._finalized = True
 
     def _history_copy_for(self, fresh: MachineData) -> None:
-        """Give ``fresh`` (the next run's brain) a copy of this history, with the JSON already
-        encoded of it (``encoding.carried``)."""
-        old = self._history
-        fresh._history = old.copy() if isinstance(old, LazyMessages) else list(old)
-        fresh._history_json = carried(self._history_json, self._history, fresh._history)
+        """Give ``fresh`` (the next run's brain) a copy of this history, and of its saved form's
+        cache (so its first digest does not encode that history again)."""
+        fresh._history = list(self._history)
+        fresh._saved = self._saved.copy()
 
     # --- equality ------------------------------------------------------------------------
 
@@ -473,17 +286,3 @@ class MachineData:
             f"<LoopMachine {self._state.kind} turns={self._turns_taken} "
             f"history={len(self._history)} pending={len(self._pending)}>"
         )
-
-
-def _conversation_refused(
-    snap: MachineSnapshot, parts: SealedParts, history: LazyMessages, pending: LazyMessages
-) -> bool:
-    """Whether a lazy restore must refuse ``parts``' conversation (``snap``: its small fields):
-    a message ``Message`` validation refuses, or a check ``snapshot_problem`` makes, run over
-    the messages' mirrors (``message_shapes.py``). No number walk: msgspec refuses NaN, the
-    infinities and numbers out of a double's range. The mirrors are freed on return."""
-    shapes = checked_conversation(*parts.arrays, (parts.history, parts.pending))
-    if shapes is None:
-        return True
-    problem = snapshot_problem(snap, numbers=False, conversation=(history, pending), shapes=shapes)
-    return problem is not None

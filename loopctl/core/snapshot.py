@@ -1,10 +1,9 @@
-"""The brain's saved form: ``MachineSnapshot``, its consistency check and its versions.
+"""The brain's saved form: ``MachineSnapshot``, its consistency check, its versions and its seal.
 
 A snapshot is everything the brain is, as data (see ``LoopMachine.snapshot``). Validating one
 checks that it describes a state the brain could have reached, so a damaged or hand-edited
-snapshot is a ``ValidationError`` at restore, never a machine that misbehaves later.
-Its exact JSON, written from cached per-message JSON so that the digest traces take after every
-feed does not re-serialize the whole conversation, is ``snapshot_json.py``'s.
+snapshot is a ``ValidationError`` at restore, never a machine that misbehaves later. The brain
+writes and reads it through ``_saved.py``.
 
 Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``); 3 added
 the checksum. A snapshot's *content* (what ``MachineSnapshot`` holds and dumps, what
@@ -13,66 +12,49 @@ versions 1 and 2 that holds it, so a conversation without those parts is version
 for byte as a version-1 writer wrote it: its digest is the same and recorded traces replay.
 
 The checksum. A saved brain (``LoopMachine.model_dump_json()``: the at-rest form) is that
-content *sealed*: version 3 in its head and, after the loop window, ``"checksum"``: the whole
-sha256 of the content's bytes (``digest()`` is its first 16 hex digits, so sealing costs no
-extra hashing once the digest's running hash is up to date). Why: the consistency check catches
-a snapshot the brain could not be in, but not one it could: 15 of 400 random bit flips of a
-snapshot restored as a different, valid brain (a digit of a count, a letter of a message). A
-sealed snapshot restores only if its checksum matches, so a damaged one is a ``ValidationError``
+content *sealed* (``sealed_text``): version 3 in its head and, after the loop window,
+``"checksum"``: the whole sha256 of the content's bytes (``digest()`` is its first 16 hex
+digits). Why: the consistency check catches a snapshot the brain could not be in, but not one
+it could: 15 of 400 random bit flips of a snapshot restored as a different, valid brain (a
+digit of a count, a letter of a message). A sealed snapshot restores only if its checksum
+matches its content, serialized again from what was read (so a text laid out otherwise,
+re-indented or with keys reordered, verifies too), so a damaged one is a ``ValidationError``
 saying so, and a version-1/2 text carrying a checksum (a flipped version digit) or a version-3
-text without one is damaged too. Reading: the bytes as given are hashed (the head's version
-put back), about 1 ms per MB; a text laid out otherwise (re-indented, keys reordered) is checked
-against its re-serialized content instead. The checksum is not kept: a validated
-``MachineSnapshot`` is the content, and so is ``LoopMachine.model_dump()`` (in-process data, to
-edit and restore; a dict given to ``model_validate`` with a checksum is checked all the same).
-Versions 1 and 2 (no checksum) are read, unverified;
-an older loopctl refuses version 3 with its "upgrade loopctl" message.
+text without one is damaged too. The checksum is not kept: a validated ``MachineSnapshot`` is
+the content, and so is ``LoopMachine.model_dump()`` (in-process data, to edit and restore; a
+dict given to ``model_validate`` with a checksum is checked all the same). Versions 1 and 2 (no
+checksum) are read, unverified; an older loopctl refuses version 3 with its "upgrade loopctl"
+message.
 
 Numbers: a snapshot holding NaN or an infinity (``1e999``) in a tool call's arguments or a part's
 data is refused, as the brain refuses such a call (``loopctl.core.values``): restored, it would
 save back as ``null``. The writer writes no such number, but a text edited and sealed again
-verifies all the same, so every snapshot validated here is walked for them (a lazy restore has
-msgspec refuse them instead: ``message_shapes.py``).
+verifies all the same, so every snapshot validated here is walked for them.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, Final, Literal, Self
+from collections.abc import Sequence
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from loopctl.core.encoding import MODERN_PARTS, message_json
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.core.salvage import MessageLike, coherence_problem
-from loopctl.core.seal import (
-    CONTENT_VERSION,
-    HISTORY_HEAD,
-    PENDING_HEAD,
-    SEALED_HEAD,
-    SNAPSHOT_FORMAT,
-    SNAPSHOT_VERSION,
-    SNAPSHOT_VERSIONS,
-    raw_version,
-)
-from loopctl.core.snapshot_json import EndEncoder, snapshot_json
+from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 from loopctl.core.values import value_problem
 
 __all__ = [
-    "HISTORY_HEAD",
+    "CONTENT_HEADS",
     "PENDING_HEAD",
     "SEALED_HEAD",
     "SNAPSHOT_FORMAT",
@@ -80,26 +62,55 @@ __all__ = [
     "SNAPSHOT_VERSIONS",
     "Exchange",
     "MachineSnapshot",
-    "gc_paused",
+    "checksum_tail",
     "nonfinite_problem",
-    "sealed_shell",
+    "sealed_text",
     "snapshot_problem",
 ]
 
-#: The context key under which ``MachineSnapshot.model_validate_json`` hands its validators the
-#: text's bytes (so that a sealed text is verified by hashing them, not by re-serializing).
-_RAW: Final = "loopctl.snapshot.raw"
-#: The context key that marks a sealed text's small fields without its messages (``sealed_shell``).
-_SHELL: Final = "loopctl.snapshot.shell"
+SNAPSHOT_FORMAT: Final = "loopctl-machine"
+#: The newest format version: what a saved brain is written in (its content, sealed).
+SNAPSHOT_VERSION: Final = 3
+#: Every version this loopctl reads.
+SNAPSHOT_VERSIONS: Final = (1, 2, 3)
+#: The highest version of a snapshot's content (without its checksum).
+CONTENT_VERSION: Final = 2
+#: The content's JSON up to its first message, in version 1 and in version 2.
+CONTENT_HEADS: Final = tuple(
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{v},"history":['.encode() for v in (1, 2)
+)
+#: A sealed snapshot's JSON up to its first message.
+SEALED_HEAD: Final = (
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
+)
+#: Between the last message of history and the first of pending.
+PENDING_HEAD: Final = b'],"pending":['
+#: The part kinds version 1 lacks.
+_MODERN: Final = frozenset({"thinking", "provider"})
+
+
+def checksum_tail(checksum: str) -> bytes:
+    """The end of a sealed snapshot's JSON: its checksum, last."""
+    return b',"checksum":"' + checksum.encode() + b'"}'
+
+
+def sealed_text(content: bytes) -> bytes:
+    """The sealed form of a snapshot's content bytes (``MachineSnapshot.model_dump_json()``):
+    the sealed head in place of the content's, the sha256 of the content last. What
+    ``LoopMachine.model_dump_json()`` writes, by definition."""
+    for head in CONTENT_HEADS:
+        if content.startswith(head) and content.endswith(b"}"):
+            body = content[len(head) : -1]
+            return SEALED_HEAD + body + checksum_tail(hashlib.sha256(content).hexdigest())
+    raise ValueError("not the content of a machine snapshot (its head or end is not the writer's)")
 
 
 def needed_version(*conversations: Sequence[Message]) -> int:
     """The lowest format version that holds these messages: 2 if a part is one version 1 lacks."""
-    modern = MODERN_PARTS
     for messages in conversations:
         for message in messages:
             for part in message.parts:
-                if type(part) in modern:
+                if part.kind in _MODERN:
                     return 2
     return 1
 
@@ -134,7 +145,7 @@ class MachineSnapshot(BaseModel):
     version: int = CONTENT_VERSION
     # The conversation comes before the small fields, so that the JSON of a machine is a prefix
     # that only grows between commits (history, then pending) followed by a few bytes that
-    # change at every feed: the digest keeps a running hash of the prefix (see ``digest()``).
+    # change at every feed: the digest keeps a running hash of the prefix (``_saved.py``).
     history: tuple[Message, ...] = ()
     pending: tuple[Message, ...] = ()
     state: MachineState
@@ -151,18 +162,6 @@ class MachineSnapshot(BaseModel):
     checksum: str | None = Field(
         default=None, exclude=True, pattern="^[0-9a-f]{64}$", validate_default=True
     )
-
-    @classmethod
-    def model_validate_json(
-        cls, json_data: str | bytes | bytearray, *, context: Any | None = None, **kwargs: Any
-    ) -> Self:
-        """Validate a snapshot's JSON; a sealed one is verified against the bytes given."""
-        raw = json_data.encode() if isinstance(json_data, str) else bytes(json_data)
-        if context is None:
-            context = {_RAW: raw}
-        elif isinstance(context, dict):
-            context = {**context, _RAW: raw}
-        return super().model_validate_json(json_data, context=context, **kwargs)
 
     # Field validators, not a model "before" validator: a model-level one makes pydantic parse the
     # whole JSON into Python objects first, which doubled the cost of restoring a long history.
@@ -215,49 +214,35 @@ class MachineSnapshot(BaseModel):
     def model_post_init(self, context: Any, /) -> None:
         """The version is what the conversation needs (the lowest that holds it), whatever the
         constructor or the text said: a snapshot of a plain conversation is version 1. (A
-        sealed one's is settled when its checksum is checked, by the head that matched.)"""
+        sealed one's is settled when its checksum is checked.)"""
         if self.version != 1 and self.checksum is None:
             object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
     @model_validator(mode="after")
-    def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
-        if isinstance(info.context, dict) and info.context.get(_SHELL):
-            return self  # the caller checks it with its conversation (``sealed_shell``)
-        sealed = self.checksum is not None
-        if sealed:
-            raw = info.context.get(_RAW) if isinstance(info.context, dict) else None
-            version = _verified_version(self, raw)
-            if version is None:
+    def _consistent(self) -> MachineSnapshot:
+        if self.checksum is not None:  # sealed: the checksum is of the content, re-serialized
+            checksum = self.checksum
+            object.__setattr__(self, "checksum", None)
+            object.__setattr__(self, "version", needed_version(self.history, self.pending))
+            content: bytes = type(self).__pydantic_serializer__.to_json(self)
+            if hashlib.sha256(content).hexdigest() != checksum:
                 raise ValueError(
                     "damaged machine snapshot: its checksum does not match its content (the "
                     "text changed after it was saved)"
                 )
-            object.__setattr__(self, "version", version)
-            object.__setattr__(self, "checksum", None)
         problem = snapshot_problem(self)  # numbers too: a forgery sealed again may hold NaN
         if problem is not None:
             raise ValueError(f"inconsistent machine snapshot: {problem}")
         return self
 
 
-def snapshot_problem(
-    snap: MachineSnapshot,
-    *,
-    numbers: bool = True,
-    conversation: tuple[Sequence[Message], Sequence[Message]] | None = None,
-    shapes: tuple[Sequence[MessageLike], Sequence[MessageLike]] | None = None,
-) -> str | None:
+def snapshot_problem(snap: MachineSnapshot) -> str | None:
     """Why ``snap`` is not a state the brain can be in, or None. Linear in the conversation.
 
     A terminal machine that was not finalized may end with calls still open: the run failed or
     was cancelled while its tools ran, and ``discard_pending`` will drop that tail.
-    ``numbers=False`` skips the walk for NaN and infinities (``nonfinite_problem``): the caller
-    knows the conversation holds none. ``conversation``: history and pending held apart from
-    ``snap`` (``sealed_shell``'s, a lazy restore's); ``shapes``: the same messages as decoded
-    mirrors (``message_shapes.py``), which the coherence walk reads instead, so that a lazy
-    restore builds only the last pending message (the exchange's calls are compared with it).
     """
-    history, pending = (snap.history, snap.pending) if conversation is None else conversation
+    history, pending = snap.history, snap.pending
     state = snap.state
     kind = state.kind
     if isinstance(state, AwaitingTools) != (snap.exchange is not None):
@@ -283,25 +268,13 @@ def snapshot_problem(
         pre = [r.call_id for r in exchange.preanswered]
         if not set(pre) <= ids or len(set(pre)) != len(pre) or not exchange.dispatch:
             return "the exchange's pre-answered results do not fit its calls"
-    walked_history, walked_pending = (history, pending) if shapes is None else shapes
     open_tail = kind == "awaiting_tools" or (kind == "terminal" and not snap.finalized)
-    problem = coherence_problem(walked_history, open_tail=False)
+    problem = coherence_problem(history, open_tail=False)
     if problem is None:
-        problem = coherence_problem(walked_pending, open_tail=open_tail)
-    if problem is None and numbers:
+        problem = coherence_problem(pending, open_tail=open_tail)
+    if problem is None:
         return nonfinite_problem(history, pending)
     return None if problem is None else f"conversation: {problem}"
-
-
-def sealed_shell(content: bytes) -> MachineSnapshot | None:
-    """The snapshot of a verified sealed text's small fields, validated (``content`` is the
-    content with history and pending empty: ``adopted.SealedParts.shell``), or None when they are
-    not valid (restore the text whole: its error says why). Not checked against the
-    conversation: run ``snapshot_problem(snap, conversation=...)`` with the messages."""
-    try:
-        return MachineSnapshot.model_validate_json(content, context={_SHELL: True})
-    except ValidationError:
-        return None
 
 
 def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
@@ -321,72 +294,3 @@ def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
                 if value and (why := value_problem(value, limit=1 << 30)) is not None:
                     return f"{name}[{i}]: a {part.kind} part's data cannot be saved: {why}"
     return None
-
-
-def _content_json(snap: MachineSnapshot) -> bytes:
-    """The content's bytes (what the digest hashes), serialized again from ``snap``."""
-    end = EndEncoder().encode(
-        snap.state,
-        snap.turns_taken,
-        snap.context_tokens,
-        snap.exchange,
-        snap.advertised,
-        snap.started,
-        snap.finalized,
-        snap.noop_floor,
-        snap.loop.calls,
-        snap.loop.unjudged,
-        snap.loop.warned,
-    )
-    history = [message_json(m) for m in snap.history]
-    pending = [message_json(m) for m in snap.pending]
-    return snapshot_json(history, pending, end)
-
-
-def _verified_version(snap: MachineSnapshot, raw: bytes | None) -> int | None:
-    """The content version of a sealed snapshot whose checksum matches its content, else None:
-    the bytes as given (``seal.raw_version``), else the content serialized again (another
-    layout, or no text: a dict)."""
-    checksum = snap.checksum
-    assert checksum is not None
-    if raw is not None:
-        version = raw_version(raw, checksum)
-        if version is not None:
-            return version
-    content = _content_json(snap)
-    if hashlib.sha256(content).hexdigest() != checksum:
-        return None
-    return 2 if content.startswith(HISTORY_HEAD.modern) else 1
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a snapshot is parsed, and file what the parse
-    built under the oldest generation.
-
-    Parsing a long history allocates tens of thousands of acyclic, long-lived objects (about
-    seven per message: the models, their field sets, the parts tuples). The collector's passes
-    over them find nothing to free but cost more than the parse itself (measured: restoring
-    10,000 messages took 96 ms with the collector running and 40 ms without). Paused, the
-    objects still sit in the youngest generation, and the next two young collections traverse
-    them all before they reach the oldest one: 8 ms more per 10,000 messages in
-    ``benchmarks/bench_brain.py``. So the young generations are collected first (what the
-    collector was due to do anyway), and after the parse ``gc.freeze()`` then ``gc.unfreeze()``
-    moves what is young now, the conversation just built, straight to the oldest generation,
-    which full collections still traverse. Skipped when the process keeps frozen objects of its
-    own (``gc.get_freeze_count()``): unfreezing would release them. Reference counting frees
-    memory as usual; the collector's previous state is restored on the way out.
-    """
-    was_enabled = gc.isenabled()
-    promote = was_enabled and gc.get_freeze_count() == 0
-    if promote:
-        gc.collect(1)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if promote and gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()

@@ -1,5 +1,4 @@
-"""``MachineData``, the brain's fields and their saved forms, and ``prebuilt``, the states and
-steps every machine shares: what the split of ``machine.py`` must keep true."""
+"""``MachineData``: the brain's fields and the entry points of their saved form."""
 
 from __future__ import annotations
 
@@ -7,18 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from brain_helpers import BY_STATE, POLICY, answer, ask, call, committed, warned
+from brain_helpers import BY_STATE, committed, warned
 
 from loopctl import LoopMachine
 from loopctl.core.machine_data import MachineData, is_count
-from loopctl.core.prebuilt import (
-    EARLY_TURNS,
-    START,
-    awaiting_model,
-    awaiting_tools,
-    call_llm,
-)
-from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, Start
 
 MACHINES: dict[str, Callable[[], LoopMachine]] = {
     "fresh": LoopMachine,
@@ -78,49 +69,13 @@ def test_the_state_slots_are_the_snapshot_fields() -> None:
 
 def test_equality_covers_the_state_not_the_caches() -> None:
     a, b = BY_STATE["awaiting_tools"](), BY_STATE["awaiting_tools"]()
-    a.digest()  # fills a's caches only
-    assert a == b and a._history_json is not None and b._history_json is None
+    a.digest()  # fills a's saved-form cache only
+    assert a == b
     b.set_context_tokens(b.context_tokens + 1)
     assert a != b
     assert a.__eq__(object()) is NotImplemented
     with pytest.raises(TypeError):
         hash(a)
-
-
-def test_a_fresh_machine_starts_in_the_shared_start() -> None:
-    assert LoopMachine().state is START and isinstance(START, Start)
-
-
-@pytest.mark.parametrize(
-    ("build", "cls"),
-    [(awaiting_model, AwaitingModel), (call_llm, CallLLM), (awaiting_tools, AwaitingTools)],
-)
-def test_early_turns_are_shared_and_late_turns_are_built_each_time(
-    build: Callable[[int], AwaitingModel | CallLLM | AwaitingTools], cls: type
-) -> None:
-    for turn in (0, 1, EARLY_TURNS - 1):
-        value = build(turn)
-        assert build(turn) is value  # one instance for every machine
-        assert type(value) is cls and value.turn == turn
-    late = build(EARLY_TURNS)
-    assert type(late) is cls and late.turn == EARLY_TURNS
-    assert build(EARLY_TURNS) is not late and build(EARLY_TURNS) == late
-
-
-def test_two_machines_share_their_early_states_and_steps() -> None:
-    machines = [LoopMachine(), LoopMachine()]
-    steps = []
-    for m in machines:
-        m.accept_input("go")
-        steps.append(m.next_step(POLICY))
-    assert steps[0] is steps[1] and machines[0].state is machines[1].state
-    c = call("c1", path="/a")
-    for m in machines:
-        m.model_response(ask(c), 10)
-    assert machines[0].state is machines[1].state is awaiting_tools(1)
-    for m in machines:
-        m.tool_results(answer(c))
-    assert machines[0] == machines[1]
 
 
 def _finished_run(machine: LoopMachine, text: str, modern: bool) -> LoopMachine:
@@ -133,7 +88,7 @@ def _finished_run(machine: LoopMachine, text: str, modern: bool) -> LoopMachine:
     parts: list[object] = [ToolCall(id=f"c-{text}", name="add", arguments={"a": 1})]
     if modern:
         parts.insert(0, ThinkingPart(provider="anthropic", text="hm", signature="s"))
-    machine.model_response(Message(role="assistant", parts=tuple(parts)), 10)  # type: ignore[arg-type]
+    machine.model_response(Message(role="assistant", parts=tuple(parts)), 10)
     machine.next_step(policy)
     machine.tool_results(
         Message.from_results([ToolResult(call_id=f"c-{text}", name="add", content="2")])
@@ -152,7 +107,7 @@ def test_the_next_runs_brain_carries_the_historys_json_and_digests_the_same(
 ) -> None:
     """next_run() hands the next brain the JSON already encoded of its history: its digest,
     checksum and saved text are a from-scratch brain's, and no message is encoded again."""
-    from loopctl.core import encoding
+    from loopctl.core import _saved
 
     machine = LoopMachine()
     for run in range(3):
@@ -164,12 +119,12 @@ def test_the_next_runs_brain_carries_the_historys_json_and_digests_the_same(
         encodes: list[object] = []
 
         def counted(
-            m: object, real: Any = encoding.message_json, seen: list[object] = encodes
+            m: object, real: Any = _saved._MESSAGE_JSON, seen: list[object] = encodes
         ) -> Any:
             seen.append(m)
             return real(m)
 
-        monkeypatch.setattr(encoding, "message_json", counted)
+        monkeypatch.setattr(_saved, "_MESSAGE_JSON", counted)
         fresh = machine.next_run()
         digest, checksum, text = fresh.digest(), fresh.checksum(), fresh.model_dump_json()
         monkeypatch.undo()
@@ -182,27 +137,3 @@ def test_the_next_runs_brain_carries_the_historys_json_and_digests_the_same(
         )
         assert LoopMachine.model_validate_json(text) == fresh
         machine = fresh
-
-
-def test_a_carried_cache_goes_on_from_the_running_hash_it_had() -> None:
-    """``encoding.carried`` copies the history's running hash as well as its JSON: the next
-    run's first digest hashes only what came after (it hashed the whole history again, once
-    per run: 1.2 ms at 10,000 messages), and the copy is its own (hashing on in one cache
-    leaves the other as it was)."""
-    import hashlib
-
-    from loopctl import Message
-    from loopctl.core.encoding import carried, encoded, sha256_of
-
-    old = [Message.user(f"question {i}") for i in range(5)]
-    start = sha256_of(b"[")
-    cache = encoded(None, old, start)
-    before = cache.chain.hexdigest()
-    new = [*old, Message.user("one more")]
-    out = carried(cache, old, new)
-    assert out is not None and out.hashed == 5 and out.chain is not cache.chain
-    assert out.chain.hexdigest() == before
-    out = encoded(out, new, start)
-    assert out.hashed == 6 and cache.chain.hexdigest() == before
-    whole = hashlib.sha256(b"[" + b",".join(out.parts))
-    assert out.chain.hexdigest() == whole.hexdigest() == encoded(None, new, start).chain.hexdigest()

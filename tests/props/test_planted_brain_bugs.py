@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,8 +27,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_constants
 
 import loopctl.core.machine as brain
-import loopctl.core.machine_data as brain_data
-from loopctl.core import MAX_LOOP_WINDOW, CallLLM, LoopMachine, MachinePolicy, ToolCall
+from loopctl.core import MAX_LOOP_WINDOW, CallLLM, LoopMachine, MachinePolicy, ToolCall, _saved
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_loops import (
     LoopProgram,
@@ -202,27 +202,20 @@ def overflow_count_ignored(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
 
 @pytest.fixture
 def stale_digest(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
-    """The digest's history cache is kept when the new history has the old one's length (it
-    checks the length, not the list): a same-length swap keeps the old history's hash. Saves
-    build their JSON without a running hash (no ``start``) and stay right."""
+    """The saved form's cache trusts a list's length, not its messages: a list of the length it
+    encoded (a same-length compaction) keeps the old messages' JSON and hash."""
     plant = Plant()
-    real = vars(brain_data)["encoded"]
+    real = _saved._Encoded.follow
 
-    def encoded(cache: Any, messages: Any, start: Any = None, base: Any = None) -> Any:
-        if (
-            start is not None
-            and base is None
-            and cache is not None
-            and cache.chain is not None
-            and cache.source is not messages
-            and len(cache.parts) == len(messages)
-        ):
-            if list(cache.source) != list(messages):
+    def follow(self: Any, messages: Any) -> None:
+        done = len(self.messages)
+        if done and len(messages) == done:
+            if not all(map(operator.is_, self.messages, messages)):
                 plant.fired += 1
-            return cache
-        return real(cache, messages, start, base)
+            return
+        real(self, messages)
 
-    monkeypatch.setattr(brain_data, "encoded", encoded)
+    monkeypatch.setattr(_saved._Encoded, "follow", follow)
     yield plant
 
 

@@ -15,7 +15,7 @@ import hashlib
 from pydantic import ValidationError
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError, Terminal
-from loopctl.core.seal import sealed_text
+from loopctl.core.snapshot import sealed_text
 from loopctl_sim.props.invariants.conversation import open_tail_allowed
 from loopctl_sim.props.invariants.problems import (
     InvariantCode,
