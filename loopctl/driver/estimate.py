@@ -7,11 +7,11 @@ the context grow. The default is the usual rule of thumb of about 4 characters a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Protocol
 
 from loopctl.core import Message
-from loopctl.core.jsontext import DUMPS
 
 __all__ = ["CharEstimator", "TokenEstimator", "message_chars"]
 
@@ -50,7 +50,7 @@ def message_chars(message: Message) -> int:
         if part.kind == "text":
             chars += len(part.text)
         elif part.kind == "tool_call":
-            chars += len(part.name) + len(DUMPS(part.arguments))  # json.dumps' text
+            chars += len(part.name) + len(json.dumps(part.arguments))
         elif part.kind == "tool_result":
             chars += len(part.content)
     return chars
