@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from loopctl import LoopMachine, MachinePolicy, MachineSnapshot, Message, ToolCall, ToolResult
+from loopctl import LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
+from loopctl.core import MachineSnapshot
 from loopctl.core.snapshot import snapshot_problem
 
 SIZES = (10, 1_000, 10_000)

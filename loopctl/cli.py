@@ -44,13 +44,18 @@ import httpx
 
 from loopctl.api import ApiClient
 from loopctl.core import Cancelled, Completed, Failed, MaxTurnsExceeded
-from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
-from loopctl.providers._common import HttpProvider
+from loopctl.providers import (
+    AnthropicClient,
+    HttpProvider,
+    MissingApiKeyError,
+    OllamaClient,
+    OpenAIClient,
+)
 from loopctl.terminal import Interrupts, StreamOutput, visible
 from loopctl.tools import tool
 from loopctl.tools.messages import describe_exception
 
-__all__ = ["CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
+__all__ = ["PROVIDERS", "CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
 
 PROVIDERS = ("openai", "anthropic", "ollama")
 MAX_FILE_BYTES = 100_000
@@ -275,7 +280,8 @@ def run(
     verbose: bool,
 ) -> None:
     """Run PROMPT through one agent loop, streaming the answer."""
-    from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunConfig, SessionConfig
+    from loopctl.driver import BareLoop, CancelSignal, RunConfig, SessionConfig
+    from loopctl.observe import LoopObserver
 
     deps = ctx.find_object(CliDeps) or CliDeps()
     if agent is not None:

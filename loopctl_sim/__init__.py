@@ -1,7 +1,8 @@
 """loopctl_sim: record, replay and simulate loopctl runs.
 
 One subpackage per job; each layer imports only the layers below it (an import-linter contract in
-CI keeps it so), and all of them use ``loopctl`` through its public names:
+CI keeps it so), and all of them use ``loopctl`` through its public names only (another contract
+and ``tests/test_public_imports.py`` keep that so):
 
 =============  ===================================================================================
 package        owns
@@ -13,13 +14,16 @@ package        owns
 ``view``       readable views of a trace (the timeline)
 ``replay``     machine- and driver-level replay, divergence reports, diff, export-test, the corpus
 ``sim``        scripted worlds with faults, scenario files, the machine- and driver-level simulators
-``trace``      the trace format: records, schema, writer, reader (and its fast path), feeds,
-               scrubbing, recorders
+``trace``      the trace format: records, schema, writer, reader, feeds, scrubbing, recorders
 =============  ===================================================================================
 
-The names below are the public surface (``tests/test_exports.py`` pins the list). The hypothesis
-state machines (``BrainMachine``, ``DriverMachine``) need ``pip install 'loopctl[sim]'``; they are
-imported only when asked for (``from loopctl_sim import BrainMachine``).
+The names below are what a user of the harness needs: record a trace (``TraceRecorder``), read,
+replay, resume, diff and export it, the simulators, the invariant checkers, and the errors they
+raise (``tests/test_exports.py`` pins the list). Everything else stays importable from its
+subpackage (``loopctl_sim.trace``, ``loopctl_sim.replay``, ``loopctl_sim.sim``,
+``loopctl_sim.props.invariants``, ...). The hypothesis state machines (``BrainMachine``,
+``DriverMachine``) need ``pip install 'loopctl[sim]'``; they are imported only when asked for
+(``from loopctl_sim import BrainMachine``).
 """
 
 from loopctl_sim.errors import SimError
@@ -27,18 +31,12 @@ from loopctl_sim.props.invariants import (
     InvariantViolation,
     assert_machine,
     check_machine,
-    check_resume,
     check_trace,
 )
 from loopctl_sim.replay import (
     Divergence,
-    NeedsModel,
     ReplayResult,
     ResumeError,
-    ResumePoint,
-    ResumeResult,
-    TraceDiff,
-    UpdateResult,
     diff_traces,
     export_test,
     replay_agent,
@@ -47,13 +45,9 @@ from loopctl_sim.replay import (
     resume_point,
     resume_trace,
     update_trace,
-    write_test,
 )
 from loopctl_sim.sim import (
     AgentError,
-    Fault,
-    FaultPlan,
-    ModelScript,
     Scenario,
     ScenarioError,
     SimResult,
@@ -65,60 +59,36 @@ from loopctl_sim.sim import (
     simulate_driver,
 )
 from loopctl_sim.trace import (
-    TRACE_FORMAT,
-    TRACE_VERSION,
-    RecordingMachine,
     Scrubber,
     TraceFormatError,
     TraceReader,
     TraceRecorder,
-    TraceWriter,
-    apply_feed,
-    decode_feed_args,
-    encode_feed_args,
     read_trace,
     scrub_text,
-    trace_json_schema,
 )
 
 __all__ = [
-    "TRACE_FORMAT",
-    "TRACE_VERSION",
     "AgentError",
     "BrainMachine",
     "Divergence",
     "DriverMachine",
-    "Fault",
-    "FaultPlan",
     "InvariantViolation",
-    "ModelScript",
-    "NeedsModel",
-    "RecordingMachine",
     "ReplayResult",
     "ResumeError",
-    "ResumePoint",
-    "ResumeResult",
     "Scenario",
     "ScenarioError",
     "Scrubber",
     "SimError",
     "SimResult",
-    "TraceDiff",
     "TraceFormatError",
     "TraceReader",
     "TraceRecorder",
-    "TraceWriter",
-    "UpdateResult",
     "World",
-    "apply_feed",
     "assert_machine",
     "build_agent",
     "check_machine",
-    "check_resume",
     "check_trace",
-    "decode_feed_args",
     "diff_traces",
-    "encode_feed_args",
     "export_test",
     "load_agent",
     "load_scenario",
@@ -131,9 +101,7 @@ __all__ = [
     "scrub_text",
     "simulate",
     "simulate_driver",
-    "trace_json_schema",
     "update_trace",
-    "write_test",
 ]
 
 #: Public names imported only when asked for: they need hypothesis (``loopctl[sim]``).

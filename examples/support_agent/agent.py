@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from loopctl import (
     ApiClient,
     BareLoop,
-    Deny,
     Hooks,
     LoopObserver,
     RunConfig,
@@ -25,6 +24,7 @@ from loopctl import (
     ToolError,
     tool,
 )
+from loopctl.tools import Deny
 
 SYSTEM_PROMPT = (
     "You are the support agent of ShopCo. Look orders up before you answer questions about "

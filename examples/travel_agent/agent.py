@@ -34,11 +34,9 @@ from loopctl import (
     ApiClient,
     BareLoop,
     CompactReason,
-    Deny,
     Hooks,
     LoopObserver,
     Message,
-    Replace,
     RunConfig,
     SessionConfig,
     ToolCall,
@@ -46,7 +44,7 @@ from loopctl import (
     tool,
 )
 from loopctl.driver import plan_cut
-from loopctl.tools import NextTool, Tool
+from loopctl.tools import Deny, NextTool, Replace, Tool
 
 MODEL = "skyway-model-1"
 DEFAULT_BASE_URL = "http://127.0.0.1:8765/v1"

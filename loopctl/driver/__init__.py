@@ -13,12 +13,11 @@ from loopctl.driver.compaction import (
 )
 from loopctl.driver.config import RetryConfig, RunConfig, SessionConfig, build_policy
 from loopctl.driver.control import BeforeStep, StepPoint
-from loopctl.driver.estimate import CharEstimator, TokenEstimator
+from loopctl.driver.estimate import CharEstimator, TokenEstimator, message_chars
 from loopctl.driver.loop import BareLoop, Hooks, RunResult
-from loopctl.driver.model import ModelMiddleware
+from loopctl.driver.model import ModelMiddleware, check_call_ids
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
 from loopctl.driver.retry import retry_delay
-from loopctl.observe import IoEvent, LoopObserver
 
 __all__ = [
     "BareLoop",
@@ -27,8 +26,6 @@ __all__ = [
     "CharEstimator",
     "ContextCompactor",
     "Hooks",
-    "IoEvent",
-    "LoopObserver",
     "MiddleOutCompactor",
     "ModelMiddleware",
     "NoReflector",
@@ -42,6 +39,8 @@ __all__ = [
     "SummarizingCompactor",
     "TokenEstimator",
     "build_policy",
+    "check_call_ids",
+    "message_chars",
     "plan_cut",
     "retry_delay",
 ]

@@ -23,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         "(opentelemetry-api and opentelemetry-sdk)"
     ) from exc
 
-from loopctl.otel.attributes import CAPTURE_ENV, REDACTED, capture_from_env, scrub_content
+from loopctl.otel.attributes import CAPTURE_ENV, REDACTED, scrub_content
 from loopctl.otel.observer import INSTRUMENTATION, OtelObserver
 from loopctl.otel.spans import GenAiSpans
 
@@ -33,6 +33,5 @@ __all__ = [
     "REDACTED",
     "GenAiSpans",
     "OtelObserver",
-    "capture_from_env",
     "scrub_content",
 ]

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from loopctl._secrets import REDACTED, scrub_text
+from loopctl.secrets import REDACTED, scrub_text
 
 __all__ = [
     "CAPTURE_ENV",
@@ -43,7 +43,7 @@ CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 #: ``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every value
 #: given to a credential's name (``password: ...``, ``API_KEY=...``): the rule of the trace
-#: scrubber (``loopctl._secrets.scrub_text``), so a live span and the export of the run's trace
+#: scrubber (``loopctl.secrets.scrub_text``), so a live span and the export of the run's trace
 #: scrub a message to the same text.
 scrub_content: Final = scrub_text
 

@@ -15,17 +15,16 @@ See docs/providers.md.
 """
 
 from loopctl.providers._anthropic import AnthropicClient
-from loopctl.providers._common import MissingApiKeyError, classify, parse_retry_hints
+from loopctl.providers._common import HttpProvider, MissingApiKeyError
 from loopctl.providers._ollama import OllamaClient
 from loopctl.providers._openai import OpenAIClient
 from loopctl.providers._openai_responses import OpenAIResponsesClient
 
 __all__ = [
     "AnthropicClient",
+    "HttpProvider",
     "MissingApiKeyError",
     "OllamaClient",
     "OpenAIClient",
     "OpenAIResponsesClient",
-    "classify",
-    "parse_retry_hints",
 ]

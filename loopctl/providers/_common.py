@@ -26,7 +26,6 @@ from typing import Any
 
 import httpx
 
-from loopctl._secrets import is_secret_name
 from loopctl.api import ApiError, ModelRequest, StreamEvent
 from loopctl.core import LoopError
 from loopctl.providers._errors import (
@@ -43,6 +42,7 @@ from loopctl.providers._errors import (
 from loopctl.providers._framing import Cursor, SseEvent, ndjson_objects, sse_events
 from loopctl.providers._hosts import Family, identity
 from loopctl.providers._urls import BaseUrl, redact
+from loopctl.secrets import is_secret_name
 
 __all__ = [
     "Cursor",

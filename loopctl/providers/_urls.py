@@ -13,7 +13,7 @@ no secret query value, and every error a client raises has the secrets it knows 
 URL's password, a secret query value) replaced, and whatever else is shaped like one
 (``redact``): a server that echoes a key in a 401 does not put it in a run's result, a trace or
 a terminal. Which query parameters carry a credential, and what else is a secret, is the trace
-scrubber's rule (``loopctl._secrets``).
+scrubber's rule (``loopctl.secrets``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from loopctl._secrets import REDACTED, is_secret_param, scrub_text
 from loopctl.api import ApiError
 from loopctl.core import LoopError
+from loopctl.secrets import REDACTED, is_secret_param, scrub_text
 
 __all__ = ["REDACTED", "BaseUrl", "redact"]
 
@@ -92,7 +92,7 @@ def _replace(value: Any, secrets: Iterable[str]) -> Any:
 def redact(exc: ApiError, secrets: Iterable[str]) -> ApiError:
     """``exc`` with each of ``secrets`` (of 4 characters or more) replaced in its message and
     details, then whatever else is shaped like a secret or given to a secret's name (another
-    key a server echoes: ``loopctl._secrets.scrub_text``); the same error when nothing
+    key a server echoes: ``loopctl.secrets.scrub_text``); the same error when nothing
     changed, the retry hints kept."""
     # a longer one first; one shorter than 4 characters would take ordinary words with it
     ordered = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)

@@ -5,18 +5,18 @@ answers the brain's ``CallTools`` step with ``dispatch``. Everything here does I
 user code); nothing here decides what the loop does next.
 """
 
-from loopctl.tools.decorator import Tool, ToolArgumentsError, ToolError, encode_result, tool
-from loopctl.tools.dispatch import Dispatcher, dispatch, plan_waves
+from loopctl.tools.decorator import Tool, ToolArgumentsError, ToolError, tool
+from loopctl.tools.dispatch import Dispatcher, dispatch
 from loopctl.tools.hooks import (
     Allow,
     Deny,
     NextTool,
     PostToolHook,
-    PreToolDecision,
     PreToolHook,
     Replace,
     ToolMiddleware,
 )
+from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
 from loopctl.tools.registry import ToolRegistry
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "Dispatcher",
     "NextTool",
     "PostToolHook",
-    "PreToolDecision",
     "PreToolHook",
     "Replace",
     "Tool",
@@ -34,7 +33,8 @@ __all__ = [
     "ToolMiddleware",
     "ToolRegistry",
     "dispatch",
-    "encode_result",
-    "plan_waves",
+    "raised_message",
+    "timed_out_message",
     "tool",
+    "unknown_tool_message",
 ]

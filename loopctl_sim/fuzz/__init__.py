@@ -29,8 +29,7 @@ Code above imports from this package (``from loopctl_sim.fuzz import run_campaig
 it import from each other's modules, never from the package, so the package imports in one order.
 """
 
-from loopctl_sim.fuzz.agent_case import AgentProfile, agent_profile, case_for, make_agent_case
-from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
+from loopctl_sim.fuzz.agent_checks import scripted
 from loopctl_sim.fuzz.campaign import (
     CampaignSummary,
     check,
@@ -38,53 +37,28 @@ from loopctl_sim.fuzz.campaign import (
     parse_faults,
     parse_seeds,
     run_campaign,
-    run_seed,
 )
-from loopctl_sim.fuzz.case import ALL_FAULTS, FuzzCase, FuzzConfig, make_case, scenario_yaml
-from loopctl_sim.fuzz.checks import CREATED, CaseResult, Failure, check_case
-from loopctl_sim.fuzz.cluster import ClusterError, ClusterSpec, DaskCluster, parse_cluster
+from loopctl_sim.fuzz.case import FuzzConfig, make_case
+from loopctl_sim.fuzz.checks import CaseResult, check_case
+from loopctl_sim.fuzz.cluster import DaskCluster, parse_cluster
 from loopctl_sim.fuzz.driver_checker import DriverChecker
-from loopctl_sim.fuzz.executors import Chunk, Executor, WorkerSetupError
-from loopctl_sim.fuzz.shrink import ShrinkResult, ddmin, shrink_scenario
-from loopctl_sim.fuzz.state import CampaignState, StateError
-from loopctl_sim.fuzz.user_checks import UserCheck, load_check
+from loopctl_sim.fuzz.shrink import ddmin, shrink_scenario
 
 __all__ = [
-    "ALL_FAULTS",
-    "CREATED",
-    "AgentProfile",
-    "CampaignState",
     "CampaignSummary",
     "CaseResult",
-    "Chunk",
-    "ClusterError",
-    "ClusterSpec",
     "DaskCluster",
     "DriverChecker",
-    "Executor",
-    "Failure",
-    "FuzzCase",
     "FuzzConfig",
-    "ShrinkResult",
-    "StateError",
-    "UserCheck",
-    "WorkerSetupError",
-    "agent_profile",
-    "case_for",
     "check",
-    "check_agent_case",
     "check_case",
     "check_scenario",
     "ddmin",
-    "load_check",
-    "make_agent_case",
     "make_case",
     "parse_cluster",
     "parse_faults",
     "parse_seeds",
     "run_campaign",
-    "run_seed",
-    "scenario_yaml",
     "scripted",
     "shrink_scenario",
 ]

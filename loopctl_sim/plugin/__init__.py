@@ -12,19 +12,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from loopctl_sim.plugin.cassette_rules import MATCH_ON, scrub_request, scrub_response, vcr_config
-from loopctl_sim.plugin.modes import RECORD_MODES, current_record_mode
+from loopctl_sim.plugin.cassette_rules import vcr_config
 
 __all__ = [
-    "MATCH_ON",
-    "RECORD_MODES",
     "CassetteMiss",
     "CassetteNotWritten",
     "CassetteSession",
     "CassetteWriteError",
-    "current_record_mode",
-    "scrub_request",
-    "scrub_response",
     "use_cassette",
     "vcr_config",
 ]

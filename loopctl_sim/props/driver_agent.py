@@ -28,8 +28,7 @@ from hypothesis import strategies as st
 from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, Message
 from loopctl.driver import BareLoop
-from loopctl.testing import ExploreConfig
-from loopctl.testing.explore import MOVES
+from loopctl.testing import MOVES, ExploreConfig
 from loopctl.testing.strategies import replies
 from loopctl_sim.sim.agent import AgentFactory, build_agent
 from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan

@@ -59,8 +59,15 @@ from loopctl.core import (
     Message,
     ToolCall,
 )
-from loopctl.driver import BareLoop, CancelSignal, Hooks, RetryConfig, RunResult, StepPoint
-from loopctl.driver.model import check_call_ids
+from loopctl.driver import (
+    BareLoop,
+    CancelSignal,
+    Hooks,
+    RetryConfig,
+    RunResult,
+    StepPoint,
+    check_call_ids,
+)
 from loopctl.observe import LoopObserver
 from loopctl_sim.props import invariants as inv
 

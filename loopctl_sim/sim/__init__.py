@@ -25,90 +25,44 @@ It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; no
 Modules above import from this package; modules in it import from each other's modules.
 """
 
-from loopctl_sim.sim.agent import (
-    AgentError,
-    AgentFactory,
-    agent_from_pyproject,
-    build_agent,
-    load_agent,
-)
-from loopctl_sim.sim.agent_run import (
-    AgentRun,
-    AgentRunError,
-    AgentWorld,
-    live_tools,
-    run_agent,
-    run_agent_async,
-)
+from loopctl_sim.sim.agent import AgentError, agent_from_pyproject, build_agent, load_agent
+from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, live_tools, run_agent
 from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
-from loopctl_sim.sim.driver import WorldClient, simulate_driver, simulate_driver_async
-from loopctl_sim.sim.layers import (
-    FaultyClient,
-    ModelSource,
-    RunFaults,
-    ScriptSource,
-    StepLimit,
-    ToolFaults,
-    chain_before_step,
-    simulated_result,
-)
+from loopctl_sim.sim.driver import simulate_driver, simulate_driver_async
+from loopctl_sim.sim.layers import FaultyClient, RunFaults, ScriptSource, ToolFaults
 from loopctl_sim.sim.machine import SimResult, SimulationError, simulate
-from loopctl_sim.sim.scenario import ExploreScenario, Scenario, ScenarioError, load_scenario
-from loopctl_sim.sim.world import (
-    MODEL_FAULTS,
-    RUN_FAULTS,
-    TOOL_FAULTS,
-    Fault,
-    FaultKind,
-    FaultPlan,
-    ModelScript,
-    ToolFn,
-    World,
-    message_events,
-)
+from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
+from loopctl_sim.sim.world import Fault, FaultKind, FaultPlan, ModelScript, World
 
 __all__ = [
-    "MODEL_FAULTS",
-    "RUN_FAULTS",
-    "TOOL_FAULTS",
     "AgentError",
-    "AgentFactory",
     "AgentRun",
     "AgentRunError",
     "AgentWorld",
     "Crash",
-    "ExploreScenario",
     "Fault",
     "FaultKind",
     "FaultPlan",
     "FaultyClient",
     "ModelScript",
-    "ModelSource",
     "RunFaults",
     "Scenario",
     "ScenarioError",
     "ScriptSource",
     "SimResult",
     "SimulationError",
-    "StepLimit",
     "ToolFaults",
-    "ToolFn",
     "World",
-    "WorldClient",
     "agent_from_pyproject",
     "build_agent",
-    "chain_before_step",
     "configs_for",
     "live_tools",
     "load_agent",
     "load_scenario",
-    "message_events",
     "no_sleep",
     "run_agent",
-    "run_agent_async",
     "simulate",
     "simulate_driver",
     "simulate_driver_async",
-    "simulated_result",
     "stub_tools",
 ]

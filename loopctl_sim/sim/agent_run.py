@@ -39,8 +39,8 @@ from typing import IO, Any
 
 from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
-from loopctl.driver import BareLoop, CancelSignal, LoopObserver, RunResult, StepPoint
-from loopctl.observe import IoEvent
+from loopctl.driver import BareLoop, CancelSignal, RunResult, StepPoint
+from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.errors import SimError

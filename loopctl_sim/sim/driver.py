@@ -17,13 +17,8 @@ from typing import IO, Any, Protocol
 
 from loopctl.api import StreamEvent
 from loopctl.core import LoopMachine, Message
-from loopctl.driver import (
-    BareLoop,
-    CancelSignal,
-    LoopObserver,
-    MiddleOutCompactor,
-    StepPoint,
-)
+from loopctl.driver import BareLoop, CancelSignal, MiddleOutCompactor, StepPoint
+from loopctl.observe import LoopObserver
 from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools
 from loopctl_sim.sim.layers import (
     Counting,

@@ -30,8 +30,7 @@ from loopctl.core import (
     Message,
     Start,
 )
-from loopctl.driver.model import check_call_ids
-from loopctl.driver.retry import retry_delay
+from loopctl.driver import check_call_ids, retry_delay
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.world import (
     FaultPlan,

@@ -50,10 +50,8 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.driver.compaction import MiddleOutCompactor
-from loopctl.driver.config import RetryConfig
-from loopctl.driver.estimate import CharEstimator, message_chars
-from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
+from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig, message_chars
+from loopctl.tools import raised_message, timed_out_message, unknown_tool_message
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import (
     MODEL_FAULTS,

@@ -38,7 +38,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from loopctl._secrets import (
+from loopctl.secrets import (
     AFTER,
     BUILTIN_PATTERNS,
     COMMON_WORDS,
@@ -64,7 +64,7 @@ __all__ = [
     "without_fingerprints",
 ]
 
-#: Name literals: a secret name's JSON text holds one (``loopctl._secrets.is_secret_name``).
+#: Name literals: a secret name's JSON text holds one (``loopctl.secrets.is_secret_name``).
 _COMMON_LITERALS: Final = tuple(w + a for w in COMMON_WORDS for a in AFTER)
 _NAME_LITERALS: Final = (*RARE_WORDS, *_COMMON_LITERALS)
 
@@ -142,7 +142,7 @@ def _common_name(low: str) -> bool:
 
 
 #: Whether a mapping key names a credential (its value is replaced whole): the one name rule
-#: of the engine and the harness (see ``loopctl._secrets.is_secret_name``).
+#: of the engine and the harness (see ``loopctl.secrets.is_secret_name``).
 is_secret_key: Final = is_secret_name
 
 
@@ -217,7 +217,7 @@ class Scrubber:
     def text(self, text: str) -> str:
         """``text`` with every secret-shaped value replaced (the same object when none): the
         shapes first, then the values of secret names (``password: ...``, ``api-key=...``;
-        ``loopctl._secrets.TextScrubber``, the rule a live span and a provider's error use)."""
+        ``loopctl.secrets.TextScrubber``, the rule a live span and a provider's error use)."""
         return self._text(text)
 
     def __call__(self, value: Any) -> Any:

@@ -24,31 +24,25 @@ the command line and the plugin import it. Views read records as JSON through th
 kind, io kind or message part shows up instead of breaking them.
 """
 
-from loopctl_sim.view.compare import TraceComparison, compare_traces
-from loopctl_sim.view.describe import LANES, Described, describe, outcome_text
-from loopctl_sim.view.fields import ABSENT, FieldDiff, leaf_diff
+from loopctl_sim.view.compare import compare_traces
+from loopctl_sim.view.describe import describe
+from loopctl_sim.view.fields import ABSENT, leaf_diff
 from loopctl_sim.view.html import render_html, write_html
-from loopctl_sim.view.reports import policy_in_force, print_comparison, print_divergence
+from loopctl_sim.view.reports import print_comparison, print_divergence
 from loopctl_sim.view.show import ShowFilter, parse_turns, print_timeline, timeline
 from loopctl_sim.view.term import make_console
 from loopctl_sim.view.timeline import Timeline, build_timeline
 
 __all__ = [
     "ABSENT",
-    "LANES",
-    "Described",
-    "FieldDiff",
     "ShowFilter",
     "Timeline",
-    "TraceComparison",
     "build_timeline",
     "compare_traces",
     "describe",
     "leaf_diff",
     "make_console",
-    "outcome_text",
     "parse_turns",
-    "policy_in_force",
     "print_comparison",
     "print_divergence",
     "print_timeline",

@@ -31,11 +31,9 @@ from loopctl import (
     ApiClient,
     BareLoop,
     CompactReason,
-    Deny,
     Hooks,
     LoopObserver,
     Message,
-    Replace,
     RunConfig,
     SessionConfig,
     ToolCall,
@@ -43,7 +41,7 @@ from loopctl import (
     tool,
 )
 from loopctl.driver import plan_cut
-from loopctl.tools import NextTool
+from loopctl.tools import Deny, NextTool, Replace
 
 SPEC = "bookshop_agent:build"
 TASK = "Do you have 978-0? Ship to EU, split 30 among 3."

@@ -9,8 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from examples.travel_agent import agent
-from loopctl import ApiClient, BareLoop, Deny, LoopObserver, Message, ToolCall, ToolResult, tool
+from loopctl import ApiClient, BareLoop, LoopObserver, Message, ToolCall, ToolResult, tool
 from loopctl.driver import plan_cut
+from loopctl.tools import Deny
 
 _BASE = agent.Settings()
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loopctl import LoopMachine, coherence_problem
+from loopctl import LoopMachine
+from loopctl.core import coherence_problem
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:

@@ -14,19 +14,8 @@ from brain_helpers import (
     started,
 )
 
-from loopctl import (
-    AwaitingCompaction,
-    CallLLM,
-    Compact,
-    CompactReason,
-    Done,
-    Failed,
-    LoopError,
-    LoopMachine,
-    Message,
-    Start,
-    Terminal,
-)
+from loopctl import CallLLM, Compact, CompactReason, Done, Failed, LoopError, LoopMachine, Message
+from loopctl.core import AwaitingCompaction, Start, Terminal
 
 MANUAL = POLICY.model_copy(update={"compact_now": True})
 

@@ -7,20 +7,8 @@ from typing import Any
 import pytest
 from brain_helpers import POLICY, answer, ask, call, started
 
-from loopctl import (
-    MAX_LOOP_WINDOW,
-    CallLLM,
-    Done,
-    Failed,
-    LoopAction,
-    LoopMachine,
-    LoopWindow,
-    MachinePolicy,
-    ProtocolError,
-    ToolCall,
-    call_key,
-    judge,
-)
+from loopctl import CallLLM, Done, Failed, LoopMachine, MachinePolicy, ProtocolError, ToolCall
+from loopctl.core import MAX_LOOP_WINDOW, LoopAction, LoopWindow, call_key, judge
 
 
 def test_call_key_is_canonical_in_argument_order() -> None:

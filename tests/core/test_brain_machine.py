@@ -20,7 +20,6 @@ from brain_helpers import (
 )
 
 from loopctl import (
-    AwaitingTools,
     CallLLM,
     CallTools,
     Cancelled,
@@ -33,11 +32,9 @@ from loopctl import (
     MaxTurnsExceeded,
     Message,
     ProtocolError,
-    Start,
-    Terminal,
     ToolResult,
-    coherence_problem,
 )
+from loopctl.core import AwaitingTools, Start, Terminal, coherence_problem
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
 

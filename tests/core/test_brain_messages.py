@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from loopctl import MESSAGES, Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
+from loopctl import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
+from loopctl.core import MESSAGES
 
 CALL = ToolCall(id="c1", name="read", arguments={"path": "/a", "n": 2})
 RESULT = ToolResult(call_id="c1", name="read", content="text", is_error=True)

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from loopctl import MAX_LOOP_WINDOW, MachinePolicy
+from loopctl import MachinePolicy
+from loopctl.core import MAX_LOOP_WINDOW
 
 
 @pytest.mark.parametrize(

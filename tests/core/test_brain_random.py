@@ -17,14 +17,8 @@ from brain_helpers import POLICY, answer, ask, call
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopctl import (
-    CompactReason,
-    LoopError,
-    LoopMachine,
-    Message,
-    ProtocolError,
-    coherence_problem,
-)
+from loopctl import CompactReason, LoopError, LoopMachine, Message, ProtocolError
+from loopctl.core import coherence_problem
 
 POLICIES = [
     POLICY,

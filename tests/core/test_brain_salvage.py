@@ -7,14 +7,8 @@ from brain_helpers import answer, ask, call
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl import (
-    Message,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    coherence_problem,
-    coherent_prefix_length,
-)
+from loopctl import Message, TextPart, ToolCall, ToolResult
+from loopctl.core import coherence_problem, coherent_prefix_length
 
 A, B = call("a"), call("b", "write")
 U = Message.user("go")

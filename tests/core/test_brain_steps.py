@@ -8,9 +8,6 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from loopctl import (
-    AwaitingCompaction,
-    AwaitingModel,
-    AwaitingTools,
     CallLLM,
     CallTools,
     Cancelled,
@@ -20,13 +17,18 @@ from loopctl import (
     Done,
     Failed,
     LoopError,
-    MachineOutcome,
-    MachineState,
     MachineStep,
     MaxTurnsExceeded,
+    ToolCall,
+)
+from loopctl.core import (
+    AwaitingCompaction,
+    AwaitingModel,
+    AwaitingTools,
+    MachineOutcome,
+    MachineState,
     Start,
     Terminal,
-    ToolCall,
 )
 
 ERROR = LoopError(

@@ -7,7 +7,8 @@ import pytest
 from brain_helpers import POLICY, answer, ask, call
 from pydantic import BaseModel
 
-from loopctl import Completed, Done, LoopError, LoopMachine, Message, Terminal
+from loopctl import Completed, Done, LoopError, LoopMachine, Message
+from loopctl.core import Terminal
 from loopctl.core.prebuilt import EARLY_TURNS as _EARLY_TURNS
 from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import AwaitingModel, AwaitingTools, CallLLM, CallTools

@@ -13,10 +13,10 @@ from loopctl import (
     LoopMachine,
     Message,
     ProtocolError,
-    StepPoint,
     tool,
 )
 from loopctl.api import ModelRequest
+from loopctl.driver import StepPoint
 from loopctl.testing import FunctionClient, ScriptedClient
 from tests.driver.conftest import Recorder
 from tests.driver.helpers import answer, ask, call

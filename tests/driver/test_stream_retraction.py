@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopctl import BareLoop, LoopError, RetryConfig, RunConfig, tool
+from loopctl import BareLoop, LoopError, RunConfig, tool
 from loopctl.api import (
     ApiError,
     AttemptAbandoned,
@@ -26,7 +26,7 @@ from loopctl.api import (
     Usage,
 )
 from loopctl.cli import main
-from loopctl.driver import CancelSignal
+from loopctl.driver import CancelSignal, RetryConfig
 from loopctl.terminal import StreamOutput
 from tests.reliability.local_server import (
     Answer,

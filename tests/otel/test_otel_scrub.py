@@ -3,7 +3,7 @@
 The live observer scrubs with ``loopctl.otel.scrub_content`` (the engine may not import the trace
 scrubber); a value with no key shape of its own (``DB_PASSWORD='correct horse battery'`` in a
 tool's result) is a secret by its name only. The shapes, the name rule and the text scrubbing
-are defined once, in ``loopctl._secrets``: the otel scrubber is that function, the trace
+are defined once, in ``loopctl.secrets``: the otel scrubber is that function, the trace
 scrubber reads the same patterns and name rule, and both scrub the tables here the same.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from otel_helpers import memory_provider
 
-from loopctl import BareLoop, Message, _secrets, tool
+from loopctl import BareLoop, Message, secrets, tool
 from loopctl.core import ToolCall
 from loopctl.otel import REDACTED, OtelObserver, scrub_content
 from loopctl.testing import ScriptedClient
@@ -79,13 +79,13 @@ NAMES = [
 
 
 def test_the_otel_and_trace_scrubbers_are_one_definition() -> None:
-    assert scrub_content is _secrets.scrub_text
-    assert is_secret_key is _secrets.is_secret_name
-    assert BUILTIN_PATTERNS is _secrets.BUILTIN_PATTERNS
-    assert PLACEHOLDER is _secrets.PLACEHOLDER
-    assert TRACE_REDACTED is _secrets.REDACTED and REDACTED is _secrets.REDACTED
-    assert Scrubber().patterns == _secrets.BUILTIN_PATTERNS
-    assert isinstance(Scrubber()._text, _secrets.TextScrubber)
+    assert scrub_content is secrets.scrub_text
+    assert is_secret_key is secrets.is_secret_name
+    assert BUILTIN_PATTERNS is secrets.BUILTIN_PATTERNS
+    assert PLACEHOLDER is secrets.PLACEHOLDER
+    assert TRACE_REDACTED is secrets.REDACTED and REDACTED is secrets.REDACTED
+    assert Scrubber().patterns == secrets.BUILTIN_PATTERNS
+    assert isinstance(Scrubber()._text, secrets.TextScrubber)
 
 
 def test_the_names_are_read_by_the_one_rule() -> None:

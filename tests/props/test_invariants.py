@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopctl import (
-    AwaitingModel,
     CallLLM,
     CallTools,
     Cancelled,
@@ -25,18 +24,21 @@ from loopctl import (
     CompactReason,
     Completed,
     Done,
-    Exchange,
     LoopError,
     LoopMachine,
     MachinePolicy,
-    MachineSnapshot,
     Message,
     ProtocolError,
-    Start,
-    Terminal,
     TextPart,
     ToolCall,
     ToolResult,
+)
+from loopctl.core import (
+    AwaitingModel,
+    Exchange,
+    MachineSnapshot,
+    Start,
+    Terminal,
     coherence_problem,
     coherent_prefix_length,
 )

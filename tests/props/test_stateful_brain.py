@@ -18,7 +18,6 @@ from loopctl import (
     CallLLM,
     Done,
     Failed,
-    LoopAction,
     LoopMachine,
     MachinePolicy,
     Message,
@@ -26,6 +25,7 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
+from loopctl.core import LoopAction
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_loops import (
     LoopProgram,

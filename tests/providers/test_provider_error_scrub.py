@@ -1,4 +1,4 @@
-"""A provider's error shows no secret, by the rule the trace scrubber reads (``loopctl._secrets``).
+"""A provider's error shows no secret, by the rule the trace scrubber reads (``loopctl.secrets``).
 
 The client knows its own key, the URL's credentials and its credential headers, and replaces
 them wherever a server echoes them; a server may also echo a secret the client never held

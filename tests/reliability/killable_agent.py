@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from loopctl import BareLoop, Message, ModelRequest, ToolCall, tool
+from loopctl import BareLoop, Message, ToolCall, tool
+from loopctl.api import ModelRequest
 from loopctl.testing import FunctionClient
 
 

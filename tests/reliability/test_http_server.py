@@ -20,8 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from loopctl import BareLoop, Completed, Failed, RetryConfig, RunConfig, tool
+from loopctl import BareLoop, Completed, Failed, RunConfig, tool
 from loopctl.api import AttemptAbandoned, StreamEvent
+from loopctl.driver import RetryConfig
 from loopctl.providers import OpenAIClient
 from loopctl_sim import TraceRecorder, read_trace, replay_driver, replay_trace
 from tests.reliability.local_server import (

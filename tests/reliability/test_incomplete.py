@@ -15,8 +15,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loopctl import BareLoop, Cancelled, CancelSignal, ModelRequest, tool
-from loopctl.api import StopEvent, StreamEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from loopctl import BareLoop, Cancelled, tool
+from loopctl.api import (
+    ModelRequest,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from loopctl.driver import CancelSignal
 from loopctl_sim import TraceRecorder, replay_driver, replay_trace
 from loopctl_sim.cli import main
 from loopctl_sim.replay import ReplayResult

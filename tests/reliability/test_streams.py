@@ -7,15 +7,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from loopctl import BareLoop, LoopError, ModelRequest, RetryConfig, RunConfig
+from loopctl import BareLoop, LoopError, RunConfig
 from loopctl.api import (
     ApiError,
     AttemptAbandoned,
+    ModelRequest,
     StopEvent,
     StreamEvent,
     TextDelta,
     fold_events,
 )
+from loopctl.driver import RetryConfig
 
 
 class DropsFirstStream:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from loopctl import BareLoop, Message, ModelRequest, ToolCall, tool
+from loopctl import BareLoop, Message, ToolCall, tool
+from loopctl.api import ModelRequest
 from loopctl.driver import StepPoint
 from loopctl.testing import FunctionClient
 from loopctl_sim import TraceRecorder, read_trace, replay_trace, resume_point, resume_trace

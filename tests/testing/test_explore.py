@@ -16,13 +16,9 @@ from hypothesis import strategies as st
 from examples.support_agent import agent as shop
 from loopctl import BareLoop, Message, RunConfig, ToolCall, tool
 from loopctl.api import ModelRequest, ToolSpec
-from loopctl.testing import (
-    MOVES,
-    ExploreConfig,
-    Explorer,
-    ExploringClient,
+from loopctl.testing import MOVES, ExploreConfig, Explorer, ExploringClient, ScriptedClient
+from loopctl.testing.schema_values import (
     RandomChooser,
-    ScriptedClient,
     Vocabulary,
     broken_arguments,
     missing_arguments,

@@ -13,7 +13,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from loopctl.api import ToolSpec
-from loopctl.tools import Tool, ToolArgumentsError, ToolError, encode_result, tool
+from loopctl.tools import Tool, ToolArgumentsError, ToolError, tool
+from loopctl.tools.decorator import encode_result
 
 
 class Point(BaseModel):

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from loopctl.core import ToolCall, ToolResult
 from loopctl.observe import IoEvent
-from loopctl.tools import ToolError, ToolRegistry, dispatch, plan_waves, tool
+from loopctl.tools import ToolError, ToolRegistry, dispatch, tool
+from loopctl.tools.dispatch import plan_waves
 
 SAFETY = 5.0
 """A generous timeout that only ends a test that would otherwise hang; never reached when the

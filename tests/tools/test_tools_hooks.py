@@ -8,16 +8,8 @@ import pytest
 
 from loopctl.core import ToolCall, ToolResult
 from loopctl.observe import IoEvent
-from loopctl.tools import (
-    Allow,
-    Deny,
-    NextTool,
-    PreToolDecision,
-    Replace,
-    ToolRegistry,
-    dispatch,
-    tool,
-)
+from loopctl.tools import Allow, Deny, NextTool, Replace, ToolRegistry, dispatch, tool
+from loopctl.tools.hooks import PreToolDecision
 
 RAN: list[dict[str, Any]] = []
 

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopctl import (
-    FEEDS,
     LoopError,
     LoopMachine,
     MachinePolicy,
@@ -21,6 +20,7 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
+from loopctl.core import FEEDS
 from loopctl_sim.trace import (
     FEED_ARGS,
     RECORD,

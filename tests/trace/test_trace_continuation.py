@@ -16,8 +16,9 @@ import pytest
 
 from examples.support_agent import agent as support
 from examples.support_agent.record import HERE, record
-from loopctl import BareLoop, Deny, Hooks, Message, RunConfig, ToolCall
+from loopctl import BareLoop, Hooks, Message, RunConfig, ToolCall
 from loopctl.testing import ScriptedClient
+from loopctl.tools import Deny
 from loopctl_sim import (
     TraceRecorder,
     check_trace,

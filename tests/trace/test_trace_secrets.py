@@ -14,16 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loopctl import (
-    BareLoop,
-    LoopError,
-    Message,
-    RetryConfig,
-    RunConfig,
-    SessionConfig,
-    ToolCall,
-    tool,
-)
+from loopctl import BareLoop, LoopError, Message, RunConfig, SessionConfig, ToolCall, tool
+from loopctl.driver import RetryConfig
 from loopctl.testing import ScriptedClient
 from loopctl_sim import (
     Scrubber,

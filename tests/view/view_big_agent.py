@@ -19,13 +19,13 @@ from loopctl import (
     Message,
     RunConfig,
     SessionConfig,
-    Tool,
     ToolCall,
     tool,
 )
 from loopctl.core import CompactReason
 from loopctl.driver import plan_cut
 from loopctl.testing import ScriptedClient
+from loopctl.tools import Tool
 from loopctl_sim import TraceRecorder
 
 #: Where ``build_one_char`` changes the report (the 10 KB result's 8,123rd character).
