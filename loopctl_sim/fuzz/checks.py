@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from loopctl.core import (
     Completed,
@@ -51,9 +51,6 @@ from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
-
-if TYPE_CHECKING:
-    from loopctl_sim.sim.agent_run import AgentRun
 
 __all__ = [
     "CREATED",
@@ -329,7 +326,7 @@ def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> 
     )
 
 
-def same_end(a: SimResult | AgentRun, b: SimResult | AgentRun) -> str | None:
+def same_end(a: SimResult, b: SimResult) -> str | None:
     """How the run with a crash (``b``) ended otherwise than the uninterrupted one (``a``):
     the outcome, then the history, then the final digest; None when they agree."""
     if a.outcome != b.outcome:

@@ -59,6 +59,7 @@ from loopctl_sim.sim.layers import (
     restore_after_crash,
 )
 from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.machine import SimResult
 from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
 from loopctl_sim.trace import TraceRecorder, TraceWriter
@@ -154,40 +155,25 @@ class AgentWorld:
 
 
 @dataclass
-class AgentRun:
-    """What one run of an agent did: how it ended, and what the harness counted on the way."""
+class AgentRun(SimResult):
+    """What one run of an agent did: how it ended (``outcome``: None when something escaped
+    it), and what the harness counted on the way (``SimResult``'s counts, and these)."""
 
-    world: str
     outcome: Any
-    machine: LoopMachine
-    result: RunResult | None
-    steps: int = 0
-    model_requests: int = 0
-    replies: int = 0
-    retries: int = 0
-    tool_calls: int = 0
-    compactions: int = 0
-    crashes: int = 0
+    result: RunResult | None = None
     #: the replies delivered intact, in order: the model script that replays the run
     script: list[Message] = field(default_factory=list)
     #: the moves the exploring model made (empty for a script)
     moves: Counter[str] = field(default_factory=Counter)
-    #: the faults that struck, by kind
-    fired: Counter[str] = field(default_factory=Counter)
     #: how often each call id ran a live tool, and the ids a crash allows to run again
     executions: Counter[str] = field(default_factory=Counter)
     rerun_allowed: set[str] = field(default_factory=set)
-    trace: str | None = None
     #: the agent's tools, those that ran live, and those a fault struck
     tools: tuple[str, ...] = ()
     live: frozenset[str] = frozenset()
     faulted_tools: set[str] = field(default_factory=set)
     #: the policy of the run's last step (the agent's configs)
     policy: MachinePolicy | None = None
-
-    @property
-    def digest(self) -> str:
-        return self.machine.digest()
 
     def summary(self) -> str:
         return (
