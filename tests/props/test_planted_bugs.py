@@ -25,7 +25,17 @@ from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_con
 
 import loopctl.driver.model as driver_model
 from loopctl.api import ApiError
-from loopctl.core import AwaitingModel, AwaitingTools, LoopError, Message, Start, ToolResult
+from loopctl.core import (
+    AwaitingModel,
+    AwaitingTools,
+    Fail,
+    Feed,
+    LoopError,
+    Message,
+    Start,
+    ToolResult,
+    ToolResults,
+)
 from loopctl.driver import BareLoop, build_policy
 from loopctl.tools import Dispatcher
 from loopctl_sim.props import invariants as inv
@@ -104,7 +114,7 @@ def resume_skips_pending(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
             ToolResult(call_id=c.id, name=c.name, content="interrupted", is_error=True)
             for c in step.calls
         ]
-        loop._feed("tool_results", message=Message.from_results(results))
+        loop._feed(ToolResults(Message.from_results(results)))
 
     _on_resume_with_pending_calls(monkeypatch, plant, skip)
     yield plant
@@ -165,9 +175,9 @@ def _patch_feed(monkeypatch: pytest.MonkeyPatch, plant: Plant, change: Callable[
     it feeds anything (a feed may raise the watch's failure)."""
     real = BareLoop._feed
 
-    def feed(self: BareLoop, name: str, **args: Any) -> None:
-        if not change(self, name, args, plant):
-            real(self, name, **args)
+    def feed(self: BareLoop, fed: Feed) -> None:
+        if not change(self, fed.name, fed.args(), plant):
+            real(self, fed)
 
     monkeypatch.setattr(BareLoop, "_feed", feed)
 
@@ -183,7 +193,7 @@ def overflow_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
             return False
         plant.fired += 1
         error = LoopError(kind="context_overflow", message="the context is too long")
-        real(loop, "fail", error=error)
+        real(loop, Fail(error))
         return True
 
     _patch_feed(monkeypatch, plant, change)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import typing
 from collections.abc import Sequence
@@ -490,7 +491,7 @@ def test_the_worlds_events_are_what_their_constructors_build(message: Message) -
     its constructor builds."""
     events = message_events(message, Usage(input_tokens=3))
     for event in events:
-        fields = {name: getattr(event, name) for name in event.__slots__}
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
         reference = type(event)(**fields)
         assert event == reference and repr(event) == repr(reference)
     assert fold_events(events).message.text == message.text
