@@ -14,8 +14,9 @@ Two patterns are loops, both looked for within the last ``loop_window`` recorded
 Judging only the latest exchange means a model that changes course after a warning is not failed
 for the repeats still sitting in the window.
 
-The brain keeps the window as plain fields on its hot path (``judge_keys``); ``LoopWindow`` is the
-same data as a model, for snapshots and for readers such as the driver.
+The brain keeps the window as plain fields (``judge_keys``) and answers the driver's question
+about a coming warning itself (``LoopMachine.loop_verdict``); ``LoopWindow`` is the same data as
+a model, for snapshots.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loopctl.core.messages import ToolCall
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
-__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys", "record_keys"]
+__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys"]
 
 # The C encoder, built once with the options of ``json.dumps(sort_keys=True, separators=(",", ":"),
 # default=str, allow_nan=False)``: ``json.dumps`` and ``JSONEncoder.encode`` build a new one on
@@ -68,12 +69,6 @@ def _tool_of(key: str) -> str:
     return key[: -_HASH_HEX - 1]
 
 
-def record_keys(keys: tuple[str, ...], calls: Sequence[ToolCall]) -> tuple[str, ...]:
-    """``keys`` with the calls of one exchange appended, keeping the last ``MAX_LOOP_WINDOW``."""
-    new = keys + tuple(call_key(c) for c in calls)
-    return new if len(new) <= MAX_LOOP_WINDOW else new[-MAX_LOOP_WINDOW:]
-
-
 class LoopWindow(BaseModel):
     """The detector's part of the brain's saved state."""
 
@@ -81,11 +76,6 @@ class LoopWindow(BaseModel):
     calls: tuple[str, ...] = Field(default=(), max_length=MAX_LOOP_WINDOW)
     unjudged: int = Field(default=0, ge=0)
     warned: bool = False
-
-    def record(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> LoopWindow:
-        return LoopWindow(
-            calls=record_keys(self.calls, calls), unjudged=len(calls), warned=self.warned
-        )
 
 
 class LoopVerdict(BaseModel):

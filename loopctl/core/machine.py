@@ -31,7 +31,7 @@ Rules this module keeps:
 Where the rest is: ``LoopMachine`` is ``MachineData`` (``machine_data.py``: the fields, the
 read-only views, snapshots, JSON and the digest with the caches that keep them O(the feed), and
 the exit door's move of pending onto history) plus what this module holds, the tables and their
-handlers, top to bottom. ``prebuilt.py`` holds the states and steps shared by every machine.
+handlers, top to bottom.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, cast
 
-from loopctl.core.built import built
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.feeds import (
     AcceptInput,
@@ -55,26 +54,19 @@ from loopctl.core.feeds import (
     SetContextTokens,
     ToolResults,
 )
-from loopctl.core.loopdetect import call_key, judge_keys
+from loopctl.core.loopdetect import LoopVerdict, call_key, judge_keys
 from loopctl.core.machine_data import MachineData, is_count
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
-from loopctl.core.prebuilt import (
-    START,
-    awaiting_model,
-    awaiting_tools,
-    call_llm,
-    completed,
-    done,
-    terminal,
-)
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
     STATES,
     AwaitingCompaction,
     AwaitingModel,
+    AwaitingTools,
+    CallLLM,
     CallTools,
     Cancelled,
     Compact,
@@ -84,6 +76,7 @@ from loopctl.core.steps import (
     Failed,
     MachineStep,
     MaxTurnsExceeded,
+    Start,
     StateKind,
     Terminal,
 )
@@ -167,6 +160,15 @@ class LoopMachine(MachineData):
         step: MachineStep = _STEP_HANDLERS[self._state.kind](self, policy)
         return step
 
+    def loop_verdict(self, policy: MachinePolicy) -> LoopVerdict | None:
+        """The loop the latest exchange makes that the next ``next_step(policy)`` will warn of
+        (or fail on, by the policy's ``loop_action``); None when there is none, or when a warning
+        was already given. Read-only: the driver asks it to tell a reflector of a coming loop
+        warning, and does not judge the window itself."""
+        if self._loop_warned:
+            return None
+        return judge_keys(self._loop_calls, self._loop_unjudged, policy)
+
     def _step_start(self, policy: MachinePolicy) -> MachineStep:
         if not self._started:
             raise ProtocolError(
@@ -195,8 +197,8 @@ class LoopMachine(MachineData):
             return Compact(reason=reason)
         turn = self._turns_taken + 1
         self._advertised = policy.tools
-        self._state = awaiting_model(turn)
-        return call_llm(turn)
+        self._state = AwaitingModel(turn=turn)
+        return CallLLM(turn=turn)
 
     def _compaction_due(self, policy: MachinePolicy) -> CompactReason | None:
         if policy.compact_now:
@@ -217,21 +219,12 @@ class LoopMachine(MachineData):
             # (the turn is not counted) and compact first.
             self._state = AwaitingCompaction(reason=CompactReason.EMERGENCY)
             return Compact(reason=CompactReason.EMERGENCY)
-        return call_llm(self._state.turn)
+        return CallLLM(turn=self._state.turn)
 
     def _step_awaiting_tools(self, policy: MachinePolicy) -> MachineStep:
         exchange = self._exchange
         assert exchange is not None
-        cached = self._call_tools
-        if cached is not None and cached[0] is exchange:
-            return cached[1]  # asked again for the same exchange: the same (frozen) step
-        step = built(
-            CallTools,
-            {"kind": "call_tools", "turn": exchange.turn, "calls": exchange.dispatch},
-            {"turn", "calls"},
-        )
-        self._call_tools = (exchange, step)
-        return step
+        return CallTools(turn=exchange.turn, calls=exchange.dispatch)
 
     def _step_awaiting_compaction(self, policy: MachinePolicy) -> MachineStep:
         assert isinstance(self._state, AwaitingCompaction)
@@ -239,12 +232,12 @@ class LoopMachine(MachineData):
 
     def _step_terminal(self, policy: MachinePolicy) -> MachineStep:
         assert isinstance(self._state, Terminal)
-        return done(self._state.outcome)
+        return Done(outcome=self._state.outcome)
 
     def _finish(self, outcome: Completed | Cancelled | MaxTurnsExceeded | Failed) -> Done:
-        self._state = terminal(outcome)
+        self._state = Terminal(outcome=outcome)
         self._exchange = None
-        return done(outcome)
+        return Done(outcome=outcome)
 
     # --- the one way in, and the eleven feeds by name -----------------------------------
 
@@ -370,7 +363,6 @@ class LoopMachine(MachineData):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
         if (problem := parts_problem(response.parts)) is not None:
             raise self._refuse("model_response", problem)  # too deep, NaN: it could not be saved
-        keys: list[str] = []
         if calls:
             ids = {c.id for c in calls}
             if len(ids) != len(calls) or "" in ids:
@@ -378,31 +370,27 @@ class LoopMachine(MachineData):
                     "model_response",
                     f"tool call ids must be unique and non-empty: {[c.id for c in calls]}",
                 )
-            keys = [call_key(c) for c in calls]  # parts_problem refused what it cannot encode
 
+        advertised = self._advertised
+        unknown = [c for c in calls if c.name not in advertised]
+        # Every call unknown: the exchange completes at once and is recorded now (a key raises
+        # for what parts_problem refused, so it is made before anything changes).
+        keys = [call_key(c) for c in calls] if calls and len(unknown) == len(calls) else None
         turn = state.turn
         self._turns_taken += 1
         self._context_tokens = context_tokens
         self._pending.append(response)
         if not calls:
-            self._finish(completed(response.text))
+            self._finish(Completed(final_text=response.text))
             return
-        advertised = self._advertised
-        unknown = [c for c in calls if c.name not in advertised]
         preanswered = tuple(not_available(c, advertised) for c in unknown) if unknown else ()
-        if len(unknown) == len(calls):
-            # Every call is unknown: the exchange completes at once, nothing is dispatched.
+        if keys is not None:
             self._pending.append(Message.from_results(preanswered))
             self._record(keys)
-            self._state = START
+            self._state = Start()
             return
-        self._exchange = built(
-            Exchange,
-            {"turn": turn, "calls": tuple(calls), "preanswered": preanswered},
-            {"turn", "calls", "preanswered"},
-        )
-        self._exchange_keys = keys
-        self._state = awaiting_tools(turn)
+        self._exchange = Exchange(turn=turn, calls=tuple(calls), preanswered=preanswered)
+        self._state = AwaitingTools(turn=turn)
 
     def _record(self, keys: list[str]) -> None:
         """Record one exchange's call keys in the loop window (the last MAX_LOOP_WINDOW kept)."""
@@ -436,11 +424,9 @@ class LoopMachine(MachineData):
             by_id = {r.call_id: r for r in (*results, *exchange.preanswered)}
             message = Message.from_results([by_id[c.id] for c in exchange.calls])
         self._pending.append(message)
-        keys = self._exchange_keys
-        self._record(keys if keys is not None else [call_key(c) for c in exchange.calls])
+        self._record([call_key(c) for c in exchange.calls])
         self._exchange = None
-        self._exchange_keys = None
-        self._state = START
+        self._state = Start()
 
     def _compaction_result(self, feed: CompactionResult) -> None:
         compacted, before, after = feed.compacted, feed.before, feed.after
@@ -472,7 +458,7 @@ class LoopMachine(MachineData):
         self._pending = []
         self._context_tokens = after
         self._noop_floor = None
-        self._state = START
+        self._state = Start()
 
     def _compaction_noop(self, feed: CompactionNoop) -> None:
         before, after = feed.before, feed.after
@@ -495,7 +481,7 @@ class LoopMachine(MachineData):
             return
         if reason is CompactReason.THRESHOLD_EXCEEDED:
             self._noop_floor = after
-        self._state = START
+        self._state = Start()
 
     def _commit_pending(self, feed: CommitPending) -> None:
         assert isinstance(self._state, Terminal)

@@ -50,7 +50,6 @@ from loopctl.core import (
     Terminal,
     ToolResult,
     ToolResults,
-    judge,
 )
 from loopctl.driver.cancel import CancelFired, CancelGuard, CancelSignal
 from loopctl.driver.compaction import ContextCompactor, MiddleOutCompactor
@@ -392,8 +391,7 @@ class BareLoop:
         """After an exchange: consult the reflector on tool errors or a coming loop warning."""
         if isinstance(self.reflector, NoReflector):
             return  # nothing would be said: skip the verdict and the conversation copy
-        window = self._machine.loop_window
-        verdict = None if window.warned else judge(window, policy)
+        verdict = self._machine.loop_verdict(policy)
         if not reflection_due(answered, verdict):
             return
         context = ReflectionContext(

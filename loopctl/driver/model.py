@@ -35,7 +35,6 @@ from loopctl.api import (
     whole_reply_of,
 )
 from loopctl.core import LoopError, LoopMachine, Message
-from loopctl.core.built import built
 from loopctl.core.values import parts_problem
 from loopctl.driver.config import RetryConfig, SessionConfig
 from loopctl.driver.retry import retry_delay
@@ -56,27 +55,18 @@ ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-# The fields a validator call would have been given, for the request built with ``built``.
-_REQUEST_GIVEN: Final = {"messages", "tools", "system", "options", "turn"}
-
-
 def model_request(
     machine: LoopMachine, registry: ToolRegistry, session: SessionConfig, turn: int
 ) -> ModelRequest:
-    """The model request for ``turn``, built from values already checked: the brain's
-    conversation as a view (O(1), not a copy), the registry's specs, the session's system
-    prompt and options (a copy: the request owns its dict), the brain's turn number. So it
-    is ``built`` rather than validated again (15,000 instructions a turn, cachegrind);
-    tests pin it to the validated request."""
-    values = {
-        "messages": machine.conversation(),
-        "tools": registry.specs(),
-        "system": session.system_prompt,
-        "options": dict(session.options),
-        "turn": turn,
-        "server_tools": (),
-    }
-    return built(ModelRequest, values, _REQUEST_GIVEN)
+    """The model request for ``turn``: the brain's conversation as a view (O(1), not a copy),
+    the registry's specs, the session's system prompt and options, the brain's turn number."""
+    return ModelRequest(
+        messages=machine.conversation(),
+        tools=registry.specs(),
+        system=session.system_prompt,
+        options=dict(session.options),
+        turn=turn,
+    )
 
 
 def check_call_ids(message: Message) -> None:

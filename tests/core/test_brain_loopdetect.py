@@ -89,17 +89,6 @@ def test_judge(
         assert verdict.tool.split(" ")[0] in verdict.describe()
 
 
-def test_window_keeps_at_most_the_maximum() -> None:
-    window = LoopWindow()
-    for i in range(MAX_LOOP_WINDOW + 10):
-        window = window.record([ToolCall(id=str(i), name="t", arguments={"i": i})])
-    assert len(window.calls) == MAX_LOOP_WINDOW
-    assert window.calls[-1] == call_key(
-        ToolCall(id="z", name="t", arguments={"i": MAX_LOOP_WINDOW + 9})
-    )
-    assert window.unjudged == 1
-
-
 # --- what the brain does with a verdict ------------------------------------------------------
 
 
