@@ -17,14 +17,13 @@ import httpx
 from loopctl.api import ModelRequest, StreamEvent
 from loopctl.providers._anthropic_stream import body_events, stream_events
 from loopctl.providers._anthropic_wire import (
-    messages_from_wire,
     messages_to_wire,
     tools_to_wire,
     usage_from_wire,
 )
 from loopctl.providers._common import Cursor, HttpProvider, resolve_key, server_tools_of, sse_events
 
-__all__ = ["AnthropicClient", "messages_from_wire", "messages_to_wire", "usage_from_wire"]
+__all__ = ["AnthropicClient", "messages_to_wire", "usage_from_wire"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

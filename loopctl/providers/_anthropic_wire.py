@@ -29,7 +29,6 @@ __all__ = [
     "CITATIONS",
     "DEFAULT_PROVIDER",
     "block_parts",
-    "messages_from_wire",
     "messages_to_wire",
     "tools_to_wire",
     "usage_from_wire",
@@ -132,45 +131,6 @@ def block_parts(block: Mapping[str, Any], provider: str) -> list[Part]:
     if btype == "redacted_thinking":
         return [ThinkingPart(provider=provider, redacted=block.get("data", ""))]
     return [ProviderPart(provider=provider, data=dict(block))]
-
-
-def messages_from_wire(
-    system: str | None, wire: Sequence[Mapping[str, Any]], provider: str = DEFAULT_PROVIDER
-) -> tuple[str | None, list[Message]]:
-    """The inverse of ``messages_to_wire`` (a merged message stays merged)."""
-    names: dict[str, str] = {}
-    messages: list[Message] = []
-    for entry in wire:
-        role = entry["role"]
-        content = entry["content"]
-        if isinstance(content, str):
-            messages.append(Message(role=role, parts=(TextPart(text=content),)))
-            continue
-        parts: list[Part] = []
-        for block in content:
-            btype = block["type"]
-            if btype == "tool_use":
-                names[block["id"]] = block["name"]
-                parts.append(ToolCall(id=block["id"], name=block["name"], arguments=block["input"]))
-            elif btype == "tool_result":
-                raw = block.get("content", "")
-                text = (
-                    raw
-                    if isinstance(raw, str)
-                    else "".join(b.get("text", "") for b in raw if b.get("type") == "text")
-                )
-                parts.append(
-                    ToolResult(
-                        call_id=block["tool_use_id"],
-                        name=names.get(block["tool_use_id"], ""),
-                        content=text,
-                        is_error=bool(block.get("is_error", False)),
-                    )
-                )
-            else:
-                parts.extend(block_parts(block, provider))
-        messages.append(Message(role=role, parts=tuple(parts)))
-    return system, messages
 
 
 def tools_to_wire(

@@ -40,7 +40,7 @@ from loopctl.api import (
     Usage,
     UsageEvent,
 )
-from loopctl.core import Message, Part, ThinkingPart, ToolCall, ToolResult
+from loopctl.core import Message, ThinkingPart
 from loopctl.providers._common import (
     Cursor,
     HttpProvider,
@@ -56,7 +56,6 @@ from loopctl.providers._openai_wire import tools_to_wire
 __all__ = [
     "OllamaClient",
     "host_from_env",
-    "messages_from_wire",
     "messages_to_wire",
     "usage_from_wire",
 ]
@@ -120,53 +119,6 @@ def messages_to_wire(
             if message.text or not message.tool_results:
                 wire.append({"role": "user", "content": message.text})
     return wire
-
-
-def messages_from_wire(
-    wire: Sequence[Mapping[str, Any]], provider: str = DEFAULT_PROVIDER
-) -> tuple[str | None, list[Message]]:
-    """The inverse of ``messages_to_wire``; consecutive tool messages form one results message."""
-    system: str | None = None
-    messages: list[Message] = []
-    results: list[ToolResult] = []
-    for i, entry in enumerate(wire):
-        role = entry["role"]
-        if role != "tool" and results:
-            messages.append(Message.from_results(results))
-            results = []
-        content = entry.get("content") or ""
-        if role == "system":
-            if i == 0:
-                system = content
-            else:
-                messages.append(Message.system(content))
-        elif role == "assistant":
-            calls = [
-                ToolCall(
-                    id=tc.get("id", ""),
-                    name=tc["function"]["name"],
-                    arguments=tc["function"].get("arguments") or {},
-                )
-                for tc in entry.get("tool_calls") or []
-            ]
-            parts: list[Part] = []
-            if entry.get("thinking"):
-                parts.append(ThinkingPart(provider=provider, text=entry["thinking"]))
-            parts.extend(Message.assistant(content, calls).parts)
-            messages.append(Message(role="assistant", parts=tuple(parts)))
-        elif role == "tool":
-            results.append(
-                ToolResult(
-                    call_id=entry.get("tool_call_id", ""),
-                    name=entry.get("tool_name", ""),
-                    content=content,
-                )
-            )
-        else:
-            messages.append(Message.user(content))
-    if results:
-        messages.append(Message.from_results(results))
-    return system, messages
 
 
 def usage_from_wire(data: Mapping[str, Any]) -> Usage:

@@ -56,7 +56,6 @@ from loopctl.providers._openai_wire import (
     CALL_EXTRA,
     MESSAGE_EXTRA,
     merge_fields,
-    messages_from_wire,
     messages_to_wire,
     reasoning_part,
     reasoning_text,
@@ -64,7 +63,7 @@ from loopctl.providers._openai_wire import (
     usage_from_wire,
 )
 
-__all__ = ["OpenAIClient", "messages_from_wire", "messages_to_wire", "usage_from_wire"]
+__all__ = ["OpenAIClient", "messages_to_wire", "usage_from_wire"]
 
 _STOP = {
     "stop": "end_turn",

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from loopctl.api import ToolSpec, Usage
-from loopctl.core import Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
+from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart
 
 __all__ = [
     "CALL_EXTRA",
@@ -37,7 +37,6 @@ __all__ = [
     "MESSAGE_EXTRA",
     "REASONING_FIELDS",
     "merge_fields",
-    "messages_from_wire",
     "messages_to_wire",
     "reasoning_part",
     "reasoning_text",
@@ -157,75 +156,6 @@ def messages_to_wire(
             if texts or not message.tool_results:
                 wire.append({"role": "user", "content": message.text})
     return wire
-
-
-def _extras(entry: Mapping[str, Any], ids: Sequence[str], provider: str) -> list[Part]:
-    parts: list[Part] = []
-    for call_id, tc in zip(ids, entry.get("tool_calls") or [], strict=True):
-        if tc.get("extra_content"):
-            data = {
-                "type": CALL_EXTRA,
-                "call_id": call_id,
-                "fields": {"extra_content": tc["extra_content"]},
-            }
-            parts.append(ProviderPart(provider=provider, data=data))
-    if entry.get("extra_content"):
-        data = {"type": MESSAGE_EXTRA, "fields": {"extra_content": entry["extra_content"]}}
-        parts.append(ProviderPart(provider=provider, data=data))
-    return parts
-
-
-def messages_from_wire(
-    wire: Sequence[Mapping[str, Any]], provider: str = DEFAULT_PROVIDER
-) -> tuple[str | None, list[Message]]:
-    """The inverse of ``messages_to_wire``: a leading system message becomes ``system``.
-
-    Consecutive ``role: tool`` messages become one user message of results; the result's
-    tool name is looked up from the assistant call it answers.
-    """
-    system: str | None = None
-    messages: list[Message] = []
-    names: dict[str, str] = {}
-    results: list[ToolResult] = []
-
-    def flush() -> None:
-        if results:
-            messages.append(Message.from_results(list(results)))
-            results.clear()
-
-    for i, entry in enumerate(wire):
-        role = entry.get("role")
-        if role != "tool":
-            flush()
-        content = entry.get("content")
-        if role == "system":
-            if i == 0:
-                system = content
-            else:
-                messages.append(Message.system(content or ""))
-        elif role == "assistant":
-            calls = []
-            for tc in entry.get("tool_calls") or []:
-                fn = tc["function"]
-                raw = fn.get("arguments") or ""
-                calls.append(
-                    ToolCall(id=tc["id"], name=fn["name"], arguments=json.loads(raw) if raw else {})
-                )
-                names[tc["id"]] = fn["name"]
-            thinking = reasoning_part(entry, provider)
-            parts: list[Part] = [thinking] if thinking is not None else []
-            parts.extend(Message.assistant(content or "", calls).parts)
-            parts.extend(_extras(entry, [c.id for c in calls], provider))
-            messages.append(Message(role="assistant", parts=tuple(parts)))
-        elif role == "tool":
-            call_id = entry["tool_call_id"]
-            results.append(
-                ToolResult(call_id=call_id, name=names.get(call_id, ""), content=content or "")
-            )
-        else:
-            messages.append(Message.user(content or ""))
-    flush()
-    return system, messages
 
 
 def tools_to_wire(

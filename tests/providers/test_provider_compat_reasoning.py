@@ -22,13 +22,13 @@ from make_cassettes_compat import (
 )
 from provider_helpers import WEATHER, chunked, events_of, make_client, mock_http, reply_of
 from vcr_support import cassette
+from wire_inverse import ollama_from_wire, openai_from_wire
 
 from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers import OllamaClient, OpenAIClient
-from loopctl.providers._ollama import messages_from_wire as ollama_from_wire
 from loopctl.providers._ollama import messages_to_wire as ollama_to_wire
-from loopctl.providers._openai import messages_from_wire, messages_to_wire
+from loopctl.providers._openai import messages_to_wire
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 PARIS = Message.user("What is the weather in Paris?")
@@ -249,12 +249,12 @@ def test_chat_history_with_reasoning_and_extras_round_trips() -> None:
         results("c1"),
         Message(role="assistant", parts=(DEEPSEEK, TextPart(text="18 C."))),
     ]
-    assert messages_from_wire(messages_to_wire(history, provider="deepseek"), "deepseek") == (
+    assert openai_from_wire(messages_to_wire(history, provider="deepseek"), "deepseek") == (
         None,
         history,
     )
     gemini = [PARIS, Message(role="assistant", parts=(CALL, EXTRA, MESSAGE_EXTRA)), results("c1")]
-    assert messages_from_wire(messages_to_wire(gemini, provider="gemini"), "gemini") == (
+    assert openai_from_wire(messages_to_wire(gemini, provider="gemini"), "gemini") == (
         None,
         gemini,
     )

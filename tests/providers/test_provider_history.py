@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from wire_inverse import anthropic_from_wire, ollama_from_wire, openai_from_wire
 
 from loopctl.core import Message, ToolCall, ToolResult
 from loopctl.providers import _anthropic, _ollama, _openai
@@ -30,15 +31,15 @@ HISTORY = [
 
 
 def openai_round_trip(messages: list[Message], system: str | None) -> Any:
-    return _openai.messages_from_wire(_openai.messages_to_wire(messages, system))
+    return openai_from_wire(_openai.messages_to_wire(messages, system))
 
 
 def anthropic_round_trip(messages: list[Message], system: str | None) -> Any:
-    return _anthropic.messages_from_wire(*_anthropic.messages_to_wire(messages, system))
+    return anthropic_from_wire(*_anthropic.messages_to_wire(messages, system))
 
 
 def ollama_round_trip(messages: list[Message], system: str | None) -> Any:
-    return _ollama.messages_from_wire(_ollama.messages_to_wire(messages, system))
+    return ollama_from_wire(_ollama.messages_to_wire(messages, system))
 
 
 ROUND_TRIPS = [openai_round_trip, anthropic_round_trip, ollama_round_trip]
@@ -65,7 +66,7 @@ def test_anthropic_carries_is_error() -> None:
         "content": "boom",
         "is_error": True,
     }
-    assert _anthropic.messages_from_wire(system, wire) == (None, history)
+    assert anthropic_from_wire(system, wire) == (None, history)
 
 
 def test_openai_wire_shape() -> None:

@@ -32,11 +32,12 @@ from make_cassettes_thinking import (
 )
 from provider_helpers import WEATHER, chunked, events_of, make_client, mock_http, reply_of
 from vcr_support import cassette
+from wire_inverse import anthropic_from_wire
 
 from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers import AnthropicClient
-from loopctl.providers._anthropic import messages_from_wire, messages_to_wire
+from loopctl.providers._anthropic import messages_to_wire
 from loopctl.providers._anthropic_stream import body_events
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
@@ -272,4 +273,4 @@ def test_history_with_reasoning_and_provider_parts_round_trips() -> None:
         RESULTS,
         Message(role="assistant", parts=(SEARCH_CALL, TextPart(text="18 C."), cited)),
     ]
-    assert messages_from_wire(*messages_to_wire(history)) == (None, history)
+    assert anthropic_from_wire(*messages_to_wire(history)) == (None, history)
