@@ -211,7 +211,7 @@ def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
     if feed == "next_step":
         entry = STEP_TRANSITIONS.get(before_kind)  # type: ignore[call-overload]
     else:
-        entry = TRANSITIONS.get((before_kind, FEED_TYPES.get(feed)))  # type: ignore[arg-type,call-overload]
+        entry = TRANSITIONS.get((before_kind, FEED_TYPES.get(feed)))  # type: ignore[arg-type]
     if entry is None:
         return [
             _p(
