@@ -177,27 +177,31 @@ class MachineData:
     # --- saving and restoring: the entry points of ``_saved.py`` ----------------------------
 
     def snapshot(self) -> MachineSnapshot:
-        return self._snapshot(tuple(self._history), tuple(self._pending))
-
-    def _snapshot(
-        self, history: tuple[Message, ...] = (), pending: tuple[Message, ...] = ()
-    ) -> MachineSnapshot:
-        """The snapshot, unvalidated (the brain keeps its fields valid); by default with history
-        and pending empty: the small fields that ``_saved`` writes after the conversation."""
         return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
             format=SNAPSHOT_FORMAT,
-            history=history,
-            pending=pending,
-            state=self._state,
-            turns_taken=self._turns_taken,
-            context_tokens=self._context_tokens,
-            exchange=self._exchange,
-            advertised=self._advertised,
-            started=self._started,
-            finalized=self._finalized,
-            noop_floor=self._noop_floor,
-            loop=self.loop_window,
+            history=tuple(self._history),
+            pending=tuple(self._pending),
+            **{**self._small(), "loop": self.loop_window},
         )
+
+    def _small(self) -> dict[str, Any]:
+        """The snapshot's fields after the conversation, in its order, as plain values (what
+        ``_saved`` writes after the messages)."""
+        return {
+            "state": self._state,
+            "turns_taken": self._turns_taken,
+            "context_tokens": self._context_tokens,
+            "exchange": self._exchange,
+            "advertised": self._advertised,
+            "started": self._started,
+            "finalized": self._finalized,
+            "noop_floor": self._noop_floor,
+            "loop": {
+                "calls": self._loop_calls,
+                "unjudged": self._loop_unjudged,
+                "warned": self._loop_warned,
+            },
+        }
 
     @classmethod
     def from_snapshot(cls, snap: MachineSnapshot) -> Self:
@@ -229,7 +233,7 @@ class MachineData:
     def model_dump_json(self) -> str:
         """The whole brain as JSON, sealed with its checksum (``snapshot.py``: version 3, so a
         damaged save is refused at restore): save a run at any decision boundary."""
-        return self._saved.sealed(self._history, self._pending, self._snapshot())
+        return self._saved.sealed(self._history, self._pending, self._small())
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
@@ -254,11 +258,11 @@ class MachineData:
 
     def checksum(self) -> str:
         """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
-        return self._saved.checksum(self._history, self._pending, self._snapshot())
+        return self._saved.checksum(self._history, self._pending, self._small())
 
     def canonical_json(self) -> bytes:
         """The bytes of ``snapshot().model_dump_json()``."""
-        return self._saved.content(self._history, self._pending, self._snapshot())
+        return self._saved.content(self._history, self._pending, self._small())
 
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""
