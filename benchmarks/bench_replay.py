@@ -51,7 +51,7 @@ from loopctl.core import MachinePolicy
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
-from loopctl_sim.trace import TraceReader, apply_feed
+from loopctl_sim.trace import TraceReader
 
 RECORDS_PER_TURN = 9
 GOAL = 100_000
@@ -92,7 +92,7 @@ def _replay_without_digests(path: Path) -> int:
     for rec in TraceReader(path):
         n += 1
         if rec.type == "feed":
-            apply_feed(machine, rec.name, rec.args)
+            machine.feed(rec.args)
         elif rec.type == "step":
             machine.next_step(rec.policy)
         elif rec.type == "header":

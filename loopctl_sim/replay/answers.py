@@ -33,11 +33,21 @@ from loopctl.api import (
     folded_reply,
     reply_events,
 )
-from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
+from loopctl.core import (
+    CompactionNoop,
+    CompactionResult,
+    CompactReason,
+    Fail,
+    LoopError,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+)
 from loopctl.driver import CancelSignal
 from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
-from loopctl_sim.replay.cursor import Cursor, feed_values
+from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.replay.raised import RaisedAsRecorded
 
 __all__ = [
@@ -254,14 +264,13 @@ class RecordedTools:
         item = self.cursor.next_brain()
         if item is None:
             return None
-        line, view = item
+        line, rec = item
         cached = self._results
         if cached is not None and cached[0] == line:
             return cached[1]
-        if view.type != "feed" or view.name != "tool_results":
+        if rec.type != "feed" or not isinstance(rec.args, ToolResults):
             return None
-        message: Message = feed_values(view)[0]
-        results = {r.call_id: r for r in message.tool_results}
+        results = {r.call_id: r for r in rec.args.message.tool_results}
         self._results = (line, results)
         return results
 
@@ -312,12 +321,13 @@ class RecordedCompactor:
         line, record = item
         if record.type == "header":
             raise Killed  # the recorded driver died while it compacted; resumed from here
-        if record.type == "feed" and record.name == "compaction_result":
-            return list(record.args.compacted)
-        if record.type == "feed" and record.name == "compaction_noop":
+        feed = record.args if record.type == "feed" else None
+        if isinstance(feed, CompactionResult):
+            return list(feed.compacted)
+        if isinstance(feed, CompactionNoop):
             return None
-        if record.type == "feed" and record.name == "fail":
-            raise recorded_failure(record.args.error.message)
+        if isinstance(feed, Fail):
+            raise recorded_failure(feed.error.message)
         if record.type == "end" and record.error is not None:
             raise RaisedAsRecorded(record.error)  # its answer made the recorded run raise
         self.checker.fail(

@@ -40,7 +40,8 @@ from loopctl_sim.trace import (
     Record,
     Scrubber,
     StepRecord,
-    decode_feed_args,
+    decode_feed,
+    encode_feed,
     without_fingerprints,
 )
 from loopctl_sim.trace.requests import (
@@ -292,22 +293,21 @@ class Checker(LoopObserver):
     def _feed_args(self, line: int, rec: Record, name: str, args: Mapping[str, Any]) -> FeedRecord:
         """The feed's name and arguments against the record's; the record, a feed's."""
         if rec.type != "feed" or rec.name != name:
-            typed = decode_feed_args(name, args)
+            typed = decode_feed(name, args)
             self.fail(
                 line,
                 rec.seq,
                 "feed",
                 f"the agent fed {name}() where the trace has {_kind(rec)}",
                 brain_view(rec),
-                {"name": name, "args": typed.model_dump(mode="json")},
+                {"name": name, "args": encode_feed(typed)},
             )
         self.recent.append((rec.seq, line, name, rec.args))
-        # The driver hands the brain valid values (messages, counts), which the arguments' model
-        # takes as they are: equal to the recorded model's fields, the live arguments are equal
-        # to it, and are not validated into a model of their own (3 model validations and
-        # comparisons a turn); anything else is validated and compared as a model.
-        if rec.args.__dict__ != args and rec.args != (typed := decode_feed_args(name, args)):
-            recorded, live = rec.args.model_dump(mode="json"), typed.model_dump(mode="json")
+        # The driver hands the brain valid values (messages, counts): equal to the recorded
+        # feed's fields, the live arguments are that feed, and are not validated into one of
+        # their own (3 validations a turn); anything else is validated and compared as a feed.
+        if rec.args.args() != args and rec.args != (typed := decode_feed(name, args)):
+            recorded, live = encode_feed(rec.args), encode_feed(typed)
             if not self.digests:
                 # Past a secret the driver counts tokens of placeholders, which are not as long
                 # as the secrets they stand for: counts are not compared (the brain is given the

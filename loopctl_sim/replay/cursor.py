@@ -12,22 +12,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
 
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace import IoRecord, Record, TraceReader
 
-__all__ = ["Cursor", "Numbered", "TraceEnded", "feed_values"]
+__all__ = ["Cursor", "Numbered", "TraceEnded"]
 
 #: A record with its line number in the trace; ``rec.type`` tells the kinds apart.
 Numbered = tuple[int, Record]
-
-
-def feed_values(rec: Record) -> tuple[Any, ...]:
-    """A feed record's argument values in field order (the machine method's)."""
-    assert rec.type == "feed"
-    args = rec.args
-    return tuple(getattr(args, name) for name in type(args).model_fields)
 
 
 class TraceEnded(SimError):

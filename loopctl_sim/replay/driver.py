@@ -34,7 +34,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from loopctl.core import LoopMachine, MachinePolicy, Message
+from loopctl.core import AcceptInput, Cancel, Inject, LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim.replay.answers import (
@@ -46,7 +46,7 @@ from loopctl_sim.replay.answers import (
     tools_live,
 )
 from loopctl_sim.replay.checker import Checker, Incomplete, Killed, brain_view
-from loopctl_sim.replay.cursor import Cursor, feed_values
+from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.replay.explain import continuation_divergence
 from loopctl_sim.replay.fork_edits import fork_metadata, with_settings
 from loopctl_sim.replay.machine import summary_divergence
@@ -63,7 +63,6 @@ from loopctl_sim.trace import (
     StepRecord,
     TraceFormatError,
     TraceReader,
-    apply_feed,
     brain_fields,
     default_scrubber,
 )
@@ -342,7 +341,7 @@ def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
         if rec.type != "feed" or rec.name not in _FINISHING:
             return
         (line, rec), _ = cursor.take_brain()
-        apply_feed(machine, rec.name, rec.args)  # type: ignore[union-attr]
+        machine.feed(rec.args)  # type: ignore[union-attr]
         digest = machine.digest()
         if checker.digests and not rec.scrubbed and digest != rec.digest:  # type: ignore[union-attr]
             checker.fail(
@@ -358,9 +357,9 @@ def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
 
 def _input_of(cursor: Cursor) -> Message | None:
     item = cursor.next_brain()
-    if item is not None and item[1].type == "feed" and item[1].name == "accept_input":
-        input: Message = feed_values(item[1])[0]
-        return input
+    if item is not None and item[1].type == "feed" and isinstance(item[1].args, AcceptInput):
+        input = item[1].args.input
+        return input if isinstance(input, Message) else Message.user(input)
     return None
 
 
@@ -381,10 +380,10 @@ def _body(
         crash of the recorded driver: the run stops here to be resumed."""
         while (item := cursor.next_brain()) is not None:
             rec = item[1]
-            if rec.type == "feed" and rec.name == "cancel":
+            if rec.type == "feed" and isinstance(rec.args, Cancel):
                 point.cancel()
-            elif rec.type == "feed" and rec.name == "inject":
-                point.inject(feed_values(rec)[0])
+            elif rec.type == "feed" and isinstance(rec.args, Inject):
+                point.inject(rec.args.message)
             elif rec.type == "header":
                 raise Crash(0)
             else:

@@ -36,7 +36,6 @@ from loopctl_sim.trace import (
     StepRecord,
     TraceFormatError,
     TraceReader,
-    apply_feed,
     brain_fields,
     end_outcome,
 )
@@ -207,7 +206,7 @@ class _MachineReplay:
         self.feeds.append(RecentFeed(rec.seq, line, rec.name, rec.args))
         machine = self.brain
         try:
-            apply_feed(machine, rec.name, rec.args)
+            machine.feed(rec.args)
         except ProtocolError as exc:
             raise _diverged(
                 rec,

@@ -19,10 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
-from loopctl.core import LoopMachine
+from loopctl.core import Feed, LoopMachine
 from loopctl_sim.replay.explain import change_line, field_changes
+from loopctl_sim.trace import encode_feed
 
 __all__ = [
     "MAX_DIFF_LINES",
@@ -82,13 +81,13 @@ class RecentFeed:
     seq: int
     line: int
     name: str
-    raw_args: BaseModel | dict[str, Any]  # typed (a feed record's args) or data
+    raw_args: Feed | dict[str, Any]  # the feed (a feed record's args) or its data
 
     @property
     def args(self) -> dict[str, Any]:
-        if isinstance(self.raw_args, BaseModel):
-            return self.raw_args.model_dump(mode="json")
-        return self.raw_args
+        if isinstance(self.raw_args, dict):
+            return self.raw_args
+        return encode_feed(self.raw_args)
 
 
 @dataclass

@@ -52,7 +52,6 @@ from loopctl_sim.trace import (
     StepRecord,
     TraceFormatError,
     TraceReader,
-    apply_feed,
     lines_of,
     open_for_reading,
 )
@@ -271,7 +270,7 @@ def _apply(point: ResumePoint, line: int, rec: object) -> None:
         return
     name: str = rec.name  # type: ignore[attr-defined]
     try:
-        apply_feed(machine, name, rec.args)  # type: ignore[attr-defined]
+        machine.feed(rec.args)  # type: ignore[attr-defined]
     except ProtocolError as exc:
         raise ResumeError(point.path, line, f"the brain refuses {name}(): {exc}") from None
     if not point.scrubbed and machine.digest() != rec.digest:  # type: ignore[attr-defined]

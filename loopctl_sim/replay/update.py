@@ -34,7 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.api import ApiError, ModelRequest, StreamEvent, Usage, reply_events
-from loopctl.core import CompactReason, LoopError, Message, ToolCall, ToolResult
+from loopctl.core import (
+    AcceptInput,
+    Cancel,
+    CompactionNoop,
+    CompactionResult,
+    CompactReason,
+    Inject,
+    LoopError,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+)
 from loopctl.observe import IoEvent
 from loopctl.tools import NextTool
 from loopctl_sim.replay.answers import OwnModel, own_model, tools_live
@@ -120,19 +132,20 @@ def _read(path: str) -> _Recorded:
             elif rec.kind in ("model_reply", "model_error") and recorded.requests:
                 recorded.requests[-1][2].append(rec)
         elif rec.type == "feed":
-            name = rec.name
-            if name == "accept_input" and not started:
-                recorded.inputs.append(rec.args.input)  # type: ignore[union-attr]
+            feed = rec.args
+            if isinstance(feed, AcceptInput) and not started:
+                input = feed.input  # a trace holds a message (a text is read as the user's)
+                recorded.inputs.append(input if isinstance(input, Message) else Message.user(input))
                 started = True
-            elif name == "tool_results":
-                for r in rec.args.message.tool_results:  # type: ignore[union-attr]
+            elif isinstance(feed, ToolResults):
+                for r in feed.message.tool_results:
                     recorded.results[r.call_id] = r
-            elif name == "compaction_result":
-                recorded.compactions.append(list(rec.args.compacted))  # type: ignore[union-attr]
-            elif name == "compaction_noop":
+            elif isinstance(feed, CompactionResult):
+                recorded.compactions.append(list(feed.compacted))
+            elif isinstance(feed, CompactionNoop):
                 recorded.compactions.append(None)
-            elif name in ("cancel", "inject") and recorded.unplaceable is None:
-                recorded.unplaceable = f"line {line}: the recorded run was given {name}()"
+            elif isinstance(feed, Cancel | Inject) and recorded.unplaceable is None:
+                recorded.unplaceable = f"line {line}: the recorded run was given {feed.name}()"
         elif isinstance(rec, EndRecord):
             recorded.raised = rec.error
     return recorded

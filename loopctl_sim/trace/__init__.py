@@ -10,7 +10,7 @@ module            owns
 ================  ================================================================================
 ``records``       the record models (one per ``type``), the format name and version,
                   ``TraceFormatError``
-``feeds``         the feed codec: a feed's arguments as data, and back onto a machine
+``feeds``         the feed codec: the brain's ``Feed`` as a record's data, and back
 ``scrub``         secret scrubbing of anything written
 ``writer``        ``TraceWriter``: append-only, flushed record by record
 ``files``         where the bytes are: plain, gzip-compressed (``.gz``), stdin (``-``)
@@ -23,15 +23,7 @@ Modules above import from this package (``from loopctl_sim.trace import TraceRea
 it import from each other's modules, never from the package, so the package imports in one order.
 """
 
-from loopctl_sim.trace.feeds import (
-    FEED_ARGS,
-    FeedArgs,
-    FeedCodecError,
-    apply_feed,
-    decode_feed_args,
-    encode_feed_args,
-    feed_call,
-)
+from loopctl_sim.trace.feeds import FeedCodecError, decode_feed, encode_feed
 from loopctl_sim.trace.files import STDIN, display_name, is_gzip_name, lines_of, open_for_reading
 from loopctl_sim.trace.reader import TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
@@ -65,7 +57,6 @@ from loopctl_sim.trace.scrub import (
 from loopctl_sim.trace.writer import TraceWriteError, TraceWriter
 
 __all__ = [
-    "FEED_ARGS",
     "RECORD",
     "REDACTED",
     "STDIN",
@@ -74,7 +65,6 @@ __all__ = [
     "BrainSummary",
     "ContinuationError",
     "EndRecord",
-    "FeedArgs",
     "FeedCodecError",
     "FeedRecord",
     "HeaderRecord",
@@ -89,14 +79,12 @@ __all__ = [
     "TraceRecorder",
     "TraceWriteError",
     "TraceWriter",
-    "apply_feed",
     "brain_fields",
-    "decode_feed_args",
+    "decode_feed",
     "default_scrubber",
     "display_name",
-    "encode_feed_args",
+    "encode_feed",
     "end_outcome",
-    "feed_call",
     "feed_record",
     "is_gzip_name",
     "lines_of",

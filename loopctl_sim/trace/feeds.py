@@ -1,7 +1,5 @@
-"""The feed codec: a feed's arguments as JSON data, and back, and onto a machine.
-
-The driver reports every feed to its observers as ``feed(name, args, machine)`` with these
-canonical argument names (the same names the trace's ``feed`` records carry):
+"""The feed codec: a trace's feed record holds the brain's own ``Feed`` (``loopctl.core``), its
+arguments written as JSON data under the feed's name, and read back into the same type.
 
 =====================  ==========================================================
 feed                   args
@@ -18,144 +16,68 @@ fail                   ``{"error": LoopError}``
 commit_pending         ``{}``
 discard_pending        ``{}``
 =====================  ==========================================================
+
+The arguments are the feed type's fields, by name (the names the driver reports to its
+observers: ``feed(name, args, machine)``); pydantic validates them straight into the feed
+type, so the trace writes no definition of a feed of its own. Replay hands the decoded feed to
+``machine.feed(f)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from functools import cache
+from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import TypeAdapter, ValidationError
 
-from loopctl.core import FEEDS, FeedName, LoopError, LoopMachine, Message
+from loopctl.core import FEED_TYPES, FEEDS, AcceptInput, Feed, Message
 from loopctl_sim.errors import SimError
 
-__all__ = [
-    "FEED_ARGS",
-    "AcceptInputArgs",
-    "CompactionNoopArgs",
-    "CompactionResultArgs",
-    "FailArgs",
-    "FeedArgs",
-    "FeedCodecError",
-    "FeedName",
-    "InjectArgs",
-    "ModelResponseArgs",
-    "NoArgs",
-    "SetContextTokensArgs",
-    "ToolResultsArgs",
-    "apply_feed",
-    "decode_feed_args",
-    "encode_feed_args",
-    "feed_call",
-]
-
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+__all__ = ["FeedCodecError", "decode_feed", "encode_feed", "user_message_input"]
 
 
 class FeedCodecError(ValueError, SimError):
     """A feed name or its arguments do not fit the codec."""
 
 
-class FeedArgs(BaseModel):
-    """Base of the per-feed argument models."""
-
-    model_config = _FROZEN
-
-
-class AcceptInputArgs(FeedArgs):
-    input: Message
-
-    @field_validator("input", mode="before")
-    @classmethod
-    def _text_is_user_message(cls, value: Any) -> Any:
-        return Message.user(value) if isinstance(value, str) else value
-
-
-class ModelResponseArgs(FeedArgs):
-    response: Message
-    context_tokens: int
-
-
-class ToolResultsArgs(FeedArgs):
-    message: Message
-
-
-class CompactionResultArgs(FeedArgs):
-    compacted: tuple[Message, ...]
-    before: int
-    after: int
-
-
-class CompactionNoopArgs(FeedArgs):
-    before: int
-    after: int
-
-
-class SetContextTokensArgs(FeedArgs):
-    n: int
-
-
-class InjectArgs(FeedArgs):
-    message: Message
-
-
-class FailArgs(FeedArgs):
-    error: LoopError
-
-
-class NoArgs(FeedArgs):
-    """``cancel``, ``commit_pending``, ``discard_pending``."""
-
-
-FEED_ARGS: Final[dict[str, type[FeedArgs]]] = {
-    "accept_input": AcceptInputArgs,
-    "model_response": ModelResponseArgs,
-    "tool_results": ToolResultsArgs,
-    "compaction_result": CompactionResultArgs,
-    "compaction_noop": CompactionNoopArgs,
-    "set_context_tokens": SetContextTokensArgs,
-    "inject": InjectArgs,
-    "cancel": NoArgs,
-    "fail": FailArgs,
-    "commit_pending": NoArgs,
-    "discard_pending": NoArgs,
-}
-assert tuple(FEED_ARGS) == FEEDS, "the codec must cover exactly the brain's feeds"
-
-
-def _model(name: str) -> type[FeedArgs]:
+@cache
+def _adapter(name: str) -> TypeAdapter[Feed]:
     try:
-        return FEED_ARGS[name]
+        feed_type = FEED_TYPES[name]
     except KeyError:
         raise FeedCodecError(f"unknown feed {name!r}; known feeds: {', '.join(FEEDS)}") from None
+    adapter: TypeAdapter[Feed] = TypeAdapter(feed_type)
+    return adapter
 
 
-def decode_feed_args(name: str, data: Mapping[str, Any] | FeedArgs) -> FeedArgs:
-    """Typed arguments of feed ``name`` from JSON data (or from the driver's live objects)."""
-    model = _model(name)
-    if isinstance(data, model):
-        return data
+def user_message_input(feed: Feed) -> Feed:
+    """``feed``, with an ``accept_input`` of plain text made the user message it stands for
+    (what the brain makes of it, and what a trace holds)."""
+    if type(feed) is AcceptInput and isinstance(feed.input, str):
+        return AcceptInput(Message.user(feed.input))
+    return feed
+
+
+def decode_feed(name: str, args: Mapping[str, Any] | Feed) -> Feed:
+    """Feed ``name`` from its arguments as JSON data (or the driver's live values, or already a
+    feed); ``FeedCodecError`` names what does not fit."""
+    adapter = _adapter(name)
+    if isinstance(args, FEED_TYPES[name]):
+        return user_message_input(args)
+    data = dict(cast(Mapping[str, Any], args))
+    extra = set(data).difference(FEED_TYPES[name].__match_args__)
+    if extra:  # as in a trace's record: an argument the feed does not have is an error
+        raise FeedCodecError(f"bad arguments for feed {name!r}: {min(extra)}: not an argument")
     try:
-        return model.model_validate(dict(data))
+        return user_message_input(adapter.validate_python(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "args"
         raise FeedCodecError(f"bad arguments for feed {name!r}: {where}: {first['msg']}") from None
 
 
-def encode_feed_args(name: str, args: Mapping[str, Any] | FeedArgs) -> dict[str, Any]:
-    """The arguments of feed ``name`` as JSON data (messages and errors become dicts)."""
-    return decode_feed_args(name, args).model_dump(mode="json")
-
-
-def feed_call(args: FeedArgs) -> tuple[Any, ...]:
-    """The machine method's arguments for a feed's typed arguments: the model's fields, in
-    order, are the parameters of the method named like the feed (tests pin it)."""
-    return tuple(getattr(args, field) for field in type(args).model_fields)
-
-
-def apply_feed(machine: LoopMachine, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
-    """Give ``machine`` feed ``name`` with ``args`` (data or typed); ``ProtocolError`` passes."""
-    getattr(machine, name)(*feed_call(decode_feed_args(name, args)))
+def encode_feed(feed: Feed) -> dict[str, Any]:
+    """A feed's arguments as JSON data (messages and errors become dicts)."""
+    data: dict[str, Any] = _adapter(feed.name).dump_python(feed, mode="json")
+    return data

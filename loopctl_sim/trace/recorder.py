@@ -40,17 +40,28 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from loopctl.api import ModelRequest
-from loopctl.core import LoopError, LoopMachine, MachinePolicy, MachineStep, Message, Terminal
+from loopctl.core import (
+    FEED_TYPES,
+    CommitPending,
+    DiscardPending,
+    Feed,
+    LoopMachine,
+    MachinePolicy,
+    MachineStep,
+    Terminal,
+)
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl_sim.trace.feeds import FeedArgs
 from loopctl_sim.trace.records import BrainSummary, RunError
 from loopctl_sim.trace.requests import RequestLog, RequestSeen
 from loopctl_sim.trace.writer import TraceWriter
 
 __all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
+
+#: The feeds that end a run (after them, the recorder writes the end record).
+_EXIT_DOOR: Final = (CommitPending, DiscardPending)
 
 logger = logging.getLogger("loopctl.trace")
 
@@ -169,7 +180,8 @@ class TraceRecorder(LoopObserver):
         if self.error is not None:
             return
         try:
-            self.writer.feed(name, args, machine.digest(), BrainSummary.of(machine))
+            feed = FEED_TYPES[name](**args)
+            self.writer.feed(feed, machine.digest(), BrainSummary.of(machine))
             every = self.snapshot_every
             if every is not None:
                 self._feeds += 1
@@ -247,6 +259,9 @@ class RecordingMachine:
             self.writer.header(self.machine.snapshot(), metadata, created=created)
 
     def __getattr__(self, name: str) -> Any:
+        feed_type = FEED_TYPES.get(name)
+        if feed_type is not None:  # a seed-named feed method: recorded through ``feed``
+            return lambda *args, **kwargs: self.feed(feed_type(*args, **kwargs))
         return getattr(self.machine, name)
 
     # --- the question -----------------------------------------------------------------
@@ -259,58 +274,15 @@ class RecordingMachine:
 
     # --- feeds ------------------------------------------------------------------------
 
-    def _record(self, name: str, args: Mapping[str, Any] | FeedArgs) -> None:
+    def feed(self, feed: Feed) -> None:
+        """Give the machine ``feed`` and record it; the exit door (``commit_pending``,
+        ``discard_pending``) also writes the end record. The seed-named methods
+        (``model_response(reply, n)`` ...) build the feed and come here."""
+        self.machine.feed(feed)
         if self.writer is not None:
-            self.writer.feed(name, args, self.machine.digest(), BrainSummary.of(self.machine))
-
-    def accept_input(self, input: str | Message) -> None:
-        self.machine.accept_input(input)
-        self._record("accept_input", {"input": input})
-
-    def model_response(self, response: Message, context_tokens: int) -> None:
-        self.machine.model_response(response, context_tokens)
-        self._record("model_response", {"response": response, "context_tokens": context_tokens})
-
-    def tool_results(self, message: Message) -> None:
-        self.machine.tool_results(message)
-        self._record("tool_results", {"message": message})
-
-    def compaction_result(self, compacted: list[Message], before: int, after: int) -> None:
-        compacted = list(compacted)
-        self.machine.compaction_result(compacted, before, after)
-        self._record(
-            "compaction_result", {"compacted": compacted, "before": before, "after": after}
-        )
-
-    def compaction_noop(self, before: int, after: int) -> None:
-        self.machine.compaction_noop(before, after)
-        self._record("compaction_noop", {"before": before, "after": after})
-
-    def set_context_tokens(self, n: int) -> None:
-        self.machine.set_context_tokens(n)
-        self._record("set_context_tokens", {"n": n})
-
-    def inject(self, message: Message) -> None:
-        self.machine.inject(message)
-        self._record("inject", {"message": message})
-
-    def cancel(self) -> None:
-        self.machine.cancel()
-        self._record("cancel", {})
-
-    def fail(self, error: LoopError) -> None:
-        self.machine.fail(error)
-        self._record("fail", {"error": error})
-
-    def commit_pending(self) -> None:
-        self.machine.commit_pending()
-        self._record("commit_pending", {})
-        self.end()
-
-    def discard_pending(self) -> None:
-        self.machine.discard_pending()
-        self._record("discard_pending", {})
-        self.end()
+            self.writer.feed(feed, self.machine.digest(), BrainSummary.of(self.machine))
+        if type(feed) in _EXIT_DOOR:
+            self.end()
 
     # --- the rest ---------------------------------------------------------------------
 

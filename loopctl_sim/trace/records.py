@@ -38,32 +38,32 @@ The writer (``writer``) and the reader (``reader``) are built on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, Self
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, Union, cast
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     TypeAdapter,
+    create_model,
     model_validator,
 )
 
-from loopctl.core import LoopMachine, MachineOutcome, MachinePolicy, MachineSnapshot, MachineStep
-from loopctl_sim.errors import SimError
-from loopctl_sim.trace.feeds import (
-    AcceptInputArgs,
-    CompactionNoopArgs,
-    CompactionResultArgs,
-    FailArgs,
-    FeedArgs,
-    InjectArgs,
-    ModelResponseArgs,
-    NoArgs,
-    SetContextTokensArgs,
-    ToolResultsArgs,
-    decode_feed_args,
+from loopctl.core import (
+    FEED_TYPES,
+    AcceptInput,
+    Feed,
+    FeedName,
+    LoopMachine,
+    MachineOutcome,
+    MachinePolicy,
+    MachineSnapshot,
+    MachineStep,
 )
+from loopctl_sim.errors import SimError
+from loopctl_sim.trace.feeds import user_message_input
 
 __all__ = [
     "FEED_RECORDS",
@@ -207,7 +207,11 @@ class StepRecord(_Record):
     scrubbed: bool = False
 
 
-class _FeedBase(_Record):
+class FeedRecord(_Record):
+    """A feed the brain was given: its ``name`` and the feed itself (``args``: the brain's own
+    ``Feed`` type, written as its fields; ``loopctl_sim.trace.feeds``), and the brain's digest
+    after it. Read through one subclass per feed (``FEED_RECORDS``), picked by ``name``."""
+
     type: Literal["feed"] = "feed"
     digest: str
     #: True when secrets were scrubbed from the args: the brain the replay builds from them holds
@@ -215,108 +219,45 @@ class _FeedBase(_Record):
     scrubbed: bool = False
     #: (v2) The brain's small fields after the feed.
     brain: BrainSummary | None = None
+    name: FeedName
+    args: Feed
 
 
-class AcceptInputFeed(_FeedBase):
-    name: Literal["accept_input"] = "accept_input"
-    args: AcceptInputArgs
+def _record_of(feed_type: type[Feed]) -> type[FeedRecord]:
+    """The record of one feed type: its ``name`` a literal (the discriminator), its ``args`` that
+    type (a feed without fields may leave them out)."""
+    args: Any = feed_type
+    if feed_type is AcceptInput:  # a plain string is taken as a user message
+        args = Annotated[feed_type, AfterValidator(user_message_input)]
+    default: Any = ... if dataclasses.fields(feed_type) else cast(Any, feed_type)()
+    name: Any = Literal[feed_type.name]
+    record: type[FeedRecord] = create_model(
+        f"{feed_type.__name__}Feed",
+        __base__=FeedRecord,
+        __module__=__name__,
+        name=(name, feed_type.name),
+        args=(args, default),
+    )
+    return record
 
 
-class ModelResponseFeed(_FeedBase):
-    name: Literal["model_response"] = "model_response"
-    args: ModelResponseArgs
-
-
-class ToolResultsFeed(_FeedBase):
-    name: Literal["tool_results"] = "tool_results"
-    args: ToolResultsArgs
-
-
-class CompactionResultFeed(_FeedBase):
-    name: Literal["compaction_result"] = "compaction_result"
-    args: CompactionResultArgs
-
-
-class CompactionNoopFeed(_FeedBase):
-    name: Literal["compaction_noop"] = "compaction_noop"
-    args: CompactionNoopArgs
-
-
-class SetContextTokensFeed(_FeedBase):
-    name: Literal["set_context_tokens"] = "set_context_tokens"
-    args: SetContextTokensArgs
-
-
-class InjectFeed(_FeedBase):
-    name: Literal["inject"] = "inject"
-    args: InjectArgs
-
-
-class CancelFeed(_FeedBase):
-    name: Literal["cancel"] = "cancel"
-    args: NoArgs = NoArgs()
-
-
-class FailFeed(_FeedBase):
-    name: Literal["fail"] = "fail"
-    args: FailArgs
-
-
-class CommitPendingFeed(_FeedBase):
-    name: Literal["commit_pending"] = "commit_pending"
-    args: NoArgs = NoArgs()
-
-
-class DiscardPendingFeed(_FeedBase):
-    name: Literal["discard_pending"] = "discard_pending"
-    args: NoArgs = NoArgs()
-
-
-FeedRecord = Annotated[
-    AcceptInputFeed
-    | ModelResponseFeed
-    | ToolResultsFeed
-    | CompactionResultFeed
-    | CompactionNoopFeed
-    | SetContextTokensFeed
-    | InjectFeed
-    | CancelFeed
-    | FailFeed
-    | CommitPendingFeed
-    | DiscardPendingFeed,
-    Field(discriminator="name"),
-]
-
-FEED_RECORDS: Final[dict[str, type[_FeedBase]]] = {
-    "accept_input": AcceptInputFeed,
-    "model_response": ModelResponseFeed,
-    "tool_results": ToolResultsFeed,
-    "compaction_result": CompactionResultFeed,
-    "compaction_noop": CompactionNoopFeed,
-    "set_context_tokens": SetContextTokensFeed,
-    "inject": InjectFeed,
-    "cancel": CancelFeed,
-    "fail": FailFeed,
-    "commit_pending": CommitPendingFeed,
-    "discard_pending": DiscardPendingFeed,
+#: The record class of each feed, by name.
+FEED_RECORDS: Final[dict[str, type[FeedRecord]]] = {
+    name: _record_of(feed_type) for name, feed_type in FEED_TYPES.items()
 }
 
 
 def feed_record(
     seq: int,
-    name: str,
-    args: Mapping[str, Any] | FeedArgs,
+    feed: Feed,
     digest: str,
     *,
     scrubbed: bool = False,
     brain: BrainSummary | None = None,
 ) -> FeedRecord:
-    """Build the feed record for ``name`` (args as data or typed)."""
-    cls = FEED_RECORDS[name]
-    record: FeedRecord = cls(  # type: ignore[assignment]
-        seq=seq, args=decode_feed_args(name, args), digest=digest, scrubbed=scrubbed, brain=brain
-    )
-    return record
+    """The feed record of ``feed``."""
+    record_type = FEED_RECORDS[feed.name]  # its ``name`` has the feed's as its default
+    return record_type(seq=seq, args=feed, digest=digest, scrubbed=scrubbed, brain=brain)  # type: ignore[call-arg]
 
 
 class IoRecord(_Record):
@@ -372,10 +313,13 @@ class EndRecord(_Record):
     error: RunError | None = Field(default=None, exclude_if=_is_none)
 
 
-Record = Annotated[
-    HeaderRecord | StepRecord | FeedRecord | IoRecord | EndRecord,
-    Field(discriminator="type"),
-]
+if TYPE_CHECKING:
+    Record = HeaderRecord | StepRecord | FeedRecord | IoRecord | EndRecord
+else:
+    _FEED = Annotated[Union[tuple(FEED_RECORDS.values())], Field(discriminator="name")]  # noqa: UP007
+    Record = Annotated[
+        HeaderRecord | StepRecord | _FEED | IoRecord | EndRecord, Field(discriminator="type")
+    ]
 RECORD: TypeAdapter[Record] = TypeAdapter(Record)
 
 

@@ -25,10 +25,10 @@ from typing import IO, Any, Final, TypeVar
 from pydantic import BaseModel
 
 import loopctl
-from loopctl.core import LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
+from loopctl.core import Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.errors import SimError
-from loopctl_sim.trace.feeds import FeedArgs, decode_feed_args
+from loopctl_sim.trace.feeds import user_message_input
 from loopctl_sim.trace.files import complete_prefix, is_gzip_name, open_for_writing
 from loopctl_sim.trace.records import (
     SNAPSHOT_HEADER_VERSION,
@@ -235,15 +235,9 @@ class TraceWriter:
         self._write_line(text)
         return record
 
-    def feed(
-        self,
-        name: str,
-        args: Mapping[str, Any] | FeedArgs,
-        digest: str,
-        brain: BrainSummary | None = None,
-    ) -> FeedRecord:
+    def feed(self, feed: Feed, digest: str, brain: BrainSummary | None = None) -> FeedRecord:
         """A feed record; ``brain`` is the brain's summary after the feed (``BrainSummary.of``)."""
-        record = feed_record(self.seq, name, decode_feed_args(name, args), digest, brain=brain)
+        record = feed_record(self.seq, user_message_input(feed), digest, brain=brain)
         record, text = self._scrubbed(record, record.model_dump_json())
         self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
         self._write_line(text)

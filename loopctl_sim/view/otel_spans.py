@@ -47,7 +47,6 @@ from loopctl_sim.trace import (
     HeaderRecord,
     StepRecord,
     TraceReader,
-    apply_feed,
     open_for_reading,
     scrub_text,
 )
@@ -99,7 +98,7 @@ class _Brain:
             elif isinstance(record, StepRecord):
                 self.machine.next_step(record.policy)
             elif record.type == "feed":
-                apply_feed(self.machine, record.name, record.args)
+                self.machine.feed(record.args)
         except Exception:  # a damaged or partial trace: no conversation, still spans
             self.machine = None
 

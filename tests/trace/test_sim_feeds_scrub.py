@@ -20,19 +20,18 @@ from loopctl import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core import FEEDS
+from loopctl.core import FEED_TYPES, FEEDS, AcceptInput
 from loopctl_sim.trace import (
-    FEED_ARGS,
     RECORD,
     REDACTED,
     FeedCodecError,
     TraceWriter,
-    apply_feed,
-    decode_feed_args,
-    encode_feed_args,
+    decode_feed,
+    encode_feed,
     might_hold_secrets,
     scrub,
 )
+from loopctl_sim.trace.records import FEED_RECORDS
 from loopctl_sim.trace.scrub import LITERALS
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
@@ -57,20 +56,24 @@ CANONICAL: dict[str, dict[str, Any]] = {
 
 
 def test_the_codec_covers_exactly_the_brains_feeds() -> None:
-    assert tuple(FEED_ARGS) == FEEDS == tuple(CANONICAL)
+    assert tuple(FEED_RECORDS) == FEEDS == tuple(CANONICAL)
 
 
 @pytest.mark.parametrize("name", list(CANONICAL))
 def test_encode_then_decode_is_identity(name: str) -> None:
-    data = encode_feed_args(name, CANONICAL[name])
-    assert isinstance(data, dict)
-    decoded = decode_feed_args(name, data)
-    assert decoded == decode_feed_args(name, CANONICAL[name])
-    assert encode_feed_args(name, decoded) == data
+    feed = decode_feed(name, CANONICAL[name])
+    assert type(feed) is FEED_TYPES[name] and feed == FEED_TYPES[name](**CANONICAL[name])
+    data = encode_feed(feed)
+    assert isinstance(data, dict) and json.loads(json.dumps(data)) == data
+    assert decode_feed(name, data) == feed
+    assert encode_feed(decode_feed(name, data)) == data
 
 
 def test_text_input_is_taken_as_a_user_message() -> None:
-    assert decode_feed_args("accept_input", {"input": "hi"}).input == Message.user("hi")  # type: ignore[attr-defined]
+    feed = decode_feed("accept_input", {"input": "hi"})
+    assert feed == AcceptInput(Message.user("hi"))
+    line = b'{"seq":1,"type":"feed","digest":"d","name":"accept_input","args":{"input":"hi"}}'
+    assert RECORD.validate_json(line).args == feed  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -78,13 +81,14 @@ def test_text_input_is_taken_as_a_user_message() -> None:
     [
         ("fly", {}, "unknown feed 'fly'"),
         ("set_context_tokens", {"n": "many"}, "bad arguments for feed 'set_context_tokens': n"),
+        ("set_context_tokens", {"n": 3, "m": 1}, "bad arguments for feed 'set_context_tokens': m"),
         ("cancel", {"why": 1}, "bad arguments for feed 'cancel'"),
         ("model_response", {"response": Message.assistant("x")}, "context_tokens"),
     ],
 )
 def test_bad_feeds_are_refused_clearly(name: str, args: dict[str, Any], message: str) -> None:
     with pytest.raises(FeedCodecError, match=message):
-        decode_feed_args(name, args)
+        decode_feed(name, args)
 
 
 def _machine_in(state: str) -> LoopMachine:
@@ -123,28 +127,30 @@ VALID_IN = {
 
 
 @pytest.mark.parametrize(("name", "state"), list(VALID_IN.items()))
-def test_apply_feed_from_data_equals_the_direct_call(name: str, state: str) -> None:
+def test_a_decoded_feed_equals_the_direct_call(name: str, state: str) -> None:
     direct, via_codec = _machine_in(state), _machine_in(state)
     getattr(direct, name)(**CANONICAL[name])
-    apply_feed(via_codec, name, encode_feed_args(name, CANONICAL[name]))
+    via_codec.feed(decode_feed(name, encode_feed(decode_feed(name, CANONICAL[name]))))
     assert via_codec == direct
     assert via_codec.digest() == direct.digest()
 
 
-def test_apply_accept_input_and_discard() -> None:
+def test_accept_input_and_discard_from_data() -> None:
     m = LoopMachine()
-    apply_feed(
-        m, "accept_input", {"input": {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}}
+    m.feed(
+        decode_feed(
+            "accept_input", {"input": {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}}
+        )
     )
     assert m.pending == (Message.user("hi"),)
-    apply_feed(m, "cancel", {})
-    apply_feed(m, "discard_pending", {})
+    m.feed(decode_feed("cancel", {}))
+    m.feed(decode_feed("discard_pending", {}))
     assert m.finalized
 
 
-def test_apply_feed_passes_protocol_errors_through() -> None:
+def test_a_decoded_feed_the_brain_refuses_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="tool_results"):
-        apply_feed(_machine_in("start"), "tool_results", CANONICAL["tool_results"])
+        _machine_in("start").feed(decode_feed("tool_results", CANONICAL["tool_results"]))
 
 
 # --- scrubbing ------------------------------------------------------------------------------
@@ -181,7 +187,7 @@ def test_secrets_never_land_in_a_trace() -> None:
     w.header(None, {"api_key": "sk-live-1234567890abcdef", "Authorization": "Bearer xyz"})
     m = LoopMachine()
     m.accept_input("my key is sk-abcdefghijklmnopqrstuv")
-    w.feed("accept_input", {"input": "my key is sk-abcdefghijklmnopqrstuv"}, m.digest())
+    w.feed(AcceptInput("my key is sk-abcdefghijklmnopqrstuv"), m.digest())
     w.io(
         "model_request",
         data={
@@ -260,6 +266,6 @@ def test_the_fast_check_never_lets_a_secret_through(value: Any) -> None:
 
 @pytest.mark.parametrize("name", FEEDS)
 def test_a_feeds_fields_are_its_machine_methods_parameters_in_order(name: str) -> None:
-    """``feed_call`` (used by ``apply_feed`` and replay) passes the fields positionally."""
+    """A trace's args are the feed's fields, named as the seed-named method's parameters."""
     parameters = list(inspect.signature(getattr(LoopMachine, name)).parameters)[1:]
-    assert list(FEED_ARGS[name].model_fields) == parameters
+    assert list(FEED_TYPES[name].__match_args__) == parameters

@@ -31,7 +31,6 @@ from loopctl_sim.trace import (
     HeaderRecord,
     StepRecord,
     TraceReader,
-    apply_feed,
 )
 
 __all__ = ["check_trace"]
@@ -87,7 +86,7 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
             name = record.name
             before_machine = LoopMachine.from_snapshot(machine.snapshot())
             try:
-                apply_feed(machine, name, record.args)
+                machine.feed(record.args)
             except ProtocolError as exc:
                 problems.append(f"seq {seq}: {_p(InvariantCode.REFUSAL, f'{name} refused: {exc}')}")
                 return problems
