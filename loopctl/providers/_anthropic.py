@@ -21,7 +21,7 @@ from loopctl.providers._anthropic_wire import (
     tools_to_wire,
     usage_from_wire,
 )
-from loopctl.providers._common import Cursor, HttpProvider, resolve_key, server_tools_of, sse_events
+from loopctl.providers._common import Cursor, HttpProvider
 
 __all__ = ["AnthropicClient", "messages_to_wire", "usage_from_wire"]
 
@@ -41,6 +41,10 @@ class AnthropicClient(HttpProvider):
     one). ``provider`` overrides the key the kept parts carry (default: from the host).
     """
 
+    family = "anthropic"
+    path = "v1/messages"
+    key_env = "ANTHROPIC_API_KEY"
+
     def __init__(
         self,
         model: str,
@@ -57,23 +61,19 @@ class AnthropicClient(HttpProvider):
         provider: str | None = None,
     ) -> None:
         super().__init__(
+            model,
             base_url=base_url or DEFAULT_BASE_URL,
+            api_key=api_key,
             http_client=http_client,
             stream=stream,
+            options=options,
             timeout=timeout,
-            family="anthropic",
-            key_env="ANTHROPIC_API_KEY",
             provider=provider,
-            server_tools=tuple(dict(t) for t in server_tools),
+            server_tools=server_tools,
+            require_key=True,
         )
-        self.model = model
         self.max_tokens = max_tokens
-        self.options = dict(options or {})
         self.betas = tuple(betas)
-        self.api_key = resolve_key(api_key, "ANTHROPIC_API_KEY", self.info.name, required=True)
-
-    def url(self) -> str:
-        return self.endpoint("v1/messages")
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -94,9 +94,8 @@ class AnthropicClient(HttpProvider):
         }
         if system:
             body["system"] = system
-        server_tools = server_tools_of(self.server_tools, request)
-        if request.tools or server_tools:
-            body["tools"] = tools_to_wire(request.tools, server_tools)
+        if tools := self.tools(request, tools_to_wire):
+            body["tools"] = tools
         body.update(self.options)
         body.update(request.options)
         if self.streaming:
@@ -105,12 +104,11 @@ class AnthropicClient(HttpProvider):
             body.pop("stream", None)
         return body
 
-    async def parse_stream(
+    def parse_stream(
         self, response: httpx.Response, request: ModelRequest, cursor: Cursor
     ) -> AsyncIterator[StreamEvent]:
-        events = sse_events(response.aiter_lines(), cursor)
-        async for event in stream_events(self.info, events, cursor, request.turn, self.provider):
-            yield event
+        lines = response.aiter_lines()
+        return stream_events(self.info, lines, cursor, request.turn, self.provider)
 
     def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
         return body_events(self.info, data, request.turn, self.provider)

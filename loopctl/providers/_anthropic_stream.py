@@ -42,34 +42,18 @@ from loopctl.api import (
 from loopctl.core import ProviderPart, TextPart, ThinkingPart
 from loopctl.providers._anthropic_wire import CITATIONS, block_parts, usage_from_wire
 from loopctl.providers._common import (
+    CallIds,
     Cursor,
     ProviderInfo,
-    SseEvent,
     classify,
     loads,
+    loads_object,
     malformed,
+    sse_events,
     stream_ended_early,
 )
 
 __all__ = ["body_events", "stream_events"]
-
-
-class _Ids:
-    """Our index and a unique, non-empty id for each tool call of one reply."""
-
-    def __init__(self, turn: int) -> None:
-        self.turn = turn
-        self.count = 0
-        self.seen: set[str] = set()
-
-    def next(self, wire_id: str | None) -> tuple[int, str]:
-        ours = self.count
-        self.count += 1
-        call_id = wire_id or ""
-        if not call_id or call_id in self.seen:
-            call_id = f"call_{self.turn}_{ours}"
-        self.seen.add(call_id)
-        return ours, call_id
 
 
 def _part_events(block: Mapping[str, Any], provider: str) -> Iterator[StreamEvent]:
@@ -86,7 +70,7 @@ def body_events(info: ProviderInfo, data: Any, turn: int, provider: str) -> Iter
     """The events of a whole (non-streamed) Messages body."""
     if not isinstance(data, Mapping) or not isinstance(data.get("content"), list):
         raise malformed(info, "a message without a content list", "the JSON body")
-    ids = _Ids(turn)
+    ids = CallIds(turn)
     for block in data["content"]:
         if block.get("type") == "tool_use":
             ours, call_id = ids.next(block.get("id"))
@@ -119,7 +103,7 @@ class _Stream:
         self.info = info
         self.cursor = cursor
         self.provider = provider
-        self.ids = _Ids(turn)
+        self.ids = CallIds(turn)
         self.blocks: dict[int, _Block] = {}
         self.usage: dict[str, Any] = {}
 
@@ -214,17 +198,15 @@ class _Stream:
 
 async def stream_events(
     info: ProviderInfo,
-    events: AsyncIterator[SseEvent],
+    lines: AsyncIterator[str],
     cursor: Cursor,
     turn: int,
     provider: str,
 ) -> AsyncIterator[StreamEvent]:
     """The events of a streamed Messages reply (see the module docstring)."""
     state = _Stream(info, cursor, turn, provider)
-    async for sse in events:
-        data = loads(info, sse.data, cursor.where())
-        if not isinstance(data, Mapping):
-            raise state.bad(f"an event that is not an object: {sse.data[:200]!r}")
+    async for sse in sse_events(lines, cursor):
+        data = loads_object(info, sse.data, cursor.where(), "an event")
         etype = data.get("type", sse.event)
         if etype == "message_start":
             state.usage.update((data.get("message") or {}).get("usage") or {})

@@ -133,14 +133,11 @@ def block_parts(block: Mapping[str, Any], provider: str) -> list[Part]:
     return [ProviderPart(provider=provider, data=dict(block))]
 
 
-def tools_to_wire(
-    tools: Sequence[ToolSpec], server_tools: Sequence[Mapping[str, Any]] = ()
-) -> list[dict[str, Any]]:
-    """Function tools, then the tools Anthropic runs itself (``web_search``, ...) as given."""
-    wire = [
+def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Function tools as ``{"name", "description", "input_schema"}``."""
+    return [
         {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
     ]
-    return wire + [dict(t) for t in server_tools]
 
 
 def usage_from_wire(usage: Mapping[str, Any]) -> Usage:

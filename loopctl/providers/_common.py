@@ -20,31 +20,34 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
 import httpx
 
-from loopctl.api import ApiError, ModelRequest, StreamEvent
+from loopctl.api import ApiError, ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import LoopError
 from loopctl.providers._errors import (
     MissingApiKeyError,
     ProviderInfo,
     classify,
+    details_of,
     loads,
+    loads_object,
     malformed,
     parse_retry_hints,
     resolve_key,
     stream_ended_early,
     unexpected_content,
 )
-from loopctl.providers._framing import Cursor, SseEvent, ndjson_objects, sse_events
+from loopctl.providers._framing import CallIds, Cursor, SseEvent, ndjson_objects, sse_events
 from loopctl.providers._hosts import Family, identity
 from loopctl.providers._urls import BaseUrl, redact
 from loopctl.secrets import is_secret_name
 
 __all__ = [
+    "CallIds",
     "Cursor",
     "HttpProvider",
     "MissingApiKeyError",
@@ -53,11 +56,10 @@ __all__ = [
     "SseEvent",
     "classify",
     "loads",
+    "loads_object",
     "malformed",
     "ndjson_objects",
     "parse_retry_hints",
-    "resolve_key",
-    "server_tools_of",
     "sse_events",
     "stream_ended_early",
 ]
@@ -73,11 +75,6 @@ def _media_type(response: httpx.Response) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
-def server_tools_of(own: tuple[dict[str, Any], ...], request: ModelRequest) -> list[dict[str, Any]]:
-    """The provider-run tools to advertise: the client's, then the request's (as given)."""
-    return [dict(tool) for tool in (*own, *request.server_tools)]
-
-
 # --- the exchange ----------------------------------------------------------------------------
 
 
@@ -85,27 +82,36 @@ class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies.
 
     ``info`` names the provider (from the base URL, see ``_hosts``); ``provider`` is the key
-    recorded in the reasoning and provider parts this client keeps and sends back.
+    recorded in the reasoning and provider parts this client keeps and sends back. The
+    subclasses' constructors take the same arguments (and a few of their own), resolved here:
+    ``api_key`` from ``key_env`` when not given (required when ``require_key``).
     """
 
     info: ProviderInfo
-    #: Sent as a bearer token by the default ``headers()`` when set (Anthropic overrides it).
-    api_key: str | None = None
+    family: Family
+    #: The endpoint's path under the base URL (``chat/completions``).
+    path: str
+    #: The environment variable of the key (None: no key is looked up, ``api_key`` as given).
+    key_env: str | None = None
     #: The media types of this provider's streams (a JSON body is always read whole).
     stream_types: tuple[str, ...] = ("text/event-stream",)
 
     def __init__(
         self,
+        model: str,
         *,
         base_url: str,
+        api_key: str | None,
         http_client: httpx.AsyncClient | None,
         stream: bool,
+        options: Mapping[str, Any] | None,
         timeout: httpx.Timeout | float | None,
-        family: Family,
-        key_env: str | None,
-        provider: str | None = None,
-        server_tools: tuple[dict[str, Any], ...] = (),
+        provider: str | None,
+        server_tools: Sequence[Mapping[str, Any]] = (),
+        require_key: bool = False,
     ) -> None:
+        self.model = model
+        self.options = dict(options or {})
         self._base = BaseUrl(base_url)
         #: The base URL requests go under: no ``user:password@`` (see ``_urls``), query kept.
         self.base_url = self._base.base
@@ -114,9 +120,13 @@ class HttpProvider:
         self.streaming = stream
         self._http = http_client
         self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-        key, name = identity(self.base_url, family, provider)
-        self.info = ProviderInfo(name, key_env, key, self._base.host)
+        key, name = identity(self.base_url, self.family, provider)
+        self.info = ProviderInfo(name, self.key_env, key, self._base.host)
         self.server_tools = tuple(dict(t) for t in server_tools)
+        #: Sent as a bearer token by the default ``headers()`` when set (Anthropic overrides it).
+        self.api_key = api_key
+        if self.key_env is not None:
+            self.api_key = resolve_key(api_key, self.key_env, name, required=require_key)
 
     @property
     def provider(self) -> str:
@@ -150,7 +160,8 @@ class HttpProvider:
 
     # subclass hooks
     def url(self) -> str:
-        raise NotImplementedError
+        """Where requests go: ``path`` under the base URL."""
+        return self.endpoint(self.path)
 
     def headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -171,13 +182,21 @@ class HttpProvider:
                     message=f"the base URL of {self.info.name} ({self._shown_url}) carries "
                     "user:password and an API key is set: both go in the Authorization "
                     "header; drop one (api_key='' sends the URL's credentials)",
-                    details=self._details(),
+                    details=details_of(self.info),
                 )
             )
         return {**headers, "authorization": self._base.basic}
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
+
+    def tools(
+        self, request: ModelRequest, convert: Callable[[Sequence[ToolSpec]], list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """The tools to advertise: the function tools in the wire's form (``convert``), then
+        the tools the provider runs itself, the client's then the request's, as given."""
+        own = [dict(tool) for tool in (*self.server_tools, *request.server_tools)]
+        return [*convert(request.tools), *own]
 
     def parse_stream(
         self, response: httpx.Response, request: ModelRequest, cursor: Cursor
@@ -228,40 +247,20 @@ class HttpProvider:
                     # data of an unexpected shape (pydantic's ValidationError is a ValueError)
                     where = cursor.where() if as_stream else "the JSON body"
                     raise malformed(self.info, f"{type(exc).__name__}: {exc}", where) from None
-        except httpx.TimeoutException as exc:
-            raise ApiError(
-                LoopError(
-                    kind="timeout",
-                    message=f"{self.info.name} at {self._shown_url} timed out: "
-                    f"{type(exc).__name__}",
-                    retryable=True,
-                    details=self._details(),
-                )
-            ) from None
-        except httpx.ConnectError as exc:
-            raise ApiError(
-                LoopError(
-                    kind="network",
-                    message=f"cannot connect to {self.info.name} at {self._shown_url}: {exc}",
-                    retryable=True,
-                    details={**self._details(), "base_url": self._shown_url},
-                )
-            ) from None
         except httpx.TransportError as exc:
-            raise ApiError(
-                LoopError(
-                    kind="network",
-                    message=f"connection to {self.info.name} failed: {type(exc).__name__}: {exc}",
-                    retryable=True,
-                    details=self._details(),
-                )
-            ) from None
+            raise self._transport_error(exc) from None
 
-    def _details(self) -> dict[str, Any]:
-        details: dict[str, Any] = {"provider": self.info.name}
-        if self.info.host:
-            details["host"] = self.info.host
-        return details
+    def _transport_error(self, exc: httpx.TransportError) -> ApiError:
+        """A timeout, a refused connection or a dropped one: retryable, naming where."""
+        name, shown, details = self.info.name, self._shown_url, details_of(self.info)
+        if isinstance(exc, httpx.TimeoutException):
+            kind, message = "timeout", f"{name} at {shown} timed out: {type(exc).__name__}"
+        elif isinstance(exc, httpx.ConnectError):
+            kind, message = "network", f"cannot connect to {name} at {shown}: {exc}"
+            details["base_url"] = shown
+        else:
+            kind, message = "network", f"connection to {name} failed: {type(exc).__name__}: {exc}"
+        return ApiError(LoopError(kind=kind, message=message, retryable=True, details=details))
 
     async def _reads_as_stream(self, response: httpx.Response) -> bool:
         """Whether to parse the response as a stream: its content type decides (see the module
@@ -290,7 +289,7 @@ class OpenAIKeyed(HttpProvider):
     ``OPENAI_API_KEY`` (required only by the OpenAI API itself: local servers run without one),
     ``base_url`` from ``OPENAI_BASE_URL`` or the OpenAI API, and extra body ``options``."""
 
-    family: Family = "chat"
+    key_env = "OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -307,16 +306,14 @@ class OpenAIKeyed(HttpProvider):
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
         super().__init__(
+            model,
             base_url=url,
+            api_key=api_key,
             http_client=http_client,
             stream=stream,
+            options=options,
             timeout=timeout,
-            family=self.family,
-            key_env="OPENAI_API_KEY",
             provider=provider,
-            server_tools=tuple(dict(t) for t in server_tools),
+            server_tools=server_tools,
+            require_key=BaseUrl(url).host == "api.openai.com",
         )
-        self.model = model
-        self.options = dict(options or {})
-        official = httpx.URL(self.base_url).host == "api.openai.com"
-        self.api_key = resolve_key(api_key, "OPENAI_API_KEY", self.info.name, required=official)

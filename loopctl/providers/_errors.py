@@ -31,7 +31,9 @@ __all__ = [
     "MissingApiKeyError",
     "ProviderInfo",
     "classify",
+    "details_of",
     "loads",
+    "loads_object",
     "malformed",
     "parse_retry_hints",
     "resolve_key",
@@ -242,9 +244,7 @@ def classify(
         retryable = bool(tags & {"server_error", "api_error"}) or not (etype or code)
     else:
         kind, retryable = "provider", False
-    details: dict[str, Any] = {"provider": info.name}
-    if info.host:
-        details["host"] = info.host
+    details = details_of(info)
     if etype:
         details["type"] = etype
     if code:
@@ -268,7 +268,8 @@ def classify(
 # --- what cannot be parsed -------------------------------------------------------------------
 
 
-def _details(info: ProviderInfo, **extra: Any) -> dict[str, Any]:
+def details_of(info: ProviderInfo, **extra: Any) -> dict[str, Any]:
+    """The ``details`` every error of a client carries: the provider's name, its host."""
     details: dict[str, Any] = {"provider": info.name}
     if info.host:
         details["host"] = info.host
@@ -286,7 +287,7 @@ def malformed(info: ProviderInfo, what: str, where: str | None = None) -> ApiErr
             message=f"malformed response from {info.name}: the body could not be parsed{at}: "
             f"{what}",
             retryable=True,
-            details=_details(info, parse=True, where=where or "the response"),
+            details=details_of(info, parse=True, where=where or "the response"),
         )
     )
 
@@ -300,7 +301,7 @@ def unexpected_content(info: ProviderInfo, content_type: str, body: str, expecte
             message=f"{info.name} answered with content type {content_type!r} where "
             f"{expected} was expected: {body.strip()[:200]!r}",
             retryable=False,
-            details=_details(info, content_type=content_type),
+            details=details_of(info, content_type=content_type),
         )
     )
 
@@ -312,7 +313,7 @@ def stream_ended_early(info: ProviderInfo, what: str) -> ApiError:
             kind="network",
             message=f"the {info.name} stream ended before {what}",
             retryable=True,
-            details=_details(info),
+            details=details_of(info),
         )
     )
 
@@ -322,3 +323,11 @@ def loads(info: ProviderInfo, text: str, where: str | None = None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise malformed(info, f"invalid JSON ({exc.msg}): {text[:200]!r}", where) from None
+
+
+def loads_object(info: ProviderInfo, text: str, where: str, what: str) -> Mapping[str, Any]:
+    """``text`` parsed as a JSON object; anything else is malformed (``what``: "an event")."""
+    data = loads(info, text, where)
+    if not isinstance(data, Mapping):
+        raise malformed(info, f"{what} that is not an object: {text[:200]!r}", where)
+    return data

@@ -1,9 +1,11 @@
-"""Framing of a response's bytes: server-sent events and NDJSON lines, and where a parser is.
+"""Framing of a response's bytes: server-sent events and NDJSON lines, where a parser is, and
+the ids of the tool calls it reads.
 
 ``sse_events`` and ``ndjson_objects`` frame a byte stream (lines split across chunks are joined
 by httpx's line decoder; an event cut off by a disconnect is dropped, never half-parsed). Both
 count what they read on a ``Cursor``, so that a body that cannot be parsed is reported with the
-event and line it failed at, not just a bare exception.
+event and line it failed at, not just a bare exception. ``CallIds`` numbers a reply's tool
+calls and makes their ids unique, the same way for every provider.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from loopctl.providers._errors import ProviderInfo, loads, stream_ended_early
 
-__all__ = ["Cursor", "SseEvent", "ndjson_objects", "sse_events"]
+__all__ = ["CallIds", "Cursor", "SseEvent", "ndjson_objects", "sse_events"]
 
 
 class Cursor:
@@ -37,6 +39,32 @@ class Cursor:
         if self.events:
             return f"event {self.events}{named}, line {self.event_line}"
         return f"line {self.lines}"
+
+
+class CallIds:
+    """Our index and a unique, non-empty id for each tool call of one reply: a missing or
+    repeated wire id becomes ``call_{turn}_{n}`` (deterministic, never random; the next free
+    ``n`` from the call's own index, so it cannot collide with an id the wire gave)."""
+
+    __slots__ = ("count", "seen", "turn")
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        self.count = 0
+        self.seen: set[str] = set()
+
+    def next(self, wire_id: Any) -> tuple[int, str]:
+        """``(our index, the id)`` of the next call; ``wire_id`` as the reply gave it (a value
+        that is not a string fails the ``ToolCallStart`` check: a malformed reply)."""
+        ours = self.count
+        self.count += 1
+        call_id = wire_id or ""
+        n = ours
+        while not call_id or call_id in self.seen:
+            call_id = f"call_{self.turn}_{n}"
+            n += 1
+        self.seen.add(call_id)
+        return ours, call_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,13 +42,13 @@ from loopctl.api import (
 )
 from loopctl.core import Message, ThinkingPart
 from loopctl.providers._common import (
+    CallIds,
     Cursor,
     HttpProvider,
     ProviderInfo,
     classify,
     malformed,
     ndjson_objects,
-    server_tools_of,
     stream_ended_early,
 )
 from loopctl.providers._openai_wire import tools_to_wire
@@ -136,10 +136,8 @@ class _Reply:
 
     def __init__(self, info: ProviderInfo, turn: int, provider: str) -> None:
         self.info = info
-        self.turn = turn
         self.provider = provider
-        self.count = 0
-        self.ids: set[str] = set()
+        self.ids = CallIds(turn)
         self.done = False
         self.thinking: list[str] = []
 
@@ -169,12 +167,7 @@ class _Reply:
             fn = tc.get("function") or {}
             if not fn.get("name"):
                 raise malformed(self.info, "a tool call without a function name", where)
-            ours = self.count
-            self.count += 1
-            call_id = tc.get("id") or ""
-            if not call_id or call_id in self.ids:
-                call_id = f"call_{self.turn}_{ours}"
-            self.ids.add(call_id)
+            ours, call_id = self.ids.next(tc.get("id"))
             args = fn.get("arguments")
             text = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
             yield ToolCallStart(index=ours, id=call_id, name=fn["name"])
@@ -183,7 +176,7 @@ class _Reply:
         if obj.get("done"):
             self.done = True
             reason = obj.get("done_reason") or "stop"
-            if self.count:
+            if self.ids.count:
                 normalized = "tool_use"
             else:
                 normalized = {"stop": "end_turn", "length": "max_tokens"}.get(reason, reason)
@@ -201,6 +194,9 @@ class OllamaClient(HttpProvider):
     except ``think``, ``format`` and ``keep_alive``, which are top-level fields.
     """
 
+    family = "ollama"
+    path = "api/chat"
+
     def __init__(
         self,
         model: str,
@@ -216,22 +212,17 @@ class OllamaClient(HttpProvider):
     ) -> None:
         url = base_url or host_from_env(os.environ.get("OLLAMA_HOST"))
         super().__init__(
+            model,
             base_url=url,
+            api_key=api_key,
             http_client=http_client,
             stream=stream,
+            options=options,
             timeout=timeout,
-            family="ollama",
-            key_env=None,
             provider=provider,
         )
-        self.model = model
-        self.api_key = api_key
-        self.options = dict(options or {})
         if num_ctx is not None:
             self.options["num_ctx"] = num_ctx
-
-    def url(self) -> str:
-        return self.endpoint("api/chat")
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -239,9 +230,8 @@ class OllamaClient(HttpProvider):
             "messages": messages_to_wire(request.messages, request.system, self.provider),
             "stream": self.streaming,
         }
-        server_tools = server_tools_of((), request)
-        if request.tools or server_tools:
-            body["tools"] = tools_to_wire(request.tools, server_tools)
+        if tools := self.tools(request, tools_to_wire):
+            body["tools"] = tools
         options = dict(self.options)
         for key, value in request.options.items():
             if key in _TOP_LEVEL:

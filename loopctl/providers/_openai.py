@@ -42,13 +42,13 @@ from loopctl.api import (
 )
 from loopctl.core import ProviderPart
 from loopctl.providers._common import (
+    CallIds,
     Cursor,
     OpenAIKeyed,
     ProviderInfo,
     classify,
-    loads,
+    loads_object,
     malformed,
-    server_tools_of,
     sse_events,
     stream_ended_early,
 )
@@ -77,23 +77,12 @@ class _Calls:
     """Assembles streamed tool-call fragments into calls with unique, non-empty ids."""
 
     def __init__(self, turn: int) -> None:
-        self.turn = turn
-        self.count = 0
+        self.ids = CallIds(turn)
         # wire index -> (our index, the id the wire gave it, whether arguments arrived)
         self.by_wire_index: dict[int, tuple[int, str | None, bool]] = {}
-        self.ids: set[str] = set()
         self.open: list[int] = []
         self.call_ids: dict[int, str] = {}  # our index -> the id given
         self.extras: dict[str, dict[str, Any]] = {}  # call id -> its extra_content (Gemini)
-
-    def _new_id(self, wire_id: str | None, n: int) -> str:
-        if wire_id and wire_id not in self.ids:
-            return wire_id
-        candidate = f"call_{self.turn}_{n}"
-        while candidate in self.ids:
-            n += 1
-            candidate = f"call_{self.turn}_{n}"
-        return candidate
 
     def fragment(
         self, info: ProviderInfo, frag: Mapping[str, Any], where: str
@@ -119,10 +108,7 @@ class _Calls:
             if current is not None:
                 yield ToolCallEnd(index=current[0])
                 self.open.remove(current[0])
-            ours = self.count
-            self.count += 1
-            call_id = self._new_id(wire_id, ours)
-            self.ids.add(call_id)
+            ours, call_id = self.ids.next(wire_id)
             self.call_ids[ours] = call_id
             self.by_wire_index[wire_index] = (ours, wire_id, bool(args))
             self.open.append(ours)
@@ -266,18 +252,15 @@ class OpenAIClient(OpenAIKeyed):
     """
 
     family = "chat"
-
-    def url(self) -> str:
-        return self.endpoint("chat/completions")
+    path = "chat/completions"
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages_to_wire(request.messages, request.system, self.provider),
         }
-        server_tools = server_tools_of(self.server_tools, request)
-        if request.tools or server_tools:
-            body["tools"] = tools_to_wire(request.tools, server_tools)
+        if tools := self.tools(request, tools_to_wire):
+            body["tools"] = tools
         body.update(self.options)
         body.update(request.options)
         body["stream"] = self.streaming
@@ -294,11 +277,7 @@ class OpenAIClient(OpenAIKeyed):
             if sse.data.strip() == "[DONE]":
                 break
             where = cursor.where()
-            chunk = loads(self.info, sse.data, where)
-            if not isinstance(chunk, Mapping):
-                raise malformed(
-                    self.info, f"a chunk that is not an object: {sse.data[:200]!r}", where
-                )
+            chunk = loads_object(self.info, sse.data, where, "a chunk")
             if "error" in chunk:
                 raise classify(self.info, None, chunk)
             for choice in chunk.get("choices") or []:

@@ -31,7 +31,7 @@ import httpx
 
 from loopctl.api import ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import Message, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.providers._common import Cursor, OpenAIKeyed, server_tools_of, sse_events
+from loopctl.providers._common import Cursor, OpenAIKeyed
 from loopctl.providers._openai_responses_stream import (
     ANNOTATIONS,
     CALL_EXTRA,
@@ -115,10 +115,9 @@ def input_items(messages: Sequence[Message], provider: str = DEFAULT_PROVIDER) -
     return items
 
 
-def tools_to_wire(
-    tools: Sequence[ToolSpec], server_tools: Sequence[Mapping[str, Any]] = ()
-) -> list[dict[str, Any]]:
-    wire = [
+def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Function tools as ``{"type": "function", "name", "description", "parameters"}``."""
+    return [
         {
             "type": "function",
             "name": tool.name,
@@ -127,7 +126,6 @@ def tools_to_wire(
         }
         for tool in tools
     ]
-    return wire + [dict(t) for t in server_tools]
 
 
 class OpenAIResponsesClient(OpenAIKeyed):
@@ -141,13 +139,11 @@ class OpenAIResponsesClient(OpenAIKeyed):
     """
 
     family = "responses"
+    path = "responses"
 
     def __init__(self, model: str, *, store: bool = False, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self.store = store
-
-    def url(self) -> str:
-        return self.endpoint("responses")
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -156,9 +152,8 @@ class OpenAIResponsesClient(OpenAIKeyed):
         }
         if request.system:
             body["instructions"] = request.system
-        server_tools = server_tools_of(self.server_tools, request)
-        if request.tools or server_tools:
-            body["tools"] = tools_to_wire(request.tools, server_tools)
+        if tools := self.tools(request, tools_to_wire):
+            body["tools"] = tools
         body["store"] = self.store
         if not self.store:
             body["include"] = ["reasoning.encrypted_content"]
@@ -167,12 +162,11 @@ class OpenAIResponsesClient(OpenAIKeyed):
         body["stream"] = self.streaming
         return body
 
-    async def parse_stream(
+    def parse_stream(
         self, response: httpx.Response, request: ModelRequest, cursor: Cursor
     ) -> AsyncIterator[StreamEvent]:
-        events = sse_events(response.aiter_lines(), cursor)
-        async for event in stream_events(self.info, events, cursor, request.turn, self.provider):
-            yield event
+        lines = response.aiter_lines()
+        return stream_events(self.info, lines, cursor, request.turn, self.provider)
 
     def parse_body(self, data: Any, request: ModelRequest) -> Iterator[StreamEvent]:
         return response_events(self.info, data, request.turn, self.provider)

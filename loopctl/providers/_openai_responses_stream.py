@@ -38,12 +38,13 @@ from loopctl.api import (
 )
 from loopctl.core import ProviderPart, ThinkingPart
 from loopctl.providers._common import (
+    CallIds,
     Cursor,
     ProviderInfo,
-    SseEvent,
     classify,
-    loads,
+    loads_object,
     malformed,
+    sse_events,
     stream_ended_early,
 )
 
@@ -83,10 +84,8 @@ class _Reply:
     def __init__(self, info: ProviderInfo, turn: int, provider: str, where: str) -> None:
         self.info = info
         self.where = where  # updated by a stream as it reads
-        self.turn = turn
         self.provider = provider
-        self.count = 0
-        self.ids: set[str] = set()
+        self.ids = CallIds(turn)
         self.calls: dict[int, int] = {}  # output_index -> our index
         self.call_ids: dict[int, str] = {}  # our index -> the call's id
         self.argued: set[int] = set()  # output indexes whose arguments streamed
@@ -96,12 +95,7 @@ class _Reply:
     def start_call(self, item: Mapping[str, Any], output_index: int) -> Iterator[StreamEvent]:
         if not item.get("name"):
             raise malformed(self.info, "a function_call item without a name", self.where)
-        ours = self.count
-        self.count += 1
-        call_id = item.get("call_id") or ""
-        if not call_id or call_id in self.ids:
-            call_id = f"call_{self.turn}_{ours}"
-        self.ids.add(call_id)
+        ours, call_id = self.ids.next(item.get("call_id"))
         self.calls[output_index] = ours
         self.call_ids[ours] = call_id
         self.any_call = True
@@ -176,18 +170,16 @@ def response_events(
 
 async def stream_events(
     info: ProviderInfo,
-    events: AsyncIterator[SseEvent],
+    lines: AsyncIterator[str],
     cursor: Cursor,
     turn: int,
     provider: str,
 ) -> AsyncIterator[StreamEvent]:
     """The events of a streamed response (see the module docstring)."""
     reply = _Reply(info, turn, provider, cursor.where())
-    async for sse in events:
+    async for sse in sse_events(lines, cursor):
         reply.where = where = cursor.where()
-        data = loads(info, sse.data, where)
-        if not isinstance(data, Mapping):
-            raise malformed(info, f"an event that is not an object: {sse.data[:200]!r}", where)
+        data = loads_object(info, sse.data, where, "an event")
         etype = data.get("type", sse.event)
         index = data.get("output_index")
         if etype == "response.output_item.added":

@@ -158,11 +158,9 @@ def messages_to_wire(
     return wire
 
 
-def tools_to_wire(
-    tools: Sequence[ToolSpec], server_tools: Sequence[Mapping[str, Any]] = ()
-) -> list[dict[str, Any]]:
-    """Function tools, then tools the host runs itself, as given."""
-    wire = [
+def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Function tools as ``{"type": "function", "function": {...}}``."""
+    return [
         {
             "type": "function",
             "function": {
@@ -173,7 +171,6 @@ def tools_to_wire(
         }
         for tool in tools
     ]
-    return wire + [dict(t) for t in server_tools]
 
 
 def usage_from_wire(usage: Mapping[str, Any]) -> Usage:
