@@ -78,7 +78,6 @@ class StreamOutput:
         self.line_open = False
         self.held: list[str] = []
         self.stopped = False  # the attempt's stream ended; its reply may still be refused
-        self.retries = 0
 
     def on_stream(self, event: StreamEvent) -> None:
         if isinstance(event, AttemptAbandoned):
@@ -119,7 +118,6 @@ class StreamOutput:
         self.end_line()
         if event.retry_in is None or not (shown or dropped or self.every_retry):
             return  # the call fails (the run's error says why), or nothing is to be taken back
-        self.retries += 1
         what = f"attempt {event.attempt} failed ({event.error}: {event.message})"
         if shown:
             what += "; the text above is not part of the answer"
