@@ -165,6 +165,28 @@ def test_every_name_resolves_once_and_is_documented(name: str) -> None:
     assert undocumented == [], f"{name}: named in no page of docs/ nor the README"
 
 
+_DOC_IMPORT = re.compile(
+    r"^\s*from ((?:loopctl|loopctl_sim)[\w.]*) import (\([^)]*\)|[^\n]*)", re.MULTILINE
+)
+
+
+@pytest.mark.parametrize(
+    "page", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"], ids=lambda p: p.name
+)
+def test_every_import_in_the_docs_code_resolves(page: Path) -> None:
+    """A ``from loopctl... import`` in a page's python blocks works as written, so the docs
+    follow the surface when a name moves."""
+    missing = []
+    for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
+        for match in _DOC_IMPORT.finditer(block):
+            module = importlib.import_module(match[1])
+            listed = match[2].split("#")[0].strip("() \n")
+            for name in (n.split(" as ")[0].strip() for n in listed.split(",")):
+                if name and not hasattr(module, name):
+                    missing.append(f"from {match[1]} import {name}")
+    assert missing == []
+
+
 @pytest.mark.parametrize(("name", "symbols"), sorted(CONTRACT.items()))
 def test_contract_names_are_public(name: str, symbols: list[str]) -> None:
     module = importlib.import_module(name)
