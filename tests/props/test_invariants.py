@@ -673,16 +673,6 @@ def test_check_loop_decision_catches_wrong_decisions() -> None:
     }
 
 
-def test_check_resume_catches_a_stale_json_cache() -> None:
-    """The brain assembles its JSON from a per-message cache that assumes append-only lists;
-    an in-place edit (which the brain never does) leaves it stale, and check_resume says so."""
-    m = started()
-    m.model_dump_json()  # fill the cache
-    m._pending[0] = Message.user("edited in place")  # forged: not a feed
-    problems = inv.check_resume(m)
-    assert any("not the snapshot model's JSON" in p for p in problems), problems
-
-
 # --- AwaitingModel decisions and the digest -------------------------------------------------------
 
 
