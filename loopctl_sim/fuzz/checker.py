@@ -16,18 +16,20 @@ step or feed that broke a promise. The first problem raises ``Violation``, which
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.core import (
     CallTools,
-    LoopError,
+    CommitPending,
+    CompactionResult,
+    DiscardPending,
+    Feed,
     LoopMachine,
     MachinePolicy,
     MachineSnapshot,
     MachineState,
     MachineStep,
-    Message,
     Terminal,
 )
 from loopctl_sim.errors import SimError
@@ -156,59 +158,17 @@ class CheckingMachine(RecordingMachine):
         self.policy = policy
         return step
 
-    def _around(
-        self, name: str, feed: Callable[[], None], args: Mapping[str, Any] | None = None
-    ) -> None:
+    def feed(self, feed: Feed) -> None:
+        """Record ``feed`` (the seed-named methods come here too), then check it."""
+        name = feed.name
         before_state = self.machine.state
-        copy_needed = name in ("commit_pending", "discard_pending", "compaction_result")
+        copy_needed = isinstance(feed, CommitPending | DiscardPending | CompactionResult)
         before = LoopMachine.from_snapshot(self.machine.snapshot()) if copy_needed else None
-        feed()
-        problems = feed_problems(name, before_state, self.machine, before, args)
+        super().feed(feed)
+        problems = feed_problems(name, before_state, self.machine, before, feed.args())
         self._raise(problems, f"step {self.steps}: feed {name}")
-
-    def accept_input(self, input: str | Message) -> None:
-        self._around("accept_input", lambda: RecordingMachine.accept_input(self, input))
-
-    def model_response(self, response: Message, context_tokens: int) -> None:
-        self._around(
-            "model_response",
-            lambda: RecordingMachine.model_response(self, response, context_tokens),
-        )
-
-    def tool_results(self, message: Message) -> None:
-        self._around("tool_results", lambda: RecordingMachine.tool_results(self, message))
-
-    def compaction_result(self, compacted: list[Message], before: int, after: int) -> None:
-        self._around(
-            "compaction_result",
-            lambda: RecordingMachine.compaction_result(self, compacted, before, after),
-            {"compacted": compacted, "after": after},
-        )
-
-    def compaction_noop(self, before: int, after: int) -> None:
-        self._around(
-            "compaction_noop", lambda: RecordingMachine.compaction_noop(self, before, after)
-        )
-
-    def set_context_tokens(self, n: int) -> None:
-        self._around("set_context_tokens", lambda: RecordingMachine.set_context_tokens(self, n))
-
-    def inject(self, message: Message) -> None:
-        self._around("inject", lambda: RecordingMachine.inject(self, message))
-
-    def cancel(self) -> None:
-        self._around("cancel", lambda: RecordingMachine.cancel(self))
-
-    def fail(self, error: LoopError) -> None:
-        self._around("fail", lambda: RecordingMachine.fail(self, error))
-
-    def commit_pending(self) -> None:
-        self._around("commit_pending", lambda: RecordingMachine.commit_pending(self))
-        self._raise(inv.check_machine(self.machine, self.policy), "after commit_pending")
-
-    def discard_pending(self) -> None:
-        self._around("discard_pending", lambda: RecordingMachine.discard_pending(self))
-        self._raise(inv.check_machine(self.machine, self.policy), "after discard_pending")
+        if isinstance(feed, CommitPending | DiscardPending):
+            self._raise(inv.check_machine(self.machine, self.policy), f"after {name}")
 
     def replace(self, machine: LoopMachine) -> None:
         # the sim restored the brain from its snapshot: it must resume exactly
