@@ -15,6 +15,7 @@ from shop_project import AGENT, add, edit, make_project
 from loopctl.core import Message, ToolCall
 from loopctl_sim import fuzz as fz
 from loopctl_sim import replay_agent
+from loopctl_sim.fuzz.campaign import run_seed
 from loopctl_sim.sim import AgentWorld, run_agent
 from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.faults import Fault
@@ -136,7 +137,7 @@ def test_a_restored_run_that_differs_is_reported_by_message_and_field(project: P
     )
     cfg = fz.FuzzConfig(agent=AGENT, faults=("compact_now",), shrink=False)
     for seed in range(40):
-        found = fz.run_seed(seed, cfg)
+        found = run_seed(seed, cfg)
         if found.failure is not None and found.failure.kind == "crash-restore":
             break
     else:

@@ -14,6 +14,9 @@ from loopctl.core import LoopMachine
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli.fuzz_cmd import fuzz as fuzz_command
 from loopctl_sim.fuzz import campaign, checks
+from loopctl_sim.fuzz.campaign import run_seed
+from loopctl_sim.fuzz.case import ALL_FAULTS, scenario_yaml
+from loopctl_sim.fuzz.checks import CREATED
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim import machine as sim_mod
@@ -54,7 +57,7 @@ def test_parse_seeds_and_faults() -> None:
     assert fz.parse_seeds("1,4") == [1, 4]
     with pytest.raises(ValueError, match="bad seed range"):
         fz.parse_seeds("9:2")
-    assert fz.parse_faults("all") == fz.ALL_FAULTS
+    assert fz.parse_faults("all") == ALL_FAULTS
     assert fz.parse_faults("crash,network") == ("network", "crash")  # canonical order
     assert fz.parse_faults("none") == ()
     with pytest.raises(ValueError, match="unknown fault kinds"):
@@ -81,7 +84,7 @@ def test_the_trace_of_a_case_replays_and_holds_the_heal_run() -> None:
     assert result.trace == fz.check_case(case).trace  # byte for byte
     headers = [line for line in result.trace.splitlines() if '"type":"header"' in line]
     assert len(headers) == 2  # the faulted run, then the heal run
-    assert fz.CREATED in headers[0]
+    assert CREATED in headers[0]
 
 
 def test_workers_give_the_same_summary_as_one_process() -> None:
@@ -115,7 +118,7 @@ def test_an_invariant_failure_is_saved_and_shrunk(
 ) -> None:
     _planted_turn_bug(monkeypatch)
     seed = next(s for s in range(50) if fz.check_case(fz.make_case(s)).failure is not None)
-    result = fz.run_seed(seed, fz.FuzzConfig(max_shrink_tests=200), out=str(tmp_path))
+    result = run_seed(seed, fz.FuzzConfig(max_shrink_tests=200), out=str(tmp_path))
     assert result.failure is not None
     assert result.failure.kind == "invariant" and result.failure.code == "shape"
     names = sorted(Path(f).name for f in result.files)
@@ -212,12 +215,12 @@ def test_a_case_round_trips_through_its_scenario_yaml(tmp_path: Path) -> None:
     for seed in (0, 7, 11):
         case = fz.make_case(seed)
         path = tmp_path / f"{seed}.yaml"
-        path.write_text(fz.scenario_yaml(case.scenario))
+        path.write_text(scenario_yaml(case.scenario))
         assert load_scenario(path) == case.scenario
 
 
 def test_a_passing_seed_keeps_no_trace_in_memory() -> None:
-    result = fz.run_seed(0)
+    result = run_seed(0)
     assert result.failure is None and result.trace == "" and result.files == []
 
 

@@ -17,6 +17,9 @@ from loopctl.testing import MOVES
 from loopctl_sim import fuzz as fz
 from loopctl_sim import replay_agent
 from loopctl_sim.cli import main
+from loopctl_sim.fuzz.agent_case import case_for
+from loopctl_sim.fuzz.campaign import run_seed
+from loopctl_sim.fuzz.case import ALL_FAULTS
 from loopctl_sim.sim import load_scenario
 
 CI_SEEDS = 200
@@ -38,7 +41,7 @@ def config(**kwargs: object) -> fz.FuzzConfig:
 
 def first_failure(cfg: fz.FuzzConfig, out: Path, seeds: range = range(60)) -> fz.CaseResult:
     for seed in seeds:
-        result = fz.run_seed(seed, cfg, out=str(out))
+        result = run_seed(seed, cfg, out=str(out))
         if result.failure is not None:
             return result
     raise AssertionError(f"no seed of {seeds} found the planted bug")
@@ -53,7 +56,7 @@ def test_the_sample_agent_passes_a_campaign(project: Path) -> None:
     assert summary.seeds == CI_SEEDS and summary.runs >= 3 * CI_SEEDS
     assert set(summary.moves) == set(MOVES)
     struck = {kind for kind, n in summary.faults.items() if n}
-    assert struck == set(fz.ALL_FAULTS), set(fz.ALL_FAULTS) - struck
+    assert struck == set(ALL_FAULTS), set(ALL_FAULTS) - struck
     assert {"completed", "cancelled", "max_turns_exceeded"} <= set(summary.outcomes)
     assert not summary.notes  # its tools are deterministic: every seed was checked twice
 
@@ -217,11 +220,11 @@ def test_the_command_refuses_what_it_cannot_load(project: Path) -> None:
 
 def test_exempt_and_simulated_tools_are_kept_in_the_saved_scenario(project: Path) -> None:
     cfg = config(tools="simulated:refund", exempt=("lookup_order",), shrink=False)
-    case = fz.case_for(3, cfg)
+    case = case_for(3, cfg)
     tools = case.scenario.tools
     assert tools["refund"].mode == "simulated" and not tools["lookup_order"].faults
     assert all(f.tool != "lookup_order" for f in case.scenario.faults)
-    result = fz.run_seed(3, cfg)
+    result = run_seed(3, cfg)
     assert result.failure is None
     import shop.agent as shop
 

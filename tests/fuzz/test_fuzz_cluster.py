@@ -28,6 +28,7 @@ from shop_project import AGENT, EXAMPLE, make_project
 
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli import main
+from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.cluster import ClusterError, ClusterSpec, DaskCluster, parse_cluster
 from loopctl_sim.fuzz.executors import WorkerSetupError, default_workers
 from loopctl_sim.fuzz.state import CampaignState
@@ -241,7 +242,7 @@ def test_an_agent_that_does_not_import_on_the_workers_is_one_clear_error(
     assert "importable where the seeds run" in errors[0]
     for name in [m for m in sys.modules if m == "onlyhere" or m.startswith("onlyhere.")]:
         del sys.modules[name]
-    fz.agent_profile.cache_clear()
+    agent_profile.cache_clear()
 
 
 def test_a_job_that_cannot_set_up_on_a_worker_stops_the_campaign_with_one_error(

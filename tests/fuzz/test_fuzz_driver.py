@@ -14,6 +14,7 @@ import loopctl.core.machine as machine_mod
 from loopctl.core import LoopMachine
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli.fuzz_cmd import fuzz as fuzz_command
+from loopctl_sim.fuzz.campaign import run_seed
 from loopctl_sim.fuzz.checks import first_difference
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.replay import replay_driver
@@ -88,7 +89,7 @@ def test_a_failure_at_driver_level_is_saved_shrunk_and_replays(
 
     monkeypatch.setattr(inv, "check_machine", planted)
     config = fz.FuzzConfig(level="driver", max_shrink_tests=200)
-    result = fz.run_seed(0, config, out=str(tmp_path))
+    result = run_seed(0, config, out=str(tmp_path))
     assert result.failure is not None and result.failure.signature == ("invariant", "shape")
     small = load_scenario(tmp_path / "seed-0.min.yaml")
     assert len(small.model) <= 3 and small.faults == []

@@ -22,6 +22,9 @@ from shop_project import AGENT, CHECKS, add, edit, forget, make_project, plant_s
 from loopctl.tools import tool
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli import main
+from loopctl_sim.fuzz.case import scenario_yaml
+from loopctl_sim.fuzz.checks import Failure
+from loopctl_sim.fuzz.state import CampaignState, StateError
 from loopctl_sim.trace import TraceReader
 
 CHECK = "shop.checks:only_delivered_orders_are_refunded"
@@ -220,7 +223,7 @@ def test_a_built_in_worlds_failure_exports_a_test_of_its_scenario(
     monkeypatch.chdir(tmp_path)
     case = fz.make_case(5)
     (tmp_path / "seed-5.jsonl").write_text(fz.check_case(case).trace)
-    (tmp_path / "seed-5.yaml").write_text(fz.scenario_yaml(case.scenario))
+    (tmp_path / "seed-5.yaml").write_text(scenario_yaml(case.scenario))
     # the project's agent is not the built-in world's: it is left out, not refused
     (tmp_path / "pyproject.toml").write_text(f'[tool.loopctl]\nagent = "{AGENT}"\n')
     out = tmp_path / "test_seed_5.py"
@@ -238,7 +241,7 @@ def test_a_built_in_worlds_failure_exports_a_test_of_its_scenario(
 def test_a_driver_level_campaign_prints_driver_commands() -> None:
     failed = fz.CaseResult(
         seed=3,
-        failure=fz.Failure("crash-restore", "differs", "crash at step 4: ..."),
+        failure=Failure("crash-restore", "differs", "crash at step 4: ..."),
         files=["out/seed-3.jsonl", "out/seed-3.yaml"],
         crash_at=0.25,
     )
@@ -446,7 +449,7 @@ def test_a_state_that_cannot_record_keeps_its_whole_lines(
 
     path = project / "state.jsonl"
     config = fz.FuzzConfig()
-    with fz.CampaignState.open(path, seeds=range(4), config=config, out=None, chunk_size=2) as st:
+    with CampaignState.open(path, seeds=range(4), config=config, out=None, chunk_size=2) as st:
         st.record(Chunk(0, (0, 1)), fz.CampaignSummary())
         before = path.read_bytes()
 
@@ -454,11 +457,11 @@ def test_a_state_that_cannot_record_keeps_its_whole_lines(
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr(os, "write", full)  # the state writes with os.write
-        with pytest.raises(fz.StateError, match="cannot record chunk 1: No space left"):
+        with pytest.raises(StateError, match="cannot record chunk 1: No space left"):
             st.record(Chunk(1, (2, 3)), fz.CampaignSummary())
         monkeypatch.undo()
     assert path.read_bytes() == before
-    with fz.CampaignState.open(path, seeds=range(4), config=config, out=None, chunk_size=2) as st:
+    with CampaignState.open(path, seeds=range(4), config=config, out=None, chunk_size=2) as st:
         assert set(st.finished()) == {0}
 
 

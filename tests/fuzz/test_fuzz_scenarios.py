@@ -17,6 +17,9 @@ from loopctl_sim import fuzz as fz
 from loopctl_sim import replay_agent
 from loopctl_sim.cli import main
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
+from loopctl_sim.fuzz.agent_case import case_for
+from loopctl_sim.fuzz.case import scenario_yaml
+from loopctl_sim.fuzz.checks import CREATED, Failure
 from loopctl_sim.sim import ScenarioError, load_scenario
 
 SCENARIO = f"""
@@ -63,9 +66,7 @@ def test_an_agent_scenario_runs_the_agents_own_loop(project: Path) -> None:
     world = sc.agent_world()
     assert world.exempt == frozenset({"refund"}) and world.tools == {"shipping_quote": "simulated"}
     trace = project / "t.jsonl"
-    code, out = cli(
-        "run", str(path), "--agent", AGENT, "--trace", str(trace), "--created", fz.CREATED
-    )
+    code, out = cli("run", str(path), "--agent", AGENT, "--trace", str(trace), "--created", CREATED)
     assert code == 0, out
     assert "refund-under-faults: completed" in out and "1 retries" in out
     import shop.agent as shop
@@ -134,11 +135,11 @@ def test_an_exploring_scenario_runs_and_its_case_round_trips(project: Path) -> N
     code, out = cli("run", str(path), "--agent", AGENT)
     assert code == 0 and out.startswith("x: "), out
     config = fz.FuzzConfig(agent=AGENT, tools="simulated:refund", exempt=("lookup_order",))
-    case = fz.case_for(7, config)
-    saved = write(project, fz.scenario_yaml(case.scenario), "case.yaml")
+    case = case_for(7, config)
+    saved = write(project, scenario_yaml(case.scenario), "case.yaml")
     assert load_scenario(saved) == case.scenario
     written_out = fz.scripted(case.scenario, [])  # no replies left: still a scripted model
-    again = write(project, fz.scenario_yaml(written_out), "min.yaml")
+    again = write(project, scenario_yaml(written_out), "min.yaml")
     assert yaml.safe_load(again.read_text())["model"] == []
     assert load_scenario(again).explore is None
 
@@ -171,7 +172,7 @@ def test_the_summary_is_tables_and_a_failure_names_its_reproducers() -> None:
     bad = fz.CaseResult(
         seed=2,
         outcome="aborted",
-        failure=fz.Failure("exception", "ProtocolError", "the engine refused it"),
+        failure=Failure("exception", "ProtocolError", "the engine refused it"),
         files=[
             "out/seed-2.jsonl",
             "out/seed-2.yaml",

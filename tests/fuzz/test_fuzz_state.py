@@ -23,6 +23,7 @@ from rich.console import Console
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli.fuzz_report import CampaignProgress
 from loopctl_sim.fuzz import campaign
+from loopctl_sim.fuzz.case import FuzzCase
 from loopctl_sim.fuzz.checks import Failure
 from loopctl_sim.fuzz.executors import Chunk
 from loopctl_sim.fuzz.state import CampaignState, StateError
@@ -157,7 +158,7 @@ def test_a_state_that_cannot_be_written_is_a_state_error(tmp_path: Path) -> None
 def _planted_bug(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     real = campaign.check
 
-    def buggy(case: fz.FuzzCase, scenario: Any, config: fz.FuzzConfig) -> fz.CaseResult:
+    def buggy(case: FuzzCase, scenario: Any, config: fz.FuzzConfig) -> fz.CaseResult:
         result = real(case, scenario, config)
         if case.seed == seed and result.failure is None:
             result.failure = Failure("invariant", "planted", f"planted: seed {seed}")
