@@ -41,6 +41,7 @@ from typing import Any
 from benchmarks import bench_fuzz_driver
 from loopctl.core import LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
 from loopctl_sim import fuzz as fz
+from loopctl_sim.fuzz.checks import CREATED
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
 
@@ -192,7 +193,7 @@ def run(smoke: bool) -> dict[str, Any]:
     row("brain_only", brain_only)
     row("sim_scripted_tokens", lambda: simulate(make_world(scripted_tokens=True)))
     sim_row = row("sim", lambda: simulate(make_world()))
-    row("sim_traced", lambda: simulate(make_world(), io.StringIO(), created=fz.CREATED))
+    row("sim_traced", lambda: simulate(make_world(), io.StringIO(), created=CREATED))
 
     seeds = iter(range(10**9))
     sims_per_seed: list[int] = []

@@ -47,6 +47,7 @@ from loopctl import BareLoop, Message, RunConfig, ToolCall, tool
 from loopctl.api import ApiClient, ModelRequest, StreamEvent, reply_events
 from loopctl.observe import LoopObserver
 from loopctl_sim import fuzz as fz
+from loopctl_sim.fuzz.agent_case import case_for
 from loopctl_sim.sim import AgentWorld, run_agent, simulate_driver
 from loopctl_sim.sim.world import ModelScript, World
 
@@ -203,7 +204,7 @@ def run(smoke: bool) -> dict[str, Any]:
         runs: list[int] = []
 
         def one_seed() -> None:
-            result = fz.check(fz.case_for(next(seeds), config), None, config)
+            result = fz.check(case_for(next(seeds), config), None, config)
             assert result.failure is None, result.failure
             runs.append(result.runs)
 
