@@ -17,11 +17,9 @@ other. The brain keeps them as data: they change none of its decisions.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
-from loopctl.core.built import built
 
 __all__ = [
     "MESSAGES",
@@ -69,24 +67,8 @@ class ToolResult(BaseModel):
     @classmethod
     def answering(cls, call: ToolCall, content: str, *, is_error: bool = False) -> ToolResult:
         """The result of ``call`` (its id and name) holding ``content``: what a tool, hook or
-        middleware answers. Built without a second validation from a ``ToolCall`` (its id and
-        name are valid) and a ``str`` (validated, a result cost 10,000 instructions,
-        cachegrind); anything else is validated, with its errors. ``is_error`` is among the
-        fields set only when it is true, as when given by keyword only then."""
-        if (
-            cls is ToolResult
-            and type(call) is ToolCall
-            and type(content) is str
-            and type(is_error) is bool
-        ):
-            values = {
-                "kind": "tool_result",
-                "call_id": call.id,
-                "name": call.name,
-                "content": content,
-                "is_error": is_error,
-            }
-            return built(ToolResult, values, _ERROR_GIVEN if is_error else _OK_GIVEN)
+        middleware answers. ``is_error`` is among the fields set only when it is true, as when
+        given by keyword only then."""
         if is_error:
             return cls(call_id=call.id, name=call.name, content=content, is_error=is_error)
         return cls(call_id=call.id, name=call.name, content=content)
@@ -133,14 +115,7 @@ Part = Annotated[
 
 
 class Message(BaseModel):
-    """One message of the conversation: a role and its parts.
-
-    The constructors (``system``, ``user``, ``assistant``, ``from_results``) build the message
-    without a second validation when what they are handed is already valid: a ``str`` text,
-    ``ToolCall`` / ``ToolResult`` instances (which validation would keep as they are). Anything
-    else (a subclass, a str subclass, a dict) goes through the validator, with its
-    errors. ``Message.user("hi")`` cost 24,500 instructions validated, ``assistant`` with a text
-    and a call 31,000 (cachegrind); every scripted reply, tool result and input pays it."""
+    """One message of the conversation: a role and its parts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     role: Role
@@ -148,23 +123,16 @@ class Message(BaseModel):
 
     @classmethod
     def system(cls, text: str) -> Message:
-        if cls is Message and type(text) is str:
-            return message_of("system", (text_part(text),))
         return cls(role="system", parts=(TextPart(text=text),))
 
     @classmethod
     def user(cls, text: str) -> Message:
-        if cls is Message and type(text) is str:
-            return message_of("user", (text_part(text),))
         return cls(role="user", parts=(TextPart(text=text),))
 
     @classmethod
     def assistant(
         cls, text: str = "", tool_calls: list[ToolCall] | tuple[ToolCall, ...] = ()
     ) -> Message:
-        if cls is Message and type(text) is str and _ONLY_CALLS.issuperset(map(type, tool_calls)):
-            calls = tuple(tool_calls)
-            return message_of("assistant", (text_part(text), *calls) if text else calls)
         parts: list[TextPart | ToolCall] = [TextPart(text=text)] if text else []
         parts.extend(tool_calls)
         return cls(role="assistant", parts=tuple(parts))
@@ -172,8 +140,6 @@ class Message(BaseModel):
     @classmethod
     def from_results(cls, results: list[ToolResult] | tuple[ToolResult, ...]) -> Message:
         """A user message holding one exchange's results."""
-        if cls is Message and _ONLY_RESULTS.issuperset(map(type, results)):
-            return message_of("user", tuple(results))
         return cls(role="user", parts=tuple(results))
 
     # The properties tell parts apart by ``kind`` (each part class has its own literal), not
@@ -196,28 +162,6 @@ class Message(BaseModel):
     @property
     def thinking(self) -> list[ThinkingPart]:
         return [p for p in self.parts if p.kind == "thinking"]
-
-
-_TEXT_GIVEN: Final = {"text"}
-_OK_GIVEN: Final = {"call_id", "name", "content"}
-# The exact part classes the constructors take as they are (checked by ``map(type, ...)`` in C:
-# a generator over the parts cost a Python frame a message).
-_ONLY_CALLS: Final = frozenset({ToolCall})
-_ONLY_RESULTS: Final = frozenset({ToolResult})
-_ERROR_GIVEN: Final = {"call_id", "name", "content", "is_error"}
-_MESSAGE_GIVEN: Final = {"role", "parts"}
-
-
-def text_part(text: str) -> TextPart:
-    """``TextPart(text=text)`` for a ``str`` the caller has checked, without a second
-    validation (the constructors here, the fold of a reply's text)."""
-    return built(TextPart, {"kind": "text", "text": text}, _TEXT_GIVEN)
-
-
-def message_of(role: Role, parts: tuple[Part, ...]) -> Message:
-    """``Message(role=role, parts=parts)`` for parts that are valid instances already, without
-    a second validation (the constructors here, the fold of a reply)."""
-    return built(Message, {"role": role, "parts": parts}, _MESSAGE_GIVEN)
 
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
