@@ -68,11 +68,12 @@ recording did not complete, so its cassette was not written.
 
 Control flow, not errors: these are ``BaseException``s, raised and caught inside the harness so
 that a driver's ``except Exception`` recovery cannot swallow them, and they are no
-``SimError``. ``Crash`` (sim.body: a harness's hook kills the run before a step), ``Diverged``,
-``Killed``, ``Incomplete`` (replay.checker: stop the replaying driver), ``NeedsModel``
-(replay.update: only a real model can answer; ``update_trace`` reports it in its result),
-``RaisedAsRecorded`` (replay.raised), and the state machine's ``Crash`` and ``Broken``
-(props.driver_watch; ``Broken`` reaches the user as an ``InvariantViolation``).
+``SimError``. ``Crash`` (sim.body: a harness's hook kills the run before a step), ``Diverged``
+(replay.report: carries the first ``Divergence``), ``Killed``, ``Incomplete`` (replay.checker:
+stop the replaying driver), ``NeedsModel`` (replay.update: only a real model can answer;
+``update_trace`` reports it in its result), ``RaisedAsRecorded`` (replay.raised), and the state
+machine's ``Crash`` and ``Broken`` (props.driver_watch; ``Broken`` reaches the user as an
+``InvariantViolation``).
 """
 
 from __future__ import annotations
