@@ -41,6 +41,7 @@ from loopctl.core.messages import (
     ToolCall,
     ToolResult,
 )
+from loopctl.core.notes import not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.steps import (
@@ -125,4 +126,5 @@ __all__ = [
     "coherence_problem",
     "coherent_prefix_length",
     "judge",
+    "not_available",
 ]

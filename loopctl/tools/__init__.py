@@ -16,7 +16,7 @@ from loopctl.tools.hooks import (
     Replace,
     ToolMiddleware,
 )
-from loopctl.tools.messages import raised_message, timed_out_message, unknown_tool_message
+from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl.tools.registry import ToolRegistry
 
 __all__ = [
@@ -36,5 +36,4 @@ __all__ = [
     "raised_message",
     "timed_out_message",
     "tool",
-    "unknown_tool_message",
 ]

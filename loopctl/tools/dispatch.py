@@ -39,7 +39,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from loopctl.core import ToolCall, ToolResult
+from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.hooks import (
@@ -57,7 +57,6 @@ from loopctl.tools.messages import (
     describe_exception,
     raised_message,
     timed_out_message,
-    unknown_tool_message,
 )
 from loopctl.tools.registry import ToolRegistry
 
@@ -434,7 +433,7 @@ def _error(call: ToolCall, message: str) -> ToolResult:
 
 
 def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:
-    return _error(call, unknown_tool_message(call.name, registry.names()))
+    return not_available(call, registry.names())  # the brain's own answer, word for word
 
 
 def _label(obj: object) -> str:

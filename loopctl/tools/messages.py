@@ -7,15 +7,12 @@ instead of copying the wording.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 __all__ = [
     "cancelled_message",
     "denied_message",
     "describe_exception",
     "raised_message",
     "timed_out_message",
-    "unknown_tool_message",
 ]
 
 
@@ -23,12 +20,6 @@ def describe_exception(exc: BaseException) -> str:
     """``ValueError: bad input``, or just ``ValueError`` when the exception has no text."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def unknown_tool_message(name: str, available: Iterable[str]) -> str:
-    """Starts like the brain's pre-answer for an unknown tool, and lists what exists."""
-    names = ", ".join(available) or "none"
-    return f"tool '{name}' is not available (available tools: {names})"
 
 
 def timed_out_message(name: str, seconds: float) -> str:

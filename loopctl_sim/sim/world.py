@@ -49,9 +49,10 @@ from loopctl.core import (
     TextPart,
     ToolCall,
     ToolResult,
+    not_available,
 )
 from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig, message_chars
-from loopctl.tools import raised_message, timed_out_message, unknown_tool_message
+from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import (
     MODEL_FAULTS,
@@ -381,7 +382,7 @@ def run_tool(
         if faulted is not None:
             return faulted
     if fn is None:
-        return ToolResult.answering(call, unknown_tool_message(call.name, ()), is_error=True)
+        return not_available(call, ())
     try:
         content = fn(dict(call.arguments))
     except Exception as exc:

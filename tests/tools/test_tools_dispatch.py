@@ -189,7 +189,7 @@ async def test_unknown_names_become_error_results() -> None:
         ToolResult(
             call_id="id-ghost",
             name="ghost",
-            content="tool 'ghost' is not available (available tools: safe_a)",
+            content="tool 'ghost' is not available; available tools: safe_a",
             is_error=True,
         ),
         ToolResult(call_id="id-safe_a", name="safe_a", content="a"),
@@ -381,7 +381,7 @@ async def test_events_are_reported_for_every_call_in_call_order() -> None:
     assert events[3].data == {
         "id": "2",
         "name": "ghost",
-        "content": "tool 'ghost' is not available (available tools: safe_a, lonely)",
+        "content": "tool 'ghost' is not available; available tools: safe_a, lonely",
         "is_error": True,
     }
     assert events[5].data == {"id": "3", "name": "lonely", "content": "lonely", "is_error": False}

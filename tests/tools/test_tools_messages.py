@@ -10,7 +10,6 @@ from loopctl.tools.messages import (
     describe_exception,
     raised_message,
     timed_out_message,
-    unknown_tool_message,
 )
 
 
@@ -24,11 +23,6 @@ from loopctl.tools.messages import (
         (timed_out_message("x", 0.05), "tool 'x' timed out after 0.05 s"),
         (denied_message("x", "read-only"), "tool 'x' was denied: read-only"),
         (cancelled_message("x"), "tool 'x' was cancelled"),
-        (
-            unknown_tool_message("x", ["a", "b"]),
-            "tool 'x' is not available (available tools: a, b)",
-        ),
-        (unknown_tool_message("x", []), "tool 'x' is not available (available tools: none)"),
     ],
 )
 def test_messages(text: str, expected: str) -> None:
