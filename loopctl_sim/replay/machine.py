@@ -83,12 +83,14 @@ def summary_divergence(
 ) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
     """None when ``brain``, a summary the trace recorded (``where``: ``after tool_results()``,
     ``in the header``, with the ``digest`` beside it), describes ``machine``; else the sentence
-    naming the fields that differ, and both sides for the report."""
-    actual = BrainSummary.of(machine)
-    if actual == brain:
+    naming the fields that differ, and both sides for the report. Asked after every feed, so
+    the agreeing case compares two tuples and builds nothing (the model's fields are in the
+    order ``summary_values`` gives them)."""
+    actual = machine.summary_values()
+    if tuple(brain.__dict__.values()) == actual:
         return None
     expected_brain = brain.model_dump(mode="json")
-    actual_brain = actual.model_dump(mode="json")
+    actual_brain = BrainSummary.of(machine).model_dump(mode="json")
     changes = ", ".join(brain_changes(expected_brain, actual_brain))
     live = machine.digest()
     return (

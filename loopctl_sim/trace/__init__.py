@@ -42,7 +42,6 @@ from loopctl_sim.trace.records import (
     StepRecord,
     TraceFormatError,
     brain_fields,
-    feed_record,
     trace_json_schema,
 )
 from loopctl_sim.trace.scrub import (
@@ -85,7 +84,6 @@ __all__ = [
     "display_name",
     "encode_feed",
     "end_outcome",
-    "feed_record",
     "is_gzip_name",
     "lines_of",
     "might_hold_secrets",

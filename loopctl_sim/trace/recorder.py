@@ -181,7 +181,7 @@ class TraceRecorder(LoopObserver):
             return
         try:
             feed = FEED_TYPES[name](**args)
-            self.writer.feed(feed, machine.digest(), BrainSummary.of(machine))
+            self.writer.feed(feed, machine)
             every = self.snapshot_every
             if every is not None:
                 self._feeds += 1
@@ -280,7 +280,7 @@ class RecordingMachine:
         (``model_response(reply, n)`` ...) build the feed and come here."""
         self.machine.feed(feed)
         if self.writer is not None:
-            self.writer.feed(feed, self.machine.digest(), BrainSummary.of(self.machine))
+            self.writer.feed(feed, self.machine)
         if type(feed) in _EXIT_DOOR:
             self.end()
 

@@ -84,7 +84,6 @@ __all__ = [
     "StepRecord",
     "TraceFormatError",
     "brain_fields",
-    "feed_record",
     "trace_json_schema",
 ]
 
@@ -245,19 +244,6 @@ def _record_of(feed_type: type[Feed]) -> type[FeedRecord]:
 FEED_RECORDS: Final[dict[str, type[FeedRecord]]] = {
     name: _record_of(feed_type) for name, feed_type in FEED_TYPES.items()
 }
-
-
-def feed_record(
-    seq: int,
-    feed: Feed,
-    digest: str,
-    *,
-    scrubbed: bool = False,
-    brain: BrainSummary | None = None,
-) -> FeedRecord:
-    """The feed record of ``feed``."""
-    record_type = FEED_RECORDS[feed.name]  # its ``name`` has the feed's as its default
-    return record_type(seq=seq, args=feed, digest=digest, scrubbed=scrubbed, brain=brain)  # type: ignore[call-arg]
 
 
 class IoRecord(_Record):

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final
 
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 import loopctl
 from loopctl.core import Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
@@ -35,18 +37,15 @@ from loopctl_sim.trace.records import (
     TRACE_VERSION,
     BrainSummary,
     EndRecord,
-    FeedRecord,
     HeaderRecord,
-    IoRecord,
     RunError,
-    StepRecord,
-    feed_record,
 )
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 __all__ = ["TraceWriteError", "TraceWriter"]
 
-_R = TypeVar("_R", bound=BaseModel)
+#: ``BrainSummary``'s fields, in the order ``LoopMachine.summary_values()`` gives them.
+_SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
 
 
 def _now() -> str:
@@ -181,18 +180,19 @@ class TraceWriter:
         error = self.failed = TraceWriteError(self.path, records, exc)
         return error
 
-    def _scrubbed(self, record: _R, text: str) -> tuple[_R, str]:
-        """``record`` and its JSON, or, when the JSON holds a secret, the record rebuilt from its
-        scrubbed data and marked ``scrubbed`` (one search settles most records)."""
-        if not self.scrubber.might_hold(text):
-            return record, text
-        data = record.model_dump(mode="json")
-        clean = self.scrubber(data)
-        if clean is data:
-            return record, text
-        clean["scrubbed"] = True
-        rebuilt = type(record).model_validate(clean)
-        return rebuilt, rebuilt.model_dump_json()
+    def _write_record(self, text: str) -> bool:
+        """Write one record's JSON ``text``, scrubbed first when it might hold a secret (one
+        search settles most records: ``Scrubber.might_hold``); whether it was scrubbed (the
+        line then says so: ``scrubbed``)."""
+        scrubbed = False
+        if self.scrubber.might_hold(text):
+            data = json.loads(text)
+            clean = self.scrubber(data)
+            if clean is not data:
+                clean["scrubbed"] = scrubbed = True
+                text = to_json(clean).decode()
+        self._write_line(text)
+        return scrubbed
 
     def header(
         self,
@@ -203,14 +203,13 @@ class TraceWriter:
         engine_version: str | None = None,
         continues: str | None = None,
         brain: BrainSummary | None = None,
-    ) -> HeaderRecord:
+    ) -> None:
         """A run's header: its brain's ``snapshot`` (None: a fresh brain), or, for a run that
         goes on from the brain this trace's previous run ended with, ``continues``: the digest
         of that brain's ``next_run()`` (a version 3 header, without the snapshot), and its
-        ``brain`` summary (``BrainSummary.of``). Such a
-        header is marked ``scrubbed`` when a record that built the brain before it was: the
-        brain a reader rebuilds then holds the placeholders, and its digest is not the one
-        named."""
+        ``brain`` summary (``BrainSummary.of``). Such a header is marked ``scrubbed`` when a
+        record that built the brain before it was: the brain a reader rebuilds then holds the
+        placeholders, and its digest is not the one named."""
         record = HeaderRecord(
             seq=self.seq,
             version=SNAPSHOT_HEADER_VERSION if continues is None else TRACE_VERSION,
@@ -223,25 +222,26 @@ class TraceWriter:
             continues=continues,
             brain=brain,
         )
-        record, text = self._scrubbed(record, record.model_dump_json())
+        scrubbed = self._write_record(record.model_dump_json())
         if continues is None:
-            self.brain_scrubbed = record.scrubbed  # the brain from here on is this snapshot's
-        self._write_line(text)
-        return record
+            self.brain_scrubbed = scrubbed  # the brain from here on is this snapshot's
 
-    def step(self, policy: MachinePolicy, step: MachineStep) -> StepRecord:
-        record = StepRecord(seq=self.seq, policy=policy, step=step)
-        record, text = self._scrubbed(record, record.model_dump_json())
-        self._write_line(text)
-        return record
+    # The records written at every step of a run are written from their fields, in their
+    # model's order, straight to JSON (``pydantic_core.to_json``: the brain's objects serialize
+    # as their models do), without building a record model only to serialize it: the reader
+    # validates every line it reads.
 
-    def feed(self, feed: Feed, digest: str, brain: BrainSummary | None = None) -> FeedRecord:
-        """A feed record; ``brain`` is the brain's summary after the feed (``BrainSummary.of``)."""
-        record = feed_record(self.seq, user_message_input(feed), digest, brain=brain)
-        record, text = self._scrubbed(record, record.model_dump_json())
-        self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
-        self._write_line(text)
-        return record
+    def step(self, policy: MachinePolicy, step: MachineStep) -> None:
+        record = {"seq": self.seq, "type": "step", "policy": policy, "step": step}
+        self._write_record(to_json({**record, "scrubbed": False}).decode())
+
+    def feed(self, feed: Feed, machine: LoopMachine) -> None:
+        """A feed record: ``feed``, and ``machine``'s digest and small fields after it."""
+        brain = dict(zip(_SUMMARY_FIELDS, machine.summary_values(), strict=True))
+        record = {"seq": self.seq, "type": "feed", "digest": machine.digest(), "scrubbed": False}
+        record.update(brain=brain, name=feed.name, args=user_message_input(feed))
+        scrubbed = self._write_record(to_json(record).decode())
+        self.brain_scrubbed = self.brain_scrubbed or scrubbed
 
     def io(
         self,
@@ -250,49 +250,36 @@ class TraceWriter:
         turn: int | None = None,
         data: Mapping[str, Any] | None = None,
         duration_s: float | None = None,
-    ) -> IoRecord:
+    ) -> None:
         kind: str
         if isinstance(event, IoEvent):
             kind, turn, data, duration_s = event.kind, event.turn, event.data, event.duration_s
         else:
             kind = event
-        plain = _jsonable(dict(data or {}))
-        record = IoRecord(seq=self.seq, kind=kind, turn=turn, data=plain, duration_s=duration_s)
-        record, text = self._scrubbed(record, record.model_dump_json())
-        self._write_line(text)
-        return record
+        record = {
+            "seq": self.seq,
+            "type": "io",
+            "kind": str(kind),
+            "turn": turn,
+            "data": _jsonable(dict(data or {})),
+            "duration_s": None if duration_s is None else float(duration_s),
+            "scrubbed": False,
+        }
+        self._write_record(to_json(record).decode())
 
     def snapshot(self, machine: LoopMachine, *, turn: int | None = None) -> None:
-        """An ``io`` record of kind ``snapshot``: the brain's digest and whole snapshot.
+        """An ``io`` record of kind ``snapshot``: the brain's digest and whole snapshot."""
+        data = {"digest": machine.digest(), "snapshot": machine.snapshot()}
+        record = {"seq": self.seq, "type": "io", "kind": "snapshot", "turn": turn, "data": data}
+        text = to_json({**record, "duration_s": None, "scrubbed": False}).decode()
+        scrubbed = self._write_record(text)
+        self.brain_scrubbed = self.brain_scrubbed or scrubbed
 
-        Its text is spliced from the brain's canonical JSON (the bytes pydantic would write for
-        the record, without building the snapshot's data); a text that might hold a secret is
-        built and scrubbed as any record."""
-        digest = machine.digest()
-        content = machine.canonical_json().decode()
-        text = (
-            f'{{"seq":{self.seq},"type":"io","kind":"snapshot","turn":{_int_json(turn)},'
-            f'"data":{{"digest":"{digest}","snapshot":{content}}},'
-            '"duration_s":null,"scrubbed":false}'
-        )
-        if self.scrubber.might_hold(text):
-            data = {"digest": digest, "snapshot": machine.model_dump()}
-            record = IoRecord(seq=self.seq, kind="snapshot", turn=turn, data=data)
-            record, text = self._scrubbed(record, record.model_dump_json())
-            self.brain_scrubbed = self.brain_scrubbed or record.scrubbed
-        self._write_line(text)
-
-    def end(self, outcome: Any, digest: str, error: RunError | None = None) -> EndRecord:
+    def end(self, outcome: Any, digest: str, error: RunError | None = None) -> None:
         """A run's end: its ``outcome`` (None: the brain is not terminal) and final ``digest``;
         ``error``: the exception that escaped the run instead (``RunError.of``)."""
         record = EndRecord(seq=self.seq, outcome=outcome, digest=digest, error=error)
-        record, text = self._scrubbed(record, record.model_dump_json())
-        self._write_line(text)
-        return record
-
-
-def _int_json(n: int | None) -> str:
-    return "null" if n is None else str(int(n))
+        self._write_record(record.model_dump_json())
 
 
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})

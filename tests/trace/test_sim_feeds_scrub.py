@@ -187,7 +187,7 @@ def test_secrets_never_land_in_a_trace() -> None:
     w.header(None, {"api_key": "sk-live-1234567890abcdef", "Authorization": "Bearer xyz"})
     m = LoopMachine()
     m.accept_input("my key is sk-abcdefghijklmnopqrstuv")
-    w.feed(AcceptInput("my key is sk-abcdefghijklmnopqrstuv"), m.digest())
+    w.feed(AcceptInput("my key is sk-abcdefghijklmnopqrstuv"), m)
     w.io(
         "model_request",
         data={

@@ -64,7 +64,7 @@ def test_writer_flushes_each_record_before_the_next(tmp_path: Path) -> None:
         assert len(path.read_text().splitlines()) == 1  # on disk already
         machine = LoopMachine()
         machine.accept_input("hi")
-        w.feed(AcceptInput(Message.user("hi")), machine.digest())
+        w.feed(AcceptInput(Message.user("hi")), machine)
         assert len(path.read_text().splitlines()) == 2
 
 
@@ -244,12 +244,12 @@ def test_step_and_feed_records_keep_typed_data() -> None:
     w.header(None)
     machine = LoopMachine()
     machine.accept_input("hi")
-    w.feed(AcceptInput("hi"), machine.digest())
+    w.feed(AcceptInput("hi"), machine)
     step = machine.next_step(MachinePolicy())
     w.step(MachinePolicy(), step)
     error = LoopError(kind="network", message="down", retryable=True)
     machine.fail(error)
-    w.feed(Fail(error), machine.digest())
+    w.feed(Fail(error), machine)
     records = [RECORD.validate_json(line) for line in buf.getvalue().splitlines()]
     feed: FeedRecord = records[1]  # type: ignore[assignment]
     assert feed.name == "accept_input" and feed.args.input == Message.user("hi")  # type: ignore[union-attr]
