@@ -4,40 +4,16 @@ A conversation is *provider-valid* when every assistant message with tool calls 
 once by a user message whose results answer exactly those calls, and every result answers a call
 of the assistant message right before it. Providers reject anything else, and a history that holds
 a call without its result is poisoned for good, so the brain keeps this invariant at every feed.
-
-``coherence_problem`` reads only ``message.role``, ``message.parts`` and, per part, ``kind``,
-``id`` (a call) and ``call_id`` (a result), never the part's class: the same rules run over
-``Message`` models and over the light typed mirrors a lazy restore decodes a sealed text's
-messages into (``message_shapes.py``), so that a forged conversation is refused at restore
-without building a model (and the rules exist once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
 
-__all__ = ["MessageLike", "PartLike", "coherence_problem", "coherent_prefix_length"]
-
-
-class PartLike(Protocol):
-    """What the coherence rules read of any part: its ``kind`` (and, by kind, a call's ``id``
-    or a result's ``call_id``)."""
-
-    @property
-    def kind(self) -> str: ...
-
-
-class MessageLike(Protocol):
-    """What the coherence rules read of a message: a ``Message``, or a decoded mirror of one."""
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def parts(self) -> Sequence[PartLike]: ...
+__all__ = ["coherence_problem", "coherent_prefix_length"]
 
 
 def coherent_prefix_length(pending: Sequence[Message]) -> int:
@@ -53,15 +29,14 @@ def coherent_prefix_length(pending: Sequence[Message]) -> int:
     return 0
 
 
-def coherence_problem(messages: Sequence[MessageLike], *, open_tail: bool = False) -> str | None:
+def coherence_problem(messages: Sequence[Message], *, open_tail: bool = False) -> str | None:
     """Why ``messages`` is not provider-valid, or None when it is. Linear in the messages.
 
     ``open_tail`` allows the last message's calls to be still unanswered (tools in flight).
     Restoring a snapshot runs this over the whole conversation, so a message of one text part
-    (most of them) is passed over without building anything. Parts are told apart by ``kind``
-    (a pydantic class's ``isinstance`` costs about 1,100 instructions a miss), so any
-    ``MessageLike`` is walked alike; the fast paths test a model's class first (35 ns, where
-    a pydantic model's ``kind`` costs 80: its class defines ``__getattr__``), then ``kind``.
+    (most of them) is passed over without building anything. Parts are told apart by their
+    exact class first (35 ns, where a pydantic model's ``kind`` costs 80: its class defines
+    ``__getattr__``; its ``isinstance`` about 1,100 instructions a miss), then by ``kind``.
     """
     expected: list[str] | None = None
     for i, msg in enumerate(messages):

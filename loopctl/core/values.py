@@ -6,8 +6,8 @@ and they travel inside every form the engine writes: the brain's snapshot, a tra
 a replay's report. Each of those wraps the value a few levels down (the deepest, a trace's
 snapshot record, puts it 8 levels down: record, data, snapshot, history, message, parts, part),
 and every reader has a limit of its own: pydantic's JSON parser reads values nested 201 deep
-at most (the trace reader, ``loopctl_sim.trace.fast._MAX_DEPTH``, and the snapshot restore),
-its serializer refuses a little deeper, Python's ``json`` raises ``RecursionError`` near 1,000.
+at most (the trace reader and the snapshot restore), its serializer refuses a little deeper,
+Python's ``json`` raises ``RecursionError`` near 1,000.
 A value accepted past those limits was a run that completed and then could not be saved or
 read back. So one limit, well inside all of them, is checked where a value enters: at the door
 where a model's reply enters (``loopctl.api.fold_events``), where a deeper value is a provider
@@ -28,14 +28,11 @@ never recursed into).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from typing import Any, Final
 
 __all__ = [
     "MAX_NESTING",
-    "might_be_nonfinite",
-    "nesting_bound",
     "parts_problem",
     "plain_json",
     "value_problem",
@@ -43,30 +40,6 @@ __all__ = [
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
-
-
-def nesting_bound(raw: str | bytes) -> int:
-    """An upper bound on the nesting of the JSON text ``raw``: its count of opening brackets
-    (some may sit inside strings). A bound within the limit spares the walk."""
-    if isinstance(raw, str):
-        return raw.count("{") + raw.count("[")
-    return raw.count(b"{") + raw.count(b"[")
-
-
-#: A number JSON cannot hold may be in the text: NaN, an infinity, a three-digit exponent.
-# A number JSON's parser reads as infinite has a three-digit exponent, or so many digits that a
-# two-digit one (or none) takes it past the float range (10**308): 200 digits in a row and more.
-_NONFINITE: Final = re.compile(r"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{200}")
-_NONFINITE_BYTES: Final = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{200}")
-
-
-def might_be_nonfinite(raw: str | bytes) -> bool:
-    """Whether the JSON text ``raw`` might hold a number JSON cannot (a cheap search: ``NaN``,
-    ``Infinity``, a three-digit exponent or 200 digits in a row anywhere, inside strings too);
-    False settles it."""
-    if isinstance(raw, str):
-        return _NONFINITE.search(raw) is not None
-    return _NONFINITE_BYTES.search(raw) is not None
 
 
 def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
