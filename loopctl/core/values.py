@@ -92,19 +92,6 @@ def parts_problem(parts: Iterable[Any]) -> str | None:
     return None
 
 
-def _flat_plain(item: dict[Any, Any], sort_keys: bool) -> bool:
-    """Whether ``item`` is a dict of ``str`` keys (in sorted order, given ``sort_keys``) and
-    scalar values (finite floats): ``plain_json``'s answer for it, when True; False sends it
-    the long way (which says False for a key that is not a ``str``, walks nested values)."""
-    for key, child in item.items():
-        if type(key) is not str:
-            return False
-        kind = type(child)
-        if kind not in _SCALARS and (kind is not float or not math.isfinite(child)):
-            return False
-    return not sort_keys or list(item) == sorted(item)
-
-
 def plain_json(value: Any, sort_keys: bool = False) -> bool:
     """Whether writing ``value`` as JSON and reading it back gives an equal value, in the same
     order, that the door would let in: dicts with ``str`` keys (in sorted order, given
@@ -112,13 +99,7 @@ def plain_json(value: Any, sort_keys: bool = False) -> bool:
     ints, booleans, None and finite floats, of exactly these types (a tuple reads back as a
     list, a subclass as its base), nested within ``MAX_NESTING``. False says only "not
     surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``.
-
-    A dict of scalars (a call's usual arguments, ``{"a": 1, "b": 1}``) is answered in one pass
-    over its items, without the walk's stack: about 300 ns for that dict, against 540-617 ns
-    walked (timed alone; every reply of a whole-reply client is checked, once a turn).
     """
-    if type(value) is dict and _flat_plain(value, sort_keys):
-        return True
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
