@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -189,6 +189,10 @@ def whole_reply_of(client: object) -> WholeReply | None:
 # --- the fold (pure) -------------------------------------------------------------------------
 
 
+#: A reply that reported no usage (``Usage`` is frozen: one serves every reply).
+_NO_USAGE: Final = Usage()
+
+
 class _CallBuffer:
     __slots__ = ("args", "id", "name")
 
@@ -227,7 +231,7 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
     text: list[str] = []
     segment: list[_CallBuffer] = []  # the calls since the last PartEvent
     calls: dict[int, _CallBuffer] = {}
-    usage = Usage()
+    usage = _NO_USAGE
     stop: str | None = None
     for event in events:  # told apart by ``kind``, the union's discriminator
         if event.kind == "tool_call_delta":
@@ -341,7 +345,7 @@ def folded(
             return None
     return ModelReply(
         message=message,
-        usage=Usage() if usage is None else usage,
+        usage=_NO_USAGE if usage is None else usage,
         stop_reason=stop_reason or ("tool_use" if called else "end_turn"),
     )
 

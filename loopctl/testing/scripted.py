@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from loopctl.api import (
     ApiError,
@@ -33,12 +33,13 @@ from loopctl.core import LoopError, Message
 __all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
 
 Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
+_NO_USAGE: Final = Usage()
 
 
 def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
     """The event stream a provider would send for ``reply``."""
     if isinstance(reply, Message):
-        message, usage, stop_reason = reply, Usage(), None
+        message, usage, stop_reason = reply, _NO_USAGE, None
     elif isinstance(reply, ModelReply):
         message, usage, stop_reason = reply.message, reply.usage, reply.stop_reason
     else:
@@ -60,7 +61,7 @@ def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[Strea
             index += 1
         elif part.kind == "thinking" or part.kind == "provider":
             yield Events.part(part)
-    if usage != Usage():
+    if usage != _NO_USAGE:
         yield Events.usage(usage)
     reason = stop_reason or ("tool_use" if index else "end_turn")
     yield Events.stop(reason)
