@@ -454,7 +454,7 @@ class LoopMachine(MachineData):
         for n in (before, after):
             if not is_count(n):
                 raise self._refuse("compaction_result", f"not a token count: {n!r}")
-        self._history = new_history
+        self._history = tuple(new_history)
         self._pending = []
         self._context_tokens = after
         self._noop_floor = None

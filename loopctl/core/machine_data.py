@@ -73,7 +73,7 @@ class MachineData:
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = Start()
-        self._history: list[Message] = history
+        self._history: tuple[Message, ...] = tuple(history)
         self._pending: list[Message] = []
         self._turns_taken = 0
         self._context_tokens = context_tokens
@@ -99,7 +99,7 @@ class MachineData:
 
     @property
     def history(self) -> tuple[Message, ...]:
-        return tuple(self._history)
+        return self._history
 
     @property
     def pending(self) -> tuple[Message, ...]:
@@ -144,8 +144,9 @@ class MachineData:
     def conversation(self) -> Conversation:
         """History plus pending as they are now, as a read-only view: O(1), not a copy.
 
-        Safe because the two lists only ever grow by appending or are replaced (the rule
-        ``machine.py`` keeps for this view): what the brain does later never shows through it."""
+        Safe because history is a tuple and pending only grows by appending or is replaced (the
+        rule ``machine.py`` keeps for this view): what the brain does later never shows through
+        it."""
         history, pending = self._history, self._pending
         return Conversation(history, pending, len(history), len(pending))
 
@@ -179,7 +180,7 @@ class MachineData:
     def snapshot(self) -> MachineSnapshot:
         return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
             format=SNAPSHOT_FORMAT,
-            history=tuple(self._history),
+            history=self._history,
             pending=tuple(self._pending),
             **{**self._small(), "loop": self.loop_window},
         )
@@ -213,7 +214,7 @@ class MachineData:
         """
         machine = cls.__new__(cls)
         machine._state = snap.state
-        machine._history = list(snap.history)
+        machine._history = snap.history
         machine._pending = list(snap.pending)
         machine._turns_taken = snap.turns_taken
         machine._context_tokens = snap.context_tokens
@@ -266,14 +267,14 @@ class MachineData:
 
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""
-        self._history.extend(self._pending[:keep])
+        self._history = (*self._history, *self._pending[:keep])
         self._pending = []
         self._finalized = True
 
     def _history_copy_for(self, fresh: MachineData) -> None:
-        """Give ``fresh`` (the next run's brain) a copy of this history, and of its saved form's
-        cache (so its first digest does not encode that history again)."""
-        fresh._history = list(self._history)
+        """Give ``fresh`` (the next run's brain) this history (a tuple: shared), and a copy of
+        the saved form's cache (so its first digest does not encode that history again)."""
+        fresh._history = self._history
         fresh._saved = self._saved.copy()
 
     # --- equality ------------------------------------------------------------------------

@@ -370,15 +370,17 @@ _EDITS = st.lists(
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(_EDITS)
 def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, int]]) -> None:
-    """The saved form's cache checks the brain's lists message by message at each use, so a list
-    edited in place (a message replaced, removed, the list emptied or swapped) is followed
-    exactly: the handlers may change the lists as they like. (Raw list edits, not feeds: the
-    point is what the cache sees, not a state the brain could reach.)"""
+    """The saved form's cache checks the brain's pending message by message at each use, and
+    its history (a tuple) by identity, so pending edited in place (a message replaced, removed,
+    the list emptied or swapped) and history replaced in any way are followed exactly: the
+    handlers may change them as they like. (Raw edits, not feeds: the point is what the cache
+    sees, not a state the brain could reach.)"""
     m = LoopMachine([Message.user("q"), Message.assistant("a")])
     m.accept_input("go")
     m.digest()
     for which, edit, n in edits:
-        messages: list[Message] = getattr(m, which)
+        held = getattr(m, which)
+        messages: list[Message] = list(held) if which == "_history" else held
         fresh = Message.user(f"m{n}")
         if edit == "append":
             messages.append(fresh)
@@ -392,6 +394,8 @@ def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, 
             setattr(m, which, [*messages, fresh])
         elif edit == "modern":
             messages.append(Message(role="user", parts=(THINK, TextPart(text=str(n)))))
+        if which == "_history":
+            m._history = tuple(getattr(m, which) if edit == "replace" else messages)
         assert m.digest() == _slow_digest(m)
         assert m.canonical_json() == m.snapshot().model_dump_json().encode()
     assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
