@@ -97,7 +97,6 @@ def test_the_public_names() -> None:
         "INSTRUMENTATION",
         "OtelObserver",
         "REDACTED",
-        "capture_from_env",
         "scrub_content",
     ]
     assert all(getattr(loopctl.otel, name) is not None for name in loopctl.otel.__all__)
