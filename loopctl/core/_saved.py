@@ -24,9 +24,9 @@ What it buys, timed side by side in one process (2026-12-03, load 9: read the ra
 without it (the snapshot built, serialized and hashed whole, which made a traced run cost the
 square of its length) took 30-33 times as long as with it at 40 messages (a 20-turn run), and
 150 times or more at 10,000. What still grows is the check of pending, message by message:
-a traced tool turn (five feeds, a digest after each) costs 0.8M instructions at 10,000 messages
-of history, as before this module, and about 1.0M against 0.58M before it when a single run's
-pending holds a few hundred (cachegrind, paired).
+a traced tool turn (five feeds, a digest after each) costs 0.8M instructions with 10,000
+messages of history and a short pending, 1.0M when a single run's pending holds a few hundred
+(cachegrind).
 """
 
 from __future__ import annotations
