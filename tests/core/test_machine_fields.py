@@ -1,4 +1,4 @@
-"""``MachineData``: the brain's fields and the entry points of their saved form."""
+"""The brain's fields (``LoopMachine.STATE_SLOTS``), views and saved-form entry points."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from brain_helpers import BY_STATE, committed, warned
 
 from loopctl import LoopMachine
-from loopctl.core.machine_data import MachineData, is_count
+from loopctl.core.machine import is_count
 
 MACHINES: dict[str, Callable[[], LoopMachine]] = {
     "fresh": LoopMachine,
@@ -52,7 +52,7 @@ def test_both_ways_of_making_a_machine_set_every_field(build: Callable[[], LoopM
     restored = LoopMachine.from_snapshot(m.snapshot())
     for machine in (m, restored):
         assert not hasattr(machine, "__dict__")
-        for slot in MachineData.__slots__:
+        for slot in LoopMachine.__slots__:
             getattr(machine, slot)  # raises AttributeError if a path forgot one
     assert restored == m
     assert type(restored) is LoopMachine
@@ -63,7 +63,7 @@ def test_the_state_slots_are_the_snapshot_fields() -> None:
     """Equality, snapshots and the digest cover exactly ``STATE_SLOTS``: one per snapshot field
     (the loop window's three are one field, ``loop``), no more."""
     snapshot_fields = set(LoopMachine().snapshot().model_dump()) - {"format", "version", "loop"}
-    slots = {s.lstrip("_") for s in MachineData.STATE_SLOTS}
+    slots = {s.lstrip("_") for s in LoopMachine.STATE_SLOTS}
     assert slots - {"loop_calls", "loop_unjudged", "loop_warned"} == snapshot_fields
 
 
