@@ -58,7 +58,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
-from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult
 from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
@@ -195,7 +195,7 @@ class AgentRunError(SimError):
         self.error = error
 
 
-def run_agent(
+async def run_agent_async(
     world: AgentWorld,
     trace: str | os.PathLike[str] | IO[str] | TraceWriter | TraceRecorder | None = None,
     *,
@@ -206,29 +206,8 @@ def run_agent(
 ) -> AgentRun:
     """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain).
     ``trace`` may be a recorder of ``fault_recorder``: a session passes one for all its runs,
-    so its trace holds them as one conversation."""
-    return run_simulated(
-        run_agent_async(
-            world,
-            trace,
-            machine=machine,
-            created=created,
-            observers=observers,
-            before_step=before_step,
-        )
-    )
-
-
-async def run_agent_async(
-    world: AgentWorld,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | TraceRecorder | None = None,
-    *,
-    machine: LoopMachine | None = None,
-    created: str | None = None,
-    observers: Sequence[LoopObserver] = (),
-    before_step: Callable[[StepPoint], None] | None = None,
-) -> AgentRun:
-    """``run_agent`` for callers already inside an event loop."""
+    so its trace holds them as one conversation. ``run_agent`` is the same for callers outside
+    an event loop."""
     factory = load_agent(world.agent, cwd=world.cwd)
     plan = FaultPlan(world.faults)
     source = world.source()
@@ -340,6 +319,9 @@ async def run_agent_async(
         if recorder is not None and not isinstance(trace, TraceWriter | TraceRecorder):
             recorder.close()
     return collected()
+
+
+run_agent = synchronous(run_agent_async)
 
 
 class _FaultMarks(TraceRecorder):

@@ -30,7 +30,7 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
-from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult, SimulationError
 from loopctl_sim.sim.world import FaultPlan, World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
@@ -60,40 +60,6 @@ class WorldClient(FaultyClient):
         self.world = world
 
 
-def simulate_driver(
-    world: World,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
-    *,
-    created: str | None = None,
-    metadata: dict[str, Any] | None = None,
-    observers: Sequence[LoopObserver] = (),
-    before_step: Callable[[StepPoint], None] | None = None,
-    machine: LoopMachine | None = None,
-    watch: LoopWatch | None = None,
-    on_stream: Callable[[StreamEvent], None] | None = None,
-) -> SimResult:
-    """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
-
-    ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
-    every step after the world's run-level faults struck: a checking harness's seam. The run
-    starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
-    ``world.history``. ``on_stream`` watches every reply's events (the driver then streams and
-    folds them; unwatched, the world hands each reply over whole: the same run)."""
-    return run_simulated(
-        simulate_driver_async(
-            world,
-            trace,
-            created=created,
-            metadata=metadata,
-            observers=observers,
-            before_step=before_step,
-            machine=machine,
-            watch=watch,
-            on_stream=on_stream,
-        )
-    )
-
-
 async def simulate_driver_async(
     world: World,
     trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
@@ -106,9 +72,16 @@ async def simulate_driver_async(
     watch: LoopWatch | None = None,
     on_stream: Callable[[StreamEvent], None] | None = None,
 ) -> SimResult:
-    """``simulate_driver`` for callers already inside an event loop. ``watch`` puts its seams
-    into every body (``install``; ``restarted`` after a crash): a harness that checks the driver
-    itself, such as ``loopctl_sim.props.driver_watch.DriverWatch``."""
+    """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
+    ``simulate_driver`` is the same for callers outside an event loop.
+
+    ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
+    every step after the world's run-level faults struck: a checking harness's seam. The run
+    starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
+    ``world.history``. ``on_stream`` watches every reply's events (the driver then streams and
+    folds them; unwatched, the world hands each reply over whole: the same run). ``watch`` puts
+    its seams into every body (``install``; ``restarted`` after a crash): a harness that checks
+    the driver itself, such as ``loopctl_sim.props.driver_watch.DriverWatch``."""
     plan = FaultPlan(world.faults)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)
@@ -190,3 +163,6 @@ async def simulate_driver_async(
         trace=None if recorder is None else recorder.writer.path,
         fired=client.fired + tools.fired + run_faults.fired,
     )
+
+
+simulate_driver = synchronous(simulate_driver_async)

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_simulated"]
+__all__ = ["run_simulated", "synchronous"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _ThreadLoop(threading.local):
@@ -56,6 +58,19 @@ def run_simulated(coro: Coroutine[Any, Any, T]) -> T:
         return loop.run_until_complete(coro)
     finally:
         _cancel_leftovers(loop)
+
+
+def synchronous(run: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """``run``, an async simulator (``simulate_driver_async``), for callers outside an event
+    loop (``simulate_driver``): the same arguments, run by ``run_simulated``. Each simulator is
+    written once, async."""
+
+    def sync(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_simulated(run(*args, **kwargs))
+
+    functools.update_wrapper(sync, run)
+    sync.__name__ = sync.__qualname__ = run.__name__.removesuffix("_async")
+    return sync
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
