@@ -23,12 +23,9 @@ when something differs); the rate without digests and step comparisons; the pars
 (``TraceReader``: every line validated into its pydantic record, as every command reads it); the
 peak traced memory of a replay (tracemalloc, in a separate pass); the recording rate.
 
-Goal: 100,000 records/s and flat memory. On a quiet 2-core VM: replay 106,161-110,399
-records/s (compacting), 107,267-108,415 (growing); replay-form parsing 430,000-490,000
-records/s (about 2.0 µs a record); the traced peak stops growing once bounded caches are full.
-``--big 1``: 104,547 records/s for a 103 MB trace and 97,321 for a 1.05 GB one (4.2 million
-records), each in a fresh process, peak RSS 41.5 and 41.3 MB: memory is flat. Figures, their
-date and the machine: docs/performance.md.
+Goal: 100,000 records/s and flat memory (the traced peak stops growing once bounded caches are
+full; ``--big 1`` replays a 100 MB and a 1 GB trace in fresh processes and compares their peak
+RSS). Figures and the machine: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -195,10 +195,6 @@ class Checker(LoopObserver):
 
     def same(self, recorded: Any, live: Any, scrubbed: bool) -> bool:
         """JSON data ``recorded`` (from a ``scrubbed`` record or not) against ``live``."""
-        return self._same(recorded, live, scrubbed)
-
-    def _same(self, recorded: Any, live: Any, scrubbed: bool) -> bool:
-        """JSON data ``recorded`` (from a ``scrubbed`` record or not) against ``live``."""
         if not scrubbed:
             return bool(recorded == live)
         live = self.scrubber(live)
@@ -239,7 +235,7 @@ class Checker(LoopObserver):
             )
         if rec.step != step and not (
             rec.scrubbed
-            and self._same(rec.step.model_dump(mode="json"), step.model_dump(mode="json"), True)
+            and self.same(rec.step.model_dump(mode="json"), step.model_dump(mode="json"), True)
         ):
             at = f"turn {self.turn}: " if self.turn else ""
             self.fail(
@@ -316,7 +312,7 @@ class Checker(LoopObserver):
                     data.pop("context_tokens", None)
                     if name == "set_context_tokens":
                         data.pop("n", None)
-            if not self._same(recorded, live, rec.scrubbed or not self.digests):
+            if not self.same(recorded, live, rec.scrubbed or not self.digests):
                 message, details = feed_explanation(self.turn, name, recorded, live)
                 self.fail(line, rec.seq, "feed", message, recorded, live, details)
         return rec
@@ -375,13 +371,13 @@ class Checker(LoopObserver):
             data, seen = rec.data, live.data
             same = (
                 data["digest"] == live.digest
-                or (not self.digests and self._same(recorded_context, live.context, rec.scrubbed))
+                or (not self.digests and self.same(recorded_context, live.context, rec.scrubbed))
             ) and (
                 data.get("n_messages") == seen["n_messages"] and data.get("tools") == seen["tools"]
             )
         else:  # version 1: its summary
             data = with_last(live.data, request.messages)
-            same = self._same(
+            same = self.same(
                 {k: rec.data.get(k) for k in ("n_messages", "tools", "last")},
                 {k: data.get(k) for k in ("n_messages", "tools", "last")},
                 rec.scrubbed,
@@ -412,7 +408,7 @@ class Checker(LoopObserver):
                 actual,
             )
         recorded: dict[str, Any] = brain_view(rec)
-        same_outcome = self._same(recorded["outcome"], actual["outcome"], rec.scrubbed)
+        same_outcome = self.same(recorded["outcome"], actual["outcome"], rec.scrubbed)
         if not same_outcome or (self.digests and recorded["digest"] != actual["digest"]):
             kind = (actual["outcome"] or {}).get("kind")
             self.fail(
