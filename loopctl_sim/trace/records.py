@@ -21,18 +21,17 @@ A trace may hold several runs: a new ``header`` after an ``end`` starts the next
 was saved). ``seq`` runs on across them. Times and durations live only in ``header`` and ``io``
 records: replay never depends on them.
 
-The next run's brain is the previous brain's ``next_run()``. Up to version 2 its header held
-that brain's whole snapshot, so a session of many runs wrote its whole conversation again at
-every run: a trace of 53 runs of 20 turns was two thirds headers, one of 530 runs 95% (675 MB
-for 100,000 records) and its replay slowed with every run. A version 3 header that continues
-the previous run holds no snapshot but ``continues``, the digest of that ``next_run()``: a
-reader rebuilds it from the brain the records before it built, and checks the digest (unless
-secrets were scrubbed, ``scrubbed``: the rebuilt brain then holds their placeholders). Only
-such a header is written as version 3; every other header is written as version 2, byte for
-byte, so a trace of single runs is readable by a loopctl_sim that reads only version 2.
+The next run's brain is the previous brain's ``next_run()``. A header that continues the
+previous run (version 3) holds no snapshot, so a session writes its conversation once: it holds
+``continues``, the digest of that ``next_run()``, which a reader rebuilds from the brain the
+records before it built and checks (unless secrets were scrubbed, ``scrubbed``: the rebuilt
+brain then holds their placeholders). Only such a header is written as version 3; every other
+header is written as version 2, byte for byte, so a trace of single runs is readable by a
+loopctl_sim that reads only version 2.
 
 This module owns the format: the record models (one pydantic model per record type, so the
-JSON Schema, the writer and the reader share one definition) and the error a bad line raises.
+JSON Schema, the writer and the reader share one definition; a feed record's arguments are the
+brain's own ``Feed``) and the error a bad line raises.
 The writer (``writer``) and the reader (``reader``) are built on it.
 """
 
