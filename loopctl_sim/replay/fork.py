@@ -49,7 +49,7 @@ from loopctl_sim.errors import SimError
 from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
 from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256, with_settings
-from loopctl_sim.replay.report import ReplayResult
+from loopctl_sim.replay.report import Divergence, ReplayResult
 from loopctl_sim.replay.resume import resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
@@ -100,13 +100,15 @@ class ForkPointError(ForkError):
 
 
 class ForkDiverged(SimError):
-    """The prefix no longer replays against the agent: ``result`` holds the divergence, as
-    ``replay --agent`` reports it. Nothing was written."""
+    """The prefix no longer replays against the agent: ``divergence`` is its first difference
+    (the ``Divergence`` every replay reports), ``result`` the prefix's replay, as ``replay
+    --agent`` reports it. Nothing was written."""
 
     def __init__(self, result: ReplayResult) -> None:
         assert result.divergence is not None
         super().__init__(result.divergence.report(result.path))
         self.result = result
+        self.divergence: Divergence = result.divergence
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,8 @@ def test_a_prefix_that_no_longer_replays_is_refused_and_nothing_written(
     client = OpenAIClient("skyway-model-1", base_url=model_server.url, api_key=KEY)
     with pytest.raises(ForkDiverged) as caught:
         fork(TRIP, at=12, agent="fork_agents:changed_prompt", client=client, out=out)
-    assert caught.value.result.divergence is not None
-    assert caught.value.result.divergence.seq == 3
+    assert caught.value.divergence is caught.value.result.divergence
+    assert caught.value.divergence.seq == 3 and caught.value.divergence.what == "request"
     assert not out.exists()
 
 
