@@ -1,7 +1,7 @@
 """The brain holds only what it can save and read back: a tool call's arguments or a part's data
 nested deeper than ``MAX_NESTING`` (or holding NaN) is refused by every feed that takes messages,
 with a ``ProtocolError`` that leaves the brain as it was; at the limit it is accepted, saved and
-restored whole (JSON text, the in-process dict, the lazy msgspec restore), and a run recorded at
+restored whole (as JSON text and as the in-process dict), and a run recorded at
 the limit reads back and replays. Through the driver, a reply past the limit (from a whole-reply
 client or a model middleware, neither of which streams through the fold) ends the run with a
 typed provider error, never an exception out of ``run``; so does one a provider client streams
@@ -108,11 +108,11 @@ FEEDS: dict[str, Callable[[str, dict[str, Any]], tuple[LoopMachine, Callable[[],
 
 
 def round_trips(m: LoopMachine) -> None:
-    """Saved as JSON text (restored lazily through msgspec, and eagerly), and as a dict."""
+    """Saved as JSON text and as a dict, and restored from each."""
     text = m.model_dump_json()
     restored = LoopMachine.model_validate_json(text)
     assert restored == m and restored.digest() == m.digest()
-    assert restored.messages() == m.messages()  # the lazy messages, built
+    assert restored.messages() == m.messages()
     assert restored.model_dump_json() == text
     assert LoopMachine.model_validate(m.model_dump()) == m
 

@@ -15,9 +15,9 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from examples.model_server import ModelServer  # noqa: E402
+from fork_agents import KEY  # noqa: E402
 
-KEY = "sk-fork-tests-key-0123456789abcdef"
+from examples.model_server import ModelServer  # noqa: E402
 
 
 @pytest.fixture

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from examples.travel_agent.agent import Settings, build
 from loopctl import ApiClient, BareLoop, LoopObserver, Message
 from loopctl.api import ModelRequest
 from loopctl.testing import FunctionClient
+
+#: The repository (the CLI runs there) and the key the local model server asks for.
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-fork-tests-key-0123456789abcdef"
 
 
 def changed_prompt(

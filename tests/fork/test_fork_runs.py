@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import KEY, ROOT
+from fork_agents import KEY, ROOT
 
 from examples.model_server import ModelServer
 from loopctl.providers import OpenAIClient
