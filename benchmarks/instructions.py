@@ -77,8 +77,7 @@ def _drive(turns: int, built: int, runs: int) -> None:
 
 
 def _brain(turns: int) -> None:
-    """``turns`` brain turns (``bench_turn.brain_turns``), in machines of 200 turns (within the
-    prebuilt early turns)."""
+    """``turns`` brain turns (``bench_turn.brain_turns``), in machines of 200 turns each."""
     inputs = brain_inputs(200)
     for start in range(0, turns, len(inputs)):
         machine = LoopMachine()
