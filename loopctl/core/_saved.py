@@ -17,16 +17,15 @@ few bytes). The cache keeps each message's JSON and a running sha256 of the cont
 last message of history, and of pending. At each use it checks that the messages it encoded are
 still the first ones of the brain's lists, object by object (messages are frozen: the same
 object always writes the same JSON; equality would not do, ``{"a": 1}`` equals ``{"a": 1.0}``);
-anything else (a list replaced, edited, shortened) starts that part again. No rule binds the
+anything else (a list replaced, edited, shortened) starts that part again. The brain's history
+(a tuple) and its pending (a ``Pending``: a list that only grows by appending) are known by
+identity without looking at their messages: Python enforces both types, so no rule binds the
 brain's handlers.
 
 What it buys, timed side by side in one process (2026-12-03, load 9: read the ratios): a digest
 without it (the snapshot built, serialized and hashed whole, which made a traced run cost the
 square of its length) took 30-33 times as long as with it at 40 messages (a 20-turn run), and
-150 times or more at 10,000. What still grows is the check of pending, message by message:
-a traced tool turn (five feeds, a digest after each) costs 0.8M instructions with 10,000
-messages of history and a short pending, 1.0M when a single run's pending holds a few hundred
-(cachegrind).
+150 times or more at 10,000.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from typing import Any, Final
 
 from pydantic_core import to_json
 
+from loopctl.core.conversation import Pending
 from loopctl.core.messages import Message
 from loopctl.core.snapshot import (
     CONTENT_HEADS,
@@ -75,12 +75,20 @@ class _Encoded:
         """Encode what ``messages`` holds beyond what was encoded; start again (no hash) if
         what was encoded is not its first messages any more. The same tuple as last time is
         known unchanged without looking (the brain's history is one: a check of 10,000 messages
-        after every feed of a traced run was 2M instructions a digest, cachegrind)."""
+        after every feed of a traced run was 2M instructions a digest, cachegrind), and the same
+        ``Pending`` as last time known to begin with what was encoded (the brain's pending is
+        one: checking it made replaying one long run cost the square of its length)."""
         done = len(self.messages)
-        if type(messages) is tuple and messages is self.source:
-            return
+        if messages is self.source:
+            if type(messages) is tuple:
+                return
+            # The same Pending (append-only: its type refuses any other edit) still begins
+            # with what was encoded; only what was appended since is new.
+            known = type(messages) is Pending
+        else:
+            known = False
         self.source = messages
-        if len(messages) < done or not all(map(is_, self.messages, messages)):
+        if not known and (len(messages) < done or not all(map(is_, self.messages, messages))):
             self.messages, self.jsons, self.modern, self.sha, self.hashed = [], [], False, None, 0
             done = 0
         new = messages[done:]

@@ -27,8 +27,9 @@ Rules this module keeps:
 - Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
 - No handler and no step scans the whole history: each costs O(size of the exchange).
 - History never holds a call without its result, nor a result without its call.
-- History is a tuple; ``_pending`` only grows by appending or is replaced by a new list, so a
-  ``conversation()`` view handed out earlier never shows what the brain did later.
+- History is a tuple and pending a ``Pending`` (a list that only grows by appending): Python
+  enforces both, so a ``conversation()`` view handed out earlier never shows what the brain did
+  later, and the saved form's cache needs no rule from the handlers.
 - A snapshot is checked when it is validated (``snapshot_problem``): restoring never trusts a
   state the brain could not have reached.
 """
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, Self, cast
 
 from loopctl.core import _saved
-from loopctl.core.conversation import Conversation
+from loopctl.core.conversation import Conversation, Pending
 from loopctl.core.errors import LoopError, ProtocolError
 from loopctl.core.feeds import (
     AcceptInput,
@@ -190,7 +191,7 @@ class LoopMachine:
             raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = Start()
         self._history: tuple[Message, ...] = tuple(history)
-        self._pending: list[Message] = []
+        self._pending = Pending()
         self._turns_taken = 0
         self._context_tokens = context_tokens
         self._exchange: Exchange | None = None
@@ -326,7 +327,7 @@ class LoopMachine:
         machine = cls.__new__(cls)
         machine._state = snap.state
         machine._history = snap.history
-        machine._pending = list(snap.pending)
+        machine._pending = Pending(snap.pending)
         machine._turns_taken = snap.turns_taken
         machine._context_tokens = snap.context_tokens
         machine._exchange = snap.exchange
@@ -377,7 +378,7 @@ class LoopMachine:
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""
         self._history = (*self._history, *self._pending[:keep])
-        self._pending = []
+        self._pending = Pending()
         self._finalized = True
 
     # --- the one question ----------------------------------------------------------------
@@ -682,7 +683,7 @@ class LoopMachine:
             if not is_count(n):
                 raise self._refuse("compaction_result", f"not a token count: {n!r}")
         self._history = tuple(new_history)
-        self._pending = []
+        self._pending = Pending()
         self._context_tokens = after
         self._noop_floor = None
         self._state = Start()

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from loopctl import LoopMachine, MachinePolicy, Message
 from loopctl.core import MAX_LOOP_WINDOW, MachineSnapshot
+from loopctl.core.conversation import Pending
 from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 from loopctl.core.messages import ProviderPart, TextPart, ThinkingPart, ToolCall
 
@@ -370,11 +371,12 @@ _EDITS = st.lists(
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(_EDITS)
 def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, int]]) -> None:
-    """The saved form's cache checks the brain's pending message by message at each use, and
-    its history (a tuple) by identity, so pending edited in place (a message replaced, removed,
-    the list emptied or swapped) and history replaced in any way are followed exactly: the
-    handlers may change them as they like. (Raw edits, not feeds: the point is what the cache
-    sees, not a state the brain could reach.)"""
+    """The saved form's cache knows the brain's history (a tuple) and pending (a ``Pending``,
+    which refuses every edit but appending) by identity, and checks any other list message by
+    message, so history replaced in any way, pending appended to, and pending replaced by a new
+    ``Pending`` or by a plain list that is then edited in place (a message replaced, removed,
+    the list emptied) are all followed exactly: the handlers need keep no rule. (Raw edits, not
+    feeds: the point is what the cache sees, not a state the brain could reach.)"""
     m = LoopMachine([Message.user("q"), Message.assistant("a")])
     m.accept_input("go")
     m.digest()
@@ -382,6 +384,11 @@ def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, 
         held = getattr(m, which)
         messages: list[Message] = list(held) if which == "_history" else held
         fresh = Message.user(f"m{n}")
+        if isinstance(messages, Pending) and edit in ("set", "pop", "clear"):
+            with pytest.raises(TypeError, match="only grows by appending"):
+                getattr(messages, "__setitem__" if edit == "set" else edit)(0, fresh)
+            messages = list(messages)  # a handler would give the brain a new list instead
+            m._pending = messages  # type: ignore[assignment]
         if edit == "append":
             messages.append(fresh)
         elif edit == "set" and messages:
@@ -391,7 +398,8 @@ def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, 
         elif edit == "clear":
             messages.clear()
         elif edit == "replace":
-            setattr(m, which, [*messages, fresh])
+            new = [*messages, fresh]
+            setattr(m, which, Pending(new) if n % 2 and which == "_pending" else new)
         elif edit == "modern":
             messages.append(Message(role="user", parts=(THINK, TextPart(text=str(n)))))
         if which == "_history":
