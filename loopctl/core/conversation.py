@@ -2,9 +2,9 @@
 
 A model request shows the model the whole conversation. Copying it into a tuple on every call
 cost O(history) per turn (58 µs at 10,000 messages, measured), so a long run's turns grew
-slower with every turn. The brain's lists never change in place (they only grow by appending,
-or are replaced by a new list: the rule ``machine.py`` keeps), so a list together with its
-length at one moment is a frozen prefix of it: the view holds the two lists and their lengths,
+slower with every turn. The brain's history is a tuple and its pending a ``Pending`` (below), a
+list that refuses every edit but appending: Python enforces both, so either one together with
+its length at one moment is a frozen prefix of it: the view holds the two and their lengths,
 costs O(1) to build, and reads as a tuple would (``len``, indexing, slicing, iteration, ``==``
 with a tuple or another view, hashing). Later appends to the brain's lists do not show through.
 
