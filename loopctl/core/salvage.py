@@ -9,9 +9,8 @@ a call without its result is poisoned for good, so the brain keeps this invarian
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from loopctl.core.messages import Message, TextPart, ToolCall, ToolResult
+from loopctl.core.messages import Message
 
 __all__ = ["coherence_problem", "coherent_prefix_length"]
 
@@ -33,38 +32,10 @@ def coherence_problem(messages: Sequence[Message], *, open_tail: bool = False) -
     """Why ``messages`` is not provider-valid, or None when it is. Linear in the messages.
 
     ``open_tail`` allows the last message's calls to be still unanswered (tools in flight).
-    Restoring a snapshot runs this over the whole conversation, so a message of one text part
-    (most of them) is passed over without building anything. Parts are told apart by their
-    exact class first (35 ns, where a pydantic model's ``kind`` costs 80: its class defines
-    ``__getattr__``; its ``isinstance`` about 1,100 instructions a miss), then by ``kind``.
     """
     expected: list[str] | None = None
     for i, msg in enumerate(messages):
-        parts: Sequence[Any] = msg.parts
-        n = len(parts)
-        # Fast paths for the common shapes: text, one call (after some text), one result.
-        if expected is None:
-            if n == 0 or (n == 1 and (type(parts[0]) is TextPart or parts[0].kind == "text")):
-                continue
-            last = parts[-1]
-            if (
-                n <= 2
-                and (type(last) is ToolCall or last.kind == "tool_call")
-                and last.id
-                and msg.role == "assistant"
-                and (n == 1 or type(parts[0]) is TextPart or parts[0].kind == "text")
-            ):
-                expected = [last.id]
-                continue
-        elif n == 1 and len(expected) == 1:
-            only = parts[0]
-            if (
-                (type(only) is ToolResult or only.kind == "tool_result")
-                and only.call_id == expected[0]
-                and msg.role == "user"
-            ):
-                expected = None
-                continue
+        parts = msg.parts
         results = [p.call_id for p in parts if p.kind == "tool_result"]
         calls = [p.id for p in parts if p.kind == "tool_call"]
         if expected is not None:
