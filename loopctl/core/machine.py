@@ -63,7 +63,6 @@ from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
 from loopctl.core.steps import (
-    STATES,
     AwaitingCompaction,
     AwaitingModel,
     AwaitingTools,
@@ -148,6 +147,8 @@ STEP_TRANSITIONS: Final[dict[StateKind, Transition]] = {
     "awaiting_compaction": Transition("_step_awaiting_compaction", ("awaiting_compaction",)),
     "terminal": Transition("_step_terminal", ("terminal",)),
 }
+#: The states the brain sits in (a state's ``kind``), in the order the tables list them.
+STATES: Final[tuple[StateKind, ...]] = tuple(STEP_TRANSITIONS)
 
 
 def is_count(n: object) -> bool:

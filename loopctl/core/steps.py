@@ -1,21 +1,29 @@
 """The brain's vocabulary: states it sits in, steps it answers, outcomes it ends with.
 
-All are small frozen models, discriminated on ``kind`` so that a snapshot or a trace
-round-trips them exactly. Dispatch on their type (``isinstance`` or ``match``).
+Each is a frozen slotted dataclass with its ``kind`` first, like the feeds (``feeds.py``): the
+brain builds one or two at every step, and building a dataclass checks nothing where a pydantic
+model validated every field again. Measured against the pydantic models they replace (timeit,
+side by side, load 4-6): ``CallLLM(turn=3)`` 600-870 ns against 1,510-1,930 ns,
+``Done(outcome=Completed(...))`` 1,260-1,540 ns against 3,460-4,360 ns; under cachegrind
+(``python -m benchmarks.instructions``) a driver turn 382,373 instructions against 402,567 and
+the brain's part of it 126,586 against 144,109. pydantic validates them by their annotations
+where a snapshot or a trace embeds them (discriminated on ``kind``, an unknown key refused) and
+writes them field by field: the same JSON bytes the models wrote. Write one as JSON data with
+``pydantic_core.to_jsonable_python``; dispatch on the type (``isinstance`` or ``match``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
 
 __all__ = [
-    "STATES",
     "AwaitingCompaction",
     "AwaitingModel",
     "AwaitingTools",
@@ -39,15 +47,6 @@ __all__ = [
 #: The states the brain sits in (a state's ``kind``); ``loopctl.core.machine``'s tables are keyed
 #: by them.
 StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]
-STATES: Final[tuple[StateKind, ...]] = (
-    "start",
-    "awaiting_model",
-    "awaiting_tools",
-    "awaiting_compaction",
-    "terminal",
-)
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class CompactReason(StrEnum):
@@ -58,27 +57,34 @@ class CompactReason(StrEnum):
     THRESHOLD_EXCEEDED = "threshold_exceeded"
 
 
+class _Kinded:
+    """What pydantic is told when it validates one: a key that is no field is an error."""
+
+    __slots__ = ()
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
+
 # --- outcomes ---------------------------------------------------------------------------
 
 
-class Completed(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completed(_Kinded):
     kind: Literal["completed"] = "completed"
     final_text: str
 
 
-class Cancelled(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cancelled(_Kinded):
     kind: Literal["cancelled"] = "cancelled"
 
 
-class MaxTurnsExceeded(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaxTurnsExceeded(_Kinded):
     kind: Literal["max_turns_exceeded"] = "max_turns_exceeded"
 
 
-class Failed(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failed(_Kinded):
     kind: Literal["failed"] = "failed"
     error: LoopError
 
@@ -90,35 +96,35 @@ MachineOutcome = Annotated[
 # --- states -----------------------------------------------------------------------------
 
 
-class Start(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Start(_Kinded):
     """Ready to answer the next step."""
 
-    model_config = _FROZEN
     kind: Literal["start"] = "start"
 
 
-class AwaitingModel(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwaitingModel(_Kinded):
     kind: Literal["awaiting_model"] = "awaiting_model"
     turn: int
 
 
-class AwaitingTools(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwaitingTools(_Kinded):
     kind: Literal["awaiting_tools"] = "awaiting_tools"
     turn: int
 
 
-class AwaitingCompaction(BaseModel):
-    model_config = _FROZEN
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwaitingCompaction(_Kinded):
     kind: Literal["awaiting_compaction"] = "awaiting_compaction"
     reason: CompactReason
 
 
-class Terminal(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Terminal(_Kinded):
     """Finished; accepts no further input, ever."""
 
-    model_config = _FROZEN
     kind: Literal["terminal"] = "terminal"
     outcome: MachineOutcome
 
@@ -131,35 +137,35 @@ MachineState = Annotated[
 # --- steps ------------------------------------------------------------------------------
 
 
-class CallLLM(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallLLM(_Kinded):
     """Ask the model now; ``turn`` is the brain's count, the only turn ledger."""
 
-    model_config = _FROZEN
     kind: Literal["call_llm"] = "call_llm"
     turn: int
 
 
-class CallTools(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallTools(_Kinded):
     """Run these calls (never empty) and feed their results back in one message."""
 
-    model_config = _FROZEN
     kind: Literal["call_tools"] = "call_tools"
     turn: int
     calls: tuple[ToolCall, ...]
 
 
-class Compact(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compact(_Kinded):
     """Shrink the conversation first."""
 
-    model_config = _FROZEN
     kind: Literal["compact"] = "compact"
     reason: CompactReason
 
 
-class Done(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Done(_Kinded):
     """Finished; the outcome says how."""
 
-    model_config = _FROZEN
     kind: Literal["done"] = "done"
     outcome: MachineOutcome
 

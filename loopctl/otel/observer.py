@@ -23,6 +23,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
+from pydantic_core import to_jsonable_python
 
 from loopctl.api import ModelRequest
 from loopctl.core import CallLLM, Done, LoopMachine, MachinePolicy, MachineStep, Terminal
@@ -46,8 +47,7 @@ def _version() -> str | None:
 
 
 def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
+    return to_jsonable_python(value)
 
 
 class OtelObserver(LoopObserver):

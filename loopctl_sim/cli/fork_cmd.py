@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic_core import to_jsonable_python
 
 from loopctl.api import ApiClient
 from loopctl.core import Completed, Message, ToolResult
@@ -272,6 +273,6 @@ def _as_json(done: ForkResult, ok: bool) -> dict[str, Any]:
         "branch": done.point.describe(),
         "prefix_records": done.prefix.records,
         "edits": done.edits,
-        "outcome": done.result.outcome.model_dump(mode="json"),
+        "outcome": to_jsonable_python(done.result.outcome),
         "notes": done.notes,
     }

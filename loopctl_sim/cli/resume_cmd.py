@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+from pydantic_core import to_jsonable_python
 
 from loopctl.api import ApiClient
 from loopctl.cli import PROVIDERS, calculator, make_client, read_file
@@ -254,7 +255,7 @@ def _as_json(resumed: ResumeResult, ok: bool) -> dict[str, Any]:
         "replayed": point.replayed,
         "reused": resumed.reused,
         "dispatched": resumed.dispatched,
-        "outcome": None if result is None else result.outcome.model_dump(mode="json"),
+        "outcome": None if result is None else to_jsonable_python(result.outcome),
         "digest": None if result is None else point.machine.digest(),
         "notes": resumed.notes,
         "warnings": point.warnings,

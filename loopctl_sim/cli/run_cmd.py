@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 import click
+from pydantic_core import to_jsonable_python
 
 from loopctl_sim.cli.common import die, emit_json
 from loopctl_sim.fuzz import FuzzConfig, check_scenario
@@ -189,7 +190,7 @@ def _report(
         emit_json(
             {
                 "scenario": sc.name,
-                "outcome": outcome.model_dump(mode="json"),
+                "outcome": to_jsonable_python(outcome),
                 "expected": sc.expect,
                 "ok": ok,
                 **counts,

@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from pydantic_core import to_jsonable_python
+
 from loopctl.api import ModelRequest
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
@@ -220,7 +222,7 @@ class Checker(LoopObserver):
                 "step",
                 f"the brain asked {step.kind} where the trace has {_kind(rec)}",
                 brain_view(rec),
-                {"policy": policy.model_dump(mode="json"), "step": step.model_dump(mode="json")},
+                {"policy": policy.model_dump(mode="json"), "step": to_jsonable_python(step)},
             )
         if rec.policy != policy:
             recorded, live = rec.policy.model_dump(mode="json"), policy.model_dump(mode="json")
@@ -235,7 +237,7 @@ class Checker(LoopObserver):
             )
         if rec.step != step and not (
             rec.scrubbed
-            and self.same(rec.step.model_dump(mode="json"), step.model_dump(mode="json"), True)
+            and self.same(to_jsonable_python(rec.step), to_jsonable_python(step), True)
         ):
             at = f"turn {self.turn}: " if self.turn else ""
             self.fail(
@@ -245,8 +247,8 @@ class Checker(LoopObserver):
                 at + f"the brain asked {step.kind}, the trace has {rec.step.kind}"
                 if rec.step.kind != step.kind
                 else at + f"the brain asked another {step.kind}",
-                rec.step.model_dump(mode="json"),
-                step.model_dump(mode="json"),
+                to_jsonable_python(rec.step),
+                to_jsonable_python(step),
             )
         self._stepped(line, rec.scrubbed, machine)
 
@@ -395,7 +397,7 @@ class Checker(LoopObserver):
         state = machine.state
         outcome = state.outcome if isinstance(state, Terminal) else None
         actual: dict[str, Any] = {
-            "outcome": None if outcome is None else outcome.model_dump(mode="json"),
+            "outcome": None if outcome is None else to_jsonable_python(outcome),
             "digest": machine.digest(),
         }
         if not isinstance(rec, EndRecord):

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from loopctl_sim.sim.scenario import load_scenario
 from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 from loopctl_sim.trace.files import write_atomically
@@ -75,7 +77,7 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
             info.scrubbed = info.scrubbed or record.scrubbed
         elif isinstance(record, EndRecord):
             info.outcomes.append(
-                None if record.outcome is None else record.outcome.model_dump(mode="json")
+                None if record.outcome is None else to_jsonable_python(record.outcome)
             )
             info.final_digest = record.digest
             info.complete = True

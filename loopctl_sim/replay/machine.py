@@ -22,6 +22,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from pydantic_core import to_jsonable_python
+
 from loopctl.core import LoopMachine, ProtocolError
 from loopctl_sim.replay.explain import brain_changes, continuation_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
@@ -186,7 +188,7 @@ class _MachineReplay:
                 line,
                 "protocol_error",
                 f"next_step() raised: {exc}",
-                rec.step.model_dump(mode="json"),
+                to_jsonable_python(rec.step),
                 {"ProtocolError": str(exc)},
             ) from None
         if actual != rec.step:
@@ -195,8 +197,8 @@ class _MachineReplay:
                 line,
                 "step",
                 f"the brain answered {actual.kind}, the trace says {rec.step.kind}",
-                rec.step.model_dump(mode="json"),
-                actual.model_dump(mode="json"),
+                to_jsonable_python(rec.step),
+                to_jsonable_python(actual),
             )
 
     def feed(self, line: int, rec: FeedRecord) -> None:
@@ -239,8 +241,8 @@ class _MachineReplay:
         self.check_unchecked()
         machine = self.brain
         outcome = end_outcome(machine)
-        actual = None if outcome is None else outcome.model_dump(mode="json")
-        expected = None if rec.outcome is None else rec.outcome.model_dump(mode="json")
+        actual = None if outcome is None else to_jsonable_python(outcome)
+        expected = None if rec.outcome is None else to_jsonable_python(rec.outcome)
         if actual != expected:
             raise _diverged(
                 rec, line, "outcome", "the run ended with another outcome", expected, actual
@@ -342,7 +344,7 @@ class _MachineReplay:
             result.final_digest = machine.digest()
             if result.outcome is None:
                 outcome = end_outcome(machine)
-                result.outcome = None if outcome is None else outcome.model_dump(mode="json")
+                result.outcome = None if outcome is None else to_jsonable_python(outcome)
         return result
 
     def reported(self, divergence: Divergence) -> Divergence:

@@ -12,6 +12,8 @@ too (``Checker``).
 
 from __future__ import annotations
 
+from pydantic_core import to_jsonable_python
+
 from loopctl.core import LoopMachine
 from loopctl_sim.replay.checker import Checker, brain_view
 from loopctl_sim.replay.cursor import Cursor
@@ -89,7 +91,7 @@ def _ended_raising(cursor: Cursor, checker: Checker, machine: LoopMachine, rec: 
     result = checker.result
     result.complete = True
     outcome = end_outcome(machine)
-    result.outcome = None if outcome is None else outcome.model_dump(mode="json")
+    result.outcome = None if outcome is None else to_jsonable_python(outcome)
     result.notes.append(
         f"the run ended as the trace's did (line {line}): {rec.error} escaped it again"
     )

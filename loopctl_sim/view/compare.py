@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from loopctl_sim.replay import TraceDiff
 from loopctl_sim.replay.diff import Branch, comparable, fork_branch
 from loopctl_sim.trace import TraceReader
@@ -76,7 +78,7 @@ def _stream(
                 open_run = True
         elif record.type == "end":
             outcome = getattr(record, "outcome", None)
-            outcomes.append(None if outcome is None else outcome.model_dump(mode="json"))
+            outcomes.append(None if outcome is None else to_jsonable_python(outcome))
             open_run = False
         if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_json, to_jsonable_python
 
 from loopctl import (
     CallLLM,
@@ -34,20 +36,20 @@ from loopctl.core import (
 ERROR = LoopError(
     kind="rate_limited", message="slow down", retryable=True, status=429, details={"retry_after": 2}
 )
-OUTCOMES: list[BaseModel] = [
+OUTCOMES: list[Any] = [
     Completed(final_text="done"),
     Cancelled(),
     MaxTurnsExceeded(),
     Failed(error=ERROR),
 ]
-STATES: list[BaseModel] = [
+STATES: list[Any] = [
     Start(),
     AwaitingModel(turn=1),
     AwaitingTools(turn=2),
     *(AwaitingCompaction(reason=r) for r in CompactReason),
     *(Terminal(outcome=o) for o in OUTCOMES),
 ]
-STEPS: list[BaseModel] = [
+STEPS: list[Any] = [
     CallLLM(turn=3),
     CallTools(turn=3, calls=(ToolCall(id="a", name="read", arguments={"p": [1, {"q": None}]}),)),
     *(Compact(reason=r) for r in CompactReason),
@@ -66,7 +68,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("union", "value"), CASES, ids=lambda v: getattr(v, "kind", v))
-def test_round_trips_exactly_through_its_union(union: str, value: BaseModel) -> None:
+def test_round_trips_exactly_through_its_union(union: str, value: Any) -> None:
     adapter = ADAPTERS[union]
     restored = adapter.validate_json(adapter.dump_json(value))
     assert restored == value
@@ -74,9 +76,34 @@ def test_round_trips_exactly_through_its_union(union: str, value: BaseModel) -> 
 
 
 @pytest.mark.parametrize("value", [*STATES, *STEPS], ids=lambda v: v.kind)
-def test_states_and_steps_are_frozen(value: BaseModel) -> None:
-    with pytest.raises(ValidationError):
-        value.kind = "other"  # type: ignore[attr-defined]
+def test_states_and_steps_are_frozen(value: Any) -> None:
+    with pytest.raises(FrozenInstanceError):
+        value.kind = "other"
+
+
+def test_they_write_the_bytes_a_snapshot_and_a_trace_hold() -> None:
+    # kind first, then the fields in order: the shipped traces' digests depend on these bytes
+    done = Done(outcome=Failed(error=ERROR))
+    assert to_json(done) == (
+        b'{"kind":"done","outcome":{"kind":"failed","error":{"kind":"rate_limited",'
+        b'"message":"slow down","retryable":true,"status":429,"details":{"retry_after":2}}}}'
+    )
+    assert to_jsonable_python(Compact(reason=CompactReason.MANUAL)) == {
+        "kind": "compact",
+        "reason": "manual",
+    }
+
+
+def test_equal_values_are_equal_and_hash_alike_and_match_by_type() -> None:
+    assert CallLLM(turn=2) == CallLLM(turn=2) != CallLLM(turn=3)
+    assert hash(CallLLM(turn=2)) == hash(CallLLM(turn=2))
+    other: object = AwaitingTools(turn=2)
+    assert AwaitingModel(turn=2) != other  # same fields, other type
+    match Done(outcome=Completed(final_text="hi")):
+        case Done(outcome=Completed(final_text=text)):
+            assert text == "hi"
+        case _:
+            pytest.fail("a Done did not match")
 
 
 @pytest.mark.parametrize(
