@@ -1,7 +1,7 @@
 """One exception tree per package: ``LoopctlError`` for loopctl, ``SimError`` (itself a
 ``LoopctlError``) for loopctl_sim, each drawn in its ``errors`` module's docstring.
 
-The classes are found by walking every module of both packages and reading its ``__all__``, so a
+The classes are found by walking every module of both packages and reading what it defines, so a
 public exception added anywhere is checked without editing this file: it must sit under its
 package's root, and the drawing must name it under its real parent, with any second base it
 keeps. ``BaseException``s (control flow) and warnings are outside the trees; the docstring names
@@ -38,17 +38,17 @@ def _modules(package: ModuleType) -> list[ModuleType]:
 
 
 def _public_exceptions(package: ModuleType) -> dict[str, type[BaseException]]:
-    """Every exception class defined in ``package`` and named in some module's ``__all__``, by
-    ``module.Name`` of its definition."""
+    """Every exception class defined in a module of ``package`` under a name without a leading
+    ``_``, by ``module.Name`` of its definition (a module's ``__all__`` is not needed: modules
+    inside a package keep none)."""
     found: dict[str, type[BaseException]] = {}
     for module in _modules(package):
-        for name in getattr(module, "__all__", ()):
-            value = getattr(module, name)
+        for name, value in vars(module).items():
             if (
                 isinstance(value, type)
                 and issubclass(value, BaseException)
-                and value.__module__.split(".")[0] == package.__name__
-                and not value.__name__.startswith("_")
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
             ):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return found

@@ -23,9 +23,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         "(opentelemetry-api and opentelemetry-sdk)"
     ) from exc
 
-from loopctl.otel.attributes import CAPTURE_ENV, REDACTED, scrub_content
+from loopctl.otel.attributes import CAPTURE_ENV, scrub_content
 from loopctl.otel.observer import INSTRUMENTATION, OtelObserver
 from loopctl.otel.spans import GenAiSpans
+from loopctl.secrets import REDACTED
 
 __all__ = [
     "CAPTURE_ENV",

@@ -21,20 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from loopctl.secrets import REDACTED, scrub_text
-
-__all__ = [
-    "CAPTURE_ENV",
-    "REDACTED",
-    "Attributes",
-    "capture_from_env",
-    "chat_reply_attributes",
-    "chat_request_attributes",
-    "clean",
-    "scrub_content",
-    "tool_call_attributes",
-    "tool_result_attributes",
-]
+from loopctl.secrets import scrub_text
 
 Attributes = dict[str, Any]
 

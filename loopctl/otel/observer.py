@@ -31,8 +31,6 @@ from loopctl.observe import IoEvent, LoopObserver
 from loopctl.otel.attributes import capture_from_env, scrub_content
 from loopctl.otel.spans import GenAiSpans
 
-__all__ = ["INSTRUMENTATION", "OtelObserver"]
-
 #: The instrumentation scope the spans are reported under.
 INSTRUMENTATION = "loopctl"
 

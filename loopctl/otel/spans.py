@@ -42,8 +42,6 @@ from loopctl.otel.attributes import (
     tool_result_attributes,
 )
 
-__all__ = ["GenAiSpans"]
-
 
 def _error_type(error: Any) -> str:
     return str(error.get("kind")) if isinstance(error, Mapping) else "error"

@@ -15,7 +15,8 @@ See docs/providers.md.
 """
 
 from loopctl.providers._anthropic import AnthropicClient
-from loopctl.providers._common import HttpProvider, MissingApiKeyError
+from loopctl.providers._common import HttpProvider
+from loopctl.providers._errors import MissingApiKeyError
 from loopctl.providers._ollama import OllamaClient
 from loopctl.providers._openai import OpenAIClient
 from loopctl.providers._openai_responses import OpenAIResponsesClient

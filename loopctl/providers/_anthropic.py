@@ -19,11 +19,9 @@ from loopctl.providers._anthropic_stream import body_events, stream_events
 from loopctl.providers._anthropic_wire import (
     messages_to_wire,
     tools_to_wire,
-    usage_from_wire,
 )
-from loopctl.providers._common import Cursor, HttpProvider
-
-__all__ = ["AnthropicClient", "messages_to_wire", "usage_from_wire"]
+from loopctl.providers._common import HttpProvider
+from loopctl.providers._framing import Cursor
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

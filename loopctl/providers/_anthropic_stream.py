@@ -41,19 +41,15 @@ from loopctl.api import (
 )
 from loopctl.core import ProviderPart, TextPart, ThinkingPart
 from loopctl.providers._anthropic_wire import CITATIONS, block_parts, usage_from_wire
-from loopctl.providers._common import (
-    CallIds,
-    Cursor,
+from loopctl.providers._errors import (
     ProviderInfo,
     classify,
     loads,
     loads_object,
     malformed,
-    sse_events,
     stream_ended_early,
 )
-
-__all__ = ["body_events", "stream_events"]
+from loopctl.providers._framing import CallIds, Cursor, sse_events
 
 
 def _part_events(block: Mapping[str, Any], provider: str) -> Iterator[StreamEvent]:

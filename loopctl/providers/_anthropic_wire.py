@@ -25,15 +25,6 @@ from typing import Any
 from loopctl.api import ToolSpec, Usage
 from loopctl.core import Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 
-__all__ = [
-    "CITATIONS",
-    "DEFAULT_PROVIDER",
-    "block_parts",
-    "messages_to_wire",
-    "tools_to_wire",
-    "usage_from_wire",
-]
-
 DEFAULT_PROVIDER = "anthropic"
 #: The ``data["type"]`` of a ProviderPart holding the citations of the text part before it.
 CITATIONS = "citations"

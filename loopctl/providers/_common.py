@@ -29,40 +29,18 @@ import httpx
 from loopctl.api import ApiError, ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import LoopError
 from loopctl.providers._errors import (
-    MissingApiKeyError,
     ProviderInfo,
     classify,
     details_of,
     loads,
-    loads_object,
     malformed,
-    parse_retry_hints,
     resolve_key,
-    stream_ended_early,
     unexpected_content,
 )
-from loopctl.providers._framing import CallIds, Cursor, SseEvent, ndjson_objects, sse_events
+from loopctl.providers._framing import Cursor
 from loopctl.providers._hosts import Family, identity
 from loopctl.providers._urls import BaseUrl, redact
 from loopctl.secrets import is_secret_name
-
-__all__ = [
-    "CallIds",
-    "Cursor",
-    "HttpProvider",
-    "MissingApiKeyError",
-    "OpenAIKeyed",
-    "ProviderInfo",
-    "SseEvent",
-    "classify",
-    "loads",
-    "loads_object",
-    "malformed",
-    "ndjson_objects",
-    "parse_retry_hints",
-    "sse_events",
-    "stream_ended_early",
-]
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 OPENAI_BASE_URL = "https://api.openai.com/v1"

@@ -27,20 +27,6 @@ from typing import Any
 from loopctl.api import ApiError
 from loopctl.core import ErrorKind, LoopError
 
-__all__ = [
-    "MissingApiKeyError",
-    "ProviderInfo",
-    "classify",
-    "details_of",
-    "loads",
-    "loads_object",
-    "malformed",
-    "parse_retry_hints",
-    "resolve_key",
-    "stream_ended_early",
-    "unexpected_content",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class ProviderInfo:

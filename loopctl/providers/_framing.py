@@ -17,8 +17,6 @@ from typing import Any
 
 from loopctl.providers._errors import ProviderInfo, loads, stream_ended_early
 
-__all__ = ["CallIds", "Cursor", "SseEvent", "ndjson_objects", "sse_events"]
-
 
 class Cursor:
     """How far a parser has read a response: lines, events, and the last event's name and the

@@ -21,8 +21,6 @@ from typing import Final, Literal
 
 import httpx
 
-__all__ = ["Family", "identity", "name_of"]
-
 Family = Literal["chat", "anthropic", "responses", "ollama"]
 
 #: Known hosts: (key, name).

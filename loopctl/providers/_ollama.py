@@ -41,24 +41,15 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import Message, ThinkingPart
-from loopctl.providers._common import (
-    CallIds,
-    Cursor,
-    HttpProvider,
+from loopctl.providers._common import HttpProvider
+from loopctl.providers._errors import (
     ProviderInfo,
     classify,
     malformed,
-    ndjson_objects,
     stream_ended_early,
 )
+from loopctl.providers._framing import CallIds, Cursor, ndjson_objects
 from loopctl.providers._openai_wire import tools_to_wire
-
-__all__ = [
-    "OllamaClient",
-    "host_from_env",
-    "messages_to_wire",
-    "usage_from_wire",
-]
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PROVIDER = "ollama"

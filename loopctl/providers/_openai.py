@@ -41,17 +41,15 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import ProviderPart
-from loopctl.providers._common import (
-    CallIds,
-    Cursor,
-    OpenAIKeyed,
+from loopctl.providers._common import OpenAIKeyed
+from loopctl.providers._errors import (
     ProviderInfo,
     classify,
     loads_object,
     malformed,
-    sse_events,
     stream_ended_early,
 )
+from loopctl.providers._framing import CallIds, Cursor, sse_events
 from loopctl.providers._openai_wire import (
     CALL_EXTRA,
     MESSAGE_EXTRA,
@@ -62,8 +60,6 @@ from loopctl.providers._openai_wire import (
     tools_to_wire,
     usage_from_wire,
 )
-
-__all__ = ["OpenAIClient", "messages_to_wire", "usage_from_wire"]
 
 _STOP = {
     "stop": "end_turn",

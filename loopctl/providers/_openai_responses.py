@@ -31,15 +31,14 @@ import httpx
 
 from loopctl.api import ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import Message, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.providers._common import Cursor, OpenAIKeyed
+from loopctl.providers._common import OpenAIKeyed
+from loopctl.providers._framing import Cursor
 from loopctl.providers._openai_responses_stream import (
     ANNOTATIONS,
     CALL_EXTRA,
     response_events,
     stream_events,
 )
-
-__all__ = ["OpenAIResponsesClient", "input_items", "tools_to_wire"]
 
 DEFAULT_PROVIDER = "openai-responses"
 

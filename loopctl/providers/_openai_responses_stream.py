@@ -37,18 +37,14 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import ProviderPart, ThinkingPart
-from loopctl.providers._common import (
-    CallIds,
-    Cursor,
+from loopctl.providers._errors import (
     ProviderInfo,
     classify,
     loads_object,
     malformed,
-    sse_events,
     stream_ended_early,
 )
-
-__all__ = ["ANNOTATIONS", "CALL_EXTRA", "response_events", "stream_events", "usage_from_wire"]
+from loopctl.providers._framing import CallIds, Cursor, sse_events
 
 ANNOTATIONS: Final = "annotations"
 CALL_EXTRA: Final = "call_extra"

@@ -30,20 +30,6 @@ from typing import Any, Final
 from loopctl.api import ToolSpec, Usage
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart
 
-__all__ = [
-    "CALL_EXTRA",
-    "DEFAULT_PROVIDER",
-    "KEPT_ONLY",
-    "MESSAGE_EXTRA",
-    "REASONING_FIELDS",
-    "merge_fields",
-    "messages_to_wire",
-    "reasoning_part",
-    "reasoning_text",
-    "tools_to_wire",
-    "usage_from_wire",
-]
-
 DEFAULT_PROVIDER = "openai"
 CALL_EXTRA: Final = "call_extra"
 MESSAGE_EXTRA: Final = "message_extra"

@@ -28,8 +28,6 @@ from loopctl.api import ApiError
 from loopctl.core import LoopError
 from loopctl.secrets import REDACTED, is_secret_param, scrub_text
 
-__all__ = ["REDACTED", "BaseUrl", "redact"]
-
 
 class BaseUrl:
     """A parsed base URL: ``url`` (no userinfo, the query kept) for requests, ``shown`` for

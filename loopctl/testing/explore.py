@@ -54,15 +54,6 @@ from loopctl.testing.schema_values import (
     valid_arguments,
 )
 
-__all__ = [
-    "DEFAULT_WEIGHTS",
-    "MOVES",
-    "ExploreConfig",
-    "Explorer",
-    "ExploringClient",
-    "Move",
-]
-
 #: A move, simplest first (what hypothesis shrinks towards).
 Move = Literal[
     "final",

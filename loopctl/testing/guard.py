@@ -26,8 +26,6 @@ from typing import Any
 
 from loopctl.core import LoopctlError
 
-__all__ = ["NetworkBlockedError", "block_network"]
-
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 

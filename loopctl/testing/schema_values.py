@@ -25,17 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
-__all__ = [
-    "Chooser",
-    "RandomChooser",
-    "Vocabulary",
-    "broken_arguments",
-    "missing_arguments",
-    "schema_value",
-    "valid_arguments",
-    "wrong_value",
-]
-
 T = TypeVar("T")
 
 #: How deep nested objects and arrays go before the generator stops adding optional parts.

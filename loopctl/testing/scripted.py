@@ -30,8 +30,6 @@ from loopctl.api import (
 )
 from loopctl.core import LoopError, Message
 
-__all__ = ["FunctionClient", "Reply", "ScriptedClient", "reply_events"]
-
 Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
 _NO_USAGE: Final = Usage()
 

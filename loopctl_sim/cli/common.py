@@ -14,10 +14,8 @@ from typing import Any, NoReturn
 
 import click
 
+from loopctl.terminal import visible
 from loopctl_sim.sim import AgentError, agent_from_pyproject
-from loopctl_sim.view.term import visible
-
-__all__ = ["agent_or_configured", "die", "emit_json", "expand_traces"]
 
 _TRACES = ("*.jsonl", "*.jsonl.gz")
 

@@ -27,8 +27,6 @@ from loopctl_sim.sim import (
 )
 from loopctl_sim.trace import TraceFormatError
 
-__all__ = ["export_test"]
-
 
 @click.command("export-test")
 @click.argument("trace", type=click.Path(dir_okay=False))

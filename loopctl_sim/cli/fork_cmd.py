@@ -51,8 +51,6 @@ from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence
 
-__all__ = ["fork_run"]
-
 PROVIDERS = ("openai", "anthropic", "ollama")
 
 

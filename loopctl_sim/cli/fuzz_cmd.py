@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import click
 
+from loopctl.terminal import visible
 from loopctl_sim.cli.common import agent_or_configured, die
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.cli.session_cmd import session_campaign
@@ -43,9 +44,6 @@ from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.trace import scrub_text
 from loopctl_sim.view import make_console
-from loopctl_sim.view.term import visible
-
-__all__ = ["fuzz"]
 
 
 def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:

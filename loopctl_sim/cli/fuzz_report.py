@@ -33,8 +33,6 @@ from rich.text import Text
 
 from loopctl_sim.fuzz import CampaignSummary, CaseResult
 
-__all__ = ["CampaignProgress", "failure_lines", "rate", "summary_tables", "time_left"]
-
 
 def rate(task: Task) -> float | None:
     """Seeds a second since the start, the seeds a resumed campaign found done left out (None

@@ -16,8 +16,6 @@ from loopctl_sim.cli.trace_cmds import echo, fail
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import Timeline, write_html
 
-__all__ = ["html", "write_page"]
-
 
 def write_page(trace: str, out: str, **kwargs: Any) -> Timeline:
     """``write_html`` for a command: an unreadable trace or an unwritable ``out`` ends the

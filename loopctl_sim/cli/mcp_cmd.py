@@ -11,8 +11,6 @@ from loopctl_sim.fuzz.campaign import parse_seeds
 from loopctl_sim.fuzz.mcp_campaign import DEFAULT_INPUT, mcp_fault_campaign
 from loopctl_sim.sim.agent import AgentError
 
-__all__ = ["mcp_faults"]
-
 
 @click.command("mcp-faults")
 @click.option("--agent", required=True, metavar="MODULE:FACTORY", help="The agent to fuzz.")

@@ -20,8 +20,6 @@ from loopctl_sim.cli.common import die
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.trace.files import write_atomically
 
-__all__ = ["otel"]
-
 
 def _headers(values: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}

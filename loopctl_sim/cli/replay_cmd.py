@@ -30,8 +30,6 @@ from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceReader
 from loopctl_sim.view import make_console, print_divergence
 
-__all__ = ["replay"]
-
 
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path())

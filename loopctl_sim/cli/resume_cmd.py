@@ -51,8 +51,6 @@ from loopctl_sim.sim.session import recorded_turns
 from loopctl_sim.trace import HeaderRecord, IoRecord, StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.trace.requests import RecordedContexts
 
-__all__ = ["resume"]
-
 
 @click.command()
 @click.argument("trace", type=click.Path(dir_okay=False))

@@ -37,8 +37,6 @@ from loopctl_sim.sim import (
     simulate_driver,
 )
 
-__all__ = ["run"]
-
 
 @click.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))

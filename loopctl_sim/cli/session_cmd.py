@@ -49,8 +49,6 @@ from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.users import ExploringUser, SimUser
 from loopctl_sim.trace import TraceFormatError, scrub_text
 
-__all__ = ["session", "session_campaign"]
-
 
 def session_campaign(seeds: Sequence[int], config: SessionFuzzConfig, out: str) -> int:
     """Run a session campaign, print what it found; the exit code (0 all held, 1 not)."""

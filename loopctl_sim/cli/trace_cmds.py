@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
+from loopctl.terminal import visible
 from loopctl_sim.cli.common import die
 from loopctl_sim.trace import TraceFormatError, trace_json_schema
 from loopctl_sim.view import (
@@ -26,9 +27,7 @@ from loopctl_sim.view import (
     print_comparison,
     print_timeline,
 )
-from loopctl_sim.view.term import visible, visible_json
-
-__all__ = ["diff", "echo", "echo_json", "fail", "schema", "show"]
+from loopctl_sim.view.term import visible_json
 
 
 def echo(text: str, err: bool = False) -> None:

@@ -36,22 +36,6 @@ from loopctl.tools import Tool, tool
 from loopctl_sim.props.brain_compactions import REFUSED, misbehaving_compaction
 from loopctl_sim.props.driver_watch import Crash, DriverWatch
 
-__all__ = [
-    "COMPACTOR_MODES",
-    "FAILURE_KINDS",
-    "MODES",
-    "Entry",
-    "Failure",
-    "PlannedCompactor",
-    "ReplySpec",
-    "ScriptedModel",
-    "World",
-    "config_changes",
-    "failure",
-    "reply_specs",
-    "run_configs",
-]
-
 #: What ``work(n, mode)`` does: answer, answer after a few event-loop turns, raise, hang until
 #: its timeout, cancel the run while working, crash the process while working.
 MODES: Final = ("ok", "crash", "ok", "raise", "slow", "crash", "hang", "ok", "cancel")
@@ -193,7 +177,7 @@ class World:
 COMPACTOR_MODES: Final = ("cut", "raise", "nothing", "growing", *sorted(REFUSED))
 
 
-class CompactorRaised(Exception):
+class _CompactorRaised(Exception):
     """What a ``raise`` compaction raises (the driver fails the run with a compaction error)."""
 
 
@@ -215,7 +199,7 @@ class PlannedCompactor:
         self.done.append(mode)
         self.handed = list(messages)
         if mode == "raise":
-            raise CompactorRaised(f"the compactor broke on {len(messages)} messages")
+            raise _CompactorRaised(f"the compactor broke on {len(messages)} messages")
         if mode == "nothing":
             return None
         if mode == "cut":

@@ -25,8 +25,6 @@ from typing import Any
 
 from loopctl_sim.view.describe import data_of
 
-__all__ = ["Clock", "Placed"]
-
 
 @dataclass(frozen=True, slots=True)
 class Placed:

@@ -22,8 +22,6 @@ from loopctl_sim.replay import TraceDiff
 from loopctl_sim.replay.diff import Branch, comparable, fork_branch
 from loopctl_sim.trace import TraceReader
 
-__all__ = ["TraceComparison", "comparable", "compare_traces"]
-
 
 @dataclass
 class TraceComparison:

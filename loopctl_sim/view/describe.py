@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["CLIP", "LANES", "Described", "data_of", "describe", "outcome_text"]
-
 #: How long a text may get in a summary line before it is cut (``show`` without ``--full``).
 CLIP: Final = 100
 

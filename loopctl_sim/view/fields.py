@@ -19,8 +19,6 @@ from typing import Any, Final
 
 from loopctl_sim.replay.explain import LONG, excerpt_pair, one_line, where
 
-__all__ = ["ABSENT", "FieldDiff", "leaf_diff", "show_value"]
-
 
 class _Absent:
     """The value on the side where a key or list item does not exist."""

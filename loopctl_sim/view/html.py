@@ -44,14 +44,6 @@ from loopctl_sim.view.fields import leaf_diff
 from loopctl_sim.view.reports import divergence_policy
 from loopctl_sim.view.timeline import Timeline, build_timeline
 
-__all__ = [
-    "HEADLESS_CHROMIUM_ARGS",
-    "content_security_policy",
-    "divergence_json",
-    "render_html",
-    "write_html",
-]
-
 #: Flags for opening a page in headless Chromium offline, as the browser test and
 #: ``benchmarks/bench_html.py`` do (no sandbox for root in CI, no GPU, no background traffic).
 HEADLESS_CHROMIUM_ARGS = (

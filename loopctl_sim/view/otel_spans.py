@@ -54,8 +54,6 @@ from loopctl_sim.trace.requests import RecordedContexts
 from loopctl_sim.view.clock import Clock
 from loopctl_sim.view.describe import data_of
 
-__all__ = ["SeededIds", "export_spans", "trace_to_spans"]
-
 
 class SeededIds(IdGenerator):
     """Span and trace ids drawn from a seeded generator: the same trace, the same ids."""

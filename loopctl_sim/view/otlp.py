@@ -28,15 +28,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace import scrub_text
 
-__all__ = [
-    "OtlpError",
-    "Redactor",
-    "otlp_json",
-    "send_otlp",
-    "shown_url",
-    "traces_url",
-]
-
 _REDACTED = "[REDACTED]"
 
 

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from loopctl.terminal import visible
 from loopctl_sim.replay import Divergence
 from loopctl_sim.replay.report import MAX_DIFF_LINES, MAX_DIFF_WIDTH
 from loopctl_sim.sim.session import run_at
@@ -31,17 +32,7 @@ from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.compare import TraceComparison
 from loopctl_sim.view.describe import outcome_text
 from loopctl_sim.view.fields import FieldDiff, leaf_diff, show_value
-from loopctl_sim.view.term import visible, wrap_width, wrapped
-
-__all__ = [
-    "MAX_DIFF_LINES",
-    "MAX_FIELDS",
-    "divergence_policy",
-    "fields_table",
-    "policy_in_force",
-    "print_comparison",
-    "print_divergence",
-]
+from loopctl_sim.view.term import wrap_width, wrapped
 
 #: The field table lists at most this many fields (``--json`` has them all).
 MAX_FIELDS = 12

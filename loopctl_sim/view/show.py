@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from loopctl.terminal import visible
 from loopctl_sim.trace import TraceReader
 from loopctl_sim.view.describe import CLIP, Described, describe
-from loopctl_sim.view.term import TONE_STYLE, styled, visible, wrap_width, wrapped
-
-__all__ = ["SEQ_WIDTH", "ShowFilter", "parse_turns", "print_timeline", "timeline"]
+from loopctl_sim.view.term import TONE_STYLE, styled, wrap_width, wrapped
 
 #: The seq column: five digits and two spaces.
 SEQ_WIDTH = 7

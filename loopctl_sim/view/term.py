@@ -27,41 +27,18 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-__all__ = [
-    "TONE_STYLE",
-    "make_console",
-    "styled",
-    "visible",
-    "visible_json",
-    "wrap_width",
-    "wrapped",
-]
+from loopctl.terminal import visible
 
 #: The style of a line of each tone (``Described.tone``).
 TONE_STYLE: dict[str, str] = {"ok": "green", "warn": "yellow", "error": "bold red", "": ""}
 
 
-def _escape(code: int) -> str:
-    if code == 0x0D:
-        return "\\r"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-#: C0 controls but newline and tab, DEL, C1 controls (CSI as one byte, ...), the bidi marks,
-#: embeddings, overrides and isolates, and the line and paragraph separators.
-_CONTROLS: Final = (
-    [c for c in range(0x20) if c not in (0x09, 0x0A)]
-    + list(range(0x7F, 0xA0))
-    + [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
-)
-_VISIBLE: Final = {code: _escape(code) for code in _CONTROLS}
-#: In JSON text the same characters as JSON escapes (``json.dumps`` already escapes C0).
-_VISIBLE_JSON: Final = {code: f"\\u{code:04x}" for code in _CONTROLS if code >= 0x7F}
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character shown as its escape (see the module docstring)."""
-    return text.translate(_VISIBLE)
+#: In JSON text the control characters ``visible`` escapes (``loopctl.terminal``: C0 but newline
+#: and tab, DEL, C1, the bidi controls, the line and paragraph separators) as JSON escapes;
+#: ``json.dumps`` already escapes C0.
+_VISIBLE_JSON: Final = {
+    code: f"\\u{code:04x}" for code in range(0x7F, 0x2070) if visible(chr(code)) != chr(code)
+}
 
 
 def visible_json(text: str) -> str:

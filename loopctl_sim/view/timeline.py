@@ -24,8 +24,6 @@ from loopctl_sim.trace import TraceReader
 from loopctl_sim.view.clock import Clock
 from loopctl_sim.view.describe import LANES, data_of, describe, outcome_text
 
-__all__ = ["Timeline", "build_timeline"]
-
 #: A label on the page is cut here; the details pane has the whole record.
 LABEL = 160
 

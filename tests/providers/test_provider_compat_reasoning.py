@@ -28,7 +28,7 @@ from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers import OllamaClient, OpenAIClient
 from loopctl.providers._ollama import messages_to_wire as ollama_to_wire
-from loopctl.providers._openai import messages_to_wire
+from loopctl.providers._openai_wire import messages_to_wire
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 PARIS = Message.user("What is the weather in Paris?")

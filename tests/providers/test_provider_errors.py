@@ -13,8 +13,7 @@ from provider_helpers import events_of, make_client, mock_http
 from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message
 from loopctl.providers import AnthropicClient, MissingApiKeyError, OllamaClient, OpenAIClient
-from loopctl.providers._common import ProviderInfo
-from loopctl.providers._errors import classify, parse_retry_hints
+from loopctl.providers._errors import ProviderInfo, classify, parse_retry_hints
 from loopctl.providers._ollama import host_from_env
 
 OPENAI = ProviderInfo("OpenAI", "OPENAI_API_KEY")

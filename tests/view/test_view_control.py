@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from view_helpers import DRIVER, ROOT, invoke, lines, write_lines
 
-from loopctl_sim.view.term import visible, visible_json
+from loopctl.terminal import visible
+from loopctl_sim.view.term import visible_json
 
 REFUND = ROOT / "examples" / "support_agent" / "traces" / "refund.jsonl"
 SHOWN = "\\x1b]0;pwned-title\\x07\\x1b[2J"  # the payload's start, as it prints
