@@ -10,7 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from loopctl.core import FEED_TYPES, FEEDS, STATES, STEP_TRANSITIONS, TRANSITIONS
+from loopctl.core import FEED_TYPES, FEEDS, STEP_TRANSITIONS, TRANSITIONS
+from loopctl.core.machine import STATES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "brain.md"

@@ -21,21 +21,12 @@ from loopctl.core.feeds import (
     SetContextTokens,
     ToolResults,
 )
-from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge
-from loopctl.core.machine import (
-    STATES,
-    STEP_TRANSITIONS,
-    TRANSITIONS,
-    Exchange,
-    LoopMachine,
-    MachineSnapshot,
-)
+from loopctl.core.loopdetect import LoopVerdict, LoopWindow
+from loopctl.core.machine import STEP_TRANSITIONS, TRANSITIONS, LoopMachine
 from loopctl.core.messages import (
-    MESSAGES,
     Message,
     Part,
     ProviderPart,
-    Role,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -44,6 +35,7 @@ from loopctl.core.messages import (
 from loopctl.core.notes import not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
+from loopctl.core.snapshot import MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -68,8 +60,6 @@ __all__ = [
     "FEEDS",
     "FEED_TYPES",
     "MAX_LOOP_WINDOW",
-    "MESSAGES",
-    "STATES",
     "STEP_TRANSITIONS",
     "TRANSITIONS",
     "AcceptInput",
@@ -90,7 +80,6 @@ __all__ = [
     "DiscardPending",
     "Done",
     "ErrorKind",
-    "Exchange",
     "Fail",
     "Failed",
     "Feed",
@@ -113,7 +102,6 @@ __all__ = [
     "Part",
     "ProtocolError",
     "ProviderPart",
-    "Role",
     "SetContextTokens",
     "Start",
     "Terminal",
@@ -122,9 +110,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolResults",
-    "call_key",
     "coherence_problem",
     "coherent_prefix_length",
-    "judge",
     "not_available",
 ]

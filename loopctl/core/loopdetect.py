@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loopctl.core.messages import ToolCall
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
-__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge", "judge_keys"]
+__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge_keys"]
 
 # The C encoder, built once with the options of ``json.dumps(sort_keys=True, separators=(",", ":"),
 # default=str, allow_nan=False)``: ``json.dumps`` and ``JSONEncoder.encode`` build a new one on
@@ -90,13 +90,9 @@ class LoopVerdict(BaseModel):
         return f"tools are alternating in a ping-pong ({self.tool}) without progress"
 
 
-def judge(window: LoopWindow, policy: MachinePolicy) -> LoopVerdict | None:
-    """The verdict on the latest exchange, or None. Cost is bounded by the window, not history."""
-    return judge_keys(window.calls, window.unjudged, policy)
-
-
 def judge_keys(calls: Sequence[str], unjudged: int, policy: MachinePolicy) -> LoopVerdict | None:
-    """``judge`` on the window's plain fields (the brain's hot path builds no model)."""
+    """The verdict on the latest ``unjudged`` calls of the window ``calls``, or None. Cost is
+    bounded by the window, not the history."""
     if policy.loop_action == "off" or unjudged == 0:
         return None
     recent = calls[-policy.loop_window :]

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from loopctl import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.core import MESSAGES
+from loopctl.core.messages import MESSAGES
 
 CALL = ToolCall(id="c1", name="read", arguments={"path": "/a", "n": 2})
 RESULT = ToolResult(call_id="c1", name="read", content="text", is_error=True)

@@ -37,7 +37,8 @@ from loopctl import (
     TextPart,
     ToolResult,
 )
-from loopctl.core import FEED_TYPES, FEEDS, STATES, TRANSITIONS, Cancel
+from loopctl.core import FEED_TYPES, FEEDS, TRANSITIONS, Cancel
+from loopctl.core.machine import STATES
 
 SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "accept_input": ("hello",),

@@ -35,13 +35,13 @@ from loopctl import (
 )
 from loopctl.core import (
     AwaitingModel,
-    Exchange,
     MachineSnapshot,
     Start,
     Terminal,
     coherence_problem,
     coherent_prefix_length,
 )
+from loopctl.core.snapshot import Exchange
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.profiles import profile_settings
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from loopctl import LoopError, LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall
-from loopctl.core import FEED_TYPES, FEEDS, STATES, TRANSITIONS
+from loopctl.core import FEED_TYPES, FEEDS, TRANSITIONS
+from loopctl.core.machine import STATES
 
 POLICY = MachinePolicy(tools=("t",))
 
