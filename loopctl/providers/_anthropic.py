@@ -9,8 +9,8 @@ input figures plus the output tokens.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Unpack
 
 import httpx
 
@@ -20,7 +20,7 @@ from loopctl.providers._anthropic_wire import (
     messages_to_wire,
     tools_to_wire,
 )
-from loopctl.providers._common import HttpProvider
+from loopctl.providers._common import ClientArgs, HttpProvider
 from loopctl.providers._framing import Cursor
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -47,31 +47,19 @@ class AnthropicClient(HttpProvider):
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        options: Mapping[str, Any] | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        server_tools: Sequence[Mapping[str, Any]] = (),
         betas: Sequence[str] = (),
-        provider: str | None = None,
+        **kwargs: Unpack[ClientArgs],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key,
-            http_client=http_client,
-            stream=stream,
-            options=options,
-            timeout=timeout,
-            provider=provider,
-            server_tools=server_tools,
-            require_key=True,
-        )
+        super().__init__(model, **kwargs)
         self.max_tokens = max_tokens
         self.betas = tuple(betas)
+
+    def default_base_url(self) -> str:
+        return DEFAULT_BASE_URL
+
+    def requires_key(self, host: str | None) -> bool:
+        return True
 
     def headers(self) -> dict[str, str]:
         headers = {

@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -53,6 +53,24 @@ def _media_type(response: httpx.Response) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
+class OllamaArgs(TypedDict, total=False):
+    """The keyword arguments every client takes (see the package docstring)."""
+
+    api_key: str | None
+    base_url: str | None
+    http_client: httpx.AsyncClient | None
+    stream: bool
+    options: Mapping[str, Any] | None
+    timeout: httpx.Timeout | float | None
+    provider: str | None
+
+
+class ClientArgs(OllamaArgs, total=False):
+    """``OllamaArgs`` and the tools the provider runs itself (every client but Ollama's)."""
+
+    server_tools: Sequence[Mapping[str, Any]]
+
+
 # --- the exchange ----------------------------------------------------------------------------
 
 
@@ -61,8 +79,9 @@ class HttpProvider:
 
     ``info`` names the provider (from the base URL, see ``_hosts``); ``provider`` is the key
     recorded in the reasoning and provider parts this client keeps and sends back. The
-    subclasses' constructors take the same arguments (and a few of their own), resolved here:
-    ``api_key`` from ``key_env`` when not given (required when ``require_key``).
+    subclasses' constructors take the same arguments (``ClientArgs``; a few add their own),
+    resolved here: ``base_url`` from ``default_base_url()``, ``api_key`` from ``key_env`` when
+    not given (required when ``requires_key`` says so of the host).
     """
 
     info: ProviderInfo
@@ -78,19 +97,18 @@ class HttpProvider:
         self,
         model: str,
         *,
-        base_url: str,
-        api_key: str | None,
-        http_client: httpx.AsyncClient | None,
-        stream: bool,
-        options: Mapping[str, Any] | None,
-        timeout: httpx.Timeout | float | None,
-        provider: str | None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        options: Mapping[str, Any] | None = None,
+        timeout: httpx.Timeout | float | None = None,
         server_tools: Sequence[Mapping[str, Any]] = (),
-        require_key: bool = False,
+        provider: str | None = None,
     ) -> None:
         self.model = model
         self.options = dict(options or {})
-        self._base = BaseUrl(base_url)
+        self._base = BaseUrl(base_url or self.default_base_url())
         #: The base URL requests go under: no ``user:password@`` (see ``_urls``), query kept.
         self.base_url = self._base.base
         self._shown_url = self._base.shown
@@ -104,7 +122,16 @@ class HttpProvider:
         #: Sent as a bearer token by the default ``headers()`` when set (Anthropic overrides it).
         self.api_key = api_key
         if self.key_env is not None:
-            self.api_key = resolve_key(api_key, self.key_env, name, required=require_key)
+            required = self.requires_key(self._base.host)
+            self.api_key = resolve_key(api_key, self.key_env, name, required=required)
+
+    def default_base_url(self) -> str:
+        """The base URL when none is given."""
+        raise NotImplementedError
+
+    def requires_key(self, host: str | None) -> bool:
+        """Whether a key must be found for ``host`` (a local server runs without one)."""
+        return False
 
     @property
     def provider(self) -> str:
@@ -269,29 +296,8 @@ class OpenAIKeyed(HttpProvider):
 
     key_env = "OPENAI_API_KEY"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        options: Mapping[str, Any] | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        server_tools: Sequence[Mapping[str, Any]] = (),
-        provider: str | None = None,
-    ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-        super().__init__(
-            model,
-            base_url=url,
-            api_key=api_key,
-            http_client=http_client,
-            stream=stream,
-            options=options,
-            timeout=timeout,
-            provider=provider,
-            server_tools=server_tools,
-            require_key=BaseUrl(url).host == "api.openai.com",
-        )
+    def default_base_url(self) -> str:
+        return os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+
+    def requires_key(self, host: str | None) -> bool:
+        return host == "api.openai.com"

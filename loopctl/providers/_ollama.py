@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
@@ -41,13 +41,8 @@ from loopctl.api import (
     UsageEvent,
 )
 from loopctl.core import Message, ThinkingPart
-from loopctl.providers._common import HttpProvider
-from loopctl.providers._errors import (
-    ProviderInfo,
-    classify,
-    malformed,
-    stream_ended_early,
-)
+from loopctl.providers._common import HttpProvider, OllamaArgs
+from loopctl.providers._errors import ProviderInfo, classify, malformed, stream_ended_early
 from loopctl.providers._framing import CallIds, Cursor, ndjson_objects
 from loopctl.providers._openai_wire import tools_to_wire
 
@@ -189,31 +184,16 @@ class OllamaClient(HttpProvider):
     path = "api/chat"
 
     def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        num_ctx: int | None = None,
-        options: Mapping[str, Any] | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        provider: str | None = None,
+        self, model: str, *, num_ctx: int | None = None, **kwargs: Unpack[OllamaArgs]
     ) -> None:
-        url = base_url or host_from_env(os.environ.get("OLLAMA_HOST"))
-        super().__init__(
-            model,
-            base_url=url,
-            api_key=api_key,
-            http_client=http_client,
-            stream=stream,
-            options=options,
-            timeout=timeout,
-            provider=provider,
-        )
+        if "server_tools" in kwargs:  # Ollama runs no tools of its own
+            raise TypeError("OllamaClient() got an unexpected keyword argument 'server_tools'")
+        super().__init__(model, **kwargs)
         if num_ctx is not None:
             self.options["num_ctx"] = num_ctx
+
+    def default_base_url(self) -> str:
+        return host_from_env(os.environ.get("OLLAMA_HOST"))
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
 from loopctl.api import ModelRequest, StreamEvent, ToolSpec
 from loopctl.core import Message, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.providers._common import OpenAIKeyed
+from loopctl.providers._common import ClientArgs, OpenAIKeyed
 from loopctl.providers._framing import Cursor
 from loopctl.providers._openai_responses_stream import (
     ANNOTATIONS,
@@ -140,7 +140,7 @@ class OpenAIResponsesClient(OpenAIKeyed):
     family = "responses"
     path = "responses"
 
-    def __init__(self, model: str, *, store: bool = False, **kwargs: Any) -> None:
+    def __init__(self, model: str, *, store: bool = False, **kwargs: Unpack[ClientArgs]) -> None:
         super().__init__(model, **kwargs)
         self.store = store
 
