@@ -20,6 +20,7 @@ The driver decides what to do with it (retry, emergency compaction, fail the run
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -36,7 +37,7 @@ from loopctl.core import (
     ThinkingPart,
     ToolCall,
 )
-from loopctl.core.values import MAX_NESTING, plain_json, value_problem
+from loopctl.core.values import MAX_NESTING, value_problem
 from loopctl.events import (
     AttemptAbandoned,
     Events,
@@ -306,6 +307,42 @@ def reply_events(
     return events
 
 
+def plain_json(value: Any, sort_keys: bool = False) -> bool:
+    """Whether writing ``value`` as JSON and reading it back gives an equal value, in the same
+    order, that the door would let in: dicts with ``str`` keys (in sorted order, given
+    ``sort_keys``: a text written with ``sort_keys=True`` reads back sorted), lists, strings,
+    ints, booleans, None and finite floats, of exactly these types (a tuple reads back as a
+    list, a subclass as its base), nested within ``MAX_NESTING``. False says only "not
+    surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            if sort_keys and list(item) != sorted(item):
+                return False
+            children: Any = item.values()
+        elif kind is list:
+            children = item
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+            continue
+        elif kind in (str, int, bool, type(None)):
+            continue
+        else:
+            return False
+        if depth >= MAX_NESTING:
+            return False
+        for child in children:
+            stack.append((child, depth + 1))
+    return True
+
+
 def folded(
     message: Message,
     usage: Usage | None = None,
@@ -320,7 +357,7 @@ def folded(
     The fold's form: an assistant message whose parts are segments (a reasoning or provider
     part ends one), each holding at most one text part, not empty, and then its calls; the
     calls' arguments JSON data that the fold's write-and-read gives back equal and in order
-    (``loopctl.core.values.plain_json``; with ``sort_keys``, for a stream that writes them
+    (``plain_json``; with ``sort_keys``, for a stream that writes them
     with sorted keys, in sorted order); a part's data within the door's limits. The message
     itself is the reply's (its models are frozen). Tests pin this to the fold for generated
     messages; a simulated turn spent a fifth of its time building and folding such events.

@@ -27,11 +27,12 @@ from loopctl.api import (
     Usage,
     fold_events,
     folded,
+    plain_json,
     reply_events,
     whole_reply_of,
 )
 from loopctl.core import LoopError, ProviderPart, TextPart, ThinkingPart, ToolCall
-from loopctl.core.values import MAX_NESTING, plain_json
+from loopctl.core.values import MAX_NESTING
 from loopctl.testing import ExploringClient, FunctionClient, ScriptedClient
 from loopctl_sim import TraceRecorder
 
