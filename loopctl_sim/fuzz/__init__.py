@@ -31,7 +31,6 @@ it import from each other's modules, never from the package, so the package impo
 
 from loopctl_sim.fuzz.agent_checks import scripted
 from loopctl_sim.fuzz.campaign import (
-    CampaignSummary,
     check,
     check_scenario,
     parse_faults,
@@ -43,6 +42,7 @@ from loopctl_sim.fuzz.checks import CaseResult, check_case
 from loopctl_sim.fuzz.cluster import DaskCluster, parse_cluster
 from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.fuzz.shrink import ddmin, shrink_scenario
+from loopctl_sim.fuzz.summary import CampaignSummary
 
 __all__ = [
     "CampaignSummary",

@@ -28,8 +28,6 @@ from loopctl_sim.sim.agent import build_agent, load_agent
 from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.sim.scenario import ExploreScenario, Scenario, ToolScenario
 
-__all__ = ["AgentProfile", "agent_profile", "case_for", "make_agent_case"]
-
 #: What a run asks the agent when the campaign gives no ``inputs``.
 DEFAULT_INPUTS: Final = (
     "Please help me with my request; use your tools where they help.",

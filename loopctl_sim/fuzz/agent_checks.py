@@ -62,8 +62,6 @@ from loopctl_sim.sim.layers import StepLimit
 from loopctl_sim.sim.scenario import CallScenario, ReplyScenario, Scenario
 from loopctl_sim.trace import TraceWriter
 
-__all__ = ["check_agent_case", "replay_tools", "scripted"]
-
 _HEAL_INPUT: Final = "Please wrap up."
 _HEAL_TEXT: Final = "healed"
 

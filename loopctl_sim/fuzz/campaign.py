@@ -61,24 +61,6 @@ from loopctl_sim.sim.scenario import Scenario, safe_yaml
 from loopctl_sim.trace import scrub_text
 from loopctl_sim.trace.files import write_atomically
 
-__all__ = [
-    "CampaignSummary",
-    "CaseResult",
-    "ChunkResult",
-    "FuzzConfig",
-    "OutputError",
-    "check_scenario",
-    "parse_faults",
-    "parse_seeds",
-    "prepare",
-    "run_campaign",
-    "run_chunk",
-    "run_seed",
-    "seed_files",
-    "write_files",
-]
-
-
 # --- parsing the command line's ranges -------------------------------------------------------
 
 

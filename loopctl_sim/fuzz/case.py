@@ -23,6 +23,7 @@ from typing import Any, Final
 import yaml
 
 from loopctl_sim.fuzz.loops import with_loops
+from loopctl_sim.sim.faults import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.scenario import (
     BUILTINS,
     CallScenario,
@@ -31,18 +32,7 @@ from loopctl_sim.sim.scenario import (
     Scenario,
     ToolScenario,
 )
-from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.trace import scrub
-
-__all__ = [
-    "ALL_FAULTS",
-    "DEFAULT_CONFIG",
-    "FuzzCase",
-    "FuzzConfig",
-    "draw_fault",
-    "make_case",
-    "scenario_yaml",
-]
 
 #: Every fault kind of ``loopctl_sim.sim.world``, in a fixed order.
 ALL_FAULTS: Final[tuple[str, ...]] = tuple(

@@ -36,15 +36,6 @@ from loopctl_sim.errors import SimError
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.trace import RecordingMachine
 
-__all__ = [
-    "CheckingMachine",
-    "Violation",
-    "feed_problems",
-    "loop_problems",
-    "raise_problems",
-    "step_problems",
-]
-
 
 class Violation(SimError):
     """The invariant problems found at one place of a run (``where``: a step, a feed, a crash)."""

@@ -47,23 +47,11 @@ from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
 from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
+from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
-from loopctl_sim.sim.world import Fault, FaultPlan, ModelScript, World
+from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
-
-__all__ = [
-    "CREATED",
-    "CaseResult",
-    "Failure",
-    "check_case",
-    "crash_variant",
-    "first_difference",
-    "heal_failure",
-    "outcome_name",
-    "scheduled_kinds",
-    "user_failure",
-]
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"

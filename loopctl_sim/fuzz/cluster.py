@@ -30,8 +30,6 @@ from typing import Any, TypeVar
 from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.executors import Chunk, WorkerSetupError, default_workers
 
-__all__ = ["ClusterError", "ClusterSpec", "DaskCluster", "parse_cluster"]
-
 R = TypeVar("R")
 
 #: What to install when ``distributed`` is missing.

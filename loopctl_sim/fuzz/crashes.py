@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import ToolError
 
-__all__ = ["Crash", "CrashWatch"]
-
 
 class Crash:
     """One exception the dispatcher turned into an error result: what raised it (``where``:

@@ -40,8 +40,6 @@ from loopctl.observe import LoopObserver
 from loopctl_sim.fuzz.checker import feed_problems, raise_problems, step_problems
 from loopctl_sim.props import invariants as inv
 
-__all__ = ["DriverChecker"]
-
 
 class DriverChecker(LoopObserver):
     """Checks a ``BareLoop`` run at every step and feed; see the module docstring. One checker

@@ -29,18 +29,6 @@ from typing import Protocol, TypeVar
 
 from loopctl_sim.errors import SimError
 
-__all__ = [
-    "Chunk",
-    "Executor",
-    "WorkerSetupError",
-    "chunks",
-    "default_chunk_size",
-    "default_workers",
-    "in_processes",
-    "run_here",
-    "run_in_processes",
-]
-
 R = TypeVar("R")
 
 

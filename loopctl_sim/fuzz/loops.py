@@ -37,8 +37,6 @@ from typing import Any, Final, TypeVar
 from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, LoopWeights
 from loopctl_sim.sim.scenario import CallScenario, PolicyScenario, ReplyScenario
 
-__all__ = ["DEFAULT_LOOPS", "FuzzLoops", "loop_rng", "with_loops"]
-
 _T = TypeVar("_T")
 
 

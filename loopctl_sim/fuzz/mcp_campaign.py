@@ -30,8 +30,6 @@ from loopctl_sim.sim.agent import build_agent, load_agent
 from loopctl_sim.sim.mcp_faults import FaultKind, McpFault, faulting
 from loopctl_sim.trace import TraceRecorder
 
-__all__ = ["McpSeed", "mcp_fault_campaign"]
-
 KINDS: Final[tuple[FaultKind, ...]] = ("die", "slow", "malformed", "tools_change")
 #: What the agent is asked (the exploring model calls its tools whatever the question).
 DEFAULT_INPUT: Final = "Please help me with my request; use your tools where they help."

@@ -42,14 +42,6 @@ from loopctl_sim.sim.session import SessionRun, SessionWorld, replayed_world
 from loopctl_sim.sim.users import RecordedUser, UserTurn
 from loopctl_sim.trace import scrub
 
-__all__ = [
-    "SessionScenarioError",
-    "load_session_scenario",
-    "save_session_scenario",
-    "session_scenario",
-    "shrink_session",
-]
-
 
 class SessionScenarioError(ValueError, SimError):
     """A session scenario file that cannot be read: which file, and what is wrong."""

@@ -47,17 +47,6 @@ from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.session import SessionRun, SessionWorld, run_session
 from loopctl_sim.sim.users import ExploringUser, SimUser
 
-__all__ = [
-    "SESSION_CHECKS",
-    "SessionFailure",
-    "SessionFuzzConfig",
-    "SessionSeedResult",
-    "check_session",
-    "load_user",
-    "run_session_seed",
-    "session_case",
-]
-
 SESSION_CHECKS = (
     "agent_error",
     "history_coherent",

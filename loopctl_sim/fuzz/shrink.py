@@ -21,10 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.scenario import ReplyScenario, Scenario
-from loopctl_sim.sim.world import Fault
-
-__all__ = ["DEFAULT_MAX_TESTS", "ShrinkResult", "ddmin", "fault_places", "shrink_scenario"]
 
 T = TypeVar("T")
 

@@ -50,8 +50,6 @@ try:  # POSIX; elsewhere a state file is not locked
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["FORMAT", "CampaignState", "StateError", "campaign_identity"]
-
 FORMAT: Final = "loopctl-fuzz-state"
 VERSION: Final = 1
 _SUMMARY: Final = TypeAdapter(CampaignSummary)

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from loopctl_sim.fuzz.case import ALL_FAULTS
 from loopctl_sim.fuzz.checks import CaseResult
 
-__all__ = ["CampaignSummary"]
-
 
 @dataclass
 class CampaignSummary:

@@ -27,8 +27,6 @@ from typing import Any
 
 from loopctl_sim.trace import RECORD, Record
 
-__all__ = ["UserCheck", "load_check", "load_function", "run_user_checks"]
-
 #: A user's check: ``check(result, trace)``; see the module docstring.
 UserCheck = Callable[[Any, list[Record]], object]
 

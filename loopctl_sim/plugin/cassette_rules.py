@@ -39,22 +39,6 @@ from loopctl_sim.trace.scrub import (
     without_fingerprints,
 )
 
-__all__ = [
-    "BODY_MATCHER",
-    "CREDENTIAL_NAME",
-    "MATCH_ON",
-    "SECRET_REQUEST_HEADERS",
-    "SECRET_RESPONSE_HEADERS",
-    "body_matcher",
-    "body_text",
-    "parsed_body",
-    "register_matchers",
-    "scrub_body",
-    "scrub_request",
-    "scrub_response",
-    "vcr_config",
-]
-
 #: Request headers never written (besides any whose name ``is_secret_key``).
 SECRET_REQUEST_HEADERS: Final = (
     "authorization",

@@ -52,27 +52,11 @@ from loopctl_sim.plugin.cassette_rules import (
 )
 from loopctl_sim.plugin.misses import CassetteMiss, describe_miss
 from loopctl_sim.plugin.modes import (
-    RECORD_MODES,
     check_record_mode,
     current_record_mode,
-    pop_record_mode,
-    push_record_mode,
 )
-from loopctl_sim.plugin.persist import AtomicPersister, CassetteWriteError
+from loopctl_sim.plugin.persist import AtomicPersister
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
-
-__all__ = [
-    "RECORD_MODES",
-    "CassetteNotWritten",
-    "CassetteSession",
-    "CassetteWriteError",
-    "check_record_mode",
-    "current_record_mode",
-    "pop_record_mode",
-    "push_record_mode",
-    "split_events",
-    "use_cassette",
-]
 
 # --- chunk by chunk --------------------------------------------------------------------------
 

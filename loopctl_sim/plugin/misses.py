@@ -25,8 +25,6 @@ from loopctl_sim.errors import SimError
 from loopctl_sim.plugin.cassette_rules import body_text, parsed_body, scrub_request
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
-__all__ = ["CassetteMiss", "describe_miss", "nearest_request"]
-
 #: Lines of body diff shown before the rest is summarized.
 MAX_DIFF_LINES: Final = 60
 #: Characters of a body compared when looking for the nearest recorded request.

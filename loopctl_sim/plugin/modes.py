@@ -9,14 +9,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = [
-    "RECORD_MODES",
-    "check_record_mode",
-    "current_record_mode",
-    "pop_record_mode",
-    "push_record_mode",
-]
-
 #: pytest-recording's modes (vcrpy's, and ``rewrite``: delete the cassette, record it afresh).
 RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 

@@ -34,24 +34,6 @@ import pytest
 from loopctl.testing import NetworkBlockedError, block_network
 from loopctl_sim.plugin.modes import RECORD_MODES, pop_record_mode, push_record_mode
 
-__all__ = [
-    "GUARDED_FIXTURES",
-    "GUARDED_MARKERS",
-    "REPLAY_KEY",
-    "add_options",
-    "blocked_hint",
-    "cassette_name",
-    "cassette_path",
-    "configure",
-    "fail_on_problems",
-    "loopctl_cassette",
-    "loopctl_cassette_dir",
-    "loopctl_offline",
-    "loopctl_record_mode",
-    "record_hint",
-    "unconfigure",
-]
-
 GUARDED_FIXTURES: Final = frozenset(
     {
         "loopctl_scripted",

@@ -27,8 +27,6 @@ from vcr.serialize import serialize
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.files import sweep_temporaries, write_atomically
 
-__all__ = ["AtomicPersister", "CassetteWriteError", "write_cassette"]
-
 
 class CassetteWriteError(OSError, SimError):
     """A recorded cassette could not be written; the cassette that was there is unchanged."""

@@ -25,8 +25,6 @@ from typing import Any, Final
 
 from loopctl_sim.trace.scrub import PLACEHOLDER, Scrubber
 
-__all__ = ["resplit", "scrub_stream_deltas"]
-
 #: OpenAI chat ``delta`` fields that stream text (reasoning as some hosts send it).
 _CHAT_TEXT: Final = ("content", "refusal", "reasoning_content", "reasoning", "reasoning_details")
 #: The fields of a streamed chunk that hold text, or chunks of their own (``thinking``).

@@ -32,8 +32,6 @@ from typing import Final
 
 from loopctl.core import Message, ToolCall, ToolResult
 
-__all__ = ["MISBEHAVIOURS", "REFUSED", "misbehaving_compaction"]
-
 _MADE_UP_CALL: Final = ToolCall(id="cut_call", name="read", arguments={"path": "a"})
 _MADE_UP_RESULTS: Final = Message.from_results(
     [ToolResult(call_id="cut_call", name="read", content="ok")]

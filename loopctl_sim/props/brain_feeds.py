@@ -54,8 +54,6 @@ from loopctl_sim.props.brain_strategies import (
     compaction_of,
 )
 
-__all__ = ["BrainFeeds"]
-
 
 def _clone(machine: LoopMachine) -> LoopMachine:
     """An independent copy (messages are frozen and shared; the lists are copied)."""

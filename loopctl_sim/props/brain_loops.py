@@ -41,17 +41,7 @@ from hypothesis import strategies as st
 from loopctl.core import LoopAction, MachinePolicy
 from loopctl_sim.props.brain_machine import BrainMachine
 from loopctl_sim.props.brain_strategies import CallSpec
-from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, PATTERNS, LoopWeights
-
-__all__ = [
-    "LOOP_WEIGHTS",
-    "PATTERNS",
-    "LoopProgram",
-    "LoopWeights",
-    "loop_policies",
-    "loop_programs",
-    "run_loop_program",
-]
+from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, LoopWeights
 
 #: The tools loop policies advertise.
 _TOOLS: Final = ("read", "write", "search")

@@ -69,8 +69,6 @@ from loopctl_sim.props.brain_strategies import (
     policies,
 )
 
-__all__ = ["PROGRAM_WEIGHTS", "BrainMachine", "TestBrain", "run_program"]
-
 # --- the machine -------------------------------------------------------------------------------
 
 

@@ -27,8 +27,6 @@ from loopctl.core import (
     ToolResult,
 )
 
-__all__ = ["PLAUSIBLE_FEEDS", "Misuse", "bad_inputs", "wrong_feeds"]
-
 #: One misuse: what it is, and the call that commits it.
 Misuse: TypeAlias = tuple[str, Callable[[LoopMachine], Any]]
 

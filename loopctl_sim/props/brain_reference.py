@@ -31,8 +31,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl_sim.props import invariants as inv
-
-__all__ = ["BrainReference"]
+from loopctl_sim.props.invariants.decisions import reference_call_key
 
 
 @dataclass
@@ -43,7 +42,7 @@ class BrainReference:
     turns: int = 0
     tokens: int = 0
     outcome: MachineOutcome | None = None
-    #: every call of the run, oldest first (``inv.reference_call_key``)
+    #: every call of the run, oldest first (``reference_call_key``)
     loop_keys: list[str] = field(default_factory=list)
     #: calls of the latest exchange not judged yet
     loop_unjudged: int = 0
@@ -88,7 +87,7 @@ class BrainReference:
 
     def record_calls(self, calls: Sequence[ToolCall]) -> None:
         """An exchange completed with ``calls``: record them, to be judged at the next ask."""
-        self.loop_keys += [inv.reference_call_key(c) for c in calls]
+        self.loop_keys += [reference_call_key(c) for c in calls]
         self.loop_unjudged = len(calls)
 
     def asked(

@@ -19,28 +19,6 @@ from hypothesis import strategies as st
 
 from loopctl.core import MAX_LOOP_WINDOW, LoopError, MachinePolicy, Message, ToolCall, ToolResult
 
-__all__ = [
-    "CALLS",
-    "COMMON_ARGUMENTS",
-    "COMPACTION_MODES",
-    "ERRORS",
-    "JSON_ARGUMENTS",
-    "MISBEHAVING_MODES",
-    "MOVES",
-    "PATIENCE",
-    "STARTS",
-    "TEXTS",
-    "TOKEN_FRACTIONS",
-    "TOOL_NAMES",
-    "Args",
-    "CallSpec",
-    "Move",
-    "compaction_of",
-    "histories",
-    "policies",
-    "tool_arguments",
-]
-
 #: The tool names policies advertise; replies call these and others.
 TOOL_NAMES: Final = ("read", "write", "search", "shell")
 

@@ -34,8 +34,6 @@ from loopctl_sim.sim.agent import AgentFactory, build_agent
 from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan
 from loopctl_sim.sim.layers import FaultyClient, RunFaults, ToolFaults, chain_before_step
 
-__all__ = ["AGENT_TOOL_FAULTS", "AgentRun", "DrawnReplies", "fault_plans"]
-
 #: The tool faults drawn for a user's agent (``tool_hang`` reports the configured timeout
 #: without waiting for it, or cancels the run when there is none).
 AGENT_TOOL_FAULTS: Final = (

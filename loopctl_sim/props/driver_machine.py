@@ -71,7 +71,6 @@ from loopctl_sim.props.driver_agent import AgentRun, fault_plans
 from loopctl_sim.props.driver_watch import Broken, Crash, DriverWatch, Strike, unwrap
 from loopctl_sim.props.driver_world import (
     COMPACTOR_MODES,
-    MODES,
     PlannedCompactor,
     ReplySpec,
     ScriptedModel,
@@ -82,8 +81,6 @@ from loopctl_sim.props.driver_world import (
 )
 from loopctl_sim.sim.agent import AgentFactory, load_agent
 from loopctl_sim.sim.loops import run_simulated
-
-__all__ = ["MODES", "Crash", "DriverMachine", "TestDriver", "reply_specs", "run_configs"]
 
 #: The most crash-and-resume cycles one run may need (each drawn crash strikes once).
 _MAX_RESUMES: Final = 20

@@ -71,8 +71,6 @@ from loopctl.driver import (
 from loopctl.observe import LoopObserver
 from loopctl_sim.props import invariants as inv
 
-__all__ = ["MAX_DISPATCHES", "Broken", "Crash", "DriverWatch", "Strike", "unwrap"]
-
 #: Dispatches of one call id before the watch stops the run (two bodies, one crash in flight,
 #: is two; more means a driver that keeps dispatching).
 MAX_DISPATCHES: Final = 4

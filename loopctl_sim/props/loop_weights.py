@@ -13,8 +13,6 @@ from typing import Final
 
 from loopctl.core import LoopAction
 
-__all__ = ["LOOP_WEIGHTS", "PATTERNS", "LoopWeights"]
-
 #: The loop patterns a program is made of.
 PATTERNS: Final = ("ping_pong", "spaced", "repeat", "shuffled", "parallel", "noise")
 

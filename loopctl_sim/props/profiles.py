@@ -18,17 +18,6 @@ from typing import Final
 
 from hypothesis import HealthCheck, Phase, settings
 
-__all__ = [
-    "DEFAULT_PROFILE",
-    "ENV_VAR",
-    "PROFILES",
-    "STEP_COUNTS",
-    "load_profile",
-    "profile_name",
-    "profile_settings",
-    "register_profiles",
-]
-
 ENV_VAR: Final = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE: Final = "dev"
 

@@ -29,10 +29,11 @@ from loopctl_sim.sim.agent import AgentError, agent_from_pyproject, build_agent,
 from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, live_tools, run_agent
 from loopctl_sim.sim.body import Crash, configs_for, no_sleep, stub_tools
 from loopctl_sim.sim.driver import simulate_driver, simulate_driver_async
+from loopctl_sim.sim.faults import Fault, FaultKind, FaultPlan
 from loopctl_sim.sim.layers import FaultyClient, RunFaults, ScriptSource, ToolFaults
 from loopctl_sim.sim.machine import SimResult, SimulationError, simulate
 from loopctl_sim.sim.scenario import Scenario, ScenarioError, load_scenario
-from loopctl_sim.sim.world import Fault, FaultKind, FaultPlan, ModelScript, World
+from loopctl_sim.sim.world import ModelScript, World
 
 __all__ = [
     "AgentError",

@@ -32,8 +32,6 @@ from loopctl.driver import BareLoop
 from loopctl.observe import LoopObserver
 from loopctl_sim.errors import SimError
 
-__all__ = ["AgentError", "AgentFactory", "agent_from_pyproject", "build_agent", "load_agent"]
-
 #: The user's factory: returns a configured ``BareLoop`` (keywords ``client``, ``observers``
 #: optional).
 AgentFactory = Callable[..., BareLoop]

@@ -64,19 +64,6 @@ from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
-__all__ = [
-    "AgentRun",
-    "AgentRunError",
-    "AgentWorld",
-    "ToolModes",
-    "fault_recorder",
-    "live_tools",
-    "run_agent",
-    "run_agent_async",
-    "tool_modes",
-]
-
-
 ToolModes = str | Mapping[str, str]
 _MODES = ("live", "simulated", "recorded")
 

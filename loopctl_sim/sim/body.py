@@ -18,8 +18,6 @@ from loopctl.driver import RetryConfig, RunConfig, SessionConfig
 from loopctl.tools import Tool, ToolRegistry
 from loopctl_sim.sim.world import World
 
-__all__ = ["Crash", "agent_failure", "configs_for", "no_sleep", "stub_tools"]
-
 
 async def no_sleep(seconds: float) -> None:
     """The driver's sleep in a simulated world: retries and backoff take no time."""

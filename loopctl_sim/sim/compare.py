@@ -15,8 +15,6 @@ from typing import Any, Final
 
 from loopctl.core import Message
 
-__all__ = ["excerpt", "history_difference"]
-
 #: How many characters of a value a report shows (each side).
 EXCERPT: Final = 80
 

@@ -20,6 +20,7 @@ from loopctl.core import LoopMachine, Message
 from loopctl.driver import BareLoop, CancelSignal, MiddleOutCompactor, StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools
+from loopctl_sim.sim.faults import FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
     FaultyClient,
@@ -32,7 +33,7 @@ from loopctl_sim.sim.layers import (
 )
 from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult, SimulationError
-from loopctl_sim.sim.world import FaultPlan, World
+from loopctl_sim.sim.world import World
 from loopctl_sim.trace import TraceRecorder, TraceWriter
 
 
@@ -42,9 +43,6 @@ class LoopWatch(Protocol):
     def install(self, loop: BareLoop) -> BareLoop: ...
 
     def restarted(self, loop: BareLoop) -> BareLoop: ...
-
-
-__all__ = ["LoopWatch", "WorldClient", "simulate_driver", "simulate_driver_async"]
 
 
 class WorldClient(FaultyClient):

@@ -34,16 +34,6 @@ from typing import Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = [
-    "MODEL_FAULTS",
-    "RUN_FAULTS",
-    "TOOL_FAULTS",
-    "UNKNOWN_TOOL",
-    "Fault",
-    "FaultKind",
-    "FaultPlan",
-]
-
 ModelFaultKind = Literal[
     "network",
     "timeout",

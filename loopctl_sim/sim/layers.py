@@ -63,20 +63,6 @@ from loopctl_sim.sim.world import (
     run_tool,
 )
 
-__all__ = [
-    "Counting",
-    "FaultyClient",
-    "ModelSource",
-    "RunFaults",
-    "ScriptSource",
-    "StepLimit",
-    "ToolFaults",
-    "UsageFn",
-    "chain_before_step",
-    "restore_after_crash",
-    "simulated_result",
-]
-
 
 class ModelSource(Protocol):
     """Where a ``FaultyClient``'s replies come from: an ``ExploringClient``, a ``ScriptSource``."""

@@ -25,8 +25,6 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_simulated", "synchronous"]
-
 T = TypeVar("T")
 P = ParamSpec("P")
 

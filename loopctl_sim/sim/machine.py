@@ -32,8 +32,8 @@ from loopctl.core import (
 )
 from loopctl.driver import check_call_ids, retry_delay
 from loopctl_sim.errors import SimError
+from loopctl_sim.sim.faults import FaultPlan
 from loopctl_sim.sim.world import (
-    FaultPlan,
     ToolHang,
     World,
     delivered_reply,
@@ -43,8 +43,6 @@ from loopctl_sim.sim.world import (
     run_tool,
 )
 from loopctl_sim.trace import RecordingMachine, TraceWriter
-
-__all__ = ["SimResult", "SimRun", "SimulationError", "simulate"]
 
 
 class SimulationError(SimError):

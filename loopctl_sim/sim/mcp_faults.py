@@ -26,8 +26,6 @@ from typing import Any, Literal
 
 from loopctl.tools.mcp import McpBackend, McpServer, standing_in
 
-__all__ = ["McpFault", "faulting", "with_fault"]
-
 FaultKind = Literal["die", "slow", "malformed", "tools_change"]
 
 

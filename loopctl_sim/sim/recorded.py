@@ -21,8 +21,6 @@ from typing import Any
 from loopctl.core import ToolCall, ToolResult
 from loopctl_sim.trace import IoRecord, TraceReader
 
-__all__ = ["RecordedResults", "trace_files"]
-
 
 def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The traces ``paths`` name: files as they are, a directory for every ``*.jsonl`` in it."""

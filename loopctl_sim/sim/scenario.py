@@ -55,17 +55,8 @@ from loopctl.core import MachinePolicy, Message, ToolCall
 from loopctl.testing import ExploreConfig
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.agent_run import AgentWorld
-from loopctl_sim.sim.world import Fault, ModelScript, ToolFn, World
-
-__all__ = [
-    "BUILTINS",
-    "MAX_ALIAS_EXPANSION",
-    "ExploreScenario",
-    "Scenario",
-    "ScenarioError",
-    "load_scenario",
-    "safe_yaml",
-]
+from loopctl_sim.sim.faults import Fault
+from loopctl_sim.sim.world import ModelScript, ToolFn, World
 
 #: How much a scenario's aliases may add to it, in nodes (a scalar of ``n`` characters counts
 #: ``1 + n // 64``): far above what a hand-written or saved scenario repeats, far below what

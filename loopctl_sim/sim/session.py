@@ -47,20 +47,6 @@ from loopctl_sim.sim.loops import run_simulated
 from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
 from loopctl_sim.trace import HeaderRecord, TraceRecorder, TraceWriter, read_trace
 
-__all__ = [
-    "LiveSession",
-    "SessionRun",
-    "SessionWorld",
-    "drive_session",
-    "recorded_turns",
-    "recorded_user",
-    "replayed_world",
-    "run_at",
-    "run_session",
-    "run_session_async",
-    "session_seed",
-]
-
 #: A fixed creation time: the same session writes the same trace.
 CREATED = "2026-12-01T00:00:00+00:00"
 

@@ -28,17 +28,6 @@ from typing import Any, Protocol, runtime_checkable
 from loopctl.api import ApiClient, ModelRequest, fold_events
 from loopctl.core import Message
 
-__all__ = [
-    "USER_MOVES",
-    "ExploringUser",
-    "ModelUser",
-    "RecordedUser",
-    "ScriptedUser",
-    "SimUser",
-    "UserTurn",
-    "user_turn_of",
-]
-
 #: What an exploring user's turn may be.
 USER_MOVES = (
     "follow_up",

@@ -55,38 +55,9 @@ from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig, messa
 from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import (
-    MODEL_FAULTS,
-    RUN_FAULTS,
-    TOOL_FAULTS,
     UNKNOWN_TOOL,
     Fault,
-    FaultKind,
-    FaultPlan,
 )
-
-__all__ = [
-    "MODEL_FAULTS",
-    "OVERSIZED",
-    "RUN_FAULTS",
-    "TOOL_FAULTS",
-    "Fault",
-    "FaultKind",
-    "FaultPlan",
-    "ModelScript",
-    "ToolFn",
-    "ToolHang",
-    "World",
-    "delivered_reply",
-    "distort",
-    "estimate_tokens",
-    "fault_error",
-    "fault_result",
-    "faulty_reply",
-    "message_chars",
-    "message_events",
-    "middle_out",
-    "run_tool",
-]
 
 # --- the model --------------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopctl_sim.fuzz.shrink import ddmin, fault_places, shrink_scenario
+from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.scenario import ReplyScenario, Scenario
-from loopctl_sim.sim.world import Fault
 
 
 def test_ddmin_finds_the_two_needed_elements() -> None:

@@ -27,6 +27,7 @@ from loopctl.core import FEED_TYPES, FEEDS, TRANSITIONS
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_misuse import PLAUSIBLE_FEEDS, bad_inputs, wrong_feeds
 from loopctl_sim.props.brain_reference import BrainReference
+from loopctl_sim.props.invariants.decisions import reference_call_key
 
 POLICY = MachinePolicy(tools=("read",), context_window=1000, max_turns=5)
 
@@ -216,7 +217,7 @@ def test_asked_sees_a_loop_and_marks_a_warning(action: str, label: str, warned: 
         m.next_step(policy)
         m.tool_results(Message.from_results([ToolResult(call_id=call.id, name="read", content="")]))
         ref.record_calls([call])
-    assert ref.loop_keys == [inv.reference_call_key(ToolCall(id="x", name="read"))] * 2
+    assert ref.loop_keys == [reference_call_key(ToolCall(id="x", name="read"))] * 2
     before = m.snapshot()
     step = m.next_step(policy)
     problems, seen = ref.asked(before, m, step, policy)

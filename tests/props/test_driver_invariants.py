@@ -24,6 +24,7 @@ from loopctl.core import (
 )
 from loopctl.driver import RetryConfig, RunConfig, SessionConfig, build_policy
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.invariants.driver import reference_retry
 
 
 def codes(problems: list[str]) -> set[str]:
@@ -74,7 +75,7 @@ RETRY2 = RetryConfig(max_retries=2)
     ],
 )
 def test_reference_retry(error_: ApiError, attempt: int, expected: float | None) -> None:
-    assert inv.reference_retry(error_, attempt, RETRY2) == expected
+    assert reference_retry(error_, attempt, RETRY2) == expected
 
 
 E = error()

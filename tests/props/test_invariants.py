@@ -43,6 +43,8 @@ from loopctl.core import (
 )
 from loopctl.core.snapshot import Exchange
 from loopctl_sim.props import invariants as inv
+from loopctl_sim.props.invariants.conversation import maximal_coherent_prefix, open_tail_allowed
+from loopctl_sim.props.invariants.decisions import reference_call_key
 from loopctl_sim.props.profiles import profile_settings
 
 POLICY = MachinePolicy(tools=("read", "write"), context_window=1000, max_turns=5)
@@ -209,10 +211,10 @@ test_provider_problems_agrees_with_the_brain = profile_settings()(
 def test_maximal_coherent_prefix() -> None:
     a, b = call("a"), call("b")
     pending = [Message.user("q"), ask(a), answer(a), Message.user("note"), ask(b)]
-    assert inv.maximal_coherent_prefix([], pending) == 3
-    assert inv.maximal_coherent_prefix([], pending[:2]) == 0
-    assert inv.maximal_coherent_prefix([], [*pending[:4], ask(b), answer(b)]) == 6
-    assert inv.maximal_coherent_prefix([], []) == 0
+    assert maximal_coherent_prefix([], pending) == 3
+    assert maximal_coherent_prefix([], pending[:2]) == 0
+    assert maximal_coherent_prefix([], [*pending[:4], ask(b), answer(b)]) == 6
+    assert maximal_coherent_prefix([], []) == 0
 
 
 @given(
@@ -230,7 +232,7 @@ def test_salvage_reference_agrees_with_the_brain(exchanges: list[str]) -> None:
             pending.append(Message.user(f"note {i}"))
     if exchanges and exchanges[-1] == "open":
         pending.append(ask(call("open")))
-    assert coherent_prefix_length(pending) == inv.maximal_coherent_prefix([], pending)
+    assert coherent_prefix_length(pending) == maximal_coherent_prefix([], pending)
 
 
 test_salvage_reference_agrees_with_the_brain = profile_settings()(
@@ -248,13 +250,13 @@ def test_check_machine_passes_real_machines(machine: LoopMachine) -> None:
 
 
 def test_open_tail_allowed() -> None:
-    assert inv.open_tail_allowed(awaiting_tools())
-    assert inv.open_tail_allowed(cancelled_mid_tools())
-    assert not inv.open_tail_allowed(started())
-    assert not inv.open_tail_allowed(completed())
+    assert open_tail_allowed(awaiting_tools())
+    assert open_tail_allowed(cancelled_mid_tools())
+    assert not open_tail_allowed(started())
+    assert not open_tail_allowed(completed())
     discarded = cancelled_mid_tools()
     discarded.discard_pending()
-    assert not inv.open_tail_allowed(discarded)
+    assert not open_tail_allowed(discarded)
 
 
 def test_check_machine_catches_an_invalid_history() -> None:
@@ -602,11 +604,9 @@ LOOPY = MachinePolicy(tools=("read", "write"), loop_window=6, loop_repeat_limit=
 
 
 def test_reference_loop_verdict() -> None:
-    r, w = inv.reference_call_key(call("1")), inv.reference_call_key(call("2", "write"))
-    r2 = inv.reference_call_key(call("3", path="b"))
-    assert inv.reference_call_key(call("x", a=1, b=2)) == inv.reference_call_key(
-        call("y", b=2, a=1)
-    )
+    r, w = reference_call_key(call("1")), reference_call_key(call("2", "write"))
+    r2 = reference_call_key(call("3", path="b"))
+    assert reference_call_key(call("x", a=1, b=2)) == reference_call_key(call("y", b=2, a=1))
     assert inv.reference_loop_verdict([r, r, r], 1, LOOPY) == "repeat"
     assert inv.reference_loop_verdict([r, r], 1, LOOPY) is None
     assert inv.reference_loop_verdict([r, r, r], 0, LOOPY) is None  # judged already

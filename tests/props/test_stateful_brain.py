@@ -35,6 +35,7 @@ from loopctl_sim.props.brain_loops import (
 )
 from loopctl_sim.props.brain_machine import BrainMachine, run_program
 from loopctl_sim.props.brain_strategies import compaction_of
+from loopctl_sim.props.invariants.decisions import reference_call_key
 from loopctl_sim.props.profiles import profile_settings
 
 _PROFILE = profile_settings()
@@ -153,7 +154,7 @@ def test_loop_verdict_uses_the_policy_in_force() -> None:
         m.model_response(Message.assistant(tool_calls=[c]), 1)
         m.next_step(narrow)
         m.tool_results(Message.from_results([ToolResult(call_id=c.id, name=name, content="")]))
-        keys.append(inv.reference_call_key(c))
+        keys.append(reference_call_key(c))
     assert inv.reference_loop_verdict(keys, 1, wide) == "ping_pong"
     step = m.next_step(wide)
     assert isinstance(step, Done) and isinstance(step.outcome, Failed), step

@@ -12,8 +12,8 @@ from sim_helpers import adding_world, lines, write_lines
 from loopctl import LoopMachine, MachinePolicy, Message, ProtocolError, ToolCall, ToolResult
 from loopctl.observe import IoEvent
 from loopctl_sim.replay import replay_trace
+from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import simulate
-from loopctl_sim.sim.world import Fault
 from loopctl_sim.trace import (
     HeaderRecord,
     RecordingMachine,

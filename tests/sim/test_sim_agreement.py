@@ -15,8 +15,8 @@ from sim_helpers import adding_world
 
 from loopctl_sim.replay import replay_driver, replay_trace
 from loopctl_sim.sim import simulate_driver
+from loopctl_sim.sim.faults import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.machine import simulate
-from loopctl_sim.sim.world import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.trace import read_trace
 
 

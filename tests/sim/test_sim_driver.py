@@ -12,9 +12,9 @@ from loopctl import BareLoop, Cancelled, Completed, Failed, tool
 from loopctl_sim.cli import main
 from loopctl_sim.replay import replay_driver, replay_trace
 from loopctl_sim.sim import simulate_driver
+from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.scenario import load_scenario
-from loopctl_sim.sim.world import Fault
 from loopctl_sim.trace import read_trace
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))

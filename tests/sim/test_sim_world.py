@@ -29,12 +29,10 @@ from loopctl.api import ApiError, Usage, fold_events
 from loopctl.driver.estimate import CharEstimator
 from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl_sim.replay import replay_trace
+from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.machine import SimulationError, simulate
 from loopctl_sim.sim.scenario import ScenarioError, load_scenario
 from loopctl_sim.sim.world import (
-    MODEL_FAULTS,
-    Fault,
-    FaultKind,
     ModelScript,
     World,
     delivered_reply,

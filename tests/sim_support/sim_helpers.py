@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import Message, ToolCall
-from loopctl_sim.sim.world import Fault, ModelScript, World
+from loopctl_sim.sim.faults import Fault
+from loopctl_sim.sim.world import ModelScript, World
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "examples" / "scenarios"

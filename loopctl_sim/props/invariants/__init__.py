@@ -55,15 +55,12 @@ from loopctl_sim.props.invariants.commits import (
     check_salvage,
 )
 from loopctl_sim.props.invariants.conversation import (
-    maximal_coherent_prefix,
-    open_tail_allowed,
     provider_problems,
 )
 from loopctl_sim.props.invariants.decisions import (
     check_awaiting_model_decision,
     check_loop_decision,
     check_start_decision,
-    reference_call_key,
     reference_loop_verdict,
 )
 from loopctl_sim.props.invariants.driver import (
@@ -75,7 +72,6 @@ from loopctl_sim.props.invariants.driver import (
     check_policy,
     check_result_order,
     check_run_messages,
-    reference_retry,
 )
 from loopctl_sim.props.invariants.problems import (
     InvariantCode,
@@ -121,11 +117,7 @@ __all__ = [
     "check_terminal_sticky",
     "check_trace",
     "check_transition",
-    "maximal_coherent_prefix",
-    "open_tail_allowed",
     "problem_code",
     "provider_problems",
-    "reference_call_key",
     "reference_loop_verdict",
-    "reference_retry",
 ]

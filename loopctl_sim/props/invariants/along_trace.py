@@ -33,8 +33,6 @@ from loopctl_sim.trace import (
     TraceReader,
 )
 
-__all__ = ["check_trace"]
-
 
 def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
     """Walk a recorded trace on a bare brain, checking the invariants after every step and feed.

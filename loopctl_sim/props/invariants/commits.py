@@ -17,8 +17,6 @@ from loopctl_sim.props.invariants.problems import (
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = ["check_commit", "check_compaction_commit", "check_next_run", "check_salvage"]
-
 
 def check_salvage(before: LoopMachine, after: LoopMachine) -> list[str]:
     """``before``: a copy taken just before ``after.discard_pending()``."""

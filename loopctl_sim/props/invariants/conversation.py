@@ -23,14 +23,6 @@ from loopctl.core import (
     ToolResult,
 )
 
-__all__ = [
-    "calls_in",
-    "maximal_coherent_prefix",
-    "open_tail_allowed",
-    "provider_problems",
-    "results_in",
-]
-
 
 def calls_in(message: Message) -> list[ToolCall]:
     """The tool calls among ``message``'s parts (read from the parts, not ``tool_calls``)."""

@@ -35,14 +35,6 @@ from loopctl.core import (
 from loopctl_sim.props.invariants.problems import InvariantCode
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = [
-    "check_awaiting_model_decision",
-    "check_loop_decision",
-    "check_start_decision",
-    "reference_call_key",
-    "reference_loop_verdict",
-]
-
 
 def check_start_decision(
     before: MachineSnapshot, policy: MachinePolicy, step: MachineStep

@@ -58,18 +58,6 @@ from loopctl_sim.props.invariants.problems import (
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = [
-    "check_after_overflow",
-    "check_compact_now",
-    "check_dispatched_once",
-    "check_estimate",
-    "check_model_call",
-    "check_policy",
-    "check_result_order",
-    "check_run_messages",
-    "reference_retry",
-]
-
 
 def check_result_order(calls: Sequence[ToolCall], results: Message) -> list[str]:
     """The ``tool_results`` message answers ``calls`` (a ``CallTools`` step's) in their order."""

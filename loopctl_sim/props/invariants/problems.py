@@ -14,14 +14,6 @@ from enum import StrEnum
 
 from loopctl_sim.errors import SimError
 
-__all__ = [
-    "InvariantCode",
-    "InvariantViolation",
-    "assert_no_problems",
-    "problem",
-    "problem_code",
-]
-
 
 class InvariantCode(StrEnum):
     """The code of a problem: the part of ``"<code>: <text>"`` before the colon.

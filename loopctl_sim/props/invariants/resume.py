@@ -22,8 +22,6 @@ from loopctl_sim.props.invariants.problems import (
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = ["check_digest", "check_resume"]
-
 
 def _sealed(content: bytes) -> bytes:
     """The snapshot's JSON sealed as the format says (docs/brain.md), written here rather than

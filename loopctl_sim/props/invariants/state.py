@@ -43,15 +43,6 @@ from loopctl_sim.props.invariants.problems import (
 )
 from loopctl_sim.props.invariants.problems import problem as _p
 
-__all__ = [
-    "assert_machine",
-    "check_machine",
-    "check_refused",
-    "check_step",
-    "check_terminal_sticky",
-    "check_transition",
-]
-
 
 def check_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
     """Everything that must hold of any machine at any time (given the policy in force)."""
