@@ -30,13 +30,9 @@ import click
 from pydantic_core import to_jsonable_python
 
 from loopctl.api import ApiClient
+from loopctl.cli import PROVIDERS, make_client
 from loopctl.core import Completed, Message, ToolResult
-from loopctl.providers import (
-    AnthropicClient,
-    MissingApiKeyError,
-    OllamaClient,
-    OpenAIClient,
-)
+from loopctl.providers import MissingApiKeyError
 from loopctl_sim.cli.common import agent_or_configured, emit_json
 from loopctl_sim.cli.trace_cmds import echo, fail
 from loopctl_sim.replay.fork import (
@@ -50,16 +46,6 @@ from loopctl_sim.replay.fork import (
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence
-
-PROVIDERS = ("openai", "anthropic", "ollama")
-
-
-def _provider_client(provider: str, model: str, base_url: str | None) -> ApiClient:
-    if provider == "anthropic":
-        return AnthropicClient(model, base_url=base_url)
-    if provider == "ollama":
-        return OllamaClient(model, base_url=base_url)
-    return OpenAIClient(model, base_url=base_url)
 
 
 def _client_factory(spec: str) -> ApiClient:
@@ -241,7 +227,7 @@ def fork_run(
             client = _client_factory(client_spec)
         else:
             assert model is not None
-            client = _provider_client(provider or "openai", model, base_url)
+            client = make_client(provider or "openai", model, base_url=base_url)
         done = fork(trace, at=at, turn=turn, agent=agent, client=client, out=out, edits=edits)
     except MissingApiKeyError as exc:
         fail(str(exc))
