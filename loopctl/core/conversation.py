@@ -1,16 +1,11 @@
 """``Conversation``: a read-only view of the conversation at one moment, history then pending.
 
-A model request shows the model the whole conversation. Copying it into a tuple on every call
-cost O(history) per turn (58 µs at 10,000 messages, measured), so a long run's turns grew
-slower with every turn. The brain's history is a tuple and its pending a ``Pending`` (below), a
-list that refuses every edit but appending: Python enforces both, so either one together with
-its length at one moment is a frozen prefix of it: the view holds the two and their lengths,
-costs O(1) to build, and reads as a tuple would (``len``, indexing, slicing, iteration, ``==``
-with a tuple or another view, hashing). Later appends to the brain's lists do not show through.
-
-In a pydantic model a ``Conversation`` field accepts a view as it is (no per-message check: the
-brain's messages are already validated) and any sequence of messages, validated as
-``tuple[Message, ...]`` and wrapped; it serializes exactly as that tuple did.
+A model request shows the model the whole conversation; copying it into a tuple on every call
+cost O(history) per turn (58 us at 10,000 messages). The brain's history is a tuple and its
+pending a ``Pending`` (append-only), so either one with its length at one moment is a frozen
+prefix: the view holds the two and their lengths, costs O(1), and reads as a tuple would. In a
+pydantic model a ``Conversation`` field takes a view as it is (the brain's messages are already
+validated) or any sequence of messages (validated and wrapped); it serializes as that tuple.
 """
 
 from __future__ import annotations
@@ -36,16 +31,11 @@ _append_only: Any = _refuse_edit
 
 
 class Pending(list[Message]):
-    """The brain's pending messages: a list that only grows by appending.
-
-    Two readers rely on that, and this type makes Python enforce it rather than the handlers:
-    a ``Conversation`` view handed out earlier keeps a length into it, and the saved form's
-    cache (``_saved``) knows the same ``Pending`` object still begins with the messages it
-    encoded without looking at them again. Checking them instead, message by message before
-    each digest, made replaying one long run cost the square of its length (40,000 records:
-    1.9 of 5.7 s, cProfile). Reads are the list's own; every edit but ``append`` raises
-    ``TypeError``; a handler that must change pending otherwise gives the brain a new one.
-    """
+    """The brain's pending messages: a list that only grows by appending (every other edit
+    raises ``TypeError``; a handler gives the brain a new one instead). A ``Conversation`` view
+    keeps a length into it, and the saved form's cache (``_saved``) knows the same ``Pending``
+    still begins with what it encoded without looking (checking cost a replay of one long run
+    the square of its length: 1.9 of 5.7 s at 40,000 records, cProfile)."""
 
     __slots__ = ()
 
@@ -109,11 +99,8 @@ class Conversation(Sequence[Message]):
 
     def extends(self, earlier: Conversation) -> bool:
         """Whether ``earlier`` is known, in O(1), to be this view's first ``len(earlier)``
-        messages (the same objects): both are views of the same lists, ``earlier`` no longer
-        in either (the lists only grow by appending). False when that cannot be told so (other
-        lists, as after a compaction or a commit): then compare the messages. A simulated
-        provider that counts only what is new since the last request asks this every turn
-        instead of comparing the whole conversation."""
+        messages: views of the same lists, ``earlier`` no longer in either. False when that
+        cannot be told so (other lists, as after a compaction): then compare the messages."""
         if earlier._head is not self._head:
             return False
         if earlier._tail_len == 0:

@@ -1,19 +1,14 @@
 """The feeds: the eleven things the driver tells the brain, one frozen type each.
 
-``LoopMachine.feed(f)`` takes any ``Feed`` and is the one way in; the brain's transition table
-is keyed by (state, feed type). ``machine.model_response(reply, 120)`` and the other seed-named
-methods are thin wrappers that build the feed. A feed is a plain record of what the driver
-reports: constructing one checks nothing (a wrong-typed argument is refused by the brain with a
-``ProtocolError``, the machine unchanged).
-
-Why slotted frozen dataclasses: they are the one definition the trace can use as they are (a
-trace's feed record validates its arguments straight into the feed type with pydantic, which
-validates dataclasses by their annotations), while building one directly checks nothing, so
-the brain's own checks decide. Measured per feed (construction, then the table lookup by type):
-a msgspec ``Struct`` costs 50-60 ns + 70 ns but pydantic cannot validate one (the trace would
-keep a second definition of every feed); a slotted frozen dataclass 260-280 ns + 100-250 ns
-(about 1 us of a 50-70 us driver turn, which makes three feeds); a pydantic model 630-690 ns
-+ 150 ns, and it would refuse a wrong type with a ``ValidationError`` before the brain could.
+``LoopMachine.feed(f)`` takes any ``Feed`` and is the one way in; the transition table is keyed
+by (state, feed type); ``machine.model_response(reply, 120)`` and the other seed-named methods
+build the feed. Constructing one checks nothing: the brain refuses a wrong-typed argument with a
+``ProtocolError``, the machine unchanged. Why slotted frozen dataclasses: a trace's feed record
+validates its arguments straight into them (pydantic validates dataclasses by their
+annotations), so the trace keeps no definition of its own. Measured per feed (construction, then
+the table lookup): a slotted frozen dataclass 260-280 ns + 100-250 ns (about 1 us of a 50-70 us
+driver turn, which makes three feeds); a pydantic model 630-690 ns + 150 ns; a msgspec
+``Struct`` 50-60 ns + 70 ns, but pydantic cannot validate one.
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 @dataclass(frozen=True, slots=True)
 class _Feed:
-    """What every feed has: its ``name`` (a trace's feed record and the observers' ``feed``
-    call carry it) and its fields as keyword arguments."""
+    """What every feed has: its ``name`` (a trace's feed record and observers carry it)."""
 
     name: ClassVar[FeedName]
 

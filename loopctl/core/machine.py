@@ -1,37 +1,27 @@
 """``LoopMachine``: the brain. Pure data; one question, eleven feeds.
 
-Theory of operation
--------------------
 The driver asks ``next_step(policy)`` and gets one of four steps (``CallLLM``, ``CallTools``,
-``Compact``, ``Done``). It does the work in the world and reports what happened through exactly one
-feed, ``feed(f)`` (``feeds.py``; the seed-named methods wrap it). Nothing else enters: no clock, no
-network, no randomness, no stored settings (the policy is handed in on every step). Hence the
+``Compact``, ``Done``), does the work in the world and reports what happened through one feed,
+``feed(f)`` (``feeds.py``; the seed-named methods wrap it). Nothing else enters: no clock, no
+network, no randomness, no stored settings (the policy comes with every step). Hence the
 machine serializes whole, and a restored machine makes identical decisions.
 
-This module reads top to bottom: the transition tables, the brain's fields and read-only views,
-the entry points of its saved form (the form itself, its digest and its checks are ``_saved.py``
-and ``snapshot.py``), the one question, the feeds and their handlers.
+This module reads top to bottom: the transition tables, the fields and read-only views, the
+entry points of the saved form (``_saved.py`` and ``snapshot.py`` hold the form itself), the one
+question, the feeds and their handlers. Rules it keeps:
 
-Rules this module keeps:
-- Every transition is listed in ``TRANSITIONS`` below, keyed by (state, feed type). A pair that is
-  not listed is a ``ProtocolError`` naming the feed and the state.
-- A handler validates everything before it changes anything, so a ``ProtocolError`` leaves the
-  machine exactly as it was. That includes the arguments' types: a feed given something other
-  than what it takes (``compaction_result("abc", ...)``, a count that is ``None``) refuses it
-  with a ``ProtocolError``, never an ``AttributeError`` from deeper down.
-- What a feed takes in, the brain can save and read back: a tool call's arguments or a part's
-  data nested deeper than ``values.MAX_NESTING`` or holding NaN is refused
-  (``values.parts_problem``), on every feed that takes messages.
-- ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal verdict,
-  a loop warning), but asking again at once answers the same and changes nothing.
-- Terminal is sticky. ``cancel`` and ``fail`` on a terminal machine are no-ops.
+- Every transition is in ``TRANSITIONS``, keyed by (state, feed type); any other pair is a
+  ``ProtocolError`` naming the feed and the state.
+- A handler validates everything, the arguments' types included, before it changes anything: a
+  ``ProtocolError`` leaves the machine exactly as it was. A message whose free-form values could
+  not be saved and read back (``values.parts_problem``) is refused on every feed that takes one.
+- ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal
+  verdict, a loop warning), asking again at once answers the same and changes nothing.
+- Terminal is sticky; ``cancel`` and ``fail`` on a terminal machine are no-ops.
 - No handler and no step scans the whole history: each costs O(size of the exchange).
 - History never holds a call without its result, nor a result without its call.
-- History is a tuple and pending a ``Pending`` (a list that only grows by appending): Python
-  enforces both, so a ``conversation()`` view handed out earlier never shows what the brain did
-  later, and the saved form's cache needs no rule from the handlers.
-- A snapshot is checked when it is validated (``snapshot_problem``): restoring never trusts a
-  state the brain could not have reached.
+- History is a tuple and pending a ``Pending`` (append-only), so a ``conversation()`` view
+  handed out earlier never shows what the brain did later.
 """
 
 from __future__ import annotations
@@ -61,7 +51,7 @@ from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
-from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Exchange, MachineSnapshot
+from loopctl.core.snapshot import SNAPSHOT_FORMAT, Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -83,17 +73,7 @@ from loopctl.core.steps import (
 )
 from loopctl.core.values import parts_problem
 
-__all__ = [
-    "SNAPSHOT_FORMAT",
-    "SNAPSHOT_VERSION",
-    "STATES",
-    "STEP_TRANSITIONS",
-    "TRANSITIONS",
-    "Exchange",
-    "LoopMachine",
-    "MachineSnapshot",
-    "is_count",
-]
+__all__ = ["STATES", "STEP_TRANSITIONS", "TRANSITIONS", "LoopMachine", "is_count"]
 
 
 class Transition(NamedTuple):
@@ -200,8 +180,8 @@ class LoopMachine:
         self._started = False
         self._finalized = False
         self._noop_floor: int | None = None
-        # The loop detector's window, kept as plain fields: the hot path builds no model.
-        # A list, trimmed in place to MAX_LOOP_WINDOW: appending stays O(exchange size).
+        # The loop detector's window as plain fields (the hot path builds no model), trimmed
+        # in place to MAX_LOOP_WINDOW.
         self._loop_calls: list[str] = []
         self._loop_unjudged = 0
         self._loop_warned = False
@@ -258,16 +238,13 @@ class LoopMachine:
         return [*self._history, *self._pending]
 
     def conversation(self) -> Conversation:
-        """History plus pending as they are now, as a read-only view: O(1), not a copy (safe by
-        the module docstring's rule on the two: what the brain does later never shows)."""
+        """History plus pending as they are now: a read-only view, O(1), not a copy."""
         history, pending = self._history, self._pending
         return Conversation(history, pending, len(history), len(pending))
 
     def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
-        """The brain's small fields, read without a copy: the state's kind and turn, turns
-        taken, the context count, history and pending lengths, the loop window's length, last
-        key and warning. A trace's feed record carries them (``loopctl_sim``'s
-        ``BrainSummary``, in this order) and a replay compares them after every feed."""
+        """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
+        ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
         state = self._state
         calls = self._loop_calls
         return (
@@ -390,10 +367,8 @@ class LoopMachine:
         return step
 
     def loop_verdict(self, policy: MachinePolicy) -> LoopVerdict | None:
-        """The loop the latest exchange makes that the next ``next_step(policy)`` will warn of
-        (or fail on, by the policy's ``loop_action``); None when there is none, or when a warning
-        was already given. Read-only: the driver asks it to tell a reflector of a coming loop
-        warning, and does not judge the window itself."""
+        """The loop the next ``next_step(policy)`` will warn of (or fail on); None when there is
+        none or a warning was given. Read-only: the driver tells a reflector of it."""
         if self._loop_warned:
             return None
         return judge_keys(self._loop_calls, self._loop_unjudged, policy)
@@ -484,32 +459,27 @@ class LoopMachine:
             raise ProtocolError(f"{name}() is not valid in state {kind}", feed=name, state=kind)
         handler(self, feed)
 
+    # The seed-named ways in: each builds its feed (``feeds.py`` documents them) and feeds it.
+
     def accept_input(self, input: str | Message) -> None:
-        """Start a run with the user's input (a fresh machine, or one from ``next_run()``)."""
         self.feed(AcceptInput(input))
 
     def model_response(self, response: Message, context_tokens: int) -> None:
-        """The model's reply and the context size the provider reported with it."""
         self.feed(ModelResponse(response, context_tokens))
 
     def tool_results(self, message: Message) -> None:
-        """One user message answering exactly the dispatched calls, each id once."""
         self.feed(ToolResults(message))
 
     def compaction_result(self, compacted: Sequence[Message], before: int, after: int) -> None:
-        """History was rewritten: a commit point (pending is folded in and emptied)."""
         self.feed(CompactionResult(compacted, before, after))
 
     def compaction_noop(self, before: int, after: int) -> None:
-        """The compactor found nothing to cut."""
         self.feed(CompactionNoop(before, after))
 
     def set_context_tokens(self, n: int) -> None:
-        """The driver's own count (an estimate, or a provider's overflow report)."""
         self.feed(SetContextTokens(n))
 
     def inject(self, message: Message) -> None:
-        """Append a message to pending during a run (steering, a reflector's note)."""
         self.feed(Inject(message))
 
     def cancel(self) -> None:
@@ -519,11 +489,9 @@ class LoopMachine:
         self.feed(Fail(error))
 
     def commit_pending(self) -> None:
-        """Success exit: pending is glued onto history."""
         self.feed(CommitPending())
 
     def discard_pending(self) -> None:
-        """Failure exit: the coherent prefix of pending is salvaged, the in-flight tail dropped."""
         self.feed(DiscardPending())
 
     def _refuse(self, feed: str, why: str) -> ProtocolError:

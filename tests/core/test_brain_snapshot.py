@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from loopctl import LoopMachine, MachinePolicy, Message
 from loopctl.core import MAX_LOOP_WINDOW, MachineSnapshot
 from loopctl.core.conversation import Pending
-from loopctl.core.machine import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 from loopctl.core.messages import ProviderPart, TextPart, ThinkingPart, ToolCall
+from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 RUNNABLE = {k: v for k, v in SCENARIOS.items() if k != "fresh"}
 
