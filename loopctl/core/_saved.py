@@ -7,9 +7,11 @@ By definition (``snapshot.py`` holds the model and its rules):
 - ``checksum`` is the sha256 (hex) of the content, ``digest`` its first 16 hex digits (traces
   compare it after every feed);
 - the *sealed* text (``LoopMachine.model_dump_json()``) is the content with version 3 in its
-  head and the checksum last (``snapshot.sealed_text``);
+  head and the checksum last;
 - a restore validates the snapshot (``MachineSnapshot.model_validate_json``): its validators
-  check that it is a state the brain could be in, and verify a sealed text's checksum.
+  check that it is a state the brain could be in, and verify a sealed text's checksum with the
+  restored brain's own ``SavedForm`` (``restored_json``), so the messages encoded to check it
+  are the ones its first save writes: a restore and a save encode each message once.
 
 One cache, ``SavedForm`` (one per brain). The content's JSON is laid out as ``head, history's
 messages, PENDING_HEAD, pending's messages, end`` (``end``: the state and the small fields, a
@@ -54,6 +56,9 @@ _TO_JSON: Final = to_json
 #: The part kinds that make a content version 2 (``snapshot.needed_version``).
 _MODERN: Final = frozenset({"thinking", "provider"})
 Hash = Any  # hashlib's sha256 object (its type is private)
+#: The snapshot's fields after the conversation, in its order (``LoopMachine._small()``).
+_FIELDS: Final = tuple(MachineSnapshot.model_fields)
+_SMALL: Final = _FIELDS[_FIELDS.index("pending") + 1 : _FIELDS.index("checksum")]
 
 
 class _Encoded:
@@ -166,6 +171,11 @@ class SavedForm:
         hexdigest: str = final.hexdigest()
         return hexdigest
 
+    def checksum_of(self, snap: MachineSnapshot) -> str:
+        """The checksum of a snapshot's content, its messages encoded here: how a restore checks
+        a sealed text (``snapshot.py``), so the restored brain's first save encodes nothing."""
+        return self.checksum(snap.history, snap.pending, {k: getattr(snap, k) for k in _SMALL})
+
     def content(
         self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
     ) -> bytes:
@@ -204,12 +214,16 @@ def _end(small: dict[str, Any]) -> bytes:
     return b"]," + _TO_JSON(small)[1:]
 
 
-def restored_json(text: str | bytes | bytearray) -> MachineSnapshot:
-    """The snapshot a saved text holds; a ``ValidationError`` when it is damaged, forged, from
-    a newer loopctl or a state the brain could not be in."""
-    return MachineSnapshot.model_validate_json(text)
+def restored_json(text: str | bytes | bytearray) -> tuple[MachineSnapshot, SavedForm]:
+    """The snapshot a saved text holds, and the saved form for the brain restored from it (a
+    sealed text's messages were encoded to check its checksum); a ``ValidationError`` when the
+    text is damaged, forged, from a newer loopctl or a state the brain could not be in."""
+    form = SavedForm()
+    return MachineSnapshot.model_validate_json(text, context=form.checksum_of), form
 
 
-def restored(data: Any) -> MachineSnapshot:
-    """The snapshot ``model_dump()`` data (or a ``MachineSnapshot``) holds, validated."""
-    return MachineSnapshot.model_validate(data)
+def restored(data: Any) -> tuple[MachineSnapshot, SavedForm]:
+    """The snapshot ``model_dump()`` data (or a ``MachineSnapshot``) holds, validated, and the
+    saved form for the brain restored from it, as ``restored_json``."""
+    form = SavedForm()
+    return MachineSnapshot.model_validate(data, context=form.checksum_of), form

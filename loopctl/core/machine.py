@@ -327,7 +327,7 @@ class LoopMachine:
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
         """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
-        return cls.from_snapshot(_saved.restored_json(text))
+        return cls._restored(*_saved.restored_json(text))
 
     def model_dump(self) -> dict[str, Any]:
         """The brain as JSON data: its content, not sealed. This is the in-process form (edit
@@ -338,7 +338,13 @@ class LoopMachine:
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        return cls.from_snapshot(_saved.restored(data))
+        return cls._restored(*_saved.restored(data))
+
+    @classmethod
+    def _restored(cls, snap: MachineSnapshot, form: _saved.SavedForm) -> Self:
+        machine = cls.from_snapshot(snap)
+        machine._saved = form  # it encoded the messages to check the checksum: the first save's
+        return machine
 
     def digest(self) -> str:
         """A short stable hash of the canonical JSON; traces compare it after every feed: the

@@ -12,7 +12,7 @@ versions 1 and 2 that holds it, so a conversation without those parts is version
 for byte as a version-1 writer wrote it: its digest is the same and recorded traces replay.
 
 The checksum. A saved brain (``LoopMachine.model_dump_json()``: the at-rest form) is that
-content *sealed* (``sealed_text``): version 3 in its head and, after the loop window,
+content *sealed*: version 3 in its head and, after the loop window,
 ``"checksum"``: the whole sha256 of the content's bytes (``digest()`` is its first 16 hex
 digits). Why: the consistency check catches a snapshot the brain could not be in, but not one
 it could: 15 of 400 random bit flips of a snapshot restored as a different, valid brain (a
@@ -64,7 +64,6 @@ __all__ = [
     "MachineSnapshot",
     "checksum_tail",
     "nonfinite_problem",
-    "sealed_text",
     "snapshot_problem",
 ]
 
@@ -85,6 +84,8 @@ SEALED_HEAD: Final = (
 )
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
+#: The value types that hold no number JSON cannot write (``nonfinite_problem``).
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
 #: The part kinds version 1 lacks.
 _MODERN: Final = frozenset({"thinking", "provider"})
 
@@ -92,17 +93,6 @@ _MODERN: Final = frozenset({"thinking", "provider"})
 def checksum_tail(checksum: str) -> bytes:
     """The end of a sealed snapshot's JSON: its checksum, last."""
     return b',"checksum":"' + checksum.encode() + b'"}'
-
-
-def sealed_text(content: bytes) -> bytes:
-    """The sealed form of a snapshot's content bytes (``MachineSnapshot.model_dump_json()``):
-    the sealed head in place of the content's, the sha256 of the content last. What
-    ``LoopMachine.model_dump_json()`` writes, by definition."""
-    for head in CONTENT_HEADS:
-        if content.startswith(head) and content.endswith(b"}"):
-            body = content[len(head) : -1]
-            return SEALED_HEAD + body + checksum_tail(hashlib.sha256(content).hexdigest())
-    raise ValueError("not the content of a machine snapshot (its head or end is not the writer's)")
 
 
 def needed_version(*conversations: Sequence[Message]) -> int:
@@ -219,13 +209,15 @@ class MachineSnapshot(BaseModel):
             object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
     @model_validator(mode="after")
-    def _consistent(self) -> MachineSnapshot:
+    def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
         if self.checksum is not None:  # sealed: the checksum is of the content, re-serialized
             checksum = self.checksum
             object.__setattr__(self, "checksum", None)
             object.__setattr__(self, "version", needed_version(self.history, self.pending))
-            content: bytes = type(self).__pydantic_serializer__.to_json(self)
-            if hashlib.sha256(content).hexdigest() != checksum:
+            # ``_saved`` gives its cache's ``checksum_of`` as the context: it encodes the content
+            # once, and the restored brain's first save reuses that JSON.
+            content_checksum = info.context if callable(info.context) else _checksum_of
+            if content_checksum(self) != checksum:
                 raise ValueError(
                     "damaged machine snapshot: its checksum does not match its content (the "
                     "text changed after it was saved)"
@@ -234,6 +226,11 @@ class MachineSnapshot(BaseModel):
         if problem is not None:
             raise ValueError(f"inconsistent machine snapshot: {problem}")
         return self
+
+
+def _checksum_of(snap: MachineSnapshot) -> str:
+    """The sha256 (hex) of a snapshot's content, serialized whole."""
+    return hashlib.sha256(MachineSnapshot.__pydantic_serializer__.to_json(snap)).hexdigest()
 
 
 def snapshot_problem(snap: MachineSnapshot) -> str | None:
@@ -291,6 +288,11 @@ def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
                     value = part.data  # type: ignore[union-attr]
                 else:
                     continue
-                if value and (why := value_problem(value, limit=1 << 30)) is not None:
+                # A dict of scalars (a call's usual arguments) holds no float to walk for.
+                if not value or (
+                    type(value) is dict and _SCALARS.issuperset(map(type, value.values()))
+                ):
+                    continue
+                if (why := value_problem(value, limit=1 << 30)) is not None:
                     return f"{name}[{i}]: a {part.kind} part's data cannot be saved: {why}"
     return None

@@ -45,6 +45,44 @@ def test_a_restored_machine_makes_identical_decisions(build: Callable[[], LoopMa
     assert restored == m
 
 
+@pytest.mark.parametrize("build", RUNNABLE.values(), ids=RUNNABLE.keys())
+def test_a_restore_encodes_each_message_once_and_its_first_save_none(
+    build: Callable[[], LoopMachine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a sealed text's checksum encodes its messages; the restored brain keeps that
+    JSON, so its first save and digest encode nothing, and what it saves after it runs on is a
+    from-scratch brain's (from text and from ``model_dump()`` data with its checksum)."""
+    from loopctl.core import _saved
+
+    m = build()
+    text = m.model_dump_json()
+    sealed_data = json.loads(text)
+    messages = [*m.history, *m.pending]
+    encoded: list[Message] = []
+
+    def counted(message: Message, real: Any = _saved._MESSAGE_JSON) -> Any:
+        encoded.append(message)
+        return real(message)
+
+    restores: list[Callable[[], LoopMachine]] = [
+        lambda: LoopMachine.model_validate_json(text),
+        lambda: LoopMachine.model_validate_json(text.encode()),
+        lambda: LoopMachine.model_validate(sealed_data),
+    ]
+    for restore in restores:
+        encoded.clear()
+        monkeypatch.setattr(_saved, "_MESSAGE_JSON", counted)
+        restored = restore()
+        assert encoded == messages  # each message once, to check the checksum
+        encoded.clear()
+        assert (restored.model_dump_json(), restored.digest()) == (text, m.digest())
+        assert encoded == []
+        monkeypatch.undo()
+        assert drive(restored) == drive(build())
+        assert restored.digest() == _slow_digest(restored)
+        assert restored.model_dump_json() == _sealed(restored.snapshot().model_dump_json())
+
+
 def test_restored_decisions_follow_the_restored_state_not_a_fresh_one() -> None:
     m = SCENARIOS["awaiting_tools"]()
     restored = LoopMachine.model_validate_json(m.model_dump_json())
