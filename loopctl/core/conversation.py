@@ -99,7 +99,7 @@ class Conversation(Sequence[Message]):
 
     def extends(self, earlier: Conversation) -> bool:
         """Whether ``earlier`` is known, in O(1), to be this view's first ``len(earlier)``
-        messages: views of the same lists, ``earlier`` no longer in either. False when that
+        messages: views of the same lists (which only grow by appending). False when that
         cannot be told so (other lists, as after a compaction): then compare the messages."""
         if earlier._head is not self._head:
             return False

@@ -1,21 +1,14 @@
 """Loop detection: a pure verdict over a bounded window of recorded calls.
 
 The brain records every call of each completed exchange as a key: the tool's name and a 64-bit
-hash of the canonical JSON of its arguments. A fixed-size key keeps the window (which every
-snapshot and every digest carries) small whatever the arguments hold: a window of full arguments
-made each digest hash the last calls' whole payloads (file contents, for a writing agent).
-``tool_results`` only records; the verdict is taken in ``next_step``, where the policy
-is at hand, and only once per exchange (``unjudged`` counts the calls not judged yet).
-
-Two patterns are loops, both looked for within the last ``loop_window`` recorded calls:
-- repeat: a call of the latest exchange occurs ``loop_repeat_limit`` times or more;
-- ping-pong: the last four recorded calls are A, B, A, B with A != B.
-
-Judging only the latest exchange means a model that changes course after a warning is not failed
-for the repeats still sitting in the window.
-
-The brain keeps the window as plain fields (``judge_keys``) and answers the driver's question
-about a coming warning itself (``LoopMachine.loop_verdict``); ``LoopWindow`` is the same data as
+hash of the canonical JSON of its arguments, so the window (which every snapshot and digest
+carries) stays small whatever the arguments hold. ``tool_results`` only records; the verdict is
+taken in ``next_step``, where the policy is at hand, once per exchange (``unjudged`` counts the
+calls not judged yet). Within the last ``loop_window`` recorded calls, two patterns are loops:
+a call of the latest exchange that occurs ``loop_repeat_limit`` times or more (repeat), and
+the last four calls A, B, A, B with A != B (ping-pong). Judging only the latest exchange means
+a model that changes course after a warning is not failed for the repeats still in the window.
+The brain keeps the window as plain fields (``judge_keys``); ``LoopWindow`` is the same data as
 a model, for snapshots.
 """
 
