@@ -18,8 +18,8 @@ The goal is a median of at most 40 ms in both shapes, the first restores include
 with this process's CPU time beside it.
 
 A restore validates the whole snapshot (pydantic builds the 25,000 models of 10,000 messages)
-and checks a sealed text's checksum against its content serialized again; the restored brain's
-first save encodes its messages once (``loopctl/core/_saved.py``). The cyclic garbage
+and checks a sealed text's checksum by encoding each message once, which the restored brain
+keeps: its first save encodes nothing again (``loopctl/core/_saved.py``). The cyclic garbage
 collector's passes over those models find nothing to free but cost about as much as the parse:
 ``total_ms`` is timed with the collector running, as an application runs, and
 ``total_no_gc_ms`` with it paused around the timed call (``gc.disable()``, by this benchmark:
@@ -240,10 +240,10 @@ def snapshot_sizes(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]
 
 
 def restore_pieces(repeats: int, n_messages: int = MESSAGES) -> list[dict[str, Any]]:
-    """Where a restore's time goes, each piece timed alone (median, ms, collector running):
-    validating the unsealed content (pydantic, every model built), the sealed text (the same
-    plus its checksum checked: the content serialized again and hashed), and the serialization
-    alone."""
+    """Where a restore's time goes, each piece timed alone (median, ms, collector running): the
+    restore of the sealed text (every model built, the consistency check, each message encoded
+    to check the checksum), validating the unsealed content (no checksum, nothing encoded), and
+    serializing the snapshot whole."""
     rows = []
     for shape, machine in shapes(n_messages).items():
         text = machine.model_dump_json()

@@ -47,14 +47,13 @@ from loopctl.core.snapshot import (
     SEALED_HEAD,
     MachineSnapshot,
     checksum_tail,
+    needed_version,
 )
 
 __all__ = ["SavedForm", "restored", "restored_json"]
 
 _MESSAGE_JSON: Final = Message.__pydantic_serializer__.to_json
 _TO_JSON: Final = to_json
-#: The part kinds that make a content version 2 (``snapshot.needed_version``).
-_MODERN: Final = frozenset({"thinking", "provider"})
 Hash = Any  # hashlib's sha256 object (its type is private)
 #: The snapshot's fields after the conversation, in its order (``LoopMachine._small()``).
 _FIELDS: Final = tuple(MachineSnapshot.model_fields)
@@ -100,7 +99,7 @@ class _Encoded:
         if new:
             self.messages.extend(new)
             self.jsons.extend(map(_MESSAGE_JSON, new))
-            self.modern = self.modern or any(p.kind in _MODERN for m in new for p in m.parts)
+            self.modern = self.modern or needed_version(new) > 1
 
     def rehash(self, start: Hash) -> None:
         """Hash the JSON again from ``start`` (a sha256 of what comes before the first one)."""
