@@ -2,7 +2,10 @@
 and the agent.
 
 Exit codes of every command: 0 success; 1 a divergence or a failing case; 2 an unreadable input
-(the message names ``file:line`` or the field; never a traceback).
+(the message names ``file:line`` or the field; never a traceback). What they print may hold trace
+strings (paths, messages, summaries): ``die``, ``echo`` and ``emit_json`` print control
+characters as their escapes (``loopctl.terminal.visible``), so a crafted trace or file name
+cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -16,18 +19,26 @@ import click
 
 from loopctl.terminal import visible
 from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.view.term import visible_json
 
 _TRACES = ("*.jsonl", "*.jsonl.gz")
 
 
 def die(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with ``code``."""
-    click.echo(f"error: {message}", err=True)
+    """Print ``error: message`` on stderr, its control characters made visible, and exit with
+    ``code``."""
+    click.echo(f"error: {visible(message)}", err=True)
     sys.exit(code)
 
 
+def echo(text: str, err: bool = False) -> None:
+    """``click.echo`` of ``text`` with its control characters made visible."""
+    click.echo(visible(text), err=err)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+    """``data`` as JSON, with the control characters JSON leaves raw (C1, bidi) escaped."""
+    click.echo(visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)))
 
 
 def expand_traces(args: tuple[str, ...]) -> list[str]:
@@ -55,4 +66,4 @@ def agent_or_configured(agent: str | None) -> str | None:
     try:
         return agent_from_pyproject()
     except AgentError as exc:
-        die(visible(str(exc)))
+        die(str(exc))

@@ -33,8 +33,7 @@ from loopctl.api import ApiClient
 from loopctl.cli import PROVIDERS, make_client
 from loopctl.core import Completed, Message, ToolResult
 from loopctl.providers import MissingApiKeyError
-from loopctl_sim.cli.common import agent_or_configured, emit_json
-from loopctl_sim.cli.trace_cmds import echo, fail
+from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json
 from loopctl_sim.replay.fork import (
     Edits,
     ForkDiverged,
@@ -52,15 +51,15 @@ def _client_factory(spec: str) -> ApiClient:
     """The client ``module:factory`` makes (imported from the current directory first)."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        fail(f"--client {spec!r}: expected 'module:factory'")
+        die(f"--client {spec!r}: expected 'module:factory'")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         made = getattr(importlib.import_module(module_name), attribute)()
     except Exception as exc:  # the user's module or factory
-        fail(f"--client {spec!r}: {type(exc).__name__}: {exc}")
+        die(f"--client {spec!r}: {type(exc).__name__}: {exc}")
     if not callable(getattr(made, "stream", None)):
-        fail(f"--client {spec!r} returned {type(made).__name__}, not a client (no stream())")
+        die(f"--client {spec!r} returned {type(made).__name__}, not a client (no stream())")
     client: ApiClient = made
     return client
 
@@ -72,7 +71,7 @@ def _file_or_text(value: str) -> Any:
     try:
         return json.loads(Path(value[1:]).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        fail(f"{value}: cannot read JSON from it: {exc}")
+        die(f"{value}: cannot read JSON from it: {exc}")
 
 
 def _tool_results(values: tuple[str, ...]) -> dict[str, str | ToolResult]:
@@ -84,11 +83,11 @@ def _tool_results(values: tuple[str, ...]) -> dict[str, str | ToolResult]:
         if isinstance(data, str):
             call_id, sep, text = data.partition("=")
             if not sep or not call_id:
-                fail(f"--tool-result {value!r}: expected CALL_ID=TEXT or @FILE.json")
+                die(f"--tool-result {value!r}: expected CALL_ID=TEXT or @FILE.json")
             out[call_id] = text
             continue
         if not isinstance(data, dict):
-            fail(f"--tool-result {value}: the file holds no object of call id to result")
+            die(f"--tool-result {value}: the file holds no object of call id to result")
         for call_id, given in data.items():
             if isinstance(given, str):
                 out[call_id] = given
@@ -98,7 +97,7 @@ def _tool_results(values: tuple[str, ...]) -> dict[str, str | ToolResult]:
                     call_id=call_id, name="", content=given["content"], is_error=is_error
                 )
             else:
-                fail(f"--tool-result {value}: {call_id}: expected text or {{'content': ...}}")
+                die(f"--tool-result {value}: {call_id}: expected text or {{'content': ...}}")
     return out
 
 
@@ -111,9 +110,9 @@ def _reply(value: str | None) -> str | Message | None:
     try:
         message = Message.model_validate(data)
     except ValueError as exc:
-        fail(f"--reply {value}: not a message: {exc}")
+        die(f"--reply {value}: not a message: {exc}")
     if message.role != "assistant":
-        fail(f"--reply {value}: the model's reply is an assistant message, not {message.role}")
+        die(f"--reply {value}: the model's reply is an assistant message, not {message.role}")
     return message
 
 
@@ -123,7 +122,7 @@ def _options(values: tuple[str, ...]) -> dict[str, Any]:
     for value in values:
         key, sep, raw = value.partition("=")
         if not sep or not key:
-            fail(f"--option {value!r}: expected KEY=VALUE")
+            die(f"--option {value!r}: expected KEY=VALUE")
         try:
             out[key] = json.loads(raw)
         except ValueError:
@@ -206,14 +205,14 @@ def fork_run(
     """Fork the run in TRACE at a step: its prefix verified by replay, then the run goes on live
     with the model given, recorded to --out."""
     if (at is None) == (turn is None):
-        fail("give the branch point: --at SEQ or --turn N")
+        die("give the branch point: --at SEQ or --turn N")
     agent = agent_or_configured(agent)
     if agent is None:
-        fail("fork needs the agent: --agent MODULE:FACTORY")
+        die("fork needs the agent: --agent MODULE:FACTORY")
     if os.path.abspath(out) == os.path.abspath(trace):
-        fail("--out must be a new file, not the trace forked")
+        die("--out must be a new file, not the trace forked")
     if (client_spec is None) == (model is None):
-        fail("give the model that goes on: --provider/--model/--base-url, or --client")
+        die("give the model that goes on: --provider/--model/--base-url, or --client")
     edits = Edits(
         inject=inject,
         tool_results=_tool_results(tool_results),
@@ -230,16 +229,16 @@ def fork_run(
             client = make_client(provider or "openai", model, base_url=base_url)
         done = fork(trace, at=at, turn=turn, agent=agent, client=client, out=out, edits=edits)
     except MissingApiKeyError as exc:
-        fail(str(exc))
+        die(str(exc))
     except ForkDiverged as exc:
         echo(f"the prefix of {trace} no longer replays against {agent}: nothing was forked", True)
         assert exc.result.divergence is not None
         print_divergence(make_console(), exc.result.divergence, exc.result.path)
         sys.exit(1)
     except (ForkError, TraceFormatError, AgentError, ValueError) as exc:
-        fail(str(exc))
+        die(str(exc))
     except OSError as exc:  # the new trace cannot be written there
-        fail(f"cannot write {out}: {exc.strerror or exc}")
+        die(f"cannot write {out}: {exc.strerror or exc}")
     ok = isinstance(done.result.outcome, Completed)
     if as_json:
         emit_json(_as_json(done, ok))

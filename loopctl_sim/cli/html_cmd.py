@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from loopctl_sim.cli.trace_cmds import echo, fail
+from loopctl_sim.cli.common import die, echo
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import Timeline, write_html
 
@@ -22,13 +22,13 @@ def write_page(trace: str, out: str, **kwargs: Any) -> Timeline:
     command with one line on stderr and exit 2 (``out`` untouched); ``out`` may not be
     ``trace`` itself."""
     if Path(trace).exists() and Path(out).exists() and Path(trace).samefile(out):
-        fail(f"{out}: is the trace itself; name another file for the page")
+        die(f"{out}: is the trace itself; name another file for the page")
     try:
         return write_html(trace, out, **kwargs)
     except TraceFormatError as exc:
-        fail(str(exc))
+        die(str(exc))
     except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc} (nothing written)")
+        die(f"cannot write {out}: {exc.strerror or exc} (nothing written)")
 
 
 @click.command()

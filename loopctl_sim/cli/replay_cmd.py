@@ -16,9 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
-from loopctl_sim.cli.common import agent_or_configured, expand_traces
+from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json, expand_traces
 from loopctl_sim.cli.html_cmd import write_page
-from loopctl_sim.cli.trace_cmds import echo, echo_json, fail
 from loopctl_sim.replay import (
     ReplayResult,
     replay_agent,
@@ -132,18 +131,18 @@ def replay(
                  "against the brain (--agent replays it against yours)", err=True)  # fmt: skip
             agent = None
     if agent is not None and (driver or machine_level):
-        fail("--agent replays through the driver: drop --driver/--machine")
+        die("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:
-        fail("--update re-records against an agent: name it with --agent")
+        die("--update re-records against an agent: name it with --agent")
     if force and not update:
-        fail("--force goes with --update")
+        die("--force goes with --update")
     if html_out is not None and update:
-        fail("--html goes with a replay, not --update (run html on the updated trace)")
+        die("--html goes with a replay, not --update (run html on the updated trace)")
     if html_out is not None and len(expand_traces(traces)) != 1:
-        fail("--html needs exactly one trace")
+        die("--html needs exactly one trace")
     if agent is not None:
         if until is not None or digest_every != 1:
-            fail("--until and --digest-every work at machine level only")
+            die("--until and --digest-every work at machine level only")
         _with_agent(
             expand_traces(traces),
             agent,
@@ -152,23 +151,23 @@ def replay(
             html_out,
         )
     if driver and until is not None:
-        fail("--until works at machine level only (drop --driver)")
+        die("--until works at machine level only (drop --driver)")
     if driver and digest_every != 1:
-        fail("--digest-every works at machine level only (drop --driver)")
+        die("--digest-every works at machine level only (drop --driver)")
     paths = expand_traces(traces)
     if len(paths) != 1:
         if until is not None:
-            fail("--until needs exactly one trace")
+            die("--until needs exactly one trace")
         _replay_many(paths, as_json, driver, digest_every)
     trace = paths[0]
     try:
         result = _replay_one(trace, driver, until, digest_every)
     except TraceFormatError as exc:
-        fail(str(exc))
+        die(str(exc))
     for warning in result.warnings:
         echo(f"warning: {warning}", err=True)
     if result.records == 0:
-        fail(f"{trace}: no complete record to replay")
+        die(f"{trace}: no complete record to replay")
     if html_out is not None:  # (a bad line past the replay's --until or divergence: exit 2)
         write_page(trace, html_out, divergence=result.divergence)
         echo(f"wrote {html_out}", err=True)
@@ -176,10 +175,10 @@ def replay(
         data = result.to_json()
         if until is not None and result.machine is not None:
             data["machine"] = result.machine.model_dump()
-        echo_json(data)
+        emit_json(data)
     else:
         if until is not None and result.ok and result.machine is not None:
-            echo_json(result.machine.model_dump())
+            emit_json(result.machine.model_dump())
             if result.stopped_at is None:
                 echo(f"note: the trace ends before seq {until}", err=True)
         _print_result(result)
@@ -229,9 +228,9 @@ def _with_agent(
                 continue
             result = replay_agent(trace, agent, tools=tools_mode, compactor=compactor_mode)
         except AgentError as exc:
-            fail(str(exc))
+            die(str(exc))
         except ValueError as exc:  # a bad --tools list
-            fail(str(exc))
+            die(str(exc))
         except TraceFormatError as exc:
             worst = 2
             rows.append({"path": trace, "ok": False, "error": str(exc)})
@@ -246,7 +245,7 @@ def _with_agent(
         if not as_json:
             _print_result(result)
     if as_json:
-        echo_json(rows[0] if len(rows) == 1 else {"ok": worst == 0, "results": rows})
+        emit_json(rows[0] if len(rows) == 1 else {"ok": worst == 0, "results": rows})
     sys.exit(worst)
 
 
@@ -289,7 +288,7 @@ def _replay_many(paths: list[str], as_json: bool, driver: bool, digest_every: in
             _print_result(result)
     ok = sum(1 for r in rows if r["ok"])
     if as_json:
-        echo_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
+        emit_json({"ok": worst == 0, "replayed": len(rows), "passed": ok, "results": rows})
     else:
         echo(f"{ok} of {len(rows)} traces replayed without divergence")
     sys.exit(worst)

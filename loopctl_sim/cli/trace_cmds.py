@@ -3,21 +3,15 @@
 ``show`` exits 0 or 2; ``diff`` 0 when the traces hold the same records, 1 when they differ, 2
 when one cannot be read; ``schema`` 0. Output goes through ``loopctl_sim.view.term``'s console:
 colour on a terminal only (never with ``NO_COLOR``), wrapped to the terminal's width.
-``echo`` and ``fail`` are ``click.echo`` and ``die`` for text that may hold trace strings (paths,
-messages, summaries): control characters print as their escapes (``view.term.visible``), so a
-crafted trace or file name cannot drive the terminal; ``replay`` and ``html`` print through them.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any, NoReturn
 
 import click
 
-from loopctl.terminal import visible
-from loopctl_sim.cli.common import die
+from loopctl_sim.cli.common import die, emit_json
 from loopctl_sim.trace import TraceFormatError, trace_json_schema
 from loopctl_sim.view import (
     ShowFilter,
@@ -27,22 +21,6 @@ from loopctl_sim.view import (
     print_comparison,
     print_timeline,
 )
-from loopctl_sim.view.term import visible_json
-
-
-def echo(text: str, err: bool = False) -> None:
-    """``click.echo`` of ``text`` with its control characters made visible."""
-    click.echo(visible(text), err=err)
-
-
-def echo_json(data: Any) -> None:
-    """``emit_json`` with the control characters JSON leaves raw (C1, bidi) escaped."""
-    click.echo(visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)))
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """``die`` with the message's control characters made visible."""
-    die(visible(message), code)
 
 
 def _kinds(values: tuple[str, ...]) -> frozenset[str]:
@@ -74,11 +52,11 @@ def show(trace: str, full: bool, turns: str | None, kinds: tuple[str, ...]) -> N
     try:
         span = None if turns is None else parse_turns(turns)
     except ValueError:
-        fail(f"--turn: expected N or A-B, got {turns!r}")
+        die(f"--turn: expected N or A-B, got {turns!r}")
     try:
         print_timeline(make_console(), trace, ShowFilter(span, _kinds(kinds), full))
     except TraceFormatError as exc:
-        fail(str(exc))
+        die(str(exc))
 
 
 @click.command()
@@ -97,9 +75,9 @@ def diff(a: str, b: str, ignore_io: bool, brain_only: bool, as_json: bool) -> No
     try:
         found = compare_traces(a, b, ignore_io=ignore_io, brain_only=brain_only)
     except TraceFormatError as exc:
-        fail(str(exc))
+        die(str(exc))
     if as_json:
-        echo_json(found.to_json())
+        emit_json(found.to_json())
     else:
         print_comparison(make_console(), found)
     sys.exit(0 if found.same else 1)
@@ -108,4 +86,4 @@ def diff(a: str, b: str, ignore_io: bool, brain_only: bool, as_json: bool) -> No
 @click.command()
 def schema() -> None:
     """Print the JSON Schema of a trace record (one line of a trace)."""
-    echo_json(trace_json_schema())
+    emit_json(trace_json_schema())
