@@ -1,8 +1,7 @@
 """Messages: the conversation as plain, frozen data.
 
-A message is a role and a list of parts; a part is a discriminated union on ``kind``. One
-``TypeAdapter`` (``MESSAGES``) serializes lists of messages, so snapshots, traces and provider
-fixtures all share one encoding.
+A message is a role and a list of parts; a part is a discriminated union on ``kind``. Every
+form the engine writes (snapshots, traces, provider fixtures) encodes them with these models.
 
 Tool results ride one user-role message holding every result of one exchange (the seeds'
 provider convention); provider clients convert to each wire format.
@@ -19,10 +18,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "MESSAGES",
     "Message",
     "Part",
     "ProviderPart",
@@ -162,6 +160,3 @@ class Message(BaseModel):
     @property
     def thinking(self) -> list[ThinkingPart]:
         return [p for p in self.parts if p.kind == "thinking"]
-
-
-MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

@@ -1,12 +1,13 @@
-"""Messages: constructors, read helpers, immutability and the one shared encoding (``MESSAGES``)."""
+"""Messages: constructors, read helpers, immutability and their encoding (a list's, here)."""
 
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from loopctl import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.core.messages import MESSAGES
+
+MESSAGES = TypeAdapter(list[Message])
 
 CALL = ToolCall(id="c1", name="read", arguments={"path": "/a", "n": 2})
 RESULT = ToolResult(call_id="c1", name="read", content="text", is_error=True)
