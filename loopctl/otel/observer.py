@@ -26,7 +26,7 @@ from opentelemetry.trace import TracerProvider
 from pydantic_core import to_jsonable_python
 
 from loopctl.api import ModelRequest
-from loopctl.core import CallLLM, Done, LoopMachine, MachinePolicy, MachineStep, Terminal
+from loopctl.core import Done, LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.otel.attributes import capture_from_env, scrub_content
 from loopctl.otel.spans import GenAiSpans
@@ -42,10 +42,6 @@ def _version() -> str | None:
         return metadata.version("loopctl")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return None
-
-
-def _plain(value: Any) -> Any:
-    return to_jsonable_python(value)
 
 
 class OtelObserver(LoopObserver):
@@ -78,16 +74,14 @@ class OtelObserver(LoopObserver):
         self.spans.start_run(self.clock(), history_messages=machine.history_len())
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        if isinstance(step, CallLLM):
-            self.spans.step(step.kind, step.turn, self.clock())
-        elif not isinstance(step, Done):
+        if not isinstance(step, Done):
             self.spans.step(step.kind, getattr(step, "turn", None), self.clock())
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         if name == "fail":
-            self.spans.feed(name, {"error": _plain(args.get("error"))}, self.clock())
+            self.spans.feed(name, {"error": to_jsonable_python(args.get("error"))}, self.clock())
         elif name == "accept_input" and self.spans.capture:
-            self.spans.feed(name, {"input": _plain(args.get("input"))}, self.clock())
+            self.spans.feed(name, {"input": to_jsonable_python(args.get("input"))}, self.clock())
         elif name in ("cancel", "compaction_result", "compaction_noop"):
             figures = {k: args[k] for k in ("before", "after") if k in args}
             self.spans.feed(name, figures, self.clock())
@@ -117,7 +111,7 @@ class OtelObserver(LoopObserver):
 
     def run_ended(self, machine: LoopMachine) -> None:
         state = machine.state
-        outcome = _plain(state.outcome) if isinstance(state, Terminal) else None
+        outcome = to_jsonable_python(state.outcome) if isinstance(state, Terminal) else None
         self.spans.end_run(self.clock(), outcome)
 
     def close(self) -> None:
