@@ -1,20 +1,6 @@
-"""The ``loopctl-sim`` command line: one module per command group, registered on one click group.
-
-==============  ==================================================================================
-module          commands
-==============  ==================================================================================
-``replay_cmd``  ``replay``: traces against the brain, or through the driver (``--driver``)
-``resume_cmd``  ``resume``: finish a run whose process died, from its trace
-``fork_cmd``    ``fork``: a recorded run forked at a step, its prefix verified by replay
-``trace_cmds``  ``show``, ``diff``, ``schema``: reading traces
-``html_cmd``    ``html``: a trace as a self-contained HTML timeline
-``otel_cmd``    ``otel``: a trace as OpenTelemetry GenAI spans (OTLP/JSON to a file or endpoint)
-``run_cmd``     ``run``: a scenario file
-``fuzz_cmd``    ``fuzz``: a fault-injection campaign
-``mcp_cmd``     ``mcp-faults``: a fault campaign at the MCP transport of an agent
-``export_cmd``  ``export-test``: a trace as a regression test
-``common``      what they share: errors, JSON output, trace paths
-==============  ==================================================================================
+"""The ``loopctl-sim`` command line: one module per command group (``replay_cmd``, ``trace_cmds``
+for ``show``/``diff``/``schema``, ...), registered on one click group; ``common`` holds what they
+share (errors, JSON output, trace paths).
 
 Exit codes: 0 success; 1 a divergence (replay, diff), a failing seed (fuzz) or an unexpected
 outcome (run); 2 an unreadable trace or scenario (the message names ``file:line`` or the field;

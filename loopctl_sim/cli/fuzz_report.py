@@ -2,13 +2,10 @@
 tables, then each failure with the commands that reproduce it.
 
 The progress bar is rich's (``rich.progress``), on stderr, shown on a terminal only. Its time
-left is the seeds still to run over the campaign's rate so far (seeds done over the time since
-it started). Results arrive in bursts (a worker process hands back a chunk of seeds at once), and
-an estimate from the time between updates swings with them: click's showed 01:25:39 three
-seconds into a 35-second campaign, and rich's own (the rate between its first and last sample
-of the last 30 seconds) leaves out the time before the first burst, so it runs short by one
-chunk's time. Seeds of one campaign cost about the same, so the rate since the start is the
-right one.
+left is the seeds still to run over the campaign's rate since it started: results arrive in
+bursts (a worker hands back a chunk of seeds at once), so a rate between updates (click's, or
+rich's own over its last samples) swings with them or leaves out the first burst's time, while
+seeds of one campaign cost about the same.
 """
 
 from __future__ import annotations

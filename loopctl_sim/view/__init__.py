@@ -1,22 +1,8 @@
 """Views of a run for people: the terminal timeline, divergence and comparison reports, the HTML
 timeline, and a trace as OpenTelemetry spans.
 
-==============  ==================================================================================
-module          owns
-==============  ==================================================================================
-``describe``    one record in words: its lane, kind, tone and lines (every view says the same)
-``fields``      field-level differences of two JSON values (the leaf paths, both values)
-``term``        the rich console (colour rules, width) and hanging-indent wrapping
-``show``        the terminal timeline of ``loopctl-sim show`` (filters by turn and kind)
-``compare``     two traces whole: the first difference, the count, both outcomes (``diff``)
-``reports``     divergences and comparisons on the terminal (``replay``, ``diff``)
-``clock``       records placed in time from the trace's durations (waves overlap)
-``timeline``    the HTML timeline's data: items on lanes, labels, the summary
-``html``        the self-contained page (``assets/``: its template, style and script inlined)
-``otel_spans``  a trace as OpenTelemetry GenAI spans (``loopctl-sim otel``; the ``otel`` extra,
-                so not imported here)
-``otlp``        finished spans as OTLP/JSON, to a file or an OTLP/HTTP endpoint
-==============  ==================================================================================
+Each module's docstring says what it owns (``describe``: one record in words, for every view;
+``otel_spans`` needs the ``otel`` extra, so it is not imported here).
 
 It may import replay (a divergence is something to show), simulation, traces and ``loopctl``;
 the command line and the plugin import it. Views read records as JSON through the public
