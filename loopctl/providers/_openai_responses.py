@@ -23,8 +23,7 @@ Parts kept under another provider's key are left out. Reply parsing lives in
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Unpack
 
 import httpx
@@ -39,12 +38,9 @@ from loopctl.providers._openai_responses_stream import (
     response_events,
     stream_events,
 )
+from loopctl.providers._openai_wire import args_json
 
 DEFAULT_PROVIDER = "openai-responses"
-
-
-def _args_json(arguments: Mapping[str, Any]) -> str:
-    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
 
 
 def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
@@ -59,7 +55,7 @@ def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
                 "type": "function_call",
                 "call_id": part.id,
                 "name": part.name,
-                "arguments": _args_json(part.arguments),
+                "arguments": args_json(part.arguments),
             }
             calls[part.id] = item
             items.append(item)

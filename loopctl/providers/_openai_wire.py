@@ -40,7 +40,7 @@ REASONING_FIELDS: Final = ("reasoning_content", "reasoning", "reasoning_details"
 KEPT_ONLY: Final = "thinking"
 
 
-def _args_json(arguments: Mapping[str, Any]) -> str:
+def args_json(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -102,7 +102,7 @@ def _assistant(message: Message, provider: str) -> dict[str, Any]:
             wire = {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": _args_json(call.arguments)},
+                "function": {"name": call.name, "arguments": args_json(call.arguments)},
             }
             entry["tool_calls"].append(wire)
             calls[call.id] = wire
