@@ -37,12 +37,9 @@ __all__ = [
     "RARE_WORDS",
     "REDACTED",
     "TextScrubber",
-    "assignments",
     "bare",
     "is_secret_name",
     "is_secret_param",
-    "mentions_name",
-    "named_secret",
     "scrub_text",
 ]
 
@@ -184,7 +181,7 @@ def is_secret_name(name: str, after: str = '"') -> bool:
     token and the other common words count where the name shows them whole (followed by
     ``_``, ``-`` or its end), so that a pre-test of a text finds every secret name by a
     literal."""
-    return _anchored((name + after).translate(_ASCII_LOWER)) and named_secret(name)
+    return _anchored((name + after).translate(_ASCII_LOWER)) and _named_secret(name)
 
 
 #: Names that carry a credential in a URL's query though they name none elsewhere (Google's
@@ -199,13 +196,13 @@ def is_secret_param(name: str) -> bool:
     return name.lower() in QUERY_NAMES or is_secret_name(name, "=")
 
 
-def mentions_name(low: str) -> bool:
+def _mentions_name(low: str) -> bool:
     """False when the lowered ``low`` certainly gives no value to a secret name (or query
-    parameter): ``assignments`` would leave it as it is."""
+    parameter): ``_assignments`` would leave it as it is."""
     return _anchored(low) or any(literal in low for literal in _QUERY_LITERALS)
 
 
-def named_secret(name: str) -> bool:
+def _named_secret(name: str) -> bool:
     """The word rule alone (no look at the character after the name): a word of ``name`` is a
     secret one, no later word says the name describes the secret (``key_id``, ``token_type``),
     and the word before does not make it a lookup key or a piece of text (``sort_key``,
@@ -227,7 +224,7 @@ def named_secret(name: str) -> bool:
     return False
 
 
-def assignments(text: str, placeholder: Callable[[str], str]) -> str:
+def _assignments(text: str, placeholder: Callable[[str], str]) -> str:
     """``text`` with the values given to its secret names replaced by ``placeholder(value)``."""
     if "=" not in text and ":" not in text:
         return text
@@ -281,8 +278,8 @@ class TextScrubber:
         out = text
         if self._values.search(out) is not None:
             out = self._values.sub(self._replace, out)
-        if mentions_name(out.lower()):  # a wider lowering than a name's: a pre-test only
-            out = assignments(out, self.placeholder)
+        if _mentions_name(out.lower()):  # a wider lowering than a name's: a pre-test only
+            out = _assignments(out, self.placeholder)
         return text if out == text else out
 
     def _replace(self, match: re.Match[str]) -> str:
