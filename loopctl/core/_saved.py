@@ -41,17 +41,19 @@ from pydantic_core import to_json
 
 from loopctl.core.conversation import Pending
 from loopctl.core.messages import Message
-from loopctl.core.snapshot import (
-    CONTENT_HEADS,
-    PENDING_HEAD,
-    SEALED_HEAD,
-    MachineSnapshot,
-    checksum_tail,
-    needed_version,
-)
+from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, MachineSnapshot, needed_version
 
 __all__ = ["SavedForm", "restored", "restored_json"]
 
+#: The JSON up to the first message: the content's in version 1 and in version 2, a sealed text's.
+_HEADS: Final = tuple(
+    f'{{"format":"{SNAPSHOT_FORMAT}","version":{v},"history":['.encode()
+    for v in (1, 2, SNAPSHOT_VERSION)
+)
+CONTENT_HEADS: Final = _HEADS[:2]
+SEALED_HEAD: Final = _HEADS[2]
+#: Between the last message of history and the first of pending.
+PENDING_HEAD: Final = b'],"pending":['
 _MESSAGE_JSON: Final = Message.__pydantic_serializer__.to_json
 _TO_JSON: Final = to_json
 Hash = Any  # hashlib's sha256 object (its type is private)
@@ -190,7 +192,7 @@ class SavedForm:
     ) -> str:
         """The sealed text: the content with version 3 in its head and its checksum last."""
         checksum = self.checksum(history, pending, small)
-        end = _end(small)[:-1] + checksum_tail(checksum)
+        end = _end(small)[:-1] + b',"checksum":"' + checksum.encode() + b'"}'
         return self._joined(SEALED_HEAD, end).decode()
 
     def _joined(self, head: bytes, end: bytes) -> bytes:

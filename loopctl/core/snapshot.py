@@ -54,15 +54,11 @@ from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 from loopctl.core.values import value_problem
 
 __all__ = [
-    "CONTENT_HEADS",
-    "PENDING_HEAD",
-    "SEALED_HEAD",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "SNAPSHOT_VERSIONS",
     "Exchange",
     "MachineSnapshot",
-    "checksum_tail",
     "nonfinite_problem",
     "snapshot_problem",
 ]
@@ -74,25 +70,10 @@ SNAPSHOT_VERSION: Final = 3
 SNAPSHOT_VERSIONS: Final = (1, 2, 3)
 #: The highest version of a snapshot's content (without its checksum).
 CONTENT_VERSION: Final = 2
-#: The content's JSON up to its first message, in version 1 and in version 2.
-CONTENT_HEADS: Final = tuple(
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{v},"history":['.encode() for v in (1, 2)
-)
-#: A sealed snapshot's JSON up to its first message.
-SEALED_HEAD: Final = (
-    f'{{"format":"{SNAPSHOT_FORMAT}","version":{SNAPSHOT_VERSION},"history":['.encode()
-)
-#: Between the last message of history and the first of pending.
-PENDING_HEAD: Final = b'],"pending":['
 #: The value types that hold no number JSON cannot write (``nonfinite_problem``).
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
 #: The part kinds version 1 lacks.
 _MODERN: Final = frozenset({"thinking", "provider"})
-
-
-def checksum_tail(checksum: str) -> bytes:
-    """The end of a sealed snapshot's JSON: its checksum, last."""
-    return b',"checksum":"' + checksum.encode() + b'"}'
 
 
 def needed_version(*conversations: Sequence[Message]) -> int:
