@@ -15,7 +15,7 @@ the figures for a ``python -m benchmarks`` entry point.
 (b) Saving and restoring a machine of 10,000 messages (``model_dump_json`` plus
     ``LoopMachine.model_validate_json``); the goal is at most 50 ms. Also shown: the consistency
     check restore runs over the conversation, and ``digest()`` (which traces take after every
-    feed), each cold (a freshly restored machine) and again after one more feed.
+    feed) of a freshly restored machine and again after one more feed.
 """
 
 from __future__ import annotations
@@ -147,9 +147,10 @@ class _Timings:
 def save_restore(size: int, repeats: int) -> dict[str, float]:
     """Median ms (wall and CPU) to save and to restore a machine holding ``size`` messages.
 
-    Each repeat restores a fresh machine, so its first save and first digest are cold (every
-    message serialized); "after a feed" is the same machine after one more message, which is
-    what a driver that saves every turn, or a trace that digests every feed, pays.
+    Each repeat restores a fresh machine; its first save and first digest reuse the JSON the
+    restore encoded to check the checksum; "after a feed" is the same machine after one more
+    message, which is what a driver that saves every turn, or a trace that digests every feed,
+    pays.
     """
     machine = LoopMachine(history(size))
     machine.accept_input("One more question.")
