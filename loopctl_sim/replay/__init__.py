@@ -26,40 +26,31 @@ simulator does) and ``loopctl_sim.trace``; never the property, fuzz or command-l
 from loopctl_sim.replay.continuation import ResumeResult, resume_trace, resume_trace_async
 from loopctl_sim.replay.diff import TraceDiff, diff_traces
 from loopctl_sim.replay.driver import replay_agent, replay_driver
-from loopctl_sim.replay.export import export_test, write_test
-from loopctl_sim.replay.fork import Edits, ForkDiverged, ForkError, ForkPointError, fork, fork_async
-from loopctl_sim.replay.machine import DIGEST_EVERY, replay_trace
-from loopctl_sim.replay.report import Divergence, RecentFeed, ReplayResult, pretty, unified_diff
-from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
-from loopctl_sim.replay.update import NeedsModel, UpdateResult, update_trace
+from loopctl_sim.replay.export import export_test
+from loopctl_sim.replay.fork import Edits, ForkDiverged, ForkError, ForkPointError, fork
+from loopctl_sim.replay.machine import replay_trace
+from loopctl_sim.replay.report import Divergence, ReplayResult
+from loopctl_sim.replay.resume import ResumeError, resume_point
+from loopctl_sim.replay.update import update_trace
 
 __all__ = [
-    "DIGEST_EVERY",
     "Divergence",
     "Edits",
     "ForkDiverged",
     "ForkError",
     "ForkPointError",
-    "NeedsModel",
-    "RecentFeed",
     "ReplayResult",
     "ResumeError",
-    "ResumePoint",
     "ResumeResult",
     "TraceDiff",
-    "UpdateResult",
     "diff_traces",
     "export_test",
     "fork",
-    "fork_async",
-    "pretty",
     "replay_agent",
     "replay_driver",
     "replay_trace",
     "resume_point",
     "resume_trace",
     "resume_trace_async",
-    "unified_diff",
     "update_trace",
-    "write_test",
 ]

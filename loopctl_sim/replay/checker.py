@@ -236,8 +236,7 @@ class Checker(LoopObserver):
                 live,
             )
         if rec.step != step and not (
-            rec.scrubbed
-            and self.same(to_jsonable_python(rec.step), to_jsonable_python(step), True)
+            rec.scrubbed and self.same(to_jsonable_python(rec.step), to_jsonable_python(step), True)
         ):
             at = f"turn {self.turn}: " if self.turn else ""
             self.fail(

@@ -34,6 +34,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from pydantic_core import to_jsonable_python
+
 from loopctl.core import AcceptInput, Cancel, Inject, LoopMachine, MachinePolicy, Message
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
@@ -63,7 +65,6 @@ from loopctl_sim.trace import (
     StepRecord,
     TraceFormatError,
     TraceReader,
-    brain_fields,
     default_scrubber,
 )
 
@@ -300,7 +301,7 @@ def _continued(
             "snapshot",
             f"{exc} in the replay",
             {"continues": rec.continues},
-            None if previous is None else brain_fields(BrainSummary.of(previous)),
+            None if previous is None else to_jsonable_python(BrainSummary.of(previous)),
         )
     if checker.digests and machine.digest() != rec.continues:
         why, named, found = continuation_divergence(rec.continues, rec.brain, machine)

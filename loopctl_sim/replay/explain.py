@@ -25,8 +25,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from pydantic_core import to_jsonable_python
+
 from loopctl.core import LoopMachine
-from loopctl_sim.trace import BrainSummary, brain_fields
+from loopctl_sim.trace import BrainSummary
 
 __all__ = [
     "LONG",
@@ -174,7 +176,7 @@ def continuation_divergence(
     """A header that continues the previous run names another brain than the replayed run's
     ``next_run()`` (``machine``): the sentence, with the small fields that differ, and both
     sides (digest and brain summary) for the report."""
-    expected = brain_fields(recorded)
+    expected = to_jsonable_python(recorded)
     actual = BrainSummary.of(machine).model_dump(mode="json")
     changes = brain_changes(expected, actual)
     how = ": " + ", ".join(changes) if changes else " (inside its messages or loop window)"

@@ -38,7 +38,6 @@ from loopctl_sim.trace import (
     StepRecord,
     TraceFormatError,
     TraceReader,
-    brain_fields,
     end_outcome,
 )
 
@@ -277,7 +276,7 @@ class _MachineReplay:
         digest = machine.digest()
         if digest == rec.digest:
             return
-        expected_brain = brain_fields(rec.brain)
+        expected_brain = to_jsonable_python(rec.brain)
         actual_brain = BrainSummary.of(machine).model_dump(mode="json")
         changes = brain_changes(expected_brain, actual_brain)
         how = (

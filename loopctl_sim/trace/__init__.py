@@ -24,13 +24,11 @@ it import from each other's modules, never from the package, so the package impo
 """
 
 from loopctl_sim.trace.feeds import FeedCodecError, decode_feed, encode_feed
-from loopctl_sim.trace.files import STDIN, display_name, is_gzip_name, lines_of, open_for_reading
+from loopctl_sim.trace.files import STDIN, is_gzip_name, lines_of, open_for_reading
 from loopctl_sim.trace.reader import TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
 from loopctl_sim.trace.records import (
     RECORD,
-    TRACE_FORMAT,
-    TRACE_VERSION,
     BrainSummary,
     ContinuationError,
     EndRecord,
@@ -41,14 +39,12 @@ from loopctl_sim.trace.records import (
     RunError,
     StepRecord,
     TraceFormatError,
-    brain_fields,
     trace_json_schema,
 )
 from loopctl_sim.trace.scrub import (
     REDACTED,
     Scrubber,
     default_scrubber,
-    might_hold_secrets,
     scrub,
     scrub_text,
     without_fingerprints,
@@ -59,8 +55,6 @@ __all__ = [
     "RECORD",
     "REDACTED",
     "STDIN",
-    "TRACE_FORMAT",
-    "TRACE_VERSION",
     "BrainSummary",
     "ContinuationError",
     "EndRecord",
@@ -78,15 +72,12 @@ __all__ = [
     "TraceRecorder",
     "TraceWriteError",
     "TraceWriter",
-    "brain_fields",
     "decode_feed",
     "default_scrubber",
-    "display_name",
     "encode_feed",
     "end_outcome",
     "is_gzip_name",
     "lines_of",
-    "might_hold_secrets",
     "open_for_reading",
     "read_trace",
     "scrub",

@@ -82,7 +82,6 @@ __all__ = [
     "RunError",
     "StepRecord",
     "TraceFormatError",
-    "brain_fields",
     "trace_json_schema",
 ]
 
@@ -313,11 +312,6 @@ def trace_json_schema() -> dict[str, Any]:
     schema = RECORD.json_schema()
     schema["title"] = f"loopctl trace record (format {TRACE_FORMAT!r}, version {TRACE_VERSION})"
     return schema
-
-
-def brain_fields(brain: BrainSummary | None) -> dict[str, Any] | None:
-    """A brain summary as data (None when the trace has none: version 1)."""
-    return None if brain is None else brain.model_dump(mode="json")
 
 
 class TraceFormatError(SimError):

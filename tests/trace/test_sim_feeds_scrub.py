@@ -28,11 +28,10 @@ from loopctl_sim.trace import (
     TraceWriter,
     decode_feed,
     encode_feed,
-    might_hold_secrets,
     scrub,
 )
 from loopctl_sim.trace.records import FEED_RECORDS
-from loopctl_sim.trace.scrub import LITERALS
+from loopctl_sim.trace.scrub import LITERALS, might_hold_secrets
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
 ERROR = LoopError(kind="rate_limited", message="slow down", retryable=True, status=429)
