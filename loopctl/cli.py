@@ -37,7 +37,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import httpx
@@ -212,7 +212,7 @@ def _clean(text: str) -> str:
     return visible(scrub_text(text))
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"error: {_clean(message)}", err=True)
     raise SystemExit(code)
 
@@ -301,7 +301,6 @@ def run(
         except MissingApiKeyError as exc:
             name = exc.error.details.get("provider", provider)
             _fail(f"no {name} API key: set the {exc.env_var} environment variable", 2)
-            return
     observers: list[LoopObserver] = []
     recorder: Any = None
     if trace is not None:
@@ -309,7 +308,6 @@ def run(
             from loopctl_sim import TraceRecorder
         except ImportError:
             _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
-            return
         metadata: dict[str, Any] = {"provider": provider, "model": model}
         if agent is None:  # a project's [tool.loopctl] agent is not this run's: replay says so
             metadata["builtin"] = "loopctl run"
@@ -320,11 +318,9 @@ def run(
             recorder = TraceRecorder(trace, metadata=metadata, snapshot_every=snapshot_every)
         except OSError as exc:  # before the run: nothing is lost by not starting it
             _fail(f"cannot write the trace {trace}: {exc.strerror or exc}", 2)
-            return
         observers.append(recorder)
     elif snapshot_every is not None:
         _fail("--snapshot-every goes with --trace", 2)
-        return
 
     out = StreamOutput(live=sys.stdout.isatty(), every_retry=verbose, clean=_clean)
     if agent is not None:
@@ -360,14 +356,12 @@ def run(
     except KeyboardInterrupt:
         out.finish()
         _fail("aborted (interrupted twice): the run did not finish", interrupts.exit_code)
-        return
     except Exception as exc:  # out of the agent's code (a compactor, a middleware): one line
         out.finish()
         if verbose:
             click.echo(_clean(logging.Formatter().formatException(sys.exc_info())), err=True)
         where = f"; the trace {trace} ends with it" if trace else ""
         _fail(f"the run raised {type(exc).__name__}: {exc}{where}", 1)
-        return
     finally:
         if recorder is not None:
             recorder.close()

@@ -12,10 +12,9 @@ missing or cannot be imported, or the file cannot be written.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from loopctl_sim.cli.common import die
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.replay.export import FuzzChecks, builtin_run, fuzz_scenario, write_test
 from loopctl_sim.sim import (
@@ -157,10 +156,8 @@ def export_test(
             checks=how,
         )
     except (AgentError, TraceFormatError, ScenarioError, ValueError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        die(str(exc))
     except OSError as exc:
-        click.echo(f"error: {exc.filename or trace}: {exc.strerror or exc}", err=True)
-        sys.exit(2)
+        die(f"{exc.filename or trace}: {exc.strerror or exc}")
     what = f"runs {found} with the campaign's checks" if found is not None else "replays the trace"
     click.echo(f"wrote {path} (it {what})")

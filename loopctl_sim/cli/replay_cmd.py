@@ -227,9 +227,7 @@ def _with_agent(
                     echo(updated.summary())
                 continue
             result = replay_agent(trace, agent, tools=tools_mode, compactor=compactor_mode)
-        except AgentError as exc:
-            die(str(exc))
-        except ValueError as exc:  # a bad --tools list
+        except (AgentError, ValueError) as exc:  # ValueError: a bad --tools list
             die(str(exc))
         except TraceFormatError as exc:
             worst = 2

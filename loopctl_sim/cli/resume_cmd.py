@@ -122,9 +122,7 @@ def resume(
     try:
         with interrupts:
             resumed = asyncio.run(go())
-    except TraceFormatError as exc:
-        die(str(exc))
-    except AgentError as exc:
+    except (TraceFormatError, AgentError) as exc:
         die(str(exc))
     except ResumeError as exc:
         die(f"cannot resume: {exc}", 1)

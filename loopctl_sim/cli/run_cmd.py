@@ -209,9 +209,7 @@ def _agent(
 ) -> None:
     try:
         result: AgentRun = run_agent(sc.agent_world(), trace_path, created=created)
-    except AgentError as exc:
-        die(f"{path}: {exc}")
-    except ValueError as exc:  # a tools list that names no tool of the agent
+    except (AgentError, ValueError) as exc:  # ValueError: a tools list naming no tool of it
         die(f"{path}: {exc}")
     except AgentRunError as exc:
         message = f"{type(exc.error).__name__}: {exc.error}"
