@@ -2,15 +2,11 @@
 model the exploring one (seeded by the same seed), its faults a swarm drawn as for the built-in
 world.
 
-What the generator needs to know of the agent (its tool names, the context window its configs
-give) is read once per process from a loop the factory builds (``AgentProfile``), never
-guessed. Tools listed in ``FuzzConfig.exempt`` are never named by a tool fault (and the scenario
-marks them ``faults: false``, so no fault placed by call index strikes them either); the
-``FuzzConfig.tools`` mode becomes each tool's ``mode`` in the scenario, so the saved scenario
-runs the tools as the campaign did.
-
-As in ``loopctl_sim.fuzz.case``, ``random.Random(seed)`` alone decides, and the order of draws
-is part of the campaign's output.
+What the generator needs to know of the agent (its tool names, its context window) is read once
+per process from a loop the factory builds (``AgentProfile``), never guessed. Tools in
+``FuzzConfig.exempt`` are never faulted (the scenario marks them ``faults: false``); the
+``FuzzConfig.tools`` mode becomes each tool's ``mode``, so the saved scenario runs the tools as
+the campaign did. The order of draws is part of the campaign's output.
 """
 
 from __future__ import annotations

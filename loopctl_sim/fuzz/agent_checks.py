@@ -1,31 +1,23 @@
 """The checks run on one case of the user's own agent, at driver level; the first failure is
-reported, as for the built-in world (``loopctl_sim.fuzz.checks``, whose ``Failure`` and
-``CaseResult`` these are):
+reported, as for the built-in world (``loopctl_sim.fuzz.checks``):
 
 1. **invariants** after every step and feed of the real loop (``DriverChecker``), exact resume
-   at every crash (the brain restored into a fresh loop the factory builds);
-2. **nothing escapes the run**: an exception out of ``run()`` (a tool's, a hook's, a
-   middleware's, a compactor's, or the engine refusing what the agent fed it) is a failure;
-   so is one the dispatcher turned into an error result, unless the tool declared it
-   (``@tool(raises=...)``; ``loopctl_sim.fuzz.crashes``): a tool that crashes on input its
-   schema allows, a tool hook or tool middleware that raises;
+   at every crash;
+2. **nothing escapes the run**: an exception out of ``run()``, or one the dispatcher turned into
+   an error result unless the tool declared it (``@tool(raises=...)``; ``fuzz.crashes``);
 3. **no tool call runs twice**, except one a crash interrupted after it ran;
-4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it (the
-   next run on the same history, a scripted model, no faults) completes, unless the faults left
-   the context over the compaction line;
-5. **the user's checks** (``module:function``, ``loopctl_sim.fuzz.user_checks``) on the run's
-   result and trace;
-6. **determinism**: the case runs again and both traces (fixed creation time, durations left
-   out) must be equal, byte for byte. Where the first difference is a tool's result, the
-   agent's tools are not deterministic: that is a failure only when they were declared
-   deterministic; otherwise the case says it could not check determinism (``notes``), and the
-   crash check below is skipped, which needs the same run twice;
-7. **crash/restore**: the case runs again with one more crash at a random step; outcome,
-   history and final digest must equal the uninterrupted run's.
+4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it
+   completes, unless the faults left the context over the compaction line;
+5. **the user's checks** (``module:function``) on the run's result and trace;
+6. **determinism**: a second run's trace must be equal byte for byte. Where the first
+   difference is a tool's result, the agent's tools are not deterministic: a failure only when
+   they were declared deterministic; otherwise a note, and the crash check (which needs the same
+   run twice) is skipped;
+7. **crash/restore**: one more crash at a random step; outcome, history and final digest must
+   equal the uninterrupted run's.
 
-A case arrives with the exploring model; ``scripted`` turns a failing case's run into the same
-scenario with the replies it got written out, which is what the shrinker cuts down and what a
-reproducer holds.
+``scripted`` turns a failing case's run into the same scenario with the exploring model's
+replies written out: what the shrinker cuts down and what a reproducer holds.
 """
 
 from __future__ import annotations

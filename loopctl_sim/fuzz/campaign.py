@@ -1,26 +1,15 @@
 """Fault-injection campaigns: many seeded worlds, checked at every step.
 
-A campaign takes a range of seeds; each seed becomes one case, of one of three targets:
+Each seed becomes one case of one of three targets: the built-in world at machine level
+(``fuzz.case``, checked by ``fuzz.checks``), the same world through the real ``BareLoop``
+(``FuzzConfig.level = "driver"``), or the user's own agent (``FuzzConfig.agent``:
+``fuzz.agent_case`` and ``fuzz.agent_checks``).
 
-- the built-in world at machine level (``loopctl_sim.fuzz.case``: a scenario of about 20 turns
-  with scripted replies, builtin tools and a swarm of random faults, the brain driven by the
-  machine-level simulator), checked five ways (``loopctl_sim.fuzz.checks``: invariants at every
-  step and feed, determinism, exact crash/restore, liveness with a heal run, nothing raises);
-- the same world at driver level (``FuzzConfig.level = "driver"``): the real ``BareLoop``'s
-  retries, dispatch, compaction and resume, the same checks made from outside the driver;
-- the user's own agent (``FuzzConfig.agent``: ``loopctl_sim.fuzz.agent_case`` and
-  ``agent_checks``): their loop, the exploring model, their tools live or simulated, with the
-  checks of the built-in world plus: no tool call runs twice, nothing escapes the run.
-
-This module owns what happens around the cases: parsing the command line's seed and fault
-ranges, what a failing seed leaves behind (its trace and scenario saved to ``out``, then shrunk
-with ``loopctl_sim.fuzz.shrink`` to a minimal scenario whose trace ``loopctl-sim replay`` replays
-(``--agent``, with ``CaseResult.replay_tools``, for an agent) and whose YAML ``loopctl-sim run``
-runs), and the summary of a whole campaign. Where the seeds run, in this process or spread over
-``workers`` processes in chunks, is ``loopctl_sim.fuzz.executors``. A passing seed's trace is
-dropped as soon as it is checked: a campaign keeps only counts and its failures.
-
-``CaseResult`` and ``FuzzConfig`` are re-exported here for the command line's imports.
+This module owns what happens around the cases: parsing the seed and fault ranges, what a
+failing seed leaves behind (its trace and scenario saved to ``out``, then shrunk to a minimal
+reproducer that ``loopctl-sim replay`` and ``loopctl-sim run`` take), and the summary of a whole
+campaign. Where the seeds run is ``fuzz.executors``. A passing seed's trace is dropped as soon
+as it is checked: a campaign keeps only counts and its failures.
 """
 
 from __future__ import annotations
@@ -333,14 +322,11 @@ def run_campaign(
     state: CampaignState | None = None,
 ) -> CampaignSummary:
     """Check every seed, in chunks: in this process, in ``workers`` processes, or on
-    ``executor`` (a Dask cluster: ``loopctl_sim.fuzz.cluster``); ``on_result`` sees each case
-    as its chunk comes back.
+    ``executor`` (a Dask cluster); ``on_result`` sees each case as its chunk comes back.
 
-    With ``state`` (``loopctl_sim.fuzz.state``), the chunks it holds are not run again (their
-    summaries come from it, in its chunk size) and each chunk is recorded once its failures'
-    files are written. Chunks are merged into the summary in seed order whatever order they
-    finish in, and a chunk that comes back twice (a lost worker's, run again) counts once: the
-    summary is the same for every executor, worker count and resumption.
+    With ``state``, the chunks it holds are not run again and each chunk is recorded once its
+    failures' files are written. Chunks are merged in seed order and a chunk that comes back
+    twice counts once: the summary is the same for every executor, worker count and resumption.
     """
     seed_list = list(seeds)
     if state is not None:

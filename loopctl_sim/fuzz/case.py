@@ -1,16 +1,13 @@
 """The case generator: a seed becomes one world to check, a scenario with random faults.
 
 Every seed fully determines its case through ``random.Random(seed)`` alone (no global randomness,
-no clock), so a failing seed is its own reproducer: ``loopctl-sim fuzz --seeds N:N+1`` rebuilds
-the same world anywhere. A case is a scenario of about ``FuzzConfig.turns`` model replies with
-builtin tools, and, swarm-style, a random subset of the enabled fault kinds placed at random model
-requests, tool calls and steps: a seed that enables few kinds drives those few hard, which a
-campaign that always enables all of them would not.
+no clock), so a failing seed is its own reproducer. A case is a scenario of about
+``FuzzConfig.turns`` model replies with builtin tools and, swarm-style, a random subset of the
+enabled fault kinds placed at random model requests, tool calls and steps: a seed that enables
+few kinds drives those few hard.
 
-This module only decides what a world is; running and checking it is ``loopctl_sim.fuzz.checks``.
 The order of every ``rng`` draw here is part of the campaign's output (the same seeds must give
-the same summary), so a change of order is a change of behaviour. The loop segments and loop
-policies of ``loopctl_sim.fuzz.loops`` draw from a stream of their own.
+the same summary). The loop segments of ``fuzz.loops`` draw from a stream of their own.
 """
 
 from __future__ import annotations

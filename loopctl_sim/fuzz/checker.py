@@ -1,17 +1,13 @@
 """Check 1 of a case, the invariants: a recording brain that is checked at every step and feed.
 
-``CheckingMachine`` is a ``RecordingMachine`` (so the checked run is also the recorded trace a
-failure is saved as) that, around each call the simulator makes, runs the pure checkers of
-``loopctl_sim.props.invariants``: before every step the machine as a whole (provider-valid
-conversation, step/state agreement); after every step the step itself, the transition table,
-the decision order in ``Start`` and terminal stickiness, and that no tool call id is dispatched
-twice; after every feed its transition and stickiness, plus the commit, salvage and compaction
-commit rules where they apply; at every crash, that the restored brain resumes exactly.
+``CheckingMachine`` is a ``RecordingMachine`` (the checked run is also the trace a failure is
+saved as) that runs the pure checkers of ``loopctl_sim.props.invariants`` around each call the
+simulator makes: the machine before every step, the step and its transition after it, each
+feed's transition and commit rules, and exact resume at every crash.
 
-Checking inside the run, not afterwards over the trace, is what lets a failure name the first
-step or feed that broke a promise. The first problem raises ``Violation``, which
-``loopctl_sim.fuzz.checks`` turns into a ``Failure``. The checkers are looked up on the
-``invariants`` module at every call, so a test can plant a bug in one with ``monkeypatch``.
+Checking inside the run, not afterwards over the trace, lets a failure name the first step or
+feed that broke a promise. The checkers are looked up on the ``invariants`` module at every
+call, so a test can plant a bug in one with ``monkeypatch``.
 """
 
 from __future__ import annotations

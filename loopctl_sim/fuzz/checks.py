@@ -1,21 +1,16 @@
 """The checks run on one case: each case is checked five ways, and the first failure is reported.
 
-1. **invariants**: the brain is checked after every step and every feed (``CheckingMachine`` of
-   ``loopctl_sim.fuzz.checker``), exact resume included at every crash;
-2. **determinism**: the case runs twice and both traces (with the fixed creation time
-   ``CREATED``) must be equal byte for byte; at driver level the second run watches the stream,
-   so the driver streams and folds the replies the first took whole (the same run either way);
-3. **crash/restore**: the case runs again with a crash (snapshot, drop, restore) at a random step
-   boundary (``crash_variant``); outcome, history and final digest must equal the uninterrupted
-   run's;
-4. **liveness**: the faulted run must end within a bound of steps (no endless compaction or
-   retries), and then a *heal* run (the next run on the same history, no faults) must complete;
-5. nothing raises: a ``ProtocolError`` or any other exception out of the sim is a failure.
+1. **invariants** after every step and feed (``CheckingMachine``), exact resume at every crash;
+2. **determinism**: a second run's trace (fixed creation time ``CREATED``) must be equal byte
+   for byte; at driver level the second run watches the stream, so the driver streams and folds
+   the replies the first took whole;
+3. **crash/restore**: a run with one more crash (``crash_variant``) must end with the same
+   outcome, history and digest;
+4. **liveness**: the faulted run ends within a bound of steps, then a *heal* run completes;
+5. nothing raises out of the sim.
 
-Every failure is data, a ``Failure`` in the ``CaseResult``, never an exception: the campaign
-keeps going, and the shrinker compares failures by ``Failure.signature`` to keep a smaller world
-only when it fails the same way. ``check_case`` takes the scenario to check separately from the
-case, because the shrinker checks many candidate scenarios against one case's crash point.
+Every failure is data, a ``Failure`` in the ``CaseResult``: the campaign keeps going, and the
+shrinker keeps a smaller world only when it fails the same way (``Failure.signature``).
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import functools
 import io
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -47,7 +42,7 @@ from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
 from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
-from loopctl_sim.sim.faults import Fault, FaultPlan
+from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import ModelScript, World
@@ -107,32 +102,6 @@ class CaseResult:
     crash_at: float = 0.5
 
 
-class _CountingPlan(FaultPlan):
-    """A fault plan that counts the faults that actually struck, by kind."""
-
-    def __init__(self, faults: Sequence[Fault]) -> None:
-        super().__init__(faults)
-        self.fired: Counter[str] = Counter()
-
-    def model_fault(self, request: int) -> Fault | None:
-        f = super().model_fault(request)
-        if f is not None:
-            self.fired[f.kind] += 1
-        return f
-
-    def tool_fault(self, index: int, name: str, nth_of_name: int) -> Fault | None:
-        f = super().tool_fault(index, name, nth_of_name)
-        if f is not None:
-            self.fired[f.kind] += 1
-        return f
-
-    def run_faults(self, step: int) -> list[Fault]:
-        found = super().run_faults(step)
-        for f in found:
-            self.fired[f.kind] += 1
-        return found
-
-
 def _bound(world: World) -> int:
     """Steps a run may take before it counts as a livelock."""
     turns = min(world.policy.max_turns, len(world.model.replies) + 2)
@@ -155,10 +124,8 @@ def _sim(
         metadata=meta,
         created=CREATED,
     )
-    run = SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec)
-    plan = _CountingPlan(world.faults)
-    run.plan = plan
-    return run.go(), plan.fired
+    result = SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec).go()
+    return result, result.fired
 
 
 def _sim_driver(

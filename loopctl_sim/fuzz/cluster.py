@@ -1,20 +1,14 @@
 """A campaign's seed chunks on a Dask cluster (``loopctl-sim fuzz --cluster``).
 
-This module owns what the cluster adds to a campaign and nothing of the campaign itself: what
-``--cluster`` names (a scheduler's address, or ``local[:N]``: a ``LocalCluster`` of ``N`` worker
-processes that this process starts and stops), connecting with a short timeout so that an
-unreachable scheduler is one line naming its address, asking every worker up front whether it can
-run the campaign (the agent's and the checks' modules must import there), and the executor
-(``loopctl_sim.fuzz.executors.Executor``) that sends chunks out as Dask futures and hands each
-result back to the campaign as it completes. The campaign (``loopctl_sim.fuzz.campaign``) merges
-them in seed order and writes failing seeds' files on this machine, so a cluster gives the same
-summary and the same files as one process.
+This module owns what the cluster adds: what ``--cluster`` names (a scheduler's address, or
+``local[:N]``: a ``LocalCluster`` this process starts and stops), connecting with a short
+timeout, asking every worker up front whether it can run the campaign, and the executor that
+sends chunks out as Dask futures. The campaign merges results in seed order and writes failing
+seeds' files on this machine, so a cluster gives the same summary and files as one process.
 
-Why Dask distributed rather than a home-made queue: it already schedules, balances, notices a
-lost worker and runs its tasks again elsewhere (a chunk that comes back twice counts once: the
-campaign dedupes by chunk index), and it runs the same on a laptop (``LocalCluster``) and on a
-swarm. It is an optional extra (``pip install 'loopctl[dask]'``) imported only here and only when
-a cluster is asked for, so ``loopctl_sim`` works without it.
+Why Dask rather than a home-made queue: it already schedules, balances, and runs a lost worker's
+tasks again elsewhere (the campaign dedupes by chunk index), on a laptop and on a swarm alike.
+It is an optional extra (``loopctl[dask]``) imported only here, only when a cluster is asked for.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Crashes the dispatcher hides: a tool, a tool hook or a tool middleware that raised.
 
-The dispatcher turns any exception out of a tool call into an error result the model reads
-(``tool 'pay' raised ZeroDivisionError: ...``), so the run goes on and nothing escapes it: a
-campaign that only watched for escapes would never report a tool that crashes on input its
-schema allows. As Hypothesis does for a test, a campaign takes every such exception for a
-finding unless it was declared expected: a tool declares the exceptions it raises on purpose to
-refuse an input (``@tool(raises=ValueError)``; ``ToolError`` always is). A hook or a tool
-middleware declares none: an exception out of one is a bug in it.
-
-The exceptions are seen where the dispatcher reports them: the ``tool_result`` event of each call
-carries the exceptions turned into its error result (``IoEvent.raised``; the text the model reads
-holds only their type and message). A ``CrashWatch`` is an observer of the checked runs.
+The dispatcher turns any exception out of a tool call into an error result the model reads, so
+the run goes on and nothing escapes it. As Hypothesis does for a test, a campaign takes every
+such exception for a finding unless it was declared expected (``@tool(raises=ValueError)``;
+``ToolError`` always is); a hook or a tool middleware declares none. ``CrashWatch`` reads them
+from each call's ``tool_result`` event (``IoEvent.raised``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """The invariants at driver level: ``CheckingMachine``'s checks, made from outside a real
-``BareLoop``.
+``BareLoop`` through its public seams.
 
-The machine-level fuzzer drives the brain itself, so it can check around every call it makes.
-A real driver (the built-in world through ``BareLoop``, or the user's own agent) is watched
-through its public seams instead:
+- ``DriverChecker.before_step`` (chained last into the loop's ``before_step``) checks the
+  machine right before the driver asks its next step and keeps the snapshot the decision is
+  judged against;
+- as an observer, ``step`` and ``feed`` check each step and feed; at a ``Done`` or ``Compact``
+  step it copies the brain, so the exit door and the compaction are judged against it;
+- ``run_started`` without an input is a resume after a crash: the brain must resume exactly,
+  and the calls it still has to dispatch may be dispatched again.
 
-- ``DriverChecker.before_step`` (chained last into the loop's ``before_step``, after the run's
-  faults struck) checks the machine as a whole right before the driver asks its next step, and
-  keeps the snapshot the decision is judged against;
-- the checker is an observer: ``step`` checks the step (``step_problems``), ``feed`` each feed
-  (``feed_problems``); at a ``Done`` or ``Compact`` step it copies the brain, so that the exit
-  door and the compaction that follow are judged against the brain just before them;
-- ``run_started`` without an input is a resume after a crash: the restored brain must resume
-  exactly (``check_resume``), and the calls it still has to dispatch may be dispatched again.
-
-The first problem raises ``Violation`` from inside the run (an observer's exception propagates
-out of ``run()``), so a failure names the step or feed that broke a promise, exactly as at
-machine level. The same checkers run (``loopctl_sim.fuzz.checker``), looked up on the
-``invariants`` module at every call.
+The first problem raises ``Violation`` out of ``run()``, naming the step or feed that broke a
+promise, as at machine level.
 """
 
 from __future__ import annotations

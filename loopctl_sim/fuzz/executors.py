@@ -1,21 +1,12 @@
 """The campaign's executors: where chunks of seeds run, in this process or in a pool of processes.
 
-A campaign is embarrassingly parallel (every seed is independent and deterministic), so all an
-executor does is run ``job`` on each chunk and hand each chunk's results to ``take`` as they come.
-It decides nothing about the results: the campaign's summary does not depend on the order chunks
-finish in (``loopctl_sim.fuzz.campaign`` sorts what it keeps), which is why ``--workers N`` gives
-the same summary as one process.
-
-Seeds go out in chunks rather than one by one so that a worker process's cost of receiving a job
-and sending back results is spread over many seeds; the chunk size keeps about eight chunks per
-worker, so a slow chunk near the end does not leave the other workers idle for long.
-
-The seam is one type, ``Executor``: a function of the job, the chunks and ``take``. Each chunk
-carries its place in the campaign (``Chunk.index``), so a result says which chunk it is the
-result of, whatever executor ran it and in whatever order: the campaign dedupes and merges by
-index (``loopctl_sim.fuzz.campaign``), and its state file records chunks by index
-(``loopctl_sim.fuzz.state``). Executors elsewhere (a Dask cluster: ``loopctl_sim.fuzz.cluster``)
-are the same kind of function.
+Every seed is independent and deterministic, so an executor only runs ``job`` on each chunk and
+hands each chunk's results to ``take`` as they come; the campaign sorts what it keeps, so
+``--workers N`` gives the same summary as one process. Seeds go out in chunks (about eight per
+worker) to spread a worker's per-job cost without leaving workers idle behind a slow chunk.
+Each chunk carries its place (``Chunk.index``), by which the campaign dedupes and merges and its
+state file records. An ``Executor`` is a function of the job, the chunks and ``take``; a Dask
+cluster (``fuzz.cluster``) is one too.
 """
 
 from __future__ import annotations

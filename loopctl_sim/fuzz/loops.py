@@ -1,30 +1,16 @@
 """Looping worlds: some fuzz seeds loop on purpose, so the brain's loop detector is judged.
 
 A world of ``make_case`` draws its calls at random: it almost never repeats one call, never
-alternates two, and its loop policy was one window for every seed. A detector that ignored
-ping-pongs, the policy's window or its own warning passed the whole campaign. So a share of the
-seeds (``FuzzLoops.looping`` out of 100) gets one loop segment written over part of its replies
-and its loop policy drawn for loops, both from ``LoopWeights`` (``loopctl_sim.props.loop_weights``,
-the table the property layer's looping programs read):
-
-==============  ===============================================================================
-pattern         the exchanges written over the replies
-==============  ===============================================================================
-``repeat``      one call, the same arguments, again and again
-``spaced``      one call again and again with other calls between (a small window hides it)
-``shuffled``    ``add`` again and again, its two arguments in either order (one call)
-``ping_pong``   A, B, A, B, ... (A's arguments now and then in the other order)
-``parallel``    exchanges holding the same call twice, or A and B together
-``noise``       nothing written: only the policy is drawn for loops
-==============  ===============================================================================
-
-The segment is long enough to escalate: past the repeat limit and on for as many exchanges
-again, so a ``warn`` run is warned and then failed. The window, the repeat limit and the
-``loop_action`` (every one of ``warn``, ``fail``, ``off``) come from the weights too.
+alternates two, and its loop policy was one window for every seed, so a detector that ignored
+ping-pongs, the window or its own warning passed the whole campaign. A share of the seeds
+(``FuzzLoops.looping`` out of 100) gets one loop segment written over part of its replies
+(``repeat``, ``spaced``, ``shuffled``, ``ping_pong``, ``parallel``, or ``noise``: only the policy)
+and its loop policy drawn for loops, both from ``LoopWeights``. The segment is long enough to
+escalate, so a ``warn`` run is warned and then failed.
 
 Everything here draws from its own ``random.Random`` derived from the seed, never from the
-case's own stream: the seeds that do not loop are the worlds they always were, and the order of
-this module's draws is part of the campaign's output (the same seeds give the same summary).
+case's stream: the seeds that do not loop are the worlds they always were, and the order of
+this module's draws is part of the campaign's output.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """A fault campaign at the MCP transport of the user's agent: for each seed, one of the agent's
-MCP servers gets one fault (``loopctl_sim.sim.mcp_faults``: it dies, answers slowly, answers
-something malformed, or changes its tool list mid-run) while the agent runs against the exploring
-model (``loopctl.testing.ExploringClient``, the seed's), and the run is recorded.
+MCP servers gets one fault (``loopctl_sim.sim.mcp_faults``: it dies, answers slowly or malformed,
+or changes its tool list mid-run) while the agent runs against the seed's exploring model.
 
-Two checks per seed, the issue's: the run ends typed (``run`` returns; a tool failure reaches
-the model as an error result, a run that cannot go on ends with the brain's typed ``failed``
-outcome), and its trace replays against the agent as it stands with the tools recorded, the
-server absent (``replay_agent(..., tools="recorded")``). A seed that fails either is a finding,
-its trace kept under ``out``.
-
-``random.Random(seed)`` alone draws the server, the fault, the call it strikes and the tool a
-list change drops; the exploring model's replies are a function of the seed too, so a finding's
-seed reruns it.
+Two checks per seed: the run ends typed (a tool failure reaches the model as an error result, a
+run that cannot go on ends ``failed``), and its trace replays against the agent with the tools
+recorded and the server absent. A failing seed's trace is kept under ``out``; the seed alone
+draws everything, so it reruns the finding.
 """
 
 from __future__ import annotations

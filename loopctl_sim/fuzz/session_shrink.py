@@ -1,17 +1,12 @@
 """Shrinking a failing session, and the session scenario file that holds one.
 
-A failing session is fixed first (its user's turns, the model's replies run by run, its faults:
-``loopctl_sim.sim.session.replayed_world``), then made smaller while the same check still
-fails, in the order that keeps a reproducer readable: whole user turns removed (ddmin; a turn
-goes with its run's replies and faults), then each remaining turn shortened (its cancel and
-interjection dropped, its text emptied or halved), then each run's model replies (ddmin), then
-the faults. Only then is the model's side touched: a conversation of two short turns explains
-itself better than one of five with fewer replies.
+A failing session is fixed first (``loopctl_sim.sim.session.replayed_world``), then made smaller
+while the same check still fails, in the order that keeps a reproducer readable: whole user
+turns removed, each remaining turn shortened, then each run's model replies, then the faults. A
+conversation of two short turns explains itself better than one of five with fewer replies.
 
-A session scenario (YAML) is what ``save_session_scenario`` writes and
-``load_session_scenario`` reads: the agent, the exploring seed, and the turns, each with its
-text and (optional) ``kind``, ``cancel_at``, ``interject``, ``replies`` (that run's model
-replies; given for one turn, the model is scripted for all) and ``faults``::
+A session scenario (YAML) holds the agent, the exploring seed, and the turns, each with its text
+and optional ``kind``, ``cancel_at``, ``interject``, ``replies`` and ``faults``::
 
     name: three customers
     agent: examples.support_agent.agent:build

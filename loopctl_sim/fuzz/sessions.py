@@ -1,31 +1,15 @@
 """Fuzzing sessions: many seeded conversations of the user's agent, checked across their runs.
 
-A seed becomes a session (``session_case``): the user (an ``ExploringUser`` of that seed writing
-``user_turns`` turns, or the user's own ``make_user(seed, turns)``), the model explored from the
-same seed run by run, and a swarm of the campaign's fault kinds drawn per run as a single-run
-campaign draws them (``loopctl_sim.fuzz.case.draw_fault``), next to the user-side ones the user
-itself brings (a cancel mid-run, input while tools run). ``random.Random(seed)`` alone decides.
+A seed becomes a session (``session_case``): the user (an ``ExploringUser`` of that seed, or the
+user's own ``make_user(seed, turns)``), the model explored from the same seed run by run, and a
+swarm of fault kinds drawn per run as a single-run campaign draws them. ``random.Random(seed)``
+alone decides.
 
-The checks, run on every session (``check_session``), in this order:
-
-- ``agent_error``: nothing escapes the agent's code in any run;
-- ``history_coherent``: after every run the history is a coherent conversation (every call has
-  its one result, no result without its call) and the brain restores from its saved JSON to
-  the same digest;
-- ``sees_previous_runs``: each run's first model request starts with the whole history the run
-  before left (unless a compaction replaced it);
-- ``salvage_keeps_runs``: the history after a run starts with the history before it, whatever
-  the run's outcome (a cancelled or failed run salvages, it does not forget);
-- ``cancel_resumable``: a run the user cancelled leaves a brain that saves, restores and starts
-  a next run;
-- ``deterministic``: the same seed, run again, gives the same brain after every run;
-- the user's checks (``module:function``, as ``--check``): ``check(session, records)`` with the
-  ``SessionRun`` and the records of the whole session's trace.
-
-A failing seed is shrunk (``loopctl_sim.fuzz.session_shrink``): user turns removed and shortened
-first, then the model's replies, then the faults. ``repeat``: each seed runs K times and every
-check reports how often it held (pass^k: the share of seeds where it held all K times), so a
-flaky agent is measured, not guessed.
+The checks (``SESSION_CHECKS``, in order): nothing escapes the agent; the history stays coherent
+and restores to the same digest; each run sees the runs before it; salvage keeps earlier runs;
+a cancelled run resumes; the same seed gives the same brains; then the user's checks
+(``check(session, records)``). A failing seed is shrunk (``fuzz.session_shrink``). ``repeat``
+runs each seed K times and reports pass^k per check, so a flaky agent is measured, not guessed.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """Shrinking a failing world to a minimal reproducer: delta debugging (ddmin).
 
-The oracle is the deterministic simulator: a candidate world "fails" when running it shows the
-same failure as the original (the caller's predicate decides what "the same" means, usually the
-failure kind and the invariant's code). ``ddmin`` (Zeller and Hildebrandt, 2002) removes chunks
-of a list, halving the chunk size whenever no chunk can go, until no single element can be
-removed: the result is 1-minimal.
+The oracle is the deterministic simulator: a candidate world "fails" when it shows the same
+failure as the original (the caller's predicate decides). ``ddmin`` (Zeller and Hildebrandt,
+2002) removes chunks of a list, halving the chunk size whenever no chunk can go: the result is
+1-minimal.
 
-``shrink_scenario`` applies it to a ``Scenario``: one list of units made of the scripted model
-replies, the scheduled faults and the tools, so a reply and the fault it needs shrink together
-(a removed tool is no longer advertised: calls of it are answered as unknown; an agent's tools
-are never removed, they are its own); then it tries to
-lower each remaining fault's ``times``. A removed reply shifts the later ones up: a
-fault placed by ``model_call`` then strikes another reply, which is fine, because the oracle
-re-runs every candidate.
+``shrink_scenario`` applies it to one list of units (the scripted replies, the faults and the
+tools, so a reply and the fault it needs shrink together; an agent's tools are its own and
+stay), then lowers each fault's ``times``. A removed reply shifts the later ones, which is fine:
+the oracle re-runs every candidate.
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """A campaign's state file (``--state campaign.json``): which chunks of seeds are done and what
-they found, so that a campaign stopped mid-way (the client killed, a worker lost, Ctrl-C) goes
-on where it was, without running a finished chunk again and without losing a failure.
+they found, so a campaign stopped mid-way goes on where it was, without running a finished chunk
+again and without losing a failure.
 
 The file is JSON Lines, only ever appended to::
 
     {"format": "loopctl-fuzz-state", "version": 1, "campaign": {...}, "chunk_size": 100, ...}
     {"chunk": 0, "seeds": [0, 99], "summary": {...}}
-    {"chunk": 3, "seeds": [300, 399], "summary": {...}}
 
-Why appended lines and not one JSON document: a campaign of a million seeds has ten thousand
-chunks, and a document rewritten after each one writes the whole file ten thousand times. A
-chunk's line (its summary, failures included: ``loopctl_sim.fuzz.summary``) is written, flushed
-and fsynced after the chunk's failure files are on disk, so a chunk the file calls done never
-lost a failure; a client killed while writing leaves at most a torn last line, which is dropped
-(that chunk runs again). Chunks are recorded as they finish, in any order.
+Appended lines, not one document: a million seeds are ten thousand chunks, and a rewritten
+document would be written ten thousand times. A chunk's line is fsynced after its failure files
+are on disk, so a chunk the file calls done never lost a failure; a torn last line is dropped
+(that chunk runs again).
 
-The first line says which campaign the file is of: the seeds, the options (``FuzzConfig``), the
-output folder and loopctl's version. Another campaign's state is refused with what differs:
-resuming under other options would add up two campaigns' counts. The chunk size is the state's
-own: results do not depend on it, but the chunks' indexes do, so a campaign resumed with
-another worker count or on a cluster keeps it. While a campaign runs it holds a lock on the
-file (``flock``), so a second client on the same state is refused instead of running every
-chunk twice.
+The first line says which campaign the file is of; another campaign's state is refused with
+what differs (resuming under other options would add up two campaigns' counts). The chunk size
+is the state's own, since the chunks' indexes depend on it. A running campaign holds a lock on
+the file (``flock``), so a second client is refused instead of running every chunk twice.
 """
 
 from __future__ import annotations

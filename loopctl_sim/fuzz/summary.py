@@ -1,10 +1,8 @@
 """A campaign's summary: what ran, what struck, how runs ended, and the failing seeds.
 
-Its own module because three places build one: the campaign adds each case's result, merges the
-chunks' summaries, and the state file (``loopctl_sim.fuzz.state``) writes a finished chunk's
-summary and reads it back when a campaign resumes. Every count is a sum, so the summary of a
-campaign does not depend on how its seeds were chunked, where the chunks ran or in what order
-they finished; the failing seeds are kept sorted by seed for the same reason.
+Every count is a sum and the failing seeds are kept sorted, so the summary does not depend on
+how the seeds were chunked, where the chunks ran or in what order they finished; the state file
+writes a chunk's summary and reads it back on resume.
 """
 
 from __future__ import annotations

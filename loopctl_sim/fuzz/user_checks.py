@@ -1,19 +1,15 @@
 """The user's own checks, like hypothesis invariants: ``--check mypkg.checks:no_budget_over_limit``.
 
-A check is a function of one run's result and its trace, run after every checked run of a
-campaign (the built-in world's and an agent's alike); a failing check is a failing seed, shrunk
-like any other (its signature is the check's name)::
+A check is a function of one run's result (an ``AgentRun`` for an agent, a ``SimResult`` for the
+built-in world) and its trace's records (the faulted run's and the heal run's), run after every
+checked run; a failing check is a failing seed, shrunk like any other::
 
     def no_budget_over_limit(result, trace):
         refunds = [r for r in trace if r.type == "io" and r.kind == "tool_call"
                    and r.data["name"] == "refund"]
         assert sum(r.data["arguments"].get("amount", 0) for r in refunds) <= 1000
 
-``result`` is the run's ``AgentRun`` (``loopctl_sim.sim.agent_run``) for an agent, its
-``SimResult`` for the built-in world: the outcome, the final brain, the counts. ``trace`` is the
-list of the trace's records (``loopctl_sim.trace``: headers, steps, feeds, io records, ends),
-the faulted run's and the heal run's. A check fails by raising (an ``AssertionError``, say) or
-by returning ``False`` or a message; ``None`` and ``True`` pass.
+A check fails by raising or by returning ``False`` or a message; ``None`` and ``True`` pass.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """loopctl's cassette rules for vcrpy: how a model call is matched and what is kept of it.
 
-A model call is matched on its method, its path and its body compared as parsed JSON
-(``MATCH_ON``): the host is left out, so a cassette recorded against one server (a local fake, a
-proxy, the real API) replays wherever the client points, but a changed prompt, tool schema or
-setting is a different request and never replays a stale answer. Key order and whitespace in the
-body do not matter; secrets compare by shape (``[REDACTED]``), so a cassette scrubbed under one
-scrub key still matches in CI under none.
+A model call is matched on its method, its path and its body as parsed JSON (``MATCH_ON``): the
+host is left out, so a cassette replays wherever the client points, but a changed prompt, tool
+schema or setting never replays a stale answer. Secrets compare by shape (``[REDACTED]``), so a
+cassette scrubbed under one scrub key still matches in CI under none.
 
-Nothing secret is kept (``scrub_request``/``scrub_response``, applied by vcrpy before a request is
-matched or an interaction is written): credential headers are dropped (a request header whose name
-holds ``key``, ``token``, ``secret``, ``auth``, ``passw``, ``credential`` or ``cookie``: gateways
-such as Portkey send keys in headers of their own), the URL's user and password become a
-placeholder, a query parameter so named keeps its name and loses its value, and request and
-response headers and bodies and the query string pass through
-``loopctl_sim.trace.scrub.Scrubber`` (the same secret shapes and key names a trace is scrubbed of,
-the user's ``LOOPCTL_SCRUB_PATTERNS`` included). A streamed body is scrubbed as its client reads
-it, each channel's deltas joined (``stream_scrub``): a key the model streams in pieces is whole
-there, and only there. None of this touches what a request is matched on. The functions take
-vcrpy's request objects and response dictionaries but import no vcrpy, so ``vcr_config()`` also
-serves pytest-recording's ``vcr_config`` fixture.
+Nothing secret is kept (``scrub_request``/``scrub_response``, applied before matching and
+writing): credential headers are dropped (gateways send keys in headers of their own), the URL's
+user and password and secret-named query values become placeholders, and headers, bodies and the
+query string pass through the trace ``Scrubber``. A streamed body is scrubbed with each channel's
+deltas joined (``stream_scrub``): a key streamed in pieces is whole only there. The functions
+import no vcrpy, so ``vcr_config()`` also serves pytest-recording's ``vcr_config`` fixture.
 """
 
 from __future__ import annotations

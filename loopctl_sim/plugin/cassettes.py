@@ -1,33 +1,19 @@
 """Cassettes for loopctl's model clients: vcrpy with loopctl's rules, record modes, loud misses.
 
-``use_cassette(path)`` is the one entry (the pytest plugin's ``loopctl_cassette`` marker and
-fixture use it too): within it every httpx request is answered from the cassette at ``path``, or
-recorded into it, as the record mode says. It adds three things to vcrpy:
+``use_cassette(path)`` is the one entry (the plugin's ``loopctl_cassette`` marker and fixture use
+it too). It adds three things to vcrpy:
 
-- loopctl's rules (``cassette_rules``): model calls matched on method, path and the JSON body,
-  secrets scrubbed from everything written;
-- streams replayed chunk by chunk: vcrpy hands a recorded body back in one piece, so a stream's
-  parser would never see an event arrive alone; here a replayed (or just recorded) body reaches
-  the client one server-sent event or one JSON line at a time, as a server sends it;
-- misses that cannot be swallowed: a request the cassette cannot answer raises ``CassetteMiss``
-  in the transport (the model client or driver may turn that into a failed run) and is kept on
-  the session; leaving the ``with`` block raises it again unless it already propagated, and the
-  pytest plugin fails the test with it.
+- loopctl's rules (``cassette_rules``): matching on method, path and JSON body; secrets scrubbed;
+- streams replayed chunk by chunk, as a server sends them (vcrpy hands a body back in one piece,
+  so a stream's parser would never see an event arrive alone);
+- misses that cannot be swallowed: a ``CassetteMiss`` is kept on the session and raised again
+  when the block ends, since a client may turn it into an ordinary failed run.
 
-Record modes (``RECORD_MODES``), from ``--loopctl-record-mode`` (``none`` by default, so CI never
-records): ``none`` replays only; ``once`` records a cassette that does not exist yet and replays
-one that does; ``new_episodes`` replays what matches and records what does not; ``all`` records
-every request again (vcrpy replaces the interactions it re-records and keeps the others);
-``rewrite`` records it afresh from an empty cassette.
-
-A recording replaces the cassette only once it completed (``persist``): the new cassette is
-written beside the old one and renamed over it, and not at all when the block raised, a request
-of the recording failed in the transport and was not recorded later (an unreachable provider; a
-retry that got through is fine), or ``abandon()`` was called
-(the pytest plugin calls it for a test that failed). The old cassette then stays as it was, and a
-``CassetteNotWritten`` warning says why.
-
-vcrpy is the optional extra ``loopctl[cassettes]``; this module imports it.
+Record modes (``RECORD_MODES``; ``none`` by default, so CI never records): ``none``, ``once``,
+``new_episodes``, ``all`` (vcrpy replaces what it re-records) and ``rewrite`` (afresh from an
+empty cassette). A recording replaces the cassette only once it completed (``persist``): not
+when the block raised, a request failed unrecorded, or ``abandon()`` was called; a
+``CassetteNotWritten`` warning says why. vcrpy is the optional extra ``loopctl[cassettes]``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """What a cassette miss tells the user: the request that was not in the cassette and why.
 
-A miss is a request a cassette cannot answer in the current record mode. vcrpy raises it inside
-the HTTP transport, where a model client or the driver may turn it into an ordinary failed run
-("the model stream broke"), so a test that does not check the outcome would stay green. The
-cassette session therefore keeps every miss as a ``CassetteMiss`` and the test fails with its
-report: the method and URL sent, the reason (no cassette yet, nothing alike, or the matching
-answers already played), and a diff of the body against the nearest recorded request (same
-method and path first, then the closest body), with the command that records it.
-
+vcrpy raises a miss inside the HTTP transport, where a client or the driver may turn it into an
+ordinary failed run, so a test that does not check the outcome would stay green. The session
+keeps every miss as a ``CassetteMiss`` and the test fails with its report: the request, the
+reason, and a diff against the nearest recorded request, with the command that records it.
 ``CassetteMiss`` subclasses vcrpy's ``CannotOverwriteExistingCassetteException``, so code that
 catches vcrpy's error keeps working.
 """

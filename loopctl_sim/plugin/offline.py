@@ -1,25 +1,18 @@
 """The plugin's offline half: cassettes for a test's model calls and the network guard.
 
-``pytest_plugin`` imports the fixtures from here (pytest finds them among its names) and calls
-the hook helpers; this module owns the rules:
+``pytest_plugin`` imports the fixtures from here and calls the hook helpers; this module owns
+the rules:
 
-- A test that uses loopctl's fixtures or markers (``GUARDED_FIXTURES``, ``GUARDED_MARKERS``), or
-  any test under ``--loopctl-block-network``, runs with the network closed, local servers
-  included (a local Ollama is a model provider too): a call fails with the host it tried and
-  how to record a cassette. ``@pytest.mark.loopctl_allow_network`` lifts the guard,
-  ``loopctl_allow_network("127.0.0.1", ...)`` opens only those hosts. A test with a cassette
-  runs with the network open while the record mode records (as pytest-recording does).
-- ``@pytest.mark.loopctl_cassette`` (or ``@pytest.mark.vcr`` when pytest-recording is not
-  installed), or asking for the ``loopctl_cassette`` fixture, puts the test's httpx requests on
-  a cassette: ``loopctl_cassette_dir/<test name>.yaml`` unless the marker names a path (a
-  relative one from the test file's directory, as pytest-recording's paths are, so
-  ``"../shared/x"`` works). A recording replaces the cassette only when the test passed
-  (``persist``). While replaying (``none``) the provider key variables
-  that are unset get a placeholder, so an agent that builds its client from the environment
-  runs in CI without secrets (credential headers are never recorded nor matched).
-- A blocked call or a cassette miss fails the test after its body, whatever the body asserted:
-  clients and the driver may turn either into an ordinary failed run, so the plugin keeps them
-  on the test and reports them itself.
+- A test that uses loopctl's fixtures or markers, or any test under
+  ``--loopctl-block-network``, runs with the network closed, local servers included (a local
+  Ollama is a provider too); ``loopctl_allow_network(*hosts)`` opens it. A test with a cassette
+  runs with the network open while the record mode records.
+- ``loopctl_cassette`` (marker or fixture; ``vcr`` when pytest-recording is not installed) puts
+  the test's httpx requests on ``loopctl_cassette_dir/<test name>.yaml`` or the marker's path
+  (relative to the test file). While replaying, unset provider key variables get a placeholder,
+  so an agent that builds its client from the environment runs in CI without secrets.
+- A blocked call or a cassette miss fails the test after its body, whatever it asserted:
+  clients may turn either into an ordinary failed run.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Writing a cassette without losing the one it replaces.
 
-vcrpy's own persister opens the cassette for writing and writes into it: a full disk, a crash or
-a kill -9 while it writes leaves a cut file where the committed cassette was. ``AtomicPersister``
-writes the new cassette into a temporary file beside it (same directory, so the rename stays on
-one filesystem), flushes it to disk, and renames it over the old one (``os.replace``): the path
-holds the old cassette or the new one, whole, at every moment. It writes only when the session
-says its recording completed (``CassetteSession`` tells it; the pytest plugin does not complete a
-session whose test failed), and ``rewrite`` starts from an empty cassette instead of deleting the
-file first, so a test that fails while recording afresh leaves the committed cassette as it was.
-
-The temporary file is ``loopctl_sim.trace.files``'s (``<name>.<pid>-<random>.loopctl-tmp``,
-written by ``write_atomically``, the one writer of whole files); one whose process is gone (a
-writer killed mid-write) is deleted the next time that cassette is opened or written
-(``sweep_temporaries``), so nothing stray is left for the next run or for ``git add``.
+vcrpy's own persister writes into the cassette in place: a full disk or a kill while it writes
+leaves a cut file. ``AtomicPersister`` writes beside it and renames over it, so the path holds
+the old cassette or the new one, whole, at every moment. It writes only when the session says
+its recording completed, and ``rewrite`` starts from an empty cassette instead of deleting the
+file, so a test that fails while recording leaves the committed cassette as it was. Temporaries
+of a killed writer are swept the next time that cassette is opened or written.
 """
 
 from __future__ import annotations

@@ -1,51 +1,20 @@
 """The loopctl pytest plugin: scripted clients, traces replayed as tests, and recording.
 
-Enable it with ``-p loopctl_sim.plugin.pytest_plugin`` (or through the ``pytest11`` entry point
-``loopctl``, which loads it automatically once loopctl is installed).
+Loaded through the ``pytest11`` entry point ``loopctl`` (or
+``-p loopctl_sim.plugin.pytest_plugin``).
 
-Fixtures
---------
-``loopctl_scripted``
-    A factory: ``loopctl_scripted("Hello")`` or ``loopctl_scripted(Message..., LoopError...)``
-    returns a ``ScriptedClient`` playing those replies in order (a plain string is a final
-    assistant text).
-``loopctl_replay``
-    ``loopctl_replay(path)`` replays a trace at machine level and fails the test with the
-    divergence report (record, diff, the feeds before it) if the brain decides anything
-    differently; it returns the ``ReplayResult``. ``loopctl_replay(path, agent="pkg.mod:build")``
-    replays it against the user's agent instead (``tools="recorded"`` or ``"live:a,b"`` as
-    ``loopctl-sim replay --tools``). A relative path is resolved against the test file's
-    directory first, then the working directory.
-``loopctl_recorder``
-    A ``LoopObserver`` for ``BareLoop(observers=[loopctl_recorder])``: with
-    ``--loopctl-record DIR`` it is a ``TraceRecorder`` writing ``DIR/<test id>.jsonl``;
-    without the option it does nothing. One trace holds one conversation (successive runs of
-    one loop); a test driving two independent loops should record only one of them.
+- ``loopctl_scripted("Hello", ...)``: a ``ScriptedClient`` playing those replies in order.
+- ``loopctl_replay(path, agent=..., tools=...)``: replays a trace (at machine level, or against
+  the user's agent) and fails the test with the divergence report; returns the ``ReplayResult``.
+  A relative path is taken from the test file's directory first, then the working directory.
+- ``loopctl_recorder``: with ``--loopctl-record DIR`` a ``TraceRecorder`` writing
+  ``DIR/<test id>.jsonl``, else an observer that does nothing.
+- ``@pytest.mark.loopctl_trace("path.jsonl", ..., agent=..., tools=...)`` replays each trace
+  before the test's body; ``loopctl_trace_results`` holds their ``ReplayResult``s.
+  ``--loopctl-update`` re-records marked agent traces instead, as ``loopctl-sim replay --update``.
+- Cassettes and the network guard: ``loopctl_sim.plugin.offline``.
 
-Marker
-------
-``@pytest.mark.loopctl_trace("path.jsonl", ..., agent="pkg.mod:build", tools="live")`` replays
-each named trace as part of the test (before its body runs), against the agent when one is
-named, and fails it at the first divergence. The body may be empty, or ask for the
-``loopctl_trace_results`` fixture (the ``ReplayResult`` of each trace) to assert more.
-
-``--loopctl-update`` approves a change on purpose: every marked trace with an agent is
-re-recorded with the agent's live results instead of replayed (the model's answers kept where the
-requests still match; where one does not, the test fails naming the record that needs a real
-model), as ``loopctl-sim replay --agent ... --update`` does.
-
-Cassettes and the network (``loopctl_sim.plugin.offline``)
----------------------------------------------------------
-``@pytest.mark.loopctl_cassette`` (``@pytest.mark.vcr`` too, unless pytest-recording is
-installed) or the ``loopctl_cassette`` fixture answers the test's httpx requests from
-``loopctl_cassette_dir/<test name>.yaml`` (or the marker's path, a relative one taken from the
-test file's directory) with loopctl's rules (method, path and JSON body; secrets scrubbed, streamed
-ones joined; streams replayed chunk by chunk), recorded as ``--loopctl-record-mode`` says
-(``none``, the default, only replays; a recording replaces the cassette only when the test
-passed). Tests that use loopctl's fixtures or markers run with the
-network closed (``@pytest.mark.loopctl_allow_network(*hosts)`` opens it;
-``--loopctl-block-network`` closes it for every test). A cassette miss or a blocked call fails the
-test with its report, whatever the test asserted.
+See docs/testing.md and docs/ci.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Scrubbing a recorded model stream as its client reads it: each channel's deltas joined.
 
-A model streams its reply in pieces (OpenAI chat chunks' ``delta.content`` and tool-call
-``function.arguments``, Anthropic ``content_block_delta``s, Responses API ``*.delta`` events,
-Ollama's NDJSON ``message.content``). A key the model writes may be cut across pieces, so no
-piece holds it whole and scrubbing each line alone keeps it, while the client joins the pieces
-and has it whole again. Here the pieces of each channel (one choice's text, one tool call's
-arguments, one content block, ...) are joined, the joined text is scrubbed, and the clean text is
-cut back into as many pieces at the same places: a placeholder goes into the piece where its
-secret began, the secret's characters leave every piece. The stream keeps its events and their
-order, and a replay joins its pieces into the scrubbed text.
+A key the model streams may be cut across pieces, so scrubbing each line alone keeps it while
+the client joins the pieces whole again. Here the pieces of each channel (one choice's text, one
+tool call's arguments, one content block) are joined, scrubbed, and cut back at the same places:
+a placeholder goes where its secret began. The stream keeps its events and their order.
 
-Tool-call arguments (a JSON text once joined) are scrubbed as data too, so a credential-named
-field loses its value as it does in a trace. When the clean text cannot be laid over the pieces
-(the arguments were re-serialized), the whole clean text goes into the channel's first piece and
-the others are emptied: the joined result is the same.
+Tool-call arguments are scrubbed as data too. When the clean text cannot be laid over the pieces
+(the arguments were re-serialized), it goes whole into the channel's first piece and the others
+are emptied: the joined result is the same.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Compactions a user's compactor can get wrong, built from the conversation it was handed.
 
-``compaction_of`` (``brain_strategies``) hands the brain only provider-valid histories, so a
-brain that accepted an invalid one would pass every generated program. Here each way a
-compactor misbehaves is one row of ``MISBEHAVIOURS``: how it is built from the messages the
-brain handed out (``LoopMachine.messages()``), and what the contract says the brain does with it:
-
-=====================  ==========================================================  ===========
-misbehaviour           the compacted history                                        the brain
-=====================  ==========================================================  ===========
-``orphan_results``     a summary, then a results message whose calls were cut       refuses
-``calls_unanswered``   the kept head, then an assistant message whose results       refuses
-                       were cut (the last calls have no results)
-``reordered_pair``     a call's results before the call                             refuses
-``dropped_system``     every message but the system ones                            accepts
-``growing``            everything, and a summary on top (longer than given)         accepts
-=====================  ==========================================================  ===========
-
-A refused compaction is a ``ProtocolError`` that changes nothing (``inv.check_refused``); the
-brain then still awaits a compaction. An accepted one is a commit point like any other
-(``inv.check_compaction_commit``). A compactor that raises never reaches the brain: the driver
-fails the run with a ``compaction`` error (``DriverMachine`` runs such compactors).
-
-A conversation without an exchange (no call to cut apart) gets a made-up one, so every row
-builds an invalid history whatever the machine holds. Pure (no hypothesis).
+``compaction_of`` hands the brain only provider-valid histories, so a brain that accepted an
+invalid one would pass every generated program. Each row of ``MISBEHAVIOURS`` builds one wrong
+history from ``LoopMachine.messages()`` and says what the contract has the brain do with it:
+``orphan_results``, ``calls_unanswered`` and ``reordered_pair`` are refused (a ``ProtocolError``
+that changes nothing); ``dropped_system`` and ``growing`` are accepted (a commit point like any
+other). A conversation without an exchange gets a made-up one, so every row builds an invalid
+history whatever the machine holds. Pure (no hypothesis).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``BrainFeeds``: the brain's interface as hypothesis rules, the base of ``BrainMachine``.
 
-One rule per feed, enabled in the states that take it (``accept_input`` before the run,
-``model_response`` while the model is awaited, ...), and one for the question (``next_step``).
-Each feeds the machine under test what a driver would report (replies, results, compactions and
-counts drawn from ``brain_strategies``) and checks what that feed promises: the move is one the
-transition table allows, a terminal state stays, the reply or results were taken as given, a
-commit point kept what it must (``loopctl_sim.props.invariants``), and the counts agree with the
-reference model (``brain_reference``) that the rules keep up to date.
-
-What is not one feed lives in ``brain_machine``: the policies and the runs they are drawn for,
-the driver's multi-step moves and liveness, save/restore, misuse and the invariants checked
-after every rule. The split keeps each file to one concern: here, what one feed must do.
+One rule per feed, enabled in the states that take it, and one for the question
+(``next_step``). Each feeds the machine what a driver would report and checks what that feed
+promises: an allowed move, a sticky terminal state, input taken as given, a commit point that
+kept what it must, counts that agree with the reference model (``brain_reference``). What spans
+feeds (policies, runs, liveness, save/restore, misuse) is ``brain_machine``'s.
 """
 
 from __future__ import annotations
@@ -250,7 +244,10 @@ class BrainFeeds(RuleBasedStateMachine):
     @rule(mode=st.sampled_from(COMPACTION_MODES), tokens=TOKEN_FRACTIONS)
     def compaction_result(self, mode: str, tokens: float) -> None:
         compacted = compaction_of(self.machine.messages(), mode, self.machine.history_len())
-        count = int(tokens * self.policy.context_window)
+        self._compacted(compacted, int(tokens * self.policy.context_window))
+
+    def _compacted(self, compacted: list[Message], count: int) -> None:
+        """Feed an accepted compaction and check what its commit kept."""
         before_tokens = self.machine.context_tokens
         before = self._feed(
             "compaction_result", lambda m: m.compaction_result(compacted, before_tokens, count)
@@ -277,14 +274,7 @@ class BrainFeeds(RuleBasedStateMachine):
             self._fail_on(problems, f"a compaction that is {refused}")
         if kind in REFUSED:
             return
-        compacted = misbehaving_compaction(messages, kind)
-        before = self._feed(
-            "compaction_result", lambda m: m.compaction_result(compacted, before_tokens, count)
-        )
-        self.ref.compacted(count)
-        self._fail_on(
-            inv.check_compaction_commit(before, self.machine, compacted, count), "compaction"
-        )
+        self._compacted(misbehaving_compaction(messages, kind), count)
 
     @precondition(lambda self: self.kind == "awaiting_compaction")
     @rule(tokens=TOKEN_FRACTIONS)

@@ -1,34 +1,17 @@
 """Looping programs: runs that loop on purpose, so that every loop verdict is judged.
 
-``BrainMachine``'s own programs almost never loop (about one loop verdict in a hundred
-examples, never a ping-pong): its policies cap ``max_turns`` at 8, its rules are picked
-uniformly, and with a repeat limit of 2 an A, B, A, B is a repeat before it is a ping-pong. A
-loop detector that ignored ping-pongs, the policy's window, or its own warning would pass them.
+``BrainMachine``'s own programs almost never loop (its policies cap ``max_turns`` at 8, its rules
+are picked uniformly, and with a repeat limit of 2 an A, B, A, B is a repeat before it is a
+ping-pong), so a detector that ignored ping-pongs, the window or its own warning would pass
+them. Here a program is a run of exchanges built from loop patterns (``repeat``, ``spaced``,
+``shuffled``, ``ping_pong``, ``parallel``, ``noise``) under policies made for loops
+(``loop_policies``), with a mid-run change of the window or the limit now and then; how often
+each is drawn is ``LoopWeights``, a table a user can change.
 
-Here a program is a run of exchanges built from loop patterns (``loop_programs``):
-
-==============  ===============================================================================
-pattern         the exchanges
-==============  ===============================================================================
-``repeat``      one call, the same arguments, k times in a row
-``spaced``      one call k times with other calls between (so a small window hides it)
-``shuffled``    one call of two arguments, k times, its arguments in either order (one call)
-``ping_pong``   A, B, A, B, ... (one call each; A's arguments now and then in the other order)
-``parallel``    one exchange holding the same call twice (also reordered), or A and B together
-``noise``       calls that differ from everything else
-==============  ===============================================================================
-
-under policies made for loops (``loop_policies``: windows of 2 to 12, repeat limits of 2 to 5,
-warn, fail or off, turns enough for the program), with a mid-run change of the window or the
-limit after any exchange now and then. How often each is drawn is ``LoopWeights``, a table a
-user can read and change (``loop_programs(weights=...)``).
-
-``run_loop_program`` drives a ``BrainMachine`` through a program with the machine's own rules
-(ask, reply with the exchange's calls, answer them), so every decision in ``Start`` is compared
-with the reference loop detector (``BrainReference``: the run's whole call record, judged by
-``reference_loop_verdict``, never the brain's window) and every invariant is checked after
-every move; the run then heals (liveness). The reference counts the verdicts it saw
-(``BrainReference.verdicts``), so a test can show that the programs reach every kind.
+``run_loop_program`` drives a ``BrainMachine`` through a program with the machine's own rules,
+so every decision in ``Start`` is compared with the reference loop detector (the run's whole call
+record, never the brain's window) and every invariant is checked after every move; the run then
+heals. ``BrainReference.verdicts`` shows that the programs reach every kind.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
-"""``BrainMachine``: the brain under hypothesis's stateful testing.
+"""``BrainMachine``: the brain under hypothesis's stateful testing, hypothesis playing the driver.
 
-Hypothesis plays the driver. It picks random policies, then runs random programs against one
-``LoopMachine``: every feed in the states where it is valid (with replies, results and
-compactions drawn from ``loopctl_sim.props.brain_strategies``), the same feeds in the wrong
-states and malformed input in the right states (the tables of ``brain_misuse``: each must raise
-``ProtocolError`` and change nothing), questions (``next_step``), save/restore, policy changes
-and ``next_run``; ``drive`` plays a few iterations of a well-behaved driver. After every rule
-the invariants of ``loopctl_sim.props.invariants`` are checked, and a tiny reference model
-(``brain_reference``: turns, tokens, the threshold no-op floor, the advertised tools, a
-reference loop detector) is compared with the brain. At the end of every program, ``heal``
-checks liveness: a healthy driver finishes the run and the next one completes.
+It runs random programs against one ``LoopMachine`` under drawn policies: every feed where it is
+valid (``brain_feeds``), the wrong feeds and malformed input (``brain_misuse``: each must raise
+``ProtocolError`` and change nothing), questions, save/restore, policy changes, ``next_run``,
+and ``drive`` (a few iterations of a well-behaved driver). After every rule the invariants are
+checked and a tiny reference model (``brain_reference``) is compared with the brain; at the end,
+``heal`` checks liveness: a healthy driver finishes the run and the next one completes.
 
-Run it as a test::
-
-    from loopctl_sim.props.brain_machine import TestBrain   # collected by pytest
-
-Run it against your own policies by overriding the ``policies`` strategy (and, if you like,
-``histories``, the starting conversations); the rules that draw from them are rebuilt for each
-subclass::
+Run it as a test (``from loopctl_sim.props.brain_machine import TestBrain``), or against your own
+policies by overriding the ``policies`` (and ``histories``) strategy; the rules that draw from
+them are rebuilt for each subclass::
 
     class MyBrain(BrainMachine):
         policies = st.builds(MachinePolicy, max_turns=st.integers(1, 50), tools=st.just(("grep",)))
@@ -25,14 +17,9 @@ subclass::
     TestMyBrain = MyBrain.TestCase
     TestMyBrain.settings = settings(profile_settings(), stateful_step_count=40)
 
-A failing program prints as Python (``state.setup(policy=MachinePolicy(...), ...)`` and the rule
-calls with their arguments): paste it into a test to keep it. ``run_program`` drives the same
-machine with weighted actions from a ``@given(st.data())`` test (deeper runs than uniform rule
-choice reaches). See docs/testing.md.
-
-The rules for the feeds and the question are ``BrainFeeds``'s (``brain_feeds``); this module
-adds what spans them: policies and runs, the driver's moves, liveness, save/restore, misuse and
-the invariants after every rule.
+A failing program prints as Python: paste it into a test to keep it. ``run_program`` drives the
+same machine with weighted actions from a ``@given(st.data())`` test, reaching deeper runs than
+uniform rule choice. See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -75,14 +62,9 @@ from loopctl_sim.props.brain_strategies import (
 class BrainMachine(BrainFeeds):
     """Hypothesis drives one ``LoopMachine`` as a (sometimes misbehaving) driver would.
 
-    Override ``policies`` (a strategy of ``MachinePolicy``) or ``histories`` (a strategy of
-    provider-valid starting conversations) in a subclass to test your own settings. A policy is
-    drawn per run; mid-run changes (``change_policy``) redraw everything but ``max_turns``.
-    Replies call the advertised tools by index, so any tool names work.
-
-    ``tolerated`` (from ``BrainFeeds``) names invariant problem codes that are reported as known
-    issues and not failed on (see ``loopctl_sim.props.invariants``); keep it as small as the brain
-    allows.
+    A policy is drawn per run; ``change_policy`` redraws everything but ``max_turns``. Replies
+    call the advertised tools by index, so any tool names work. ``tolerated`` (from
+    ``BrainFeeds``) names problem codes reported as known issues, not failed on.
     """
 
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()
@@ -120,11 +102,9 @@ class BrainMachine(BrainFeeds):
     @precondition(lambda self: not (self.kind == "terminal" and self.machine.finalized))
     @rule(moves=st.lists(MOVES, min_size=1, max_size=6))
     def drive(self, moves: list[Move]) -> None:
-        """Iterations of a well-behaved driver: ask, do what was asked and report it (the
-        reply, results or compaction drawn in the move; a move whose count is a whole window is
-        a context overflow, reported as that count, then asked again); at the end, the exit
-        door. The
-        invariants are checked after every move, as after every rule."""
+        """Iterations of a well-behaved driver: ask, do what was asked and report it (a move
+        whose count is a whole window is a context overflow); the invariants are checked after
+        every move."""
         for i, move in enumerate(moves):
             if self.kind == "terminal" and self.machine.finalized:
                 return
@@ -136,14 +116,10 @@ class BrainMachine(BrainFeeds):
     HEAL_BUDGET: ClassVar[int] = 12
 
     def heal(self) -> None:
-        """Liveness: once the faults stop, a well-behaved driver finishes the run.
-
-        From wherever the program left the machine, a driver that reports final answers (no
-        tool calls), small contexts and compactions that cut everything reaches a terminal
-        state and the exit door within ``HEAL_BUDGET`` moves; the next run, given a turn,
-        then completes. Safety alone would pass a brain that gets stuck (say, asking for the
-        same compaction forever); this would not.
-        """
+        """Liveness: from wherever the program left the machine, a driver that reports final
+        answers, small contexts and cutting compactions reaches the exit door within
+        ``HEAL_BUDGET`` moves, and the next run completes. Safety alone would pass a brain that
+        gets stuck (say, asking for the same compaction forever)."""
         self.manual = False
         heal: Move = ("healed", [], 0.0, "summary_only")
         for _ in range(self.HEAL_BUDGET):
@@ -341,14 +317,9 @@ PROGRAM_WEIGHTS: Final = {
 
 def run_program(machine: BrainMachine, data: st.DataObject, steps: int) -> None:
     """Drive ``machine`` (after ``setup_from``) with ``steps`` actions weighted by
-    ``PROGRAM_WEIGHTS``, checking every invariant after each.
-
-    Hypothesis's stateful runner picks enabled rules uniformly (with swarm testing on top), so
-    runs are often interrupted before they reach deep states (loops, several exchanges, a
-    compaction then a failure). This is the same machine under a driver that mostly behaves, for
-    a ``@given(st.data())`` test or a fuzz campaign. Finished runs go through the exit door and on
-    to the next run.
-    """
+    ``PROGRAM_WEIGHTS``, checking every invariant after each: a driver that mostly behaves
+    reaches the deep states (loops, several exchanges, a compaction then a failure) that
+    hypothesis's uniform rule choice seldom does."""
     names = [name for name, weight in PROGRAM_WEIGHTS.items() for _ in range(weight)]
     for _ in range(steps):
         m = machine.machine

@@ -1,10 +1,7 @@
 """Misuse of the brain, as tables: for any machine, the feeds its state does not take (each with
-arguments that would be fine in its own state) and the bad input its state must refuse.
-
-``BrainMachine`` tries them (``feed_in_wrong_state``, ``bad_input_in_state``) and checks with
-``inv.check_refused`` that each raises ``ProtocolError`` and changes nothing. The tables are
-functions of the machine alone, so a plain test can run them over any machine it builds.
-Pure (no hypothesis); imports ``loopctl.core``.
+arguments that would be fine in its own state) and the bad input its state must refuse. Each
+must raise ``ProtocolError`` and change nothing (``inv.check_refused``). Functions of the machine
+alone, so a plain test can run them over any machine. Pure (no hypothesis).
 """
 
 from __future__ import annotations

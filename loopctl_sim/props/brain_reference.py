@@ -1,15 +1,9 @@
 """``BrainReference``: the tiny reference model ``BrainMachine`` compares the brain with.
 
-It keeps, for the run under way, what a driver can know from the outside: the turns taken and
-the last reported context count, the threshold no-op floor (a threshold compaction that changed
-nothing is not asked for again until the count grows past it), the tools advertised to the
-model, the outcome once there is one, and the loop detector's record of every call of the run.
-From that record it judges each decision taken in ``Start`` with the independent references of
-``loopctl_sim.props.invariants`` (``reference_loop_verdict``, ``check_start_decision``), never
-with the brain's own window: a reference that reuses the code under test cannot catch it.
-
-The machine tells the reference what it fed and asked; the reference only counts and judges.
-Pure (no hypothesis); imports ``loopctl.core`` and the invariants.
+It keeps what a driver can know from outside: turns taken, the last context count, the threshold
+no-op floor, the advertised tools, the outcome, and every call of the run. It judges each
+decision taken in ``Start`` with the independent references of the invariants, never with the
+brain's own window: a reference that reuses the code under test cannot catch it. Pure.
 """
 
 from __future__ import annotations
@@ -93,15 +87,10 @@ class BrainReference:
     def asked(
         self, before: MachineSnapshot, after: LoopMachine, step: MachineStep, policy: MachinePolicy
     ) -> tuple[list[str], str | None]:
-        """``step = machine.next_step(policy)`` was asked of ``before`` and left ``after``.
-
-        A decision taken in ``Start`` is compared with the reference loop detector and, when
-        the loop detector does not fail the run, with the reference decision order (as if the
-        exchange were judged already); the reference is updated (a warning verdict marks the
-        run warned; the latest exchange counts as judged). Returns the problems and, when the
-        reference sees a loop, a label for hypothesis's statistics (``"loop verdict repeat
-        (warn)"``).
-        """
+        """``step = machine.next_step(policy)`` was asked of ``before`` and left ``after``: a
+        decision in ``Start`` is judged by the reference loop detector and decision order, and
+        the reference is updated. Returns the problems and, when the reference sees a loop, a
+        label for hypothesis's statistics."""
         if isinstance(step, CallLLM) and isinstance(before.state, Start):
             self.advertised = policy.tools
         if not (isinstance(before.state, Start) and before.started):

@@ -1,13 +1,9 @@
-"""What ``BrainMachine`` draws: policies, starting conversations, replies (text and tool calls
-with their arguments), token counts, errors, compactions and a well-behaved driver's moves.
+"""What ``BrainMachine`` draws: policies, starting conversations, replies, token counts, errors,
+compactions and a well-behaved driver's moves.
 
-The draws are skewed on purpose: few tool names and a few fixed argument objects (so equal calls,
-hence loops, are common), token fractions at and around the compaction thresholds, small windows
-and turn limits. Uniform draws would almost never reach the states the brain's rules are about.
-``compaction_of`` is not a strategy but what a compactor hands back: the machine draws its mode.
-
-Override ``policies`` or ``histories`` on a ``BrainMachine`` subclass to test your own settings;
-the rest is the harness's. Imports hypothesis and ``loopctl.core``; nothing of the harness.
+The draws are skewed on purpose: few tool names and fixed argument objects (so equal calls,
+hence loops, are common), token fractions around the compaction thresholds, small windows and
+turn limits. Uniform draws would almost never reach the states the brain's rules are about.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The user's own agent as ``DriverMachine``'s world: their factory's loop, a model that explores
 it and the fault layers around it, all drawn by hypothesis.
 
-- The model: every reply is drawn, while the run asks for it, from the tools the request
-  advertises (``loopctl.testing.strategies.replies``: valid and invalid arguments from the JSON
-  schemas, parallel, repeated and ping-pong calls, unknown tools, empty and long texts, final
-  answers), so a failing run shrinks towards plain final answers. From ``ExploreConfig.turns``
-  on, every reply is a final answer (every run ends).
-- The faults (``loopctl_sim.sim.layers``): provider errors and broken streams at drawn model
-  requests (``FaultyClient``), tool exceptions, timeouts, hangs, oversized and non-JSON outputs
-  at drawn tool calls (``ToolFaults``, the innermost tool middleware, below the user's hooks and
-  middleware), compaction requests and injected messages at drawn steps (``RunFaults``, after the
-  user's own ``before_step``). Cancels, crashes (at a step, a feed, or inside a tool after it
-  ran) and config changes are ``DriverWatch`` strikes.
-- The loop: built by the factory (``module:factory`` or a callable,
-  ``loopctl_sim.sim.agent``) with the drawn client and the brain to resume, then given the
-  tool layer (``BareLoop.replace``); the watch puts its own seams in on top.
-
-``AgentRun`` holds one run's parts; ``fault_plans`` draws the faults.
+Every reply is drawn while the run asks for it, from the tools the request advertises
+(``loopctl.testing.strategies.replies``), so a failing run shrinks towards plain final answers;
+from ``ExploreConfig.turns`` on every reply is final, so every run ends. Faults are drawn for the
+layers of ``loopctl_sim.sim.layers`` (model requests, tool calls, steps); cancels, crashes and
+config changes are ``DriverWatch`` strikes. ``AgentRun`` holds one run's parts; ``fault_plans``
+draws the faults.
 """
 
 from __future__ import annotations

@@ -1,36 +1,21 @@
 """``DriverMachine``: the hands (``BareLoop``) under hypothesis's stateful testing.
 
 Hypothesis plays the world. Each ``run`` rule starts one run of a ``BareLoop`` over the same
-conversation, with a scripted model (``driver_world``: tool calls, final texts, calls of tools
-that do not exist, provider failures of one to three attempts or persistent ones, with and
-without retry-after, context overflows) and one scripted tool, ``work(n, mode)``, whose ``mode``
-makes it answer, answer late, raise, hang (until its timeout), cancel the run while it works, or
-crash the process while it works, and a compactor (``PlannedCompactor``) that cuts, finds
-nothing, raises, grows the conversation or returns a history the brain refuses (the refusal
-propagates out of ``run()``; the brain must be where it was, and the run is resumed in a fresh
-body with the compactor mended). Further cancels, crashes and config changes strike at arbitrary
-steps and feeds, and a ``before_step`` and a post-tool hook change what the next step is decided
-under. A crash is followed by what a real restart does: the brain is saved
-to JSON, restored, put into a fresh body and resumed with ``run()``.
+conversation with a scripted model, one scripted tool ``work(n, mode)`` and a planned compactor
+(``driver_world``: failures, overflows, hanging, raising and crashing tools, compactors that
+refuse or grow); cancels, crashes and config changes strike at arbitrary steps and feeds. A
+crash is followed by what a real restart does: the brain is saved to JSON, restored, put into a
+fresh body and resumed with ``run()``.
 
-Checked after every step and feed, by the ``DriverWatch`` put into every body: the digest first,
-the brain invariants, and the hands' promises (results in call order, every pending call
-dispatched exactly once across a crash, attempts as the retry config says with delays no
-shorter than the server's retry-after, an overflow followed by ``Compact(EMERGENCY)``, the
-estimate grown after tool results, a config change in force at the next step), with bounds on
-steps, attempts and dispatches so that a driver that loops fails instead of hanging. Checked
-after every run: it ended (terminal, pending committed or discarded, within a bounded number of
-resumes), the result agrees with the brain, no tool call ran twice except a call that was in
-flight when a crash struck (the contract: pending tool calls are dispatched again on resume),
-and every answered call ran.
+The ``DriverWatch`` in every body checks the brain and the hands after every step and feed,
+with bounds so that a driver that loops fails instead of hanging. After every run: it ended
+(within a bounded number of resumes), the result agrees with the brain, no tool call ran twice
+except one in flight when a crash struck (pending calls are dispatched again on resume), and
+every answered call ran.
 
-Run it as a test::
-
-    from loopctl_sim.props.driver_machine import TestDriver   # collected by pytest
-
-Or around your own agent (``driver_agent``): its factory builds every loop, a model explores the
-tools it advertises, faults strike around the model, the tools and the run, and the same checks
-hold::
+Run it as a test (``from loopctl_sim.props.driver_machine import TestDriver``), or around your
+own agent (``driver_agent``): its factory builds every loop, a model explores its tools, faults
+strike around the model, the tools and the run, and the same checks hold::
 
     class ShopMachine(DriverMachine):
         agent = "examples.support_agent.agent:build"
@@ -38,8 +23,8 @@ hold::
 
     TestShop = ShopMachine.TestCase
 
-Rules run their loop with ``asyncio.run``; retries sleep through the watch's no-op sleep and the
-jitter is fixed, so a run takes milliseconds (a hanging tool waits for its 20 ms timeout).
+Retries sleep through the watch's no-op sleep and the jitter is fixed, so a run takes
+milliseconds.
 """
 
 from __future__ import annotations
@@ -109,22 +94,13 @@ def event(text: str) -> None:
 class DriverMachine(RuleBasedStateMachine):
     """Hypothesis drives ``BareLoop`` runs, in the scripted world or around your own agent.
 
-    The built-in world (``agent = None``): see the module docstring. Override ``configs`` (a
-    strategy of ``RunConfig``) to test your own run settings there.
-
-    Your own agent: set ``agent`` to its factory (``"mypkg.agent:build"`` or the callable; see
-    ``loopctl_sim.sim.agent``). Each run builds the loop with the factory and drives it with a
-    model that explores the advertised tools and with faults around the model, the tools and the
-    run (``driver_agent``); a crash restores the brain into a fresh loop built by the factory.
-    ``inputs`` are the user messages runs start with; ``simulated`` names tools a stand-in
-    answers (the real one never runs: side effects); ``exempt`` names tools that run but are
-    never faulted; ``explore`` is the model's ``ExploreConfig`` (its ``turns``: when replies
-    become final answers). ``configs`` defaults to None there (the factory's own config).
-
-    Both: ``changes`` (a strategy of ``RunConfig`` field updates) for the changes made mid-run;
-    ``tolerated`` names brain problem codes reported nowhere (known issues); ``skip`` names
-    driver property codes not checked (say ``InvariantCode.RETRY`` for a model middleware that
-    retries on its own); ``max_steps`` bounds the steps of one run.
+    ``configs``: a strategy of ``RunConfig`` (None: an agent's own config); ``changes``: of the
+    config updates made mid-run. Your own agent: ``agent`` is its factory (``"mypkg.agent:build"``
+    or the callable); ``inputs`` are the user messages runs start with; ``simulated`` names tools
+    a stand-in answers (side effects); ``exempt`` tools never faulted; ``explore`` the model's
+    ``ExploreConfig``. ``tolerated``: brain problem codes reported nowhere (known issues);
+    ``skip``: driver property codes not checked (say ``InvariantCode.RETRY`` for a model
+    middleware that retries on its own); ``max_steps`` bounds the steps of one run.
     """
 
     agent: ClassVar[str | AgentFactory | None] = None

@@ -2,34 +2,15 @@
 the hands it checks after every step and feed.
 
 A driver bug that feeds the brain something valid but wrong passes every brain invariant, so
-the watch also sees the driver from outside, through seams it puts into the loop with
-``BareLoop.replace`` (``install``):
+the watch also sees the driver from outside, through seams it puts in with ``BareLoop.replace``
+(``install``): a counting client wrapper, ``sleep`` (records delays, waits no wall time), a
+first pre-tool and post-tool hook, and itself as the last observer. After every step and feed it
+checks the brain and the hands (``invariants.driver``), and it bounds steps, attempts and
+dispatches, so a driver bug that loops fails instead of hanging the test.
 
-- the model client, wrapped: it counts the attempts of each ``CallLLM`` and keeps the
-  ``ApiError`` each failed one raised;
-- ``sleep``: records every backoff delay (and sleeps no wall time); the jitter draw is fixed;
-- a pre-tool hook, first of the user's: counts how often each call id goes through dispatch;
-  a post-tool hook, first of the user's: counts the calls that ran (and crashes after one);
-- the watch itself, last of the observers: sees every step and feed.
-
-After every step and feed it checks the brain (``check_digest`` first, then ``check_step`` and
-``check_machine``) and the hands (``loopctl_sim.props.invariants.driver``): results fed in call
-order, each call of a ``CallTools`` dispatched exactly once by the body that feeds its results
-(a resume after a crash dispatches pending calls again, once), the attempts and delays of every
-model call against the retry reference, ``Compact(EMERGENCY)`` after an overflow, the context
-estimate grown after tool results, and each step's policy equal to the configs in force. It
-bounds the run: at most ``max_steps`` steps, ``max_retries + 1`` attempts per model call and
-``MAX_DISPATCHES`` dispatches of one call, so a driver bug that loops fails instead of hanging
-the test.
-
-It also strikes where a plan says (counted in steps and feeds): a cancel, a crash (``Crash``,
-raised out of the loop; the harness restores the brain into a fresh body and calls
-``restarted``) or a config change (``loop.config`` replaced: the next step must use it).
-
-A problem raises ``Broken`` at once, from inside the run, naming its code (the harness turns it
-into ``InvariantViolation``). Usable by
-any harness (the hypothesis machines, a driver-level campaign): build the loop, ``install`` it,
-run, and on a crash ``install`` the fresh body and call ``restarted``. No hypothesis here.
+It also strikes where a plan says: a cancel, a crash (``Crash``; the harness restores the brain
+into a fresh body and calls ``restarted``) or a config change. A problem raises ``Broken`` at
+once, from inside the run. No hypothesis here.
 """
 
 from __future__ import annotations

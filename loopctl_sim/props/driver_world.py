@@ -2,20 +2,15 @@
 tool (``work``) whose arguments say what it does, and the strategies that draw both.
 
 The model answers each ``CallLLM`` step with one script entry: tool calls, a final text, a call
-of a tool that does not exist, or a provider failure. A failure entry is ``(kind, times,
-retry_after)``: the step's first ``times`` attempts fail with that error (``None``: every
-attempt, a persistent fault), after which the step answers with the next entry, so retries are
-judged per model call, as the driver makes them. Consecutive failure entries add up. The step
-and its attempt come from the ``DriverWatch`` (its counting client), not from the driver.
+of an unknown tool, or a failure ``(kind, times, retry_after)``: the step's first ``times``
+attempts fail (``None``: every attempt), so retries are judged per model call, as the driver
+makes them. The step and its attempt come from the ``DriverWatch``, not from the driver.
 
-``work(n, mode)`` answers (after 0 to 2 turns of the event loop, by ``n``, so that the calls
-of one wave finish out of call order; ``slow`` takes 5 more), raises, hangs until its timeout,
-cancels the run while it works, or crashes the process while it works (once per call: a
-re-dispatched call answers).
-
-The strategies are skewed towards what the driver's rules are about: retry budgets of 0 to 2
-against failures of 1 to 3 attempts or persistent ones, retry-after values, overflows, parallel
-calls of mixed speed. No hypothesis state here beyond the strategies.
+``work(n, mode)`` answers after 0 to 2 turns of the event loop (by ``n``, so the calls of one
+wave finish out of call order), raises, hangs until its timeout, cancels the run or crashes the
+process while it works (once per call: a re-dispatched call answers). The strategies are skewed
+towards the driver's rules: small retry budgets against short or persistent failures,
+retry-after values, overflows, parallel calls of mixed speed.
 """
 
 from __future__ import annotations

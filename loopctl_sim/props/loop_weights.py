@@ -1,9 +1,7 @@
 """The weights of the looping programs, readable and changeable (``LoopWeights``).
 
-They live apart from the programs (``brain_loops``, which draws with hypothesis) because the
-fuzz campaign's looping worlds (``loopctl_sim.fuzz.loops``) draw from the same table, and
-``loopctl-sim`` must run without hypothesis (the ``sim`` extra): this module imports only the
-standard library and loopctl's types.
+Apart from the programs (``brain_loops``, which needs hypothesis) because the fuzz campaign's
+looping worlds draw from the same table and ``loopctl-sim`` runs without hypothesis.
 """
 
 from __future__ import annotations

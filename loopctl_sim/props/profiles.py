@@ -1,14 +1,11 @@
 """Hypothesis profiles for the property tests: ``dev``, ``ci`` and ``nightly``.
 
-``load_profile()`` registers them and loads the one named by the environment variable
-``HYPOTHESIS_PROFILE`` (default ``dev``); call it once from ``tests/conftest.py``. CI sets
-``HYPOTHESIS_PROFILE=ci``; the nightly job sets ``nightly``.
-
-No profile has a deadline, and none runs the ``too_slow`` health check: the tests make no timing
-claims, and a slow or busy machine must not turn a correct run red. ``ci`` is derandomized, so
-the same commit explores the same examples on every run, and prints a ``@reproduce_failure``
-blob for any failure. Hypothesis's example database is not stable across its versions: commit
-a failing example as an ``@example`` or a regular test, never rely on the database to keep it.
+``load_profile()`` registers them and loads the one ``HYPOTHESIS_PROFILE`` names (default
+``dev``). No profile has a deadline or runs the ``too_slow`` health check: the tests make no
+timing claims, and a busy machine must not turn a correct run red. ``ci`` is derandomized, so
+the same commit explores the same examples on every run. Hypothesis's example database is not
+stable across its versions: commit a failing example as an ``@example``, never rely on the
+database to keep it.
 """
 
 from __future__ import annotations
@@ -21,55 +18,30 @@ from hypothesis import HealthCheck, Phase, settings
 ENV_VAR: Final = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE: Final = "dev"
 
-_BASE: Final = settings.get_profile("default")
+#: What every profile shares: no deadline and no ``too_slow`` health check (see above).
+_BASE: Final = settings(
+    settings.get_profile("default"),
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 PROFILES: Final[dict[str, settings]] = {
     # Fast local runs: a handful of seconds for the whole property suite.
-    "dev": settings(
-        _BASE,
-        max_examples=30,
-        stateful_step_count=30,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    ),
+    "dev": settings(_BASE, max_examples=30),
     # Reproducible and informative: same examples every run, blob printed on failure.
-    "ci": settings(
-        _BASE,
-        max_examples=100,
-        stateful_step_count=30,
-        deadline=None,
-        derandomize=True,
-        print_blob=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    ),
+    "ci": settings(_BASE, max_examples=100, derandomize=True, print_blob=True, database=None),
     # Many examples, longer programs; run on a schedule, not on every push.
     "nightly": settings(
-        _BASE,
-        max_examples=5_000,
-        stateful_step_count=80,
-        deadline=None,
-        print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow],
-        phases=list(Phase),
+        _BASE, max_examples=5_000, stateful_step_count=80, print_blob=True, phases=list(Phase)
     ),
 }
 
-#: The stateful step count each profile uses (``settings.stateful_step_count``), for tests that
-#: want to scale their own loops the same way.
-STEP_COUNTS: Final = {name: s.stateful_step_count for name, s in PROFILES.items()}
-
-_registered = False
-
 
 def register_profiles() -> None:
-    """Register the three profiles with hypothesis (idempotent)."""
-    global _registered
-    if _registered:
-        return
+    """Register the three profiles with hypothesis (registering again replaces them)."""
     for name, profile in PROFILES.items():
         settings.register_profile(name, profile)
-    _registered = True
 
 
 def profile_name() -> str:

@@ -1,25 +1,6 @@
-"""Simulation: scripted worlds (model, tools, faults), scenario files, and the two simulators that
-run a world: one drives the bare brain, the other the real ``BareLoop``.
-
-=============  ===================================================================================
-module         owns
-=============  ===================================================================================
-``faults``     the fault catalogue: ``Fault``, ``FaultPlan``, every kind and where it strikes
-``world``      ``World``, ``ModelScript``: everything outside the brain, scripted, and what each
-               fault does to a reply or a tool's result
-``layers``     the fault layers around a real ``BareLoop``: ``FaultyClient`` (model faults over
-               any model source), ``ToolFaults`` (a tool middleware: live, simulated or
-               scripted tools, tool faults), ``RunFaults`` (``before_step``: cancel, crash,
-               compaction, injection)
-``scenario``   scenario files: a ``World`` as YAML, validated
-``machine``    ``simulate``: the bare brain driven synchronously against a world
-``agent``      the user's agent: ``module:factory`` found, imported, built with the harness's
-               parts
-``body``       the ``BareLoop`` body shared by the driver-level simulator and driver-level replay
-``driver``     ``simulate_driver``: a world through the real ``BareLoop``
-``agent_run``  ``run_agent``: the user's own agent under faults (``AgentWorld``), its model
-               exploring or scripted, its tools live, simulated or scripted
-=============  ===================================================================================
+"""Simulation: scripted worlds (model, tools, faults), scenario files, the two simulators that
+run a world (``simulate`` drives the bare brain, ``simulate_driver`` the real ``BareLoop``), the
+fault layers around a real ``BareLoop``, and the user's own agent under faults (``run_agent``).
 
 It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; nothing above it.
 Modules above import from this package; modules in it import from each other's modules.

@@ -1,19 +1,11 @@
 """The user's agent, as the harness finds, loads and builds it.
 
 An agent is named ``module:attribute`` (``mypkg.agent:build``), as ``uvicorn app:app`` names an
-app: the module is imported from the current directory and ``PYTHONPATH``, and the attribute is
-the user's *factory*, a callable that returns a configured ``BareLoop`` (client, tools, hooks,
-middleware, session and run config, compactor). The name can also be set once per project, in
-``pyproject.toml``::
-
-    [tool.loopctl]
-    agent = "mypkg.agent:build"
-
-``build_agent`` calls the factory and puts the harness's parts in: when the factory accepts
-``client=`` and ``observers=`` keywords it is given them; otherwise they are swapped in on the
-loop it returns, through ``BareLoop.replace``. Everything else of the user's loop is kept.
-Anything that goes wrong is an ``AgentError`` whose message says what to fix (the CLI shows it
-and exits 2), never a traceback.
+app, or once per project in ``pyproject.toml`` (``[tool.loopctl] agent = ...``). The attribute
+is the user's *factory*, a callable that returns a configured ``BareLoop``. ``build_agent``
+calls it and puts the harness's client and observers in (as keywords when the factory takes
+them, else through ``BareLoop.replace``), keeping everything else. Anything that goes wrong is
+an ``AgentError`` whose message says what to fix, never a traceback.
 """
 
 from __future__ import annotations

@@ -1,32 +1,16 @@
 """The user's own agent under faults: one run of the loop their factory builds, with the model
-played by an exploring model or a script, their tools live (or simulated), and the fault layers
-of ``loopctl_sim.sim.layers`` around it.
+played by an exploring model or a script, their tools live, simulated or recorded, and the fault
+layers of ``loopctl_sim.sim.layers`` around it.
 
-``AgentWorld`` says what the run is: the factory (``module:factory``, loaded by
-``loopctl_sim.sim.agent``), the input, where the replies come from (``explore``: a seed for
-``loopctl.testing.ExploringClient``; or ``script``: a fixed list, what a shrunk reproducer
-holds), the faults, and how the tools run:
+``AgentWorld`` says what the run is: the factory, the input, the replies (``explore`` seed or a
+``script``), the faults, and how the tools run (``tools``: see ``tool_modes``; ``exempt``: never
+faulted; ``scripted``: answered by a function of the arguments). Everything else is the
+user's; only the client, observers, ``sleep``, the jitter draw, the innermost tool middleware
+and a ``before_step`` hook are put in. A crash restores the brain from its JSON into a fresh
+loop built by the factory, as a restarted process would.
 
-- ``tools``: ``live`` (the default: every tool runs for real), ``simulated`` (none runs: a
-  stand-in answers with its name and arguments once they validate), ``recorded`` (none runs:
-  the answer recorded traces, ``recorded``, hold for the same call, else the stand-in's), a
-  list (``live:a,b``, ``simulated:a,b``, ``recorded:a,b``; see ``tool_modes``) or a mapping
-  of tool to mode;
-- ``exempt``: tools never faulted (tools with side effects whose failure modes you do not want
-  to provoke), whatever ``tools`` says;
-- ``scripted``: tools answered by a function of the arguments (a scenario's ``returns``,
-  ``results``...), instead of the agent's.
-
-Everything else is the user's: tools, hooks, middleware, compactor, configs, system prompt. Only
-the client, the observers, ``sleep`` (no wall time), the jitter draw (fixed), the innermost tool
-middleware and the ``before_step`` hook (after the agent's own) are put in, through
-``build_agent`` and ``BareLoop.replace``. A crash restores the brain from its JSON into a fresh
-loop built by the factory again, as a restarted process would.
-
-What escapes the user's code is not caught: an exception out of ``run()`` (other than the
-harness's own ``Crash``; a step bound exceeded is ``StepLimit``) ends the run with
-``AgentRunError``, which carries it and what the run did until then (a campaign reports it,
-``loopctl_sim.fuzz``, and shrinks the replies the run got).
+What escapes the user's code is not caught: an exception out of ``run()`` ends the run with
+``AgentRunError``, which carries it and what the run did until then.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The body a simulated or replayed run gets: tools that can be advertised but never run, the
 driver's configs from a recorded policy, no sleeping, and the crash a harness raises at a step.
-
-The driver-level simulator (``loopctl_sim.sim.driver``) and the driver-level replay
-(``loopctl_sim.replay.driver``) build their ``BareLoop`` the same way; this is that shared part.
-It uses the driver only through its public names: configs, the registry, and the ``before_step``
-seam (``loopctl.driver.control``), whose hook raises ``Crash`` to stop a run as a crashed process
-would.
+The driver-level simulator and the driver-level replay build their ``BareLoop`` the same way;
+this is that shared part.
 """
 
 from __future__ import annotations

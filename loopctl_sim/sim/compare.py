@@ -1,10 +1,8 @@
 """Say where two conversations part: the first differing message, its index and field, bounded.
 
-A harness that runs the same world twice (uninterrupted and with a crash, say) and finds two
-histories that differ must say how, or the user is left diffing two brains by hand: "the history
-differs" names no message. ``history_difference`` names the first message that differs, the
-first path inside it whose values differ (``parts[1].arguments.amount``), and an excerpt of each
-side, cut to a bound so that a 10 KB tool result does not flood the report.
+"The history differs" leaves the user diffing two brains by hand; ``history_difference`` names
+the first differing message, the first path inside it (``parts[1].arguments.amount``) and an
+excerpt of each side, cut so that a 10 KB tool result does not flood the report.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The driver-level simulator: a ``World`` through the real ``BareLoop``.
-
-``simulate_driver(world)`` runs the real driver (retries, fold, tool dispatch, compaction, cancel,
-crash and resume via ``from_machine``) against the world, through the fault layers of
-``loopctl_sim.sim.layers``: ``WorldClient`` is a scripted ``ApiClient`` that applies the world's
-model faults, a tool middleware answers every call from the world's tools and tool faults, and
-run-level faults (cancel, crash, a manual compaction, an injected note) are applied through the
-driver's public ``before_step`` seam right before the driver asks its next step. Sleeping is a
-no-op and the retry jitter is off, so the run is deterministic.
+"""The driver-level simulator: a ``World`` through the real ``BareLoop``, through the fault layers
+of ``loopctl_sim.sim.layers`` (a scripted client with the model faults, a tool middleware
+answering from the world's tools, run-level faults at ``before_step``). Sleeping is a no-op and
+the retry jitter is off, so the run is deterministic.
 """
 
 from __future__ import annotations

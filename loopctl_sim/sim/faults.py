@@ -1,28 +1,21 @@
 """The fault catalogue: every kind of fault a simulated run can suffer, and where each strikes.
 
-One catalogue serves every harness: the machine-level and driver-level simulators of a scripted
-``World`` (``loopctl_sim.sim.world``, which says what each fault does to a reply or a result) and
-the fault layers around a user's own agent (``loopctl_sim.sim.layers``). A fault is data (a
-scenario file lists them, the fuzzer draws them, the shrinker removes them), placed by exactly
-one coordinate:
+One catalogue serves the simulators of a scripted ``World`` (``sim.world`` says what each fault
+does to a reply or a result) and the fault layers around a user's own agent (``sim.layers``). A
+fault is data (a scenario lists them, the fuzzer draws them, the shrinker removes them), placed
+by exactly one coordinate:
 
-- model side, at the ``model_call``-th request (1-based, every attempt counts, retries included)
-  and the ``times - 1`` requests after it: ``network``, ``timeout``, ``rate_limited`` (429 with
-  ``retry_after``), ``server_error`` (5xx, ``status``), ``overloaded`` (529), ``context_overflow``,
-  ``malformed_stream``, ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
+- model side, at the ``model_call``-th request (1-based, retries included) and the ``times - 1``
+  after it: ``network``, ``timeout``, ``rate_limited`` (429, ``retry_after``), ``server_error``
+  (5xx, ``status``), ``overloaded`` (529), ``context_overflow``, ``malformed_stream``,
+  ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
 - tool side, at the ``tool_call``-th dispatched call (1-based) and the ``times - 1`` after it,
-  or at the first ``times`` calls of the tool named ``tool``:
-
-  - ``tool_exception``: it raises before doing anything;
-  - ``tool_timeout``: the driver's timeout text instead of its result (a live tool of an agent
-    runs first: its result comes too late);
-  - ``tool_hang``: it never returns (its timeout ends it; with none, only a cancel can);
-  - ``tool_oversized``: it answers, padded to ``size`` characters (default 200,000);
-  - ``tool_non_json``: its output cut in half and an HTML error page after it, what a flaky
-    upstream sends instead of the JSON the tool promised;
-- run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (snapshot the
-  brain, drop it, restore a fresh one from the bytes), ``compact_now`` (a user's manual compaction),
-  ``inject`` (a steering message, in the next ``Start`` state).
+  or at the first ``times`` calls of ``tool``: ``tool_exception`` (raises), ``tool_timeout``
+  (the driver's timeout text; a live tool runs first), ``tool_hang`` (never returns),
+  ``tool_oversized`` (padded to ``size`` characters), ``tool_non_json`` (cut in half, an HTML
+  error page after it);
+- run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (the brain
+  restored from its bytes), ``compact_now``, ``inject`` (a steering message).
 
 ``FaultPlan`` looks the fault up at a coordinate (the first one listed wins).
 """

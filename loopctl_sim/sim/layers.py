@@ -1,28 +1,22 @@
 """Fault layers: the fault catalogue applied around a real ``BareLoop`` and its parts.
 
-Three layers, one per place a fault strikes (``loopctl_sim.sim.faults``), each put into a loop
-through a public seam only, so they work on the user's own agent as well as on loopctl's
-built-in simulated world:
+Three layers, one per place a fault strikes, each put in through a public seam only, so they
+work on the user's own agent as well as on the built-in world:
 
 - ``FaultyClient``: an ``ApiClient`` over a *model source* (an exploring model, a script) that
-  applies the model-side faults: the provider errors of ``fault_error`` raised, the streams of
-  ``faulty_reply`` sent (broken, with invalid argument JSON, renamed or duplicated calls), or,
-  when nobody watches the stream, their fold (``delivered_reply``);
-- ``ToolFaults``: the innermost tool middleware (below the user's hooks and middleware, which
-  see every faulted result as they would a real one) that runs each call live, simulated (a
-  stand-in answers, the real tool never runs) or scripted, and applies the tool-side faults;
-  tools listed in ``exempt`` (tools with side effects) are never faulted;
-- ``RunFaults``: a ``before_step`` hook (``loopctl.driver.control.StepPoint``) that cancels,
-  crashes (raises ``Crash``: the harness restores the brain into a fresh body), requests a
-  compaction or injects a message at the scheduled steps.
+  raises the provider errors, sends the broken streams, or, when nobody watches the stream,
+  hands over their fold;
+- ``ToolFaults``: the innermost tool middleware (the user's hooks and middleware see a faulted
+  result as a real one) that runs each call live, simulated or scripted and applies the tool
+  faults; tools in ``exempt`` are never faulted;
+- ``RunFaults``: a ``before_step`` hook that cancels, crashes, requests a compaction or injects
+  a message at the scheduled steps.
 
-Each layer counts the faults that struck, by kind (``fired``), so a campaign can say what it
-exercised. Faults are assigned to tool calls right before the brain asks for them
-(``ToolFaults.before_step``, or as an observer of the step), in call order, so concurrent
-calls of one wave get the same faults whatever order they run in. The harness's runs put no
-observer of their own into a loop: a loop with no observer builds no IO events (``Counting``
-counts retries and compactions through ``sleep`` and the compactor instead), which is a tenth
-of a simulated turn.
+Each layer counts the faults that struck (``fired``). Faults are assigned to tool calls right
+before the brain asks for them, in call order, so the calls of one wave get the same faults
+whatever order they run in. The harness puts no observer of its own into a loop: a loop with no
+observer builds no IO events (``Counting`` counts retries and compactions through ``sleep`` and
+the compactor instead), which is a tenth of a simulated turn.
 """
 
 from __future__ import annotations

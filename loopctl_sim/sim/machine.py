@@ -1,11 +1,8 @@
 """The machine-level simulator: drive a bare ``LoopMachine`` synchronously against a ``World``.
 
-This is what the driver does, minus the IO: ask the brain, do what it says in the scripted world,
-report back through exactly one feed. Model-side faults become what the driver would feed:
-retryable errors are retried up to ``world.max_retries`` and then ``fail(LoopError)``; a context
-overflow becomes ``set_context_tokens`` over the emergency line, so the brain withdraws the call
-and asks ``Compact(EMERGENCY)``; duplicate call ids become ``fail`` with a provider error (the
-brain would refuse them). Every step, feed and IO event can be recorded as a trace.
+What the driver does, minus the IO: ask the brain, do what it says in the scripted world, report
+back through exactly one feed. Model faults become what the driver would feed (retries then
+``fail``; an overflow a count over the emergency line; duplicate ids a provider error).
 """
 
 from __future__ import annotations
@@ -62,7 +59,7 @@ class SimResult:
     compactions: int = 0
     crashes: int = 0
     trace: str | None = None
-    #: the faults that struck, by kind (filled by the driver-level simulator)
+    #: the faults that struck, by kind
     fired: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -85,12 +82,8 @@ class SimResult:
 
 
 class SimRun:
-    """One run of a world against a recording brain; ``go()`` runs it to ``Done``.
-
-    ``simulate`` is the usual door. This is public for harnesses that need more of a run: the
-    fuzzer (``loopctl_sim.fuzz.checks``) replaces ``plan``, before ``go()``, with one that counts
-    the faults that strike.
-    """
+    """One run of a world against a recording brain; ``go()`` runs it to ``Done``. ``simulate``
+    is the usual door; the fuzzer runs one on its own checking brain."""
 
     def __init__(self, world: World, rec: RecordingMachine) -> None:
         self.world = world
@@ -142,6 +135,7 @@ class SimRun:
         policy = self.policy
         rec = self.rec
         for fault in self.plan.run_faults(step):
+            self.result.fired[fault.kind] += 1
             if fault.kind == "cancel":
                 rec.io("cancel", data={"step": step, "reason": fault.message or "scheduled"})
                 rec.cancel()
@@ -185,6 +179,8 @@ class SimRun:
         while True:
             result.model_requests += 1
             fault = self.plan.model_fault(result.model_requests)
+            if fault is not None:
+                result.fired[fault.kind] += 1
             try:
                 error = fault_error(fault, policy) if fault is not None else None
                 if error is not None:
@@ -247,6 +243,8 @@ class SimRun:
             fault = self.plan.tool_fault(
                 self.result.tool_calls, call.name, self.per_tool[call.name]
             )
+            if fault is not None:
+                self.result.fired[fault.kind] += 1
             rec.io(
                 "tool_call",
                 turn=step.turn,

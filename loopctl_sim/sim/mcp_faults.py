@@ -1,20 +1,11 @@
 """Faults at an MCP server's transport: what a flaky server does to an agent, on demand.
 
-``McpFault`` wraps the SDK's transport of one ``McpServer`` (``McpServer(...,
-transport=fault.wrap)``, or ``with_fault(server, fault)``) and, at the ``at_call``-th
-``tools/call`` of the session:
-
-- ``die``: the server goes away (its stream ends): that call and every later one fail;
-- ``slow``: the answer comes ``delay`` seconds late (a tool timeout shorter than that fires);
-- ``malformed``: the answer is no ``CallToolResult`` (its ``content`` is not a list);
-- ``tools_change``: the server says its tool list changed, and from then on lists its tools
-  without ``drop``.
-
-Everything else passes through untouched. Each fault ends in what the model sees as an error
-result (``McpError`` naming the server, or a timeout), never in an exception out of the run,
-and the run's trace replays (tests/mcp/test_mcp_faults.py). The faults act on the real
-session's messages, not on a mock: the server is real, what it says on the way is altered.
-``faulting({"notes": fault})`` puts a fault on the servers an agent's own factory opens.
+``McpFault`` wraps the SDK's transport of one ``McpServer`` (``transport=fault.wrap``, or
+``with_fault(server, fault)``) and, at the ``at_call``-th ``tools/call``: ``die`` (the stream
+ends), ``slow`` (``delay`` seconds late), ``malformed`` (no ``CallToolResult``) or
+``tools_change`` (the tool list changes, without ``drop``). Everything else passes through.
+The faults act on the real session's messages, not on a mock. ``faulting({"notes": fault})``
+puts a fault on the servers an agent's own factory opens.
 """
 
 from __future__ import annotations

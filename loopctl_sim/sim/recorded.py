@@ -1,13 +1,10 @@
 """Recorded tools: a tool of the user's agent answered with what it answered in recorded traces,
 for the same arguments, instead of running it (``--tools recorded``).
 
-A tool with side effects (a refund, an email) cannot run in a campaign, and a stand-in's answer
-(``simulated``) is not what the model would read. The traces the user already has (recorded in
-production, in tests, or with ``examples/support_agent/record.py``) hold real answers: each
-``tool_call`` io record names a call's tool and arguments, the ``tool_result`` record with the
-same id its content and whether it was an error. ``RecordedResults`` indexes them by tool and
-arguments (their canonical JSON), the first recording of each winning; a call never recorded is
-answered by the stand-in, as a simulated tool's is.
+A tool with side effects cannot run in a campaign, and a stand-in's answer is not what the model
+would read; the user's traces hold real answers. ``RecordedResults`` indexes their
+``tool_call``/``tool_result`` records by tool and canonical arguments, the first recording
+winning; a call never recorded is answered by the stand-in.
 """
 
 from __future__ import annotations

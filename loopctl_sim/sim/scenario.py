@@ -1,15 +1,12 @@
-"""Scenario files: a ``World`` as YAML, validated by pydantic.
+"""Scenario files: a ``World`` as YAML, validated by pydantic (docs/testing.md, "Scenario files").
 
 .. code-block:: yaml
 
     name: rate-limited
-    description: the first request is rate limited, then the run completes
     input: What is 2 + 3?
     policy: {max_turns: 10}          # any MachinePolicy field but tools
     max_retries: 3
     tool_timeout: 30                 # null: a hung tool can only be cancelled
-    keep_head: 2                     # the middle-out compactor keeps 2 first, 6 last messages
-    keep_tail: 6
     tools:
       add: {builtin: add}            # add | echo | concat | upper | length
       lookup: {returns: "42"}        # a constant
@@ -22,22 +19,13 @@
     faults:
       - {kind: rate_limited, model_call: 1, retry_after: 2}
 
-A scenario may name the user's agent instead (``agent: mypkg.agent:build``): its factory builds
-the loop, its tools run live unless ``tools`` says ``simulated`` or ``recorded`` (answered
-from the traces ``recorded`` names), or scripts one; ``faults: false`` keeps faults away from a
-tool, and the model is ``model`` (scripted) or ``explore`` (the
-exploring model, ``{seed: 3, turns: 8}``); what the factory decides (``policy``, retries, the tool
-timeout, the compactor) may not be set. The format is documented in docs/testing.md ("Scenario
-files").
+A scenario may name the user's agent instead (``agent: mypkg.agent:build``); what its factory
+decides (policy, retries, the tool timeout, the compactor) may then not be set. Errors name the
+file and the field: ``scenario.yaml: faults.0.model_call: ...``.
 
-Errors name the file and the field: ``scenario.yaml: faults.0.model_call: ...``.
-
-A scenario is data from anywhere (a bug report, a fuzz failure someone sent): it is read with
-YAML's safe loader (no tags that build objects) and its aliases are bounded
-(``MAX_ALIAS_EXPANSION``). Aliases are references while YAML is parsed, but every step after it
-(validation, dumping, hashing) walks the expanded tree: a 640-byte file of nine aliases to nine
-aliases to ... expands to hundreds of millions of nodes, so a file whose aliases add more than
-the bound is refused before anything walks it.
+A scenario is data from anywhere, so it is read with YAML's safe loader and its aliases are
+bounded (``MAX_ALIAS_EXPANSION``): every step after parsing walks the expanded tree, and a
+640-byte file of nested aliases expands to hundreds of millions of nodes.
 """
 
 from __future__ import annotations
@@ -70,32 +58,12 @@ class ScenarioError(ValueError, SimError):
     """A scenario file that cannot be loaded; the message names the file and the field."""
 
 
-def _add(args: dict[str, Any]) -> str:
-    return str(args.get("a", 0) + args.get("b", 0))
-
-
-def _echo(args: dict[str, Any]) -> str:
-    return json.dumps(args, sort_keys=True)
-
-
-def _concat(args: dict[str, Any]) -> str:
-    return "".join(str(v) for _, v in sorted(args.items()))
-
-
-def _upper(args: dict[str, Any]) -> str:
-    return str(args.get("text", "")).upper()
-
-
-def _length(args: dict[str, Any]) -> str:
-    return str(len(str(args.get("text", ""))))
-
-
 BUILTINS: dict[str, ToolFn] = {
-    "add": _add,
-    "echo": _echo,
-    "concat": _concat,
-    "upper": _upper,
-    "length": _length,
+    "add": lambda args: str(args.get("a", 0) + args.get("b", 0)),
+    "echo": lambda args: json.dumps(args, sort_keys=True),
+    "concat": lambda args: "".join(str(v) for _, v in sorted(args.items())),
+    "upper": lambda args: str(args.get("text", "")).upper(),
+    "length": lambda args: str(len(str(args.get("text", "")))),
 }
 
 
@@ -326,12 +294,6 @@ class Scenario(BaseModel):
         )
 
 
-def _weight(node: yaml.Node) -> int:
-    if isinstance(node, yaml.ScalarNode):
-        return 1 + len(node.value) // 64
-    return 1
-
-
 def _expanded(root: yaml.Node, limit: int) -> tuple[int, int]:
     """The size of ``root`` as a tree (every alias expanded) and as written (each node once);
     stops counting once the tree passes ``limit`` more than what is written. A node that holds
@@ -349,7 +311,7 @@ def _expanded(root: yaml.Node, limit: int) -> tuple[int, int]:
         if key in open_nodes:
             raise ValueError("an alias refers to a node that holds it (a recursive alias)")
         open_nodes.add(key)
-        total = _weight(node)
+        total = 1 + len(node.value) // 64 if isinstance(node, yaml.ScalarNode) else 1
         written += total
         children: list[yaml.Node] = []
         if isinstance(node, yaml.SequenceNode):

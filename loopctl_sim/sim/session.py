@@ -1,22 +1,14 @@
 """A session: user turn, run, user turn, run... of the user's agent, with a simulated user.
 
-loopctl's brain carries a conversation across runs (``next_run``); a session drives it: it asks
-the user (``loopctl_sim.sim.users``) for a turn with the conversation so far, runs the agent on
-it (``run_agent``: the agent's own tools, hooks and prompt, the model explored from a seed or
-scripted, the run's faults), and asks again, until the user is done or something escapes the
-agent. Every run goes on from the brain the run before left (a cancelled or failed run's
-salvaged history included), so what the agent saw before, it sees again.
+A session asks the user (``sim.users``) for a turn with the conversation so far, runs the agent
+on it (``run_agent``), and asks again until the user is done or something escapes the agent.
+Every run goes on from the brain the run before left (salvaged history included).
 
-One trace holds the whole session: one recorder writes every run, each run's header after the
-first continues the previous brain (its digest and summary: the state between runs), and
-carries the user's turn in its metadata (``"session": {"run", "runs", "user", "turn"}``), a model
-user's calls included, so ``recorded_turns`` gives the turns back and the session replays
-offline. What the user does during a run is in the run's records: a cancel is a ``cancel`` io
-record (``"by": "user"``) and its feed, input while tools run a ``user_input`` io record and the
-``inject`` feed that delivers it.
-
-Everything is a function of the world: the user's seed, the model's seed (run ``i`` explores
-``session_seed(explore, i)``), the faults; the same world writes the same trace.
+One trace holds the whole session: every run's header after the first continues the previous
+brain and carries the user's turn in its metadata (``"session": {...}``), so ``recorded_turns``
+gives the turns back and the session replays offline. What the user does during a run (a
+cancel, input while tools run) is in the run's records. Everything is a function of the world
+(the seeds, the faults): the same world writes the same trace.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """Simulated users: who writes the user's side of a session (``loopctl_sim.sim.session``).
 
-A session is user turn, run, user turn, run...; a user is asked for its next turn with the
-conversation so far and the turn's index, and answers a ``UserTurn`` or None (the user is
-done). Three kinds:
+A user is asked for its next turn with the conversation so far and the turn's index, and
+answers a ``UserTurn`` or None (done):
 
-- ``ScriptedUser``: a list of turns, or a function of the conversation so far.
-- ``ExploringUser``: from a seed, follow-ups, corrections, contradictions, topic switches, empty
-  and very long inputs, non-ASCII text, a cancel mid-run and input arriving while tools run.
-  Turn ``i`` is a function of the seed and ``i`` only (its own ``random.Random``, no global
-  state), so a session is the same wherever and however often it runs.
-- ``ModelUser``: a model over any ``ApiClient`` plays the user. Its calls (the request it sent,
-  the reply it got) travel with the turn (``UserTurn.calls``) and land in the session's trace,
-  so ``RecordedUser`` plays the same turns back offline, without the model.
+- ``ScriptedUser``: a list of turns, or a function of the conversation so far;
+- ``ExploringUser``: from a seed, follow-ups, corrections, topic switches, odd inputs, a cancel
+  mid-run and input while tools run; turn ``i`` is a function of the seed and ``i`` only;
+- ``ModelUser``: a model plays the user; its calls travel with the turn into the trace, so
+  ``RecordedUser`` plays the same turns back offline.
 
-A turn may carry what the user does during the run: ``cancel_at`` (the user gives up before the
-run's N-th step) and ``interject`` (a message sent while the run's tools run; the brain takes it
-at its next start of a turn, or the next run takes it when the run had no tools).
+A turn may carry ``cancel_at`` (the user gives up before the run's N-th step) and ``interject``
+(a message sent while the run's tools run).
 """
 
 from __future__ import annotations

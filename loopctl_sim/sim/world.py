@@ -1,19 +1,11 @@
-"""Worlds: everything outside the brain, scripted. Reused by the simulator, the fuzzer and the
-driver-level scripted client.
-
-A ``World`` holds the user's input, a scripted model (a list of replies or a function of the
-conversation), scripted tools (name -> function of the arguments returning ``str``, or raising),
-and a fault schedule (``Fault`` records). Everything here is deterministic: the same world gives
-the same run, byte for byte.
-
-The faults (``Fault``, ``FaultPlan``: their kinds and where each strikes) are
-``loopctl_sim.sim.faults``, re-exported here; this module says what each does to a reply or a
-tool's result.
+"""Worlds: everything outside the brain, scripted: the user's input, a scripted model, scripted
+tools and a fault schedule; and what each fault (``sim.faults``) does to a reply or a result.
+The same world gives the same run, byte for byte.
 
 A scripted reply is used up only when it is delivered intact (no fault, or an ``unknown_tool``
 rename): a retried request is answered with the same reply, as a provider would answer the same
-question again. The machine-level simulator (``loopctl_sim.sim.machine``) and the driver-level one
-(``loopctl_sim.sim.driver``) share these rules, and end every example scenario with the same brain.
+question again. The machine-level and driver-level simulators share these rules and end every
+example scenario with the same brain.
 """
 
 from __future__ import annotations
@@ -153,10 +145,9 @@ def _estimate(chars: int, messages: int) -> int:
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
     """The stream a provider would send for ``message`` (text in two deltas, arguments split).
 
-    The events are ``loopctl.api.Events``, built without validation: validating a dozen events a
-    reply was a fifth of a simulated turn, and pydantic's ``model_construct``, used here before,
-    costs more than validating (a ``StopEvent``: 22,300 instructions, validated 8,800, built
-    5,700; cachegrind). Tests pin them to the fold."""
+    Built without validation: validating a dozen events a reply is a fifth of a simulated turn
+    (a ``StopEvent``: validated 8,800 instructions, built 5,700, ``model_construct`` 22,300;
+    cachegrind). Tests pin them to the fold."""
     # One pass over the parts by kind, and appends instead of comprehensions (each a frame of
     # its own in 3.11): 52,800 -> 42,900 instructions a reply with a text and a call (cachegrind).
     texts: list[str] = []

@@ -1,4 +1,4 @@
-"""Invariant checkers for the brain, usable after every step.
+"""Invariant checkers for the brain and the hands, usable after every step.
 
 Every checker is pure: it reads machines (and their snapshots) and returns a list of problems,
 an empty list meaning "all good". It never feeds the machine it is given; where a check has to
@@ -13,36 +13,8 @@ The checkers hold an independent model of "provider-valid" (``provider_problems`
 calling the brain's own ``coherence_problem``: a checker that trusts the code under test cannot
 catch it lying.
 
-Two kinds of checker:
-- state checks, true of any machine at any time: ``check_machine``;
-- relational checks over a before/after pair or a question asked: ``check_step``,
-  ``check_start_decision``, ``check_salvage``, ``check_commit``, ``check_compaction_commit``,
-  ``check_terminal_sticky``, ``check_transition``, ``check_refused``, ``check_next_run``,
-  ``check_awaiting_model_decision``, ``check_digest`` and ``check_resume``;
-- driver checks, over what a harness saw the hands do (``driver``): ``check_result_order``,
-  ``check_dispatched_once``, ``check_model_call``, ``check_after_overflow``, ``check_estimate``,
-  ``check_policy``.
-
-Import the package, not its modules (``from loopctl_sim.props import invariants as inv``); the
-modules split it by what they check:
-
-================  ===============================================================================
-module            owns
-================  ===============================================================================
-``problems``      ``InvariantCode``, ``problem_code``, ``InvariantViolation``
-``conversation``  the independent model of provider validity, the salvage reference, open tails
-``state``         ``check_machine`` and the checks of one move: step, transition, sticky, refused
-``decisions``     the reference for decisions in ``Start`` (the loop detector's included) and
-                  in ``AwaitingModel``
-``commits``       the exit doors, compaction and ``next_run``: what each commit point keeps
-``resume``        exact save/restore, the same decision after it, a fresh digest
-``driver``        the hands' promises around each step (result order, dispatch, retries,
-                  overflow, estimate, policy), over what a harness observed
-``along_trace``   ``check_trace``: all of the above after every record of a recorded trace
-================  ===============================================================================
-
-It imports ``loopctl`` and, for ``check_trace``, the trace format (``loopctl_sim.trace``); no
-hypothesis.
+Import the package, not its modules (``from loopctl_sim.props import invariants as inv``). It
+imports ``loopctl`` and, for ``check_trace``, the trace format; no hypothesis.
 """
 
 from __future__ import annotations

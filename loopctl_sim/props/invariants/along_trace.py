@@ -35,15 +35,11 @@ from loopctl_sim.trace import (
 
 
 def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
-    """Walk a recorded trace on a bare brain, checking the invariants after every step and feed.
+    """Walk a recorded trace on a bare brain, checking every applicable invariant after every
+    step and feed, and ``check_resume`` after every ``resume_every``-th feed (0: never).
 
-    Replay (``loopctl_sim.replay.machine``) checks that the brain makes the recorded decisions; this
-    checks that those decisions keep the brain's promises: ``check_machine`` (with the step's
-    policy) after every record, ``check_step`` and ``check_start_decision`` after every step,
-    ``check_salvage``, ``check_commit`` and ``check_compaction_commit`` around their feeds,
-    ``check_terminal_sticky`` and ``check_transition`` around every feed, and ``check_resume``
-    after every ``resume_every``-th feed (0: never). Problems are prefixed with the record's
-    ``seq``; a feed the brain refuses or a record before a header ends the walk with a problem.
+    Problems are prefixed with the record's ``seq``; a feed the brain refuses or a record before
+    a header ends the walk with a problem.
     """
     problems: list[str] = []
     machine: LoopMachine | None = None

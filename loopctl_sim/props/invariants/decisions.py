@@ -1,13 +1,10 @@
 """Decisions in ``Start`` and ``AwaitingModel``: an independent reference for what the brain
 must decide there, and checkers that compare the brain's decision with it.
 
-``check_start_decision`` holds the contract's order of decisions (turn limit, manual, emergency
-and threshold compaction with its no-op floor, then the model); the loop detector has its own
-reference (``reference_call_key``, ``reference_loop_verdict``: the contract's verdict from the
-run's whole call record, not from the brain's window) and checker (``check_loop_decision``).
-A harness keeps the call record; these functions only judge it. In ``AwaitingModel`` the one
-decision is whether a context count over the emergency line (a provider's overflow report) has
-arrived: ``check_awaiting_model_decision``.
+``check_start_decision`` holds the contract's order of decisions; the loop detector has its own
+reference (``reference_loop_verdict``: the verdict from the run's whole call record, not from the
+brain's window) and checker (``check_loop_decision``). A harness keeps the call record; these
+functions only judge it.
 """
 
 from __future__ import annotations

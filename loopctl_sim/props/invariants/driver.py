@@ -1,39 +1,17 @@
 """The hands' promises around each step: what ``BareLoop`` must do between the brain's question
 and its next feed, as pure checkers over what a harness observed.
 
-The brain's checkers (the rest of this package) cannot see a driver bug that feeds the brain
-something valid but wrong: results in completion order (the brain reorders them), calls answered
-without running them on resume, one retry too many or too few, a retry that ignores the server's
-retry-after, an overflow fed as a failure, a context count never grown after tool results, a
-stale policy. These checkers judge what the harness saw from outside the driver (its own
-counting client, sleep and pre-tool hook; the observer's steps and feeds) against independent
-references written here, never against the driver's own code:
+The brain's checkers cannot see a driver bug that feeds the brain something valid but wrong:
+results in completion order, calls answered without running them on resume, one retry too many
+or too few, a retry that ignores retry-after, an overflow fed as a failure, a context count
+never grown after tool results, a stale policy. These checkers judge what the harness saw from
+outside the driver against independent references written here, never against the driver's
+own code (docs/testing.md lists each checker's promise).
 
-=============================  =================================================================
-checker                        the promise
-=============================  =================================================================
-``check_result_order``         results are fed in the order of the calls of ``CallTools``
-``check_dispatched_once``      each call of ``CallTools`` went through dispatch exactly once in the
-                               body that fed its results (a resume re-dispatches, once)
-``check_model_call``           the attempts of one ``CallLLM``: retried exactly while the error is
-                               retryable and retries remain, a sleep before each retry no shorter
-                               than the server's retry-after, and the feed that follows (a reply,
-                               the last error, or an overflow's count)
-``check_after_overflow``       the step after a context overflow is ``Compact(EMERGENCY)``
-``check_estimate``             after tool results the count grew by at least their estimate
-``check_policy``               the policy of a step is the configs in force (a change counts at
-                               the very next step)
-``check_compact_now``          a compaction a hook or ``before_step`` requested is in the policy
-                               of every step until one is asked for
-``check_run_messages``         ``RunResult.messages`` is what the run said: every result once, in
-                               call order, none lost across a restore
-=============================  =================================================================
-
-The retry reference (``reference_retry``) is the contract in ``loopctl.driver.retry``'s
-docstring, restated: retryable is ``should_retry`` when the server said, else the error's kind;
-never more than ``max_retries`` retries; a retry-after between 0 and ``max_retry_after`` is the
-least delay; a body that fails to parse (``details["parse"]``) the same way as the attempt
-before is not retried again. Imports ``loopctl`` only; no hypothesis.
+The retry reference (``reference_retry``) restates the contract in ``loopctl.driver.retry``'s
+docstring: retryable is ``should_retry`` when the server said, else the error's kind; never more
+than ``max_retries`` retries; a retry-after between 0 and ``max_retry_after`` is the least delay;
+a body that fails to parse the same way as the attempt before is not retried again.
 """
 
 from __future__ import annotations

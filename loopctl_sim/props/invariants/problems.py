@@ -1,10 +1,9 @@
 """Problems: the ``"<code>: <text>"`` strings every checker returns, their codes and the error
 that carries them.
 
-A checker returns a list of problems (empty: all good) rather than raising, so that a harness
-can collect what one step broke, tolerate a known issue by its code (``problem_code``) and fail
-on the rest. The codes are one enum here (``InvariantCode``), apart from the checkers, so that a
-harness can name them without importing what it does not run.
+A checker returns problems rather than raising, so a harness can collect what one step broke,
+tolerate a known issue by its code and fail on the rest. The codes are one enum here, apart
+from the checkers, so a harness can name them without importing what it does not run.
 """
 
 from __future__ import annotations

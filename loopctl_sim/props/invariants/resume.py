@@ -1,11 +1,9 @@
 """Resume: a machine saved at any point restores exactly, and decides the same once restored.
 
-This is the promise crash recovery stands on (a driver saves the brain's JSON and a new process
-resumes from it), so ``check_resume`` checks the JSON, the digest, both restore paths and the
-answer to the next question, always on restored copies, never on the machine it is given.
-``check_digest`` asks the machine's ``digest()`` before anything else touches its caches: a save
-(``model_dump_json``) brings them up to date, so a digest checked only after one cannot catch a
-cache that missed a change (a history replaced by another list of the same length).
+Crash recovery stands on this, so ``check_resume`` checks the JSON, the digest, both restore
+paths and the answer to the next question, always on restored copies. ``check_digest`` asks the
+machine's ``digest()`` before anything else touches its caches: a save brings them up to date,
+so a digest checked only after one cannot catch a cache that missed a change.
 """
 
 from __future__ import annotations
