@@ -12,14 +12,12 @@ import click
 from loopctl_sim.cli.export_cmd import export_test
 from loopctl_sim.cli.fork_cmd import fork_run
 from loopctl_sim.cli.fuzz_cmd import fuzz
-from loopctl_sim.cli.html_cmd import html
 from loopctl_sim.cli.mcp_cmd import mcp_faults
-from loopctl_sim.cli.otel_cmd import otel
 from loopctl_sim.cli.replay_cmd import replay
 from loopctl_sim.cli.resume_cmd import resume
 from loopctl_sim.cli.run_cmd import run
 from loopctl_sim.cli.session_cmd import session
-from loopctl_sim.cli.trace_cmds import diff, schema, show
+from loopctl_sim.cli.trace_cmds import diff, html, otel, schema, show
 
 __all__ = ["COMMANDS", "main"]
 

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json, expand_traces
-from loopctl_sim.cli.html_cmd import write_page
+from loopctl_sim.cli.trace_cmds import write_page
 from loopctl_sim.replay import (
     ReplayResult,
     replay_agent,
