@@ -202,10 +202,10 @@ def otel(
 ) -> None:
     """Export TRACE as OpenTelemetry GenAI spans (invoke_agent, chat, execute_tool)."""
     try:
-        from loopctl_sim.view.otel_spans import export_spans
-        from loopctl_sim.view.otlp import (
+        from loopctl_sim.view.otel_spans import (
             OtlpError,
             Redactor,
+            export_spans,
             otlp_json,
             send_otlp,
             shown_url,

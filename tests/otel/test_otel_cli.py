@@ -17,7 +17,7 @@ from otel_helpers import DRIVER
 from otel_server import Collector
 
 from loopctl_sim.cli import main
-from loopctl_sim.view.otlp import OtlpError, Redactor, send_otlp, shown_url
+from loopctl_sim.view.otel_spans import OtlpError, Redactor, send_otlp, shown_url
 
 TRACE = str(DRIVER / "basic.jsonl")
 PASSWORD = "hunter2-Pa55word"

@@ -17,8 +17,13 @@ from otel_server import Collector
 from loopctl.otel import OtelObserver
 from loopctl_sim.cli import main
 from loopctl_sim.trace import TraceRecorder
-from loopctl_sim.view.otel_spans import export_spans, trace_to_spans
-from loopctl_sim.view.otlp import OtlpError, send_otlp, traces_url
+from loopctl_sim.view.otel_spans import (
+    OtlpError,
+    export_spans,
+    send_otlp,
+    trace_to_spans,
+    traces_url,
+)
 
 START = 1_767_225_600_000_000_000  # the corpus's created: 2026-01-01T00:00:00+00:00
 
