@@ -42,7 +42,7 @@ this module, under them all, imports none of them), so this module is where the 
           +-- InvariantViolation  (AssertionError)  invariants that do not hold; ``problems``
           |                                   (props.invariants)
           +-- OtlpError                       the OTLP endpoint is unreachable or refused the
-          |                                   spans (view.otlp)
+          |                                   spans (view.otel_spans)
           +-- StateError  (ValueError)        a campaign state file that cannot be resumed
           |                                   (fuzz)
           +-- OutputError  (OSError)          a failure's file that cannot be written
