@@ -22,11 +22,11 @@ Span and trace ids come from a generator seeded with the trace's first line, so 
 same trace twice gives the same ids (a file diff of two exports shows only real changes).
 
 The finished spans go out as OTLP/JSON (``otlp_json``), to a file or a collector's OTLP/HTTP
-endpoint (``send_otlp``). OTLP/JSON is the protobuf messages' JSON mapping (``ExportTraceServiceRequest``): ids in hex,
-64-bit integers and nanosecond times as strings, enums as numbers. It is what an OpenTelemetry
-Collector's ``otlpjsonfile`` receiver reads and what every OTLP/HTTP endpoint (the Collector,
-Jaeger, Grafana Tempo, Phoenix, Langfuse, Logfire...) accepts with
-``Content-Type: application/json`` at ``/v1/traces``. Encoding it here keeps protobuf and the
+endpoint (``send_otlp``). OTLP/JSON is the protobuf messages' JSON mapping
+(``ExportTraceServiceRequest``): ids in hex, 64-bit integers and nanosecond times as strings, enums
+as numbers. It is what an OpenTelemetry Collector's ``otlpjsonfile`` receiver reads and what every
+OTLP/HTTP endpoint (the Collector, Jaeger, Grafana Tempo, Phoenix, Langfuse, Logfire...) accepts
+with ``Content-Type: application/json`` at ``/v1/traces``. Encoding it here keeps protobuf and the
 exporter packages out of the ``otel`` extra; the request goes out through httpx, which loopctl
 already has.
 
