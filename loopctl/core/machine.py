@@ -133,8 +133,6 @@ STATES: Final[tuple[StateKind, ...]] = tuple(STEP_TRANSITIONS)
 
 def is_count(n: object) -> bool:
     """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
-    if type(n) is int:  # nearly always: skip the two isinstance calls
-        return n >= 0
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
