@@ -1,15 +1,12 @@
 """The brain's vocabulary: states it sits in, steps it answers, outcomes it ends with.
 
-Each is a frozen slotted dataclass with its ``kind`` first, like the feeds (``feeds.py``): the
-brain builds one or two at every step, and building a dataclass checks nothing where a pydantic
-model validated every field again. Measured against the pydantic models they replace (timeit,
-side by side, load 4-6): ``CallLLM(turn=3)`` 600-870 ns against 1,510-1,930 ns,
-``Done(outcome=Completed(...))`` 1,260-1,540 ns against 3,460-4,360 ns; under cachegrind
-(``python -m benchmarks.instructions``) a driver turn 382,373 instructions against 402,567 and
-the brain's part of it 126,586 against 144,109. pydantic validates them by their annotations
-where a snapshot or a trace embeds them (discriminated on ``kind``, an unknown key refused) and
-writes them field by field: the same JSON bytes the models wrote. Write one as JSON data with
-``pydantic_core.to_jsonable_python``; dispatch on the type (``isinstance`` or ``match``).
+Frozen slotted dataclasses with their ``kind`` first, like the feeds: the brain builds one or
+two at every step, and a dataclass checks nothing where a pydantic model validated every field
+again (a driver turn: 382k instructions against 403k under cachegrind; ``CallLLM(turn=3)``
+600-870 ns against 1,510-1,930). pydantic validates them by their annotations where a snapshot
+or a trace embeds them (discriminated on ``kind``, unknown keys refused) and writes them field
+by field, the same JSON bytes. ``pydantic_core.to_jsonable_python`` writes one as JSON data;
+dispatch on the type (``isinstance`` or ``match``).
 """
 
 from __future__ import annotations
