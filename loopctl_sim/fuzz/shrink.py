@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.scenario import ReplyScenario, Scenario
 
 T = TypeVar("T")
@@ -218,21 +217,3 @@ def shrink_scenario(
         faults_before=len(scenario.faults),
         tools_before=len(scenario.tools),
     )
-
-
-def fault_places(faults: Sequence[Fault]) -> list[str]:
-    """Short descriptions of where faults strike (for reports)."""
-    out = []
-    for f in faults:
-        where = (
-            f"model_call {f.model_call}"
-            if f.model_call is not None
-            else f"tool_call {f.tool_call}"
-            if f.tool_call is not None
-            else f"tool {f.tool}"
-            if f.tool is not None
-            else f"step {f.step}"
-        )
-        times = f" x{f.times}" if f.times > 1 else ""
-        out.append(f"{f.kind} at {where}{times}")
-    return out

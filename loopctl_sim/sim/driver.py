@@ -65,16 +65,12 @@ async def simulate_driver_async(
     watch: LoopWatch | None = None,
     on_stream: Callable[[StreamEvent], None] | None = None,
 ) -> SimResult:
-    """Run ``world`` through ``BareLoop``; ``TraceRecorder`` writes the trace (when given).
-    ``simulate_driver`` is the same for callers outside an event loop.
+    """Run ``world`` through ``BareLoop``, recording a trace when given (``simulate_driver``:
+    the same outside an event loop), on ``machine`` (a next run) or a fresh brain.
 
-    ``observers`` watch the run too (after the recorder), and ``before_step`` is called at
-    every step after the world's run-level faults struck: a checking harness's seam. The run
-    starts on ``machine`` when given (a next run on its history), else on a fresh brain holding
-    ``world.history``. ``on_stream`` watches every reply's events (the driver then streams and
-    folds them; unwatched, the world hands each reply over whole: the same run). ``watch`` puts
-    its seams into every body (``install``; ``restarted`` after a crash): a harness that checks
-    the driver itself, such as ``loopctl_sim.props.driver_watch.DriverWatch``."""
+    A checking harness's seams: ``observers`` (after the recorder), ``before_step`` (after the
+    run-level faults struck), ``watch`` (installed into every body, ``DriverWatch``), and
+    ``on_stream`` (the driver then streams and folds every reply: the same run)."""
     plan = FaultPlan(world.faults)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)

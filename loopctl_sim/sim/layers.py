@@ -174,13 +174,10 @@ def simulated_result(call: ToolCall) -> str:
 class ToolFaults(LoopObserver):
     """The innermost tool middleware of a faulted run; see the module docstring.
 
-    ``live(name)``: the tool runs for real (else a stand-in answers after the arguments are
-    validated against the tool's own model); ``scripted``: tools answered by a function of the
-    arguments (a scenario's ``returns``, ``results``...); ``timeout(name)``: the timeout a
-    ``tool_hang`` or ``tool_timeout`` reports (None: a hang can only be cancelled, and this
-    layer cancels ``cancel``, the run's signal, as a user who gives up would); ``recorded``:
-    for a tool that does not run live, the answer a recording holds (None: the stand-in's).
-    ``executions`` counts, by call id, how often a live tool was really run."""
+    ``live(name)``: the tool runs for real, else a stand-in answers once the arguments validate
+    (or ``recorded(call)``, what a recording holds); ``scripted``: tools answered by a function
+    of the arguments; ``timeout(name)``: the timeout a hang reports (None: this layer cancels
+    ``cancel``, as a user who gives up would). ``executions`` counts real runs by call id."""
 
     def __init__(
         self,

@@ -265,12 +265,8 @@ def delivered_reply(
     fault: Fault | None, message: Message, usage: Usage | None, request: int = 0
 ) -> ModelReply:
     """``fold_events(faulty_reply(fault, message, usage, request))``: what the driver makes of
-    the reply (a ``FaultyClient``'s ``whole_reply``, the brain-level simulator's reply).
-
-    The stream is built and folded only when the fault is in the stream itself, or when the
-    message is not already what the fold of its stream gives (``loopctl.api.folded``: this
-    stream carries only text and calls, its arguments with their keys sorted).
-    ``tests/sim/test_sim_world.py`` pins it to the fold.
+    the reply. The stream is built and folded only when the fault is in the stream, or when
+    ``message`` is not already its own fold (``loopctl.api.folded``); tests pin it to the fold.
     """
     streamed = _streamed_message(fault, message, request)
     if streamed is None:

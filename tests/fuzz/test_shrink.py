@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl_sim.fuzz.shrink import ddmin, fault_places, shrink_scenario
+from loopctl_sim.fuzz.shrink import ddmin, shrink_scenario
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.scenario import ReplyScenario, Scenario
@@ -104,14 +104,6 @@ def test_shrink_pins_call_ids_so_removing_replies_does_not_rename_calls() -> Non
 
     small = shrink_scenario(sc, fails).scenario
     assert [c.id for r in small.model for c in r.calls] == ["call_5_1"]
-
-
-def test_fault_places() -> None:
-    assert fault_places(_scenario().faults) == [
-        "network at model_call 2 x3",
-        "tool_exception at tool_call 4",
-        "inject at step 3",
-    ]
 
 
 @given(
