@@ -39,10 +39,6 @@ from loopctl_sim.view import (
 )
 
 
-def _kinds(values: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(k.strip() for v in values for k in v.split(",") if k.strip())
-
-
 @click.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--full", is_flag=True, help="Whole texts (messages, arguments, results), uncut.")
@@ -70,7 +66,8 @@ def show(trace: str, full: bool, turns: str | None, kinds: tuple[str, ...]) -> N
     except ValueError:
         die(f"--turn: expected N or A-B, got {turns!r}")
     try:
-        print_timeline(make_console(), trace, ShowFilter(span, _kinds(kinds), full))
+        wanted = frozenset(k.strip() for v in kinds for k in v.split(",") if k.strip())
+        print_timeline(make_console(), trace, ShowFilter(span, wanted, full))
     except TraceFormatError as exc:
         die(str(exc))
 

@@ -190,10 +190,6 @@ def fields_table(diffs: list[FieldDiff], a: str = "expected", b: str = "actual")
     return table
 
 
-def _policy_text(policy: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={show_value(v, 40)}" for k, v in policy.items())
-
-
 def _say(console: Console, prefix: str, body: str, style: str = "", indent: int = 2) -> None:
     """One paragraph, wrapped with a hanging indent past ``prefix`` (not wrapped when piped)."""
     for line in wrapped(visible(prefix), visible(body), wrap_width(console), indent):
@@ -232,7 +228,8 @@ def print_divergence(console: Console, divergence: Divergence, path: str = "") -
     if divergence.note:
         _say(console, "note: ", divergence.note, "yellow")
     policy = divergence_policy(divergence, path or None)
-    _say(console, "policy in force: ", _policy_text(policy) if policy else "(no step before it)")
+    shown = ", ".join(f"{k}={show_value(v, 40)}" for k, v in (policy or {}).items())
+    _say(console, "policy in force: ", shown or "(no step before it)")
     diffs = leaf_diff(divergence.expected, divergence.actual)
     if diffs:
         console.print(f"differing fields ({len(diffs)}):")
