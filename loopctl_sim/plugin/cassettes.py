@@ -18,6 +18,7 @@ when the block raised, a request failed unrecorded, or ``abandon()`` was called;
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -189,27 +190,26 @@ class CassetteSession:
         return miss
 
     # patching, inside vcrpy's own
-    def _wrap(self, inner: Any, is_async: bool) -> Any:
-        miss, broken = self._miss, self._broken
+    @contextlib.contextmanager
+    def _watching(self, request: httpx.Request) -> Iterator[None]:
+        """A transport call: a miss becomes a ``CassetteMiss``, a failure is noted."""
+        try:
+            yield
+        except CannotOverwriteExistingCassetteException as error:
+            raise self._miss(error) from None
+        except Exception as error:
+            self._broken(request, error)
+            raise
 
+    def _wrap(self, inner: Any, is_async: bool) -> Any:
         def handle(transport: Any, request: httpx.Request) -> httpx.Response:
-            try:
+            with self._watching(request):
                 response = inner(transport, request)
-            except CannotOverwriteExistingCassetteException as error:
-                raise miss(error) from None
-            except Exception as error:
-                broken(request, error)
-                raise
             return _in_pieces(response)
 
         async def handle_async(transport: Any, request: httpx.Request) -> httpx.Response:
-            try:
+            with self._watching(request):
                 response = await inner(transport, request)
-            except CannotOverwriteExistingCassetteException as error:
-                raise miss(error) from None
-            except Exception as error:
-                broken(request, error)
-                raise
             return _in_pieces(response)
 
         return handle_async if is_async else handle
