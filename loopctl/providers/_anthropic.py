@@ -1,27 +1,248 @@
-"""Anthropic Messages (``POST {base_url}/v1/messages``), streaming SSE or one JSON body.
+"""Anthropic Messages (``POST {base_url}/v1/messages``): the client, streaming SSE or one JSON
+body, and its replies as ``loopctl.api`` events.
 
-The conversion lives in ``_anthropic_wire`` (history to blocks, tools, usage) and the reply
-parsing in ``_anthropic_stream`` (a body and a stream give the same events); this module is
-the client. Reasoning, server-tool and MCP blocks are kept as parts of this client's
-``provider`` key and sent back unchanged (see ``_anthropic_wire``). Context tokens: all three
-input figures plus the output tokens.
+The conversion lives in ``_anthropic_wire`` (history to blocks, tools, usage). Reasoning,
+server-tool and MCP blocks are kept as parts of this client's ``provider`` key and sent back
+unchanged (see ``_anthropic_wire``). Context tokens: all three input figures plus the output
+tokens.
+
+A whole message body and its event stream give the same events for the same message (tests
+fold each cassette's stream with the official SDK's own accumulator and compare), so a reply
+folds alike streamed or not:
+
+- ``text``: ``TextDelta``; its ``citations`` (``citations_delta`` in a stream) become a
+  citations ``ProviderPart`` right after the text, when the block ends;
+- ``thinking``: ``ThinkingDelta`` as it streams, then the ``ThinkingPart`` with its
+  ``signature`` (``signature_delta``, just before the block's end); ``redacted_thinking``: a
+  ``ThinkingPart`` with the encrypted data;
+- ``tool_use``: ``ToolCallStart`` / ``ToolCallDelta`` (the ``input_json_delta`` fragments) /
+  ``ToolCallEnd``; a missing or repeated id becomes ``call_{turn}_{n}``;
+- every other block (``server_tool_use``, ``mcp_tool_use``, ``web_search_tool_result``,
+  ``code_execution_tool_result``, ``mcp_tool_result``, blocks added later): a ``ProviderPart``
+  of the block as it ends. Server and MCP tool calls stream their input as ``input_json_delta``
+  too: the fragments are joined and parsed once, at ``content_block_stop``, as the SDK does.
+  They are the provider's to run: never a ``ToolCall`` for the registry.
+
+Events: ``message_start`` carries the input figures, ``message_delta`` the stop reason and
+cumulative usage, ``message_stop`` the end; ``ping`` and unknown events or deltas are ignored; an
+``error`` event is classified like an HTTP error. A delta for a block that never started is a
+malformed stream (deterministic: it says where).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Unpack
 
 import httpx
 
-from loopctl.api import ModelRequest, StreamEvent
-from loopctl.providers._anthropic_stream import body_events, stream_events
+from loopctl.api import (
+    ModelRequest,
+    PartEvent,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from loopctl.core import ProviderPart, TextPart, ThinkingPart
 from loopctl.providers._anthropic_wire import (
+    CITATIONS,
+    block_parts,
     messages_to_wire,
     tools_to_wire,
+    usage_from_wire,
 )
 from loopctl.providers._common import ClientArgs, HttpProvider
-from loopctl.providers._framing import Cursor
+from loopctl.providers._errors import (
+    ProviderInfo,
+    classify,
+    loads,
+    loads_object,
+    malformed,
+    stream_ended_early,
+)
+from loopctl.providers._framing import CallIds, Cursor, sse_events
+
+
+def _part_events(block: Mapping[str, Any], provider: str) -> Iterator[StreamEvent]:
+    for part in block_parts(block, provider):
+        if isinstance(part, TextPart):
+            yield TextDelta(text=part.text)
+        elif isinstance(part, ThinkingPart | ProviderPart):
+            if isinstance(part, ThinkingPart) and part.text:
+                yield ThinkingDelta(text=part.text)
+            yield PartEvent(part=part)
+
+
+def body_events(info: ProviderInfo, data: Any, turn: int, provider: str) -> Iterator[StreamEvent]:
+    """The events of a whole (non-streamed) Messages body."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("content"), list):
+        raise malformed(info, "a message without a content list", "the JSON body")
+    ids = CallIds(turn)
+    for block in data["content"]:
+        if block.get("type") == "tool_use":
+            ours, call_id = ids.next(block.get("id"))
+            yield ToolCallStart(index=ours, id=call_id, name=block["name"])
+            yield ToolCallDelta(index=ours, arguments=json.dumps(block.get("input") or {}))
+            yield ToolCallEnd(index=ours)
+        else:
+            yield from _part_events(block, provider)
+    if data.get("stop_reason"):
+        yield StopEvent(reason=data["stop_reason"])
+    yield UsageEvent(usage=usage_from_wire(data.get("usage") or {}))
+
+
+class _Block:
+    """One content block while it streams."""
+
+    __slots__ = ("block", "call", "fragments", "initial")
+
+    def __init__(self, block: dict[str, Any], call: int | None = None) -> None:
+        self.block = block  # as started, updated by the deltas
+        self.call = call  # our tool-call index, for tool_use
+        self.fragments: list[str] = []  # input_json_delta pieces
+        self.initial = block.get("input")  # a tool block's input as started
+
+
+class _Stream:
+    """The state of one streamed reply: open blocks by wire index, usage so far."""
+
+    def __init__(self, info: ProviderInfo, cursor: Cursor, turn: int, provider: str) -> None:
+        self.info = info
+        self.cursor = cursor
+        self.provider = provider
+        self.ids = CallIds(turn)
+        self.blocks: dict[int, _Block] = {}
+        self.usage: dict[str, Any] = {}
+
+    def bad(self, what: str) -> Exception:
+        return malformed(self.info, what, self.cursor.where())
+
+    def start(self, data: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        block = dict(data.get("content_block") or {})
+        index = data.get("index")
+        if not isinstance(index, int):
+            raise self.bad(f"a content block without an index: {block.get('type')!r}")
+        btype = block.get("type")
+        if btype == "tool_use":
+            if not block.get("name"):
+                raise self.bad("a tool_use block without a name")
+            ours, call_id = self.ids.next(block.get("id"))
+            self.blocks[index] = _Block(block, ours)
+            yield ToolCallStart(index=ours, id=call_id, name=block["name"])
+            return
+        self.blocks[index] = _Block(block)
+        if btype == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+        elif btype == "thinking" and block.get("thinking"):
+            yield ThinkingDelta(text=block["thinking"])
+
+    def delta(self, data: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        index = data.get("index")
+        open_block = self.blocks.get(index)  # type: ignore[arg-type]
+        delta = data.get("delta") or {}
+        dtype = delta.get("type")
+        if open_block is None:
+            raise self.bad(f"a {dtype} for block {index}, which never started")
+        block = open_block.block
+        btype = block.get("type")
+        if dtype == "text_delta" and btype == "text":
+            if delta.get("text"):
+                block["text"] = block.get("text", "") + delta["text"]
+                yield TextDelta(text=delta["text"])
+        elif dtype == "input_json_delta" and "input" in block:
+            piece = delta.get("partial_json") or ""
+            if piece:
+                open_block.fragments.append(piece)
+                if open_block.call is not None:
+                    yield ToolCallDelta(index=open_block.call, arguments=piece)
+        elif dtype == "citations_delta" and btype == "text":
+            block["citations"] = [*(block.get("citations") or []), delta.get("citation")]
+        elif dtype == "thinking_delta" and btype == "thinking":
+            if delta.get("thinking"):
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+                yield ThinkingDelta(text=delta["thinking"])
+        elif dtype == "signature_delta" and btype == "thinking":
+            block["signature"] = delta.get("signature")
+        # deltas of other types (added later), or for blocks they do not apply to: ignored
+
+    def stop(self, data: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        open_block = self.blocks.get(data.get("index"))  # type: ignore[arg-type]
+        if open_block is None:
+            return
+        block = open_block.block
+        if open_block.call is not None:
+            if not open_block.fragments and open_block.initial:
+                # the input came whole in content_block_start
+                yield ToolCallDelta(index=open_block.call, arguments=json.dumps(open_block.initial))
+            yield ToolCallEnd(index=open_block.call)
+            return
+        if open_block.fragments:
+            joined = "".join(open_block.fragments)
+            block["input"] = loads(self.info, joined, self.cursor.where())
+            if not isinstance(block["input"], dict):
+                raise self.bad(f"the input of a {block.get('type')} block is not an object")
+        btype = block.get("type")
+        if btype == "text":
+            if block.get("citations"):  # the text itself already streamed
+                yield PartEvent(
+                    part=ProviderPart(
+                        provider=self.provider,
+                        data={"type": CITATIONS, "citations": block["citations"]},
+                    )
+                )
+            return
+        for part in block_parts(block, self.provider):  # never text here: PartEvent checks it
+            yield PartEvent(part=part)  # type: ignore[arg-type]
+
+    def message_delta(self, data: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        reason = (data.get("delta") or {}).get("stop_reason")
+        if reason:
+            yield StopEvent(reason=reason)
+        delta_usage = data.get("usage") or {}
+        self.usage.update({k: v for k, v in delta_usage.items() if v is not None})
+        yield UsageEvent(usage=usage_from_wire(self.usage))
+
+
+async def stream_events(
+    info: ProviderInfo,
+    lines: AsyncIterator[str],
+    cursor: Cursor,
+    turn: int,
+    provider: str,
+) -> AsyncIterator[StreamEvent]:
+    """The events of a streamed Messages reply (see the module docstring)."""
+    state = _Stream(info, cursor, turn, provider)
+    async for sse in sse_events(lines, cursor):
+        data = loads_object(info, sse.data, cursor.where(), "an event")
+        etype = data.get("type", sse.event)
+        if etype == "message_start":
+            state.usage.update((data.get("message") or {}).get("usage") or {})
+            yield UsageEvent(usage=usage_from_wire(state.usage))
+            continue
+        if etype == "content_block_start":
+            produced = state.start(data)
+        elif etype == "content_block_delta":
+            produced = state.delta(data)
+        elif etype == "content_block_stop":
+            produced = state.stop(data)
+        elif etype == "message_delta":
+            produced = state.message_delta(data)
+        elif etype == "message_stop":
+            return
+        elif etype == "error":
+            raise classify(info, None, data)
+        else:
+            continue  # ping, and event types added later
+        for event in produced:
+            yield event
+    raise stream_ended_early(info, "message_stop")
+
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
