@@ -23,8 +23,7 @@ from vcr_support import cassette
 from loopctl.api import ApiError, ModelRequest, Usage, fold_events
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers import OpenAIResponsesClient
-from loopctl.providers._openai_responses import input_items
-from loopctl.providers._openai_responses_stream import response_events
+from loopctl.providers._openai_responses import input_items, response_events
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "openai_responses"
 PARIS = Message.user("What is the weather in Paris?")
