@@ -11,9 +11,9 @@ answering a non-streaming one is parsed as a stream, and a content type neither 
 page from a proxy) is a clear, non-retried error. A missing or neutral type (``text/plain``)
 follows the request. A body that cannot be parsed says where (``_framing.Cursor``).
 
-Error records live in ``_errors``, framing in ``_framing``, host names in ``_hosts``, base URLs
-(endpoints, credentials in the URL, what errors may show) in ``_urls``; their public names are
-re-exported here.
+Error records live in ``_errors``, framing in ``_framing``, base URLs and host names
+(endpoints, credentials in the URL, what errors may show, the provider's key and name) in
+``_urls``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from loopctl.providers._errors import (
     unexpected_content,
 )
 from loopctl.providers._framing import Cursor
-from loopctl.providers._hosts import Family, identity
-from loopctl.providers._urls import BaseUrl, redact
+from loopctl.providers._urls import BaseUrl, Family, identity, redact
 from loopctl.secrets import is_secret_name
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
