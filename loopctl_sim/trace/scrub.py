@@ -179,6 +179,8 @@ class Scrubber:
         self._text = TextScrubber(self.patterns, self.placeholder)
         # The user's patterns have no literal known here: a text is searched for them whole.
         self._user = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        #: Whether it has patterns of the user's: they could match any part of a record's text.
+        self.user_patterns = bool(patterns)
 
     @property
     def key_id(self) -> str | None:
