@@ -177,6 +177,7 @@ def save_restore(repeats: int, processes: int, n_messages: int = MESSAGES) -> li
                 "first_restore_ms": first["restore_ms"],
                 "first_save_ms": first["save_ms"],
                 "first_total_ms": first["total_ms"],
+                "first_total_cpu_ms": first["total_cpu_ms"],
                 "restore_ms": warm["restore_ms"],
                 "save_ms": warm["save_ms"],
                 "total_ms": warm["total_ms"],
