@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from pydantic_core import to_jsonable_python
 
-from loopctl.core import LoopMachine, ProtocolError
+from loopctl.core import Feed, LoopMachine, ProtocolError
 from loopctl_sim.replay.explain import brain_changes, continuation_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
@@ -117,7 +117,8 @@ class _MachineReplay:
         self.result = ReplayResult(path=self.reader.path)
         self.digest_every = digest_every
         self.machine: LoopMachine | None = None
-        self.feeds: deque[RecentFeed] = deque(maxlen=recent)
+        # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
+        self.feeds: deque[tuple[int, int, str, Feed]] = deque(maxlen=recent)
         # Where secrets were first scrubbed, and whether this run's digests are still
         # comparable: from a run's first scrubbed record on, the brain replayed holds
         # placeholders where the recorded one held secrets.
@@ -206,7 +207,7 @@ class _MachineReplay:
             self.exact = False
             if self.scrubbed_at is None:
                 self.scrubbed_at = rec.seq
-        self.feeds.append(RecentFeed(rec.seq, line, rec.name, rec.args))
+        self.feeds.append((rec.seq, line, rec.name, rec.args))
         machine = self.brain
         try:
             machine.feed(rec.args)
@@ -228,9 +229,11 @@ class _MachineReplay:
         else:
             self.since_check = 0
             self.unchecked = None
-            self.check_digest(rec, line)
-        if rec.brain is not None:  # after the digest: it names a real change
-            self.check_summary(rec, line, f"after {rec.name}()", rec.digest, rec.brain)
+            if machine.digest() != rec.digest:
+                self.digest_diverged(rec, line)
+        brain = rec.brain  # after the digest: it names a real change
+        if brain is not None and tuple(brain.__dict__.values()) != machine.summary_values():
+            self.check_summary(rec, line, f"after {rec.name}()", rec.digest, brain)
 
     def io(self, line: int, rec: IoRecord) -> None:
         """What the world did: not replayed (a replayer that re-runs effects is not one)."""
@@ -269,13 +272,11 @@ class _MachineReplay:
 
     # --- the checks ----------------------------------------------------------------------
 
-    def check_digest(self, rec: FeedRecord, line: int) -> None:
-        """Raise ``Diverged`` if the brain's digest is not the one recorded after ``rec``; the
+    def digest_diverged(self, rec: FeedRecord, line: int) -> None:
+        """Raise ``Diverged``: the brain's digest is not the one recorded after ``rec``; the
         report names the brain's fields that differ (from the feed's brain summary, v2)."""
         machine = self.brain
         digest = machine.digest()
-        if digest == rec.digest:
-            return
         expected_brain = to_jsonable_python(rec.brain)
         actual_brain = BrainSummary.of(machine).model_dump(mode="json")
         changes = brain_changes(expected_brain, actual_brain)
@@ -301,7 +302,8 @@ class _MachineReplay:
         if self.unchecked is not None:
             rec, line = self.unchecked
             self.unchecked = None
-            self.check_digest(rec, line)
+            if self.brain.digest() != rec.digest:
+                self.digest_diverged(rec, line)
 
     def check_summary(
         self,
@@ -348,7 +350,7 @@ class _MachineReplay:
 
     def reported(self, divergence: Divergence) -> Divergence:
         """``divergence`` with the feeds before it and what scrubbing hid."""
-        divergence.recent_feeds = list(self.feeds)
+        divergence.recent_feeds = [RecentFeed(*feed) for feed in self.feeds]
         if self.scrubbed_at is not None:
             divergence.note = (
                 f"secrets were scrubbed from this trace at seq {self.scrubbed_at}: the digests "

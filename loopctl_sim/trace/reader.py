@@ -87,23 +87,27 @@ class TraceReader:
         """``(line number, record)`` for every record; from ``start`` (a byte offset into the
         trace's text, decompressed, and the line that begins there), when given: a resume reads
         from its last checkpoint, a record inside a run (a header or a ``snapshot``)."""
-        expected_seq = 0
         in_run = False  # a header was read, and no end since
         first = 1
         with self._open() as f:
             if start is not None:
                 offset, first = start
                 f.seek(offset)
-                in_run, expected_seq = True, first - 1
+                in_run = True
             lines = lines_of(f)
+            lineno = 0
             try:
                 for lineno, raw in enumerate(lines, first):
                     self.line = lineno
-                    record = self._validated(raw, lineno, in_run)
-                    if record is None:  # a truncated last line
+                    try:
+                        record: Record = _VALIDATE(raw)
+                    except ValidationError as exc:
+                        self._last_line_cut(raw, lineno, exc)  # or it raises
                         return
-                    in_run = record.type != "end"  # a header opens a run, an end closes it
-                    expected_seq += 1
+                    kind = record.type  # not isinstance: through pydantic's metaclass, costlier
+                    if record.seq != lineno - 1 or kind == "header" or not in_run:
+                        self._check_place(record, lineno, in_run)
+                    in_run = kind != "end"  # a header opens a run, an end closes it
                     yield lineno, record
             except CutShort as exc:
                 raise TraceFormatError(self.path, self.line + 1, exc.detail) from None
@@ -112,7 +116,7 @@ class TraceReader:
                     f"{self.path}:{self.line + 1}: the compressed trace ends early (its writer "
                     f"stopped before closing it): {self.line} complete records read"
                 )
-        if expected_seq == 0:
+        if lineno == 0 and start is None:
             raise TraceFormatError(self.path, 1, "empty trace (no header record)")
 
     def _open(self) -> IO[bytes]:
@@ -121,36 +125,35 @@ class TraceReader:
         except OSError as exc:
             raise TraceFormatError(self.path, 0, f"cannot open: {exc.strerror or exc}") from None
 
-    def _validated(self, raw: bytes, lineno: int, in_run: bool) -> Record | None:
-        """The record on line ``lineno`` (its seq ``lineno - 1``), validated by pydantic and
-        checked in its place; None for a truncated last line (its warning added)."""
+    def _last_line_cut(self, raw: bytes, lineno: int, exc: ValidationError) -> None:
+        """Add the warning of a truncated last line (``raw``, which pydantic refused with
+        ``exc``), skipped; raise ``TraceFormatError`` for any other line that is not a record."""
         path = self.path
-        try:
-            record: Record = _VALIDATE(raw)
-        except ValidationError as exc:
-            complete = raw.endswith(b"\n")
-            if not complete and raw.strip():
-                if lineno == 1:
-                    raise TraceFormatError(
-                        path,
-                        lineno,
-                        "no complete record: the only line is truncated (no newline at end of "
-                        "file)",
-                    ) from None
-                self.warnings.append(
-                    f"{path}:{lineno}: truncated last line (no newline at end of file, "
-                    f"{len(raw)} bytes) skipped"
-                )
-                return None
-            if not raw.strip():
-                raise TraceFormatError(path, lineno, "empty line") from None
-            reason = _header_problem(raw) or _explain(exc)
-            raise TraceFormatError(path, lineno, reason) from None
+        if not raw.endswith(b"\n") and raw.strip():
+            if lineno == 1:
+                raise TraceFormatError(
+                    path,
+                    lineno,
+                    "no complete record: the only line is truncated (no newline at end of file)",
+                ) from None
+            self.warnings.append(
+                f"{path}:{lineno}: truncated last line (no newline at end of file, "
+                f"{len(raw)} bytes) skipped"
+            )
+            return
+        if not raw.strip():
+            raise TraceFormatError(path, lineno, "empty line") from None
+        raise TraceFormatError(path, lineno, _header_problem(raw) or _explain(exc)) from None
+
+    def _check_place(self, record: Record, lineno: int, in_run: bool) -> None:
+        """Raise if ``record`` (on line ``lineno``, so its seq ``lineno - 1``) is out of place;
+        remember it as the header when it is one."""
+        path = self.path
         if record.seq != lineno - 1:
             raise TraceFormatError(
                 path, lineno, f"seq {record.seq} is not consecutive (expected {lineno - 1})"
             )
-        kind = record.type  # not isinstance: through pydantic's metaclass, it costs more
+        kind = record.type
         if kind == "header":
             if record.continues is not None and (in_run or lineno == 1):  # type: ignore[union-attr]
                 where = "starts the trace" if lineno == 1 else "is inside a run (no end before it)"
@@ -165,7 +168,6 @@ class TraceReader:
             else:
                 reason = f"a {kind!r} record after the end of a run (no header)"
             raise TraceFormatError(path, lineno, reason)
-        return record
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[Record]:
