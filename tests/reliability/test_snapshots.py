@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def a_machine(modern: bool = False) -> LoopMachine:
         parts: list[object] = [TextPart(text=f"reading {turn}"), call]
         if modern and turn == 0:
             parts.insert(0, ThinkingPart(provider="anthropic", text="hm", signature="sig"))
-        m.model_response(Message(role="assistant", parts=tuple(parts)), 100 + turn)  # type: ignore[arg-type]
+        m.model_response(Message(role="assistant", parts=tuple(parts)), 100 + turn)
         m.next_step(POLICY)
         m.tool_results(
             Message.from_results([ToolResult(call_id=call.id, name="read", content="x" * turn)])
@@ -82,13 +83,24 @@ def test_without_the_checksum_some_flips_restore_another_brain() -> None:
     assert counts["different"] > 0, counts
 
 
-def test_a_damaged_snapshot_says_it_is_damaged() -> None:
+#: The ways in, each giving the snapshot it restored: the brain's (its saved form's cache checks
+#: the checksum) and the model's own (it serializes the content whole to check it).
+DOORS: dict[str, Callable[[str], MachineSnapshot]] = {
+    "LoopMachine.model_validate_json": lambda t: LoopMachine.model_validate_json(t).snapshot(),
+    "LoopMachine.model_validate": lambda t: LoopMachine.model_validate(json.loads(t)).snapshot(),
+    "MachineSnapshot.model_validate_json": MachineSnapshot.model_validate_json,
+}
+
+
+@pytest.mark.parametrize("door", DOORS.values(), ids=DOORS.keys())
+def test_a_damaged_snapshot_says_it_is_damaged(door: Callable[[str], MachineSnapshot]) -> None:
     m = a_machine()
     text = m.model_dump_json()
     damaged = text.replace('"reading 1"', '"reading 7"')
     with pytest.raises(ValidationError) as caught:
-        LoopMachine.model_validate_json(damaged)
+        door(damaged)
     assert "damaged machine snapshot: its checksum does not match its content" in str(caught.value)
+    assert door(json.dumps(json.loads(text), indent=2)) == m.snapshot()  # laid out otherwise
 
 
 def test_a_version_changed_or_a_checksum_dropped_is_refused() -> None:
