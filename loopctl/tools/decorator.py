@@ -29,13 +29,13 @@ import json
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from loopctl.api import ToolSpec
+from loopctl.api import ToolSpec, json_dumps
 from loopctl.core import LoopctlError
 from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
 from loopctl.tools.threads import run_in_worker
@@ -45,9 +45,7 @@ __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: ``json.dumps(value, ensure_ascii=False)``, which builds this encoder on every call: half the
-#: cost of encoding a small result (6 against 12 us, timeit, on a loaded machine).
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE: Final = json_dumps(ensure_ascii=False)  # json.dumps(value, ensure_ascii=False)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """The tool names every supported provider accepts (OpenAI's rule is the strictest)."""
@@ -146,7 +144,12 @@ class Tool(Generic[P, R]):
     def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
         """Validate the model's arguments; raise ``ToolArgumentsError`` saying what to fix."""
         try:
-            return self.arguments_model.model_validate(arguments)
+            # ``model_validate`` without its Python wrapper (keyword checks): 12,700 -> 8,500
+            # instructions a call of ``add(a, b)`` (cachegrind); the same model, the same errors.
+            validated: BaseModel = self.arguments_model.__pydantic_validator__.validate_python(
+                arguments
+            )
+            return validated
         except ValidationError as exc:
             raise ToolArgumentsError(describe_validation_error(self.name, exc)) from None
 

@@ -1,0 +1,121 @@
+"""The models and texts the driver builds every turn without pydantic's check or ``json.dumps``'s
+per-call encoder (``loopctl.api.prevalidated``, ``loopctl.api.json_dumps``) are those the long
+way gives: equal, the same fields set, the same JSON, the same text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopctl import BareLoop, Message, RunConfig, SessionConfig, tool
+from loopctl.api import ModelReply, ModelRequest, Usage, fold_events, folded, json_dumps
+from loopctl.core import ToolCall
+from loopctl.testing import FunctionClient, reply_events
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _validated(model: Any) -> Any:
+    """``model`` built again the long way: the validator handed the fields it was given."""
+    return type(model)(**{name: getattr(model, name) for name in model.model_fields_set})
+
+
+def _same(built: Any, validated: Any) -> None:
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+
+
+def test_the_driver_s_requests_are_the_validated_requests() -> None:
+    """Every request of a run (system prompt, options, tools, a growing conversation) is the
+    request pydantic builds from the same fields; a middleware's ``model_copy`` of one changes
+    the copy alone."""
+    calls = iter([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+
+    def fn(request: ModelRequest) -> Message:
+        arguments = next(calls, None)
+        if arguments is None:
+            return Message.assistant("done")
+        return Message(role="assistant", parts=(ToolCall(id="c", name="add", arguments=arguments),))
+
+    client = FunctionClient(fn)
+    loop = BareLoop(
+        client,
+        tools=[add],
+        config=RunConfig(max_turns=5),
+        session=SessionConfig(system_prompt="Be brief.", options={"temperature": 0}),
+    )
+    result = loop.run_sync("add")
+    assert result.final_text == "done"
+    assert [r.turn for r in client.requests] == [1, 2, 3]
+    for request in client.requests:
+        _same(request, _validated(request))
+        assert request.model_fields_set == {"messages", "tools", "system", "options", "turn"}
+        changed = request.model_copy(update={"system": "other"})
+        assert changed.system == "other" and request.system == "Be brief."
+        assert "system" in changed.model_fields_set
+    assert client.requests[0].options is not client.requests[1].options  # each owns its dict
+
+
+@pytest.mark.parametrize(
+    "message, usage, stop",
+    [
+        (Message.assistant("hi"), None, None),
+        (Message.assistant("hi"), Usage(input_tokens=3, output_tokens=1), "max_tokens"),
+        (
+            Message(
+                role="assistant",
+                parts=(ToolCall(id="c", name="add", arguments={"a": 1, "b": [2, {"c": None}]}),),
+            ),
+            None,
+            None,
+        ),
+    ],
+)
+def test_folded_and_fold_events_replies_are_the_validated_replies(
+    message: Message, usage: Usage | None, stop: str | None
+) -> None:
+    whole = folded(message, usage, stop)
+    assert whole is not None
+    _same(whole, _validated(whole))
+    streamed = fold_events(reply_events(ModelReply(message=message, usage=usage or Usage())))
+    _same(streamed, _validated(streamed))
+    assert streamed.message == whole.message
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and infinities too: json.dumps writes them, so must this
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(max_size=3) | st.integers() | st.booleans(), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(_JSON)
+def test_json_dumps_writes_json_dumps_text(value: Any) -> None:
+    assert json_dumps()(value) == json.dumps(value)
+    assert json_dumps(ensure_ascii=False)(value) == json.dumps(value, ensure_ascii=False)
+
+
+def test_json_dumps_refuses_what_json_dumps_refuses() -> None:
+    with pytest.raises(TypeError) as ours:
+        json_dumps()({"a": {1, 2}})
+    with pytest.raises(TypeError) as theirs:
+        json.dumps({"a": {1, 2}})
+    assert str(ours.value) == str(theirs.value)
