@@ -136,3 +136,24 @@ def test_no_key_a_record_writes_outside_its_parts_names_a_secret() -> None:
     keys.update(["kind", "turn", "calls", "reason", "outcome"])
     named = sorted(k for k in keys if is_secret_key(k))
     assert named == []
+
+
+@pytest.mark.parametrize(
+    ("data", "written"),
+    [
+        ({"a": [1, (2, {"b": None})], "c": 1.5}, {"a": [1, [2, {"b": None}]], "c": 1.5}),
+        ({1: "one", "n": {True: 2}}, {"1": "one", "n": {"True": 2}}),
+        ({"s": {3}}, {"s": "{3}"}),
+        ({"m": Message.user("hi")}, {"m": Message.user("hi").model_dump(mode="json")}),
+        ({"deep": [{"x": [{"y": {5}}]}]}, {"deep": [{"x": [{"y": "{5}"}]}]}),
+    ],
+    ids=["plain", "keys", "set", "model", "deep"],
+)
+def test_io_data_is_written_as_json_data_whatever_it_holds(
+    data: dict[Any, Any], written: dict[str, Any]
+) -> None:
+    """Plain JSON data is written as it is; anything else as JSON data (a model dumped, a key
+    as its ``str``, another object as its ``repr``)."""
+    out = io.StringIO()
+    TraceWriter(out).io("tool_result", turn=1, data=data)
+    assert _records(out)[0]["data"] == written
