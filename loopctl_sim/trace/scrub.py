@@ -93,13 +93,15 @@ LITERALS: Final = (
 
 
 def _grouped(literals: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """``literals`` grouped by their first two characters, each group under the start its
-    literals share: a text without that start holds none of them (``ghp_`` ... ``ghr_`` under
-    ``gh``, the name literals of ``key`` under ``key``), so a record without any is settled
-    with one search a group instead of one a literal."""
+    """``literals`` grouped by their first two characters (by the first alone when it is no
+    letter: ``?`` and ``&`` are rare in a record), each group under the start its literals
+    share: a text without that start holds none of them (``ghp_`` ... ``ghr_`` under ``gh``,
+    the query names under ``?`` and ``&``), so a record without any is settled with one search
+    a group instead of one a literal (18 searches; 22 by two characters: a traced 20-turn
+    ``bench_fuzz_driver`` run 31.39M -> 30.61M instructions, cachegrind)."""
     groups: dict[str, list[str]] = {}
     for literal in literals:
-        groups.setdefault(literal[:2], []).append(literal)
+        groups.setdefault(literal[:2] if literal[0].isalpha() else literal[0], []).append(literal)
     return tuple((_shared_start(group), tuple(group)) for group in groups.values())
 
 
