@@ -28,7 +28,7 @@ from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.replay.cursor import Cursor, TraceEnded
 from loopctl_sim.replay.explain import (
-    brain_changes,
+    brain_divergence,
     feed_explanation,
     policy_changes,
     request_explanation,
@@ -36,7 +36,6 @@ from loopctl_sim.replay.explain import (
 from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
 from loopctl_sim.trace import (
-    BrainSummary,
     EndRecord,
     FeedRecord,
     Record,
@@ -267,18 +266,9 @@ class Checker(LoopObserver):
         if self.digests:
             digest = machine.digest()
             if rec.digest != digest:
-                live_brain = BrainSummary.of(machine).model_dump(mode="json")
-                recorded_brain = None if rec.brain is None else rec.brain.model_dump(mode="json")
-                changes = brain_changes(recorded_brain, live_brain)
-                how = ": " + ", ".join(changes) if changes else " inside its messages or window"
-                self.fail(
-                    line,
-                    rec.seq,
-                    "digest",
-                    f"after {name}(), the brain's state differs{how}",
-                    {"digest": rec.digest, "brain": recorded_brain},
-                    {"digest": digest, "brain": live_brain},
-                )
+                sentence = f"the brain after {name}() is not the recorded one"
+                why = brain_divergence(sentence, rec.digest, rec.brain, machine)
+                self.fail(line, rec.seq, "digest", *why)
             # the brain summary beside the digest is checked too (it is no decoration)
             if rec.brain is not None:
                 found = summary_divergence(rec.brain, machine, f"after {name}()", digest)

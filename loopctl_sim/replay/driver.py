@@ -49,7 +49,7 @@ from loopctl_sim.replay.answers import (
 )
 from loopctl_sim.replay.checker import Checker, Incomplete, Killed, brain_view
 from loopctl_sim.replay.cursor import Cursor
-from loopctl_sim.replay.explain import continuation_divergence
+from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.replay.fork_edits import fork_metadata, with_settings
 from loopctl_sim.replay.machine import summary_divergence
 from loopctl_sim.replay.mcp import mcp_replay
@@ -304,8 +304,8 @@ def _continued(
             None if previous is None else to_jsonable_python(BrainSummary.of(previous)),
         )
     if checker.digests and machine.digest() != rec.continues:
-        why, named, found = continuation_divergence(rec.continues, rec.brain, machine)
-        checker.fail(line, rec.seq, "snapshot", why, named, found)
+        found = brain_divergence(NOT_CONTINUED, rec.continues, rec.brain, machine)
+        checker.fail(line, rec.seq, "snapshot", *found)
     if checker.digests and rec.brain is not None:  # its summary is checked like a feed's
         summary = summary_divergence(rec.brain, machine, "in the header", rec.continues)
         if summary is not None:

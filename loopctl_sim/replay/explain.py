@@ -170,22 +170,33 @@ def brain_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -
     return [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in field_changes(recorded, live)]
 
 
-def continuation_divergence(
-    named: str | None, recorded: BrainSummary | None, machine: LoopMachine
+def brain_divergence(
+    sentence: str, named: str | None, recorded: BrainSummary | None, machine: LoopMachine
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """A header that continues the previous run names another brain than the replayed run's
-    ``next_run()`` (``machine``): the sentence, with the small fields that differ, and both
-    sides (digest and brain summary) for the report."""
+    """The replayed brain (``machine``) is not the one a record names (its digest ``named``,
+    its summary ``recorded``, None before v2): ``sentence`` with the small fields that differ,
+    and both sides (digest and brain summary) for the report."""
     expected = to_jsonable_python(recorded)
-    actual = BrainSummary.of(machine).model_dump(mode="json")
+    actual = to_jsonable_python(BrainSummary.of(machine))
     changes = brain_changes(expected, actual)
-    how = ": " + ", ".join(changes) if changes else " (inside its messages or loop window)"
-    message = f"the previous run's next_run() is not the brain the header continues from{how}"
+    how = (
+        ": " + ", ".join(changes)
+        if changes
+        else " (inside its messages or loop window)"
+        if expected is not None
+        else f" (state now {machine.state.kind}, turns {machine.turns_taken}, "
+        f"context {machine.context_tokens})"
+    )
     return (
-        message,
+        sentence + how,
         {"digest": named, "brain": expected},
         {"digest": machine.digest(), "brain": actual},
     )
+
+
+#: What a header that continues the previous run names when it is not the replayed run's
+#: ``next_run()`` (``brain_divergence``).
+NOT_CONTINUED: Final = "the previous run's next_run() is not the brain the header continues from"
 
 
 def _results(message: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -25,11 +25,11 @@ from typing import Any, Final
 from pydantic_core import to_jsonable_python
 
 from loopctl.core import Feed, LoopMachine, ProtocolError
-from loopctl_sim.replay.explain import brain_changes, continuation_divergence
+from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
+from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.trace import (
     BrainSummary,
-    ContinuationError,
     EndRecord,
     FeedRecord,
     HeaderRecord,
@@ -87,19 +87,13 @@ def summary_divergence(
     naming the fields that differ, and both sides for the report. Asked after every feed, so
     the agreeing case compares two tuples and builds nothing (the model's fields are in the
     order ``summary_values`` gives them)."""
-    actual = machine.summary_values()
-    if tuple(brain.__dict__.values()) == actual:
+    if tuple(brain.__dict__.values()) == machine.summary_values():
         return None
-    expected_brain = brain.model_dump(mode="json")
-    actual_brain = BrainSummary.of(machine).model_dump(mode="json")
-    changes = ", ".join(brain_changes(expected_brain, actual_brain))
-    live = machine.digest()
-    return (
-        f"the brain summary recorded {where} does not describe the replayed brain: {changes}"
-        + ("; the digest matches, so the record's summary was altered" if live == digest else ""),
-        {"digest": digest, "brain": expected_brain},
-        {"digest": live, "brain": actual_brain},
-    )
+    sentence = f"the brain summary recorded {where} does not describe the replayed brain"
+    why, expected, actual = brain_divergence(sentence, digest, brain, machine)
+    if actual["digest"] == digest:
+        why += "; the digest matches, so the record's summary was altered"
+    return why, {**expected, "digest": digest}, actual
 
 
 def _diverged(
@@ -148,18 +142,11 @@ class _MachineReplay:
         if rec.scrubbed and self.scrubbed_at is None:
             self.scrubbed_at = rec.seq
         previous = self.machine
-        try:
-            machine = self.machine = rec.machine(previous)
-        except ContinuationError as exc:
-            raise TraceFormatError(self.reader.path, line, str(exc)) from None
-        except ValueError as exc:  # a damaged trace, not a decision of the brain
-            raise TraceFormatError(
-                self.reader.path, line, f"the header's snapshot does not restore: {exc}"
-            ) from None
+        machine = self.machine = header_brain(self.reader.path, line, rec, previous)
         if rec.continues is not None:  # (v3) the previous brain's next_run()
             if self.exact and machine.digest() != rec.continues:
-                why, named, found = continuation_divergence(rec.continues, rec.brain, machine)
-                raise _diverged(rec, line, "snapshot", why, named, found)
+                found = brain_divergence(NOT_CONTINUED, rec.continues, rec.brain, machine)
+                raise _diverged(rec, line, "snapshot", *found)
             if self.exact and rec.brain is not None:
                 self.check_summary(rec, line, "in the header", rec.continues, rec.brain)
         elif previous is not None:
@@ -275,26 +262,9 @@ class _MachineReplay:
     def digest_diverged(self, rec: FeedRecord, line: int) -> None:
         """Raise ``Diverged``: the brain's digest is not the one recorded after ``rec``; the
         report names the brain's fields that differ (from the feed's brain summary, v2)."""
-        machine = self.brain
-        digest = machine.digest()
-        expected_brain = to_jsonable_python(rec.brain)
-        actual_brain = BrainSummary.of(machine).model_dump(mode="json")
-        changes = brain_changes(expected_brain, actual_brain)
-        how = (
-            ": " + ", ".join(changes)
-            if changes
-            else " inside its messages or loop window"
-            if expected_brain is not None
-            else f" (state now {machine.state.kind}, turns {machine.turns_taken}, "
-            f"context {machine.context_tokens})"
-        )
+        sentence = f"the brain after {rec.name}() is not the recorded one"
         raise _diverged(
-            rec,
-            line,
-            "digest",
-            f"the machine after {rec.name}() is not the recorded one{how}",
-            {"digest": rec.digest, "brain": expected_brain},
-            {"digest": digest, "brain": actual_brain},
+            rec, line, "digest", *brain_divergence(sentence, rec.digest, rec.brain, self.brain)
         )
 
     def check_unchecked(self) -> None:

@@ -44,7 +44,7 @@ from loopctl.core import (
     ToolResult,
 )
 from loopctl_sim.errors import SimError
-from loopctl_sim.replay.explain import continuation_divergence
+from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.trace import (
     ContinuationError,
     HeaderRecord,
@@ -166,10 +166,16 @@ def _replay_from(reader: TraceReader, start: tuple[int, int] | None) -> ResumePo
     return point
 
 
-def header_brain(path: str, line: int, rec: HeaderRecord) -> LoopMachine:
-    """The brain a header holds; a snapshot that does not restore is a damaged trace."""
+def header_brain(
+    path: str, line: int, rec: HeaderRecord, previous: LoopMachine | None = None
+) -> LoopMachine:
+    """The brain a header holds (``HeaderRecord.machine``: ``previous`` is the brain the trace's
+    previous run ended with); a snapshot that does not restore, or a header that continues a
+    run where none ended, is a damaged trace."""
     try:
-        return rec.machine()
+        return rec.machine(previous)
+    except ContinuationError as exc:
+        raise TraceFormatError(path, line, str(exc)) from None
     except ValueError as exc:
         why = f"the header's snapshot does not restore: {exc}"
         raise TraceFormatError(path, line, why) from None
@@ -184,13 +190,12 @@ def _continued(path: str, line: int, rec: HeaderRecord, point: ResumePoint) -> R
     """The next run, from a header that continues the previous one (v3): the rebuilt brain's
     ``next_run()``, checked against the digest the header names; still rebuilt from the same
     checkpoint."""
-    try:
-        machine = rec.machine(point.machine)
-    except ContinuationError as exc:
-        raise TraceFormatError(path, line, str(exc)) from None
+    machine = header_brain(path, line, rec, point.machine)
     scrubbed = point.scrubbed or rec.scrubbed
     if not scrubbed and machine.digest() != rec.continues:
-        raise ResumeError(path, line, continuation_divergence(rec.continues, rec.brain, machine)[0])
+        raise ResumeError(
+            path, line, brain_divergence(NOT_CONTINUED, rec.continues, rec.brain, machine)[0]
+        )
     return ResumePoint(
         path,
         machine,
