@@ -17,9 +17,9 @@ from loopctl_sim.fuzz.campaign import (
     run_campaign,
 )
 from loopctl_sim.fuzz.case import FuzzConfig, make_case
+from loopctl_sim.fuzz.checker import DriverChecker
 from loopctl_sim.fuzz.checks import CaseResult, check_case
 from loopctl_sim.fuzz.cluster import DaskCluster, parse_cluster
-from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.fuzz.shrink import ddmin, shrink_scenario
 from loopctl_sim.fuzz.summary import CampaignSummary
 

@@ -4,7 +4,7 @@ reported, as for the built-in world (``loopctl_sim.fuzz.checks``):
 1. **invariants** after every step and feed of the real loop (``DriverChecker``), exact resume
    at every crash;
 2. **nothing escapes the run**: an exception out of ``run()``, or one the dispatcher turned into
-   an error result unless the tool declared it (``@tool(raises=...)``; ``fuzz.crashes``);
+   an error result unless the tool declared it (``@tool(raises=...)``; ``CrashWatch``);
 3. **no tool call runs twice**, except one a crash interrupted after it ran;
 4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it
    completes, unless the faults left the context over the compaction line;
@@ -26,15 +26,16 @@ import dataclasses
 import io
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
 from loopctl.driver import StepPoint
-from loopctl.observe import LoopObserver
+from loopctl.observe import IoEvent, LoopObserver
+from loopctl.tools import ToolError
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
-from loopctl_sim.fuzz.checker import Violation
+from loopctl_sim.fuzz.checker import DriverChecker, Violation
 from loopctl_sim.fuzz.checks import (
     CREATED,
     CaseResult,
@@ -46,13 +47,56 @@ from loopctl_sim.fuzz.checks import (
     scheduled_kinds,
     user_failure,
 )
-from loopctl_sim.fuzz.crashes import CrashWatch
-from loopctl_sim.fuzz.driver_checker import DriverChecker
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, run_agent
 from loopctl_sim.sim.layers import StepLimit
 from loopctl_sim.sim.scenario import CallScenario, ReplyScenario, Scenario
 from loopctl_sim.trace import TraceWriter
+
+
+class Crash:
+    """One exception the dispatcher turned into an error result: what raised it (``where``:
+    ``tool``, ``pre-tool hook``, ``post-tool hook``, ``tool middleware``), its name (the tool's,
+    the hook's) and the exception's type and text."""
+
+    def __init__(self, where: str, name: str, error: BaseException) -> None:
+        self.where = where
+        self.name = name
+        self.kind = type(error).__name__
+        self.text = str(error)
+
+    @property
+    def code(self) -> str:
+        """What a failure's signature holds: the same crash shrinks to the same code."""
+        return f"{self.name}:{self.kind}"
+
+    def __str__(self) -> str:
+        said = f"{self.kind}: {self.text}" if self.text else self.kind
+        if self.where == "tool":
+            return (
+                f"tool '{self.name}' raised {said}, an exception it does not declare (declare "
+                "the ones it raises on purpose with @tool(raises=...); ToolError always is)"
+            )
+        return f"{self.where} {self.name} raised {said}"
+
+
+class CrashWatch(LoopObserver):
+    """Collects the crashes of the runs it observes (``crashes``, in order), from each call's
+    ``tool_result`` event (``IoEvent.raised``). The dispatcher turns any exception out of a tool
+    call into an error result, so nothing escapes the run; as Hypothesis does for a test, a
+    campaign takes each for a finding unless the tool declared it (``expected``: each tool's
+    ``Tool.raises`` by name; ``ToolError`` always is). A hook or a middleware declares none."""
+
+    def __init__(self, expected: Mapping[str, tuple[type[BaseException], ...]]) -> None:
+        self.expected = expected
+        self.crashes: list[Crash] = []
+
+    def io(self, event: IoEvent) -> None:
+        for where, name, error in event.raised:
+            if where == "tool" and isinstance(error, (ToolError, *self.expected.get(name, ()))):
+                continue
+            self.crashes.append(Crash(where, name, error))
+
 
 _HEAL_INPUT: Final = "Please wrap up."
 _HEAL_TEXT: Final = "healed"

@@ -53,7 +53,7 @@ class FuzzConfig:
     check_crash: bool = True
     check_heal: bool = True
     #: an exception a tool does not declare (``@tool(raises=...)``), or a tool hook's or tool
-    #: middleware's, fails the seed (``loopctl_sim.fuzz.crashes``)
+    #: middleware's, fails the seed (``loopctl_sim.fuzz.agent_checks.CrashWatch``)
     check_tool_exceptions: bool = True
     shrink: bool = True
     max_shrink_tests: int = 400

@@ -1,13 +1,20 @@
-"""Check 1 of a case, the invariants: a recording brain that is checked at every step and feed.
+"""Check 1 of a case, the invariants, checked at every step and feed of the run.
 
-``CheckingMachine`` is a ``RecordingMachine`` (the checked run is also the trace a failure is
-saved as) that runs the pure checkers of ``loopctl_sim.props.invariants`` around each call the
-simulator makes: the machine before every step, the step and its transition after it, each
-feed's transition and commit rules, and exact resume at every crash.
+At machine level, ``CheckingMachine`` is a ``RecordingMachine`` (the checked run is also the
+trace a failure is saved as) that runs the pure checkers of ``loopctl_sim.props.invariants``
+around each call the simulator makes: the machine before every step, the step and its
+transition after it, each feed's transition and commit rules, and exact resume at every crash.
+
+At driver level, ``DriverChecker`` makes the same checks from outside a real ``BareLoop``
+through its public seams: its ``before_step`` (chained last into the loop's) checks the machine
+right before the driver asks its next step; as an observer it checks each step and feed, and at
+a ``Done`` or ``Compact`` step copies the brain, so the exit door and the compaction are judged
+against it; ``run_started`` without an input is a resume, which must be exact.
 
 Checking inside the run, not afterwards over the trace, lets a failure name the first step or
-feed that broke a promise. The checkers are looked up on the ``invariants`` module at every
-call, so a test can plant a bug in one with ``monkeypatch``.
+feed that broke a promise: the first problem raises ``Violation`` out of the run. The checkers
+are looked up on the ``invariants`` module at every call, so a test can plant a bug in one with
+``monkeypatch``.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.core import (
+    AwaitingTools,
     CallTools,
     CommitPending,
+    Compact,
     CompactionResult,
     DiscardPending,
+    Done,
     Feed,
     LoopMachine,
     MachinePolicy,
@@ -28,6 +38,8 @@ from loopctl.core import (
     MachineStep,
     Terminal,
 )
+from loopctl.driver import StepPoint
+from loopctl.observe import LoopObserver
 from loopctl_sim.errors import SimError
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.trace import RecordingMachine
@@ -161,3 +173,60 @@ class CheckingMachine(RecordingMachine):
         # the sim restored the brain from its snapshot: it must resume exactly
         self._raise(inv.check_resume(machine, self.policy), f"crash before step {self.steps + 1}")
         super().replace(machine)
+
+
+class DriverChecker(LoopObserver):
+    """Checks a ``BareLoop`` run at every step and feed; see the module docstring. One checker
+    watches a run and its resumes (and a heal run after it)."""
+
+    tolerated: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.policy: MachinePolicy | None = None
+        self.steps = 0
+        self.dispatched: set[str] = set()
+        self.again: set[str] = set()
+        self._before: MachineSnapshot | None = None
+        self._state: MachineState | None = None
+        self._copy: LoopMachine | None = None
+
+    def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
+        raise_problems(problems, self.tolerated, where, step)
+
+    def before_step(self, point: StepPoint) -> None:
+        """The loop's last ``before_step`` hook: the brain as the driver asks its next step."""
+        machine = point.machine
+        self._raise(inv.check_machine(machine, self.policy), f"before step {self.steps + 1}")
+        self._before = machine.snapshot()
+
+    def run_started(self, machine: LoopMachine, input: Any) -> None:
+        if input is None and machine.started:
+            self._raise(inv.check_resume(machine, self.policy), f"resume at step {self.steps}")
+            exchange = machine.exchange
+            if isinstance(machine.state, AwaitingTools) and exchange is not None:
+                self.again.update(c.id for c in exchange.dispatch)
+        self._state = machine.state
+
+    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
+        self.steps += 1
+        before = self._before if self._before is not None else machine.snapshot()
+        self._before = None
+        problems = step_problems(before, policy, step, machine, self.dispatched, self.again)
+        self._raise(problems, f"step {self.steps}", step)
+        self.policy = policy
+        self._state = machine.state
+        self._copy = (
+            LoopMachine.from_snapshot(machine.snapshot())
+            if isinstance(step, Done | Compact)
+            else None
+        )
+
+    def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
+        before_state = self._state if self._state is not None else machine.state
+        problems = feed_problems(name, before_state, machine, self._copy, args)
+        if name in ("commit_pending", "discard_pending"):
+            problems += inv.check_machine(machine, self.policy)
+            self.again.clear()
+        self._raise(problems, f"step {self.steps}: feed {name}")
+        self._state = machine.state
+        self._copy = None

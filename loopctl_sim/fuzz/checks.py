@@ -35,8 +35,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
-from loopctl_sim.fuzz.checker import CheckingMachine, Violation
-from loopctl_sim.fuzz.driver_checker import DriverChecker
+from loopctl_sim.fuzz.checker import CheckingMachine, DriverChecker, Violation
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch

@@ -27,7 +27,7 @@ _LAZY = {
     "CassetteMiss": "loopctl_sim.plugin.misses",
     "CassetteNotWritten": "loopctl_sim.plugin.cassettes",
     "CassetteSession": "loopctl_sim.plugin.cassettes",
-    "CassetteWriteError": "loopctl_sim.plugin.persist",
+    "CassetteWriteError": "loopctl_sim.plugin.cassettes",
     "use_cassette": "loopctl_sim.plugin.cassettes",
 }
 

@@ -11,7 +11,7 @@ it too). It adds three things to vcrpy:
 
 Record modes (``RECORD_MODES``; ``none`` by default, so CI never records): ``none``, ``once``,
 ``new_episodes``, ``all`` (vcrpy replaces what it re-records) and ``rewrite`` (afresh from an
-empty cassette). A recording replaces the cassette only once it completed (``persist``): not
+empty cassette). A recording replaces the cassette only once it completed (``AtomicPersister``): not
 when the block raised, a request failed unrecorded, or ``abandon()`` was called; a
 ``CassetteNotWritten`` warning says why. vcrpy is the optional extra ``loopctl[cassettes]``.
 """
@@ -22,7 +22,7 @@ import contextlib
 import os
 import re
 import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -30,7 +30,10 @@ from typing import Any, Final
 import httpx
 import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
+from vcr.serialize import serialize
 
+from loopctl_sim.errors import SimError
 from loopctl_sim.plugin.cassette_rules import (
     parsed_body,
     register_matchers,
@@ -42,7 +45,7 @@ from loopctl_sim.plugin.modes import (
     check_record_mode,
     current_record_mode,
 )
-from loopctl_sim.plugin.persist import AtomicPersister
+from loopctl_sim.trace.files import sweep_temporaries, write_atomically
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 # --- chunk by chunk --------------------------------------------------------------------------
@@ -95,6 +98,61 @@ def _in_pieces(response: httpx.Response) -> httpx.Response:
     body = b"".join(stream)
     response.stream = _Pieces(split_events(body, response.headers.get("content-type", "")))
     return response
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+class CassetteWriteError(OSError, SimError):
+    """A recorded cassette could not be written; the cassette that was there is unchanged."""
+
+
+def write_cassette(path: Path, data: str) -> None:
+    """``data`` at ``path``, whole, or ``CassetteWriteError`` and ``path`` as it was."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CassetteWriteError(
+            exc.errno or 0,
+            f"cannot write the cassette {path}: {reason} (the cassette that was "
+            "there is unchanged)",
+        ) from exc
+
+
+class AtomicPersister:
+    """A vcrpy persister (``VCR.register_persister``) for one cassette session: it loads as vcrpy's
+    does (nothing when ``fresh()`` says to start empty) and saves only when ``complete()`` says
+    the recording completed, atomically: vcrpy's own persister writes in place, and a full disk
+    or a kill while it writes leaves a cut file. ``rewrite`` starts from an empty cassette
+    instead of deleting the file, so a test that fails while recording leaves the committed
+    cassette as it was; a killed writer's temporaries are swept when the cassette is next used.
+    """
+
+    def __init__(self, fresh: Callable[[], bool], complete: Callable[[], bool]) -> None:
+        self.fresh = fresh
+        self.complete = complete
+        self.saved = False
+        #: Why the save failed: kept, not raised, so vcrpy still undoes its patches after it.
+        self.error: CassetteWriteError | None = None
+
+    def load_cassette(self, cassette_path: Any, serializer: Any) -> Any:
+        path = Path(cassette_path)
+        sweep_temporaries(path)
+        if self.fresh():
+            raise CassetteNotFoundError()
+        return FilesystemPersister.load_cassette(path, serializer)
+
+    def save_cassette(self, cassette_path: Any, cassette_dict: Any, serializer: Any) -> None:
+        if not self.complete():
+            return
+        try:
+            write_cassette(Path(cassette_path), serialize(cassette_dict, serializer))
+        except CassetteWriteError as exc:
+            self.error = exc
+            return
+        self.saved = True
 
 
 # --- the session -----------------------------------------------------------------------------

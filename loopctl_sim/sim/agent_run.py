@@ -15,14 +15,16 @@ What escapes the user's code is not caught: an exception out of ``run()`` ends t
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from loopctl.api import ModelRequest, Usage
-from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message
+from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
 from loopctl.driver import BareLoop, CancelSignal, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig, ExploringClient
@@ -44,9 +46,8 @@ from loopctl_sim.sim.layers import (
 )
 from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult
-from loopctl_sim.sim.recorded import RecordedResults
 from loopctl_sim.sim.world import ModelScript, ToolFn
-from loopctl_sim.trace import TraceRecorder, TraceWriter
+from loopctl_sim.trace import IoRecord, TraceReader, TraceRecorder, TraceWriter
 
 ToolModes = str | Mapping[str, str]
 _MODES = ("live", "simulated", "recorded")
@@ -357,3 +358,60 @@ def _scripted_usage(source: ScriptSource, tokens: Sequence[int | None]) -> Usage
         return None
 
     return usage
+
+
+# --- recorded tools: answered from the user's own traces ------------------------------------
+
+
+def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The traces ``paths`` name: files as they are, a directory for every ``*.jsonl`` in it."""
+    out: list[Path] = []
+    for path in paths:
+        p = Path(path)
+        out.extend(sorted(p.rglob("*.jsonl")) if p.is_dir() else [p])
+    return out
+
+
+def _recorded_key(name: str, arguments: Any) -> tuple[str, str]:
+    return name, json.dumps(arguments, sort_keys=True, default=str)
+
+
+class RecordedResults:
+    """Tool results by tool and arguments (their canonical JSON), read from traces, the first
+    recording of each winning: what a ``recorded`` tool answers (a call never recorded gets the
+    stand-in's answer). A tool with side effects cannot run in a campaign, and a stand-in's
+    answer is not what the model would read; the user's traces hold real answers."""
+
+    def __init__(self, results: dict[tuple[str, str], tuple[str, bool]] | None = None) -> None:
+        self.results = dict(results or {})
+
+    @classmethod
+    def from_traces(cls, paths: Iterable[str | os.PathLike[str]]) -> RecordedResults:
+        """Every tool result of the traces at ``paths`` (files or directories)."""
+        results: dict[tuple[str, str], tuple[str, bool]] = {}
+        for path in trace_files(paths):
+            calls: dict[str, tuple[str, str]] = {}
+            for record in TraceReader(path):
+                if not isinstance(record, IoRecord):
+                    continue
+                data = record.data
+                if record.kind == "tool_call":
+                    calls[str(data.get("id"))] = _recorded_key(
+                        str(data.get("name")), data.get("arguments")
+                    )
+                elif record.kind == "tool_result":
+                    key = calls.get(str(data.get("id")))
+                    if key is not None and key not in results:
+                        results[key] = (str(data.get("content", "")), bool(data.get("is_error")))
+        return cls(results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def answer(self, call: ToolCall) -> ToolResult | None:
+        """The recorded result for ``call``'s tool and arguments, or None."""
+        found = self.results.get(_recorded_key(call.name, call.arguments))
+        if found is None:
+            return None
+        content, is_error = found
+        return ToolResult(call_id=call.id, name=call.name, content=content, is_error=is_error)

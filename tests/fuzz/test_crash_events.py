@@ -10,7 +10,7 @@ from loopctl.core import ToolResult
 from loopctl.driver import Hooks
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ScriptedClient
-from loopctl_sim.fuzz.crashes import CrashWatch
+from loopctl_sim.fuzz.agent_checks import CrashWatch
 
 
 @tool(raises=KeyError)

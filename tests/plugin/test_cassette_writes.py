@@ -22,8 +22,7 @@ from fake_streams import FakeStreams, Text
 
 from loopctl import BareLoop, Completed
 from loopctl.providers import OpenAIClient
-from loopctl_sim.plugin.cassettes import CassetteNotWritten, use_cassette
-from loopctl_sim.plugin.persist import CassetteWriteError
+from loopctl_sim.plugin.cassettes import CassetteNotWritten, CassetteWriteError, use_cassette
 from loopctl_sim.trace.files import TEMP_SUFFIX
 
 pytest_plugins = ["pytester"]

@@ -285,7 +285,7 @@ def test_a_loop_built_without_the_factory_accepting_client_gets_it_swapped_in(
 
 
 def test_recorded_tools_answer_from_traces_and_never_run(project: Path) -> None:
-    from loopctl_sim.sim.recorded import RecordedResults
+    from loopctl_sim.sim.agent_run import RecordedResults
 
     traces = str(project / "shop" / "traces")
     recordings = RecordedResults.from_traces([traces])
