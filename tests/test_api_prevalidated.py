@@ -4,6 +4,8 @@ way gives: equal, the same fields set, the same JSON, the same text."""
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import json
 from typing import Any
 
@@ -15,6 +17,7 @@ from loopctl import BareLoop, Message, RunConfig, SessionConfig, tool
 from loopctl.api import ModelReply, ModelRequest, Usage, fold_events, folded, json_dumps
 from loopctl.core import ToolCall
 from loopctl.testing import FunctionClient, reply_events
+from loopctl.tools import ToolRegistry, dispatch
 
 
 @tool
@@ -64,6 +67,35 @@ def test_the_driver_s_requests_are_the_validated_requests() -> None:
         assert changed.system == "other" and request.system == "Be brief."
         assert "system" in changed.model_fields_set
     assert client.requests[0].options is not client.requests[1].options  # each owns its dict
+    # the exchanges' results and their messages, as validation builds them
+    for message in result.messages:
+        _same(message, _validated(message))
+        for part in message.parts:
+            _same(part, _validated(part))
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+@tool
+def shade(name: str) -> Any:
+    """A value of each kind a tool may return."""
+    values: dict[str, Any] = {"int": 3, "text": "plain", "enum": Colour.RED, "none": None}
+    if name == "boom":
+        raise ValueError("no such shade")
+    return values[name]
+
+
+@pytest.mark.parametrize("name", ["int", "text", "enum", "none", "boom"])
+def test_dispatched_results_are_the_validated_results(name: str) -> None:
+    call = ToolCall(id="c1", name="shade", arguments={"name": name})
+    [result] = asyncio.run(dispatch([call], ToolRegistry([shade])))
+    _same(result, _validated(result))
+    assert type(result.content) is str
+    expected = {"int": "3", "text": "plain", "enum": "red", "none": "null"}
+    assert result.content == expected.get(name, result.content)
+    assert result.is_error is (name == "boom")
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,7 @@ from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, re
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
+from loopctl.tools.dispatch import results_message
 
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
 
@@ -354,7 +355,7 @@ class BareLoop:
             ),
             cancel,
         )
-        message = Message.from_results(results)  # ToolResult objects: not validated again
+        message = results_message(results)
         self._feed(ToolResults(message))
         machine = self._machine
         tokens = machine.context_tokens + self.estimator.count([message])

@@ -95,7 +95,7 @@ async def test_an_answer_nobody_waits_for_is_dropped_quietly(fn: Any) -> None:
     future: asyncio.Future[Any] = loop.create_future()
     future.cancel()
     job = threads._Job(loop, future, fn, (), {})
-    job.answer(*job.outcome())  # the worker's side, run here
+    threads._answer(loop, future, *job.outcome())  # the worker's side, run here
     await asyncio.sleep(0)  # the answer's callback, scheduled first, runs before this returns
     assert errors == [] and future.cancelled()
 
