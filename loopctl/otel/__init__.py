@@ -3,9 +3,9 @@
 ==============  ==================================================================================
 module          owns
 ==============  ==================================================================================
-``attributes``  the mapping of events to GenAI semantic-convention attributes; content opt-in
-                and scrubbing
-``spans``       ``GenAiSpans``: which span an event opens, annotates or ends, at given times
+``spans``       ``GenAiSpans``: which span an event opens, annotates or ends, at given times;
+                the mapping of events to GenAI semantic-convention attributes (content opt-in
+                and scrubbing)
 ``observer``    ``OtelObserver``: the driver observer that feeds ``GenAiSpans`` as a run goes
 ==============  ==================================================================================
 
@@ -23,9 +23,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         "(opentelemetry-api and opentelemetry-sdk)"
     ) from exc
 
-from loopctl.otel.attributes import CAPTURE_ENV, scrub_content
 from loopctl.otel.observer import INSTRUMENTATION, OtelObserver
-from loopctl.otel.spans import GenAiSpans
+from loopctl.otel.spans import CAPTURE_ENV, GenAiSpans, scrub_content
 from loopctl.secrets import REDACTED
 
 __all__ = [

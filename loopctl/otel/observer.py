@@ -28,8 +28,7 @@ from pydantic_core import to_jsonable_python
 from loopctl.api import ModelRequest
 from loopctl.core import Done, LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl.otel.attributes import capture_from_env, scrub_content
-from loopctl.otel.spans import GenAiSpans
+from loopctl.otel.spans import GenAiSpans, capture_from_env, scrub_content
 
 #: The instrumentation scope the spans are reported under.
 INSTRUMENTATION = "loopctl"
