@@ -248,7 +248,8 @@ class BareLoop:
             raise ValueError("run() needs an input to start a run")
         self._usages: list[Usage] = []
         self._carried: list[Message] = []
-        self._notify(lambda o: o.run_started(machine, input))
+        for observer in self._observers:
+            observer.run_started(machine, input)
         task = asyncio.current_task()
         assert task is not None
         guard = self._guard = CancelGuard(task, asyncio.get_running_loop())
@@ -428,31 +429,14 @@ class BareLoop:
             # Nothing was cut: treat it as a no-op, or a compactor that returns its input would
             # be asked again and again.
             compacted = None
+        data = {"reason": step.reason.value, "noop": compacted is None, "before": before}
         if compacted is None:
-            self._emit(
-                IoEvent(
-                    kind="compaction",
-                    data={"reason": step.reason.value, "noop": True, "before": before},
-                    duration_s=duration,
-                )
-            )
+            self._emit(IoEvent(kind="compaction", data=data, duration_s=duration))
             self._feed(CompactionNoop(before, before))
             return
         after = self.estimator.count(compacted)
-        self._emit(
-            IoEvent(
-                kind="compaction",
-                data={
-                    "reason": step.reason.value,
-                    "noop": False,
-                    "before": before,
-                    "after": after,
-                    "messages_before": len(messages),
-                    "messages_after": len(compacted),
-                },
-                duration_s=duration,
-            )
-        )
+        data.update(after=after, messages_before=len(messages), messages_after=len(compacted))
+        self._emit(IoEvent(kind="compaction", data=data, duration_s=duration))
         self._carried.extend(machine.pending)
         self._feed(CompactionResult(compacted, before, after))
 
@@ -485,10 +469,6 @@ class BareLoop:
             for observer in self._observers:
                 observer.feed(name, args, machine)
 
-    def _notify(self, call: Callable[[LoopObserver], None]) -> None:
-        for observer in self._observers:
-            call(observer)
-
     def _finalize(self) -> RunResult:
         """The one exit door: commit on success, salvage and discard otherwise."""
         machine = self._machine
@@ -500,7 +480,8 @@ class BareLoop:
             self._feed(CommitPending())
         else:
             self._feed(DiscardPending())
-        self._notify(lambda o: o.run_ended(self._machine))
+        for observer in self._observers:
+            observer.run_ended(machine)
         return RunResult(
             outcome=outcome,
             final_text=outcome.final_text if isinstance(outcome, Completed) else None,
