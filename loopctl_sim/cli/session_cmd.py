@@ -19,14 +19,13 @@ after the trace's from the scenario file (``--scenario``) or ``--user MODULE:MAK
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 
 import click
 
-from loopctl_sim.cli.common import die
+from loopctl_sim.cli.common import die, emit_json
 from loopctl_sim.fuzz.session_shrink import (
     SessionScenarioError,
     load_session_scenario,
@@ -198,7 +197,7 @@ def session(
             "outcomes": outcomes,
             "failures": [str(f) for f in failures],
         }
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
     else:
         click.echo(f"{ran.summary()}; trace {out}")
         for failure in failures:
@@ -238,7 +237,7 @@ def _resume(
             "turns_before": done.turns_before,
             "outcomes": outcomes,
         }
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
     else:
         click.echo(done.summary())
     last = done.rest.results[-1] if done.rest.results else None
