@@ -81,13 +81,11 @@ class RecentFeed:
     seq: int
     line: int
     name: str
-    raw_args: Feed | dict[str, Any]  # the feed (a feed record's args) or its data
+    feed: Feed  # a feed record's args
 
     @property
     def args(self) -> dict[str, Any]:
-        if isinstance(self.raw_args, dict):
-            return self.raw_args
-        return encode_feed(self.raw_args)
+        return encode_feed(self.feed)
 
 
 @dataclass
