@@ -21,7 +21,7 @@ from loopctl_sim.fuzz.checker import DriverChecker
 from loopctl_sim.fuzz.checks import CaseResult, check_case
 from loopctl_sim.fuzz.cluster import DaskCluster, parse_cluster
 from loopctl_sim.fuzz.shrink import ddmin, shrink_scenario
-from loopctl_sim.fuzz.summary import CampaignSummary
+from loopctl_sim.fuzz.state import CampaignSummary
 
 __all__ = [
     "CampaignSummary",

@@ -42,8 +42,7 @@ from loopctl_sim.fuzz.executors import (
     run_here,
 )
 from loopctl_sim.fuzz.shrink import ShrinkResult, shrink_scenario
-from loopctl_sim.fuzz.state import CampaignState
-from loopctl_sim.fuzz.summary import CampaignSummary
+from loopctl_sim.fuzz.state import CampaignState, CampaignSummary
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim.agent import AgentError
 from loopctl_sim.sim.scenario import Scenario, safe_yaml

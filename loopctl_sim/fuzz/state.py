@@ -1,6 +1,7 @@
-"""A campaign's state file (``--state campaign.json``): which chunks of seeds are done and what
-they found, so a campaign stopped mid-way goes on where it was, without running a finished chunk
-again and without losing a failure.
+"""A campaign's summary (``CampaignSummary``: counts and failing seeds) and its state file
+(``--state campaign.json``): which chunks of seeds are done and what they found, so a campaign
+stopped mid-way goes on where it was, without running a finished chunk again and without losing
+a failure.
 
 The file is JSON Lines, only ever appended to::
 
@@ -24,7 +25,9 @@ import contextlib
 import dataclasses
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
@@ -33,11 +36,103 @@ from pydantic import TypeAdapter, ValidationError
 
 import loopctl
 from loopctl_sim.errors import SimError
-from loopctl_sim.fuzz.case import FuzzConfig
+from loopctl_sim.fuzz.case import ALL_FAULTS, FuzzConfig
+from loopctl_sim.fuzz.checks import CaseResult
 from loopctl_sim.fuzz.executors import Chunk
-from loopctl_sim.fuzz.summary import CampaignSummary
 from loopctl_sim.trace import scrub
 from loopctl_sim.trace.files import write_atomically
+
+# --- the summary ---------------------------------------------------------------------------
+
+
+@dataclass
+class CampaignSummary:
+    """A whole campaign in counts (what ran, what struck, how runs ended) and its failing seeds.
+
+    Only counts and failures are kept, never a passing seed's trace. Every count is a sum and the
+    failing seeds are kept sorted, so the summary does not depend on how the seeds were chunked,
+    where the chunks ran or in what order they finished.
+    """
+
+    seeds: int = 0
+    runs: int = 0
+    steps: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    enabled: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    failures: list[CaseResult] = field(default_factory=list)
+    #: the exploring model's moves (an agent's campaign)
+    moves: Counter[str] = field(default_factory=Counter)
+    #: what some seeds could not check (each note, with the number of seeds it applies to)
+    notes: Counter[str] = field(default_factory=Counter)
+    #: the faults the seeds scheduled, by kind (``faults``: those that struck)
+    scheduled: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def add(self, r: CaseResult) -> None:
+        self.seeds += 1
+        self.runs += r.runs
+        self.steps += r.steps
+        self.faults.update(r.faults)
+        self.enabled.update(r.enabled)
+        self.outcomes[r.outcome] += 1
+        self.moves.update(r.moves)
+        self.notes.update(r.notes)
+        self.scheduled.update(r.scheduled)
+        if r.failure is not None:
+            self.failures.append(r)
+
+    def merge(self, other: CampaignSummary) -> None:
+        """Add another summary's counts and failures (a chunk's, into its campaign's)."""
+        self.seeds += other.seeds
+        self.runs += other.runs
+        self.steps += other.steps
+        for mine, theirs in (
+            (self.faults, other.faults),
+            (self.enabled, other.enabled),
+            (self.outcomes, other.outcomes),
+            (self.moves, other.moves),
+            (self.notes, other.notes),
+            (self.scheduled, other.scheduled),
+        ):
+            mine.update(theirs)
+        self.failures.extend(other.failures)
+        self.failures.sort(key=lambda r: r.seed)
+
+    def fault_rows(self) -> list[tuple[str, int, int, int]]:
+        """``(kind, faults scheduled, times they struck, seeds that enabled the kind)`` for
+        every kind that any seed enabled (a fault with ``times: 3`` strikes up to 3 times; one
+        placed past the end of its run never does)."""
+        return [
+            (kind, self.scheduled[kind], self.faults[kind], self.enabled[kind])
+            for kind in ALL_FAULTS
+            if self.enabled[kind] or self.faults[kind]
+        ]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.seeds} seeds, {self.runs} simulated runs, {self.steps} steps checked; "
+            f"{len(self.failures)} failing seed(s)",
+            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
+            "faults that struck, by kind:",
+        ]
+        for kind, scheduled, struck, enabled in self.fault_rows():
+            out.append(
+                f"  {kind:<20} {struck:>7}  ({scheduled} scheduled; enabled in {enabled} seeds)"
+            )
+        if self.moves:
+            out.append(
+                "the model's moves: " + ", ".join(f"{k} {v}" for k, v in sorted(self.moves.items()))
+            )
+        for note, seeds in sorted(self.notes.items()):
+            out.append(f"note ({seeds} seeds): {note}")
+        return out
+
+
+# --- the state file ------------------------------------------------------------------------
 
 try:  # POSIX; elsewhere a state file is not locked
     import fcntl

@@ -65,7 +65,7 @@ from loopctl_sim.props.driver_world import (
     run_configs,
 )
 from loopctl_sim.sim.agent import AgentFactory, load_agent
-from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.body import run_simulated
 
 #: The most crash-and-resume cycles one run may need (each drawn crash strikes once).
 _MAX_RESUMES: Final = 20

@@ -31,7 +31,7 @@ from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
-from loopctl_sim.sim.body import Crash, agent_failure
+from loopctl_sim.sim.body import Crash, agent_failure, synchronous
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
@@ -44,7 +44,6 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
-from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult
 from loopctl_sim.sim.world import ModelScript, ToolFn
 from loopctl_sim.trace import IoRecord, TraceReader, TraceRecorder, TraceWriter

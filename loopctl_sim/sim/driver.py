@@ -14,7 +14,7 @@ from loopctl.api import StreamEvent
 from loopctl.core import LoopMachine, Message
 from loopctl.driver import BareLoop, CancelSignal, MiddleOutCompactor, StepPoint
 from loopctl.observe import LoopObserver
-from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools
+from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools, synchronous
 from loopctl_sim.sim.faults import FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
@@ -26,7 +26,6 @@ from loopctl_sim.sim.layers import (
     chain_before_step,
     restore_after_crash,
 )
-from loopctl_sim.sim.loops import synchronous
 from loopctl_sim.sim.machine import SimResult, SimulationError
 from loopctl_sim.sim.world import World
 from loopctl_sim.trace import TraceRecorder, TraceWriter

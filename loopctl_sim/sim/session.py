@@ -33,9 +33,9 @@ from loopctl_sim.sim.agent_run import (
     fault_recorder,
     run_agent_async,
 )
+from loopctl_sim.sim.body import run_simulated
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.layers import chain_before_step
-from loopctl_sim.sim.loops import run_simulated
 from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
 from loopctl_sim.trace import HeaderRecord, TraceRecorder, TraceWriter, read_trace
 

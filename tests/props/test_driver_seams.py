@@ -25,7 +25,7 @@ from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_machine import DriverMachine
 from loopctl_sim.props.driver_watch import DriverWatch
 from loopctl_sim.props.driver_world import PlannedCompactor
-from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.body import run_simulated
 
 
 @tool

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from loopctl_sim.sim.loops import run_simulated
+from loopctl_sim.sim.body import run_simulated
 
 
 async def _the_loop() -> asyncio.AbstractEventLoop:
