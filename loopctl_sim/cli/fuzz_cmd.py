@@ -45,6 +45,10 @@ from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.trace import scrub_text
 from loopctl_sim.view import make_console
 
+#: The defaults of the options that go with --agent: (--tools, --exempt, --deterministic,
+#: --input, --recorded, --tool-exceptions).
+_AGENT_DEFAULTS = ("live", (), None, (), (), True)
+
 
 def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:
     """The command line that runs ``seed`` again with the campaign's options (values quoted
@@ -328,14 +332,7 @@ def fuzz(
             die(str(exc))
     if agent is not None:
         _agent_config(agent, config)
-    elif (tools_mode, exempt, deterministic, inputs, recorded, tool_exceptions) != (
-        "live",
-        (),
-        None,
-        (),
-        (),
-        True,
-    ):
+    elif (tools_mode, exempt, deterministic, inputs, recorded, tool_exceptions) != _AGENT_DEFAULTS:
         die(
             "--tools, --recorded, --exempt, --deterministic, --input and --no-tool-exceptions "
             "go with --agent"
