@@ -24,7 +24,6 @@ from finishing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import os
 import queue
@@ -73,9 +72,12 @@ def _answer(
     error: BaseException | None,
 ) -> None:
     """In the worker thread: hand the outcome to the loop's thread."""
-    # A closed loop (RuntimeError): the run is over and nobody waits for this answer.
-    with contextlib.suppress(RuntimeError):
+    # A closed loop (RuntimeError): the run is over and nobody waits for this answer. Not
+    # contextlib.suppress: its object and calls were 4,200 of a hop's 78,800 instructions.
+    try:  # noqa: SIM105
         loop.call_soon_threadsafe(_settle, future, value, error)
+    except RuntimeError:
+        pass
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
