@@ -44,6 +44,11 @@ def test_io_event_is_the_constructors_event(kind, turn, data, duration) -> None:
     assert pickle.loads(pickle.dumps(built)) == made
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.kind = "cancel"  # type: ignore[misc]
+    raised = (("tool", "add", ValueError("x")),)
+    with_raised = io_event(kind, turn, data, duration, raised)
+    assert with_raised == IoEvent(
+        kind=kind, turn=turn, data=data, duration_s=duration, raised=raised
+    )
 
 
 def test_an_observed_run_reports_replies_as_model_dump_gives_them() -> None:
