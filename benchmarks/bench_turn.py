@@ -109,7 +109,7 @@ def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
         registry, session = loop.registry, loop.session
         return lambda: model_request(machine, registry, session, 1)
     return lambda: ModelRequest.model_construct(
-        messages=tuple(machine.messages()),
+        messages=tuple(machine.messages()),  # type: ignore[arg-type]
         tools=loop.registry.specs(),
         system=None,
         options=dict(loop.session.options),
@@ -118,12 +118,18 @@ def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
 
 
 def _results_message(results: list[ToolResult]) -> Callable[[], Any]:
-    """How this loopctl makes the results message: ``Message.from_results`` (the driver's
-    way; it builds the message from results already valid), or an older loop's own build."""
+    """How this loopctl makes the results message: ``results_message`` (the driver's way; it
+    builds the message from results already valid), or an older loop's own build."""
+    try:
+        from loopctl.tools.dispatch import results_message
+    except ImportError:  # an older loopctl
+        pass
+    else:
+        return lambda: results_message(results)
     given = getattr(loop_module, "_MESSAGE_GIVEN", None)
     if given is None:
         return lambda: Message.from_results(results)
-    from loopctl.core.built import built
+    from loopctl.core.built import built  # type: ignore[import-not-found,unused-ignore]
 
     return lambda: built(Message, {"role": "user", "parts": tuple(results)}, given)
 
