@@ -25,13 +25,13 @@ from typing import IO, Any
 
 from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
-from loopctl.driver import BareLoop, CancelSignal, RunResult, StepPoint
+from loopctl.driver import BareLoop, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
-from loopctl_sim.sim.body import Crash, agent_failure, synchronous
+from loopctl_sim.sim.body import agent_failure, synchronous
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
@@ -42,7 +42,7 @@ from loopctl_sim.sim.layers import (
     ToolFaults,
     UsageFn,
     chain_before_step,
-    restore_after_crash,
+    run_resuming,
 )
 from loopctl_sim.sim.machine import SimResult
 from loopctl_sim.sim.world import ModelScript, ToolFn
@@ -209,8 +209,12 @@ async def run_agent_async(
     counting = Counting()
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
+    rerun: set[str] = set()
+    result: RunResult | None = None
 
     def body(brain: LoopMachine) -> BareLoop:
+        # the calls a crash interrupted after they ran (none at the start: nothing ran yet)
+        rerun.update(_in_flight(brain, tools.executions))
         loop = build_agent(factory, client=client, observers=watchers)
         names = loop.registry.names()
         tools.registry = loop.registry
@@ -236,12 +240,8 @@ async def run_agent_async(
         current.append(built)
         return built
 
-    loop = body(machine if machine is not None else LoopMachine(world.history))
-    input: str | Message | None = world.input
-    rerun: set[str] = set()
-    result: RunResult | None = None
-
     def collected() -> AgentRun:
+        loop = current[-1]
         names = loop.registry.names()
         return AgentRun(
             world=world.name,
@@ -267,29 +267,16 @@ async def run_agent_async(
             policy=loop.policy(),
         )
 
+    loop = body(machine if machine is not None else LoopMachine(world.history))
     try:
-        while True:
-            cancel = tools.cancel = CancelSignal()
-            try:
-                result = await loop.run(input, cancel)
-                break
-            except Crash as crash:
-                rerun |= _in_flight(loop.machine, tools.executions)
-                # The user's compaction request stands until a Compact(MANUAL) answers it: the
-                # user asks the restarted loop again (else a request made at the crash's step
-                # is lost, and the restored run no longer compacts where the other one did).
-                requested = loop.policy().compact_now
-                loop = body(restore_after_crash(loop.machine, crash.step, watchers))
-                if requested:
-                    loop.request_compaction()
-                input = None
+        result, loop = await run_resuming(loop, world.input, body, tools, watchers)
+        return collected()
     except Exception as exc:
         raise AgentRunError(collected(), exc) from exc
     finally:
         current.clear()  # the client's policy reads the loop through it: a cycle, else
         if recorder is not None and not isinstance(trace, TraceWriter | TraceRecorder):
             recorder.close()
-    return collected()
 
 
 run_agent = synchronous(run_agent_async)

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
 from loopctl.api import StreamEvent
-from loopctl.core import LoopMachine, Message
-from loopctl.driver import BareLoop, CancelSignal, MiddleOutCompactor, StepPoint
+from loopctl.core import LoopMachine
+from loopctl.driver import BareLoop, MiddleOutCompactor, StepPoint
 from loopctl.observe import LoopObserver
-from loopctl_sim.sim.body import Crash, agent_failure, configs_for, stub_tools, synchronous
+from loopctl_sim.sim.body import agent_failure, configs_for, stub_tools, synchronous
 from loopctl_sim.sim.faults import FaultPlan
 from loopctl_sim.sim.layers import (
     Counting,
@@ -24,7 +24,7 @@ from loopctl_sim.sim.layers import (
     StepLimit,
     ToolFaults,
     chain_before_step,
-    restore_after_crash,
+    run_resuming,
 )
 from loopctl_sim.sim.machine import SimResult, SimulationError
 from loopctl_sim.sim.world import World
@@ -107,33 +107,16 @@ async def simulate_driver_async(
             on_stream=on_stream,
         )
 
+    def resumed(brain: LoopMachine) -> BareLoop:
+        return body(brain) if watch is None else watch.restarted(body(brain))
+
     loop = body(machine if machine is not None else LoopMachine(world.history))
     if watch is not None:
         loop = watch.install(loop)
-    input: str | Message | None = world.input
     try:
-        while True:
-            cancel = tools.cancel = CancelSignal()
-            try:
-                result = await loop.run(input, cancel)
-                break
-            except StepLimit as exc:
-                raise SimulationError(f"{world.name}: {exc}") from None
-            except Crash as crash:
-                restored = restore_after_crash(loop.machine, crash.step, watchers)
-                if restored != loop.machine:
-                    raise SimulationError(
-                        f"step {crash.step}: the restored machine differs"
-                    ) from None
-                # The user's compaction request stands until a Compact(MANUAL) answers it (as
-                # in the machine-level simulator): the user asks the restarted loop again.
-                requested = loop.policy().compact_now
-                loop = body(restored)
-                if requested:
-                    loop.request_compaction()
-                if watch is not None:
-                    loop = watch.restarted(loop)
-                input = None
+        result, loop = await run_resuming(loop, world.input, resumed, tools, watchers)
+    except StepLimit as exc:
+        raise SimulationError(f"{world.name}: {exc}") from None
     finally:
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()

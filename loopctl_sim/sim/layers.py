@@ -39,12 +39,13 @@ from loopctl.core import (
     ToolCall,
     ToolResult,
 )
-from loopctl.driver import CancelSignal, ContextCompactor, StepPoint
+from loopctl.driver import BareLoop, CancelSignal, ContextCompactor, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import NextTool, ToolArgumentsError, ToolRegistry
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.body import Crash
 from loopctl_sim.sim.faults import Fault, FaultPlan
+from loopctl_sim.sim.machine import SimulationError
 from loopctl_sim.sim.world import (
     ModelScript,
     ToolFn,
@@ -385,21 +386,43 @@ class RunFaults:
             self._injects.append(fault.text)
 
 
-def restore_after_crash(
-    brain: LoopMachine, step: int, observers: Sequence[LoopObserver]
-) -> LoopMachine:
-    """What a restarted process finds after a crash before ``step``: the brain saved as JSON and
-    read back. The observers are told (a ``crash`` io event), so a trace holds the crash where
-    it struck."""
-    saved = brain.model_dump_json()
-    restored = LoopMachine.model_validate_json(saved)
-    event = IoEvent(
-        kind="crash",
-        data={"step": step, "snapshot_bytes": len(saved), "digest": restored.digest()},
-    )
-    for observer in observers:
-        observer.io(event)
-    return restored
+async def run_resuming(
+    loop: BareLoop,
+    input: str | Message | None,
+    body: Callable[[LoopMachine], BareLoop],
+    tools: ToolFaults,
+    observers: Sequence[LoopObserver],
+) -> tuple[RunResult, BareLoop]:
+    """Run ``loop`` to its end through the crashes its ``before_step`` raises; the result and
+    the last body. At a ``Crash`` the brain is saved as JSON and read back, as a restarted
+    process finds it (it must equal the saved one), the observers are told (a ``crash`` io
+    event, so a trace holds the crash where it struck), and a fresh body (``body``) resumes it.
+    The user's compaction request stands until a Compact(MANUAL) answers it: the user asks the
+    restarted loop again (else the restored run no longer compacts where the other one did)."""
+    while True:
+        cancel = tools.cancel = CancelSignal()
+        try:
+            return await loop.run(input, cancel), loop
+        except Crash as crash:
+            saved = loop.machine.model_dump_json()
+            restored = LoopMachine.model_validate_json(saved)
+            if restored != loop.machine:
+                raise SimulationError(f"step {crash.step}: the restored machine differs") from None
+            event = IoEvent(
+                kind="crash",
+                data={
+                    "step": crash.step,
+                    "snapshot_bytes": len(saved),
+                    "digest": restored.digest(),
+                },
+            )
+            for observer in observers:
+                observer.io(event)
+            requested = loop.policy().compact_now
+            loop = body(restored)
+            if requested:
+                loop.request_compaction()
+            input = None
 
 
 def chain_before_step(

@@ -10,12 +10,13 @@ from sim_helpers import SCENARIOS, adding_world, lines, write_lines
 
 from loopctl import BareLoop, Cancelled, Completed, Failed, tool
 from loopctl_sim.cli import main
+from loopctl_sim.props.driver_watch import DriverWatch
 from loopctl_sim.replay import replay_driver, replay_trace
 from loopctl_sim.sim import simulate_driver
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.scenario import load_scenario
-from loopctl_sim.trace import read_trace
+from loopctl_sim.trace import StepRecord, read_trace
 
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 
@@ -258,3 +259,21 @@ def test_runs_with_provider_errors_leave_no_cyclic_garbage(kind: str) -> None:
     assert isinstance(result.outcome, Completed)  # type: ignore[attr-defined]
     assert result.retries == 2  # type: ignore[attr-defined]
     assert unreachable == 0
+
+
+@pytest.mark.parametrize("step", [1, 3, 5])
+def test_a_compaction_requested_at_a_crash_survives_it_under_a_watch(
+    step: int, tmp_path: Path
+) -> None:
+    """The restarted body is asked for the compaction again, with a ``DriverWatch`` installed
+    as without one: the checked run of a fuzz case compacts where its unchecked twin does."""
+    world = adding_world(Fault(kind="compact_now", step=step), Fault(kind="crash", step=step))
+    plain, watched = tmp_path / "plain.jsonl", tmp_path / "watched.jsonl"
+    simulate_driver(world, plain)
+    simulate_driver(world, watched, watch=DriverWatch(brain=False, max_steps=100))
+    manual = [
+        [r.step for r in read_trace(t) if isinstance(r, StepRecord) and r.step.kind == "compact"]
+        for t in (plain, watched)
+    ]
+    assert len(manual[0]) == 1 and getattr(manual[0][0], "reason", None) == "manual"
+    assert manual[0] == manual[1]
