@@ -27,7 +27,6 @@ import io
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
 from loopctl.driver import StepPoint
@@ -38,12 +37,15 @@ from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
 from loopctl_sim.fuzz.checker import DriverChecker, Violation
 from loopctl_sim.fuzz.checks import (
     CREATED,
+    HEAL_INPUT,
+    HEAL_TEXT,
     CaseResult,
     Failure,
+    WorldRun,
+    crash_failure,
     crash_variant,
     first_difference,
     outcome_name,
-    same_end,
     scheduled_kinds,
     user_failure,
 )
@@ -98,23 +100,10 @@ class CrashWatch(LoopObserver):
             self.crashes.append(Crash(where, name, error))
 
 
-_HEAL_INPUT: Final = "Please wrap up."
-_HEAL_TEXT: Final = "healed"
-
-
 def _bound(world: AgentWorld) -> int:
     """Steps a run may take before it counts as a livelock (as ``checks._bound``)."""
     turns = len(world.script) + 2 if world.script is not None else world.explore_config.turns
     return 6 * (turns + 2) + 4 * len(world.faults) + 10
-
-
-@dataclasses.dataclass
-class _Run:
-    trace: str
-    result: AgentRun | None
-    heal: AgentRun | None
-    steps: int
-    failure: Failure | None
 
 
 def _failure_of(exc: BaseException) -> Failure:
@@ -131,8 +120,8 @@ def _failure_of(exc: BaseException) -> Failure:
 def _heal_world(world: AgentWorld) -> AgentWorld:
     return dataclasses.replace(
         world,
-        input=_HEAL_INPUT,
-        script=[Message.assistant(_HEAL_TEXT)],
+        input=HEAL_INPUT,
+        script=[Message.assistant(HEAL_TEXT)],
         explore=None,
         tokens=(),
         faults=(),
@@ -150,7 +139,7 @@ def _run(
     heal: bool,
     seed: int,
     trace: bool = True,
-) -> _Run:
+) -> WorldRun[AgentRun]:
     buf = io.StringIO()
     writer = TraceWriter(buf) if trace else None
     world = scenario.agent_world(cwd=config.cwd)
@@ -179,7 +168,7 @@ def _watched_run(
     hook: Callable[[StepPoint], None] | None,
     *,
     heal: bool,
-) -> _Run:
+) -> WorldRun[AgentRun]:
     """The faulted run, then its heal run (``heal``), as ``_run`` asks."""
     result = healed = None
     steps = 0
@@ -191,7 +180,7 @@ def _watched_run(
         )
         if twice:
             failure = Failure("tool-twice", "executions", f"tool calls ran twice: {twice}")
-            return _Run(buf.getvalue(), result, None, steps, failure)
+            return WorldRun(buf.getvalue(), result, None, steps, failure)
         if heal:
             healing = _heal_world(world)
             healed = run_agent(
@@ -209,8 +198,8 @@ def _watched_run(
             result, steps = partial, partial.steps
         else:
             healed, steps = partial, steps + partial.steps
-        return _Run(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
-    return _Run(buf.getvalue(), result, healed, steps, None)
+        return WorldRun(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
+    return WorldRun(buf.getvalue(), result, healed, steps, None)
 
 
 def _heal_failure(first: AgentRun, healed: AgentRun) -> Failure | None:
@@ -303,21 +292,8 @@ def check_agent_case(
         crashed = crash_variant(case, sc, first.result.steps)
         third = _run(crashed, config, checked=False, heal=False, seed=case.seed, trace=False)
         out.runs += 1
-        out.failure = _crash_failure(first.result, third, crashed)
+        out.failure = crash_failure(first.result, third, crashed, whole=True)
     return out
-
-
-def _crash_failure(first: AgentRun, third: _Run, crashed: Scenario) -> Failure | None:
-    at = crashed.faults[-1].step
-    if third.failure is not None:
-        return Failure(
-            "crash-restore", third.failure.code, f"with a crash at step {at}: {third.failure}"
-        )
-    assert third.result is not None
-    what = same_end(first, third.result)
-    if what is None:
-        return None
-    return Failure("crash-restore", "differs", f"crash at step {at}: {what}")
 
 
 def scripted(scenario: Scenario, script: Sequence[Message]) -> Scenario:

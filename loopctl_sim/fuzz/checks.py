@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from loopctl.core import (
     Completed,
@@ -49,8 +49,8 @@ from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"
-_HEAL_INPUT: Final = "Please wrap up."
-_HEAL_TEXT: Final = "healed"
+HEAL_INPUT: Final = "Please wrap up."
+HEAL_TEXT: Final = "healed"
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def _sim(
     writer: TraceWriter | None,
     checked: bool,
     metadata: dict[str, Any],
-) -> tuple[SimResult, Counter[str]]:
+) -> SimResult:
     cls = CheckingMachine if checked else RecordingMachine
     meta = {"world": world.name, "simulated": True, **world.metadata, **metadata}
     rec = cls(
@@ -123,8 +123,7 @@ def _sim(
         metadata=meta,
         created=CREATED,
     )
-    result = SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec).go()
-    return result, result.fired
+    return SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec).go()
 
 
 def _sim_driver(
@@ -135,7 +134,7 @@ def _sim_driver(
     checked: bool,
     metadata: dict[str, Any],
     streamed: bool = False,
-) -> tuple[SimResult, Counter[str]]:
+) -> SimResult:
     """``_sim`` through the real ``BareLoop``: the same world, checked from outside the driver
     (``DriverChecker``) instead of around a brain the simulator drives. ``streamed``: the run
     watches the stream, so the driver streams and folds every reply (else it takes each whole)."""
@@ -158,7 +157,7 @@ def _sim_driver(
         )
     except Broken as broken:
         raise Violation(broken.problems, broken.where) from None
-    return result, result.fired
+    return result
 
 
 def _watched(event: object) -> None:
@@ -169,11 +168,11 @@ def _heal_world(scenario: Scenario, world: World) -> World:
     tool = next(iter(world.tools)) if world.tools else "none"
     replies = [
         Message.assistant("One last check.", [ToolCall(id="heal_1", name=tool, arguments={})]),
-        Message.assistant(_HEAL_TEXT),
+        Message.assistant(HEAL_TEXT),
     ]
     policy = world.policy.model_copy(update={"max_turns": max(world.policy.max_turns, 4)})
     return dataclasses.replace(
-        world, input=_HEAL_INPUT, model=ModelScript(replies), faults=(), policy=policy
+        world, input=HEAL_INPUT, model=ModelScript(replies), faults=(), policy=policy
     )
 
 
@@ -203,12 +202,17 @@ class _NothingSecret(Scrubber):
 NOTHING_SECRET: Final = _NothingSecret()
 
 
+R = TypeVar("R", bound=SimResult)
+
+
 @dataclass
-class _Run1:
+class WorldRun(Generic[R]):
+    """A checked run (the faulted run, then its heal run) as a case's checks see it: its
+    trace, results, steps (both runs') and first failure."""
+
     trace: str
-    result: SimResult | None
-    heal: SimResult | None
-    fired: Counter[str]
+    result: R | None
+    heal: R | None
     steps: int
     failure: Failure | None
 
@@ -222,23 +226,22 @@ def _run_world(
     trace: bool = True,
     level: str = "machine",
     streamed: bool = False,
-) -> _Run1:
-    sim: Callable[..., tuple[SimResult, Counter[str]]] = (
+) -> WorldRun[SimResult]:
+    sim: Callable[..., SimResult] = (
         functools.partial(_sim_driver, streamed=streamed) if level == "driver" else _sim
     )
     buf = io.StringIO()
     writer = TraceWriter(buf, scrubber=NOTHING_SECRET) if trace else None
     meta = {"fuzz_seed": seed}
-    fired: Counter[str] = Counter()
     result = heal_result = None
     steps = 0
     try:
         world = scenario.world()
-        result, fired = sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
+        result = sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
         steps = result.steps
         if heal:
             hw = _heal_world(scenario, world)
-            heal_result, _ = sim(
+            heal_result = sim(
                 hw,
                 machine=result.machine.next_run(),
                 writer=writer,
@@ -249,8 +252,8 @@ def _run_world(
     except Exception as exc:  # every failure of the engine is a finding, reported as data
         # the simulators leave a harness stop (Violation, StepLimit) out of the trace
         # (sim.body.agent_failure): it ends where the stop struck and replays up to there
-        return _Run1(buf.getvalue(), result, heal_result, fired, steps, _failure_of(exc))
-    return _Run1(buf.getvalue(), result, heal_result, fired, steps, None)
+        return WorldRun(buf.getvalue(), result, heal_result, steps, _failure_of(exc))
+    return WorldRun(buf.getvalue(), result, heal_result, steps, None)
 
 
 def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> Failure | None:
@@ -260,7 +263,7 @@ def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> 
     loop; without a compaction that could not help, the context must have been that high from
     the start."""
     outcome = healed.outcome
-    if isinstance(outcome, Completed) and outcome.final_text == _HEAL_TEXT:
+    if isinstance(outcome, Completed) and outcome.final_text == HEAL_TEXT:
         return None
     over = first.machine.context_tokens >= policy.threshold_tokens
     if (
@@ -278,25 +281,6 @@ def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> 
         f"after the faults, a clean next run ended {ended} instead of completing "
         f"(it started with {first.machine.context_tokens} context tokens)",
     )
-
-
-def same_end(a: SimResult, b: SimResult) -> str | None:
-    """How the run with a crash (``b``) ended otherwise than the uninterrupted one (``a``):
-    the outcome, then the history, then the final digest; None when they agree."""
-    if a.outcome != b.outcome:
-        return f"outcome {a.outcome!r} uninterrupted, {b.outcome!r} with the crash"
-    if a.machine.history != b.machine.history:
-        return "the history differs from the uninterrupted run's: " + str(
-            history_difference(
-                a.machine.history,
-                b.machine.history,
-                expected_name="uninterrupted",
-                actual_name="with the crash",
-            )
-        )
-    if a.digest != b.digest:
-        return f"final digest {a.digest} uninterrupted, {b.digest} with the crash"
-    return None
 
 
 _DURATION: Final = re.compile(r'"duration_s":[^,}]+')
@@ -358,7 +342,8 @@ def check_case(
         sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed, level=level
     )
     out.runs += 1 + (first.heal is not None)
-    out.steps, out.faults, out.trace = first.steps, first.fired, first.trace
+    out.steps, out.trace = first.steps, first.trace
+    out.faults = first.result.fired if first.result else Counter()
     out.outcome = outcome_name(first.result.outcome if first.result else None)
     if first.failure is not None:
         out.failure = first.failure
@@ -393,17 +378,36 @@ def check_case(
             crashed, checked=False, heal=False, seed=case.seed, trace=False, level=level
         )
         out.runs += 1
-        if third.failure is not None:
-            out.failure = Failure(
-                "crash-restore",
-                third.failure.code,
-                f"with a crash at step {crashed.faults[-1].step}: {third.failure.message}",
-            )
-            return out
-        assert third.result is not None
-        diff = same_end(first.result, third.result)
-        if diff is not None:
-            out.failure = Failure(
-                "crash-restore", "differs", f"crash at step {crashed.faults[-1].step}: {diff}"
-            )
+        out.failure = crash_failure(first.result, third, crashed)
     return out
+
+
+def crash_failure(
+    first: SimResult, third: WorldRun[Any], crashed: Scenario, *, whole: bool = False
+) -> Failure | None:
+    """How the run with one more crash (``third``, of ``crashed``) fails the crash/restore
+    check: it fails (its failure quoted: ``whole``, else its message), or it ends otherwise
+    than the uninterrupted run (``first``): the outcome, then the history, then the final
+    digest differ; None when it passes."""
+    at = crashed.faults[-1].step
+    if third.failure is not None:
+        said = third.failure if whole else third.failure.message
+        return Failure("crash-restore", third.failure.code, f"with a crash at step {at}: {said}")
+    b = third.result
+    assert b is not None
+    if first.outcome != b.outcome:
+        what = f"outcome {first.outcome!r} uninterrupted, {b.outcome!r} with the crash"
+    elif first.machine.history != b.machine.history:
+        what = "the history differs from the uninterrupted run's: " + str(
+            history_difference(
+                first.machine.history,
+                b.machine.history,
+                expected_name="uninterrupted",
+                actual_name="with the crash",
+            )
+        )
+    elif first.digest != b.digest:
+        what = f"final digest {first.digest} uninterrupted, {b.digest} with the crash"
+    else:
+        return None
+    return Failure("crash-restore", "differs", f"crash at step {at}: {what}")
