@@ -47,6 +47,7 @@ from loopctl_sim.fuzz.checks import (
     first_difference,
     outcome_name,
     scheduled_kinds,
+    step_bound,
     user_failure,
 )
 from loopctl_sim.props import invariants as inv
@@ -100,12 +101,6 @@ class CrashWatch(LoopObserver):
             self.crashes.append(Crash(where, name, error))
 
 
-def _bound(world: AgentWorld) -> int:
-    """Steps a run may take before it counts as a livelock (as ``checks._bound``)."""
-    turns = len(world.script) + 2 if world.script is not None else world.explore_config.turns
-    return 6 * (turns + 2) + 4 * len(world.faults) + 10
-
-
 def _failure_of(exc: BaseException) -> Failure:
     if isinstance(exc, Violation):
         return Failure("invariant", inv.problem_code(exc.problems[0]), str(exc))
@@ -143,8 +138,11 @@ def _run(
     buf = io.StringIO()
     writer = TraceWriter(buf) if trace else None
     world = scenario.agent_world(cwd=config.cwd)
+    turns = len(world.script) + 2 if world.script is not None else world.explore_config.turns
     world = dataclasses.replace(
-        world, max_steps=_bound(world), metadata={**world.metadata, "fuzz_seed": seed}
+        world,
+        max_steps=step_bound(turns, world.faults),
+        metadata={**world.metadata, "fuzz_seed": seed},
     )
     checker = DriverChecker() if checked else None
     observers: list[LoopObserver] = [checker] if checker is not None else []

@@ -20,7 +20,7 @@ import functools
 import io
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -102,9 +102,13 @@ class CaseResult:
 
 
 def _bound(world: World) -> int:
-    """Steps a run may take before it counts as a livelock."""
-    turns = min(world.policy.max_turns, len(world.model.replies) + 2)
-    return 6 * (turns + 2) + 4 * len(world.faults) + 10
+    """Steps a run of the built-in world may take before it counts as a livelock."""
+    return step_bound(min(world.policy.max_turns, len(world.model.replies) + 2), world.faults)
+
+
+def step_bound(turns: int, faults: Sized) -> int:
+    """Steps a run of about ``turns`` replies under ``faults`` may take before it is a livelock."""
+    return 6 * (turns + 2) + 4 * len(faults) + 10
 
 
 def _sim(
