@@ -23,6 +23,7 @@ replies written out: what the shrinker cuts down and what a reproducer holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 from collections import Counter
@@ -42,13 +43,10 @@ from loopctl_sim.fuzz.checks import (
     CaseResult,
     Failure,
     WorldRun,
-    crash_failure,
-    crash_variant,
-    first_difference,
     outcome_name,
-    scheduled_kinds,
+    run_checks,
     step_bound,
-    user_failure,
+    trace_differs,
 )
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.sim.agent_run import AgentRun, AgentRunError, AgentWorld, run_agent
@@ -134,7 +132,10 @@ def _run(
     heal: bool,
     seed: int,
     trace: bool = True,
+    twin: bool = False,
 ) -> WorldRun[AgentRun]:
+    """The faulted run of ``scenario``, then its heal run (``heal``); the ``twin`` that must
+    equal the first runs as it did."""
     buf = io.StringIO()
     writer = TraceWriter(buf) if trace else None
     world = scenario.agent_world(cwd=config.cwd)
@@ -237,60 +238,31 @@ def check_agent_case(
 ) -> CaseResult:
     """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
     sc = scenario if scenario is not None else case.scenario
-    out = CaseResult(
-        seed=case.seed,
-        enabled=case.enabled,
-        scheduled=scheduled_kinds(sc),
-        crash_at=case.crash_at,
-    )
-    first = _run(
-        sc, config, checked=config.check_invariants, heal=config.check_heal, seed=case.seed
-    )
-    out.runs += 1 + (first.heal is not None)
-    out.steps, out.trace = first.steps, first.trace
-    if first.result is not None:
-        out.faults, out.moves = Counter(first.result.fired), Counter(first.result.moves)
-        out.script = list(first.result.script)
-        out.replay_tools = replay_tools(sc, first.result)
-    out.outcome = outcome_name(first.result.outcome if first.result else None)
-    out.failure = first.failure
-    if out.failure is not None:
-        return out
-    assert first.result is not None
-    if config.check_heal and first.heal is not None:
-        out.failure = _heal_failure(first.result, first.heal)
-    if out.failure is None:
-        out.failure = user_failure(config, first.result, first.trace)
-    if out.failure is not None:
-        return out
-    same_runs = config.deterministic is not False
-    if config.check_determinism and config.deterministic is not False:
-        second = _run(sc, config, checked=False, heal=config.check_heal, seed=case.seed)
-        out.runs += 1 + (second.heal is not None)
-        line = first_difference(first.trace, second.trace)
-        if line is not None and _tool_difference(first.trace, second.trace, line):
-            if config.deterministic:
-                out.failure = Failure(
-                    "nondeterminism",
-                    "tool",
-                    f"the tools were declared deterministic, but two runs of the same seed "
-                    f"differ at trace line {line}, a tool's result",
-                )
-                return out
-            out.notes.append("determinism not checked: the agent's tools are not deterministic")
-            same_runs = False
-        elif line is not None:
-            out.failure = Failure(
-                "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}"
+
+    def took(out: CaseResult, result: AgentRun) -> None:
+        out.moves, out.script = Counter(result.moves), list(result.script)
+        out.replay_tools = replay_tools(sc, result)
+
+    def differ(out: CaseResult, a: str, b: str, line: int) -> Failure | None:
+        if not _tool_difference(a, b, line):
+            return trace_differs(line)
+        if config.deterministic:
+            return Failure(
+                "nondeterminism",
+                "tool",
+                f"the tools were declared deterministic, but two runs of the same seed "
+                f"differ at trace line {line}, a tool's result",
             )
-            return out
-    elif config.deterministic is False:
+        out.notes.append("determinism not checked: the agent's tools are not deterministic")
+        return None
+
+    twice = config.deterministic is not False
+    run = functools.partial(_run, config=config, seed=case.seed)
+    out = run_checks(
+        case, sc, config, run, _heal_failure, differ, took=took, twice=twice, whole=True
+    )
+    if not twice and out.failure is None:
         out.notes.append("determinism not checked: the tools were declared nondeterministic")
-    if config.check_crash and same_runs:
-        crashed = crash_variant(case, sc, first.result.steps)
-        third = _run(crashed, config, checked=False, heal=False, seed=case.seed, trace=False)
-        out.runs += 1
-        out.failure = crash_failure(first.result, third, crashed, whole=True)
     return out
 
 

@@ -229,10 +229,13 @@ def _run_world(
     seed: int,
     trace: bool = True,
     level: str = "machine",
-    streamed: bool = False,
+    twin: bool = False,
 ) -> WorldRun[SimResult]:
+    """The faulted run of ``scenario``, then its heal run (``heal``). ``twin``: the run that
+    must equal the first; at driver level it watches the stream, so the driver streams and folds
+    each reply the first run took whole."""
     sim: Callable[..., SimResult] = (
-        functools.partial(_sim_driver, streamed=streamed) if level == "driver" else _sim
+        functools.partial(_sim_driver, streamed=twin) if level == "driver" else _sim
     )
     buf = io.StringIO()
     writer = TraceWriter(buf, scrubber=NOTHING_SECRET) if trace else None
@@ -335,55 +338,79 @@ def check_case(
 ) -> CaseResult:
     """Run every check on ``scenario`` (default: the case's own) and report the first failure."""
     sc = scenario if scenario is not None else case.scenario
+    twin = " (the second streamed its replies)" if config.level == "driver" else ""
+    return run_checks(
+        case,
+        sc,
+        config,
+        functools.partial(_run_world, seed=case.seed, level=config.level),
+        lambda first, healed: heal_failure(first, healed, sc.policy.policy()),
+        lambda out, a, b, line: trace_differs(line, twin),
+    )
+
+
+def run_checks(
+    case: FuzzCase,
+    sc: Scenario,
+    config: FuzzConfig,
+    run: Callable[..., WorldRun[R]],
+    healed: Callable[[R, R], Failure | None],
+    differ: Callable[[CaseResult, str, str, int], Failure | None],
+    *,
+    took: Callable[[CaseResult, R], None] | None = None,
+    twice: bool = True,
+    whole: bool = False,
+) -> CaseResult:
+    """A case's checks, in the module docstring's order, at either level (one definition): ``run``
+    makes a checked run (``_run_world``, the agent's ``_run``), ``healed`` judges its heal run,
+    ``differ`` two traces differing at a line (a failure, or None: they may, noted in the report,
+    and the crash check, which needs the same run twice, is skipped), ``took`` copies what the
+    first run's result holds; ``twice``: run twice at all (else no crash check either);
+    ``whole``: a crash check's failure quotes the whole failure of the crashed run."""
     out = CaseResult(
-        seed=case.seed,
-        enabled=case.enabled,
-        scheduled=scheduled_kinds(sc),
-        crash_at=case.crash_at,
+        seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc), crash_at=case.crash_at
     )
-    level = config.level
-    first = _run_world(
-        sc, checked=config.check_invariants, heal=config.check_heal, seed=case.seed, level=level
-    )
+    first = run(sc, checked=config.check_invariants, heal=config.check_heal)
     out.runs += 1 + (first.heal is not None)
     out.steps, out.trace = first.steps, first.trace
-    out.faults = first.result.fired if first.result else Counter()
+    if first.result is not None:
+        out.faults = Counter(first.result.fired)
+        if took is not None:
+            took(out, first.result)
     out.outcome = outcome_name(first.result.outcome if first.result else None)
-    if first.failure is not None:
-        out.failure = first.failure
+    out.failure = first.failure
+    if out.failure is not None:
         return out
     assert first.result is not None
     if config.check_heal and first.heal is not None:
-        out.failure = heal_failure(first.result, first.heal, sc.policy.policy())
-        if out.failure is not None:
-            return out
-    out.failure = user_failure(config, first.result, first.trace)
+        out.failure = healed(first.result, first.heal)
+    if out.failure is None:
+        out.failure = user_failure(config, first.result, first.trace)
     if out.failure is not None:
         return out
-    if config.check_determinism:
-        # At driver level the twin watches the stream: the driver streams and folds each reply
-        # the first run took whole, and the two traces must still be equal.
-        second = _run_world(
-            sc, checked=False, heal=config.check_heal, seed=case.seed, level=level, streamed=True
-        )
+    same_runs = twice
+    if config.check_determinism and twice:
+        second = run(sc, checked=False, heal=config.check_heal, twin=True)
         out.runs += 1 + (second.heal is not None)
         line = first_difference(first.trace, second.trace)
         if line is not None:
-            twin = " (the second streamed its replies)" if level == "driver" else ""
-            out.failure = Failure(
-                "nondeterminism",
-                "trace",
-                f"two runs of the same seed differ at trace line {line}{twin}",
-            )
-            return out
-    if config.check_crash:
+            out.failure = differ(out, first.trace, second.trace, line)
+            if out.failure is not None:
+                return out
+            same_runs = False
+    if config.check_crash and same_runs:
         crashed = crash_variant(case, sc, first.result.steps)
-        third = _run_world(
-            crashed, checked=False, heal=False, seed=case.seed, trace=False, level=level
-        )
+        third = run(crashed, checked=False, heal=False, trace=False)
         out.runs += 1
-        out.failure = crash_failure(first.result, third, crashed)
+        out.failure = crash_failure(first.result, third, crashed, whole=whole)
     return out
+
+
+def trace_differs(line: int, twin: str = "") -> Failure:
+    """Two runs of one seed differ at ``line`` of their traces (``twin``: how the second ran)."""
+    return Failure(
+        "nondeterminism", "trace", f"two runs of the same seed differ at trace line {line}{twin}"
+    )
 
 
 def crash_failure(
