@@ -45,7 +45,6 @@ from benchmarks.bench_driver import (
 )
 from loopctl import BareLoop, LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
 from loopctl.api import ModelRequest, Usage, fold_events
-from loopctl.driver import loop as loop_module
 from loopctl.driver.estimate import CharEstimator
 from loopctl.testing import FunctionClient, reply_events
 from loopctl.tools import ToolRegistry, dispatch
@@ -118,20 +117,8 @@ def _request(machine: LoopMachine, loop: BareLoop) -> Callable[[], Any]:
 
 
 def _results_message(results: list[ToolResult]) -> Callable[[], Any]:
-    """How this loopctl makes the results message: ``results_message`` (the driver's way; it
-    builds the message from results already valid), or an older loop's own build."""
-    try:
-        from loopctl.tools.dispatch import results_message
-    except ImportError:  # an older loopctl
-        pass
-    else:
-        return lambda: results_message(results)
-    given = getattr(loop_module, "_MESSAGE_GIVEN", None)
-    if given is None:
-        return lambda: Message.from_results(results)
-    from loopctl.core.built import built  # type: ignore[import-not-found,unused-ignore]
-
-    return lambda: built(Message, {"role": "user", "parts": tuple(results)}, given)
+    """How the driver makes an exchange's results message."""
+    return lambda: Message.from_results(results)
 
 
 def _usage(turns: int) -> Callable[[], Any]:

@@ -22,12 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from json.encoder import (  # type: ignore[attr-defined]  # the C encoder json.dumps builds
-    c_make_encoder,
-    encode_basestring,
-    encode_basestring_ascii,
-)
-from typing import Any, Final, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -129,38 +124,6 @@ class ModelReply(BaseModel):
     message: Message
     usage: Usage = Usage()
     stop_reason: str | None = None
-
-
-M = TypeVar("M", bound=BaseModel)
-_REPLY_FIELDS: Final = set(ModelReply.model_fields)
-# The slots pydantic-core's validator fills, set through their own descriptors.
-_SET_DICT: Final = BaseModel.__dict__["__dict__"].__set__
-_SET_GIVEN: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-def prevalidated(cls: type[M], fields: dict[str, Any], given: set[str]) -> M:
-    """``cls(**{name: fields[name] for name in given})`` for ``fields`` (every field of
-    ``cls``, in order) that already hold what validation would give back (models the caller
-    built, the brain's conversation view, plain ``str``/``int`` values), filled in without
-    checking them again: the driver builds a request and a reply every turn from such values,
-    and this costs 4,400 instructions where pydantic's check cost 8,000 (a reply) and 12,000
-    (a request; cachegrind). ``given`` may be shared: pydantic copies a model's fields set
-    before it changes one (``model_copy``). Tests pin both uses to the validated models
-    (equal, same fields set, same JSON)."""
-    model = object.__new__(cls)
-    _SET_DICT(model, fields)
-    _SET_GIVEN(model, given)
-    _SET_EXTRA(model, None)
-    _SET_PRIVATE(model, None)
-    return model
-
-
-def _reply(message: Message, usage: Usage, stop_reason: str | None) -> ModelReply:
-    """The fold's reply, from its own checked values (``prevalidated``)."""
-    fields = {"message": message, "usage": usage, "stop_reason": stop_reason}
-    return prevalidated(ModelReply, fields, _REPLY_FIELDS)
 
 
 class ApiError(LoopctlError):
@@ -295,7 +258,7 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
             out.append(event.part)
     _close_segment(out, text, segment)
     parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
-    return _reply(Message(role="assistant", parts=parts), usage, stop)
+    return ModelReply(message=Message(role="assistant", parts=parts), usage=usage, stop_reason=stop)
 
 
 def reply_events(
@@ -333,31 +296,6 @@ def reply_events(
     reason = stop_reason or ("tool_use" if message.tool_calls else "end_turn")
     events.append(Events.stop(reason))
     return events
-
-
-def json_dumps(*, ensure_ascii: bool = True) -> Callable[[Any], str]:
-    """``json.dumps(value, ensure_ascii=ensure_ascii)`` (the other options at their defaults),
-    the same text, with the C encoder built once: ``json.dumps`` builds one on every call,
-    which is most of the cost of a small value (a tool's result ``3``: 12,700 -> 5,800
-    instructions; a call's arguments ``{"a": 1, "b": 2}`` in the token estimate: 25,400 ->
-    14,500; cachegrind). No circular-reference check: the values are JSON data (a call's
-    arguments, ``to_jsonable_python``'s output); a circular one hits the recursion limit."""
-    encode = c_make_encoder(
-        None,  # no circular-reference markers
-        json.JSONEncoder().default,  # its TypeError for a value JSON cannot hold
-        encode_basestring_ascii if ensure_ascii else encode_basestring,
-        None,  # indent
-        ": ",
-        ", ",
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
-
-    def dumps(value: Any) -> str:
-        return "".join(encode(value, 0))
-
-    return dumps
 
 
 _SCALARS: Final = (str, int, bool, type(None))
@@ -437,7 +375,9 @@ def folded(
         else:
             return None
     stop_reason = stop_reason or ("tool_use" if called else "end_turn")
-    return _reply(message, _NO_USAGE if usage is None else usage, stop_reason)
+    return ModelReply(
+        message=message, usage=_NO_USAGE if usage is None else usage, stop_reason=stop_reason
+    )
 
 
 def folded_reply(

@@ -7,15 +7,13 @@ the context grow. The default is the usual rule of thumb of about 4 characters a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from typing import Final, Protocol
+from typing import Protocol
 
-from loopctl.api import json_dumps
 from loopctl.core import Message
 
 __all__ = ["CharEstimator", "TokenEstimator", "message_chars"]
-
-_DUMPS: Final = json_dumps()  # json.dumps
 
 
 class TokenEstimator(Protocol):
@@ -52,7 +50,7 @@ def message_chars(message: Message) -> int:
         if part.kind == "text":
             chars += len(part.text)
         elif part.kind == "tool_call":
-            chars += len(part.name) + len(_DUMPS(part.arguments))
+            chars += len(part.name) + len(json.dumps(part.arguments))
         elif part.kind == "tool_result":
             chars += len(part.content)
     return chars

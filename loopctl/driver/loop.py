@@ -61,7 +61,6 @@ from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, re
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
-from loopctl.tools.dispatch import results_message
 
 __all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
 
@@ -356,7 +355,7 @@ class BareLoop:
             ),
             cancel,
         )
-        message = results_message(results)
+        message = Message.from_results(results)  # ToolResult objects: not validated again
         self._feed(ToolResults(message))
         machine = self._machine
         tokens = machine.context_tokens + self.estimator.count([message])

@@ -32,7 +32,6 @@ from loopctl.api import (
     StreamEvent,
     WholeReply,
     fold_events,
-    prevalidated,
     whole_reply_of,
 )
 from loopctl.core import LoopError, LoopMachine, Message
@@ -56,25 +55,18 @@ ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-#: The fields ``model_request`` gives (``server_tools`` keeps its default).
-_REQUEST_GIVEN: Final = {"messages", "tools", "system", "options", "turn"}
-
-
 def model_request(
     machine: LoopMachine, registry: ToolRegistry, session: SessionConfig, turn: int
 ) -> ModelRequest:
     """The model request for ``turn``: the brain's conversation as a view (O(1), not a copy),
-    the registry's specs, the session's system prompt and options (a copy: the request owns
-    it), the brain's turn number; values validated already, so not again (``prevalidated``)."""
-    fields = {
-        "messages": machine.conversation(),
-        "tools": registry.specs(),
-        "system": session.system_prompt,
-        "options": dict(session.options),
-        "turn": turn,
-        "server_tools": (),
-    }
-    return prevalidated(ModelRequest, fields, _REQUEST_GIVEN)
+    the registry's specs, the session's system prompt and options, the brain's turn number."""
+    return ModelRequest(
+        messages=machine.conversation(),
+        tools=registry.specs(),
+        system=session.system_prompt,
+        options=dict(session.options),
+        turn=turn,
+    )
 
 
 def check_call_ids(message: Message) -> None:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from loopctl.api import ToolSpec, json_dumps
+from loopctl.api import ToolSpec
 from loopctl.core import LoopctlError
 from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
 from loopctl.tools.threads import run_in_worker
@@ -45,7 +45,9 @@ __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_ENCODE: Final = json_dumps(ensure_ascii=False)  # json.dumps(value, ensure_ascii=False)
+#: ``json.dumps(value, ensure_ascii=False)``, which builds this encoder on every call: half the
+#: cost of encoding a small result (6 against 12 us, timeit, on a loaded machine).
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False).encode
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """The tool names every supported provider accepts (OpenAI's rule is the strictest)."""

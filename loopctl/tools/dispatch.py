@@ -37,10 +37,9 @@ import time
 import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any
 
-from loopctl.api import prevalidated
-from loopctl.core import Message, ToolCall, ToolResult, not_available
+from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.hooks import (
@@ -61,7 +60,7 @@ from loopctl.tools.messages import (
 )
 from loopctl.tools.registry import ToolRegistry
 
-__all__ = ["Dispatcher", "dispatch", "plan_waves", "results_message"]
+__all__ = ["Dispatcher", "dispatch", "plan_waves"]
 
 logger = logging.getLogger("loopctl.tools")
 
@@ -336,7 +335,7 @@ class _Executor:
                 else:
                     async with (deadline := asyncio.timeout_at(started + limit)):
                         value = await _resumed(running, waiting_on)
-            return _answered(call, encode_result(found.name, value))
+            return ToolResult.answering(call, encode_result(found.name, value))
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
                 return _error(call, timed_out_message(call.name, limit or 0.0))
@@ -431,34 +430,6 @@ async def _maybe_await(value: Any) -> Any:
 
 def _error(call: ToolCall, message: str) -> ToolResult:
     return ToolResult.answering(call, message, is_error=True)
-
-
-# What validation would give the two models every tool call builds, filled in from values
-# already valid (``loopctl.api.prevalidated``; tests pin both to the validated models): a
-# result 16,200 -> 5,700 instructions, an exchange's message 17,400 -> 5,100 (cachegrind).
-_ANSWERED: Final = {"call_id", "name", "content"}  # ``ToolResult.answering``'s, no error
-_MESSAGE: Final = {"role", "parts"}
-
-
-def _answered(call: ToolCall, content: str) -> ToolResult:
-    """``ToolResult.answering(call, content)``: the call's id and name, the tool's encoded
-    value (a ``str`` subclass is validated, which makes it a ``str``)."""
-    if type(content) is not str:
-        return ToolResult.answering(call, content)
-    fields = {
-        "kind": "tool_result",
-        "call_id": call.id,
-        "name": call.name,
-        "content": content,
-        "is_error": False,
-    }
-    return prevalidated(ToolResult, fields, _ANSWERED)
-
-
-def results_message(results: Sequence[ToolResult]) -> Message:
-    """``Message.from_results(results)``: the user message of an exchange's results, from the
-    ``ToolResult`` objects ``Dispatcher.run`` returns (every one checked to be one)."""
-    return prevalidated(Message, {"role": "user", "parts": tuple(results)}, _MESSAGE)
 
 
 def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:

@@ -1,20 +1,16 @@
-"""The models and texts the driver builds every turn without pydantic's check or ``json.dumps``'s
-per-call encoder (``loopctl.api.prevalidated``, ``loopctl.api.json_dumps``) are those the long
-way gives: equal, the same fields set, the same JSON, the same text."""
+"""The models the driver builds every turn (requests, dispatched results, folded replies) are
+those pydantic builds from the same fields: equal, the same fields set, the same JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from loopctl import BareLoop, Message, RunConfig, SessionConfig, tool
-from loopctl.api import ModelReply, ModelRequest, Usage, fold_events, folded, json_dumps
+from loopctl.api import ModelReply, ModelRequest, Usage, fold_events, folded
 from loopctl.core import ToolCall
 from loopctl.testing import FunctionClient, reply_events
 from loopctl.tools import ToolRegistry, dispatch
@@ -122,32 +118,3 @@ def test_folded_and_fold_events_replies_are_the_validated_replies(
     streamed = fold_events(reply_events(ModelReply(message=message, usage=usage or Usage())))
     _same(streamed, _validated(streamed))
     assert streamed.message == whole.message
-
-
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()  # NaN and infinities too: json.dumps writes them, so must this
-    | st.text(),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.tuples(inner)
-        | st.dictionaries(st.text(max_size=3) | st.integers() | st.booleans(), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-
-
-@given(_JSON)
-def test_json_dumps_writes_json_dumps_text(value: Any) -> None:
-    assert json_dumps()(value) == json.dumps(value)
-    assert json_dumps(ensure_ascii=False)(value) == json.dumps(value, ensure_ascii=False)
-
-
-def test_json_dumps_refuses_what_json_dumps_refuses() -> None:
-    with pytest.raises(TypeError) as ours:
-        json_dumps()({"a": {1, 2}})
-    with pytest.raises(TypeError) as theirs:
-        json.dumps({"a": {1, 2}})
-    assert str(ours.value) == str(theirs.value)
