@@ -86,10 +86,13 @@ class ModelResponse(_Feed):
 
 @dataclass(frozen=True, slots=True)
 class ToolResults(_Feed):
-    """One user message answering exactly the dispatched calls, each id once."""
+    """One user message answering exactly the dispatched calls, each id once, and the context
+    size with it when the driver counted one (None keeps the count): one feed per exchange, so
+    a trace holds one record where a second feed for the count once followed."""
 
     name: ClassVar[FeedName] = "tool_results"
     message: Message
+    context_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

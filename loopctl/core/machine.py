@@ -471,8 +471,8 @@ class LoopMachine:
     def model_response(self, response: Message, context_tokens: int) -> None:
         self.feed(ModelResponse(response, context_tokens))
 
-    def tool_results(self, message: Message) -> None:
-        self.feed(ToolResults(message))
+    def tool_results(self, message: Message, context_tokens: int | None = None) -> None:
+        self.feed(ToolResults(message, context_tokens))
 
     def compaction_result(self, compacted: Sequence[Message], before: int, after: int) -> None:
         self.feed(CompactionResult(compacted, before, after))
@@ -602,9 +602,11 @@ class LoopMachine:
         self._loop_unjudged = min(len(keys), len(window))
 
     def _tool_results(self, feed: ToolResults) -> None:
-        message = feed.message
+        message, tokens = feed.message, feed.context_tokens
         exchange = self._exchange
         assert exchange is not None
+        if tokens is not None and not is_count(tokens):
+            raise self._refuse("tool_results", f"not a token count: {tokens!r}")
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse("tool_results", "results must come in one user message")
         parts = message.parts
@@ -626,6 +628,8 @@ class LoopMachine:
             message = Message.from_results([by_id[c.id] for c in exchange.calls])
         self._pending.append(message)
         self._record([call_key(c) for c in exchange.calls])
+        if tokens is not None:
+            self._context_tokens = tokens
         self._exchange = None
         self._state = Start()
 

@@ -43,7 +43,7 @@ from loopctl.core.machine import STATES
 SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "accept_input": ("hello",),
     "model_response": (Message.assistant("hi"), 10),
-    "tool_results": (answer(call("k1")),),
+    "tool_results": (answer(call("k1")), 12),
     "compaction_result": ([Message.user("summary")], 100, 10),
     "compaction_noop": (100, 100),
     "set_context_tokens": (10,),
@@ -259,3 +259,19 @@ def test_the_machine_still_works_after_a_refusal() -> None:
         m.tool_results(answer(_k1))
     m.tool_results(answer(_k1, _k2))
     assert m.next_step(POLICY).kind == "call_llm"
+
+
+def test_tool_results_carries_the_count_or_keeps_it() -> None:
+    """One feed per exchange: the results and the driver's count after them; None keeps it."""
+    results = answer(call("k1", x=1), call("k2", "write", y=2))
+    counted, kept = awaiting_tools(), awaiting_tools()
+    before = kept.context_tokens
+    counted.tool_results(results, 420)
+    kept.tool_results(results)
+    assert counted.context_tokens == 420 and kept.context_tokens == before
+    assert counted.history == kept.history and counted.pending == kept.pending
+    refused = awaiting_tools()
+    saved = refused.digest()
+    with pytest.raises(ProtocolError, match="not a token count"):
+        refused.tool_results(results, -1)
+    assert refused.digest() == saved  # refused before any change
