@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from loopctl.terminal import visible
+from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.view.term import visible_json
 
@@ -67,3 +69,12 @@ def agent_or_configured(agent: str | None) -> str | None:
         return agent_from_pyproject()
     except AgentError as exc:
         die(str(exc))
+
+
+def load_checks(specs: Sequence[str], cwd: str | None = None) -> None:
+    """Import every ``--check`` now: one that cannot be loaded ends the command (exit 2)."""
+    for spec in specs:
+        try:
+            load_check(spec, cwd)
+        except ValueError as exc:
+            die(str(exc))

@@ -19,7 +19,6 @@ unreadable trace, an agent or client that cannot be built.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ from loopctl.cli import PROVIDERS, make_client
 from loopctl.core import Completed, Message, ToolResult
 from loopctl.providers import MissingApiKeyError
 from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json
+from loopctl_sim.fuzz.user_checks import load_function
 from loopctl_sim.replay.fork import (
     Edits,
     ForkDiverged,
@@ -49,14 +49,13 @@ from loopctl_sim.view import make_console, print_divergence
 
 def _client_factory(spec: str) -> ApiClient:
     """The client ``module:factory`` makes (imported from the current directory first)."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        die(f"--client {spec!r}: expected 'module:factory'")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        made = getattr(importlib.import_module(module_name), attribute)()
-    except Exception as exc:  # the user's module or factory
+        factory = load_function(spec, what="--client", form="module:factory")
+    except ValueError as exc:
+        die(str(exc))
+    try:
+        made = factory()
+    except Exception as exc:  # the user's factory
         die(f"--client {spec!r}: {type(exc).__name__}: {exc}")
     if not callable(getattr(made, "stream", None)):
         die(f"--client {spec!r} returned {type(made).__name__}, not a client (no stream())")

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import click
 
 from loopctl.terminal import visible
-from loopctl_sim.cli.common import agent_or_configured, die
+from loopctl_sim.cli.common import agent_or_configured, die, load_checks
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.cli.session_cmd import session_campaign
 from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
@@ -39,7 +39,6 @@ from loopctl_sim.fuzz.cluster import ClusterError, DaskCluster, parse_cluster
 from loopctl_sim.fuzz.executors import Executor, WorkerSetupError, default_chunk_size
 from loopctl_sim.fuzz.sessions import SessionFuzzConfig
 from loopctl_sim.fuzz.state import CampaignState, StateError
-from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.agent_run import tool_modes
 from loopctl_sim.trace import scrub_text
@@ -59,18 +58,6 @@ def _rerun(seed: int, args: list[tuple[str, str | None]]) -> str:
         if value is not None:
             parts.append(f"{flag} {shlex.quote(scrub_text(value))}" if value else flag)
     return " ".join(parts)
-
-
-def _check_flags(
-    checks: Sequence[str], deterministic: bool | None, tool_exceptions: bool
-) -> list[str]:
-    """The campaign's checks as ``run --checks`` and ``export-test`` take them."""
-    flags = [word for spec in checks for word in ("--check", spec)]
-    if deterministic is not None:
-        flags.append("--deterministic" if deterministic else "--nondeterministic")
-    if not tool_exceptions:
-        flags.append("--no-tool-exceptions")
-    return flags
 
 
 def _agent_config(agent: str, config: FuzzConfig) -> None:
@@ -325,11 +312,7 @@ def fuzz(
             cwd=os.getcwd(),
         )
         sys.exit(session_campaign(seeds, session_config, out))
-    for spec in checks:
-        try:
-            load_check(spec, config.cwd)
-        except ValueError as exc:
-            die(str(exc))
+    load_checks(checks, config.cwd)
     if agent is not None:
         _agent_config(agent, config)
     elif (tools_mode, exempt, deterministic, inputs, recorded, tool_exceptions) != _AGENT_DEFAULTS:
@@ -379,7 +362,9 @@ def fuzz(
         args.append(("--deterministic" if deterministic else "--nondeterministic", ""))
     if not tool_exceptions:
         args.append(("--no-tool-exceptions", ""))
-    flags = _check_flags(checks, deterministic, tool_exceptions)
+    # the campaign's checks as ``run --checks`` and ``export-test`` take them
+    checked = ("--check", "--deterministic", "--nondeterministic", "--no-tool-exceptions")
+    flags = [word for flag, value in args if flag in checked for word in (flag, value) if word]
     console = make_console()
     # what is printed is scrubbed as the traces are (an --input may hold a secret), and its
     # control characters shown as escapes (a tool's error may quote what it fetched)
@@ -441,16 +426,15 @@ def _campaign(
                 f"({done} seeds), chunks of {state.chunk_size}",
                 soft_wrap=True,
             )
+        bar = CampaignProgress(len(seeds), console=errors, show=show_bar, done=done, failing=found)
         try:
-            with CampaignProgress(
-                len(seeds), console=errors, show=show_bar, done=done, failing=found
-            ) as bar:
+            with bar:
                 return run_campaign(
                     seeds,
                     config,
                     workers=workers,
                     out=out,
-                    on_result=bar.advance,
+                    on_result=bar.seed_done,
                     chunk_size=chunk_size,
                     executor=executor,
                     state=state,

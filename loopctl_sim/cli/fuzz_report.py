@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from types import TracebackType
 
 from rich.console import Console
 from rich.progress import (
@@ -21,7 +20,6 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
-    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -34,19 +32,8 @@ from loopctl_sim.fuzz import CampaignSummary, CaseResult
 def rate(task: Task) -> float | None:
     """Seeds a second since the start, the seeds a resumed campaign found done left out (None
     before the first seed of this run is done)."""
-    elapsed = task.elapsed
     ran = task.completed - task.fields.get("before", 0)
-    if ran <= 0 or not elapsed:
-        return None
-    return float(ran / elapsed)
-
-
-def time_left(task: Task) -> float | None:
-    """Seconds left at the rate since the start (None before the first seed is done)."""
-    per_second = rate(task)
-    if per_second is None or task.total is None:
-        return None
-    return max(task.total - task.completed, 0) / per_second
+    return float(ran / task.elapsed) if ran > 0 and task.elapsed else None
 
 
 class _Rate(ProgressColumn):
@@ -56,17 +43,20 @@ class _Rate(ProgressColumn):
 
 
 class _TimeLeft(ProgressColumn):
+    """Seconds left at the rate since the start."""
+
     def render(self, task: Task) -> Text:
-        left = time_left(task)
-        if left is None:
+        per_second = rate(task)
+        if per_second is None or task.total is None:
             return Text("-:--:--")
+        left = max(task.total - task.completed, 0) / per_second
         minutes, seconds = divmod(int(left + 0.5), 60)
         hours, minutes = divmod(minutes, 60)
         return Text(f"{hours}:{minutes:02d}:{seconds:02d}")
 
 
-class CampaignProgress:
-    """A progress bar over ``total`` seeds (``advance`` once per result), ``done`` of them
+class CampaignProgress(Progress):
+    """A progress bar over ``total`` seeds (``seed_done`` once per result), ``done`` of them
     already, ``failing`` of those failing (a resumed campaign's); does nothing when hidden.
     ``get_time`` is rich's clock (a test gives its own)."""
 
@@ -80,8 +70,7 @@ class CampaignProgress:
         done: int = 0,
         failing: int = 0,
     ) -> None:
-        self.failing = failing
-        self.progress = Progress(
+        super().__init__(
             TextColumn("seeds"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -93,35 +82,19 @@ class CampaignProgress:
             console=console,
             disable=not show,
             get_time=get_time,
-            transient=False,
         )
-        self.task: TaskID = self.progress.add_task(
+        self.failing = failing
+        self.seeds = self.add_task(
             "seeds", total=total, completed=done, failing=self._failing(), before=done
         )
 
-    def __enter__(self) -> CampaignProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.progress.stop()
-
-    def advance(self, result: CaseResult) -> None:
+    def seed_done(self, result: CaseResult) -> None:
         if result.failure is not None:
             self.failing += 1
-        self.progress.update(self.task, advance=1, failing=self._failing())
+        self.update(self.seeds, advance=1, failing=self._failing())
 
     def _failing(self) -> str:
         return f"{self.failing} failing" if self.failing else ""
-
-    def time_remaining(self) -> float | None:
-        """Seconds left, as the bar shows them (None until there is a rate)."""
-        return time_left(self.progress.tasks[0])
 
 
 def summary_tables(summary: CampaignSummary, target: str) -> list[Table]:

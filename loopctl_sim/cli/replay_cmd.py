@@ -11,7 +11,6 @@ force, the feeds before it (colour on a terminal only).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
@@ -143,13 +142,8 @@ def replay(
     if agent is not None:
         if until is not None or digest_every != 1:
             die("--until and --digest-every work at machine level only")
-        _with_agent(
-            expand_traces(traces),
-            agent,
-            _AgentModes(tools_mode, compactor_mode, update, force),
-            as_json,
-            html_out,
-        )
+        paths = expand_traces(traces)
+        _with_agent(paths, agent, tools_mode, compactor_mode, update, force, as_json, html_out)
     if driver and until is not None:
         die("--until works at machine level only (drop --driver)")
     if driver and digest_every != 1:
@@ -196,29 +190,25 @@ def _builtin(trace: str) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class _AgentModes:
-    """How to replay against an agent: its tools and compactor live or recorded, or update."""
-
-    tools: str
-    compactor: str
-    update: bool
-    force: bool
-
-
 def _with_agent(
-    paths: list[str], agent: str, modes: _AgentModes, as_json: bool, html_out: str | None
+    paths: list[str],
+    agent: str,
+    tools_mode: str,
+    compactor_mode: str,
+    update: bool,
+    force: bool,
+    as_json: bool,
+    html_out: str | None,
 ) -> NoReturn:
     """Replay (or update) every trace against the agent; with ``html_out`` (one trace), also
     write its timeline there, the divergence (if any) highlighted."""
     worst = 0
     rows: list[dict[str, Any]] = []
-    tools_mode, compactor_mode = modes.tools, modes.compactor
     for trace in paths:
         try:
-            if modes.update:
+            if update:
                 updated = update_trace(
-                    trace, agent, tools=tools_mode, compactor=compactor_mode, force=modes.force
+                    trace, agent, tools=tools_mode, compactor=compactor_mode, force=force
                 )
                 worst = max(worst, 0 if updated.ok else 1)
                 row: dict[str, Any] = {"path": trace, "ok": updated.ok, "message": updated.message}

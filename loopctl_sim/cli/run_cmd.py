@@ -138,7 +138,7 @@ def run(
             result = simulate(sc.world(), trace_path, created=created)
     except SimulationError as exc:
         die(f"{scenario}: {exc}")
-    _report(sc, result.outcome, result.summary(), trace_path, as_json, _counts(result))
+    _report(sc, result, trace_path, as_json)
 
 
 def _trusted(sc: Scenario, path: str, agent: str | None, trust: bool) -> Scenario:
@@ -163,26 +163,12 @@ def _trusted(sc: Scenario, path: str, agent: str | None, trust: bool) -> Scenari
     )
 
 
-def _counts(result: Any) -> dict[str, Any]:
-    return {
-        "steps": result.steps,
-        "model_requests": result.model_requests,
-        "retries": result.retries,
-        "tool_calls": result.tool_calls,
-        "compactions": result.compactions,
-        "crashes": result.crashes,
-        "digest": result.digest,
-    }
+#: What ``--json`` reports of a run, besides its outcome.
+_COUNTS = ("steps", "model_requests", "retries", "tool_calls", "compactions", "crashes", "digest")
 
 
-def _report(
-    sc: Scenario,
-    outcome: Any,
-    summary: str,
-    trace_path: str | None,
-    as_json: bool,
-    counts: dict[str, Any],
-) -> None:
+def _report(sc: Scenario, result: Any, trace_path: str | None, as_json: bool) -> None:
+    outcome = result.outcome
     ok = sc.expect is None or sc.expect == outcome.kind
     if as_json:
         emit_json(
@@ -191,12 +177,12 @@ def _report(
                 "outcome": to_jsonable_python(outcome),
                 "expected": sc.expect,
                 "ok": ok,
-                **counts,
+                **{name: getattr(result, name) for name in _COUNTS},
                 "trace": trace_path,
             }
         )
     else:
-        click.echo(summary)
+        click.echo(result.summary())
         if trace_path:
             click.echo(f"trace written to {trace_path}")
         if not ok:
@@ -220,8 +206,7 @@ def _agent(
             if trace_path:
                 click.echo(f"trace written to {trace_path} (up to where it raised)")
         sys.exit(1)
-    counts = _counts(result)
-    _report(sc, result.outcome, result.summary(), trace_path, as_json, counts)
+    _report(sc, result, trace_path, as_json)
 
 
 def _checked(sc: Scenario, path: str, config: FuzzConfig, crash_at: float, as_json: bool) -> None:

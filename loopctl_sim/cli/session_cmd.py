@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import click
 
-from loopctl_sim.cli.common import die, emit_json
+from loopctl_sim.cli.common import die, emit_json, load_checks
 from loopctl_sim.fuzz.session_shrink import (
     SessionScenarioError,
     load_session_scenario,
@@ -41,7 +41,6 @@ from loopctl_sim.fuzz.sessions import (
     pass_k,
     run_session_seed,
 )
-from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.replay import ResumeError
 from loopctl_sim.replay.session_resume import resume_session
 from loopctl_sim.sim import AgentError
@@ -56,11 +55,7 @@ def session_campaign(seeds: Sequence[int], config: SessionFuzzConfig, out: str) 
             load_user(config.user, config.cwd)
         except ValueError as exc:
             die(str(exc))
-    for spec in config.checks:
-        try:
-            load_check(spec, config.cwd)
-        except ValueError as exc:
-            die(str(exc))
+    load_checks(config.checks, config.cwd)
     user = config.user or "the exploring user"
     click.echo(
         f"fuzz sessions: agent {config.agent}, {user}, {config.user_turns} user turns, "
@@ -179,11 +174,7 @@ def session(
         die(str(exc))
     world.agent = agent  # the command line's agent, never the file's on its own
     config = SessionFuzzConfig(agent=agent, checks=checks, cwd=cwd)
-    for spec in checks:
-        try:
-            load_check(spec, cwd)
-        except ValueError as exc:
-            die(str(exc))
+    load_checks(checks, cwd)
     out = trace or os.path.splitext(scenario)[0] + ".jsonl"
     try:
         ran, failures = check_session(world, config, out)

@@ -27,10 +27,9 @@ import functools
 import io
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
-from loopctl.driver import StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.tools import ToolError
 from loopctl_sim.fuzz.agent_case import agent_profile
@@ -152,23 +151,7 @@ def _run(
     if config.check_tool_exceptions and scenario.agent is not None:
         expected = dict(agent_profile(scenario.agent, config.cwd).raises)
     watch = CrashWatch(expected)
-    run = _watched_run(world, buf, writer, [*observers, watch], hook, heal=heal)
-    if config.check_tool_exceptions and watch.crashes and run.failure is None:
-        crash = watch.crashes[0]
-        run.failure = Failure("tool-exception", crash.code, str(crash))
-    return run
-
-
-def _watched_run(
-    world: AgentWorld,
-    buf: io.StringIO,
-    writer: TraceWriter | None,
-    observers: list[LoopObserver],
-    hook: Callable[[StepPoint], None] | None,
-    *,
-    heal: bool,
-) -> WorldRun[AgentRun]:
-    """The faulted run, then its heal run (``heal``), as ``_run`` asks."""
+    observers.append(watch)
     result = healed = None
     steps = 0
     try:
@@ -178,12 +161,11 @@ def _watched_run(
             i for i, n in result.executions.items() if n > 1 and i not in result.rerun_allowed
         )
         if twice:
-            failure = Failure("tool-twice", "executions", f"tool calls ran twice: {twice}")
-            return WorldRun(buf.getvalue(), result, None, steps, failure)
+            ran_twice = Failure("tool-twice", "executions", f"tool calls ran twice: {twice}")
+            return WorldRun(buf.getvalue(), result, None, steps, ran_twice)
         if heal:
-            healing = _heal_world(world)
             healed = run_agent(
-                healing,
+                _heal_world(world),
                 writer,
                 machine=result.machine,
                 created=CREATED,
@@ -198,7 +180,9 @@ def _watched_run(
         else:
             healed, steps = partial, steps + partial.steps
         return WorldRun(buf.getvalue(), result, healed, steps, _failure_of(exc.error))
-    return WorldRun(buf.getvalue(), result, healed, steps, None)
+    crash = watch.crashes[0] if config.check_tool_exceptions and watch.crashes else None
+    failure = None if crash is None else Failure("tool-exception", crash.code, str(crash))
+    return WorldRun(buf.getvalue(), result, healed, steps, failure)
 
 
 def _heal_failure(first: AgentRun, healed: AgentRun) -> Failure | None:

@@ -54,16 +54,11 @@ class Violation(SimError):
         self.where = where
 
 
-def raise_problems(
-    problems: Sequence[str], tolerated: frozenset[str], where: str, step: object = None
-) -> None:
-    """Raise ``Violation`` for the problems not ``tolerated`` (by code), found ``where`` (with
-    the step's repr, made only when there is something to report)."""
-    if not problems:
-        return
-    real = [p for p in problems if inv.problem_code(p) not in tolerated]
-    if real:
-        raise Violation(real, where if step is None else f"{where} ({step!r})")
+def _check(problems: Sequence[str], where: str, step: object = None) -> None:
+    """Raise ``Violation`` for ``problems`` found ``where`` (with the step's repr, made only
+    when there is something to report)."""
+    if problems:
+        raise Violation(problems, where if step is None else f"{where} ({step!r})")
 
 
 def step_problems(
@@ -135,25 +130,20 @@ class CheckingMachine(RecordingMachine):
     Raises ``Violation`` at the first problem (``checks`` reports it as the case's failure).
     """
 
-    tolerated: frozenset[str] = frozenset()
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.policy: MachinePolicy | None = None
         self.steps = 0
         self.dispatched: set[str] = set()
 
-    def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
-        raise_problems(problems, self.tolerated, where, step)
-
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         self.steps += 1
         where = f"step {self.steps}"
-        self._raise(inv.check_machine(self.machine, policy), f"before {where}")
+        _check(inv.check_machine(self.machine, policy), f"before {where}")
         before = self.machine.snapshot()
         step = super().next_step(policy)
         problems = step_problems(before, policy, step, self.machine, self.dispatched)
-        self._raise(problems, where, step)
+        _check(problems, where, step)
         self.policy = policy
         return step
 
@@ -165,21 +155,19 @@ class CheckingMachine(RecordingMachine):
         before = LoopMachine.from_snapshot(self.machine.snapshot()) if copy_needed else None
         super().feed(feed)
         problems = feed_problems(name, before_state, self.machine, before, feed.args())
-        self._raise(problems, f"step {self.steps}: feed {name}")
+        _check(problems, f"step {self.steps}: feed {name}")
         if isinstance(feed, CommitPending | DiscardPending):
-            self._raise(inv.check_machine(self.machine, self.policy), f"after {name}")
+            _check(inv.check_machine(self.machine, self.policy), f"after {name}")
 
     def replace(self, machine: LoopMachine) -> None:
         # the sim restored the brain from its snapshot: it must resume exactly
-        self._raise(inv.check_resume(machine, self.policy), f"crash before step {self.steps + 1}")
+        _check(inv.check_resume(machine, self.policy), f"crash before step {self.steps + 1}")
         super().replace(machine)
 
 
 class DriverChecker(LoopObserver):
     """Checks a ``BareLoop`` run at every step and feed; see the module docstring. One checker
     watches a run and its resumes (and a heal run after it)."""
-
-    tolerated: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.policy: MachinePolicy | None = None
@@ -190,18 +178,15 @@ class DriverChecker(LoopObserver):
         self._state: MachineState | None = None
         self._copy: LoopMachine | None = None
 
-    def _raise(self, problems: Sequence[str], where: str, step: object = None) -> None:
-        raise_problems(problems, self.tolerated, where, step)
-
     def before_step(self, point: StepPoint) -> None:
         """The loop's last ``before_step`` hook: the brain as the driver asks its next step."""
         machine = point.machine
-        self._raise(inv.check_machine(machine, self.policy), f"before step {self.steps + 1}")
+        _check(inv.check_machine(machine, self.policy), f"before step {self.steps + 1}")
         self._before = machine.snapshot()
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         if input is None and machine.started:
-            self._raise(inv.check_resume(machine, self.policy), f"resume at step {self.steps}")
+            _check(inv.check_resume(machine, self.policy), f"resume at step {self.steps}")
             exchange = machine.exchange
             if isinstance(machine.state, AwaitingTools) and exchange is not None:
                 self.again.update(c.id for c in exchange.dispatch)
@@ -212,7 +197,7 @@ class DriverChecker(LoopObserver):
         before = self._before if self._before is not None else machine.snapshot()
         self._before = None
         problems = step_problems(before, policy, step, machine, self.dispatched, self.again)
-        self._raise(problems, f"step {self.steps}", step)
+        _check(problems, f"step {self.steps}", step)
         self.policy = policy
         self._state = machine.state
         self._copy = (
@@ -227,6 +212,6 @@ class DriverChecker(LoopObserver):
         if name in ("commit_pending", "discard_pending"):
             problems += inv.check_machine(machine, self.policy)
             self.again.clear()
-        self._raise(problems, f"step {self.steps}: feed {name}")
+        _check(problems, f"step {self.steps}: feed {name}")
         self._state = machine.state
         self._copy = None

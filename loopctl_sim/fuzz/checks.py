@@ -315,11 +315,6 @@ def outcome_name(outcome: MachineOutcome | None) -> str:
     return outcome.kind
 
 
-def scheduled_kinds(scenario: Scenario) -> Counter[str]:
-    """The faults ``scenario`` schedules, by kind."""
-    return Counter(f.kind for f in scenario.faults)
-
-
 def user_failure(config: FuzzConfig, result: Any, trace: str) -> Failure | None:
     """The first of the user's checks (``config.checks``) that fails on one run, as a failure."""
     found = run_user_checks(config.checks, result, trace, config.cwd)
@@ -367,9 +362,8 @@ def run_checks(
     and the crash check, which needs the same run twice, is skipped), ``took`` copies what the
     first run's result holds; ``twice``: run twice at all (else no crash check either);
     ``whole``: a crash check's failure quotes the whole failure of the crashed run."""
-    out = CaseResult(
-        seed=case.seed, enabled=case.enabled, scheduled=scheduled_kinds(sc), crash_at=case.crash_at
-    )
+    out = CaseResult(seed=case.seed, enabled=case.enabled, crash_at=case.crash_at)
+    out.scheduled.update(f.kind for f in sc.faults)
     first = run(sc, checked=config.check_invariants, heal=config.check_heal)
     out.runs += 1 + (first.heal is not None)
     out.steps, out.trace = first.steps, first.trace

@@ -217,7 +217,7 @@ class DaskCluster:
 
 def _worker_problem(error: BaseException) -> str:
     if isinstance(error, WorkerSetupError):
-        return error.message
+        return str(error)
     if isinstance(error, ImportError):
         return (
             f"cannot import the campaign's code ({_one_line(error)}): install loopctl "

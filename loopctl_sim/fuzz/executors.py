@@ -45,17 +45,10 @@ class WorkerSetupError(SimError):
     """A worker cannot run the campaign at all (the agent or a check does not import there):
     one message for the user, naming the host, instead of one traceback per chunk."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
     @classmethod
     def here(cls, problem: str) -> WorkerSetupError:
         """The error for this process, saying which host and process it is."""
         return cls(f"{problem} (on host {socket.gethostname()}, process {os.getpid()})")
-
-    def __reduce__(self) -> tuple[type[WorkerSetupError], tuple[str]]:
-        return (WorkerSetupError, (self.message,))
 
 
 def default_chunk_size(seeds: int, workers: int) -> int:
@@ -76,35 +69,26 @@ def run_here(job: Callable[[Chunk], R], parts: Iterable[Chunk], take: Callable[[
 
 
 def in_processes(workers: int) -> Executor:
-    """The executor of ``--workers N``: ``run_in_processes`` with that many processes."""
-
-    def run(job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]) -> None:
-        run_in_processes(job, parts, take, workers)
-
-    return run
-
-
-def run_in_processes(
-    job: Callable[[Chunk], R],
-    parts: Iterable[Chunk],
-    take: Callable[[R], None],
-    workers: int,
-) -> None:
-    """Run the chunks in ``workers`` processes; ``take`` sees each chunk's results as it finishes.
+    """The executor of ``--workers N``: the chunks run in that many processes; ``take`` sees
+    each chunk's results as it finishes.
 
     ``job`` must pickle (a module-level function, or a ``functools.partial`` of one). When a
     job or ``take`` raises (Ctrl-C included), the chunks not yet started are cancelled rather
     than run to the end: what finished is what a campaign's state file holds.
     """
-    pool = ProcessPoolExecutor(max_workers=workers)
-    try:
-        pending: set[Future[R]] = {pool.submit(job, part) for part in parts}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                take(fut.result())
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]) -> None:
+        pool = ProcessPoolExecutor(max_workers=workers)
+        try:
+            pending: set[Future[R]] = {pool.submit(job, part) for part in parts}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    take(fut.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    return run
 
 
 def default_workers() -> int:

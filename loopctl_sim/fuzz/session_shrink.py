@@ -205,6 +205,9 @@ def load_session_scenario(path: str | os.PathLike[str], *, cwd: str | None = Non
         raise SessionScenarioError(f"{path}: {exc}") from None
 
 
+_TURN_FIELDS = frozenset({"text", "kind", "cancel_at", "interject", "calls", "replies", "faults"})
+
+
 def _world_of(data: object, cwd: str | None) -> SessionWorld:
     if not isinstance(data, Mapping):
         raise ValueError("a session scenario is a mapping with agent and turns")
@@ -222,15 +225,7 @@ def _world_of(data: object, cwd: str | None) -> SessionWorld:
             entry = {"text": entry}
         if not isinstance(entry, Mapping):
             raise ValueError(f"turn {i}: expected a text or a mapping, got {entry!r}")
-        unknown = set(entry) - {
-            "text",
-            "kind",
-            "cancel_at",
-            "interject",
-            "calls",
-            "replies",
-            "faults",
-        }
+        unknown = set(entry) - _TURN_FIELDS
         if unknown:
             raise ValueError(f"turn {i}: unknown field(s) {', '.join(sorted(unknown))}")
         try:

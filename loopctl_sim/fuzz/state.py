@@ -87,19 +87,8 @@ class CampaignSummary:
 
     def merge(self, other: CampaignSummary) -> None:
         """Add another summary's counts and failures (a chunk's, into its campaign's)."""
-        self.seeds += other.seeds
-        self.runs += other.runs
-        self.steps += other.steps
-        for mine, theirs in (
-            (self.faults, other.faults),
-            (self.enabled, other.enabled),
-            (self.outcomes, other.outcomes),
-            (self.moves, other.moves),
-            (self.notes, other.notes),
-            (self.scheduled, other.scheduled),
-        ):
-            mine.update(theirs)
-        self.failures.extend(other.failures)
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.failures.sort(key=lambda r: r.seed)
 
     def fault_rows(self) -> list[tuple[str, int, int, int]]:
@@ -111,25 +100,6 @@ class CampaignSummary:
             for kind in ALL_FAULTS
             if self.enabled[kind] or self.faults[kind]
         ]
-
-    def lines(self) -> list[str]:
-        out = [
-            f"{self.seeds} seeds, {self.runs} simulated runs, {self.steps} steps checked; "
-            f"{len(self.failures)} failing seed(s)",
-            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
-            "faults that struck, by kind:",
-        ]
-        for kind, scheduled, struck, enabled in self.fault_rows():
-            out.append(
-                f"  {kind:<20} {struck:>7}  ({scheduled} scheduled; enabled in {enabled} seeds)"
-            )
-        if self.moves:
-            out.append(
-                "the model's moves: " + ", ".join(f"{k} {v}" for k, v in sorted(self.moves.items()))
-            )
-        for note, seeds in sorted(self.notes.items()):
-            out.append(f"note ({seeds} seeds): {note}")
-        return out
 
 
 # --- the state file ------------------------------------------------------------------------

@@ -283,12 +283,13 @@ def test_a_resumed_campaigns_bar_starts_at_its_seeds_done_and_rates_only_this_ru
     bar = CampaignProgress(
         100, console=quiet, show=False, get_time=lambda: now[0], done=50, failing=2
     )
-    task = bar.progress.tasks[0]
+    task = bar.tasks[0]
+    left = bar.columns[-1]
     assert task.completed == 50 and task.fields["failing"] == "2 failing"
-    assert bar.time_remaining() is None  # no rate before a seed of this run is done
+    assert str(left.render(task)) == "-:--:--"  # no rate before a seed of this run is done
     now[0] = 5.0
     for seed in range(10):
-        bar.advance(fz.CaseResult(seed=seed))
-    assert bar.time_remaining() == pytest.approx(20.0)  # 40 left at 10 seeds in 5 s
-    rate = next(c for c in bar.progress.columns if "Rate" in type(c).__name__)
-    assert str(rate.render(bar.progress.tasks[0])) == "2.0 seeds/s"
+        bar.seed_done(fz.CaseResult(seed=seed))
+    assert str(left.render(bar.tasks[0])) == "0:00:20"  # 40 left at 10 seeds in 5 s
+    rate = next(c for c in bar.columns if "Rate" in type(c).__name__)
+    assert str(rate.render(bar.tasks[0])) == "2.0 seeds/s"
