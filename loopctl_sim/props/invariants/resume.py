@@ -15,9 +15,7 @@ from pydantic import ValidationError
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep, ProtocolError, Terminal
 from loopctl_sim.props.invariants.conversation import open_tail_allowed
-from loopctl_sim.props.invariants.problems import (
-    InvariantCode,
-)
+from loopctl_sim.props.invariants.problems import InvariantCode
 from loopctl_sim.props.invariants.problems import problem as _p
 
 
@@ -62,45 +60,34 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     identically, and asking one twice gives the same answer and leaves it as the first ask did
     (idempotence).
     """
-    problems: list[str] = []
+    found: list[str] = []
     text = machine.model_dump_json()
     content = machine.snapshot().model_dump_json().encode()
     if text.encode() != _sealed(content):
-        problems.append(
-            _p(InvariantCode.RESUME, "model_dump_json() is not the snapshot model's JSON, sealed")
-        )
+        found.append("model_dump_json() is not the snapshot model's JSON, sealed")
     if machine.digest() != hashlib.sha256(content).hexdigest()[:16]:
-        problems.append(
-            _p(InvariantCode.RESUME, "digest() is not the hash of the snapshot model's JSON")
-        )
+        found.append("digest() is not the hash of the snapshot model's JSON")
     try:
         first = _restore(text, type(machine))
     except (ValidationError, ValueError) as exc:
         if open_tail_allowed(machine) and isinstance(machine.state, Terminal):
-            return [
-                _p(
-                    InvariantCode.RESTORE_TERMINAL_OPEN_TAIL,
-                    f"a terminal machine with calls in flight: {exc}",
-                )
-            ]
+            message = f"a terminal machine with calls in flight: {exc}"
+            return [_p(InvariantCode.RESTORE_TERMINAL_OPEN_TAIL, message)]
         return [_p(InvariantCode.RESUME, f"the snapshot does not restore: {exc}")]
     if first != machine:
-        problems.append(
-            _p(InvariantCode.RESUME, "the restored machine is not equal to the original")
-        )
+        found.append("the restored machine is not equal to the original")
     if first.digest() != machine.digest():
-        problems.append(_p(InvariantCode.RESUME, "the digest changed across save/restore"))
+        found.append("the digest changed across save/restore")
     if first.model_dump_json() != text:
-        problems.append(
-            _p(InvariantCode.RESUME, "the snapshot is not a fixed point of save/restore")
-        )
+        found.append("the snapshot is not a fixed point of save/restore")
     try:
         via_dict = type(machine).model_validate(machine.model_dump())
     except (ValidationError, ValueError) as exc:
-        problems.append(_p(InvariantCode.RESUME, f"model_dump() does not restore: {exc}"))
+        found.append(f"model_dump() does not restore: {exc}")
     else:
         if via_dict != machine:
-            problems.append(_p(InvariantCode.RESUME, "model_dump() restores to another machine"))
+            found.append("model_dump() restores to another machine")
+    problems = [_p(InvariantCode.RESUME, t) for t in found]
     if policy is None:
         return problems
     second = _restore(text, type(machine))

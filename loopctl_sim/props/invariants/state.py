@@ -47,98 +47,72 @@ from loopctl_sim.props.invariants.problems import problem as _p
 def check_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
     """Everything that must hold of any machine at any time (given the policy in force)."""
     problems: list[str] = []
+
+    def bad(code: InvariantCode, text: str) -> None:
+        problems.append(_p(code, text))
+
     snap = machine.snapshot()
     history = list(machine.history)
     pending = list(machine.pending)
     state = machine.state
 
     for text in provider_problems(history):
-        problems.append(_p(InvariantCode.HISTORY_INVALID, text))
+        bad(InvariantCode.HISTORY_INVALID, text)
     allowed = open_tail_allowed(machine)
     for text in provider_problems([*history, *pending], open_tail=allowed):
-        problems.append(_p(InvariantCode.CONVERSATION_INVALID, text))
+        bad(InvariantCode.CONVERSATION_INVALID, text)
 
     if isinstance(state, AwaitingTools):
         tail_calls = calls_in(pending[-1]) if pending else []
         if not tail_calls:
-            problems.append(
-                _p(InvariantCode.OPEN_TAIL, "awaiting tools but pending ends without calls")
-            )
+            bad(InvariantCode.OPEN_TAIL, "awaiting tools but pending ends without calls")
 
     if machine.turns_taken < 0 or machine.context_tokens < 0:
-        problems.append(_p(InvariantCode.SHAPE, "negative turn or token count"))
-    if policy is not None and machine.turns_taken > policy.max_turns:
-        problems.append(
-            _p(
-                InvariantCode.TURNS,
-                f"{machine.turns_taken} turns taken, max_turns is {policy.max_turns}",
-            )
-        )
-    if isinstance(state, AwaitingModel) and state.turn != machine.turns_taken + 1:
-        problems.append(
-            _p(
-                InvariantCode.TURNS,
-                f"awaiting the model for turn {state.turn} after {machine.turns_taken}",
-            )
-        )
+        bad(InvariantCode.SHAPE, "negative turn or token count")
+    taken = machine.turns_taken
+    if policy is not None and taken > policy.max_turns:
+        bad(InvariantCode.TURNS, f"{taken} turns taken, max_turns is {policy.max_turns}")
+    if isinstance(state, AwaitingModel) and state.turn != taken + 1:
+        bad(InvariantCode.TURNS, f"awaiting the model for turn {state.turn} after {taken}")
 
     exchange = machine.exchange
     if isinstance(state, AwaitingTools):
         if exchange is None:
-            problems.append(_p(InvariantCode.SHAPE, "awaiting tools with no exchange"))
+            bad(InvariantCode.SHAPE, "awaiting tools with no exchange")
         else:
-            if exchange.turn != state.turn or state.turn != machine.turns_taken:
-                problems.append(
-                    _p(
-                        InvariantCode.TURNS,
-                        f"exchange turn {exchange.turn}, state turn {state.turn}",
-                    )
-                )
+            if exchange.turn != state.turn or state.turn != taken:
+                bad(InvariantCode.TURNS, f"exchange turn {exchange.turn}, state turn {state.turn}")
             dispatch = exchange.dispatch
             if not dispatch:
-                problems.append(
-                    _p(InvariantCode.DISPATCH, "awaiting tools with nothing to dispatch")
-                )
+                bad(InvariantCode.DISPATCH, "awaiting tools with nothing to dispatch")
             unknown = [c.name for c in dispatch if c.name not in snap.advertised]
             if unknown:
-                problems.append(
-                    _p(InvariantCode.DISPATCH, f"would dispatch unadvertised tools {unknown}")
-                )
+                bad(InvariantCode.DISPATCH, f"would dispatch unadvertised tools {unknown}")
             for result in exchange.preanswered:
                 if result.name in snap.advertised or not result.is_error:
-                    problems.append(
-                        _p(InvariantCode.DISPATCH, f"pre-answered a known call: {result.call_id}")
-                    )
+                    bad(InvariantCode.DISPATCH, f"pre-answered a known call: {result.call_id}")
             if pending and [c.id for c in calls_in(pending[-1])] != [c.id for c in exchange.calls]:
-                problems.append(
-                    _p(InvariantCode.SHAPE, "the exchange is not the last message's calls")
-                )
+                bad(InvariantCode.SHAPE, "the exchange is not the last message's calls")
     elif exchange is not None:
-        problems.append(_p(InvariantCode.SHAPE, f"an exchange is held in state {state.kind}"))
+        bad(InvariantCode.SHAPE, f"an exchange is held in state {state.kind}")
 
     counts = Counter(r.call_id for m in [*history, *pending] for r in results_in(m))
     twice = sorted(i for i, n in counts.items() if n > 1)
     if twice:
-        problems.append(
-            _p(InvariantCode.ANSWERED_TWICE, f"call ids answered more than once: {twice}")
-        )
+        bad(InvariantCode.ANSWERED_TWICE, f"call ids answered more than once: {twice}")
 
     if machine.finalized:
         if not isinstance(state, Terminal):
-            problems.append(_p(InvariantCode.SHAPE, f"finalized but in state {state.kind}"))
+            bad(InvariantCode.SHAPE, f"finalized but in state {state.kind}")
         if pending:
-            problems.append(_p(InvariantCode.SHAPE, "finalized but pending is not empty"))
+            bad(InvariantCode.SHAPE, "finalized but pending is not empty")
     if isinstance(state, Terminal) and isinstance(state.outcome, Completed):
         convo = [*history, *pending]
         last = convo[-1] if convo else None
         if last is None or last.role != "assistant" or calls_in(last):
-            problems.append(
-                _p(InvariantCode.SHAPE, "completed but the last message is no final answer")
-            )
+            bad(InvariantCode.SHAPE, "completed but the last message is no final answer")
         elif last.text != state.outcome.final_text:
-            problems.append(
-                _p(InvariantCode.SHAPE, "completed with a final_text not the last reply's")
-            )
+            bad(InvariantCode.SHAPE, "completed with a final_text not the last reply's")
     return problems
 
 
@@ -150,38 +124,38 @@ def assert_machine(machine: LoopMachine, policy: MachinePolicy | None = None) ->
 def check_step(machine: LoopMachine, step: MachineStep, policy: MachinePolicy) -> list[str]:
     """After ``step = machine.next_step(policy)``: the state waits on exactly that step."""
     problems: list[str] = []
+
+    def bad(code: InvariantCode, text: str) -> None:
+        problems.append(_p(code, text))
+
     state = machine.state
     snap = machine.snapshot()
     if isinstance(step, CallLLM):
         if not (isinstance(state, AwaitingModel) and state.turn == step.turn):
-            problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
+            bad(InvariantCode.STEP, f"{step!r} answered in state {state!r}")
         if step.turn != machine.turns_taken + 1:
-            problems.append(_p(InvariantCode.TURNS, f"{step!r} after {machine.turns_taken} turns"))
+            bad(InvariantCode.TURNS, f"{step!r} after {machine.turns_taken} turns")
     elif isinstance(step, CallTools):
         exchange = machine.exchange
         if not isinstance(state, AwaitingTools) or exchange is None:
-            problems.append(_p(InvariantCode.STEP, f"CallTools answered in state {state!r}"))
+            bad(InvariantCode.STEP, f"CallTools answered in state {state!r}")
         elif step.calls != exchange.dispatch or step.turn != exchange.turn:
-            problems.append(
-                _p(InvariantCode.STEP, "CallTools does not carry the exchange's dispatch")
-            )
+            bad(InvariantCode.STEP, "CallTools does not carry the exchange's dispatch")
         if not step.calls:
-            problems.append(_p(InvariantCode.DISPATCH, "CallTools with no calls"))
+            bad(InvariantCode.DISPATCH, "CallTools with no calls")
         unknown = [c.name for c in step.calls if c.name not in snap.advertised]
         if unknown:
-            problems.append(
-                _p(InvariantCode.DISPATCH, f"CallTools carries unadvertised tools {unknown}")
-            )
+            bad(InvariantCode.DISPATCH, f"CallTools carries unadvertised tools {unknown}")
         ids = [c.id for c in step.calls]
         if len(set(ids)) != len(ids):
-            problems.append(_p(InvariantCode.DISPATCH, f"CallTools repeats call ids {ids}"))
+            bad(InvariantCode.DISPATCH, f"CallTools repeats call ids {ids}")
     elif isinstance(step, Compact):
         if not (isinstance(state, AwaitingCompaction) and state.reason == step.reason):
-            problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
+            bad(InvariantCode.STEP, f"{step!r} answered in state {state!r}")
     elif isinstance(step, Done) and not (
         isinstance(state, Terminal) and state.outcome == step.outcome
     ):
-        problems.append(_p(InvariantCode.STEP, f"{step!r} answered in state {state!r}"))
+        bad(InvariantCode.STEP, f"{step!r} answered in state {state!r}")
     return problems
 
 
@@ -204,20 +178,12 @@ def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
     else:
         entry = TRANSITIONS.get((before_kind, FEED_TYPES.get(feed)))  # type: ignore[arg-type]
     if entry is None:
-        return [
-            _p(
-                InvariantCode.TABLE,
-                f"{feed} succeeded in state {before_kind}, which the table lacks",
-            )
-        ]
-    if after_kind not in entry.targets:
-        return [
-            _p(
-                InvariantCode.TABLE,
-                f"{feed} in {before_kind} led to {after_kind}, not one of {entry.targets}",
-            )
-        ]
-    return []
+        text = f"{feed} succeeded in state {before_kind}, which the table lacks"
+    elif after_kind not in entry.targets:
+        text = f"{feed} in {before_kind} led to {after_kind}, not one of {entry.targets}"
+    else:
+        return []
+    return [_p(InvariantCode.TABLE, text)]
 
 
 def check_refused(machine: LoopMachine, call: Callable[[LoopMachine], Any]) -> list[str]:
@@ -229,16 +195,11 @@ def check_refused(machine: LoopMachine, call: Callable[[LoopMachine], Any]) -> l
     try:
         call(machine)
     except ProtocolError:
-        pass
+        if machine.model_dump_json() == before:
+            return []
+        text = "raised ProtocolError but changed the machine"
     except Exception as exc:  # report anything else as what it is
-        return [
-            _p(
-                InvariantCode.REFUSAL,
-                f"raised {type(exc).__name__}: {exc} instead of ProtocolError",
-            )
-        ]
+        text = f"raised {type(exc).__name__}: {exc} instead of ProtocolError"
     else:
-        return [_p(InvariantCode.REFUSAL, "accepted instead of raising ProtocolError")]
-    if machine.model_dump_json() != before:
-        return [_p(InvariantCode.REFUSAL, "raised ProtocolError but changed the machine")]
-    return []
+        text = "accepted instead of raising ProtocolError"
+    return [_p(InvariantCode.REFUSAL, text)]
