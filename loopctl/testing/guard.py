@@ -85,15 +85,12 @@ def block_network(
     """Within the block, resolving or connecting to a host that is not allowed raises
     ``NetworkBlockedError`` (after ``on_block`` saw it); ``hint`` ends its message."""
     policy = _Policy(allow_hosts, allow_loopback)
-    original_connect = socket.socket.connect
-    original_connect_ex = socket.socket.connect_ex
-    original_sendto = socket.socket.sendto
-    original_sendmsg = socket.socket.sendmsg
-    original_getaddrinfo = socket.getaddrinfo
-    original_gethostbyname = socket.gethostbyname
+    sock = socket.socket
+    original_connect, original_connect_ex = sock.connect, sock.connect_ex
+    original_sendto, original_sendmsg = sock.sendto, sock.sendmsg
+    original_getaddrinfo, original_getnameinfo = socket.getaddrinfo, socket.getnameinfo
+    original_gethostbyname, original_gethostbyaddr = socket.gethostbyname, socket.gethostbyaddr
     original_gethostbyname_ex = socket.gethostbyname_ex
-    original_gethostbyaddr = socket.gethostbyaddr
-    original_getnameinfo = socket.getnameinfo
 
     def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
         where = host if port is None else f"{host}:{port}"
@@ -170,24 +167,22 @@ def block_network(
             resolving(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
         return original_getnameinfo(sockaddr, flags)
 
-    socket.socket.connect = guarded_connect  # type: ignore[method-assign,assignment]
-    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign,assignment]
-    socket.socket.sendto = guarded_sendto  # type: ignore[method-assign,assignment]
-    socket.socket.sendmsg = guarded_sendmsg  # type: ignore[method-assign,assignment]
-    socket.getaddrinfo = guarded_getaddrinfo
-    socket.gethostbyname = guarded_gethostbyname
-    socket.gethostbyname_ex = guarded_gethostbyname_ex
-    socket.gethostbyaddr = guarded_gethostbyaddr
-    socket.getnameinfo = guarded_getnameinfo
+    guarded = {
+        (sock, "connect"): guarded_connect,
+        (sock, "connect_ex"): guarded_connect_ex,
+        (sock, "sendto"): guarded_sendto,
+        (sock, "sendmsg"): guarded_sendmsg,
+        (socket, "getaddrinfo"): guarded_getaddrinfo,
+        (socket, "gethostbyname"): guarded_gethostbyname,
+        (socket, "gethostbyname_ex"): guarded_gethostbyname_ex,
+        (socket, "gethostbyaddr"): guarded_gethostbyaddr,
+        (socket, "getnameinfo"): guarded_getnameinfo,
+    }
+    originals = {where: getattr(*where) for where in guarded}
+    for (owner, name), replacement in guarded.items():
+        setattr(owner, name, replacement)
     try:
         yield
     finally:
-        socket.socket.connect = original_connect  # type: ignore[method-assign]
-        socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
-        socket.socket.sendto = original_sendto  # type: ignore[method-assign]
-        socket.socket.sendmsg = original_sendmsg  # type: ignore[method-assign]
-        socket.getaddrinfo = original_getaddrinfo
-        socket.gethostbyname = original_gethostbyname
-        socket.gethostbyname_ex = original_gethostbyname_ex
-        socket.gethostbyaddr = original_gethostbyaddr
-        socket.getnameinfo = original_getnameinfo
+        for (owner, name), original in originals.items():
+            setattr(owner, name, original)

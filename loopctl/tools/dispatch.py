@@ -35,9 +35,9 @@ import inspect
 import logging
 import time
 import types
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Final
 
 from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
@@ -67,7 +67,7 @@ logger = logging.getLogger("loopctl.tools")
 OnEvent = Callable[["IoEvent"], None]
 Raised = tuple[str, str, Exception]
 
-#: The exceptions turned into error results for the call under way: ``_Pipeline.timed`` binds a
+#: The exceptions turned into error results for the call under way: ``Dispatcher._timed`` binds a
 #: list per call, ``_failed`` adds to it, the call's ``tool_result`` event carries it.
 _RAISED: ContextVar[list[Raised] | None] = ContextVar("loopctl_tool_raised", default=None)
 
@@ -136,7 +136,13 @@ class Dispatcher:
         default_timeout: float | None = None,
     ) -> None:
         self.registry = registry
-        self._pipeline = _Pipeline(registry, pre_hooks, post_hooks, middleware, default_timeout)
+        self.pre_hooks = tuple(pre_hooks)
+        self.post_hooks = tuple(post_hooks)
+        self.default_timeout = default_timeout
+        handler: NextTool = _Executor(registry, default_timeout).execute
+        for layer in reversed(tuple(middleware)):
+            handler = _wrap(layer, handler)
+        self.handler = handler
 
     async def run(
         self,
@@ -149,7 +155,6 @@ class Dispatcher:
         """See ``dispatch``."""
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-        pipeline = self._pipeline
         limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
         # The waves are consecutive runs of the calls, in order (``plan_waves``): their results,
         # appended wave after wave, are in call order. (A dict by index, read back in order at
@@ -166,10 +171,10 @@ class Dispatcher:
                     on_event(io_event("tool_call", turn, asked))
             if len(wave) == 1:
                 # A wave of one needs no task group: run it in this task (cancel still propagates).
-                outcomes = [await pipeline.timed(calls[wave[0]], limit)]
+                outcomes = [await self._timed(calls[wave[0]], limit)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(pipeline.timed(calls[i], limit)) for i in wave]
+                    tasks = [group.create_task(self._timed(calls[i], limit)) for i in wave]
                 outcomes = [task.result() for task in tasks]
             for result, duration, raised in outcomes:
                 results.append(result)
@@ -183,28 +188,7 @@ class Dispatcher:
                     on_event(io_event("tool_result", turn, answered, duration, raised))
         return results
 
-
-class _Pipeline:
-    """The per-call pipeline with its hooks bound; one per ``Dispatcher``."""
-
-    def __init__(
-        self,
-        registry: ToolRegistry,
-        pre_hooks: Sequence[PreToolHook],
-        post_hooks: Sequence[PostToolHook],
-        middleware: Sequence[ToolMiddleware],
-        default_timeout: float | None,
-    ) -> None:
-        self.registry = registry
-        self.pre_hooks = tuple(pre_hooks)
-        self.post_hooks = tuple(post_hooks)
-        self.default_timeout = default_timeout
-        handler: NextTool = _Executor(registry, default_timeout).execute
-        for layer in reversed(tuple(middleware)):
-            handler = _wrap(layer, handler)
-        self.handler = handler
-
-    async def timed(
+    async def _timed(
         self, call: ToolCall, limit: asyncio.Semaphore | None
     ) -> tuple[ToolResult, float, tuple[Raised, ...]]:
         """The pipeline for one call, with its duration (waiting for a slot not included) and
@@ -214,11 +198,11 @@ class _Pipeline:
         try:
             if limit is None:
                 started = time.perf_counter()
-                result = await self.run(call)
+                result = await self._call(call)
             else:
                 async with limit:
                     started = time.perf_counter()
-                    result = await self.run(call)
+                    result = await self._call(call)
         finally:
             _RAISED.reset(token)
         if result.call_id != call.id or result.name != call.name:
@@ -226,74 +210,52 @@ class _Pipeline:
             result = result.model_copy(update={"call_id": call.id, "name": call.name})
         return result, time.perf_counter() - started, tuple(raised)
 
-    async def run(self, call: ToolCall) -> ToolResult:
+    async def _call(self, call: ToolCall) -> ToolResult:
         if call.name not in self.registry:
-            return _unknown(call, self.registry)
+            return not_available(call, self.registry.names())  # the brain's own answer
         effective = call
         result: ToolResult | None = None
+        name = call.name
         for hook in self.pre_hooks:
-            try:
-                decision = await _maybe_await(hook(effective))
-            except asyncio.CancelledError:
-                if _cancelling():
-                    raise
-                result = _error(effective, f"tool '{call.name}' was cancelled by a pre-tool hook")
-                break
-            except Exception as exc:
-                _failed("pre-tool hook", _label(hook), exc)
-                result = _error(
-                    effective,
-                    f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} raised "
-                    f"{describe_exception(exc)}",
-                )
+            decision, result = await _guarded("pre-tool hook", hook, effective, _call_hook, hook)
+            if result is not None:
                 break
             if decision is None or isinstance(decision, Allow):
                 continue
-            if isinstance(decision, Deny):
-                result = _error(effective, denied_message(call.name, decision.reason))
-                break
             if isinstance(decision, Replace):
                 effective = effective.model_copy(update={"arguments": dict(decision.arguments)})
                 continue
-            result = _error(
-                effective,
-                f"tool '{call.name}' was not run: pre-tool hook {_label(hook)} returned "
-                f"{type(decision).__name__}, expected Allow(), Deny(reason) or Replace(arguments)",
-            )
+            if isinstance(decision, Deny):
+                result = _error(effective, denied_message(name, decision.reason))
+            else:
+                result = _error(
+                    effective,
+                    f"tool '{name}' was not run: pre-tool hook {_label(hook)} returned "
+                    f"{type(decision).__name__}, expected Allow(), Deny(reason) or "
+                    "Replace(arguments)",
+                )
             break
         if result is None:
             result = await self.handler(effective)
         for post in self.post_hooks:
-            try:
-                rewritten = await _maybe_await(post(effective, result))
-            except asyncio.CancelledError:
-                if _cancelling():
-                    raise
-                result = _error(effective, f"tool '{call.name}': a post-tool hook was cancelled")
-                continue
-            except Exception as exc:
-                _failed("post-tool hook", _label(post), exc)
-                result = _error(
-                    effective,
-                    f"tool '{call.name}' ran but post-tool hook {_label(post)} raised "
-                    f"{describe_exception(exc)}",
-                )
-                continue
-            if rewritten is None:
-                continue
-            if isinstance(rewritten, ToolResult):
+            rewritten, failure = await _guarded(
+                "post-tool hook", post, effective, _call_hook, post, result
+            )
+            if failure is not None:
+                result = failure
+            elif isinstance(rewritten, ToolResult):
                 result = rewritten
-            else:
+            elif rewritten is not None:
                 result = _error(
                     effective,
-                    f"tool '{call.name}' ran but post-tool hook {_label(post)} returned "
+                    f"tool '{name}' ran but post-tool hook {_label(post)} returned "
                     f"{type(rewritten).__name__}, expected a ToolResult or None",
                 )
         return result
 
 
 class _Executor:
-    """The innermost step of a pipeline. An object of its own, not a method of ``_Pipeline``:
+    """The innermost step of a pipeline. An object of its own, not a method of ``Dispatcher``:
     a pipeline holding its own bound method as its handler was a reference cycle, which kept
     every finished run in memory until the cyclic garbage collector found it."""
 
@@ -307,7 +269,7 @@ class _Executor:
         """The innermost step: validate the arguments, run the tool under its timeout."""
         found = self.registry.get(call.name)
         if found is None:
-            return _unknown(call, self.registry)
+            return not_available(call, self.registry.names())  # the brain's own answer
         try:
             validated = found.parse_arguments(call.arguments)
         except ToolArgumentsError as exc:
@@ -379,19 +341,9 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
     """One middleware layer whose own failures become error results, so ``next`` never raises."""
 
     async def handler(call: ToolCall) -> ToolResult:
-        try:
-            result = await layer(call, inner)
-        except asyncio.CancelledError:
-            if _cancelling():
-                raise
-            return _error(call, f"tool '{call.name}' was cancelled by middleware {_label(layer)}")
-        except Exception as exc:
-            _failed("tool middleware", _label(layer), exc)
-            return _error(
-                call,
-                f"tool '{call.name}' failed in middleware {_label(layer)}: "
-                f"{describe_exception(exc)}",
-            )
+        result, failure = await _guarded("tool middleware", layer, call, layer, inner)
+        if failure is not None:
+            return failure
         if not isinstance(result, ToolResult):
             return _error(
                 call,
@@ -401,6 +353,41 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
         return result
 
     return handler
+
+
+#: What the model reads when a hook or a middleware fails: (cancelled, raised), by where.
+_FAILURES: Final = {
+    "pre-tool hook": (
+        "tool '{name}' was cancelled by a pre-tool hook",
+        "tool '{name}' was not run: pre-tool hook {label} raised {error}",
+    ),
+    "post-tool hook": (
+        "tool '{name}': a post-tool hook was cancelled",
+        "tool '{name}' ran but post-tool hook {label} raised {error}",
+    ),
+    "tool middleware": (
+        "tool '{name}' was cancelled by middleware {label}",
+        "tool '{name}' failed in middleware {label}: {error}",
+    ),
+}
+
+
+async def _guarded(
+    where: str, hook: Any, call: ToolCall, run: Callable[..., Awaitable[Any]], *args: Any
+) -> tuple[Any, ToolResult | None]:
+    """What ``run(call, *args)`` (a call of ``hook``) gives, and None; or its failure as the
+    error result for ``call`` (``_FAILURES``). A cancel of this task propagates."""
+    cancelled, raised = _FAILURES[where]
+    try:
+        return await run(call, *args), None
+    except asyncio.CancelledError:
+        if _cancelling():
+            raise
+        return None, _error(call, cancelled.format(name=call.name, label=_label(hook)))
+    except Exception as exc:
+        _failed(where, _label(hook), exc)
+        error = describe_exception(exc)
+        return None, _error(call, raised.format(name=call.name, label=_label(hook), error=error))
 
 
 def _failed(where: str, name: str, exc: Exception) -> None:
@@ -422,18 +409,14 @@ def _cancelling() -> bool:
     return task is None or task.cancelling() > 0
 
 
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
+async def _call_hook(call: ToolCall, hook: Callable[..., Any], *args: Any) -> Any:
+    """A hook's answer for ``call``, awaited when it is async."""
+    value = hook(call, *args)
+    return await value if inspect.isawaitable(value) else value
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
     return ToolResult.answering(call, message, is_error=True)
-
-
-def _unknown(call: ToolCall, registry: ToolRegistry) -> ToolResult:
-    return not_available(call, registry.names())  # the brain's own answer, word for word
 
 
 def _label(obj: object) -> str:

@@ -231,7 +231,7 @@ async def test_hooks_middleware_and_tool_timeout_changed_between_runs_take_effec
     await loop.run("x")
     assert seen == ["c9"]
     loop.config = RunConfig(tool_timeout=1.5)
-    assert loop._dispatcher()._pipeline.default_timeout == 1.5
+    assert loop._dispatcher().default_timeout == 1.5
 
 
 async def test_tool_and_model_middleware_order() -> None:
