@@ -35,15 +35,34 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from operator import is_
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from pydantic_core import to_json
 
 from loopctl.core.conversation import Pending
+from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
-from loopctl.core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, MachineSnapshot, needed_version
+from loopctl.core.snapshot import (
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_VERSION,
+    Exchange,
+    MachineSnapshot,
+    needed_version,
+)
+from loopctl.core.steps import AwaitingCompaction, AwaitingModel, AwaitingTools, Start, Terminal
 
-__all__ = ["SavedForm", "restored", "restored_json"]
+__all__ = [
+    "Brain",
+    "SavedForm",
+    "canonical_json",
+    "checksum",
+    "restore",
+    "restored",
+    "restored_json",
+    "sealed",
+    "snapshot",
+    "summary_values",
+]
 
 #: The JSON up to the first message: the content's in version 1 and in version 2, a sealed text's.
 _HEADS: Final = tuple(
@@ -57,7 +76,7 @@ PENDING_HEAD: Final = b'],"pending":['
 _MESSAGE_JSON: Final = Message.__pydantic_serializer__.to_json
 _TO_JSON: Final = to_json
 Hash = Any  # hashlib's sha256 object (its type is private)
-#: The snapshot's fields after the conversation, in its order (``LoopMachine._small()``).
+#: The snapshot's fields after the conversation, in its order (``_small``).
 _FIELDS: Final = tuple(MachineSnapshot.model_fields)
 _SMALL: Final = _FIELDS[_FIELDS.index("pending") + 1 : _FIELDS.index("checksum")]
 
@@ -123,7 +142,7 @@ class _Encoded:
 class SavedForm:
     """One brain's saved form, kept up to date from its lists at each use (see the module
     docstring). ``small`` holds the snapshot's fields after the conversation, in its order, as
-    plain values (``LoopMachine._small()``)."""
+    plain values (``_small``)."""
 
     __slots__ = ("_head", "_history", "_pending")
 
@@ -215,16 +234,122 @@ def _end(small: dict[str, Any]) -> bytes:
     return b"]," + _TO_JSON(small)[1:]
 
 
-def restored_json(text: str | bytes | bytearray) -> tuple[MachineSnapshot, SavedForm]:
-    """The snapshot a saved text holds, and the saved form for the brain restored from it (a
-    sealed text's messages were encoded to check its checksum); a ``ValidationError`` when the
-    text is damaged, forged, from a newer loopctl or a state the brain could not be in."""
-    form = SavedForm()
-    return MachineSnapshot.model_validate_json(text, context=form.checksum_of), form
+class Brain(Protocol):
+    """The brain as the saved form sees it: its fields (``LoopMachine.STATE_SLOTS``) and its
+    cache. A protocol, because ``machine.py`` imports this module and not the other way."""
+
+    _state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal
+    _history: tuple[Message, ...]
+    _pending: Pending
+    _turns_taken: int
+    _context_tokens: int
+    _exchange: Exchange | None
+    _advertised: tuple[str, ...]
+    _started: bool
+    _finalized: bool
+    _noop_floor: int | None
+    _loop_calls: list[str]
+    _loop_unjudged: int
+    _loop_warned: bool
+    _saved: SavedForm
 
 
-def restored(data: Any) -> tuple[MachineSnapshot, SavedForm]:
-    """The snapshot ``model_dump()`` data (or a ``MachineSnapshot``) holds, validated, and the
-    saved form for the brain restored from it, as ``restored_json``."""
+B = TypeVar("B", bound=Brain)
+
+
+def _small(brain: Brain) -> dict[str, Any]:
+    """The snapshot's fields after the conversation, in its order, as plain values."""
+    return {
+        "state": brain._state,
+        "turns_taken": brain._turns_taken,
+        "context_tokens": brain._context_tokens,
+        "exchange": brain._exchange,
+        "advertised": brain._advertised,
+        "started": brain._started,
+        "finalized": brain._finalized,
+        "noop_floor": brain._noop_floor,
+        "loop": {
+            "calls": brain._loop_calls,
+            "unjudged": brain._loop_unjudged,
+            "warned": brain._loop_warned,
+        },
+    }
+
+
+def snapshot(brain: Brain) -> MachineSnapshot:
+    loop = LoopWindow(
+        calls=tuple(brain._loop_calls), unjudged=brain._loop_unjudged, warned=brain._loop_warned
+    )
+    return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
+        format=SNAPSHOT_FORMAT,
+        history=brain._history,
+        pending=tuple(brain._pending),
+        **{**_small(brain), "loop": loop},
+    )
+
+
+def restore(brain: B, snap: MachineSnapshot, form: SavedForm | None = None) -> B:
+    """``brain`` (a bare instance) set to what ``snap`` describes; ``form`` is the saved form a
+    restore from text filled while it checked the checksum (the first save's JSON)."""
+    brain._state = snap.state
+    brain._history = snap.history
+    brain._pending = Pending(snap.pending)
+    brain._turns_taken = snap.turns_taken
+    brain._context_tokens = snap.context_tokens
+    brain._exchange = snap.exchange
+    brain._advertised = snap.advertised
+    brain._started = snap.started
+    brain._finalized = snap.finalized
+    brain._noop_floor = snap.noop_floor
+    brain._loop_calls = list(snap.loop.calls)
+    brain._loop_unjudged = snap.loop.unjudged
+    brain._loop_warned = snap.loop.warned
+    brain._saved = SavedForm() if form is None else form
+    return brain
+
+
+def restored_json(brain: B, text: str | bytes | bytearray) -> B:
+    """``brain`` restored from a saved text; a ``ValidationError`` when the text is damaged,
+    forged, from a newer loopctl or a state the brain could not be in. A sealed text's messages
+    are encoded to check its checksum into the brain's own cache: its first save's JSON."""
     form = SavedForm()
-    return MachineSnapshot.model_validate(data, context=form.checksum_of), form
+    return restore(brain, MachineSnapshot.model_validate_json(text, context=form.checksum_of), form)
+
+
+def restored(brain: B, data: Any) -> B:
+    """``brain`` restored from ``model_dump()`` data (or a ``MachineSnapshot``), as
+    ``restored_json``."""
+    form = SavedForm()
+    return restore(brain, MachineSnapshot.model_validate(data, context=form.checksum_of), form)
+
+
+def checksum(brain: Brain) -> str:
+    return brain._saved.checksum(brain._history, brain._pending, _small(brain))
+
+
+def canonical_json(brain: Brain) -> bytes:
+    return brain._saved.content(brain._history, brain._pending, _small(brain))
+
+
+def sealed(brain: Brain) -> str:
+    return brain._saved.sealed(brain._history, brain._pending, _small(brain))
+
+
+def summary_values(
+    brain: Brain,
+) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
+    """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
+    ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
+    state = brain._state
+    calls = brain._loop_calls
+    return (
+        state.kind,
+        getattr(state, "turn", None),
+        brain._turns_taken,
+        brain._context_tokens,
+        len(brain._history),
+        len(brain._pending),
+        len(calls),
+        calls[-1] if calls else None,
+        brain._loop_warned,
+    )

@@ -51,7 +51,7 @@ from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.salvage import coherence_problem, coherent_prefix_length
-from loopctl.core.snapshot import SNAPSHOT_FORMAT, Exchange, MachineSnapshot
+from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
     AwaitingModel,
@@ -81,42 +81,6 @@ class Transition(NamedTuple):
     targets: tuple[StateKind, ...]
 
 
-# ---------------------------------------------------------------------------------------------
-# THE TABLE. (state, feed) -> handler and the states it may lead to. Anything not here is invalid.
-# ---------------------------------------------------------------------------------------------
-TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
-    ("start", AcceptInput): Transition("_accept_input", ("start",)),
-    ("start", Inject): Transition("_inject", ("start",)),
-    ("start", SetContextTokens): Transition("_set_context_tokens", ("start",)),
-    ("start", Cancel): Transition("_cancel", ("terminal",)),
-    ("start", Fail): Transition("_fail", ("terminal",)),
-    # -- the model was asked
-    ("awaiting_model", ModelResponse): Transition(
-        "_model_response", ("awaiting_tools", "start", "terminal")
-    ),
-    ("awaiting_model", SetContextTokens): Transition("_set_context_tokens", ("awaiting_model",)),
-    ("awaiting_model", Cancel): Transition("_cancel", ("terminal",)),
-    ("awaiting_model", Fail): Transition("_fail", ("terminal",)),
-    # -- tools were asked
-    ("awaiting_tools", ToolResults): Transition("_tool_results", ("start",)),
-    ("awaiting_tools", SetContextTokens): Transition("_set_context_tokens", ("awaiting_tools",)),
-    ("awaiting_tools", Cancel): Transition("_cancel", ("terminal",)),
-    ("awaiting_tools", Fail): Transition("_fail", ("terminal",)),
-    # -- a compaction was asked
-    ("awaiting_compaction", CompactionResult): Transition("_compaction_result", ("start",)),
-    ("awaiting_compaction", CompactionNoop): Transition("_compaction_noop", ("start", "terminal")),
-    ("awaiting_compaction", SetContextTokens): Transition(
-        "_set_context_tokens", ("awaiting_compaction",)
-    ),
-    ("awaiting_compaction", Cancel): Transition("_cancel", ("terminal",)),
-    ("awaiting_compaction", Fail): Transition("_fail", ("terminal",)),
-    # -- finished: only the exit door's two calls; cancel and fail are no-ops
-    ("terminal", CommitPending): Transition("_commit_pending", ("terminal",)),
-    ("terminal", DiscardPending): Transition("_discard_pending", ("terminal",)),
-    ("terminal", Cancel): Transition("_noop", ("terminal",)),
-    ("terminal", Fail): Transition("_noop", ("terminal",)),
-}
-
 # next_step(policy) in each state -> handler and the states it may lead to. In Start it always
 # leaves Start (a loop warning appends its note and goes on to ask); asked before any input it
 # raises ProtocolError, which is not a transition.
@@ -131,9 +95,45 @@ STEP_TRANSITIONS: Final[dict[StateKind, Transition]] = {
 STATES: Final[tuple[StateKind, ...]] = tuple(STEP_TRANSITIONS)
 
 
+# ---------------------------------------------------------------------------------------------
+# THE TABLE. (state, feed) -> handler and the states it may lead to. Anything not here is invalid.
+# ---------------------------------------------------------------------------------------------
+#: The states a run is under way in: each takes the driver's own count and the two ways out.
+_LIVE: Final = tuple(s for s in STATES if s != "terminal")
+TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
+    ("start", AcceptInput): Transition("_accept_input", ("start",)),
+    ("start", Inject): Transition("_inject", ("start",)),
+    ("awaiting_model", ModelResponse): Transition(
+        "_model_response", ("awaiting_tools", "start", "terminal")
+    ),
+    ("awaiting_tools", ToolResults): Transition("_tool_results", ("start",)),
+    ("awaiting_compaction", CompactionResult): Transition("_compaction_result", ("start",)),
+    ("awaiting_compaction", CompactionNoop): Transition("_compaction_noop", ("start", "terminal")),
+    **{(s, SetContextTokens): Transition("_set_context_tokens", (s,)) for s in _LIVE},
+    **{(s, Cancel): Transition("_cancel", ("terminal",)) for s in _LIVE},
+    **{(s, Fail): Transition("_fail", ("terminal",)) for s in _LIVE},
+    # -- finished: only the exit door's two calls; cancel and fail are no-ops
+    ("terminal", CommitPending): Transition("_commit_pending", ("terminal",)),
+    ("terminal", DiscardPending): Transition("_discard_pending", ("terminal",)),
+    ("terminal", Cancel): Transition("_noop", ("terminal",)),
+    ("terminal", Fail): Transition("_noop", ("terminal",)),
+}
+
+
 def is_count(n: object) -> bool:
     """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def history_problem(messages: list[Any]) -> str | None:
+    """Why ``messages`` cannot be a history (the constructor's, or a compaction's), or None:
+    each one a ``Message`` that could be saved and read back, the whole provider-valid."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, Message):
+            return f"history[{i}] is a {type(message).__name__}, not a Message"
+        if (problem := parts_problem(message.parts)) is not None:
+            return f"history[{i}]: {problem}"
+    return coherence_problem(messages)
 
 
 class LoopMachine:
@@ -160,12 +160,8 @@ class LoopMachine:
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
-        problem = coherence_problem(history)
-        if problem is not None:
-            raise ValueError(f"history is not provider-valid: {problem}")
-        for i, message in enumerate(history):
-            if (problem := parts_problem(message.parts)) is not None:
-                raise ValueError(f"history[{i}] cannot be held: {problem}")
+        if (problem := history_problem(history)) is not None:
+            raise ValueError(f"not a valid history: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
         self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = Start()
@@ -240,122 +236,57 @@ class LoopMachine:
         history, pending = self._history, self._pending
         return Conversation(history, pending, len(history), len(pending))
 
-    def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
-        """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
-        ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
-        state = self._state
-        calls = self._loop_calls
-        return (
-            state.kind,
-            getattr(state, "turn", None),
-            self._turns_taken,
-            self._context_tokens,
-            len(self._history),
-            len(self._pending),
-            len(calls),
-            calls[-1] if calls else None,
-            self._loop_warned,
-        )
-
     def history_len(self) -> int:
         return len(self._history)
 
     def pending_len(self) -> int:
         return len(self._pending)
 
-    # --- saving and restoring: the entry points of ``_saved.py`` ----------------------------
+    # --- the saved form: one-line entry points of ``_saved.py`` ------------------------------
 
     def snapshot(self) -> MachineSnapshot:
-        return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
-            format=SNAPSHOT_FORMAT,
-            history=self._history,
-            pending=tuple(self._pending),
-            **{**self._small(), "loop": self.loop_window},
-        )
-
-    def _small(self) -> dict[str, Any]:
-        """The snapshot's fields after the conversation, in its order, as plain values (what
-        ``_saved`` writes after the messages)."""
-        return {
-            "state": self._state,
-            "turns_taken": self._turns_taken,
-            "context_tokens": self._context_tokens,
-            "exchange": self._exchange,
-            "advertised": self._advertised,
-            "started": self._started,
-            "finalized": self._finalized,
-            "noop_floor": self._noop_floor,
-            "loop": {
-                "calls": self._loop_calls,
-                "unjudged": self._loop_unjudged,
-                "warned": self._loop_warned,
-            },
-        }
+        return _saved.snapshot(self)
 
     @classmethod
     def from_snapshot(cls, snap: MachineSnapshot) -> Self:
-        """The machine a snapshot describes.
-
-        The snapshot was checked when it was validated (parsed or constructed), so this does not
-        walk the conversation again. A snapshot built with ``model_construct`` skips that check:
-        validate it first (``MachineSnapshot.model_validate(snap.model_dump())``).
-        """
-        machine = cls.__new__(cls)
-        machine._state = snap.state
-        machine._history = snap.history
-        machine._pending = Pending(snap.pending)
-        machine._turns_taken = snap.turns_taken
-        machine._context_tokens = snap.context_tokens
-        machine._exchange = snap.exchange
-        machine._advertised = snap.advertised
-        machine._started = snap.started
-        machine._finalized = snap.finalized
-        machine._noop_floor = snap.noop_floor
-        machine._loop_calls = list(snap.loop.calls)
-        machine._loop_unjudged = snap.loop.unjudged
-        machine._loop_warned = snap.loop.warned
-        machine._saved = _saved.SavedForm()
-        return machine
+        """The machine a snapshot describes. A snapshot built with ``model_construct`` skips
+        the check validation makes: validate it first (``MachineSnapshot.model_validate``)."""
+        return _saved.restore(cls.__new__(cls), snap)
 
     def model_dump_json(self) -> str:
-        """The whole brain as JSON, sealed with its checksum (``snapshot.py``: version 3, so a
-        damaged save is refused at restore): save a run at any decision boundary."""
-        return self._saved.sealed(self._history, self._pending, self._small())
+        """The whole brain as JSON, sealed with its checksum (a damaged save is refused at
+        restore): save a run at any decision boundary."""
+        return _saved.sealed(self)
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
         """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
-        return cls._restored(*_saved.restored_json(text))
+        return _saved.restored_json(cls.__new__(cls), text)
 
     def model_dump(self) -> dict[str, Any]:
-        """The brain as JSON data: its content, not sealed. This is the in-process form (edit
-        it, restore it with ``model_validate``); the saved form, which carries the checksum
-        that catches damage at rest, is ``model_dump_json()``."""
-        return self.snapshot().model_dump(mode="json")
+        """The brain as JSON data, not sealed: the in-process form (edit it, restore it with
+        ``model_validate``); the saved form is ``model_dump_json()``."""
+        return _saved.snapshot(self).model_dump(mode="json")
 
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        return cls._restored(*_saved.restored(data))
-
-    @classmethod
-    def _restored(cls, snap: MachineSnapshot, form: _saved.SavedForm) -> Self:
-        machine = cls.from_snapshot(snap)
-        machine._saved = form  # it encoded the messages to check the checksum: the first save's
-        return machine
+        return _saved.restored(cls.__new__(cls), data)
 
     def digest(self) -> str:
-        """A short stable hash of the canonical JSON; traces compare it after every feed: the
-        first 16 hex digits of ``checksum()``."""
-        return self.checksum()[:16]
+        """The first 16 hex digits of ``checksum()``: traces compare it after every feed."""
+        return _saved.checksum(self)[:16]
 
     def checksum(self) -> str:
         """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
-        return self._saved.checksum(self._history, self._pending, self._small())
+        return _saved.checksum(self)
 
     def canonical_json(self) -> bytes:
         """The bytes of ``snapshot().model_dump_json()``."""
-        return self._saved.content(self._history, self._pending, self._small())
+        return _saved.canonical_json(self)
+
+    def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
+        return _saved.summary_values(self)
 
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""
@@ -645,16 +576,7 @@ class LoopMachine:
                 f"compacted must be a list of messages, got {type(compacted).__name__}",
             )
         new_history = list(compacted)
-        for message in new_history:
-            if not isinstance(message, Message):
-                raise self._refuse(
-                    "compaction_result",
-                    f"compacted holds a {type(message).__name__}, not a Message",
-                )
-            if (problem := parts_problem(message.parts)) is not None:
-                raise self._refuse("compaction_result", problem)
-        problem = coherence_problem(new_history)
-        if problem is not None:
+        if (problem := history_problem(new_history)) is not None:
             raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")
         for n in (before, after):
             if not is_count(n):
