@@ -1,41 +1,21 @@
-"""Fork a recorded run at any step: replay its prefix against the agent as it stands, then branch.
+"""Fork a recorded run at any step: replay its prefix against the agent as it stands, then branch
+(docs/testing.md, "fork").
 
-``fork(trace, at=13, agent="mypkg.agent:build", client=client, out="what_if.jsonl")``:
+The prefix is replayed as ``replay --agent`` replays it; one that no longer replays is refused
+(``ForkDiverged``) before anything is written: the branch would start from a state today's agent
+cannot reach. The brain at the branch point is then rebuilt (``resume_point``) and the run goes
+on live with ``client``, as ``loopctl-sim resume`` continues a trace. The new trace holds the
+prefix, then a header whose ``fork`` metadata names the parent, its ancestors, the ``Edits`` and
+the settings in force (``fork_edits``): replay reads it as a resume after a kill.
 
-1. The records up to the branch point (``at``: a record's seq; or ``turn=N``: turn N's model
-   call, or its tool wave when a tool result is edited) are replayed as ``replay --agent``
-   replays a trace (``replay_agent``; the model answered from the trace, the tools too unless
-   ``tools=`` says otherwise). A prefix that no longer replays is refused with that replay's
-   divergence (``ForkDiverged``) and nothing is written: the branch would start from a state
-   today's agent cannot reach.
-2. The brain at the branch point is rebuilt (``resume_point``) and put into the agent with
-   ``client`` as its model, and the run goes on live, as ``loopctl-sim resume`` continues a
-   trace (``continuation``): a wave whose results the parent holds is answered with them.
-3. The new trace holds the prefix as recorded, then a header holding the rebuilt brain whose
-   ``fork`` metadata names the parent (``path``, ``sha256`` of its bytes, the branch ``at`` seq)
-   and its ``ancestors`` (the parent last; a fork of a fork keeps the whole chain), the
-   ``edits`` made at the branch point and the ``settings`` in force from there on. Replay reads
-   the header as it reads a resume after a kill, so the new trace replays with
-   ``replay --agent`` like any other.
-
-Edits at the branch point (``Edits``), each listed in the header and visible in the records:
-``inject`` a user message (an ``inject`` feed); replace a recorded tool result of the wave at a
-``call_tools`` branch (``tool_results``, by call id: the wave's ``tool_results`` feed holds
-it); replace the model's reply at a ``call_llm`` branch (``reply``: recorded as that call's
-``model_reply``); change the policy (``max_turns``) or the request options (``options``, merged
-over the agent's), which ``fork_edits.with_settings`` applies in the fork and in its replays.
-
-A branch point is a brain record after which the run can go on: a step that asks the model,
-runs tools or compacts, or a feed that leaves the brain started and not terminal. IO records
-are inside a model call (mid-stream) or a tool wave (mid-wave) and are refused, as are headers,
-a finished run's records and seqs the trace does not hold, with the nearest valid points named
-(``ForkPointError``).
+A branch point is a step that asks the model, runs tools or compacts, or a feed that leaves the
+brain started and not terminal; io records sit inside a model call or a tool wave and are
+refused with the nearest valid points named (``ForkPointError``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -44,7 +24,7 @@ from typing import Any
 
 from loopctl.api import ApiClient, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import Message, ToolResult
-from loopctl.driver import BareLoop, CancelSignal, RunResult
+from loopctl.driver import CancelSignal, RunResult
 from loopctl_sim.errors import SimError
 from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
@@ -76,7 +56,6 @@ __all__ = [
     "branch_point",
     "branch_points",
     "fork",
-    "fork_async",
 ]
 
 #: Feeds after which the run cannot go on (the brain is finished or the run was stopped).
@@ -373,36 +352,6 @@ def fork(
     cwd: str | os.PathLike[str] | None = None,
     cancel: CancelSignal | None = None,
 ) -> ForkResult:
-    """``fork_async`` for scripts and tests without an event loop."""
-    return asyncio.run(
-        fork_async(
-            trace,
-            agent=agent,
-            client=client,
-            out=out,
-            at=at,
-            turn=turn,
-            edits=edits,
-            tools=tools,
-            cwd=cwd,
-            cancel=cancel,
-        )
-    )
-
-
-async def fork_async(
-    trace: str | os.PathLike[str],
-    *,
-    agent: str | AgentFactory,
-    client: ApiClient,
-    out: str | os.PathLike[str],
-    at: int | None = None,
-    turn: int | None = None,
-    edits: Edits | None = None,
-    tools: str = "recorded",
-    cwd: str | os.PathLike[str] | None = None,
-    cancel: CancelSignal | None = None,
-) -> ForkResult:
     """Fork the run in ``trace`` (see the module docstring) into ``out``. Raises ``ForkError``
     (``ForkPointError``) for a bad branch point or edit, ``ForkDiverged`` when the prefix no
     longer replays, ``TraceFormatError`` for an unreadable trace, ``AgentError`` for an agent
@@ -417,10 +366,11 @@ async def fork_async(
         prefix = [
             raw.decode("utf-8") for _, raw in zip(range(point.line), lines_of(f), strict=False)
         ]
-    with _temporary() as temp:
-        with open(temp, "w", encoding="utf-8") as f:
-            f.writelines(prefix)
-        replayed = await asyncio.to_thread(replay_agent, temp, factory, tools=tools, cwd=cwd)
+    with tempfile.TemporaryDirectory() as folder:
+        temp = os.path.join(folder, "prefix.jsonl")
+        with open(temp, "w", encoding="utf-8") as copy:
+            copy.writelines(prefix)
+        replayed = replay_agent(temp, factory, tools=tools, cwd=cwd)
         if not replayed.ok:
             replayed.path = source
             raise ForkDiverged(replayed)
@@ -448,35 +398,28 @@ async def fork_async(
     if edits.reply is not None:
         reply = edits.reply if isinstance(edits.reply, Message) else Message.assistant(edits.reply)
         live = _ReplyFirst(client, reply)
-    writer = TraceWriter(target)
-    try:
-        writer.copy_lines(prefix)
-        recorder = TraceRecorder(writer)
-        machine = resumed_at.machine
-        loop: BareLoop = build_agent(factory, client=live, observers=[recorder], machine=machine)
-        loop = with_settings(loop, settings)
-        recorder.continue_run(machine, {FORK_KEY: meta})
-        if resumed_at.compact_requested:
-            loop.request_compaction()
-        done = ResumeResult(resumed_at, None, target)
-        await _finish_exchange(loop, recorder, resumed_at, done)
-        if edits.inject is not None:
-            message = Message.user(edits.inject)
-            machine.inject(message)
-            recorder.feed("inject", {"message": message}, machine)
-        result = await loop.run(None, cancel)
-    finally:
-        writer.close()
+
+    async def go() -> RunResult:
+        writer = TraceWriter(target)
+        try:
+            writer.copy_lines(prefix)
+            recorder = TraceRecorder(writer)
+            machine = resumed_at.machine
+            loop = build_agent(factory, client=live, observers=[recorder], machine=machine)
+            loop = with_settings(loop, settings)
+            recorder.continue_run(machine, {FORK_KEY: meta})
+            if resumed_at.compact_requested:
+                loop.request_compaction()
+            await _finish_exchange(
+                loop, recorder, resumed_at, ResumeResult(resumed_at, None, target)
+            )
+            if edits.inject is not None:
+                message = Message.user(edits.inject)
+                machine.inject(message)
+                recorder.feed("inject", {"message": message}, machine)
+            return await loop.run(None, cancel)
+        finally:
+            writer.close()
+
+    result = asyncio.run(go())
     return ForkResult(target, parent, point, replayed, result, listed, notes=resumed_at.notes)
-
-
-@contextlib.contextmanager
-def _temporary() -> Iterator[str]:
-    """A temporary file for the prefix being verified, removed afterwards."""
-    fd, name = tempfile.mkstemp(prefix=".fork-prefix-", suffix=".jsonl")
-    os.close(fd)
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)

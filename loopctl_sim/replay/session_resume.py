@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from loopctl_sim.replay.continuation import ResumeResult, resume_trace_async
+from loopctl_sim.replay.continuation import ResumeResult, resume_trace
 from loopctl_sim.replay.resume import ResumeError, resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.sim.session import LiveSession, drive_session, recorded_turns
 from loopctl_sim.sim.users import SimUser
 from loopctl_sim.trace import TraceRecorder, TraceWriter, is_gzip_name
 
-__all__ = ["SessionResume", "resume_session", "resume_session_async"]
+__all__ = ["SessionResume", "resume_session"]
 
 
 @dataclass
@@ -38,8 +38,8 @@ class SessionResume:
 
     finished: ResumeResult | None
     turns_before: int
-    rest: LiveSession = field(default_factory=LiveSession)
-    trace: str = ""
+    rest: LiveSession
+    trace: str
 
     def summary(self) -> str:
         first = self.finished.summary() if self.finished is not None else "no run was under way"
@@ -51,18 +51,6 @@ class SessionResume:
 
 
 def resume_session(
-    path: str | os.PathLike[str],
-    agent: str | AgentFactory,
-    user: SimUser,
-    *,
-    cwd: str | os.PathLike[str] | None = None,
-    max_runs: int = 50,
-) -> SessionResume:
-    """``resume_session_async`` for scripts without an event loop."""
-    return asyncio.run(resume_session_async(path, agent, user, cwd=cwd, max_runs=max_runs))
-
-
-async def resume_session_async(
     path: str | os.PathLike[str],
     agent: str | AgentFactory,
     user: SimUser,
@@ -84,7 +72,7 @@ async def resume_session_async(
     finished: ResumeResult | None = None
     machine = point.machine
     if machine.started and not (machine.is_terminal and machine.finalized):
-        finished = await resume_trace_async(source, agent, cwd=cwd)
+        finished = resume_trace(source, agent, cwd=cwd)
         machine = finished.point.machine
     elif not machine.started:
         raise ResumeError(
@@ -92,14 +80,11 @@ async def resume_session_async(
         )
     factory = load_agent(agent, cwd=cwd)
     name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
-    resumed = SessionResume(finished, len(turns), trace=source)
-    writer = TraceWriter(source, append=True)
-    recorder = TraceRecorder(writer, metadata={"agent": str(name)})
+    recorder = TraceRecorder(TraceWriter(source, append=True), metadata={"agent": str(name)})
     try:
         loop = build_agent(factory, observers=[recorder], machine=machine)
-        resumed.rest = await drive_session(
-            loop, user, recorder=recorder, start=len(turns), max_runs=max_runs
-        )
+        drive = drive_session(loop, user, recorder=recorder, start=len(turns), max_runs=max_runs)
+        rest = asyncio.run(drive)
     finally:
         recorder.close()
-    return resumed
+    return SessionResume(finished, len(turns), rest, source)
