@@ -24,12 +24,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from loopctl_sim.replay.fork_edits import trace_sha256
 from loopctl_sim.replay.report import bounded_diff, unified_diff
 from loopctl_sim.sim.session import run_at
-from loopctl_sim.trace import Record, TraceReader, lines_of, open_for_reading
+from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 
-__all__ = ["Branch", "TraceDiff", "comparable", "diff_traces", "fork_branch"]
+__all__ = ["Branch", "TraceDiff", "comparable", "diff_traces", "fork_branch", "positions"]
 
 
 @dataclass(frozen=True)
@@ -146,17 +148,64 @@ def comparable(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _normalized(record: Record) -> dict[str, Any]:
-    return comparable(record.model_dump(mode="json"))
-
-
 def _stream(
-    reader: TraceReader, skip: frozenset[str], branch: Branch | None = None, side: str = ""
-) -> Iterator[tuple[int, Record]]:
+    reader: TraceReader, skip: frozenset[str], branch: Branch | None, side: str, outcomes: list[Any]
+) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line, seq, comparable JSON) of the records compared; every run's outcome in ``outcomes``
+    (None for a run that never reached its end record)."""
+    open_run = False
     for line, record in reader.numbered():
+        if isinstance(record, HeaderRecord) and not (record.snapshot and record.snapshot.started):
+            if open_run:
+                outcomes.append(None)
+            open_run = True
+        elif isinstance(record, EndRecord):
+            outcomes.append(None if record.outcome is None else to_jsonable_python(record.outcome))
+            open_run = False
         if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue
-        yield line, record
+        yield line, record.seq, comparable(record.model_dump(mode="json"))
+    if open_run:
+        outcomes.append(None)
+
+
+def positions(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    branch: Branch | None,
+    *,
+    ignore_io: bool = False,
+    brain_only: bool = False,
+    outcomes: tuple[list[Any], list[Any]] | None = None,
+) -> Iterator[TraceDiff | None]:
+    """Every position compared, in order: None where the two records agree, else where they
+    differ (``None`` on the side that has no record there). ``outcomes`` collects each side's
+    runs' outcomes."""
+    skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
+    ra, rb = TraceReader(a), TraceReader(b)
+    outcomes_a, outcomes_b = outcomes or ([], [])
+    ia = _stream(ra, skip, branch, "a", outcomes_a)
+    ib = _stream(rb, skip, branch, "b", outcomes_b)
+    while True:
+        na, nb = next(ia, None), next(ib, None)
+        if na is None and nb is None:
+            return
+        da = None if na is None else na[2]
+        db = None if nb is None else nb[2]
+        if da == db:
+            yield None
+            continue
+        yield TraceDiff(
+            seq_a=None if na is None else na[1],
+            line_a=None if na is None else na[0],
+            seq_b=None if nb is None else nb[1],
+            line_b=None if nb is None else nb[0],
+            expected=da,
+            actual=db,
+            path_a=ra.path,
+            path_b=rb.path,
+            branch=branch,
+        )
 
 
 def diff_traces(
@@ -167,25 +216,5 @@ def diff_traces(
     brain_only: bool = False,
 ) -> TraceDiff | None:
     """None when the traces hold the same records; else where they first differ."""
-    skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
-    ra, rb = TraceReader(a), TraceReader(b)
-    branch = fork_branch(a, b)
-    ia, ib = _stream(ra, skip, branch, "a"), _stream(rb, skip, branch, "b")
-    while True:
-        na, nb = next(ia, None), next(ib, None)
-        if na is None and nb is None:
-            return None
-        da = None if na is None else _normalized(na[1])
-        db = None if nb is None else _normalized(nb[1])
-        if da != db:
-            return TraceDiff(
-                seq_a=None if na is None else na[1].seq,
-                line_a=None if na is None else na[0],
-                seq_b=None if nb is None else nb[1].seq,
-                line_b=None if nb is None else nb[0],
-                expected=da,
-                actual=db,
-                path_a=ra.path,
-                path_b=rb.path,
-                branch=branch,
-            )
+    found = positions(a, b, fork_branch(a, b), ignore_io=ignore_io, brain_only=brain_only)
+    return next((d for d in found if d is not None), None)

@@ -13,22 +13,17 @@ as their escapes), in the sentences, the field tables, the diff and the outcomes
 A comparison (``diff``) shows the first differing record as ``TraceDiff.report`` always has, its
 differing fields, how many records differ in all, and the two traces' outcomes side by side.
 
-``loopctl_sim.replay.diff_traces`` stops at the first differing record; a person comparing two
-runs also wants to know whether that was the only one and whether the runs ended the same way.
-One streaming pass over both traces (memory stays flat) counts, position by position, the
-records that differ under the same rules as ``diff_traces`` (times ignored; ``ignore_io``,
-``brain_only``) and collects every run's outcome; the first difference is reported as the
-``TraceDiff`` that ``diff_traces`` gives (a test pins that they agree).
+``compare_traces`` walks both traces whole (``replay.diff.positions``, the walk
+``diff_traces`` stops early): a person comparing two runs also wants to know whether the first
+difference was the only one and whether the runs ended the same way.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_core import to_jsonable_python
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +31,7 @@ from rich.text import Text
 
 from loopctl.terminal import visible
 from loopctl_sim.replay import Divergence, TraceDiff
-from loopctl_sim.replay.diff import Branch, comparable, fork_branch
+from loopctl_sim.replay.diff import Branch, fork_branch, positions
 from loopctl_sim.replay.report import MAX_DIFF_LINES, MAX_DIFF_WIDTH
 from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
@@ -83,33 +78,6 @@ class TraceComparison:
         }
 
 
-def _stream(
-    reader: TraceReader,
-    skip: frozenset[str],
-    outcomes: list[Any],
-    branch: Branch | None = None,
-    side: str = "",
-) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(line, seq, comparable JSON) of the records compared; every run's outcome on the side."""
-    open_run = False
-    for line, record in reader.numbered():
-        if record.type == "header":
-            resume = bool(getattr(getattr(record, "snapshot", None), "started", False))
-            if not resume:
-                if open_run:
-                    outcomes.append(None)  # a run that never reached its end record
-                open_run = True
-        elif record.type == "end":
-            outcome = getattr(record, "outcome", None)
-            outcomes.append(None if outcome is None else to_jsonable_python(outcome))
-            open_run = False
-        if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
-            continue
-        yield line, record.seq, comparable(record.model_dump(mode="json"))
-    if open_run:
-        outcomes.append(None)
-
-
 def compare_traces(
     a: str | os.PathLike[str],
     b: str | os.PathLike[str],
@@ -118,35 +86,18 @@ def compare_traces(
     brain_only: bool = False,
 ) -> TraceComparison:
     """Compare the traces at ``a`` and ``b`` whole (``TraceFormatError`` if one is unreadable)."""
-    skip = frozenset({"io", "header"} if brain_only else {"io"} if ignore_io else ())
-    ra, rb = TraceReader(a), TraceReader(b)
-    result = TraceComparison(ra.path, rb.path, branch=fork_branch(a, b))
-    ia = _stream(ra, skip, result.outcomes_a, result.branch, "a")
-    ib = _stream(rb, skip, result.outcomes_b, result.branch, "b")
-    while True:
-        na, nb = next(ia, None), next(ib, None)
-        if na is None and nb is None:
-            return result
+    result = TraceComparison(TraceReader(a).path, TraceReader(b).path, branch=fork_branch(a, b))
+    outcomes = (result.outcomes_a, result.outcomes_b)
+    for found in positions(
+        a, b, result.branch, ignore_io=ignore_io, brain_only=brain_only, outcomes=outcomes
+    ):
         result.compared += 1
-        if na is None:
-            result.only_b += 1
-        elif nb is None:
-            result.only_a += 1
-        if (None if na is None else na[2]) == (None if nb is None else nb[2]):
-            continue
-        result.differing += 1
-        if result.first is None:
-            result.first = TraceDiff(
-                seq_a=None if na is None else na[1],
-                line_a=None if na is None else na[0],
-                seq_b=None if nb is None else nb[1],
-                line_b=None if nb is None else nb[0],
-                expected=None if na is None else na[2],
-                actual=None if nb is None else nb[2],
-                path_a=ra.path,
-                path_b=rb.path,
-                branch=result.branch,
-            )
+        if found is not None:
+            result.differing += 1
+            result.only_a += found.line_b is None
+            result.only_b += found.line_a is None
+            result.first = result.first or found
+    return result
 
 
 def policy_in_force(path: str | os.PathLike[str], seq: int) -> dict[str, Any] | None:
