@@ -1,25 +1,15 @@
 """Approving a change on purpose: a trace re-recorded with the agent's live results.
 
 ``update_trace(trace, agent)`` runs the user's agent again on the trace's inputs, as snapshot
-testing re-records a snapshot (syrupy's ``--snapshot-update``): its tools, hooks, middleware and
-compactor run live and a new trace is written over the old one. The model is the one thing that
-cannot run again, so its answers are kept from the old trace, request by request, as long as the
-agent's requests still match the recorded ones (the same digest: the same context and the same
-conversation). Where a request no longer matches, the update stops, leaves the old trace as it
-was, and says which record needs a real model (``force=True`` answers it with the recorded
-reply anyway, and counts how many it did).
+testing re-records a snapshot (syrupy's ``--snapshot-update``). The model is the one thing that
+cannot run again, so its answers are kept from the old trace while the agent's requests still
+match the recorded ones (the same digest); where one no longer matches, the update stops and
+names the record that needs a real model (``force=True`` answers it with the recorded reply).
 
-Traces whose runs were cancelled, injected into or crashed by the world are not updated: those
-events came from outside the agent, and the new run could not place them faithfully.
-
-A trace whose last run ended by an exception escaping it (its end record's ``error``) is updated
-when the agent raises the same exception again: the new trace ends the same way. Any other
-exception out of the agent's run leaves the trace as it was, and the result says which.
-
-The new trace is written to a temporary file beside the old one (``<name>.<pid>-<random>
-.loopctl-tmp``, ``loopctl_sim.trace.files.temporary_beside``) and replaces it only once whole:
-an update that fails, or is killed, leaves the old trace as it was, and the next update removes
-the file a killed one left.
+Runs cancelled, injected into or crashed by the world are not updated: those events came from
+outside the agent, and the new run could not place them. A run that ended by an exception is
+updated when the agent raises the same one again. The new trace replaces the old one only once
+whole (``trace.files.temporary_beside``): an update that fails or is killed leaves it as it was.
 """
 
 from __future__ import annotations
