@@ -57,7 +57,12 @@ from loopctl.tools.messages import describe_exception
 
 __all__ = ["PROVIDERS", "CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
 
-PROVIDERS = ("openai", "anthropic", "ollama")
+_CLIENTS: dict[str, type[HttpProvider]] = {
+    "openai": OpenAIClient,
+    "anthropic": AnthropicClient,
+    "ollama": OllamaClient,
+}
+PROVIDERS = tuple(_CLIENTS)
 MAX_FILE_BYTES = 100_000
 
 # --- example tools ---------------------------------------------------------------------------
@@ -156,15 +161,11 @@ def make_client(
     *,
     base_url: str | None = None,
     http_client: httpx.AsyncClient | None = None,
-) -> OpenAIClient | AnthropicClient | OllamaClient:
+) -> HttpProvider:
     """The provider's client; raises ``MissingApiKeyError`` when its key is not set."""
-    if provider == "openai":
-        return OpenAIClient(model, base_url=base_url, http_client=http_client)
-    if provider == "anthropic":
-        return AnthropicClient(model, base_url=base_url, http_client=http_client)
-    if provider == "ollama":
-        return OllamaClient(model, base_url=base_url, http_client=http_client)
-    raise ValueError(f"unknown provider {provider!r}")
+    if provider not in _CLIENTS:
+        raise ValueError(f"unknown provider {provider!r}")
+    return _CLIENTS[provider](model, base_url=base_url, http_client=http_client)
 
 
 class _StderrLog(logging.Handler):
@@ -311,7 +312,7 @@ def run(
         metadata: dict[str, Any] = {"provider": provider, "model": model}
         if agent is None:  # a project's [tool.loopctl] agent is not this run's: replay says so
             metadata["builtin"] = "loopctl run"
-        if agent is not None:  # a --model is the command's, not the factory's: replay keeps it
+        else:  # a --model is the command's, not the factory's: replay keeps it
             given = {"agent": agent, "model_from": "--model"}
             metadata = {"agent": agent} if model is None else {**metadata, **given}
         try:

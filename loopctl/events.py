@@ -58,7 +58,8 @@ class Usage(BaseModel):
 
     @classmethod
     def total(cls, usages: Iterable[Usage]) -> Usage:
-        """The sum of ``usages`` (``Usage()`` for none), as ``+`` one by one would give it."""
+        """The sum of ``usages`` (``Usage()`` for none): the counts added, the last known
+        context size kept."""
         items = tuple(usages)
         context = next(
             (u.context_tokens for u in reversed(items) if u.context_tokens is not None), None
@@ -78,16 +79,7 @@ class Usage(BaseModel):
         return cls(context_tokens=tokens)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            context_tokens=other.context_tokens
-            if other.context_tokens is not None
-            else self.context_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-        )
+        return Usage.total((self, other))
 
 
 # --- the events -----------------------------------------------------------------------------
@@ -97,12 +89,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
-
-
 _INT: Final = (_is_int, "an int")
-_STR: Final = (_is_str, "a str")
+_STR: Final = (lambda v: isinstance(v, str), "a str")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,10 +10,6 @@ request (a server that ignores ``stream: true``) is read as a whole body, an eve
 answering a non-streaming one is parsed as a stream, and a content type neither fits (an HTML
 page from a proxy) is a clear, non-retried error. A missing or neutral type (``text/plain``)
 follows the request. A body that cannot be parsed says where (``_framing.Cursor``).
-
-Error records live in ``_errors``, framing in ``_framing``, base URLs and host names
-(endpoints, credentials in the URL, what errors may show, the provider's key and name) in
-``_urls``.
 """
 
 from __future__ import annotations
@@ -47,11 +43,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NEUTRAL = frozenset({"", "text/plain", "application/octet-stream"})
 
 
-def _media_type(response: httpx.Response) -> str:
-    value: str = response.headers.get("content-type", "")
-    return value.split(";", 1)[0].strip().lower()
-
-
 class OllamaArgs(TypedDict, total=False):
     """The keyword arguments every client takes (see the package docstring)."""
 
@@ -76,11 +67,9 @@ class ClientArgs(OllamaArgs, total=False):
 class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies.
 
-    ``info`` names the provider (from the base URL, see ``_hosts``); ``provider`` is the key
-    recorded in the reasoning and provider parts this client keeps and sends back. The
-    subclasses' constructors take the same arguments (``ClientArgs``; a few add their own),
-    resolved here: ``base_url`` from ``default_base_url()``, ``api_key`` from ``key_env`` when
-    not given (required when ``requires_key`` says so of the host).
+    The arguments (``ClientArgs``) are resolved here: ``base_url`` from ``default_base_url()``,
+    ``api_key`` from ``key_env`` when not given (required when ``requires_key`` says so of the
+    host); ``info`` names the provider and ``provider`` is its key (see ``_urls``).
     """
 
     info: ProviderInfo
@@ -149,10 +138,6 @@ class HttpProvider:
             await self._http.aclose()
             self._http = None
 
-    def endpoint(self, path: str) -> str:
-        """The URL of ``path`` under the base URL (paths joined, the base URL's query kept)."""
-        return self._base.endpoint(path)
-
     @property
     def secrets(self) -> tuple[str, ...]:
         """What no error of this client may show: its key, the base URL's credentials, and the
@@ -164,8 +149,8 @@ class HttpProvider:
 
     # subclass hooks
     def url(self) -> str:
-        """Where requests go: ``path`` under the base URL."""
-        return self.endpoint(self.path)
+        """Where requests go: ``path`` under the base URL (its query kept)."""
+        return self._base.endpoint(self.path)
 
     def headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -269,7 +254,7 @@ class HttpProvider:
     async def _reads_as_stream(self, response: httpx.Response) -> bool:
         """Whether to parse the response as a stream: its content type decides (see the module
         docstring); a type no parser fits is an ``unexpected_content`` error."""
-        media = _media_type(response)
+        media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media in self.stream_types:
             return True
         if media == "application/json" or media.endswith("+json"):

@@ -96,13 +96,8 @@ def parse_retry_hints(
                     when = when.replace(tzinfo=UTC)
                 current = now if now is not None else datetime.now(UTC)
                 retry_after = max(0.0, (when - current).total_seconds())
-    should_retry: bool | None = None
     flag = lower.get("x-should-retry", "").strip().lower()
-    if flag == "true":
-        should_retry = True
-    elif flag == "false":
-        should_retry = False
-    return retry_after, should_retry
+    return retry_after, {"true": True, "false": False}.get(flag)
 
 
 # --- classification --------------------------------------------------------------------------

@@ -146,12 +146,6 @@ _HOSTS: Final[dict[str, tuple[str, str]]] = {
     "dashscope-intl.aliyuncs.com": ("dashscope", "Alibaba Cloud Model Studio"),
 }
 _NAMES: Final = {key: name for key, name in _HOSTS.values()} | {"ollama": "Ollama"}
-#: The family's own host: its key carries no suffix there.
-_HOME: Final[dict[Family, str]] = {
-    "chat": "openai",
-    "anthropic": "anthropic",
-    "responses": "openai",
-}
 _SUFFIX: Final[dict[Family, str]] = {
     "chat": "",
     "anthropic": "/anthropic",
@@ -186,7 +180,7 @@ def identity(base_url: str, family: Family, explicit: str | None = None) -> tupl
         base, name = _HOSTS[host]
         if family == "responses" and base == "openai":
             key = "openai-responses"
-        elif _HOME.get(family) == base:
+        elif family == base == "anthropic":  # the family's own host: no suffix
             key = base
         else:
             key = base + _SUFFIX[family]

@@ -102,7 +102,7 @@ class Tool(Generic[P, R]):
         if timeout is not None and timeout <= 0:
             raise ValueError(f"tool '{self.name}': timeout must be positive, got {timeout}")
         self.raises = _expected(self.name, raises)
-        self.is_async = _is_async(fn)
+        self.is_async = inspect.iscoroutinefunction(_underlying(fn))
         if inline and self.is_async:
             raise ValueError(
                 f"tool '{self.name}': inline=True is for sync functions; an async tool always "
@@ -126,12 +126,8 @@ class Tool(Generic[P, R]):
             for field, p in self._fields
         )
         parameters = clean_schema(self.arguments_model.model_json_schema())
-        self._spec = ToolSpec(name=self.name, description=self.description, parameters=parameters)
-
-    @property
-    def spec(self) -> ToolSpec:
-        """What the model is told about this tool."""
-        return self._spec
+        #: What the model is told about this tool.
+        self.spec = ToolSpec(name=self.name, description=self.description, parameters=parameters)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -281,10 +277,6 @@ def describe_validation_error(tool_name: str, exc: ValidationError) -> str:
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(_underlying(fn))
 
 
 def _underlying(fn: Callable[..., Any]) -> Any:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from loopctl.api import ToolSpec
 from loopctl.observe import IoEvent, io_event, report_io
 from loopctl.tools.decorator import Tool, ToolArgumentsError, ToolError
-from loopctl.tools.mcp._connection import McpError, ThreadConnection, TransportWrapper
+from loopctl.tools.mcp._connection import McpError, ThreadConnection, TransportWrapper, sdk
 
 __all__ = ["McpBackend", "McpServer", "McpTool", "standing_in"]
 
@@ -167,7 +167,7 @@ class McpServer:
         """A session with the real server, whoever stands in (a watching harness's way in);
         ``transport`` wraps the SDK's transport instead of the server's own wrapper."""
         target = self._target
-        mcp = _sdk()  # without the extra: an ImportError that says how to install it
+        mcp = sdk()  # without the extra: an ImportError that says how to install it
         if isinstance(target, _StdioTarget):
             target = mcp.StdioServerParameters(
                 command=target.command, args=target.args, env=target.env, cwd=target.cwd
@@ -338,7 +338,7 @@ class McpTool(Tool[..., Any]):
         self.raises = (ToolError,)
         self.schema = schema
         self.fn = self._direct
-        self._spec = ToolSpec(name=name, description=description, parameters=schema)
+        self.spec = ToolSpec(name=name, description=description, parameters=schema)
 
     def _direct(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -390,12 +390,6 @@ def result_text(result: Mapping[str, Any]) -> tuple[str, bool]:
     if not content and "structuredContent" in result:
         return json.dumps(result["structuredContent"], ensure_ascii=False), is_error
     return json.dumps(content, ensure_ascii=False), is_error
-
-
-def _sdk() -> Any:
-    from loopctl.tools.mcp._connection import sdk
-
-    return sdk()
 
 
 _OPEN: weakref.WeakSet[McpServer] = weakref.WeakSet()
