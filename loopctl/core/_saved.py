@@ -51,19 +51,6 @@ from loopctl.core.snapshot import (
 )
 from loopctl.core.steps import AwaitingCompaction, AwaitingModel, AwaitingTools, Start, Terminal
 
-__all__ = [
-    "Brain",
-    "SavedForm",
-    "canonical_json",
-    "checksum",
-    "restore",
-    "restored",
-    "restored_json",
-    "sealed",
-    "snapshot",
-    "summary_values",
-]
-
 #: The JSON up to the first message: the content's in version 1 and in version 2, a sealed text's.
 _HEADS: Final = tuple(
     f'{{"format":"{SNAPSHOT_FORMAT}","version":{v},"history":['.encode()

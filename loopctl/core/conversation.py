@@ -19,8 +19,6 @@ from pydantic_core import core_schema
 
 from loopctl.core.messages import Message
 
-__all__ = ["Conversation", "Pending"]
-
 
 def _refuse_edit(*args: object, **kwargs: object) -> NoReturn:
     raise TypeError("pending only grows by appending; replace it with a new Pending instead")

@@ -15,8 +15,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ErrorKind", "LoopError", "LoopctlError", "ProtocolError"]
-
 ErrorKind = Literal[
     "network",
     "timeout",

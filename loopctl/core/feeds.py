@@ -20,24 +20,6 @@ from typing import Any, ClassVar, Final, Literal, get_args
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import Message
 
-__all__ = [
-    "FEEDS",
-    "FEED_TYPES",
-    "AcceptInput",
-    "Cancel",
-    "CommitPending",
-    "CompactionNoop",
-    "CompactionResult",
-    "DiscardPending",
-    "Fail",
-    "Feed",
-    "FeedName",
-    "Inject",
-    "ModelResponse",
-    "SetContextTokens",
-    "ToolResults",
-]
-
 FeedName = Literal[
     "accept_input",
     "model_response",

@@ -24,8 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from loopctl.core.messages import ToolCall
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
-__all__ = ["LoopVerdict", "LoopWindow", "call_key", "judge_keys"]
-
 # The C encoder, built once with the options of ``json.dumps(sort_keys=True, separators=(",", ":"),
 # default=str, allow_nan=False)``: ``json.dumps`` and ``JSONEncoder.encode`` build a new one on
 # every call, which was half the cost of a key. NaN and infinity are refused: JSON cannot hold them.

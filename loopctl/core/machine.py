@@ -73,8 +73,6 @@ from loopctl.core.steps import (
 )
 from loopctl.core.values import parts_problem
 
-__all__ = ["STATES", "STEP_TRANSITIONS", "TRANSITIONS", "LoopMachine", "is_count"]
-
 
 class Transition(NamedTuple):
     handler: str

@@ -20,17 +20,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "Message",
-    "Part",
-    "ProviderPart",
-    "Role",
-    "TextPart",
-    "ThinkingPart",
-    "ToolCall",
-    "ToolResult",
-]
-
 Role = Literal["system", "user", "assistant"]
 
 

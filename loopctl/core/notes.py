@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from loopctl.core.messages import ToolCall, ToolResult
 
-__all__ = ["LOOP_NOTE", "loop_note", "not_available"]
-
 LOOP_NOTE = (
     "[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give your "
     "final answer. A further repeat ends the run."

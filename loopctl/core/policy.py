@@ -11,8 +11,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["MAX_LOOP_WINDOW", "LoopAction", "MachinePolicy"]
-
 #: The brain keeps at most this many recorded calls; ``loop_window`` may not exceed it.
 MAX_LOOP_WINDOW = 64
 

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 
 from loopctl.core.messages import Message
 
-__all__ = ["coherence_problem", "coherent_prefix_length"]
-
 
 def coherent_prefix_length(pending: Sequence[Message]) -> int:
     """Length of the longest prefix of ``pending`` that ends right after a complete exchange.

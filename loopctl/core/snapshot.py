@@ -53,16 +53,6 @@ from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 from loopctl.core.values import value_problem
 
-__all__ = [
-    "SNAPSHOT_FORMAT",
-    "SNAPSHOT_VERSION",
-    "SNAPSHOT_VERSIONS",
-    "Exchange",
-    "MachineSnapshot",
-    "nonfinite_problem",
-    "snapshot_problem",
-]
-
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
 #: The newest format version: what a saved brain is written in (its content, sealed).
 SNAPSHOT_VERSION: Final = 3

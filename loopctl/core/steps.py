@@ -20,27 +20,6 @@ from pydantic import ConfigDict, Field
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
 
-__all__ = [
-    "AwaitingCompaction",
-    "AwaitingModel",
-    "AwaitingTools",
-    "CallLLM",
-    "CallTools",
-    "Cancelled",
-    "Compact",
-    "CompactReason",
-    "Completed",
-    "Done",
-    "Failed",
-    "MachineOutcome",
-    "MachineState",
-    "MachineStep",
-    "MaxTurnsExceeded",
-    "Start",
-    "StateKind",
-    "Terminal",
-]
-
 #: The states the brain sits in (a state's ``kind``); ``loopctl.core.machine``'s tables are keyed
 #: by them.
 StateKind = Literal["start", "awaiting_model", "awaiting_tools", "awaiting_compaction", "terminal"]

@@ -18,8 +18,6 @@ import math
 from collections.abc import Iterable
 from typing import Any, Final
 
-__all__ = ["MAX_NESTING", "parts_problem", "value_problem"]
-
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
 
