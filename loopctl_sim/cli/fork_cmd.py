@@ -1,16 +1,10 @@
 """``loopctl-sim fork``: what if the run had gone otherwise from step N.
 
-    loopctl-sim fork trip.jsonl --turn 2 --agent mypkg.agent:build \\
-        --provider openai --model gpt-4o-mini --inject "Make it Rome instead" -o rome.jsonl
-    loopctl-sim fork trip.jsonl --at 17 --agent mypkg.agent:build --client tests.models:scripted \\
-        --tool-result call_1="0 seats left" -o sold_out.jsonl
-
-The prefix (the records up to the branch point) is replayed against the agent as
-``replay --agent`` replays a trace; a prefix that no longer replays is reported as that
-replay's divergence and nothing is written. Then the run goes on live with the model given
-(``--provider/--model/--base-url`` as ``loopctl run`` takes them, or ``--client MODULE:FACTORY``,
-a function returning an ``ApiClient``: a scripted or function client) and is recorded into
-``-o``, which names its parent. See ``loopctl_sim.replay.fork``.
+The prefix (the records up to the branch point) is replayed against the agent as ``replay
+--agent`` replays a trace; a prefix that no longer replays is reported as that replay's
+divergence and nothing is written. Then the run goes on live with the model given
+(``--provider/--model/--base-url``, or ``--client MODULE:FACTORY`` returning an ``ApiClient``)
+and is recorded into ``-o``, which names its parent (``loopctl_sim.replay.fork``).
 
 Exit codes: 0 the forked run completed; 1 the prefix diverged (nothing written) or the run ended
 otherwise; 2 a bad branch point (the nearest valid ones are named), edit or argument, an

@@ -1,16 +1,10 @@
 """``loopctl-sim fuzz``: a seeded fault-injection campaign, its failures and their reproducers.
 
-Three targets: the built-in world at machine level (the default), the same world through the
-real driver (``--level driver``), or the user's own agent (``--agent mypkg.agent:build``, or
-``[tool.loopctl] agent`` in pyproject.toml; ``--builtin`` ignores that).
-
-With ``--user-turns N`` (or ``--user MODULE:MAKE_USER``, ``--repeat K``) an agent's seeds are
-sessions of N user turns, checked across their runs, in this process
-(``loopctl_sim.cli.session_cmd``).
-
-Where the seeds run: this process, ``--workers N`` processes, or a Dask cluster (``--cluster
-tcp://host:8786``, or ``--cluster local:N``: ``loopctl_sim.fuzz.cluster``); ``--state FILE``
-makes the campaign resumable (``loopctl_sim.fuzz.state``). The results are the same everywhere.
+Targets: the built-in world (``--level machine|driver``) or the user's agent (``--agent``, or
+``[tool.loopctl] agent``; ``--builtin`` ignores that); with ``--user-turns``, ``--user`` or
+``--repeat``, an agent's sessions (``loopctl_sim.cli.session_cmd``, in this process). The seeds
+run here, in ``--workers N`` processes or on a Dask ``--cluster``; ``--state FILE`` makes the
+campaign resumable. The results are the same everywhere.
 
 Exit 0 when every seed passes, 1 when any fails, 2 on bad arguments (or an agent or check that
 cannot be loaded, here or on a worker; a state file of another campaign; a scheduler that cannot

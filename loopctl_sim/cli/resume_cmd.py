@@ -1,28 +1,20 @@
 """``loopctl-sim resume``: finish a run whose process died, from its trace.
 
-    loopctl-sim resume run.jsonl --agent mypkg.agent:build
-    loopctl-sim resume run.jsonl.gz --out finished.jsonl.gz
-    loopctl-sim resume run.jsonl --agent mypkg.agent:build --model gpt-4o-mini
+The brain is rebuilt from the trace (its last periodic snapshot, then the records after it) and
+put into the agent the factory builds today, which runs the rest live; the continuation is
+recorded in the trace (or ``--out``). A tool whose result the trace holds is not run again
+(``loopctl_sim.replay.continuation``).
 
-The brain is rebuilt from the trace (cut anywhere: the last periodic snapshot, if the run was
-recorded with ``--snapshot-every``, then the records after it) and put into the agent the factory
-builds today, which runs the rest of the run live; the continuation is recorded in the trace (or
-in ``--out``). A tool whose result the trace holds is not run again. See
-``loopctl_sim.replay.continuation``.
+The model goes on as the run had it. A run whose model ``loopctl run`` named (its header's
+``"model_from": "--model"``, or ``"builtin"``) goes on with a client of the recorded provider
+and model, its key from the environment; it is refused, in one line, when that client cannot
+be built or would reach another endpoint than the trace's requests did.
+``--provider/--model/--base-url`` name the client for any trace. A run of the built-in agent
+goes on with it (its tools, recorded system prompt and turn limit) unless ``--agent`` is named.
 
-The model goes on as the run had it. A run whose model was named on ``loopctl run``'s command
-line (its header says ``"model_from": "--model"``, or ``"builtin": "loopctl run"`` for the
-built-in agent) goes on with a client of the recorded provider and model, its key from the
-environment as ``loopctl run`` takes it; it is refused, in one line, when that client cannot be
-built (no key, no model named) or would reach another endpoint than the trace's requests did
-(give ``--base-url``). ``--provider/--model/--base-url`` name the client as ``loopctl run``
-does, for any trace. A run of the built-in agent goes on with the built-in agent (its tools,
-the recorded system prompt and turn limit) unless ``--agent`` is named.
-
-Exit codes: 0 the run completed (or had ended: nothing to resume); 1 it ended otherwise, or the
-trace's brain and today's engine disagree (the message names the record); 2 an unreadable trace
-(``file:line``), an agent that cannot be built, a bad argument. Ctrl-C cancels the resumed run
-(its trace ends with the cancel), a second Ctrl-C aborts.
+Exit codes: 0 the run completed (or had ended); 1 it ended otherwise, or the trace's brain and
+today's engine disagree; 2 an unreadable trace, an agent that cannot be built, a bad argument.
+Ctrl-C cancels the resumed run (its trace ends with the cancel), a second Ctrl-C aborts.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
-"""Sessions on the command line: ``loopctl-sim fuzz --user-turns N`` (and ``--user``,
-``--repeat``), whose campaign runs here, and ``loopctl-sim session``, which runs a session
-scenario file or finishes a session whose process died.
+"""Sessions on the command line: the campaign of ``loopctl-sim fuzz --user-turns N`` (``--user``,
+``--repeat``), and ``loopctl-sim session``.
 
-A session campaign (``loopctl_sim.fuzz.sessions``) runs its seeds in this process, one after
-the other: a session is a few runs in a row. For each failing seed it writes the failing
-session's trace (``session-SEED.jsonl``), shrinks it (``loopctl_sim.fuzz.session_shrink``) and
-writes the shrunk session's trace and scenario (``session-SEED.shrunk.jsonl``,
-``session-SEED.scenario.yaml``), and prints the command that runs the scenario again. With
-``--repeat K`` every check's count of held repeats and its pass^k are printed.
+A session campaign (``loopctl_sim.fuzz.sessions``) runs its seeds in this process, one after the
+other. For each failing seed it writes the failing session's trace (``session-SEED.jsonl``),
+shrinks it (``loopctl_sim.fuzz.session_shrink``), writes the shrunk session's trace and scenario
+and prints the command that runs the scenario again; with ``--repeat K``, each check's pass^k.
 
-``loopctl-sim session SCENARIO --agent M:F`` runs a scenario file's session (its model
-explored or scripted, as the file says; a scenario file names an agent but runs only the one
-given with ``--agent``) into ``--trace``, and checks it as the campaign checks a seed (exit 1
-when a check fails). ``loopctl-sim session --resume TRACE --agent M:F`` finishes the session
-in TRACE with the agent's own model (``loopctl_sim.replay.session_resume``), the user's turns
-after the trace's from the scenario file (``--scenario``) or ``--user MODULE:MAKE_USER --seed``.
+``loopctl-sim session SCENARIO --agent M:F`` runs a scenario file's session (with the agent the
+command line names, never the file's alone) and checks it as the campaign checks a seed;
+``--resume TRACE`` finishes a session whose process died (``loopctl_sim.replay.session_resume``),
+the user's later turns from the scenario file or ``--user MODULE:MAKE_USER --seed``.
 """
 
 from __future__ import annotations

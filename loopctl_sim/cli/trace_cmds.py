@@ -2,17 +2,13 @@
 replaying them.
 
 ``show`` exits 0 or 2; ``diff`` 0 when the traces hold the same records, 1 when they differ, 2
-when one cannot be read; ``schema`` 0. Output goes through ``loopctl_sim.view.term``'s console:
-colour on a terminal only (never with ``NO_COLOR``), wrapped to the terminal's width.
+when one cannot be read; ``schema`` 0. Output goes through ``loopctl_sim.view.term``'s console.
 
 ``html`` writes the trace as one self-contained HTML timeline; ``otel`` as OpenTelemetry GenAI
-spans, OTLP/JSON to a file (or stdout) or to a collector's OTLP/HTTP endpoint, so a bug report's
-trace opens in the team's tracing backend. Both exit 0 when written (or accepted), 2 with one
-line saying why not (an unreadable trace, a missing ``otel`` extra, a refusing endpoint, an
-unwritable output). A page or ``-o`` file is written beside its target and renamed over it, so a
-failed write leaves an old one whole. Nothing ``otel`` prints holds the endpoint's secrets: its
-``user:pass@`` and the ``--header`` values are replaced by ``[REDACTED]`` in every line, a
-collector's echo of them included.
+spans (OTLP/JSON to a file, stdout or a collector's OTLP/HTTP endpoint). Both exit 0 when written
+(or accepted), 2 with one line saying why not. A page or ``-o`` file is written beside its target
+and renamed over it, so a failed write leaves an old one whole. Nothing ``otel`` prints holds the
+endpoint's secrets (its ``user:pass@``, the ``--header`` values, a collector's echo of them).
 """
 
 from __future__ import annotations

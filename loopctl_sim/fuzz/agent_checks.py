@@ -1,20 +1,11 @@
-"""The checks run on one case of the user's own agent, at driver level; the first failure is
-reported, as for the built-in world (``loopctl_sim.fuzz.checks``):
+"""The checks of one case of the user's own agent, at driver level: ``checks.run_checks`` in the
+order of ``loopctl_sim.fuzz.checks``, with what an agent adds:
 
-1. **invariants** after every step and feed of the real loop (``DriverChecker``), exact resume
-   at every crash;
-2. **nothing escapes the run**: an exception out of ``run()``, or one the dispatcher turned into
-   an error result unless the tool declared it (``@tool(raises=...)``; ``CrashWatch``);
-3. **no tool call runs twice**, except one a crash interrupted after it ran;
-4. **liveness**: the faulted run ends within a bound of steps, and a *heal* run after it
-   completes, unless the faults left the context over the compaction line;
-5. **the user's checks** (``module:function``) on the run's result and trace;
-6. **determinism**: a second run's trace must be equal byte for byte. Where the first
-   difference is a tool's result, the agent's tools are not deterministic: a failure only when
-   they were declared deterministic; otherwise a note, and the crash check (which needs the same
-   run twice) is skipped;
-7. **crash/restore**: one more crash at a random step; outcome, history and final digest must
-   equal the uninterrupted run's.
+- **nothing escapes the run**: an exception out of ``run()``, or one the dispatcher turned into
+  an error result unless the tool declared it (``@tool(raises=...)``; ``CrashWatch``);
+- **no tool call runs twice**, except one a crash interrupted after it ran;
+- **determinism**: where two runs' traces first differ at a tool's result, the tools are not
+  deterministic: a failure only when they were declared so; otherwise a note, and no crash check.
 
 ``scripted`` turns a failing case's run into the same scenario with the exploring model's
 replies written out: what the shrinker cuts down and what a reproducer holds.

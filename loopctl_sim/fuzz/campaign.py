@@ -41,7 +41,7 @@ from loopctl_sim.fuzz.executors import (
     in_processes,
     run_here,
 )
-from loopctl_sim.fuzz.shrink import ShrinkResult, shrink_scenario
+from loopctl_sim.fuzz.shrink import shrink_scenario
 from loopctl_sim.fuzz.state import CampaignState, CampaignSummary
 from loopctl_sim.fuzz.user_checks import load_check
 from loopctl_sim.sim.agent import AgentError
@@ -112,23 +112,16 @@ _FIRST_RUN: Final = frozenset(
 )
 
 
-def _oracle_config(config: FuzzConfig, failure: Failure) -> FuzzConfig:
+def _fails_alike(case: FuzzCase, candidate: Scenario, failure: Failure, config: FuzzConfig) -> bool:
+    """The shrinker's oracle: ``candidate`` fails as ``failure`` did, checked only as far as
+    that failure needs (a first-run failure needs no twin and no crash variant)."""
     quiet = dataclasses.replace(config, shrink=False)
     if failure.kind in _FIRST_RUN:
-        return dataclasses.replace(quiet, check_determinism=False, check_crash=False)
-    if failure.kind == "nondeterminism":
-        return dataclasses.replace(quiet, check_crash=False)
-    return quiet
-
-
-def _shrink(case: FuzzCase, base: Scenario, failure: Failure, config: FuzzConfig) -> ShrinkResult:
-    quiet = _oracle_config(config, failure)
-
-    def fails(candidate: Scenario) -> bool:
-        found = check(case, candidate, quiet).failure
-        return found is not None and found.signature == failure.signature
-
-    return shrink_scenario(base, fails, max_tests=config.max_shrink_tests)
+        quiet = dataclasses.replace(quiet, check_determinism=False, check_crash=False)
+    elif failure.kind == "nondeterminism":
+        quiet = dataclasses.replace(quiet, check_crash=False)
+    found = check(case, candidate, quiet).failure
+    return found is not None and found.signature == failure.signature
 
 
 def run_seed(seed: int, config: FuzzConfig = DEFAULT_CONFIG, out: str | None = None) -> CaseResult:
@@ -196,20 +189,18 @@ def write_files(out: str, files: Mapping[str, str]) -> list[str]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"--out {folder}: cannot create the folder: {_reason(exc)}") from None
+        raise OutputError(
+            f"--out {folder}: cannot create the folder: {exc.strerror or exc}"
+        ) from None
     paths = []
     for name, text in files.items():
         path = folder / name
         try:
             write_atomically(path, text)
         except OSError as exc:
-            raise OutputError(f"{path}: cannot write: {_reason(exc)}") from None
+            raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
         paths.append(str(path))
     return paths
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
 
 
 def _saved(
@@ -222,10 +213,9 @@ def _saved(
     if text == scenario_yaml(small, scrubbed=False):
         return text
     saved = Scenario.model_validate(safe_yaml(text))
-    again = check(case, saved, _oracle_config(config, failure)).failure
     if _SCRUBBED not in result.notes:
         result.notes.append(_SCRUBBED)
-    if again is None or again.signature != failure.signature:
+    if not _fails_alike(case, saved, failure, config):
         result.notes.append(
             "scrubbed, the shrunk scenario does not fail the same way: rerun the seed (rerun:) "
             "with the secret"
@@ -245,8 +235,7 @@ def _shrink_start(
     if case.scenario.agent is None:
         return case.scenario
     start = scripted(case.scenario, result.script)
-    again = check(case, start, _oracle_config(config, failure)).failure
-    if again is None or again.signature != failure.signature:
+    if not _fails_alike(case, start, failure, config):
         result.notes.append(
             "not shrunk: the run written out as a script does not fail the same way (the agent "
             "is not deterministic)"
@@ -258,7 +247,9 @@ def _shrink_start(
 def _shrunk(
     case: FuzzCase, start: Scenario, failure: Failure, config: FuzzConfig, result: CaseResult
 ) -> Scenario:
-    shrunk = _shrink(case, start, failure, config)
+    shrunk = shrink_scenario(
+        start, lambda c: _fails_alike(case, c, failure, config), max_tests=config.max_shrink_tests
+    )
     result.shrunk = shrunk.summary()
     small = shrunk.scenario.model_copy(
         update={"description": f"fuzz seed {case.seed}, shrunk ({shrunk.summary()}): {failure}"}

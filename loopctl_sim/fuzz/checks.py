@@ -31,7 +31,6 @@ from loopctl.core import (
     MachineOutcome,
     MachinePolicy,
     Message,
-    ProtocolError,
     ToolCall,
 )
 from loopctl_sim.fuzz.case import DEFAULT_CONFIG, FuzzCase, FuzzConfig
@@ -168,7 +167,7 @@ def _watched(event: object) -> None:
     """A watcher of the stream that does nothing: its presence makes the driver stream."""
 
 
-def _heal_world(scenario: Scenario, world: World) -> World:
+def _heal_world(world: World) -> World:
     tool = next(iter(world.tools)) if world.tools else "none"
     replies = [
         Message.assistant("One last check.", [ToolCall(id="heal_1", name=tool, arguments={})]),
@@ -189,9 +188,7 @@ def _failure_of(exc: BaseException) -> Failure:
             return Failure("livelock", "steps", str(exc))
         return Failure("exception", "SimulationError", str(exc))
     name = type(exc).__name__
-    if isinstance(exc, ProtocolError):
-        return Failure("exception", "ProtocolError", str(exc))
-    return Failure("exception", name, f"{name}: {exc}")
+    return Failure("exception", name, str(exc) if name == "ProtocolError" else f"{name}: {exc}")
 
 
 class _NothingSecret(Scrubber):
@@ -247,9 +244,8 @@ def _run_world(
         result = sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
         steps = result.steps
         if heal:
-            hw = _heal_world(scenario, world)
             heal_result = sim(
-                hw,
+                _heal_world(world),
                 machine=result.machine.next_run(),
                 writer=writer,
                 checked=checked,

@@ -43,11 +43,6 @@ class FuzzLoops:
 DEFAULT_LOOPS: Final = FuzzLoops()
 
 
-def loop_rng(seed: int) -> random.Random:
-    """The seed's own stream for loops, apart from the case's ``random.Random(seed)``."""
-    return random.Random(f"loopctl-fuzz-loops:{seed}")
-
-
 def _weighted(rng: random.Random, pairs: Sequence[tuple[_T, int]]) -> _T:
     return rng.choices([v for v, _ in pairs], weights=[w for _, w in pairs])[0]
 
@@ -103,7 +98,7 @@ def with_loops(
 ) -> tuple[list[ReplyScenario], PolicyScenario]:
     """``replies`` (the last one the final answer) and ``policy`` with seed ``seed``'s loop
     segment and loop policy, or both unchanged when the seed does not loop."""
-    rng = loop_rng(seed)
+    rng = random.Random(f"loopctl-fuzz-loops:{seed}")  # apart from the case's Random(seed)
     if rng.randrange(100) >= loops.looping or len(replies) < 2:
         return replies, policy
     w = loops.weights

@@ -81,31 +81,18 @@ def ddmin(
 
 @dataclass(frozen=True)
 class ShrinkResult:
-    """The smallest failing scenario found and what it took."""
+    """The smallest failing scenario found, the oracle runs it took, and where it started."""
 
     scenario: Scenario
     tests: int
-    replies_before: int
-    faults_before: int
-    tools_before: int = 0
-
-    @property
-    def replies(self) -> int:
-        return len(self.scenario.model)
-
-    @property
-    def faults(self) -> int:
-        return len(self.scenario.faults)
-
-    @property
-    def tools(self) -> int:
-        return len(self.scenario.tools)
+    original: Scenario
 
     def summary(self) -> str:
+        a, b = self.original, self.scenario
         return (
-            f"shrunk from {self.replies_before} replies, {self.faults_before} faults and "
-            f"{self.tools_before} tools to {self.replies} replies, {self.faults} faults and "
-            f"{self.tools} tools in {self.tests} runs"
+            f"shrunk from {len(a.model)} replies, {len(a.faults)} faults and {len(a.tools)} "
+            f"tools to {len(b.model)} replies, {len(b.faults)} faults and {len(b.tools)} tools "
+            f"in {self.tests} runs"
         )
 
 
@@ -210,10 +197,4 @@ def shrink_scenario(
             break
         best = lowered  # a fault now strikes earlier: replies it needed no longer may be
         units = _units(best)
-    return ShrinkResult(
-        scenario=best,
-        tests=budget.used,
-        replies_before=len(scenario.model),
-        faults_before=len(scenario.faults),
-        tools_before=len(scenario.tools),
-    )
+    return ShrinkResult(best, budget.used, scenario)

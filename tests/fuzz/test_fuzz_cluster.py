@@ -252,7 +252,7 @@ def test_a_job_that_cannot_set_up_on_a_worker_stops_the_campaign_with_one_error(
     missing = dataclasses.replace(config, checks=("no_such_module_here:check",))
     with pytest.raises(WorkerSetupError) as caught:
         fz.run_campaign(SEEDS, missing, executor=cluster, chunk_size=1)
-    assert "no_such_module_here" in caught.value.message and "on host" in caught.value.message
+    assert "no_such_module_here" in str(caught.value) and "on host" in str(caught.value)
 
 
 def unused_port() -> int:
