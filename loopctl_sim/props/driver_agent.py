@@ -151,8 +151,9 @@ class AgentRun:
         self.tools.registry = loop.registry
         loop = loop.replace(
             middleware=[*loop.middleware, self.tools.middleware],
-            observers=[*loop.observers, self.tools],
-            before_step=chain_before_step(loop.before_step, self.run_faults.before_step),
+            before_step=chain_before_step(
+                loop.before_step, self.run_faults.before_step, self.tools.before_step
+            ),
         )
         self.loop = loop
         return loop

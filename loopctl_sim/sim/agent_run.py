@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from loopctl.api import ModelRequest, Usage
 from loopctl.core import AwaitingTools, LoopMachine, MachinePolicy, Message, ToolCall, ToolResult
 from loopctl.driver import BareLoop, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
@@ -40,7 +39,6 @@ from loopctl_sim.sim.layers import (
     RunFaults,
     ScriptSource,
     ToolFaults,
-    UsageFn,
     chain_before_step,
     run_resuming,
 )
@@ -121,7 +119,7 @@ class AgentWorld:
     def source(self) -> ModelSource:
         """A fresh model source: the script when there is one, else the exploring model."""
         if self.script is not None:
-            return ScriptSource(ModelScript(list(self.script), tokens=self.tokens))
+            return ScriptSource(ModelScript(self.script, tokens=self.tokens), estimate=False)
         return ExploringClient(self.explore or 0, self.explore_config)
 
 
@@ -183,7 +181,7 @@ async def run_agent_async(
     plan = FaultPlan(world.faults)
     source = world.source()
     current: list[BareLoop] = []
-    usage = _scripted_usage(source, world.tokens) if isinstance(source, ScriptSource) else None
+    usage = source.usage if isinstance(source, ScriptSource) else None
     client = FaultyClient(source, plan, lambda: current[-1].policy(), usage=usage)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.scripted, exempt=world.exempt)
@@ -224,15 +222,16 @@ async def run_agent_async(
             tools.recorded = lambda call: (
                 recordings.answer(call) if modes(call.name) == "recorded" else None
             )
+        counting.inner = loop.compactor
         registry, default = loop.registry, loop.config.tool_timeout
         tools.timeout = lambda name: _timeout(registry, name, default)  # not the loop: a cycle
         hook = chain_before_step(
-            loop.before_step, run_faults.before_step, tools.step_hook, before_step
+            loop.before_step, run_faults.before_step, tools.before_step, before_step
         )
         built = loop.replace(
             machine=brain,
             middleware=[*loop.middleware, tools.middleware],
-            compactor=counting.compactor(loop.compactor),
+            compactor=counting,
             sleep=counting.sleep,
             rng=lambda: 0.0,
             before_step=hook,
@@ -332,18 +331,6 @@ def _in_flight(machine: LoopMachine, executions: Counter[str]) -> set[str]:
     if not isinstance(machine.state, AwaitingTools) or exchange is None:
         return set()
     return {c.id for c in exchange.dispatch if executions[c.id]}
-
-
-def _scripted_usage(source: ScriptSource, tokens: Sequence[int | None]) -> UsageFn:
-    """Usage only where the script gives a context count (else the agent's estimator counts)."""
-
-    def usage(request: ModelRequest, message: Message) -> Usage | None:
-        index = source.delivered
-        if index < len(tokens) and tokens[index] is not None:
-            return Usage.context(tokens[index])  # type: ignore[arg-type]
-        return None
-
-    return usage
 
 
 # --- recorded tools: answered from the user's own traces ------------------------------------

@@ -39,19 +39,6 @@ class LoopWatch(Protocol):
     def restarted(self, loop: BareLoop) -> BareLoop: ...
 
 
-class WorldClient(FaultyClient):
-    """A scripted ``ApiClient`` playing the world's model, with its model-side faults
-    (``FaultyClient`` over the world's script; every reply carries the script's context count).
-    """
-
-    def __init__(self, world: World, plan: FaultPlan | None = None) -> None:
-        policy = world.run_policy()
-        source = ScriptSource(world.model)
-        plan = plan or FaultPlan(world.faults)
-        super().__init__(source, plan, lambda: policy, usage=source.usage)
-        self.world = world
-
-
 async def simulate_driver_async(
     world: World,
     trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
@@ -73,8 +60,9 @@ async def simulate_driver_async(
     plan = FaultPlan(world.faults)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)
-    client = WorldClient(world, plan)
     policy = world.run_policy()
+    source = ScriptSource(world.model)
+    client = FaultyClient(source, plan, lambda: policy, usage=source.usage)
     run_config, session = configs_for(policy, world)
     meta = {
         "world": world.name,
@@ -86,10 +74,9 @@ async def simulate_driver_async(
     recorder = None
     if trace is not None:
         recorder = TraceRecorder(trace, metadata=meta, created=created, record_raised=agent_failure)
-    # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
-    counting = Counting()
-    hook = chain_before_step(run_faults.before_step, tools.step_hook, before_step)
+    counting = Counting(MiddleOutCompactor(world.keep_head, world.keep_tail))
+    hook = chain_before_step(run_faults.before_step, tools.before_step, before_step)
 
     def body(machine: LoopMachine) -> BareLoop:
         return BareLoop(
@@ -98,7 +85,7 @@ async def simulate_driver_async(
             run_config,
             session,
             machine=machine,
-            compactor=counting.compactor(MiddleOutCompactor(world.keep_head, world.keep_tail)),
+            compactor=counting,
             middleware=[tools.middleware],
             observers=watchers,
             sleep=counting.sleep,

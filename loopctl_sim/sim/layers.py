@@ -14,9 +14,9 @@ work on the user's own agent as well as on the built-in world:
 
 Each layer counts the faults that struck (``fired``). Faults are assigned to tool calls right
 before the brain asks for them, in call order, so the calls of one wave get the same faults
-whatever order they run in. The harness puts no observer of its own into a loop: a loop with no
-observer builds no IO events (``Counting`` counts retries and compactions through ``sleep`` and
-the compactor instead), which is a tenth of a simulated turn.
+whatever order they run in. The harness puts no observer of its own into a loop (``Counting``
+counts retries and compactions through ``sleep`` and the compactor): a loop with no observer
+builds no IO events, a tenth of a simulated turn.
 """
 
 from __future__ import annotations
@@ -29,11 +29,9 @@ from typing import Protocol
 
 from loopctl.api import ModelReply, ModelRequest, StreamEvent, Usage
 from loopctl.core import (
-    CallTools,
     CompactReason,
     LoopMachine,
     MachinePolicy,
-    MachineStep,
     Message,
     Start,
     ToolCall,
@@ -72,10 +70,13 @@ class ModelSource(Protocol):
 
 
 class ScriptSource:
-    """A ``ModelScript`` as a model source: reply ``i`` is the script's ``i``-th."""
+    """A ``ModelScript`` as a model source: reply ``i`` is the script's ``i``-th. Its replies
+    report the script's context counts; unscripted ones estimated, or (``estimate=False``) not
+    reported, so the driver estimates them."""
 
-    def __init__(self, script: ModelScript) -> None:
+    def __init__(self, script: ModelScript, *, estimate: bool = True) -> None:
         self.script = script
+        self.estimate = estimate
         self.delivered = 0
         self._last: tuple[int, ModelRequest, Message] | None = None
 
@@ -92,10 +93,11 @@ class ScriptSource:
         self.delivered += 1
         return message
 
-    def usage(self, request: ModelRequest, message: Message) -> Usage:
-        """The context size the provider reports: scripted, or estimated (``ModelScript``)."""
-        count = self.script.context_tokens(request.messages, message, self.delivered)
-        return Usage.context(count)
+    def usage(self, request: ModelRequest, message: Message) -> Usage | None:
+        tokens, index = self.script.tokens, self.delivered
+        if self.estimate or (index < len(tokens) and tokens[index] is not None):
+            return Usage.context(self.script.context_tokens(request.messages, message, index))
+        return None
 
 
 #: The usage a ``FaultyClient``'s reply carries (None: none; the driver estimates the context).
@@ -103,13 +105,9 @@ UsageFn = Callable[[ModelRequest, Message], Usage | None]
 
 
 class FaultyClient:
-    """An ``ApiClient`` over ``source`` with the model-side faults of ``plan``.
-
-    Every request counts (retries included). A reply is used up only when it is delivered
-    intact (no fault, or an ``unknown_tool`` rename): a retried request is answered with the
-    same reply, as a provider asked the same question again would answer it. ``policy`` gives
-    the context window a ``context_overflow`` error reports; ``usage`` the usage each reply
-    carries (default: none, so the driver estimates the context)."""
+    """An ``ApiClient`` over ``source`` with the model-side faults of ``plan``; every request
+    counts (retries included). ``policy`` gives the context window a ``context_overflow`` error
+    reports; ``usage`` the usage each reply carries (default: none, the driver estimates)."""
 
     def __init__(
         self,
@@ -172,8 +170,9 @@ def simulated_result(call: ToolCall) -> str:
     )
 
 
-class ToolFaults(LoopObserver):
-    """The innermost tool middleware of a faulted run; see the module docstring.
+class ToolFaults:
+    """The innermost tool middleware of a faulted run, and the ``before_step`` hook that
+    assigns the faults of the calls the next step dispatches; see the module docstring.
 
     ``live(name)``: the tool runs for real, else a stand-in answers once the arguments validate
     (or ``recorded(call)``, what a recording holds); ``scripted``: tools answered by a function
@@ -213,29 +212,13 @@ class ToolFaults(LoopObserver):
         self.calls = 0
 
     def before_step(self, point: StepPoint) -> None:
-        """Assigns the faults of the calls the next step dispatches (a ``before_step`` hook:
-        in ``AwaitingTools`` the brain's next step is ``CallTools`` of ``exchange.dispatch``).
-        The preferred seam: a loop with no observer builds no IO events."""
         if not self.plan.tool_faults:
-            # nothing to assign (walking the brain and every call at every step for no fault
-            # was 300,000 instructions a 20-turn simulated run)
-            return
+            return  # nothing to assign: no walk over the brain's calls at every step
         machine = point.machine
         exchange = machine.exchange
         # by ``kind``: a pydantic class's isinstance misses through ABCMeta (every other step)
         if machine.state.kind == "awaiting_tools" and exchange is not None:
             self._assign(exchange.dispatch)
-
-    @property
-    def step_hook(self) -> Callable[[StepPoint], None] | None:
-        """``before_step``, or None when the plan has no tool fault (it would assign nothing;
-        left out of the chain, each step calls one hook fewer)."""
-        return self.before_step if self.plan.tool_faults else None
-
-    def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        """The same as an observer (either seam, or both: a call is assigned once)."""
-        if self.plan.tool_faults and isinstance(step, CallTools):
-            self._assign(step.calls)
 
     def _assign(self, calls: Sequence[ToolCall]) -> None:
         """Each call's fault, in call order; a call asked again after a crash keeps its own."""
@@ -251,7 +234,6 @@ class ToolFaults(LoopObserver):
             self.assigned[call.id] = fault
 
     async def middleware(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
-        """The layer itself (``BareLoop(middleware=[..., layer.middleware])``)."""
         self.calls += 1
         fault = self.assigned.pop(call.id, None)
         if fault is not None:
@@ -302,37 +284,25 @@ class ToolFaults(LoopObserver):
 
 
 class Counting:
-    """Counts what a run did without observing it: ``sleep`` (the driver sleeps before every
-    retry, and only then) and a compactor wrapper (a compaction that cut something)."""
+    """Counts what a run did without observing it: retries through ``sleep`` (the driver sleeps
+    before every retry, and only then; no wall time here) and compactions as the compactor
+    around ``inner`` (those that cut something, as the driver counts them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inner: ContextCompactor | None = None) -> None:
+        self.inner = inner
         self.retries = 0
         self.compactions = 0
 
     async def sleep(self, seconds: float) -> None:
-        """The driver's sleep: no wall time, one retry counted."""
         self.retries += 1
-
-    def compactor(self, inner: ContextCompactor) -> ContextCompactor:
-        """``inner``, its successful compactions counted (as the driver counts them: a result
-        shorter than the conversation)."""
-        return _CountedCompactor(inner, self)
-
-
-class _CountedCompactor:
-    """``Counting.compactor``'s wrapper (a class of its own: a class built per run is cyclic
-    garbage, left for the garbage collector)."""
-
-    def __init__(self, inner: ContextCompactor, counting: Counting) -> None:
-        self.inner = inner
-        self.counting = counting
 
     async def compact(
         self, messages: Sequence[Message], reason: CompactReason
     ) -> list[Message] | None:
+        assert self.inner is not None
         result = await self.inner.compact(messages, reason)
         if result is not None and len(result) < len(messages):
-            self.counting.compactions += 1
+            self.compactions += 1
         return result
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -33,7 +32,6 @@ from loopctl.api import (
 )
 from loopctl.core import (
     CompactReason,
-    Conversation,
     ErrorKind,
     LoopError,
     MachinePolicy,
@@ -43,7 +41,7 @@ from loopctl.core import (
     ToolResult,
     not_available,
 )
-from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig, message_chars
+from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig
 from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import (
@@ -71,55 +69,13 @@ class ModelScript:
         self.replies: tuple[Message, ...] = () if callable(replies) else tuple(replies)
         self.tokens = tuple(tokens)
         self.exhausted_text = exhausted_text
-        # The conversation last estimated (the message objects) and its running character
-        # counts (``_sums[i]``: the first ``i`` messages), so that each request counts only the
-        # messages that are new since the last one.
-        self._counted: list[Message] = []
-        self._sums: list[int] = [0]
-        self._reply: tuple[Message | None, int] = (None, 0)  # the last reply and its count
-        self._view: Conversation | None = None  # the last conversation counted, if a view
 
     def context_tokens(self, conversation: Sequence[Message], reply: Message, index: int) -> int:
-        """The context size the provider reports with reply ``index``: scripted, or estimated
-        (``estimate_tokens([*conversation, reply])``, counting only what is new since the last
-        request: a conversation grows by appending between requests)."""
+        """The context size the provider reports with reply ``index``: scripted, or
+        ``estimate_tokens([*conversation, reply])``."""
         if index < len(self.tokens) and self.tokens[index] is not None:
             return int(self.tokens[index])  # type: ignore[arg-type]
-        chars = self._chars(conversation)
-        reply_chars = message_chars(reply)
-        self._reply = (reply, reply_chars)
-        return _estimate(chars + reply_chars, len(conversation) + 1)
-
-    def _chars(self, conversation: Sequence[Message]) -> int:
-        """The characters ``CharEstimator`` counts in ``conversation``."""
-        counted, sums = self._counted, self._sums
-        n, k = len(conversation), len(counted)
-        view = conversation if type(conversation) is Conversation else None
-        last, self._view = self._view, view
-        if view is not None and last is not None and len(last) == k <= n and view.extends(last):
-            same = k  # a later view of the same lists: counted is its prefix
-        else:
-            same = min(n, k)
-            if same and not (
-                conversation[same - 1] is counted[same - 1]
-                and all(map(operator.is_, conversation[:same], counted[:same]))
-            ):
-                same = next(
-                    i
-                    for i, (a, b) in enumerate(zip(conversation, counted, strict=False))
-                    if a is not b
-                )
-            if same < k:
-                del counted[same:]
-                del sums[same + 1 :]
-        reply, reply_chars = self._reply
-        for i in range(same, n):  # by index: a view's slice copies it whole
-            message = conversation[i]
-            counted.append(message)
-            # the last reply is usually next in the conversation (delivered as it was scripted)
-            chars = reply_chars if message is reply else message_chars(message)
-            sums.append(sums[-1] + chars)
-        return sums[n]
+        return estimate_tokens([*conversation, reply])
 
     def reply(self, conversation: Sequence[Message], index: int) -> Message:
         if self.fn is not None:
@@ -137,28 +93,15 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return _ESTIMATOR.count(messages)
 
 
-def _estimate(chars: int, messages: int) -> int:
-    """``CharEstimator.count`` from its character total and its number of messages."""
-    return _ESTIMATOR.from_chars(chars, messages)
-
-
 def message_events(message: Message, usage: Usage | None = None) -> list[StreamEvent]:
     """The stream a provider would send for ``message`` (text in two deltas, arguments split).
 
     Built without validation: validating a dozen events a reply is a fifth of a simulated turn
     (a ``StopEvent``: validated 8,800 instructions, built 5,700, ``model_construct`` 22,300;
     cachegrind). Tests pin them to the fold."""
-    # One pass over the parts by kind, and appends instead of comprehensions (each a frame of
-    # its own in 3.11): 52,800 -> 42,900 instructions a reply with a text and a call (cachegrind).
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for part in message.parts:
-        if part.kind == "text":
-            texts.append(part.text)
-        elif part.kind == "tool_call":
-            calls.append(part)
+    calls = message.tool_calls
+    text = "".join(part.text for part in message.parts if isinstance(part, TextPart))
     events: list[StreamEvent] = []
-    text = texts[0] if len(texts) == 1 else "".join(texts)
     half = len(text) // 2
     if half:
         events.append(Events.text(text[:half]))
@@ -219,25 +162,20 @@ def _streamed_message(fault: Fault | None, message: Message, request: int) -> Me
     None when the fault breaks the stream itself (there is no message to fold). A call added to
     a reply without calls takes its id from ``request`` (the model request's number, from 1),
     so two such replies in one run never answer one id twice."""
-    if fault is None:
-        return message
-    kind = fault.kind
-    if kind == "unknown_tool":
-        added = ToolCall(id=f"call_unknown_{request}", name=UNKNOWN_TOOL)
-        calls = message.tool_calls or [added]
-        calls = [calls[0].model_copy(update={"name": UNKNOWN_TOOL}), *calls[1:]]
-        text = [p for p in message.parts if isinstance(p, TextPart)]
-        return Message(role="assistant", parts=(*text, *calls))
-    if kind == "duplicate_call_ids":
-        calls = message.tool_calls or [ToolCall(id="call_dup", name=UNKNOWN_TOOL)]
-        first = calls[0]
-        twin = calls[1] if len(calls) > 1 else first
-        calls = [first, twin.model_copy(update={"id": first.id}), *calls[2:]]
-        text = [p for p in message.parts if isinstance(p, TextPart)]
-        return Message(role="assistant", parts=(*text, *calls))
+    kind = fault.kind if fault is not None else None
     if kind in ("invalid_tool_json", "malformed_stream"):
         return None
-    return message
+    if kind == "unknown_tool":
+        calls = message.tool_calls or [ToolCall(id=f"call_unknown_{request}", name=UNKNOWN_TOOL)]
+        calls = [calls[0].model_copy(update={"name": UNKNOWN_TOOL}), *calls[1:]]
+    elif kind == "duplicate_call_ids":
+        calls = message.tool_calls or [ToolCall(id="call_dup", name=UNKNOWN_TOOL)]
+        twin = calls[1] if len(calls) > 1 else calls[0]
+        calls = [calls[0], twin.model_copy(update={"id": calls[0].id}), *calls[2:]]
+    else:
+        return message
+    text = [p for p in message.parts if isinstance(p, TextPart)]
+    return Message(role="assistant", parts=(*text, *calls))
 
 
 def faulty_reply(
