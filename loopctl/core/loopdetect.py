@@ -15,8 +15,8 @@ a model, for snapshots.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,16 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from loopctl.core.messages import ToolCall
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 
-# The C encoder, built once with the options of ``json.dumps(sort_keys=True, separators=(",", ":"),
-# default=str, allow_nan=False)``: ``json.dumps`` and ``JSONEncoder.encode`` build a new one on
-# every call, which was half the cost of a key. NaN and infinity are refused: JSON cannot hold them.
-# No circular-reference markers (arguments come from JSON, which cannot be circular; a circular
-# dict built by hand hits the recursion limit, reported like NaN).
-_CANONICAL: Final = c_make_encoder(
-    None, str, encode_basestring_ascii, None, ":", ",", True, False, False
+#: NaN and infinity are refused: JSON cannot hold them. No circular check: arguments come from
+#: JSON (a circular dict built by hand hits the recursion limit, reported like NaN).
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=str, allow_nan=False, check_circular=False
 )
-
-
 #: Hex digits of the arguments' hash at the end of a key, after ``#``.
 _HASH_HEX: Final = 16
 _EMPTY: Final = hashlib.blake2b(b"{}", digest_size=_HASH_HEX // 2).hexdigest()
@@ -50,7 +45,7 @@ def call_key(call: ToolCall) -> str:
     if not arguments:
         return call.name + "#" + _EMPTY
     try:
-        text = "".join(_CANONICAL(arguments, 0)).encode()  # ASCII: the encoder escapes the rest
+        text = _CANONICAL.encode(arguments).encode()  # ASCII: the encoder escapes the rest
     except RecursionError:
         raise ValueError("the arguments are nested too deeply (or circular)") from None
     return call.name + "#" + hashlib.blake2b(text, digest_size=_HASH_HEX // 2).hexdigest()
