@@ -33,7 +33,7 @@ from loopctl_sim.sim.agent_run import (
     fault_recorder,
     run_agent_async,
 )
-from loopctl_sim.sim.body import run_simulated
+from loopctl_sim.sim.body import synchronous
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.layers import chain_before_step
 from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
@@ -155,16 +155,22 @@ class _UserSide(LoopObserver):
         if self.first_request is None and isinstance(request, ModelRequest):
             self.first_request = tuple(request.messages)
 
+    def settle(self, index: int, session: SessionRun | LiveSession, carried: list[str]) -> None:
+        """After run ``index``: note a cancel and a taken interjection; one the brain never took
+        is carried into the next turn's input."""
+        if self.cancelled:
+            session.cancelled.append(index)
+        if self.delivered:
+            session.interjected.append(index)
+        elif self.turn.interject is not None:
+            carried.append(self.turn.interject)
 
-def run_session(
-    world: SessionWorld,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
-    *,
-    created: str | None = CREATED,
-    observers: Sequence[LoopObserver] = (),
-) -> SessionRun:
-    """Run the session ``world`` describes, into ``trace`` (one file for the whole session)."""
-    return run_simulated(run_session_async(world, trace, created=created, observers=observers))
+
+def _input(carried: list[str], turn: UserTurn) -> str:
+    """The next run's input: what came after the last run's tools, then the turn's text."""
+    text = "\n\n".join([*carried, turn.text])
+    carried.clear()
+    return text
 
 
 async def run_session_async(
@@ -177,8 +183,9 @@ async def run_session_async(
     start: int = 0,
     on_run: Callable[[int, AgentRun], None] | None = None,
 ) -> SessionRun:
-    """``run_session`` inside an event loop. ``machine`` and ``start``: go on from a brain
-    after ``start`` turns (a resumed session's); ``on_run`` is told of every finished run."""
+    """Run the session ``world`` describes, into ``trace`` (one file for the whole session;
+    ``run_session``: the same outside an event loop). ``machine`` and ``start``: go on from a
+    brain after ``start`` turns (a resumed session's); ``on_run`` is told of every run."""
     recorder = None
     if trace is not None:
         recorder = fault_recorder(trace, created=created)
@@ -191,8 +198,7 @@ async def run_session_async(
             turn = await world.user.next_turn(tuple(conversation), index)
             if turn is None:
                 break
-            text = "\n\n".join([*carried, turn.text])  # input that came after a run's tools
-            carried = []
+            text = _input(carried, turn)
             session.turns.append(turn)
             if recorder is not None:
                 recorder.metadata = {
@@ -222,12 +228,7 @@ async def run_session_async(
             session.runs.append(run)
             session.histories.append(tuple(machine.history))
             session.first_requests.append(side.first_request)
-            if side.cancelled:
-                session.cancelled.append(index)
-            if side.delivered:
-                session.interjected.append(index)
-            elif side.turn.interject is not None:
-                carried.append(side.turn.interject)
+            side.settle(index, session, carried)
             conversation = list(machine.history)
             if on_run is not None:
                 on_run(index, run)
@@ -236,6 +237,9 @@ async def run_session_async(
             recorder.close()
     session.trace = None if recorder is None else recorder.writer.path
     return session
+
+
+run_session = synchronous(run_session_async)
 
 
 @dataclass
@@ -279,17 +283,10 @@ async def drive_session(
         loop.observers = [*observers, side]
         loop.before_step = chain_before_step(hook, side.before_step)
         try:
-            text = "\n\n".join([*carried, turn.text])  # input that came after a run's tools
-            carried = []
-            live.results.append(await loop.run(text))
+            live.results.append(await loop.run(_input(carried, turn)))
         finally:
             loop.observers, loop.before_step = observers, hook
-        if side.cancelled:
-            live.cancelled.append(index)
-        if side.delivered:
-            live.interjected.append(index)
-        elif turn.interject is not None:
-            carried.append(turn.interject)
+        side.settle(index, live, carried)
     return live
 
 

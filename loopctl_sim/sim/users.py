@@ -139,6 +139,13 @@ _NON_ASCII = (
     "Привет! Сколько стоит доставка в Германию?",
 )
 _INTERJECTIONS = ("Oh, and please hurry.", "Wait, also check A-1002.")
+#: The moves whose text is one of a few fixed ones.
+_FIXED = {
+    "follow_up": _FOLLOW_UPS,
+    "correction": _CORRECTIONS,
+    "contradiction": _CONTRADICTIONS,
+    "non_ascii": _NON_ASCII,
+}
 
 
 @dataclass
@@ -171,20 +178,14 @@ class ExploringUser:
         if not moves:
             return UserTurn(rng.choice(list(self.topics)), "topic_switch")
         move = rng.choices(moves, [self.weights.get(m, 1.0) for m in moves])[0]
-        if move == "follow_up":
-            return UserTurn(rng.choice(_FOLLOW_UPS), move)
-        if move == "correction":
-            return UserTurn(rng.choice(_CORRECTIONS), move)
-        if move == "contradiction":
-            return UserTurn(rng.choice(_CONTRADICTIONS), move)
+        if move in _FIXED:
+            return UserTurn(rng.choice(_FIXED[move]), move)
         if move == "empty":
             return UserTurn("", move)
         if move == "long":
             words = ["please", "check", "order", "A-1001", "again", "thanks"]
             text = " ".join(rng.choice(words) for _ in range(self.long_text // 6))
             return UserTurn(text[: self.long_text], move)
-        if move == "non_ascii":
-            return UserTurn(rng.choice(_NON_ASCII), move)
         if move == "cancel":
             return UserTurn(rng.choice(list(self.topics)), move, cancel_at=rng.randint(1, 3))
         if move == "interject":
@@ -224,10 +225,7 @@ class ModelUser:
         events = [event async for event in self.client.stream(request)]
         reply = fold_events(events)
         text = reply.message.text
-        call = {
-            "request": [m.model_dump(mode="json") for m in flipped],
-            "reply": text,
-        }
+        call = {"request": [m.model_dump(mode="json") for m in flipped], "reply": text}
         return UserTurn(text, "model", calls=(call,))
 
 
@@ -245,12 +243,6 @@ def _from_the_user_side(conversation: Sequence[Message]) -> list[Message]:
     return out
 
 
-class RecordedUser:
+class RecordedUser(ScriptedUser):
     """The user turns a session's trace holds, played back in order (a model user's included,
     so its session replays offline); ``loopctl_sim.sim.session.recorded_turns`` reads them."""
-
-    def __init__(self, turns: Sequence[UserTurn]) -> None:
-        self.turns = list(turns)
-
-    async def next_turn(self, conversation: Sequence[Message], index: int) -> UserTurn | None:
-        return self.turns[index] if index < len(self.turns) else None
