@@ -264,6 +264,7 @@ def _small(brain: Brain) -> dict[str, Any]:
 
 
 def snapshot(brain: Brain) -> MachineSnapshot:
+    """Everything the brain is, as data (not validated again: the brain checked each field)."""
     loop = LoopWindow(
         calls=tuple(brain._loop_calls), unjudged=brain._loop_unjudged, warned=brain._loop_warned
     )
@@ -310,16 +311,31 @@ def restored(brain: B, data: Any) -> B:
     return restore(brain, MachineSnapshot.model_validate(data, context=form.checksum_of), form)
 
 
+def model_dump(brain: Brain) -> dict[str, Any]:
+    """The brain as JSON data, not sealed: the in-process form (edit it, restore it with
+    ``model_validate``); the saved form is ``model_dump_json()``."""
+    return snapshot(brain).model_dump(mode="json")
+
+
+def model_dump_json(brain: Brain) -> str:
+    """The whole brain as JSON, sealed with its checksum (a damaged save is refused at
+    restore): save a run at any decision boundary."""
+    return brain._saved.sealed(brain._history, brain._pending, _small(brain))
+
+
+def digest(brain: Brain) -> str:
+    """The first 16 hex digits of ``checksum()``: traces compare it after every feed."""
+    return checksum(brain)[:16]
+
+
 def checksum(brain: Brain) -> str:
+    """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
     return brain._saved.checksum(brain._history, brain._pending, _small(brain))
 
 
 def canonical_json(brain: Brain) -> bytes:
+    """The bytes of ``snapshot().model_dump_json()``."""
     return brain._saved.content(brain._history, brain._pending, _small(brain))
-
-
-def sealed(brain: Brain) -> str:
-    return brain._saved.sealed(brain._history, brain._pending, _small(brain))
 
 
 def summary_values(

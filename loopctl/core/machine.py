@@ -50,7 +50,7 @@ from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_key
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
-from loopctl.core.salvage import coherence_problem, coherent_prefix_length
+from loopctl.core.salvage import coherent_prefix_length
 from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
@@ -71,7 +71,7 @@ from loopctl.core.steps import (
     StateKind,
     Terminal,
 )
-from loopctl.core.values import parts_problem
+from loopctl.core.values import history_problem, is_count, parts_problem
 
 
 class Transition(NamedTuple):
@@ -116,22 +116,6 @@ TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
     ("terminal", Cancel): Transition("_noop", ("terminal",)),
     ("terminal", Fail): Transition("_noop", ("terminal",)),
 }
-
-
-def is_count(n: object) -> bool:
-    """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
-
-
-def history_problem(messages: list[Any]) -> str | None:
-    """Why ``messages`` cannot be a history (the constructor's, or a compaction's), or None:
-    each one a ``Message`` that could be saved and read back, the whole provider-valid."""
-    for i, message in enumerate(messages):
-        if not isinstance(message, Message):
-            return f"history[{i}] is a {type(message).__name__}, not a Message"
-        if (problem := parts_problem(message.parts)) is not None:
-            return f"history[{i}]: {problem}"
-    return coherence_problem(messages)
 
 
 class LoopMachine:
@@ -240,10 +224,15 @@ class LoopMachine:
     def pending_len(self) -> int:
         return len(self._pending)
 
-    # --- the saved form: one-line entry points of ``_saved.py`` ------------------------------
+    # --- the saved form: ``_saved.py``'s functions, as methods ------------------------------
 
-    def snapshot(self) -> MachineSnapshot:
-        return _saved.snapshot(self)
+    snapshot = _saved.snapshot
+    model_dump = _saved.model_dump
+    model_dump_json = _saved.model_dump_json
+    digest = _saved.digest
+    checksum = _saved.checksum
+    canonical_json = _saved.canonical_json
+    summary_values = _saved.summary_values
 
     @classmethod
     def from_snapshot(cls, snap: MachineSnapshot) -> Self:
@@ -251,40 +240,15 @@ class LoopMachine:
         the check validation makes: validate it first (``MachineSnapshot.model_validate``)."""
         return _saved.restore(cls.__new__(cls), snap)
 
-    def model_dump_json(self) -> str:
-        """The whole brain as JSON, sealed with its checksum (a damaged save is refused at
-        restore): save a run at any decision boundary."""
-        return _saved.sealed(self)
-
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
         """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
         return _saved.restored_json(cls.__new__(cls), text)
 
-    def model_dump(self) -> dict[str, Any]:
-        """The brain as JSON data, not sealed: the in-process form (edit it, restore it with
-        ``model_validate``); the saved form is ``model_dump_json()``."""
-        return _saved.snapshot(self).model_dump(mode="json")
-
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
         return _saved.restored(cls.__new__(cls), data)
-
-    def digest(self) -> str:
-        """The first 16 hex digits of ``checksum()``: traces compare it after every feed."""
-        return _saved.checksum(self)[:16]
-
-    def checksum(self) -> str:
-        """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
-        return _saved.checksum(self)
-
-    def canonical_json(self) -> bytes:
-        """The bytes of ``snapshot().model_dump_json()``."""
-        return _saved.canonical_json(self)
-
-    def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
-        return _saved.summary_values(self)
 
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""

@@ -1,4 +1,5 @@
-"""What a JSON value from the outside may be: nested at most ``MAX_NESTING`` deep, numbers finite.
+"""What a value from the outside may be: JSON nested at most ``MAX_NESTING`` deep with finite
+numbers, a token count, a history.
 
 Why: what the engine accepts it must be able to write and read back. A tool call's arguments
 and a reasoning or provider part's ``data`` are the provider's free-form JSON, and every form
@@ -17,6 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from typing import Any, Final
+
+from loopctl.core.messages import Message
+from loopctl.core.salvage import coherence_problem
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
@@ -70,3 +74,19 @@ def parts_problem(parts: Iterable[Any]) -> str | None:
                 f"(the limit is {MAX_NESTING} levels; numbers must be finite)"
             )
     return None
+
+
+def is_count(n: object) -> bool:
+    """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def history_problem(messages: list[Any]) -> str | None:
+    """Why ``messages`` cannot be a history (the constructor's, or a compaction's), or None:
+    each one a ``Message`` that could be saved and read back, the whole provider-valid."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, Message):
+            return f"history[{i}] is a {type(message).__name__}, not a Message"
+        if (problem := parts_problem(message.parts)) is not None:
+            return f"history[{i}]: {problem}"
+    return coherence_problem(messages)

@@ -9,7 +9,7 @@ import pytest
 from brain_helpers import BY_STATE, committed, warned
 
 from loopctl import LoopMachine
-from loopctl.core.machine import is_count
+from loopctl.core.values import is_count
 
 MACHINES: dict[str, Callable[[], LoopMachine]] = {
     "fresh": LoopMachine,

@@ -27,6 +27,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_constants
 
 import loopctl.core.machine as brain
+import loopctl.core.values as values
 from loopctl.core import MAX_LOOP_WINDOW, CallLLM, LoopMachine, MachinePolicy, ToolCall, _saved
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_loops import (
@@ -156,13 +157,14 @@ def argument_order_counts(monkeypatch: pytest.MonkeyPatch) -> Plant:
 
 def _lax_coherence(monkeypatch: pytest.MonkeyPatch, overlooked: str) -> Plant:
     """The brain's check of a compacted history overlooks problems whose text holds
-    ``overlooked`` (the real check, ``coherence_problem``, still guards restores)."""
+    ``overlooked`` (``values.history_problem`` calls it; the real check, ``coherence_problem``,
+    still guards restores)."""
 
     def change(real: Any, messages: Any, **kwargs: Any) -> Any:
         problem = real(messages, **kwargs)
         return None if problem is not None and overlooked in problem else problem
 
-    return plant_function(monkeypatch, brain, "coherence_problem", change)
+    return plant_function(monkeypatch, values, "coherence_problem", change)
 
 
 @pytest.fixture
