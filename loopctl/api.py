@@ -1,20 +1,16 @@
 """The seam between the driver and model providers: ``ApiClient`` and its stream events.
 
-A client turns one ``ModelRequest`` into a stream of small events; ``fold_events`` (pure) turns the
-events into one assistant ``Message`` plus ``Usage``. Providers never build ``Message`` objects
-themselves, so every provider's reply is assembled by the same code. ``reply_events`` goes the
-other way (a message as the events that fold back to it: replays and simulated worlds use it).
-A client that holds its replies whole (``WholeReplyClient``: the offline clients, a replay, a
-simulated world) also answers ``whole_reply``, which the driver asks for when nobody watches the
-stream; ``folded`` gives the fold's result for a message already in its form, without events.
+A client turns one ``ModelRequest`` into a stream of small events; ``fold_events`` (pure) turns
+them into one assistant ``Message`` plus ``Usage``, so every provider's reply is assembled by the
+same code. ``reply_events`` goes the other way (replays and simulated worlds use it). A client
+that holds its replies whole (``WholeReplyClient``) also answers ``whole_reply``, which the
+driver asks for when nobody watches the stream.
 
-Reasoning and provider blocks arrive whole, as ``PartEvent`` (a ``ThinkingPart`` or
-``ProviderPart``) where the provider put them; ``ThinkingDelta`` streams reasoning text for
-watchers only. The parts keep the provider's order, since some providers require it back.
+Reasoning and provider blocks arrive whole, as ``PartEvent`` where the provider put them (some
+providers require their order back); ``ThinkingDelta`` streams reasoning text for watchers only.
 
-Errors: a client raises ``ApiError`` carrying a ``LoopError`` record (its ``kind`` classifies the
-failure: ``rate_limited``, ``context_overflow``, ``auth``, ...) and the provider's retry hints.
-The driver decides what to do with it (retry, emergency compaction, fail the run).
+Errors: a client raises ``ApiError`` carrying a ``LoopError`` (its ``kind`` classifies the
+failure) and the provider's retry hints; the driver decides what to do with it.
 """
 
 from __future__ import annotations
@@ -98,14 +94,12 @@ class ToolSpec(BaseModel):
 class ModelRequest(BaseModel):
     """One model call: the conversation (history plus pending), tools, system prompt, options.
 
-    ``messages`` reads as a tuple (``len``, indexing, iteration, ``==`` with a tuple); built by
-    the driver it is a view of the brain's conversation (``Conversation``), not a copy, so a
-    request costs the same at 10 or 10,000 messages. Any sequence of messages is accepted.
+    ``messages`` reads as a tuple; built by the driver it is a view of the brain's conversation
+    (``Conversation``), not a copy, so a request costs the same at 10 or 10,000 messages.
 
-    ``server_tools`` are tools the provider runs itself, in its own wire form (Anthropic
-    ``{"type": "web_search_20250305", "name": "web_search"}``, OpenAI Responses
-    ``{"type": "web_search"}``): advertised after ``tools``, their calls and results come back
-    as ``ProviderPart`` and never reach the registry. A client's own ``server_tools`` come first.
+    ``server_tools`` are tools the provider runs itself, in its own wire form (OpenAI Responses
+    ``{"type": "web_search"}``): advertised after ``tools`` (and after a client's own), their
+    calls and results come back as ``ProviderPart`` and never reach the registry.
     """
 
     model_config = _FROZEN
@@ -154,14 +148,10 @@ class ApiClient(Protocol):
 
 
 class WholeReplyClient(ApiClient, Protocol):
-    """A client that holds each reply whole before it streams it (a scripted model, a replay, a
-    simulated world) may also answer ``whole_reply(request)``: what folding the events
-    ``stream(request)`` would yield gives (``fold_events``), or the same ``ApiError``, for the
-    same request in the same state (one call stands for the other: each uses a reply up).
-
-    The driver calls it instead of ``stream`` when nobody watches the stream (no ``on_stream``):
-    a reply built as events only to be folded back is work that changes nothing. ``folded``
-    builds the answer without the events when the message is already in the fold's form.
+    """A client that holds each reply whole (a scripted model, a replay, a simulated world) may
+    also answer ``whole_reply(request)``: the fold of what ``stream(request)`` would yield, or
+    the same ``ApiError`` (one call stands for the other: each uses a reply up). The driver
+    calls it when nobody watches the stream: events built only to be folded back are waste.
     """
 
     async def whole_reply(self, request: ModelRequest) -> ModelReply: ...
@@ -173,11 +163,9 @@ WholeReply = Callable[[ModelRequest], Awaitable[ModelReply]]
 def whole_reply_of(client: object) -> WholeReply | None:
     """``client.whole_reply`` when it stands for ``client.stream``, else None (stream it).
 
-    It stands for it when the class that gives the client its ``stream`` gives it its
-    ``whole_reply`` too, or a subclass of it does: a subclass that overrides only ``stream``
-    (to add a delay, a log) keeps its override, and a proxy forwarding other names through
-    ``__getattr__`` is streamed (its ``stream`` is the one that wraps). Looked up on the class
-    (a walk of its bases, short; not cached, so no class is kept alive by it)."""
+    It does when the class that gives the client its ``stream`` (or a subclass of it) gives it
+    its ``whole_reply`` too: a subclass that overrides only ``stream`` (to add a delay, a log)
+    keeps its override, and a proxy forwarding names through ``__getattr__`` is streamed."""
     for klass in type(client).__mro__:
         namespace = klass.__dict__
         if "whole_reply" in namespace:
@@ -190,7 +178,6 @@ def whole_reply_of(client: object) -> WholeReply | None:
 # --- the fold (pure) -------------------------------------------------------------------------
 
 
-#: A reply that reported no usage (``Usage`` is frozen: one serves every reply).
 _NO_USAGE: Final = Usage()
 
 
@@ -221,12 +208,10 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
 
     Parts keep the provider's order: a ``PartEvent`` closes the text and calls before it, which
     form one text part (every ``TextDelta`` joined) followed by the calls in the order they
-    started. A reply without reasoning or provider parts is thus one text part, then its calls.
-    Invalid argument JSON raises ``ApiError`` (kind ``provider``) naming the tool, never a bare
-    ``JSONDecodeError``. This is the door where a reply enters: arguments (and a part's data)
-    nested deeper than ``loopctl.core.values.MAX_NESTING`` or holding a number JSON cannot
-    (NaN, infinity) are refused here, as a provider error that is not retried, so everything
-    the brain accepts can be saved and read back.
+    started. Invalid argument JSON raises ``ApiError`` (kind ``provider``) naming the tool. This
+    is the door where a reply enters: arguments (and a part's data) nested deeper than
+    ``MAX_NESTING`` or holding NaN or infinity are refused here, not retried, so everything the
+    brain accepts can be saved and read back.
     """
     out: list[Part | _CallBuffer] = []
     text: list[str] = []
@@ -264,11 +249,9 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
 def reply_events(
     message: Message, usage: Usage | None = None, stop_reason: str | None = None
 ) -> list[StreamEvent]:
-    """The events a provider would stream for ``message``: ``fold_events`` of them gives it back
-    (for every message ``fold_events`` makes). Text streams in two pieces and arguments in two,
-    so a replay exercises the fold as a real stream does; reasoning and provider parts are
-    ``PartEvent`` where they stand. The stop reason defaults to ``tool_use`` or ``end_turn``.
-    """
+    """The events a provider would stream for ``message``: ``fold_events`` of them gives it back.
+    Text and arguments stream in two pieces each, so a replay exercises the fold as a real
+    stream does. The stop reason defaults to ``tool_use`` or ``end_turn``."""
     events: list[StreamEvent] = []
     index = 0
     for part in message.parts:
@@ -303,12 +286,10 @@ _SCALARS: Final = (str, int, bool, type(None))
 
 def plain_json(value: Any, sort_keys: bool = False) -> bool:
     """Whether writing ``value`` as JSON and reading it back gives an equal value, in the same
-    order, that the door would let in: dicts with ``str`` keys (in sorted order, given
-    ``sort_keys``: a text written with ``sort_keys=True`` reads back sorted), lists, strings,
-    ints, booleans, None and finite floats, of exactly these types (a tuple reads back as a
-    list, a subclass as its base), nested within ``MAX_NESTING``. False says only "not
-    surely": the caller goes the long way (write, read, check). Iterative, as ``value_problem``:
-    only containers go on the stack, a scalar is judged where it stands.
+    order (sorted, given ``sort_keys``), that the door would let in: dicts with ``str`` keys,
+    lists, strings, ints, booleans, None and finite floats, of exactly these types (a tuple
+    reads back as a list), nested within ``MAX_NESTING``. False says only "not surely": the
+    caller goes the long way (write, read, check).
     """
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -344,17 +325,14 @@ def folded(
     *,
     sort_keys: bool = False,
 ) -> ModelReply | None:
-    """``fold_events(reply_events(message, usage, stop_reason))``, equal, without the events,
-    when ``message`` is already in the form the fold makes; None when it is not (then only the
-    fold says what comes out: the caller folds the events).
+    """``fold_events(reply_events(message, usage, stop_reason))`` without the events, when
+    ``message`` is already in the form the fold makes; None when it is not (the caller folds).
 
     The fold's form: an assistant message whose parts are segments (a reasoning or provider
-    part ends one), each holding at most one text part, not empty, and then its calls; the
-    calls' arguments JSON data that the fold's write-and-read gives back equal and in order
-    (``plain_json``; with ``sort_keys``, for a stream that writes them
-    with sorted keys, in sorted order); a part's data within the door's limits. The message
-    itself is the reply's (its models are frozen). Tests pin this to the fold for generated
-    messages; a simulated turn spent a fifth of its time building and folding such events.
+    part ends one), each at most one non-empty text part and then its calls, whose arguments
+    survive the fold's write-and-read (``plain_json``; ``sort_keys`` for a stream that writes
+    them sorted); a part's data within the door's limits. Tests pin this to the fold; a
+    simulated turn spent a fifth of its time building and folding such events.
     """
     if message.role != "assistant":
         return None
@@ -384,8 +362,7 @@ def folded_reply(
     message: Message, usage: Usage | None = None, stop_reason: str | None = None
 ) -> ModelReply:
     """``fold_events(reply_events(message, usage, stop_reason))``: ``folded`` where it answers,
-    else the fold of the events themselves (with its checks and its errors). What a client
-    that holds a reply whole answers ``whole_reply`` with."""
+    else the fold of the events (with its checks and errors)."""
     whole = folded(message, usage, stop_reason)
     return whole if whole is not None else fold_events(reply_events(message, usage, stop_reason))
 
@@ -422,8 +399,8 @@ def _check_part(part: ThinkingPart | ProviderPart) -> None:
 
 
 def _unholdable(what: str, problem: str, details: dict[str, Any]) -> ApiError:
-    """The door's refusal of a value the engine could not save and read back
-    (``loopctl.core.values``): a provider error, not retried (the model chose to send it)."""
+    """The door's refusal of a value the engine could not save and read back: not retried
+    (the model chose to send it)."""
     return _refused(
         f"the model sent {what} that the engine cannot hold: {problem} "
         f"(the limit is {MAX_NESTING} levels; numbers must be finite)",
@@ -432,6 +409,5 @@ def _unholdable(what: str, problem: str, details: dict[str, Any]) -> ApiError:
 
 
 def _refused(message: str, details: dict[str, Any], *, retryable: bool = False) -> ApiError:
-    """A reply the fold refuses, as a provider error."""
     error = LoopError(kind="provider", message=message, retryable=retryable, details=details)
     return ApiError(error)

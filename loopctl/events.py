@@ -1,15 +1,12 @@
 """What a model stream says: ``Usage`` and the small events a client yields.
 
-A client turns one request into a stream of events (``TextDelta``, ``ToolCallStart`` /
-``ToolCallDelta`` / ``ToolCallEnd``, ``UsageEvent``, ``StopEvent``, ``ThinkingDelta``,
-``PartEvent``; the driver adds ``AttemptAbandoned`` for watchers), and ``loopctl.api.fold_events``
-turns them into one message. An event lives for one fold: it is never saved, sent or read back,
-so the events are frozen dataclasses, not pydantic models. ``Usage`` is a pydantic model: it is
-saved in traces and summed.
+An event lives for one fold (``loopctl.api.fold_events``): it is never saved or read back, so
+the events are frozen dataclasses, not pydantic models; ``Usage`` is saved in traces, a model.
+The driver adds ``AttemptAbandoned`` for watchers.
 
 Constructing an event checks its fields (a ``TypeError`` naming the field and the value): a
-provider's parser builds events from wire data, and a field of the wrong type is a malformed
-reply (the providers turn ``TypeError`` into one, with where it was).
+provider's parser builds events from wire data, and the providers turn that ``TypeError`` into a
+malformed reply, with where it was.
 """
 
 from __future__ import annotations
@@ -95,8 +92,7 @@ _STR: Final = (lambda v: isinstance(v, str), "a str")
 
 @dataclass(frozen=True, kw_only=True)
 class _Event:
-    """A frozen record; ``kind`` (a class attribute) tells the events apart, as the fold does.
-    ``_checks`` maps each checked field to its test and what it must be."""
+    """``kind`` tells the events apart; ``_checks`` maps a field to its test and its type."""
 
     kind: ClassVar[str]
     _checks: ClassVar[dict[str, tuple[Callable[[object], bool], str]]] = {}

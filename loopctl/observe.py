@@ -1,14 +1,8 @@
 """Observers: what the driver reports while it works (``IoEvent``, ``LoopObserver``).
 
-These types sit below both the driver and the tools (each may import this module, neither the
-other's), beside ``loopctl.api``: the tools' dispatcher reports tool calls as ``IoEvent``s and the
-driver hands every step, feed and event to the observers.
-
-An observer receives every step the brain answered, every feed the driver gave it (the machine
-as it is right after), and every IO event (model requests and replies, retries, tool calls,
-compaction).
-The trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot change the run. Subclass
-``LoopObserver`` and override what you need: every method is a no-op by default.
+Below both the driver and the tools (the dispatcher reports tool calls as ``IoEvent``s). An
+observer receives every step the brain answered, every feed the driver gave it, and every IO
+event; the trace recorder of ``loopctl_sim`` is one. Observers watch; they cannot change the run.
 """
 
 from __future__ import annotations
@@ -41,10 +35,8 @@ IoKind = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IoEvent:
-    """One thing the driver did in the world. Durations and times live only here.
-
-    A plain dataclass, not a pydantic model: several are made every turn, and everything in them
-    was built by the driver itself, so there is nothing to validate.
+    """One thing the driver did in the world. Durations and times live only here. A plain
+    dataclass: several are made every turn, from the driver's own data: nothing to validate.
 
     ``data`` by kind (JSON data, but for the request): ``model_request`` ``request`` (the
     ``ModelRequest`` itself), ``model`` and ``provider`` (the client's, when it names them),
@@ -103,9 +95,8 @@ _REPORT: ContextVar[Callable[[IoEvent], None] | None] = ContextVar(
 @contextmanager
 def reporting_io(emit: Callable[[IoEvent], None]) -> Iterator[None]:
     """While a run is under way its tools may report IO of their own (``report_io``) to the
-    run's observers: a tool source such as an MCP server has no other way to reach the trace,
-    since it is built before, and lives beyond, any one run. ``BareLoop.run`` binds its own
-    ``emit`` here; the tools' tasks inherit it with their context."""
+    run's observers: an MCP server, built before and living beyond any one run, has no other
+    way to reach the trace. ``BareLoop.run`` binds its ``emit`` here; tool tasks inherit it."""
     token = _REPORT.set(emit)
     try:
         yield
@@ -121,7 +112,8 @@ def report_io(event: IoEvent) -> None:
 
 
 class LoopObserver:
-    """Base class with no-op hooks; the driver calls them in order, synchronously."""
+    """Base class with no-op hooks (override what you need); the driver calls them in order,
+    synchronously."""
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         """A run begins; ``machine`` is the brain before ``accept_input``."""

@@ -1,14 +1,8 @@
 """Anthropic Messages (``POST {base_url}/v1/messages``): the client, streaming SSE or one JSON
 body, and its replies as ``loopctl.api`` events.
 
-The conversion lives in ``_anthropic_wire`` (history to blocks, tools, usage). Reasoning,
-server-tool and MCP blocks are kept as parts of this client's ``provider`` key and sent back
-unchanged (see ``_anthropic_wire``). Context tokens: all three input figures plus the output
-tokens.
-
-A whole message body and its event stream give the same events for the same message (tests
-fold each cassette's stream with the official SDK's own accumulator and compare), so a reply
-folds alike streamed or not:
+The conversion lives in ``_anthropic_wire``. A whole message body and its event stream give
+the same events for the same message (tests compare with the official SDK's accumulator):
 
 - ``text``: ``TextDelta``; its ``citations`` (``citations_delta`` in a stream) become a
   citations ``ProviderPart`` right after the text, when the block ends;
@@ -17,16 +11,13 @@ folds alike streamed or not:
   ``ThinkingPart`` with the encrypted data;
 - ``tool_use``: ``ToolCallStart`` / ``ToolCallDelta`` (the ``input_json_delta`` fragments) /
   ``ToolCallEnd``; a missing or repeated id becomes ``call_{turn}_{n}``;
-- every other block (``server_tool_use``, ``mcp_tool_use``, ``web_search_tool_result``,
-  ``code_execution_tool_result``, ``mcp_tool_result``, blocks added later): a ``ProviderPart``
-  of the block as it ends. Server and MCP tool calls stream their input as ``input_json_delta``
-  too: the fragments are joined and parsed once, at ``content_block_stop``, as the SDK does.
-  They are the provider's to run: never a ``ToolCall`` for the registry.
+- every other block (``server_tool_use``, ``mcp_tool_use``, ``web_search_tool_result``, blocks
+  added later): a ``ProviderPart`` of the block as it ends (their ``input_json_delta`` fragments
+  joined and parsed at ``content_block_stop``, as the SDK does). The provider runs those tools:
+  never a ``ToolCall`` for the registry.
 
-Events: ``message_start`` carries the input figures, ``message_delta`` the stop reason and
-cumulative usage, ``message_stop`` the end; ``ping`` and unknown events or deltas are ignored; an
-``error`` event is classified like an HTTP error. A delta for a block that never started is a
-malformed stream (deterministic: it says where).
+``ping`` and unknown events or deltas are ignored; an ``error`` event is classified like an
+HTTP error; a delta for a block that never started is a malformed stream.
 """
 
 from __future__ import annotations
@@ -253,11 +244,9 @@ class AnthropicClient(HttpProvider):
     """A Messages API client. ``api_key`` defaults to ``ANTHROPIC_API_KEY`` (required).
 
     ``max_tokens`` (required by the API) defaults to 4096; ``options`` are extra body fields
-    (``temperature``, ``tool_choice``, ``thinking``, ``mcp_servers``, ...), a request's own
-    ``options`` win over them. ``server_tools`` are tools Anthropic runs itself, in its form
-    (``{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}``), advertised after
-    the function tools; ``betas`` go in the ``anthropic-beta`` header (the MCP connector needs
-    one). ``provider`` overrides the key the kept parts carry (default: from the host).
+    (``thinking``, ``mcp_servers``, ...), a request's own win; ``server_tools`` are in
+    Anthropic's form (``{"type": "web_search_20250305", "name": "web_search"}``); ``betas`` go in
+    the ``anthropic-beta`` header (the MCP connector needs one).
     """
 
     family = "anthropic"

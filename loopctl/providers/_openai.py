@@ -18,7 +18,6 @@ Their deviations are tolerated here:
   to the same host (``_openai_wire``); ``thinking`` chunks of a content list (Mistral) are kept
   and not sent back; a chunk carrying ``message`` instead of ``delta`` is read the same.
 
-History conversion, tools and usage live in ``_openai_wire``.
 """
 
 from __future__ import annotations
@@ -126,9 +125,8 @@ class _Calls:
 
 
 class _Reply:
-    """One reply's chunks (or its whole message) as events: text, calls, and the reasoning and
-    extras of compatible hosts (see ``_openai_wire``). Reasoning streams as ``ThinkingDelta``
-    and becomes one ``ThinkingPart`` when the answer (text or a call) begins, or at the end."""
+    """One reply's chunks (or its whole message) as events. Reasoning streams as
+    ``ThinkingDelta`` and becomes one ``ThinkingPart`` when the answer begins, or at the end."""
 
     def __init__(self, info: ProviderInfo, turn: int, provider: str) -> None:
         self.info = info
@@ -237,14 +235,8 @@ class _Reply:
 
 class OpenAIClient(OpenAIKeyed):
     """A Chat Completions client (streaming SSE by default; ``stream=False`` for one JSON body).
-
-    ``api_key`` defaults to ``OPENAI_API_KEY``; ``base_url`` to ``OPENAI_BASE_URL`` or the
-    OpenAI API. A key is required only for the OpenAI API itself: local servers (vLLM,
-    llama.cpp, LM Studio, Ollama) run without one. ``options`` are extra body fields
-    (``temperature``, ``max_tokens``, ``reasoning_effort``, ...); a request's own ``options``
-    win over them. ``server_tools`` are tool specs the host runs itself, sent after the
-    function tools as given. ``provider`` overrides the key the kept reasoning carries (by
-    default the host's: ``deepseek``, ``openrouter``, ...); errors name the host.
+    The arguments of ``OpenAIKeyed``; ``options`` are extra body fields (``reasoning_effort``,
+    ...), a request's own win; ``server_tools`` are sent after the function tools as given.
     """
 
     family = "chat"

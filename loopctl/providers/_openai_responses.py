@@ -325,11 +325,9 @@ def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 class OpenAIResponsesClient(OpenAIKeyed):
     """A Responses API client (streaming SSE by default; ``stream=False`` for one JSON body).
 
-    The arguments of ``OpenAIClient``, and ``store`` (default False), sent as is; while it
-    is False the request asks for ``reasoning.encrypted_content``. ``options`` are extra body
-    fields (``reasoning: {"effort": ..., "summary": "auto"}``, ``max_output_tokens``, ...); a
-    request's own ``options`` win. ``server_tools`` are OpenAI's built-in tools in its form
-    (``{"type": "web_search"}``). ``provider`` overrides the key the kept parts carry.
+    The arguments of ``OpenAIClient``, and ``store`` (default False), sent as is; while it is
+    False the request asks for ``reasoning.encrypted_content``. ``server_tools`` are OpenAI's
+    built-in tools in its form (``{"type": "web_search"}``).
     """
 
     family = "responses"

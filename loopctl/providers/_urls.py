@@ -1,34 +1,24 @@
 """A client's base URL: where requests go, what messages show, and which secrets it carries.
 
-A base URL may hold more than a place. Azure-style servers take a query (``?api-version=X``),
-which must stay a query: an endpoint's path is joined to the base URL's path and the query kept
-(``.../v1/chat/completions?api-version=X``), never appended after it. A gateway may take its
-key in the query (``?api-key=KEY``), and a proxy in front of a local server may want
-``user:password@`` (HTTP Basic). The URL a request goes to never carries that userinfo (httpx
-would turn it into Basic credentials behind the client's back); the client sends it on purpose
-(``BaseUrl.basic``), and refuses when it would replace the API key in the same header.
+A query (Azure's ``?api-version=X``) stays a query: an endpoint's path is joined to the base
+URL's path. A gateway may take its key in the query (``?api-key=KEY``), a proxy may want
+``user:password@`` (HTTP Basic): the URL a request goes to never carries that userinfo (httpx
+would send it behind the client's back); the client sends it on purpose (``BaseUrl.basic``),
+and refuses when it would replace the API key in the same header.
 
-What a message, an error or a trace shows of the URL (``BaseUrl.shown``) has no userinfo and
-no secret query value, and every error a client raises has the secrets it knows (its key, the
-URL's password, a secret query value) replaced, and whatever else is shaped like one
-(``redact``): a server that echoes a key in a 401 does not put it in a run's result, a trace or
-a terminal. Which query parameters carry a credential, and what else is a secret, is the trace
-scrubber's rule (``loopctl.secrets``).
+What a message or a trace shows of the URL (``BaseUrl.shown``) has no userinfo and no secret
+query value, and every error a client raises has the secrets it knows, and whatever else is
+shaped like one, replaced (``redact``): a server that echoes a key in a 401 does not put it in
+a result, a trace or a terminal. What is a secret is ``loopctl.secrets``' rule.
 
-Who a client is talking to (``identity``): a provider key for the parts it keeps, a name for its
-messages. The OpenAI-compatible client serves many hosts (DeepSeek, OpenRouter, Groq, Gemini, a
-local vLLM, ...), and an Anthropic-compatible endpoint need not be Anthropic. Two things depend on
-the host, so both come from the base URL here:
+Who a client is talking to (``identity``), from the host, since the OpenAI-compatible client
+serves many (and an Anthropic-compatible endpoint need not be Anthropic):
 
-- the **key** recorded in the ``ThinkingPart`` / ``ProviderPart`` a client keeps
-  (``ThinkingPart.provider``): a client sends such a part back only when the key is its own, so
-  DeepSeek's ``reasoning_content`` never reaches OpenRouter and Anthropic's signed thinking never
-  reaches an OpenAI model. The key names the host and the wire family (an Anthropic-format
-  endpoint of DeepSeek is not its OpenAI-format one);
-- the **name** errors use ("Groq refused the credentials", "OpenRouter: ..."), instead of
-  calling every compatible host "OpenAI".
-
-An explicit ``provider=`` on a client wins over the host's key (a proxy in front of a provider).
+- the **key** recorded in the parts a client keeps (``ThinkingPart.provider``): a client sends
+  such a part back only when the key is its own, so DeepSeek's ``reasoning_content`` never
+  reaches OpenRouter. It names the host and the wire family (``deepseek/anthropic``); an
+  explicit ``provider=`` wins (a proxy in front of a provider);
+- the **name** errors use ("Groq refused the credentials"), not "OpenAI" for every host.
 """
 
 from __future__ import annotations
@@ -104,9 +94,7 @@ def _replace(value: Any, secrets: Iterable[str]) -> Any:
 
 def redact(exc: ApiError, secrets: Iterable[str]) -> ApiError:
     """``exc`` with each of ``secrets`` (of 4 characters or more) replaced in its message and
-    details, then whatever else is shaped like a secret or given to a secret's name (another
-    key a server echoes: ``loopctl.secrets.scrub_text``); the same error when nothing
-    changed, the retry hints kept."""
+    details, then whatever ``scrub_text`` finds; the same error when nothing changed."""
     # a longer one first; one shorter than 4 characters would take ordinary words with it
     ordered = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
     error = exc.error

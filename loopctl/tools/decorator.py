@@ -1,24 +1,19 @@
 """``@tool``: a typed Python function becomes something the model can call.
 
-The signature is the single source of truth. A pydantic model is built from the parameters'
-type hints; its JSON Schema is what the model is told (``Tool.spec``) and the same model
-validates what the model sends back, so the schema and the validation can never disagree.
-
-A ``Tool`` stays callable exactly like the function it wraps (``add(1, 2)`` still returns 3, an
-async tool still returns a coroutine), so decorating a function never breaks its direct callers
-or its unit tests. The model-facing path is ``parse_arguments`` -> ``execute`` ->
-``encode_result``, which ``dispatch`` drives.
+The signature is the single source of truth: a pydantic model built from the parameters' type
+hints gives the JSON Schema the model is told (``Tool.spec``) and validates what the model sends
+back, so the two never disagree. A ``Tool`` stays callable exactly like the function it wraps,
+so decorating never breaks its direct callers. ``dispatch`` drives ``parse_arguments`` ->
+``execute`` -> ``encode_result``.
 
 Sync functions run in a worker thread (``loopctl.tools.threads``) so a slow tool never blocks
-the event loop. A thread cannot be interrupted: when a sync tool times out or the run is
-cancelled, the loop moves on at once but the thread finishes in the background. Async tools are
-cancelled for real.
+the event loop; a thread cannot be interrupted, so on a timeout or a cancel the loop moves on
+and the thread finishes in the background. Async tools are cancelled for real.
 
-``inline=True`` runs a sync function on the event loop itself, with no thread: the hop to a
-thread and back costs more than a cheap pure function (39 µs against a few, measured in
-``benchmarks/bench_driver.py``). The trade-off: while an inline tool runs, nothing else on the
-loop does (no other tool of the wave, no cancel, no timeout: nothing can interrupt it, so it
-takes no ``timeout``). Keep it for functions that return in microseconds and never wait on IO.
+``inline=True`` runs a sync function on the event loop, with no thread: the hop costs more than
+a cheap pure function (39 µs against a few, ``benchmarks/bench_driver.py``), but while it runs
+nothing else on the loop does (no other tool, no cancel, no timeout, so it takes no
+``timeout``). Keep it for functions that return in microseconds and never wait on IO.
 """
 
 from __future__ import annotations
@@ -54,11 +49,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class ToolError(LoopctlError):
-    """Raise inside a tool to send the model an error result with exactly this message.
-
-    Any other exception also becomes an error result, prefixed with its type
-    (``tool 'x' raised ValueError: ...``); ``ToolError`` is for messages written for the model.
-    """
+    """Raise inside a tool to send the model an error result with exactly this message (any
+    other exception's result is prefixed with its type: ``tool 'x' raised ValueError: ...``)."""
 
 
 class ToolArgumentsError(ValueError, LoopctlError):
@@ -66,11 +58,8 @@ class ToolArgumentsError(ValueError, LoopctlError):
 
 
 class Tool(Generic[P, R]):
-    """A function the model can call: its spec, its argument model, and how to run it.
-
-    Build one with ``@tool``; don't construct it directly. Calling a ``Tool`` calls the
-    wrapped function unchanged.
-    """
+    """A function the model can call: its spec, its argument model, and how to run it (build
+    one with ``@tool``). Calling a ``Tool`` calls the wrapped function unchanged."""
 
     # set by ``functools.update_wrapper``, declared for type checkers
     __name__: str
@@ -152,8 +141,8 @@ class Tool(Generic[P, R]):
             raise ToolArgumentsError(describe_validation_error(self.name, exc)) from None
 
     async def execute(self, validated: BaseModel) -> Any:
-        """Run the function with validated arguments (sync functions in a worker thread, or on
-        the event loop when ``inline``)."""
+        """Run the function with validated arguments (a sync one in a worker thread, unless
+        ``inline``)."""
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for field, name, positional in self._params:
@@ -171,10 +160,8 @@ class Tool(Generic[P, R]):
         return result
 
     async def run(self, arguments: Mapping[str, Any]) -> str:
-        """Validate, execute and encode: the whole model-facing call, without timeout or hooks.
-
-        Handy for testing a tool the way the model will use it.
-        """
+        """Validate, execute and encode, without timeout or hooks: a tool tested as the model
+        uses it."""
         return encode_result(self.name, await self.execute(self.parse_arguments(arguments)))
 
 
@@ -209,15 +196,11 @@ def tool(
 
     ``name`` defaults to the function's name and ``description`` to the first paragraph of its
     docstring; parameter descriptions come from an ``Args:`` section (or ``Annotated[...,
-    Field(description=...)]``). ``timeout`` (seconds) bounds one execution; without it
-    ``dispatch``'s ``default_timeout`` applies. ``parallel_safe=False`` makes every call of
-    this tool run alone, after the calls before it and before the calls after it.
-    ``inline=True`` runs a sync function on the event loop, without a worker thread: for cheap
-    functions only, since it blocks the loop while it runs (see the module docstring).
-    ``raises`` declares the exceptions the tool raises on purpose to refuse an input (say
-    ``raises=ValueError``): they reach the model as error results like any other, and a fuzz
-    campaign (``loopctl-sim fuzz``) takes every other exception out of the tool for a crash,
-    a finding. ``ToolError`` is always expected.
+    Field(description=...)]``). ``timeout`` (seconds) bounds one execution (else ``dispatch``'s
+    ``default_timeout``). ``parallel_safe=False`` makes every call of this tool run alone.
+    ``inline=True``: see the module docstring. ``raises`` declares the exceptions the tool
+    raises on purpose to refuse an input (``raises=ValueError``): a fuzz campaign takes every
+    other exception out of the tool for a crash. ``ToolError`` is always expected.
     """
 
     def wrap(f: Callable[P, R]) -> Tool[P, R]:
@@ -298,13 +281,9 @@ _Fields = tuple[tuple[str, inspect.Parameter], ...]
 def _arguments_model(
     fn: Callable[..., Any], tool_name: str, doc: str | None
 ) -> tuple[type[BaseModel], _Fields]:
-    """A pydantic model with one field per parameter.
-
-    Fields get neutral internal names (``p0``, ``p1``...) and the parameter's name as alias, so
-    a parameter may be called ``json``, ``copy`` or ``model_config`` without clashing with
-    ``BaseModel``'s own attributes. Unknown arguments are rejected (``extra="forbid"``) so the
-    model learns about a misspelt argument instead of having it silently ignored.
-    """
+    """A pydantic model with one field per parameter, named ``p0``, ``p1``... with the
+    parameter's name as alias (a parameter may be called ``json`` or ``model_config``).
+    Unknown arguments are rejected, so the model learns of a misspelt one."""
     signature = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(_underlying(fn), include_extras=True)

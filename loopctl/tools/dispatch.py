@@ -1,31 +1,23 @@
 """``dispatch``: run one exchange's tool calls and answer every one of them.
 
-Waves. The calls are cut into waves (``plan_waves``, pure): consecutive parallel-safe calls
-share a wave and run concurrently; a call whose tool is not parallel-safe is a wave of its own.
-Waves run in order, so a non-parallel-safe call sees the effects of every call before it and
-none after it. Results always come back in call order, whatever order the calls finish in.
+Waves (``plan_waves``, pure): consecutive parallel-safe calls share a wave and run concurrently;
+a call whose tool is not parallel-safe is a wave of its own, so it sees the effects of every call
+before it and none after it. Results come back in call order, whatever order calls finish in.
 
-Pipeline per call: pre-tool hooks -> middleware around (argument validation -> execution under
-the tool's timeout, else ``default_timeout``; none for an ``inline`` tool, which nothing could
-interrupt) -> post-tool hooks. A name missing from the registry is answered at once, without
-hooks.
+Per call: pre-tool hooks -> middleware around (argument validation -> execution under the tool's
+timeout, else ``default_timeout``; none for an ``inline`` tool) -> post-tool hooks. A name
+missing from the registry is answered at once, without hooks.
 
-Recovery. The brain needs exactly one result per call, and a tool must never crash the run, so
-everything that can go wrong (an exception in a tool, a hook or a middleware; a timeout;
-invalid arguments; a denial; an unknown name) becomes ``ToolResult(is_error=True)`` with a
-message written for the model. The one exception is cancellation: when the task running
-``dispatch`` is cancelled, every running tool task is cancelled and ``CancelledError``
-propagates, so a user's cancel stops the run promptly.
+The brain needs one result per call and a tool must never crash the run, so whatever goes wrong
+(an exception in a tool, a hook or a middleware; a timeout; invalid arguments; a denial; an
+unknown name) becomes ``ToolResult(is_error=True)`` with a message written for the model; only a
+cancel of the task running ``dispatch`` propagates (after every running tool task is cancelled).
 
-Events. ``on_event`` receives ``tool_call`` events for a wave's calls (in call order) when the
-wave starts, and ``tool_result`` events (in call order, with each call's duration) when the
-wave has finished. Reporting in call order keeps traces identical from run to run even when
-concurrent calls finish in a different order; only ``duration_s`` varies. A ``tool_call`` event
-carries the model's arguments, even when a pre-tool hook replaced them. A cancelled wave
-reports no ``tool_result`` events. An exception raised by ``on_event`` is a bug in the observer
-and propagates. Each exception out of a tool, a hook or a middleware is logged to the
-``loopctl.tools`` logger and handed, as the object, to the call's ``tool_result`` event
-(``IoEvent.raised``): the model reads only its type and message, a harness may judge the rest.
+``on_event`` gets ``tool_call`` events (the model's arguments, even if a hook replaced them) when
+a wave starts and ``tool_result`` events with durations when it ends, both in call order, so
+traces are identical from run to run; a cancelled wave reports no results. Each exception out of
+a tool, hook or middleware is logged to ``loopctl.tools`` and handed, as the object, to the
+call's ``tool_result`` event (``IoEvent.raised``) for a harness to judge.
 """
 
 from __future__ import annotations
@@ -73,12 +65,8 @@ _RAISED: ContextVar[list[Raised] | None] = ContextVar("loopctl_tool_raised", def
 
 
 def plan_waves(calls: Sequence[ToolCall], registry: ToolRegistry) -> list[tuple[int, ...]]:
-    """Indices of ``calls`` grouped into waves, in order: each wave a run of consecutive
-    indices, together every index once (so results gathered wave after wave are in call order).
-
-    A name missing from the registry counts as parallel-safe: it is answered without running
-    anything, so it cannot conflict with another call.
-    """
+    """Indices of ``calls`` grouped into waves of consecutive indices, in order. A name missing
+    from the registry counts as parallel-safe: it runs nothing, so it conflicts with nothing."""
     waves: list[tuple[int, ...]] = []
     current: list[int] = []
     for index, call in enumerate(calls):
@@ -110,9 +98,7 @@ async def dispatch(
     """Run ``calls`` in waves and return one result per call, in call order.
 
     ``turn`` only labels the emitted events. ``max_concurrency`` caps how many calls of one
-    wave run at once (None: no cap); the rest wait their turn in call order. Cancellation of
-    the calling task propagates (after every running tool task has been cancelled); no failure
-    of a tool, hook or middleware ever raises out of here.
+    wave run at once (None: no cap); the rest wait their turn in call order.
     """
     return await Dispatcher(registry, pre_hooks, post_hooks, middleware, default_timeout).run(
         calls, on_event=on_event, turn=turn, max_concurrency=max_concurrency
@@ -266,7 +252,6 @@ class _Executor:
         self.default_timeout = default_timeout
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        """The innermost step: validate the arguments, run the tool under its timeout."""
         found = self.registry.get(call.name)
         if found is None:
             return not_available(call, self.registry.names())  # the brain's own answer
@@ -399,12 +384,9 @@ def _failed(where: str, name: str, exc: Exception) -> None:
 
 
 def _cancelling() -> bool:
-    """Whether this task is really being cancelled (then ``CancelledError`` must propagate).
-
-    A tool may raise ``CancelledError`` on its own (awaiting a future someone else cancelled);
-    that is the tool's failure, reported like any other. Only a cancel aimed at this task (the
-    user's, via the dispatch task) must propagate.
-    """
+    """Whether this task is really being cancelled (then ``CancelledError`` must propagate);
+    a tool may raise ``CancelledError`` on its own (a future someone else cancelled): that is
+    the tool's failure, reported like any other."""
     task = asyncio.current_task()
     return task is None or task.cancelling() > 0
 
