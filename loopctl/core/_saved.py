@@ -33,7 +33,7 @@ square of its length) took 30-33 times as long as with it at 40 messages (a 20-t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import is_
 from typing import Any, Final, Protocol, TypeVar
 
@@ -296,19 +296,13 @@ def restore(brain: B, snap: MachineSnapshot, form: SavedForm | None = None) -> B
     return brain
 
 
-def restored_json(brain: B, text: str | bytes | bytearray) -> B:
-    """``brain`` restored from a saved text; a ``ValidationError`` when the text is damaged,
-    forged, from a newer loopctl or a state the brain could not be in. A sealed text's messages
-    are encoded to check its checksum into the brain's own cache: its first save's JSON."""
+def restored(brain: B, validate: Callable[..., MachineSnapshot], source: Any) -> B:
+    """``brain`` restored from what ``validate`` (``MachineSnapshot.model_validate_json`` or
+    ``model_validate``) reads in ``source``; a ``ValidationError`` when it is damaged, forged,
+    from a newer loopctl or a state the brain could not be in. A sealed text's messages are
+    encoded to check its checksum into the brain's own cache: its first save's JSON."""
     form = SavedForm()
-    return restore(brain, MachineSnapshot.model_validate_json(text, context=form.checksum_of), form)
-
-
-def restored(brain: B, data: Any) -> B:
-    """``brain`` restored from ``model_dump()`` data (or a ``MachineSnapshot``), as
-    ``restored_json``."""
-    form = SavedForm()
-    return restore(brain, MachineSnapshot.model_validate(data, context=form.checksum_of), form)
+    return restore(brain, validate(source, context=form.checksum_of), form)
 
 
 def model_dump(brain: Brain) -> dict[str, Any]:

@@ -7,8 +7,8 @@ network, no randomness, no stored settings (the policy comes with every step). H
 machine serializes whole, and a restored machine makes identical decisions.
 
 This module reads top to bottom: the transition tables, the fields and read-only views, the
-entry points of the saved form (``_saved.py`` and ``snapshot.py`` hold the form itself), the one
-question, the feeds and their handlers. Rules it keeps:
+saved form's methods (``_saved.py``'s functions), the one question, the feeds and their
+handlers. Rules it keeps:
 
 - Every transition is in ``TRANSITIONS``, keyed by (state, feed type); any other pair is a
   ``ProtocolError`` naming the feed and the state.
@@ -243,12 +243,12 @@ class LoopMachine:
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
         """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
-        return _saved.restored_json(cls.__new__(cls), text)
+        return _saved.restored(cls.__new__(cls), MachineSnapshot.model_validate_json, text)
 
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        return _saved.restored(cls.__new__(cls), data)
+        return _saved.restored(cls.__new__(cls), MachineSnapshot.model_validate, data)
 
     def _fold_pending(self, keep: int) -> None:
         """The exit door: pending's first ``keep`` messages are glued onto history."""
@@ -260,8 +260,7 @@ class LoopMachine:
 
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         """What should happen next. Idempotent; see the module docstring."""
-        step: MachineStep = _STEP_HANDLERS[self._state.kind](self, policy)
-        return step
+        return _STEP_HANDLERS[self._state.kind](self, policy)
 
     def loop_verdict(self, policy: MachinePolicy) -> LoopVerdict | None:
         """The loop the next ``next_step(policy)`` will warn of (or fail on); None when there is

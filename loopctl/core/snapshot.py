@@ -1,35 +1,27 @@
 """The brain's saved form: ``MachineSnapshot``, its consistency check, its versions and its seal.
 
-A snapshot is everything the brain is, as data (see ``LoopMachine.snapshot``). Validating one
-checks that it describes a state the brain could have reached, so a damaged or hand-edited
-snapshot is a ``ValidationError`` at restore, never a machine that misbehaves later. The brain
-writes and reads it through ``_saved.py``.
+A snapshot is everything the brain is, as data. Validating one checks that it describes a state
+the brain could have reached, so a damaged or hand-edited snapshot is a ``ValidationError`` at
+restore, never a machine that misbehaves later. The brain writes and reads it through
+``_saved.py``.
 
-Versions: 2 added the reasoning and provider parts (``ThinkingPart``, ``ProviderPart``); 3 added
-the checksum. A snapshot's *content* (what ``MachineSnapshot`` holds and dumps, what
-``LoopMachine.canonical_json()`` writes and ``digest()`` hashes) is written in the lowest of
-versions 1 and 2 that holds it, so a conversation without those parts is version 1, byte
-for byte as a version-1 writer wrote it: its digest is the same and recorded traces replay.
+Versions: 2 added the reasoning and provider parts, 3 the checksum. A snapshot's *content* (what
+``MachineSnapshot`` dumps, what ``digest()`` hashes) is written in the lowest of versions 1 and 2
+that holds it, so a conversation without those parts writes version-1 bytes: its digest is the
+same and recorded traces replay.
 
-The checksum. A saved brain (``LoopMachine.model_dump_json()``: the at-rest form) is that
-content *sealed*: version 3 in its head and, after the loop window,
-``"checksum"``: the whole sha256 of the content's bytes (``digest()`` is its first 16 hex
-digits). Why: the consistency check catches a snapshot the brain could not be in, but not one
-it could: 15 of 400 random bit flips of a snapshot restored as a different, valid brain (a
-digit of a count, a letter of a message). A sealed snapshot restores only if its checksum
-matches its content, serialized again from what was read (so a text laid out otherwise,
-re-indented or with keys reordered, verifies too), so a damaged one is a ``ValidationError``
-saying so, and a version-1/2 text carrying a checksum (a flipped version digit) or a version-3
-text without one is damaged too. The checksum is not kept: a validated ``MachineSnapshot`` is
-the content, and so is ``LoopMachine.model_dump()`` (in-process data, to edit and restore; a
-dict given to ``model_validate`` with a checksum is checked all the same). Versions 1 and 2 (no
-checksum) are read, unverified; an older loopctl refuses version 3 with its "upgrade loopctl"
-message.
+The checksum: a saved brain (``LoopMachine.model_dump_json()``) is its content *sealed*: version 3
+in its head and, last, ``"checksum"``, the sha256 of the content. Why: the consistency check
+catches a snapshot the brain could not be in, not one it could (15 of 400 random bit flips of a
+snapshot restored as another valid brain: a digit of a count, a letter of a message). A sealed
+text restores only if its checksum matches its content serialized again from what was read (so a
+re-indented text verifies too); a version-1/2 text carrying a checksum or a version-3 text
+without one is damaged too. Versions 1 and 2 are read unverified; an older loopctl refuses
+version 3 with its "upgrade loopctl" message. ``model_dump()`` data is the content, not sealed.
 
-Numbers: a snapshot holding NaN or an infinity (``1e999``) in a tool call's arguments or a part's
-data is refused, as the brain refuses such a call (``loopctl.core.values``): restored, it would
-save back as ``null``. The writer writes no such number, but a text edited and sealed again
-verifies all the same, so every snapshot validated here is walked for them.
+Numbers: NaN or an infinity (``1e999``) in a tool call's arguments or a part's data is refused,
+as the brain refuses such a call (``values.py``): restored, it would save back as ``null``. A text
+edited and sealed again verifies all the same, so every snapshot validated here is walked for them.
 """
 
 from __future__ import annotations
