@@ -1,11 +1,9 @@
 """What a secret looks like in a text: one rule for the engine and its harness.
 
-Every place that keeps a credential out of what it shows reads it here: the live spans
-(``loopctl.otel``), a provider client's errors and the headers it treats as credentials
-(``loopctl.providers``), and the harness's traces, cassettes and messages
-(``loopctl_sim.trace.scrub``, which adds a fingerprinting placeholder, the user's patterns and
-a fast pre-test of a whole JSON text). It is pure (no IO) and sits below loopctl's other layers,
-so each of them, and the harness, imports it without any extra installed.
+Every place that keeps a credential out of what it shows reads it here: the live spans, a
+provider client's errors, the harness's traces, cassettes and messages (``loopctl_sim.trace.scrub``
+adds a fingerprinting placeholder, the user's patterns and a fast pre-test of a JSON text).
+Pure, below loopctl's other layers, so each of them imports it without any extra installed.
 
 Two kinds of secret:
 
@@ -171,15 +169,9 @@ def is_secret_name(name: str, after: str = '"') -> bool:
     """Whether ``name`` (followed in its text by ``after``) names a credential: the trace
     scrubber replaces a mapping value under such a key whole, and a text's value given to it.
 
-    The name is read as words (``OPENAI_API_KEY``, ``apiKey``, ``x-portkey-api-key``), any
-    case: it is secret when a word is one of key(s), apikey, secret, token, password, passwd,
-    passphrase, credential(s), creds, auth, authorization, private (last), cookie, unless a
-    later word says the name describes the secret (``key_id``, ``token_type``, ``api_key_env``,
-    ``token_count``), or the word before makes it a lookup key or a piece of text
-    (``sort_key``, ``cache_key``, ``eos_token``, ``max_token``); a bare ``key`` is not secret.
-    Counts (``max_tokens``, ``input_tokens``) hold ``tokens``, which is no secret word. Key,
-    token and the other common words count where the name shows them whole (followed by
-    ``_``, ``-`` or its end), so that a pre-test of a text finds every secret name by a
+    The name is read as words (``OPENAI_API_KEY``, ``apiKey``), any case (``_named_secret``).
+    The common words (key, token, ...) count where the name shows them whole (followed by one
+    of ``AFTER`` or its end), so that a pre-test of a text finds every secret name by a
     literal."""
     return _anchored((name + after).translate(_ASCII_LOWER)) and _named_secret(name)
 
@@ -203,10 +195,11 @@ def _mentions_name(low: str) -> bool:
 
 
 def _named_secret(name: str) -> bool:
-    """The word rule alone (no look at the character after the name): a word of ``name`` is a
-    secret one, no later word says the name describes the secret (``key_id``, ``token_type``),
-    and the word before does not make it a lookup key or a piece of text (``sort_key``,
-    ``eos_token``); a bare ``key`` is any mapping's."""
+    """The word rule: a word of ``name`` is a secret one (``_SECRET_WORDS``), no later word says
+    the name describes the secret (``key_id``, ``token_type``, ``api_key_env``), and the word
+    before does not make it a lookup key or a piece of text (``sort_key``, ``eos_token``); a
+    bare ``key`` is any mapping's; ``private`` counts only as the last word. Counts
+    (``max_tokens``) hold ``tokens``, no secret word."""
     words = [w.lower() for w in _WORD.findall(name)]
     for i, word in enumerate(words):
         if word not in _SECRET_WORDS:
@@ -257,9 +250,8 @@ def bare(secret: str) -> str:
 class TextScrubber:
     """A text's secrets replaced: the shapes of ``patterns`` first (only the group named ``s``
     where a pattern has one), then the values given to secret names; each secret becomes
-    ``placeholder(secret)``, and a placeholder already there is left as it is.
-
-    Compiled once (the union of the patterns is one regular expression); cheap to call."""
+    ``placeholder(secret)``, and a placeholder already there is left as it is. The patterns are
+    compiled once, as one regular expression."""
 
     def __init__(
         self,
@@ -268,7 +260,7 @@ class TextScrubber:
     ) -> None:
         self.patterns: tuple[str, ...] = tuple(patterns)
         self.placeholder = placeholder
-        # Each pattern's group ``s`` (the secret inside the match) gets a name of its own.
+        # each pattern's group ``s`` gets a name of its own
         named = [p.replace("(?P<s>", f"(?P<s{i}>") for i, p in enumerate(self.patterns)]
         self._values = re.compile("|".join(f"(?:{p})" for p in named))
         self._group = tuple(self._values.groupindex)

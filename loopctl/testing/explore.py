@@ -1,8 +1,7 @@
 """A model that explores an agent: replies generated from the advertised tool specs, seeded.
 
-``ExploringClient`` is an ``ApiClient`` for tests that, unlike a scripted client, needs no
-script: it reads the tools the request advertises (``ModelRequest.tools``: names, descriptions,
-JSON schemas) and answers each request with one *move*, drawn from a seed:
+``ExploringClient`` needs no script: it reads the tools the request advertises and answers each
+request with one *move*, drawn from a seed:
 
 =============  ===================================================================================
 move           the reply
@@ -19,19 +18,13 @@ move           the reply
 ``final``      a final answer (text, no calls)
 =============  ===================================================================================
 
-Arguments come from ``loopctl.testing.schema_values``: every JSON Schema type, enums, nested
-objects and arrays, defaults; strings and numbers are often copied from the conversation (an
+Arguments come from ``loopctl.testing.schema_values``, often copied from the conversation (an
 order id the user gave, a number a tool returned), as a real model copies them.
 
-The same seed gives the same replies: reply ``i`` (0-based, counted over the client's life) is a
-function of the seed, ``i`` and the request alone, so a request asked again (a retry) can be
-answered the same way (``reply_for(request, i)``), and a harness can keep the replies it got
-(``replies``) as a script that replays the run without the explorer. A run ends: from
-``ExploreConfig.turns`` model calls into a run on, every reply is a final answer.
-
-This module is the model only; faults around it (provider errors, broken streams, duplicate call
-ids) and around the tools are loopctl_sim's (``loopctl_sim.sim.faults``). For hypothesis, the
-same moves as strategies are in ``loopctl.testing.strategies``.
+Reply ``i`` (counted over the client's life) is a function of the seed, ``i`` and the request
+alone, so a retry can be answered the same way (``reply_for(request, i)``) and a harness can keep
+the replies (``replies``) as a script. From ``ExploreConfig.turns`` on every reply is a final
+answer, so a run ends. Faults around the model are loopctl_sim's (``loopctl_sim.sim.faults``).
 """
 
 from __future__ import annotations
@@ -151,10 +144,7 @@ def _json_object(text: str) -> Mapping[str, object] | None:
 
 
 class Explorer:
-    """Draws one reply for a request: the moves of the module docstring, from a ``Chooser``.
-
-    Pure: it keeps no state between replies; everything it needs is the request, the reply's
-    index (for call ids) and the chooser."""
+    """Draws one reply for a request from a ``Chooser``; keeps no state between replies."""
 
     def __init__(self, config: ExploreConfig | None = None) -> None:
         self.config = config or ExploreConfig()
@@ -259,9 +249,8 @@ def _fresh_id(index: int, j: int, used: set[str]) -> str:
 
 
 class ExploringClient:
-    """An ``ApiClient`` whose replies an ``Explorer`` draws from ``seed``; see the module
-    docstring. ``replies`` holds every reply delivered, ``moves`` counts the moves made, and
-    ``requests`` every request received."""
+    """An ``ApiClient`` whose replies an ``Explorer`` draws from ``seed``. ``replies`` holds
+    every reply delivered, ``moves`` counts the moves made, ``requests`` the requests."""
 
     def __init__(self, seed: int = 0, config: ExploreConfig | None = None) -> None:
         self.seed = seed

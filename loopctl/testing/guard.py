@@ -1,20 +1,14 @@
 """A guard that makes any real network connection fail, for offline tests.
 
 By default loopback addresses stay reachable (a test may run a local server); everything else
-raises ``NetworkBlockedError`` when a name is resolved (``getaddrinfo``, ``gethostbyname``,
-``gethostbyname_ex``) or an address is (``gethostbyaddr``, and ``getnameinfo`` unless asked for
-the numeric host only: a reverse lookup is a DNS query too), a socket connects (TCP, or UDP's
-``connect``) or a datagram is sent to an address (``sendto``, ``sendmsg``: UDP needs no
-connect, and a DNS query is one), naming the host and port, so an accidental provider call
-fails loudly instead of hanging or spending money. Like pydantic-ai's
-``ALLOW_MODEL_REQUESTS=False``, but for every client, since it sits on the socket.
+raises ``NetworkBlockedError``, naming the host and port, when a name or an address is resolved
+(a reverse lookup is a DNS query too), a socket connects, or a datagram is sent (UDP needs no
+connect), so an accidental provider call fails loudly instead of hanging or spending money.
 
-The options serve harnesses that must tell the user more than "blocked": ``allow_loopback=False``
-closes local servers too (a local Ollama is a model provider), ``allow_hosts`` opens named hosts
-again (the addresses a name resolves to are opened with it), ``hint`` is appended to the error
-(how to record instead), and ``on_block`` sees every error before it is raised. A client or
-driver may turn the error into an ordinary failed run; ``on_block`` lets the harness notice
-anyway (the pytest plugin fails the test with it).
+``allow_loopback=False`` closes local servers too (a local Ollama is a model provider),
+``allow_hosts`` opens named hosts (and the addresses they resolve to), ``hint`` ends the error
+(how to record instead), and ``on_block`` sees every error before it is raised: a client may
+turn the error into an ordinary failed run, and the pytest plugin still fails the test.
 """
 
 from __future__ import annotations

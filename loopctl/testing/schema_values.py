@@ -1,19 +1,14 @@
 """Values from a JSON Schema: valid ones (what a careful model sends) and broken ones (what a
 careless model sends), drawn through a ``Chooser``.
 
-A tool's ``parameters`` (``ToolSpec.parameters``) is the only description of its input that a
-model has, so a model that explores an agent has to be driven by it: types (one or a list),
-``enum`` and ``const``, ``required`` and optional properties, nested objects and arrays,
-``default``, ranges and lengths, ``anyOf``/``oneOf``/``allOf`` and local ``$ref``. What the
-schema cannot say (a ``pattern``, an order id that exists) is taken, where it can be, from the
-``vocabulary``: words and numbers the conversation and the tool descriptions hold, which is where
-a real model takes them from too.
+A tool's ``parameters`` is the only description of its input a model has, so an exploring
+model is driven by it. What the schema cannot say (a ``pattern``, an order id that exists) is
+taken, where it can be, from the ``Vocabulary`` of the conversation, as a real model takes it.
 
-Every draw goes through a ``Chooser``, so the same code serves two sources of randomness: a
-seeded ``random.Random`` (``RandomChooser``, the exploring client) and hypothesis's ``draw``
-(``loopctl.testing.strategies``, which shrinks what it draws). Choosers are asked for the
-simplest option first (index 0, the low end of a range, ``False``), which is what hypothesis
-shrinks towards.
+Every draw goes through a ``Chooser``: a seeded ``random.Random`` (``RandomChooser``, the
+exploring client) or hypothesis's ``draw`` (``loopctl.testing.strategies``, which shrinks). The
+simplest option is asked for first (index 0, the low end of a range, ``False``), which is what
+hypothesis shrinks towards.
 """
 
 from __future__ import annotations

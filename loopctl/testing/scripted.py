@@ -1,14 +1,10 @@
-"""Offline model clients for tests, shipped in the library (like pydantic-ai's TestModel and
-FunctionModel): ``ScriptedClient`` plays a list of replies; ``FunctionClient`` asks a function.
+"""Offline model clients for tests: ``ScriptedClient`` plays a list of replies;
+``FunctionClient`` asks a function.
 
-Both stream their replies as real event sequences (text in small deltas, tool-call arguments as
-JSON fragments, reasoning and provider parts as ``PartEvent`` where they stand), so the driver's
-fold, middleware and cancel paths are exercised exactly as with a provider. A reply may also be
-a ``LoopError`` (or an ``ApiError``), which fails that call as a provider would, so retries and
-emergency compaction can be scripted.
-
-Both are ``WholeReplyClient``: when nobody watches the stream (no ``on_stream``), the driver
-asks for the reply whole, and gets what the fold of those events gives, without building them.
+Both stream their replies as real event sequences (text in small deltas, arguments as JSON
+fragments), so the driver's fold, middleware and cancel paths run as with a provider, and both
+answer ``whole_reply`` (``loopctl.api.WholeReplyClient``). A reply may be a ``LoopError`` (or an
+``ApiError``), which fails that call as a provider would: retries can be scripted.
 """
 
 from __future__ import annotations

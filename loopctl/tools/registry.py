@@ -1,9 +1,6 @@
-"""``ToolRegistry``: the tools one loop can run, by name.
-
-The registry is what the driver advertises (``names()`` goes into ``MachinePolicy.tools``,
-``specs()`` into the model request) and what ``dispatch`` resolves calls against, so one
-object keeps the two in step. Names are unique: two tools with one name would make the model's
-choice ambiguous, so a duplicate is rejected when the registry is built.
+"""``ToolRegistry``: the tools one loop can run, by name: what the driver advertises (``names()``
+to the brain, ``specs()`` to the model) and what ``dispatch`` resolves calls against, so one
+object keeps the two in step. A duplicate name (an ambiguous choice for the model) is refused.
 """
 
 from __future__ import annotations
@@ -21,11 +18,8 @@ AnyTool = Tool[..., Any]
 
 
 class ToolRegistry:
-    """An ordered, immutable set of tools keyed by name.
-
-    Plain functions are accepted too and wrapped with ``@tool`` defaults, so
-    ``ToolRegistry([add, search])`` works whether or not they were decorated.
-    """
+    """An ordered, immutable set of tools keyed by name (plain functions get ``@tool``'s
+    defaults)."""
 
     __slots__ = ("_names", "_sources", "_specs", "_tools")
 

@@ -1,24 +1,18 @@
 """The worker threads sync tools run in: one hop to a thread and back, cheaper than
 ``asyncio.to_thread``.
 
-``asyncio.to_thread`` goes through the loop's default executor: a ``concurrent.futures`` future
-with its condition variable, a work item, the executor's idle-thread bookkeeping, and a chain
-that copies the concurrent future's state onto an asyncio future once it is done. Here a call is
-one job on a ``queue.SimpleQueue`` and its answer one ``loop.call_soon_threadsafe`` that settles
-an asyncio future: a round trip measured 97 µs with ``to_thread`` and 39 µs this way on the
-benchmark machine (``python -m benchmarks.bench_turn``, the "thread hop" rows). What is
-left is the two wake-ups no thread hop avoids (the worker's, then the event loop's).
+``asyncio.to_thread`` goes through the default executor (a ``concurrent.futures`` future, a
+work item, idle-thread bookkeeping, a future copied onto an asyncio one). Here a call is one job
+on a ``queue.SimpleQueue`` and its answer one ``loop.call_soon_threadsafe``: a round trip
+measured 97 µs with ``to_thread`` and 39 µs this way (``python -m benchmarks.bench_turn``, the
+"thread hop" rows); what is left is the two wake-ups no hop avoids.
 
-As with ``to_thread``, the function runs in a copy of the caller's ``contextvars`` context, so a
-tool sees the run's context variables (a tracing span, say).
-
-Threads start on demand, when every worker is busy, up to ``MAX_WORKERS`` (the default
-executor's limit); beyond that a call waits for a free worker. Calls of one wave therefore run
-at the same time. A thread cannot be interrupted: a tool that times out, or whose
-run is cancelled, finishes in the background and its answer is dropped. The threads are daemon
-threads of their own pool, so a hung tool neither holds a worker of the default executor
-(which the event loop also uses, for DNS lookups) nor keeps ``asyncio.run`` or the interpreter
-from finishing.
+The function runs in a copy of the caller's ``contextvars`` context, as with ``to_thread``.
+Threads start on demand, when every worker is busy, up to ``MAX_WORKERS``, so the calls of one
+wave run at the same time. A thread cannot be interrupted: a tool that times out or is cancelled
+finishes in the background, its answer dropped. The threads are daemon threads of their own
+pool, so a hung tool neither holds a worker of the default executor (the event loop's DNS
+lookups use it) nor keeps the interpreter from finishing.
 """
 
 from __future__ import annotations
