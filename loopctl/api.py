@@ -247,17 +247,20 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
 
 
 def reply_events(
-    message: Message, usage: Usage | None = None, stop_reason: str | None = None
+    message: Message,
+    usage: Usage | None = None,
+    stop_reason: str | None = None,
+    chunk: int | None = None,
 ) -> list[StreamEvent]:
     """The events a provider would stream for ``message``: ``fold_events`` of them gives it back.
-    Text and arguments stream in two pieces each, so a replay exercises the fold as a real
-    stream does. The stop reason defaults to ``tool_use`` or ``end_turn``."""
+    Text and arguments stream in pieces of ``chunk`` characters (None: two pieces each), so a
+    replay exercises the fold as a real stream does. The stop reason defaults to ``tool_use``
+    or ``end_turn``."""
     events: list[StreamEvent] = []
     index = 0
     for part in message.parts:
         if isinstance(part, TextPart):
-            half = len(part.text) // 2
-            events += [Events.text(t) for t in (part.text[:half], part.text[half:]) if t]
+            events += [Events.text(t) for t in _pieces(part.text, chunk)]
         elif isinstance(part, ToolCall):
             try:
                 args = json.dumps(part.arguments)  # in the message's order, which its JSON keeps
@@ -267,9 +270,8 @@ def reply_events(
                     f"it is nested more than {MAX_NESTING} levels deep",
                     {"tool": part.name},
                 ) from None
-            half = len(args) // 2
             events.append(Events.start(index, part.id, part.name))
-            events += [Events.delta(index, a) for a in (args[:half], args[half:])]
+            events += [Events.delta(index, a) for a in _pieces(args, chunk)]
             events.append(Events.end(index))
             index += 1
         elif isinstance(part, ThinkingPart | ProviderPart):
@@ -279,6 +281,14 @@ def reply_events(
     reason = stop_reason or ("tool_use" if message.tool_calls else "end_turn")
     events.append(Events.stop(reason))
     return events
+
+
+def _pieces(text: str, chunk: int | None) -> list[str]:
+    """``text`` in pieces of ``chunk`` characters, or in two halves; no empty piece."""
+    if chunk is None:
+        half = len(text) // 2
+        return [t for t in (text[:half], text[half:]) if t]
+    return [text[i : i + chunk] for i in range(0, len(text), chunk)]
 
 
 _SCALARS: Final = (str, int, bool, type(None))

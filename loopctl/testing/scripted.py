@@ -10,13 +10,11 @@ answer ``whole_reply`` (``loopctl.api.WholeReplyClient``). A reply may be a ``Lo
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Final, TypeAlias
 
 from loopctl.api import (
     ApiError,
-    Events,
     ModelReply,
     ModelRequest,
     StreamEvent,
@@ -24,6 +22,7 @@ from loopctl.api import (
     fold_events,
     folded_reply,
 )
+from loopctl.api import reply_events as api_reply_events
 from loopctl.core import LoopError, Message
 
 Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
@@ -31,34 +30,16 @@ _NO_USAGE: Final = Usage()
 
 
 def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
-    """The event stream a provider would send for ``reply``."""
+    """The event stream a provider would send for ``reply``, in pieces of ``chunk``
+    characters (``loopctl.api.reply_events``; no usage event for a reply without usage)."""
     if isinstance(reply, Message):
-        message, usage, stop_reason = reply, _NO_USAGE, None
-    elif isinstance(reply, ModelReply):
-        message, usage, stop_reason = reply.message, reply.usage, reply.stop_reason
-    else:
-        raise TypeError(
-            f"a reply is a Message, a ModelReply, a LoopError or an ApiError, not {reply!r}"
-        )
-    index = 0
-    for part in message.parts:
-        if part.kind == "text":
-            text = part.text
-            for i in range(0, len(text), chunk):
-                yield Events.text(text[i : i + chunk])
-        elif part.kind == "tool_call":
-            yield Events.start(index, part.id, part.name)
-            raw = json.dumps(part.arguments)
-            for i in range(0, len(raw), chunk):
-                yield Events.delta(index, raw[i : i + chunk])
-            yield Events.end(index)
-            index += 1
-        elif part.kind == "thinking" or part.kind == "provider":
-            yield Events.part(part)
-    if usage != _NO_USAGE:
-        yield Events.usage(usage)
-    reason = stop_reason or ("tool_use" if index else "end_turn")
-    yield Events.stop(reason)
+        return iter(api_reply_events(reply, None, None, chunk))
+    if isinstance(reply, ModelReply):
+        usage = None if reply.usage == _NO_USAGE else reply.usage
+        return iter(api_reply_events(reply.message, usage, reply.stop_reason, chunk))
+    raise TypeError(
+        f"a reply is a Message, a ModelReply, a LoopError or an ApiError, not {reply!r}"
+    )
 
 
 def _raise_for(reply: LoopError | ApiError) -> ApiError:

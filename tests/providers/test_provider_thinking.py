@@ -37,8 +37,7 @@ from wire_inverse import anthropic_from_wire
 from loopctl.api import ApiError, ModelRequest, fold_events
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
 from loopctl.providers import AnthropicClient
-from loopctl.providers._anthropic import body_events
-from loopctl.providers._anthropic_wire import messages_to_wire
+from loopctl.providers._anthropic import body_events, messages_to_wire
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 PARIS = Message.user("What is the weather in Paris?")

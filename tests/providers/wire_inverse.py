@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.core import Message, Part, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
-from loopctl.providers._anthropic_wire import block_parts
+from loopctl.providers._anthropic import block_parts
 from loopctl.providers._openai_wire import CALL_EXTRA, MESSAGE_EXTRA, reasoning_part
 
 
