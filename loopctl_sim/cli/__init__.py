@@ -1,10 +1,6 @@
-"""The ``loopctl-sim`` command line: one module per command group (``replay_cmd``, ``trace_cmds``
-for ``show``/``diff``/``schema``, ...), registered on one click group; ``common`` holds what they
-share (errors, JSON output, trace paths).
-
-Exit codes: 0 success; 1 a divergence (replay, diff), a failing seed (fuzz) or an unexpected
-outcome (run); 2 an unreadable trace or scenario (the message names ``file:line`` or the field;
-never a traceback). The top of the harness: it may import every layer below; nothing imports it.
+"""The ``loopctl-sim`` command line: one module per command group, registered on one click group;
+``common`` holds what they share (errors, exit codes, JSON output, trace paths). The top of the
+harness: it may import every layer below; nothing imports it.
 """
 
 import click

@@ -11,7 +11,8 @@ seeds of one campaign cost about the same.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 
 from rich.console import Console
 from rich.progress import (
@@ -99,37 +100,37 @@ class CampaignProgress(Progress):
 
 def summary_tables(summary: CampaignSummary, target: str) -> list[Table]:
     """The summary: totals, outcomes, faults exercised by kind, the exploring model's moves."""
-    totals = Table(title=target, show_header=False, title_justify="left")
-    totals.add_column("what")
-    totals.add_column("count", justify="right")
-    for what, count in (
+    totals = [
         ("seeds", summary.seeds),
         ("simulated runs", summary.runs),
         ("steps checked", summary.steps),
         ("failing seeds", len(summary.failures)),
-    ):
-        totals.add_row(what, str(count))
-    outcomes = Table(title="outcomes of the faulted runs", title_justify="left")
-    outcomes.add_column("outcome")
-    outcomes.add_column("seeds", justify="right")
-    for outcome, seeds in sorted(summary.outcomes.items(), key=lambda kv: (-kv[1], kv[0])):
-        outcomes.add_row(outcome, str(seeds))
-    faults = Table(title="faults exercised, by kind", title_justify="left")
-    faults.add_column("fault")
-    faults.add_column("scheduled", justify="right")
-    faults.add_column("struck", justify="right")
-    faults.add_column("enabled in seeds", justify="right")
-    for kind, scheduled, struck, enabled in summary.fault_rows():
-        faults.add_row(kind, str(scheduled), str(struck), str(enabled))
-    tables = [totals, outcomes, faults]
+    ]
+    faults = ("fault", "scheduled", "struck", "enabled in seeds")
+    tables = [
+        _table(target, ("what", "count"), totals, show_header=False),
+        _table("outcomes of the faulted runs", ("outcome", "seeds"), _most(summary.outcomes)),
+        _table("faults exercised, by kind", faults, summary.fault_rows()),
+    ]
     if summary.moves:
-        moves = Table(title="the model's moves", title_justify="left")
-        moves.add_column("move")
-        moves.add_column("replies", justify="right")
-        for move, count in sorted(summary.moves.items(), key=lambda kv: (-kv[1], kv[0])):
-            moves.add_row(move, str(count))
-        tables.append(moves)
+        tables.append(_table("the model's moves", ("move", "replies"), _most(summary.moves)))
     return tables
+
+
+def _table(
+    title: str, columns: Sequence[str], rows: Iterable[Sequence[object]], show_header: bool = True
+) -> Table:
+    """A table whose first column is a name and the others counts (right-justified)."""
+    table = Table(title=title, show_header=show_header, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="right" if i else "left")
+    for row in rows:
+        table.add_row(*map(str, row))
+    return table
+
+
+def _most(counts: Counter[str]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def failure_lines(

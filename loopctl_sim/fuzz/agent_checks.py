@@ -19,6 +19,7 @@ import io
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from loopctl.core import Completed, Failed, Message, ProtocolError, ToolCall
 from loopctl.observe import IoEvent, LoopObserver
@@ -45,16 +46,16 @@ from loopctl_sim.sim.scenario import CallScenario, ReplyScenario, Scenario
 from loopctl_sim.trace import TraceWriter
 
 
+@dataclass(frozen=True)
 class Crash:
     """One exception the dispatcher turned into an error result: what raised it (``where``:
     ``tool``, ``pre-tool hook``, ``post-tool hook``, ``tool middleware``), its name (the tool's,
     the hook's) and the exception's type and text."""
 
-    def __init__(self, where: str, name: str, error: BaseException) -> None:
-        self.where = where
-        self.name = name
-        self.kind = type(error).__name__
-        self.text = str(error)
+    where: str
+    name: str
+    kind: str
+    text: str
 
     @property
     def code(self) -> str:
@@ -86,7 +87,7 @@ class CrashWatch(LoopObserver):
         for where, name, error in event.raised:
             if where == "tool" and isinstance(error, (ToolError, *self.expected.get(name, ()))):
                 continue
-            self.crashes.append(Crash(where, name, error))
+            self.crashes.append(Crash(where, name, type(error).__name__, str(error)))
 
 
 def _failure_of(exc: BaseException) -> Failure:

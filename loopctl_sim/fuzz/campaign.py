@@ -1,15 +1,11 @@
-"""Fault-injection campaigns: many seeded worlds, checked at every step.
-
-Each seed becomes one case of one of three targets: the built-in world at machine level
-(``fuzz.case``, checked by ``fuzz.checks``), the same world through the real ``BareLoop``
-(``FuzzConfig.level = "driver"``), or the user's own agent (``FuzzConfig.agent``:
-``fuzz.agent_case`` and ``fuzz.agent_checks``).
+"""Fault-injection campaigns: many seeded worlds (``fuzz.case``, or the user's agent:
+``fuzz.agent_case``), each checked (``fuzz.checks``, ``fuzz.agent_checks``) where an executor
+runs it (``fuzz.executors``).
 
 This module owns what happens around the cases: parsing the seed and fault ranges, what a
-failing seed leaves behind (its trace and scenario saved to ``out``, then shrunk to a minimal
-reproducer that ``loopctl-sim replay`` and ``loopctl-sim run`` take), and the summary of a whole
-campaign. Where the seeds run is ``fuzz.executors``. A passing seed's trace is dropped as soon
-as it is checked: a campaign keeps only counts and its failures.
+failing seed leaves behind (its trace and scenario in ``out``, shrunk to a minimal reproducer
+that ``loopctl-sim replay`` and ``run`` take) and the summary. A passing seed's trace is dropped
+once checked: a campaign keeps only counts and its failures.
 """
 
 from __future__ import annotations

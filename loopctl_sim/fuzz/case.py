@@ -6,20 +6,24 @@ no clock), so a failing seed is its own reproducer. A case is a scenario of abou
 enabled fault kinds placed at random model requests, tool calls and steps: a seed that enables
 few kinds drives those few hard.
 
-The order of every ``rng`` draw here is part of the campaign's output (the same seeds must give
-the same summary). The loop segments of ``fuzz.loops`` draw from a stream of their own.
+Random calls almost never repeat or alternate, so a share of the seeds (``FuzzLoops.looping``
+out of 100) loops on purpose (``with_loops``): one loop segment (``repeat``, ``spaced``,
+``shuffled``, ``ping_pong``, ``parallel``, or ``noise``: only the policy) written over part of
+its replies, long enough that a warned run is then failed, and a loop policy drawn for it, both
+from ``LoopWeights``. Those draws come from a stream of their own, so the seeds that do not loop
+are the worlds they always were. The order of every draw is part of the campaign's output.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
 
 import yaml
 
-from loopctl_sim.fuzz.loops import with_loops
+from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, LoopWeights
 from loopctl_sim.sim.faults import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.scenario import (
     BUILTINS,
@@ -151,7 +155,7 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
         loop_action=rng.choice(["warn", "warn", "fail", "off"]),
         loop_repeat_limit=rng.choice([3, 4]),
     )
-    # some seeds loop on purpose, drawn from their own stream (``loopctl_sim.fuzz.loops``)
+    # some seeds loop on purpose, drawn from their own stream
     replies, policy = with_loops(seed, replies, policy, tools)
     enabled = tuple(k for k in config.faults if rng.random() < 0.5)  # swarm testing
     faults = []
@@ -183,3 +187,103 @@ def scenario_yaml(scenario: Scenario, *, scrubbed: bool = True) -> str:
     if scrubbed:
         data = scrub(data)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+# --- looping worlds ----------------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class FuzzLoops:
+    """How many seeds loop and what they draw: ``looping`` out of 100 seeds get a loop segment
+    and a loop policy from ``weights`` (0 turns looping worlds off)."""
+
+    looping: int = 40
+    weights: LoopWeights = field(default=LOOP_WEIGHTS)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.looping <= 100:
+            raise ValueError(f"FuzzLoops.looping is out of 100 seeds, got {self.looping}")
+
+
+#: The share and the weights ``make_case`` uses.
+DEFAULT_LOOPS: Final = FuzzLoops()
+
+
+def _weighted(rng: random.Random, pairs: Sequence[tuple[_T, int]]) -> _T:
+    return rng.choices([v for v, _ in pairs], weights=[w for _, w in pairs])[0]
+
+
+def _call(tool: str, value: int, reverse: bool = False) -> CallScenario:
+    if tool == "add":
+        args: dict[str, Any] = {"a": value, "b": 1}
+        if reverse:
+            args = {"b": 1, "a": value}
+    elif tool in ("upper", "length"):
+        args = {"text": f"loop{value}"}
+    else:
+        args = {"x": value}
+    return CallScenario(name=tool, arguments=args)
+
+
+def _segment(
+    rng: random.Random, pattern: str, tools: Sequence[str], limit: int
+) -> list[list[CallScenario]]:
+    """The exchanges (each a list of calls) of one loop segment."""
+    if pattern == "shuffled" and "add" not in tools:
+        pattern = "repeat"  # only ``add`` takes two arguments
+    a_tool = "add" if pattern == "shuffled" else rng.choice(list(tools))
+    b_tool = rng.choice(list(tools))
+    a, b = _call(a_tool, 7), _call(b_tool, 8)
+    # past the limit, then as many exchanges again: a warned run goes on to be failed
+    k = 2 * limit + rng.randint(1, 3)
+    if pattern == "repeat":
+        return [[a] for _ in range(k)]
+    if pattern == "shuffled":
+        return [[_call("add", 7, reverse=rng.random() < 0.5)] for _ in range(k)]
+    if pattern == "spaced":
+        other = iter(range(100, 200))
+        return [[a] if i % 2 == 0 else [_call(b_tool, next(other))] for i in range(2 * k)]
+    if pattern == "ping_pong":
+        flip = a_tool == "add"
+        return [
+            [_call(a_tool, 7, reverse=flip and rng.random() < 0.3)] if i % 2 == 0 else [b]
+            for i in range(max(k, 6))
+        ]
+    if pattern == "parallel":
+        pair = [a, a] if rng.random() < 0.5 else [a, b]
+        return [list(pair) for _ in range(k)]
+    return []  # noise: the replies stay as drawn
+
+
+def with_loops(
+    seed: int,
+    replies: list[ReplyScenario],
+    policy: PolicyScenario,
+    tools: Sequence[str],
+    loops: FuzzLoops = DEFAULT_LOOPS,
+) -> tuple[list[ReplyScenario], PolicyScenario]:
+    """``replies`` (the last one the final answer) and ``policy`` with seed ``seed``'s loop
+    segment and loop policy, or both unchanged when the seed does not loop."""
+    rng = random.Random(f"loopctl-fuzz-loops:{seed}")  # apart from the case's Random(seed)
+    if rng.randrange(100) >= loops.looping or len(replies) < 2:
+        return replies, policy
+    w = loops.weights
+    limit = _weighted(rng, w.limits)
+    policy = policy.model_copy(
+        update={
+            "loop_window": _weighted(rng, w.windows),
+            "loop_repeat_limit": limit,
+            "loop_action": _weighted(rng, w.actions),
+        }
+    )
+    exchanges = _segment(rng, _weighted(rng, w.patterns), tools, limit)
+    room = len(replies) - 1  # the final answer stays last
+    exchanges = exchanges[:room]
+    start = rng.randint(0, room - len(exchanges))
+    out = list(replies)
+    for i, calls in enumerate(exchanges):
+        old = out[start + i]
+        out[start + i] = old.model_copy(update={"calls": calls})
+    return out, policy

@@ -2,19 +2,15 @@
 
 At machine level, ``CheckingMachine`` is a ``RecordingMachine`` (the checked run is also the
 trace a failure is saved as) that runs the pure checkers of ``loopctl_sim.props.invariants``
-around each call the simulator makes: the machine before every step, the step and its
-transition after it, each feed's transition and commit rules, and exact resume at every crash.
+around each call the simulator makes. At driver level, ``DriverChecker`` makes the same checks
+from outside a real ``BareLoop`` through its public seams: ``before_step`` (chained last into
+the loop's), the observer's steps and feeds (a ``Done`` or ``Compact`` step copies the brain, so
+the exit door and the compaction are judged against it), and ``run_started`` without an input,
+a resume, which must be exact.
 
-At driver level, ``DriverChecker`` makes the same checks from outside a real ``BareLoop``
-through its public seams: its ``before_step`` (chained last into the loop's) checks the machine
-right before the driver asks its next step; as an observer it checks each step and feed, and at
-a ``Done`` or ``Compact`` step copies the brain, so the exit door and the compaction are judged
-against it; ``run_started`` without an input is a resume, which must be exact.
-
-Checking inside the run, not afterwards over the trace, lets a failure name the first step or
-feed that broke a promise: the first problem raises ``Violation`` out of the run. The checkers
-are looked up on the ``invariants`` module at every call, so a test can plant a bug in one with
-``monkeypatch``.
+Checking inside the run, not afterwards over the trace, names the first step or feed that broke
+a promise (``Violation``). The checkers are looked up on the ``invariants`` module at every call,
+so a test can plant a bug in one with ``monkeypatch``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The campaign's executors: where chunks of seeds run, in this process or in a pool of processes.
 
 Every seed is independent and deterministic, so an executor only runs ``job`` on each chunk and
-hands each chunk's results to ``take`` as they come; the campaign sorts what it keeps, so
-``--workers N`` gives the same summary as one process. Seeds go out in chunks (about eight per
-worker) to spread a worker's per-job cost without leaving workers idle behind a slow chunk.
-Each chunk carries its place (``Chunk.index``), by which the campaign dedupes and merges and its
-state file records. An ``Executor`` is a function of the job, the chunks and ``take``; a Dask
-cluster (``fuzz.cluster``) is one too.
+hands each result to ``take``; the campaign merges in seed order, so ``--workers N`` gives the
+same summary as one process. Chunks (about eight per worker) spread a worker's per-job cost
+without leaving workers idle behind a slow chunk; each carries its place (``Chunk.index``), by
+which the campaign dedupes and merges and its state file records.
 """
 
 from __future__ import annotations

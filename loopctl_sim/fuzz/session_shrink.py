@@ -160,8 +160,11 @@ def _shorter(turn: UserTurn) -> list[UserTurn]:
     return out
 
 
-def session_scenario(world: SessionWorld, turns: Sequence[UserTurn]) -> dict[str, Any]:
-    """``world`` with ``turns`` as the data of a session scenario file (secrets scrubbed)."""
+def save_session_scenario(
+    world: SessionWorld, turns: Sequence[UserTurn], path: str | os.PathLike[str]
+) -> None:
+    """Write the session scenario of ``world`` and ``turns`` to ``path`` (YAML, secrets
+    scrubbed)."""
     entries: list[dict[str, Any]] = []
     for i, turn in enumerate(turns):
         entry = turn.to_json()
@@ -176,15 +179,7 @@ def session_scenario(world: SessionWorld, turns: Sequence[UserTurn]) -> dict[str
     if world.scripts is None:
         data["explore"] = world.explore
     data["turns"] = entries
-    scrubbed: dict[str, Any] = scrub(data)
-    return scrubbed
-
-
-def save_session_scenario(
-    world: SessionWorld, turns: Sequence[UserTurn], path: str | os.PathLike[str]
-) -> None:
-    """Write the session scenario of ``world`` and ``turns`` to ``path`` (YAML)."""
-    text = yaml.safe_dump(session_scenario(world, turns), sort_keys=False, allow_unicode=True)
+    text = yaml.safe_dump(scrub(data), sort_keys=False, allow_unicode=True)
     Path(path).write_text(text, encoding="utf-8")
 
 

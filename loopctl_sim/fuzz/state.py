@@ -1,22 +1,17 @@
-"""A campaign's summary (``CampaignSummary``: counts and failing seeds) and its state file
-(``--state campaign.json``): which chunks of seeds are done and what they found, so a campaign
-stopped mid-way goes on where it was, without running a finished chunk again and without losing
-a failure.
+"""A campaign's summary (``CampaignSummary``) and its state file (``--state campaign.json``): the
+chunks of seeds done and what they found, so a stopped campaign goes on where it was without
+running a finished chunk again or losing a failure.
 
-The file is JSON Lines, only ever appended to::
+The file is JSON Lines, only ever appended to (a million seeds are ten thousand chunks: a
+rewritten document would be written ten thousand times)::
 
     {"format": "loopctl-fuzz-state", "version": 1, "campaign": {...}, "chunk_size": 100, ...}
     {"chunk": 0, "seeds": [0, 99], "summary": {...}}
 
-Appended lines, not one document: a million seeds are ten thousand chunks, and a rewritten
-document would be written ten thousand times. A chunk's line is fsynced after its failure files
-are on disk, so a chunk the file calls done never lost a failure; a torn last line is dropped
-(that chunk runs again).
-
-The first line says which campaign the file is of; another campaign's state is refused with
-what differs (resuming under other options would add up two campaigns' counts). The chunk size
-is the state's own, since the chunks' indexes depend on it. A running campaign holds a lock on
-the file (``flock``), so a second client is refused instead of running every chunk twice.
+A chunk's line is fsynced after its failure files are on disk; a torn last line is dropped
+(that chunk runs again). The first line names the campaign: another campaign's state is refused
+with what differs, and the chunk size is the state's own (the chunks' indexes depend on it). A
+running campaign holds a lock on the file (``flock``), so a second client is refused.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Final
 
 from pydantic import TypeAdapter, ValidationError
@@ -152,30 +146,23 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return names
 
 
+@dataclass
 class CampaignState:
     """An open state file: the chunks done so far (``finished``), and ``record`` for the next.
 
     Use it as a context manager (``with CampaignState.open(...) as state``): it holds the
     file's lock until closed."""
 
-    def __init__(
-        self,
-        path: Path,
-        handle: IO[bytes],
-        chunk_size: int,
-        chunks: int,
-        done: dict[int, CampaignSummary],
-        *,
-        resumed: bool,
-    ) -> None:
-        self.path = path
-        self._handle = handle
-        self.chunk_size = chunk_size
-        self.chunks = chunks
-        self._loaded = done
-        self._done = set(done)
-        #: whether the file existed (a campaign resumed) or was started by this run
-        self.resumed = resumed
+    path: Path
+    _handle: IO[bytes]
+    chunk_size: int
+    chunks: int
+    _loaded: dict[int, CampaignSummary]
+    #: whether the file existed (a campaign resumed) or was started by this run
+    resumed: bool
+
+    def __post_init__(self) -> None:
+        self._done = set(self._loaded)
 
     @classmethod
     def open(
@@ -216,7 +203,7 @@ class CampaignState:
         except BaseException:
             handle.close()
             raise
-        return cls(where, handle, size, chunks, done, resumed=exists)
+        return cls(where, handle, size, chunks, done, exists)
 
     @property
     def seeds_done(self) -> int:
@@ -266,12 +253,7 @@ class CampaignState:
     def __enter__(self) -> CampaignState:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

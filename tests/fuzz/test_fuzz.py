@@ -164,8 +164,8 @@ def test_a_restore_that_differs_is_caught(monkeypatch: pytest.MonkeyPatch) -> No
 def test_a_heal_run_that_cannot_finish_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     real = checks._heal_world
 
-    def one_turn(sc: Any, world: Any) -> Any:
-        healing = real(sc, world)
+    def one_turn(world: Any) -> Any:
+        healing = real(world)
         policy = healing.policy.model_copy(update={"max_turns": 1})  # it needs two
         return dataclasses.replace(healing, policy=policy)
 

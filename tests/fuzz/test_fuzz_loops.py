@@ -1,4 +1,4 @@
-"""Looping fuzz worlds (``loopctl_sim.fuzz.loops``): the campaign alone finds the loop
+"""Looping fuzz worlds (``loopctl_sim.fuzz.case.with_loops``): the campaign alone finds the loop
 detector's planted bugs.
 
 The plants are the brain's (``test_planted_brain_bugs``: the ping-pong detector switched off,
@@ -22,7 +22,7 @@ from test_planted_brain_bugs import never_escalates, no_ping_pong, window_consta
 from loopctl_sim import fuzz as fz
 from loopctl_sim.cli.fuzz_cmd import fuzz as fuzz_command
 from loopctl_sim.fuzz import case as case_mod
-from loopctl_sim.fuzz.loops import DEFAULT_LOOPS, FuzzLoops, with_loops
+from loopctl_sim.fuzz.case import DEFAULT_LOOPS, FuzzLoops, with_loops
 from loopctl_sim.props.brain_loops import LoopWeights
 
 __all__ = ["never_escalates", "no_ping_pong", "window_constant"]  # the plants, as fixtures
