@@ -4,26 +4,19 @@
     loopctl run "Summarize README.md" --provider ollama --model llama3.2 --trace run.jsonl
     loopctl run "Fly me from Oslo to Rome" --agent mypkg.agent:build --trace run.jsonl
 
-The answer streams to stdout as it arrives. Without ``--agent`` the built-in agent runs, with two
-example tools: ``calculator`` (arithmetic evaluated safely from the syntax tree, never ``eval``)
-and ``read_file`` (a text file under the current directory, at most 100 kB of it read; paths
-outside it are refused). ``--agent module:factory`` runs the user's own agent instead, built by
-its factory as the harness builds it (``loopctl_sim.sim.agent``): given the client that
-``--provider``/``--model``/``--base-url`` name (when ``--model`` is given; otherwise the factory
-builds its own) and the trace recorder as an observer.
+The answer streams to stdout. Without ``--agent`` the built-in agent runs, with two example
+tools: ``calculator`` (arithmetic from the syntax tree, never ``eval``) and ``read_file`` (at
+most 100 kB of a text file under the current directory). ``--agent module:factory`` runs the
+user's agent, built as the harness builds it (``loopctl_sim.sim.agent``): given the client that
+``--provider``/``--model``/``--base-url`` name (with ``--model``) and the trace recorder.
 
-Exit codes: 0 the run completed; 1 the run ended otherwise (failed, turn limit); 2 a
-configuration or connection problem (missing key, unreachable server, refused credentials),
-reported in one line without a traceback; 130 (143 for SIGTERM) the run was interrupted.
+Exit codes: 0 completed; 1 ended otherwise (failed, turn limit); 2 a configuration or connection
+problem, in one line without a traceback; 130 (143 for SIGTERM) interrupted. Ctrl-C cancels the
+run (outcome ``Cancelled``, a ``--trace`` ends with its cancel and end records); a second one
+aborts at once.
 
-Ctrl-C (or SIGTERM) cancels the run: what it waits on stops, the outcome is ``Cancelled``, what
-is complete is kept, and a ``--trace`` ends with its cancel and end records (it replays). A second
-Ctrl-C aborts at once. A model attempt that fails and is retried is shown as a retry on stderr
-(see ``loopctl.terminal``).
-
-Logging: the library logs to the ``loopctl`` logger family and shows nothing by itself; this
-command shows its warnings (a tool that raised) on stderr in one line each, with the traceback
-only under ``-v`` (a traceback's frames can hold secrets the user did not mean to print).
+The library's warnings (a tool that raised) show on stderr in one line each, the traceback only
+under ``-v``: a traceback's frames can hold secrets the user did not mean to print.
 """
 
 from __future__ import annotations
@@ -169,8 +162,8 @@ def make_client(
 
 
 class _StderrLog(logging.Handler):
-    """The library's warnings on stderr: ``warning: <message>: <Error: text>`` in one line, the
-    traceback too when ``verbose``. Writes through click so CliRunner captures it."""
+    """The library's warnings on stderr in one line (the traceback too when ``verbose``),
+    through click so CliRunner captures it."""
 
     def __init__(self, verbose: bool) -> None:
         super().__init__(logging.WARNING)
@@ -202,10 +195,9 @@ def _show_library_logs(verbose: bool) -> Iterator[None]:
 
 
 def _clean(text: str) -> str:
-    """``text`` with secret-shaped values replaced, as a trace would have them: an error may
-    echo a key (a 401 does), and what this command prints on stderr ends up in logs. Its
-    control characters are shown as escapes: a server's or a tool's message cannot drive the
-    terminal."""
+    """``text`` with secrets replaced, as a trace would have them (an error may echo a key, and
+    stderr ends up in logs), its control characters as escapes (a message cannot drive the
+    terminal)."""
     try:
         from loopctl_sim import scrub_text
     except ImportError:  # pragma: no cover - loopctl_sim is part of the same distribution
@@ -394,9 +386,8 @@ def _their_loop(
     out: StreamOutput,
     deps: CliDeps,
 ) -> Any:
-    """The user's agent, built by its factory as the harness builds it (the client and the
-    trace recorder given, or swapped in), streaming to the terminal. A factory that cannot be
-    found, imported or built is a one-line error (exit 2)."""
+    """The user's agent, built by its factory as the harness builds it, streaming to the
+    terminal; a factory that cannot be found, imported or built is a one-line error (exit 2)."""
     try:
         from loopctl_sim import AgentError, build_agent, load_agent
     except ImportError as exc:  # pragma: no cover - loopctl_sim is part of the distribution

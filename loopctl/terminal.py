@@ -1,20 +1,15 @@
 """What ``loopctl run`` does at the terminal: stream the answer, show retries, hear Ctrl-C.
 
-``StreamOutput`` prints the answer as it streams (on a terminal, the text's control characters
-as escapes: a model's answer cannot retitle the window, clear the screen or reverse the line).
-A model attempt that fails after streaming some text cannot take that text back
-(``AttemptAbandoned``), so on a terminal the line is ended and a retry is shown as one, on
-stderr; when stdout is not a terminal (a pipe, a file) each attempt's text is held until its
-reply is taken (the next attempt's first event, or the run's end with an answer), so an
-abandoned attempt never reaches it, even one whose stream had ended before its reply was
-refused (arguments that are not JSON).
+``StreamOutput`` prints the answer as it streams (on a terminal, control characters as
+escapes: a model's answer cannot retitle the window or clear the screen). A failed attempt
+cannot take back text it streamed (``AttemptAbandoned``), so on a terminal the line is ended and
+the retry shown on stderr; into a pipe or a file each attempt's text is held until its reply is
+taken, so an abandoned attempt never reaches it.
 
-``Interrupts`` turns the first SIGINT (Ctrl-C) or SIGTERM into the run's ``CancelSignal``: the
-driver stops what it waits on, the brain ends ``Cancelled``, the exit door salvages what is
-complete and a trace ends with its cancel feed and end record. A second signal aborts at once
-(``KeyboardInterrupt``, even while a tool blocks the event loop). The handler does not fire the
-signal itself: ``CancelSignal.cancel`` takes a lock that the interrupted code may hold, so it is
-handed to the event loop (``call_soon_threadsafe``), which runs it as soon as it can.
+``Interrupts`` turns the first SIGINT or SIGTERM into the run's ``CancelSignal``; a second one
+aborts at once (``KeyboardInterrupt``, even while a tool blocks the event loop). The handler
+does not fire the signal itself: ``CancelSignal.cancel`` takes a lock the interrupted code may
+hold, so it is handed to the event loop (``call_soon_threadsafe``).
 """
 
 from __future__ import annotations
@@ -57,16 +52,13 @@ def visible(text: str) -> str:
 
 
 class StreamOutput:
-    """Streams text to stdout; a turn that ends in tool calls ends its line. ``live``: print
-    text as it arrives (a terminal), else hold each attempt's text until its reply is taken.
-    A retry is shown when the failed attempt had streamed text (which it cannot take back),
-    or always with ``every_retry`` (``-v``): a quiet retry of a refused connection stays quiet,
-    so the error a run ends with is still its one line.
+    """Streams text to stdout. ``live``: print text as it arrives (a terminal), else hold each
+    attempt's text until its reply is taken. A retry is shown when the failed attempt had
+    streamed text, or always with ``every_retry`` (``-v``).
 
-    An attempt's end is not its ``StopEvent``: a reply can be refused after its stream ended
-    (``AttemptAbandoned`` then follows the stop, maybe after a usage event). So held text waits
-    for a sign that its reply was taken: the next attempt's content, an abandonment that takes
-    back other text than the held (a later attempt's), or ``finish`` of a run that answered."""
+    An attempt's end is not its ``StopEvent``: a reply can be refused after its stream ended.
+    So held text waits for a sign that its reply was taken: the next attempt's content, an
+    abandonment of other text than the held (a later attempt's), or ``finish`` with an answer."""
 
     def __init__(
         self, live: bool, every_retry: bool = False, clean: Callable[[str], str] = str
@@ -132,9 +124,7 @@ class StreamOutput:
             self.line_open = False
 
     def finish(self, answered: bool = False) -> None:
-        """The run is over. ``answered``: it completed, so the last attempt's reply was taken
-        and its held text is the answer's; otherwise what an unfinished attempt held is not
-        the answer. Ends the line."""
+        """The run is over; ``answered``: it completed, so the held text is the answer's."""
         if answered and self.stopped:
             self._settle()
         self.held.clear()
@@ -146,9 +136,9 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupts:
-    """While entered: the first SIGINT or SIGTERM cancels the run (``cancel``), a second one
-    aborts (``KeyboardInterrupt``). ``attach(loop)`` names the event loop that fires the
-    cancel; a signal before it is attached aborts. ``signum`` is the first signal received."""
+    """While entered: the first SIGINT or SIGTERM cancels the run, a second one aborts.
+    ``attach(loop)`` names the event loop that fires the cancel (a signal before it aborts);
+    ``signum`` is the first signal received."""
 
     def __init__(self, cancel: CancelSignal) -> None:
         self.cancel = cancel

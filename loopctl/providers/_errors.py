@@ -1,15 +1,12 @@
 """Error records of the provider clients: keys, retry hints, classification, parse failures.
 
 - ``classify`` turns a status, an error body and the response headers into one ``ApiError``:
-  the ``LoopError`` kind, ``retryable`` per kind and status, the server's retry hints
-  (``retry-after-ms``, ``retry-after`` in seconds or as an HTTP date, ``x-should-retry``), and
-  the name of the real provider or host in the message. What a gateway says of the provider
-  behind it (OpenRouter's ``error.metadata``: ``provider_name``, ``raw``) is kept in the message
-  and in ``details["upstream"]``, and is read for the kind too (an upstream "prompt is too long"
-  is a context overflow).
-- ``malformed`` is a body we could not parse, saying where (``details["where"]``, marked
-  ``details["parse"]``): the driver gives up on one that repeats the same way.
-- ``unexpected_content`` is a response of a content type no parser fits (not retried).
+  the ``LoopError`` kind, ``retryable`` per kind and status, the server's retry hints, and the
+  name of the real provider or host. What a gateway says of the provider behind it
+  (OpenRouter's ``error.metadata``) is kept in ``details["upstream"]`` and read for the kind too
+  (an upstream "prompt is too long" is a context overflow).
+- ``malformed`` is a body we could not parse, saying where (``details["where"]``): the driver
+  gives up on one that repeats the same way.
 
 Classification only: the driver decides whether and when to retry.
 """
@@ -69,12 +66,9 @@ def resolve_key(explicit: str | None, env_var: str, provider: str, *, required: 
 def parse_retry_hints(
     headers: Mapping[str, str], *, now: datetime | None = None
 ) -> tuple[float | None, bool | None]:
-    """``(retry_after_seconds, should_retry)`` from response headers, read as the SDKs do.
-
-    ``retry-after-ms`` wins over ``retry-after``; ``retry-after`` is seconds or an HTTP date
-    (converted against ``now``, default the current UTC time; a date in the past gives 0).
-    ``x-should-retry`` is ``true``/``false``; anything else is ignored.
-    """
+    """``(retry_after_seconds, should_retry)`` from response headers, read as the SDKs do:
+    ``retry-after-ms`` wins over ``retry-after`` (seconds, or an HTTP date against ``now``; a
+    past date gives 0); ``x-should-retry`` is ``true``/``false``, anything else ignored."""
     lower = {k.lower(): v for k, v in headers.items()}
     retry_after: float | None = None
     ms = lower.get("retry-after-ms")

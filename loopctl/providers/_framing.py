@@ -1,11 +1,9 @@
-"""Framing of a response's bytes: server-sent events and NDJSON lines, where a parser is, and
-the ids of the tool calls it reads.
+"""Framing of a response's bytes (server-sent events, NDJSON lines), where a parser is, and the
+ids of the tool calls it reads.
 
-``sse_events`` and ``ndjson_objects`` frame a byte stream (lines split across chunks are joined
-by httpx's line decoder; an event cut off by a disconnect is dropped, never half-parsed). Both
-count what they read on a ``Cursor``, so that a body that cannot be parsed is reported with the
-event and line it failed at, not just a bare exception. ``CallIds`` numbers a reply's tool
-calls and makes their ids unique, the same way for every provider.
+Both framings count what they read on a ``Cursor``, so a body that cannot be parsed is reported
+with the event and line it failed at. ``CallIds`` makes a reply's call ids unique, the same way
+for every provider.
 """
 
 from __future__ import annotations

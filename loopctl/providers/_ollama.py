@@ -1,10 +1,9 @@
 """Ollama's native chat API (``POST {host}/api/chat``): NDJSON streaming or one JSON body.
 
-A tool call arrives whole, with ``arguments`` as a JSON object; it becomes one start, one
-argument fragment (the object as JSON text) and one end. Ids: the server's ``id`` when it sends
-one, else ``call_{turn}_{n}``. ``done_reason`` stays ``stop`` even after tool calls, so the stop
-reason is ``tool_use`` whenever a call arrived. A ``{"error": ...}`` line (HTTP status still 200)
-is classified like an HTTP error; a stream that ends before ``done: true`` is a ``network`` error.
+A tool call arrives whole (``arguments`` a JSON object): one start, one fragment, one end.
+``done_reason`` stays ``stop`` even after tool calls, so the stop reason is ``tool_use`` whenever
+a call arrived. A ``{"error": ...}`` line (HTTP status still 200) is classified like an HTTP
+error; a stream that ends before ``done: true`` is a ``network`` error.
 
 Context tokens: ``prompt_eval_count + eval_count``; when ``prompt_eval_count`` is missing (a
 cached prompt) the context size is unknown and left as None (the driver keeps its estimate).
@@ -12,10 +11,9 @@ cached prompt) the context size is unknown and left as None (the driver keeps it
 History: tool results go back as ``{"role": "tool", "content", "tool_name", "tool_call_id"}``;
 assistant calls carry their ids (older servers ignore the extra fields).
 
-Thinking (``think: true``): the ``thinking`` field streams as ``ThinkingDelta`` and becomes one
-``ThinkingPart`` (key ``ollama``) when the answer begins; it goes back as the assistant
-message's ``thinking`` field, which the chat API accepts. Reasoning of other providers is left
-out. (Ollama's OpenAI-compatible ``/v1`` is served by ``OpenAIClient``: see docs/providers.md.)
+Thinking (``think: true``) streams as ``ThinkingDelta``, becomes one ``ThinkingPart`` when the
+answer begins, and goes back as the assistant message's ``thinking`` field. (Ollama's
+OpenAI-compatible ``/v1`` is served by ``OpenAIClient``.)
 """
 
 from __future__ import annotations

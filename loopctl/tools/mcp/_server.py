@@ -1,20 +1,15 @@
 """``McpServer`` and ``McpTool``: an MCP server's tools as loopctl tools.
 
-An ``McpTool`` is a ``Tool`` (so the registry, ``dispatch``, hooks, middleware, timeouts and
-error results treat it like any ``@tool`` function) whose arguments are checked against the
-JSON Schema the server advertised and whose execution is a ``tools/call`` on the server's
-session. The session is opened when the tools are first asked for, not when the ``McpServer``
-is built, so an agent module can describe its servers at import time.
+An ``McpTool`` is a ``Tool`` whose arguments are checked against the JSON Schema the server
+advertised and whose execution is a ``tools/call`` on the server's session. The session opens
+when the tools are first asked for, so an agent module can describe its servers at import time.
 
-What reaches the trace. Every run reports, through the run's observers, an ``mcp`` IO event
-with the tool list each server advertised (``op: tools``) at its start and again when the
-server changes the list mid-run (with what was added, removed or changed), one with each
-call's result as the server sent it (``op: result``) and one for each failure (``op: error``).
-Which command or URL the server runs at and the environment and headers it is given are not
-reported: they are where an API key lives.
+Every run reports an ``mcp`` IO event with the tool list each server advertised (``op: tools``)
+at its start and when the server changes it mid-run (what was added, removed or changed), one
+with each call's result (``op: result``) and one for each failure (``op: error``). The command,
+URL, environment and headers are not reported: they are where an API key lives.
 
-A harness may stand in for the session (``standing_in``): replay answers the tool list from the
-trace, with the server absent. That is the only way a ``McpServer`` opens no session.
+A harness may stand in for the session (``standing_in``): replay answers from the trace.
 """
 
 from __future__ import annotations
@@ -198,6 +193,7 @@ class McpServer:
         return list(built)
 
     def _tool(self, entry: Mapping[str, Any]) -> McpTool:
+        """A tool of the server, its name made fit for a provider."""
         remote = str(entry.get("name", ""))
         name = self.prefix + remote
         if not _NAME.match(name):
