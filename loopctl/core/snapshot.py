@@ -40,10 +40,10 @@ from pydantic import (
 )
 
 from loopctl.core.loopdetect import LoopWindow
-from loopctl.core.messages import Message, ProviderPart, ThinkingPart, ToolCall, ToolResult
+from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
-from loopctl.core.values import value_problem
+from loopctl.core.values import parts_problem
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
 #: The newest format version: what a saved brain is written in (its content, sealed).
@@ -52,8 +52,6 @@ SNAPSHOT_VERSION: Final = 3
 SNAPSHOT_VERSIONS: Final = (1, 2, 3)
 #: The highest version of a snapshot's content (without its checksum).
 CONTENT_VERSION: Final = 2
-#: The value types that hold no number JSON cannot write (``nonfinite_problem``).
-_SCALARS: Final = frozenset({str, int, bool, type(None)})
 #: The part kinds version 1 lacks.
 _MODERN: Final = frozenset({"thinking", "provider"})
 
@@ -240,22 +238,9 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
 def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
     """Where a tool call's arguments or a part's data hold NaN or an infinity, or None: the
     brain's rule for what it accepts (JSON cannot hold such a number: saved, it becomes
-    ``null``, and the brain restored is another)."""
+    ``null``, and the brain restored is another). Nesting is not held to the brain's limit."""
     for name, messages in zip(("history", "pending"), conversations, strict=False):
         for i, message in enumerate(messages):
-            for part in message.parts:
-                kind = type(part)
-                if kind is ToolCall:
-                    value: Any = part.arguments  # type: ignore[union-attr]
-                elif kind is ThinkingPart or kind is ProviderPart:
-                    value = part.data  # type: ignore[union-attr]
-                else:
-                    continue
-                # A dict of scalars (a call's usual arguments) holds no float to walk for.
-                if not value or (
-                    type(value) is dict and _SCALARS.issuperset(map(type, value.values()))
-                ):
-                    continue
-                if (why := value_problem(value, limit=1 << 30)) is not None:
-                    return f"{name}[{i}]: a {part.kind} part's data cannot be saved: {why}"
+            if (problem := parts_problem(message.parts, limit=1 << 30)) is not None:
+                return f"{name}[{i}]: {problem}"
     return None

@@ -51,7 +51,7 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
 
 
-def parts_problem(parts: Iterable[Any]) -> str | None:
+def parts_problem(parts: Iterable[Any], limit: int = MAX_NESTING) -> str | None:
     """Why a message's free-form values (a tool call's ``arguments``, a reasoning or provider
     part's ``data``) could not be saved and read back (``value_problem``), or None. A value of
     scalars only (a call's usual arguments) is answered in one pass over its items."""
@@ -67,12 +67,8 @@ def parts_problem(parts: Iterable[Any]) -> str | None:
             continue
         if not value or (type(value) is dict and _SCALARS.issuperset(map(type, value.values()))):
             continue
-        problem = value_problem(value)
-        if problem is not None:
-            return (
-                f"{what} cannot be saved and read back: {problem} "
-                f"(the limit is {MAX_NESTING} levels; numbers must be finite)"
-            )
+        if (problem := value_problem(value, limit)) is not None:
+            return f"{what} cannot be saved and read back: {problem}"
     return None
 
 
