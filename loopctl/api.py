@@ -79,9 +79,6 @@ __all__ = [
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-# --- requests and replies -------------------------------------------------------------------
-
-
 class ToolSpec(BaseModel):
     """What the model is told about one tool."""
 
@@ -173,9 +170,6 @@ def whole_reply_of(client: object) -> WholeReply | None:
         if "stream" in namespace:
             return None
     return None
-
-
-# --- the fold (pure) -------------------------------------------------------------------------
 
 
 _NO_USAGE: Final = Usage()

@@ -58,8 +58,6 @@ _CLIENTS: dict[str, type[HttpProvider]] = {
 PROVIDERS = tuple(_CLIENTS)
 MAX_FILE_BYTES = 100_000
 
-# --- example tools ---------------------------------------------------------------------------
-
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -135,9 +133,6 @@ def read_file(path: str) -> str:
     if len(data) > MAX_FILE_BYTES:
         data, suffix = data[:MAX_FILE_BYTES], f"\n[truncated at {MAX_FILE_BYTES} bytes]"
     return data.decode("utf-8", errors="replace") + suffix
-
-
-# --- wiring ----------------------------------------------------------------------------------
 
 
 @dataclass

@@ -36,14 +36,9 @@ __all__ = [
 
 
 class Usage(BaseModel):
-    """Token usage of one model call (or, summed, of a run).
-
-    ``context_tokens`` is the size of the context after the call as the provider reports it
-    (OpenAI ``total_tokens``; Anthropic all input figures plus output; Ollama prompt plus eval),
-    or None when the provider did not say. ``reasoning_tokens`` is the part of ``output_tokens``
-    spent on reasoning, where the provider says (OpenAI ``reasoning_tokens``, Anthropic
-    ``thinking_tokens``).
-    """
+    """Token usage of one model call (or, summed, of a run). ``context_tokens`` is the size of
+    the context after the call as the provider reports it, or None when it did not say;
+    ``reasoning_tokens`` is the part of ``output_tokens`` spent on reasoning."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     input_tokens: int = 0
@@ -77,9 +72,6 @@ class Usage(BaseModel):
 
     def __add__(self, other: Usage) -> Usage:
         return Usage.total((self, other))
-
-
-# --- the events -----------------------------------------------------------------------------
 
 
 def _is_int(value: object) -> bool:
@@ -186,19 +178,14 @@ class PartEvent(_Event):
 class AttemptAbandoned(_Event):
     """The model attempt whose events were streamed since the last ``AttemptAbandoned`` (or the
     start of the call) failed: nothing it streamed is part of the reply. Sent by the driver to
-    ``on_stream`` watchers only (a client never yields it; the fold ignores it), so a UI can
-    take the attempt's text back instead of running it into the next attempt's.
+    ``on_stream`` watchers only, so a UI can take the attempt's text back.
 
-    It comes right after the attempt's last event and before anything of the next attempt,
-    also when the stream had ended (``StopEvent``) and the reply was refused after it (its
-    arguments were not JSON, its call ids repeated): a watcher cannot tell an attempt's end by
-    a ``StopEvent``. So the event says what it takes back: ``text``, every ``TextDelta`` the
-    attempt streamed, joined (the last ``len(text)`` characters a watcher that shows all text
-    has shown), and ``events``, how many events the attempt streamed in all.
-
-    ``attempt`` counts from 1; ``error`` is the failure's ``LoopError`` kind and ``message``
-    its text; ``retry_in`` the seconds until the next attempt, or None when there is none
-    (the call fails with this error)."""
+    It comes right after the attempt's last event, also when the stream had ended
+    (``StopEvent``) and the reply was refused after it (its arguments were not JSON), so it
+    says what it takes back: ``text``, every ``TextDelta`` the attempt streamed, joined, and
+    ``events``, how many events it streamed. ``attempt`` counts from 1; ``error`` is the
+    failure's ``LoopError`` kind and ``message`` its text; ``retry_in`` the seconds until the
+    next attempt, or None when the call fails with this error."""
 
     kind: ClassVar[Literal["attempt_abandoned"]] = "attempt_abandoned"
     _checks = {

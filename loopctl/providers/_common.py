@@ -61,9 +61,6 @@ class ClientArgs(OllamaArgs, total=False):
     server_tools: Sequence[Mapping[str, Any]]
 
 
-# --- the exchange ----------------------------------------------------------------------------
-
-
 class HttpProvider:
     """The IO shared by the clients; subclasses build bodies and parse replies.
 
@@ -140,9 +137,8 @@ class HttpProvider:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What no error of this client may show: its key, the base URL's credentials, and the
-        values of the credential headers an injected ``http_client`` sends with every request
-        (a gateway's ``x-portkey-api-key``): a server's 401 may echo any of them."""
+        """What no error of this client may show (a 401 may echo any): its key, the base URL's
+        credentials, the credential headers an injected ``http_client`` sends."""
         held = self._http.headers.items() if self._http is not None else ()
         sent = tuple(value for name, value in held if is_secret_name(name))
         return (*self._base.secrets, *((self.api_key,) if self.api_key else ()), *sent)
@@ -274,9 +270,9 @@ class HttpProvider:
 
 
 class OpenAIKeyed(HttpProvider):
-    """The clients of OpenAI's APIs and of the hosts that copy them: ``model``, a key from
-    ``OPENAI_API_KEY`` (required only by the OpenAI API itself: local servers run without one),
-    ``base_url`` from ``OPENAI_BASE_URL`` or the OpenAI API, and extra body ``options``."""
+    """The clients of OpenAI's APIs and of the hosts that copy them: a key from
+    ``OPENAI_API_KEY`` (required only by the OpenAI API: local servers run without one),
+    ``base_url`` from ``OPENAI_BASE_URL`` or the OpenAI API."""
 
     key_env = "OPENAI_API_KEY"
 

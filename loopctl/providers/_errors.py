@@ -60,9 +60,6 @@ def resolve_key(explicit: str | None, env_var: str, provider: str, *, required: 
     return key
 
 
-# --- retry hints -----------------------------------------------------------------------------
-
-
 def parse_retry_hints(
     headers: Mapping[str, str], *, now: datetime | None = None
 ) -> tuple[float | None, bool | None]:
@@ -93,8 +90,6 @@ def parse_retry_hints(
     flag = lower.get("x-should-retry", "").strip().lower()
     return retry_after, {"true": True, "false": False}.get(flag)
 
-
-# --- classification --------------------------------------------------------------------------
 
 _OVERFLOW_CODES = {"context_length_exceeded", "exceed_context_size_error"}
 _OVERFLOW_PHRASES = (
@@ -238,9 +233,6 @@ def classify(
         retry_after=retry_after,
         should_retry=should_retry,
     )
-
-
-# --- what cannot be parsed -------------------------------------------------------------------
 
 
 def details_of(info: ProviderInfo, **extra: Any) -> dict[str, Any]:

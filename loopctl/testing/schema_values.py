@@ -342,8 +342,6 @@ def _number(s: Mapping[str, Any], choose: Chooser, words: Vocabulary) -> float:
     return round(choose.real(lo, hi), 3)
 
 
-# --- broken arguments --------------------------------------------------------------------------
-
 #: A value of another JSON type for each type (what a careless model sends instead), none of
 #: which a lax validator coerces either (pydantic takes ``True`` for an integer, ``"yes"`` and
 #: ``1`` for a boolean: those would test nothing).

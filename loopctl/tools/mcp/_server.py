@@ -148,8 +148,6 @@ class McpServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- the session -----------------------------------------------------------------------
-
     def _open(self) -> McpBackend:
         if self._backend is not None:
             return self._backend
