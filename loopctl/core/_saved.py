@@ -143,12 +143,8 @@ class SavedForm:
         digest does not encode and hash that history again."""
         out = SavedForm()
         mine, theirs = self._history, out._history
-        theirs.source, theirs.messages, theirs.jsons = (
-            mine.source,
-            list(mine.messages),
-            list(mine.jsons),
-        )
-        theirs.modern, theirs.hashed = mine.modern, mine.hashed
+        theirs.source, theirs.modern, theirs.hashed = mine.source, mine.modern, mine.hashed
+        theirs.messages, theirs.jsons = list(mine.messages), list(mine.jsons)
         theirs.sha = None if mine.sha is None else mine.sha.copy()
         out._head = self._head
         return out
@@ -157,10 +153,8 @@ class SavedForm:
         self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
     ) -> str:
         """The sha256 (hex) of the content: O(what changed), see the module docstring."""
+        head = self._follow(history, pending)
         h, p = self._history, self._pending
-        h.follow(history)
-        p.follow(pending)
-        head = CONTENT_HEADS[h.modern or p.modern]
         if h.sha is None or head is not self._head:  # pending's hash goes on from history's
             self._head = head
             h.rehash(hashlib.sha256(head))
@@ -187,11 +181,7 @@ class SavedForm:
         self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
     ) -> bytes:
         """The content's bytes: ``MachineSnapshot.model_dump_json()``, from the cached JSON."""
-        h, p = self._history, self._pending
-        h.follow(history)
-        p.follow(pending)
-        head = CONTENT_HEADS[h.modern or p.modern]
-        return self._joined(head, _end(small))
+        return self._joined(self._follow(history, pending), _end(small))
 
     def sealed(
         self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
@@ -200,6 +190,12 @@ class SavedForm:
         checksum = self.checksum(history, pending, small)
         end = _end(small)[:-1] + b',"checksum":"' + checksum.encode() + b'"}'
         return self._joined(SEALED_HEAD, end).decode()
+
+    def _follow(self, history: Sequence[Message], pending: Sequence[Message]) -> bytes:
+        """Bring both lists' JSON up to date; the content's head they need (their version)."""
+        self._history.follow(history)
+        self._pending.follow(pending)
+        return CONTENT_HEADS[self._history.modern or self._pending.modern]
 
     def _joined(self, head: bytes, end: bytes) -> bytes:
         return b"".join(
@@ -222,8 +218,8 @@ def _end(small: dict[str, Any]) -> bytes:
 
 
 class Brain(Protocol):
-    """The brain as the saved form sees it: its fields (``LoopMachine.STATE_SLOTS``) and its
-    cache. A protocol, because ``machine.py`` imports this module and not the other way."""
+    """The brain as the saved form sees it: its fields (``LoopMachine.STATE_SLOTS`` are these
+    names) and its cache. A protocol: ``machine.py`` imports this module, not the other way."""
 
     _state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal
     _history: tuple[Message, ...]

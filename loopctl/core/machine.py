@@ -121,23 +121,9 @@ TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
 class LoopMachine:
     """The brain. See the module docstring for the rules it keeps."""
 
-    #: What the brain is: equality, snapshots and the digest cover exactly these.
-    STATE_SLOTS: Final = (
-        "_advertised",
-        "_context_tokens",
-        "_exchange",
-        "_finalized",
-        "_history",
-        "_loop_calls",
-        "_loop_unjudged",
-        "_loop_warned",
-        "_noop_floor",
-        "_pending",
-        "_started",
-        "_state",
-        "_turns_taken",
-    )
-    # ... plus the saved form's cache (``_saved.SavedForm``), never compared.
+    #: What the brain is: equality, snapshots and the digest cover exactly these, the fields
+    #: ``_saved.Brain`` names (the saved form reads them); its cache is never compared.
+    STATE_SLOTS: Final = tuple(f for f in _saved.Brain.__annotations__ if f != "_saved")
     __slots__ = (*STATE_SLOTS, "_saved")
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
