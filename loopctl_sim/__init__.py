@@ -1,29 +1,11 @@
 """loopctl_sim: record, replay and simulate loopctl runs.
 
-One subpackage per job; each layer imports only the layers below it (an import-linter contract in
-CI keeps it so), and all of them use ``loopctl`` through its public names only (another contract
-and ``tests/test_public_imports.py`` keep that so):
-
-=============  ===================================================================================
-package        owns
-=============  ===================================================================================
-``cli``        the ``loopctl-sim`` command line, one module per command group
-``plugin``     the pytest plugin (fixtures, the trace marker, recording)
-``fuzz``       seeded fault-injection campaigns, their executors, shrinking a failure
-``props``      the invariants (pure checkers), the hypothesis state machines over brain and driver
-``view``       readable views of a trace (the timeline)
-``replay``     machine- and driver-level replay, divergence reports, diff, export-test, the corpus
-``sim``        scripted worlds with faults, scenario files, the machine- and driver-level simulators
-``trace``      the trace format: records, schema, writer, reader, feeds, scrubbing, recorders
-=============  ===================================================================================
-
-The names below are what a user of the harness needs: record a trace (``TraceRecorder``), read,
-replay, resume, diff and export it, the simulators, the invariant checkers, and the errors they
-raise (``tests/test_exports.py`` pins the list). Everything else stays importable from its
-subpackage (``loopctl_sim.trace``, ``loopctl_sim.replay``, ``loopctl_sim.sim``,
-``loopctl_sim.props.invariants``, ...). The hypothesis state machines (``BrainMachine``,
-``DriverMachine``) need ``pip install 'loopctl[sim]'``; they are imported only when asked for
-(``from loopctl_sim import BrainMachine``).
+One subpackage per job (``trace``, ``sim``, ``replay``, ``view``, ``props``, ``fuzz``,
+``plugin``, ``cli``), each importing only the layers below it and ``loopctl`` through its public
+names only (docs/architecture.md draws the layers; import-linter contracts keep them). The names
+here are what a user of the harness needs (``tests/test_exports.py`` pins the list); everything
+else stays importable from its subpackage. ``BrainMachine`` and ``DriverMachine`` need hypothesis
+(``pip install 'loopctl[sim]'``), so they are imported only when asked for.
 """
 
 from loopctl_sim.errors import SimError
@@ -104,7 +86,6 @@ __all__ = [
     "update_trace",
 ]
 
-#: Public names imported only when asked for: they need hypothesis (``loopctl[sim]``).
 _LAZY = {
     "BrainMachine": "loopctl_sim.props.brain_machine",
     "DriverMachine": "loopctl_sim.props.driver_machine",

@@ -21,6 +21,7 @@ from loopctl.driver import BareLoop
 from loopctl.testing import MOVES, ExploreConfig
 from loopctl.testing.strategies import replies
 from loopctl_sim.sim.agent import AgentFactory, build_agent
+from loopctl_sim.sim.agent_run import tool_timeout
 from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan
 from loopctl_sim.sim.layers import FaultyClient, RunFaults, ToolFaults, chain_before_step
 
@@ -137,12 +138,7 @@ class AgentRun:
 
     def _timeout(self, name: str) -> float | None:
         loop = self.loop
-        if loop is None:
-            return None
-        found = loop.registry.get(name)
-        if found is not None and found.timeout is not None:
-            return found.timeout
-        return loop.config.tool_timeout
+        return None if loop is None else tool_timeout(loop.registry, name, loop.config.tool_timeout)
 
     def body(self, machine: LoopMachine, **changes: Any) -> BareLoop:
         """The user's loop as their factory builds it, holding ``machine``, with the fault

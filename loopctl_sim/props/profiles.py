@@ -38,12 +38,6 @@ PROFILES: Final[dict[str, settings]] = {
 }
 
 
-def register_profiles() -> None:
-    """Register the three profiles with hypothesis (registering again replaces them)."""
-    for name, profile in PROFILES.items():
-        settings.register_profile(name, profile)
-
-
 def profile_name() -> str:
     """The profile the environment asks for (``HYPOTHESIS_PROFILE``, default ``dev``)."""
     name = os.environ.get(ENV_VAR, "").strip() or DEFAULT_PROFILE
@@ -56,16 +50,14 @@ def profile_name() -> str:
 
 def load_profile() -> str:
     """Register the profiles and load the one named by ``HYPOTHESIS_PROFILE``; return its name."""
-    register_profiles()
+    for name, profile in PROFILES.items():
+        settings.register_profile(name, profile)
     name = profile_name()
     settings.load_profile(name)
     return name
 
 
 def profile_settings() -> settings:
-    """The settings of the profile the environment asks for, without loading it globally.
-
-    Use as a parent: ``settings(profile_settings(), stateful_step_count=20)``.
-    """
-    register_profiles()
-    return settings.get_profile(profile_name())
+    """The settings of the profile the environment asks for, without loading it globally: a
+    parent, as in ``settings(profile_settings(), stateful_step_count=20)``."""
+    return PROFILES[profile_name()]

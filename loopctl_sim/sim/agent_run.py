@@ -174,8 +174,8 @@ async def run_agent_async(
     before_step: Callable[[StepPoint], None] | None = None,
 ) -> AgentRun:
     """Run ``world`` once (on ``machine``: a next run on its history, default a fresh brain).
-    ``trace`` may be a recorder of ``fault_recorder``: a session passes one for all its runs,
-    so its trace holds them as one conversation. ``run_agent`` is the same for callers outside
+    ``trace`` may be a ``FaultMarks`` recorder: a session passes one for all its runs, so its
+    trace holds them as one conversation. ``run_agent`` is the same for callers outside
     an event loop."""
     factory = load_agent(world.agent, cwd=world.cwd)
     plan = FaultPlan(world.faults)
@@ -195,15 +195,11 @@ async def run_agent_async(
     }
     recorder: TraceRecorder | None = None
     if isinstance(trace, TraceRecorder):
-        # a session's recorder, kept across its runs (each run after the first continues the
-        # one before in the same trace); it marks this run's faulted results
-        recorder = trace
-        if isinstance(recorder, _FaultMarks):
-            recorder.altered = tools.altered
+        recorder = trace  # a session's, kept across its runs
     elif trace is not None:
-        recorder = _FaultMarks(
-            trace, tools.altered, metadata=meta, created=created, record_raised=agent_failure
-        )
+        recorder = FaultMarks(trace, metadata=meta, created=created, record_raised=agent_failure)
+    if isinstance(recorder, FaultMarks):
+        recorder.altered = tools.altered
     counting = Counting()
     # no observer of the harness's own: a loop nobody observes builds no IO events
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
@@ -224,7 +220,7 @@ async def run_agent_async(
             )
         counting.inner = loop.compactor
         registry, default = loop.registry, loop.config.tool_timeout
-        tools.timeout = lambda name: _timeout(registry, name, default)  # not the loop: a cycle
+        tools.timeout = lambda name: tool_timeout(registry, name, default)  # not the loop: a cycle
         hook = chain_before_step(
             loop.before_step, run_faults.before_step, tools.before_step, before_step
         )
@@ -281,19 +277,13 @@ async def run_agent_async(
 run_agent = synchronous(run_agent_async)
 
 
-class _FaultMarks(TraceRecorder):
-    """A recorder that marks the results a fault altered: their ``tool_result`` records say
-    ``"fault": kind``, as the built-in world's do, so a user's check can tell an injected
-    fault from the tool's own output. ``altered`` is ``ToolFaults.altered``."""
+class FaultMarks(TraceRecorder):
+    """A recorder that marks the results a fault altered (``altered``: ``ToolFaults.altered``,
+    set by ``run_agent`` for each run it records, so a session passes one for all its runs):
+    their ``tool_result`` records say ``"fault": kind``, as the built-in world's do, so a
+    user's check can tell an injected fault from the tool's own output."""
 
-    def __init__(
-        self,
-        target: str | os.PathLike[str] | IO[str] | TraceWriter,
-        altered: Mapping[str, str],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(target, **kwargs)
-        self.altered = altered
+    altered: Mapping[str, str] = {}
 
     def io(self, event: IoEvent) -> None:
         if event.kind == "tool_result" and self.altered:
@@ -306,18 +296,7 @@ class _FaultMarks(TraceRecorder):
         super().io(event)
 
 
-def fault_recorder(
-    target: str | os.PathLike[str] | IO[str] | TraceWriter,
-    *,
-    metadata: Mapping[str, Any] | None = None,
-    created: str | None = None,
-) -> TraceRecorder:
-    """A recorder ``run_agent`` can be given run after run (a session's): it marks each run's
-    faulted tool results, and records what escapes the agent as ``run_agent``'s own does."""
-    return _FaultMarks(target, {}, metadata=metadata, created=created, record_raised=agent_failure)
-
-
-def _timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:
+def tool_timeout(registry: ToolRegistry, name: str, default: float | None) -> float | None:
     """The timeout the driver gives a call of ``name``: the tool's own, else the run's."""
     found = registry.get(name)
     if found is not None and found.timeout is not None:

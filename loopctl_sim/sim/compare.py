@@ -23,12 +23,6 @@ def excerpt(value: Any, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _summary(message: Message) -> str:
-    """A message in a few words: its role and what its parts are."""
-    kinds = [p.kind for p in message.parts]
-    return f"{message.role} ({', '.join(kinds) or 'no parts'})"
-
-
 def _first_path(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any]:
     """The first path (``parts[0].text``) under which ``a`` and ``b`` differ, and the values
     there. Dicts are walked key by key (in ``a``'s order, then ``b``'s extra keys), lists index
@@ -47,12 +41,7 @@ def _first_path(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any]:
     return path or "(the message)", a, b
 
 
-class _Missing:
-    def __repr__(self) -> str:  # pragma: no cover - shown only through _shown
-        return "(absent)"
-
-
-_MISSING: Final = _Missing()
+_MISSING: Final = object()  # a key one side lacks (shown as "(absent)")
 
 
 def _shown(value: Any) -> str:
@@ -84,6 +73,7 @@ def history_difference(
     longer, name = (expected, expected_name) if len(expected) > n else (actual, actual_name)
     extra = longer[n]
     return (
-        f"message {n} ({sizes}) is only {name}: {_summary(extra)} "
+        f"message {n} ({sizes}) is only {name}: {extra.role} "
+        f"({', '.join(p.kind for p in extra.parts) or 'no parts'}) "
         f"{excerpt(extra.model_dump(mode='json'))}"
     )

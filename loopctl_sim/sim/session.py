@@ -29,11 +29,11 @@ from loopctl_sim.sim.agent_run import (
     AgentRun,
     AgentRunError,
     AgentWorld,
+    FaultMarks,
     ToolModes,
-    fault_recorder,
     run_agent_async,
 )
-from loopctl_sim.sim.body import synchronous
+from loopctl_sim.sim.body import agent_failure, synchronous
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.layers import chain_before_step
 from loopctl_sim.sim.users import RecordedUser, SimUser, UserTurn
@@ -188,7 +188,7 @@ async def run_session_async(
     brain after ``start`` turns (a resumed session's); ``on_run`` is told of every run."""
     recorder = None
     if trace is not None:
-        recorder = fault_recorder(trace, created=created)
+        recorder = FaultMarks(trace, created=created, record_raised=agent_failure)
     session = SessionRun(machine=machine)
     conversation: list[Message] = list(machine.history) if machine is not None else []
     carried: list[str] = []
