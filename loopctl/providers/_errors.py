@@ -29,7 +29,7 @@ from loopctl.core import ErrorKind, LoopError
 class ProviderInfo:
     """Names used in messages and parts: ``name`` (e.g. "OpenAI", "Groq", "the server at
     127.0.0.1:8000"), the key's environment variable, the ``key`` recorded in the parts the
-    client keeps (see ``_urls``) and the ``host`` it talks to."""
+    client keeps (see ``_common.identity``) and the ``host`` it talks to."""
 
     name: str
     key_env: str | None

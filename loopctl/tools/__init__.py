@@ -6,15 +6,16 @@ user code); nothing here decides what the loop does next.
 """
 
 from loopctl.tools.decorator import Tool, ToolArgumentsError, ToolError, tool
-from loopctl.tools.dispatch import Dispatcher, dispatch
-from loopctl.tools.hooks import (
+from loopctl.tools.dispatch import (
     Allow,
     Deny,
+    Dispatcher,
     NextTool,
     PostToolHook,
     PreToolHook,
     Replace,
     ToolMiddleware,
+    dispatch,
 )
 from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl.tools.registry import ToolRegistry

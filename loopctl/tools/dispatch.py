@@ -6,7 +6,13 @@ before it and none after it. Results come back in call order, whatever order cal
 
 Per call: pre-tool hooks -> middleware around (argument validation -> execution under the tool's
 timeout, else ``default_timeout``; none for an ``inline`` tool) -> post-tool hooks. A name
-missing from the registry is answered at once, without hooks.
+missing from the registry is answered at once, without hooks. Hooks run in list order. A
+pre-tool hook answers ``Allow()`` (or None), ``Deny(reason)`` (the first one stops the call; the
+model gets the reason) or ``Replace(arguments)`` (what later hooks and the tool see). Middleware
+is ``async def mw(call, next) -> ToolResult``, the first in the list outermost; ``next`` never
+raises, so middleware can retry, cache, time or rewrite. A post-tool hook sees the call and the
+result so far and may return a rewritten ``ToolResult`` (None keeps it). Hooks may be sync
+(they run on the event loop: keep them quick) or async.
 
 The brain needs one result per call and a tool must never crash the run, so whatever goes wrong
 (an exception in a tool, a hook or a middleware; a timeout; invalid arguments; a denial; an
@@ -29,20 +35,12 @@ import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias
 
 from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
-from loopctl.tools.hooks import (
-    Allow,
-    Deny,
-    NextTool,
-    PostToolHook,
-    PreToolHook,
-    Replace,
-    ToolMiddleware,
-)
 from loopctl.tools.messages import (
     cancelled_message,
     denied_message,
@@ -55,6 +53,34 @@ from loopctl.tools.registry import ToolRegistry
 __all__ = ["Dispatcher", "dispatch", "plan_waves"]
 
 logger = logging.getLogger("loopctl.tools")
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    """Let the call go ahead unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    """Refuse the call; ``reason`` is told to the model."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Run the call with these arguments instead of the model's."""
+
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+PreToolDecision: TypeAlias = Allow | Deny | Replace | None
+PreToolHook: TypeAlias = Callable[[ToolCall], PreToolDecision | Awaitable[PreToolDecision]]
+PostToolHook: TypeAlias = Callable[
+    [ToolCall, ToolResult], ToolResult | Awaitable[ToolResult | None] | None
+]
+NextTool: TypeAlias = Callable[[ToolCall], Awaitable[ToolResult]]
+ToolMiddleware: TypeAlias = Callable[[ToolCall, NextTool], Awaitable[ToolResult]]
 
 OnEvent = Callable[["IoEvent"], None]
 Raised = tuple[str, str, Exception]

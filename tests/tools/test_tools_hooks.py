@@ -9,7 +9,7 @@ import pytest
 from loopctl.core import ToolCall, ToolResult
 from loopctl.observe import IoEvent
 from loopctl.tools import Allow, Deny, NextTool, Replace, ToolRegistry, dispatch, tool
-from loopctl.tools.hooks import PreToolDecision
+from loopctl.tools.dispatch import PreToolDecision
 
 RAN: list[dict[str, Any]] = []
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loopctl.tools._schema import clean_schema, docstring_params, docstring_summary
+from loopctl.tools.decorator import clean_schema, docstring_params, docstring_summary
 
 
 def test_refs_are_inlined_with_their_siblings() -> None:
