@@ -52,7 +52,7 @@ this module, under them all, imports none of them), so this module is where the 
           +-- Violation                       a checker's invariant problems at one place of a
           |                                   run (fuzz.checker)
           +-- SessionScenarioError  (ValueError)  a session scenario file that cannot be read
-          |                                   (fuzz.session_shrink)
+          |                                   (fuzz.sessions)
           +-- CassetteWriteError  (OSError)   a recorded cassette that cannot be written; the
           |                                   old one is unchanged (plugin)
           +-- CassetteMiss  (vcrpy's CannotOverwriteExistingCassetteException)  a request the

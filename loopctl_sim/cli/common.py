@@ -27,8 +27,7 @@ _TRACES = ("*.jsonl", "*.jsonl.gz")
 
 
 def die(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` on stderr, its control characters made visible, and exit with
-    ``code``."""
+    """Print ``error: message`` on stderr, control characters made visible; exit ``code``."""
     click.echo(f"error: {visible(message)}", err=True)
     sys.exit(code)
 

@@ -58,14 +58,12 @@ from loopctl_sim.trace import TraceFormatError
 @click.option("--no-agent", is_flag=True, help="Replay against the brain alone.")
 @click.option(
     "--tools",
-    "tools_mode",
     default="live",
     show_default=True,
     help="With an agent: live, recorded or live:A,B (as replay --tools).",
 )
 @click.option(
     "--replay",
-    "force_replay",
     is_flag=True,
     help="For a fuzz failure too: a test that replays the trace, not one that runs its scenario.",
 )
@@ -110,8 +108,8 @@ def export_test(
     invariants: bool,
     agent: str | None,
     no_agent: bool,
-    tools_mode: str,
-    force_replay: bool,
+    tools: str,
+    replay: bool,
     scenario: str | None,
     checks: tuple[str, ...],
     deterministic: bool | None,
@@ -131,7 +129,7 @@ def export_test(
                 agent = None
         if no_agent:
             agent = None
-        found = None if force_replay else (scenario or fuzz_scenario(trace))
+        found = None if replay else (scenario or fuzz_scenario(trace))
         if found is not None and named is None and load_scenario(found).agent is None:
             agent = None  # a built-in world's failure: pyproject's agent is not its
         if agent is not None:
@@ -151,7 +149,7 @@ def export_test(
             embed=embed,
             invariants=invariants,
             agent=agent,
-            tools=tools_mode,
+            tools=tools,
             scenario=found,
             checks=how,
         )

@@ -28,14 +28,7 @@ from loopctl.core import Completed, Message, ToolResult
 from loopctl.providers import MissingApiKeyError
 from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json
 from loopctl_sim.fuzz.user_checks import load_function
-from loopctl_sim.replay.fork import (
-    Edits,
-    ForkDiverged,
-    ForkError,
-    ForkResult,
-    branch_point,
-    fork,
-)
+from loopctl_sim.replay.fork import Edits, ForkDiverged, ForkError, ForkResult, branch_point, fork
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence

@@ -101,7 +101,6 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
 )
 @click.option(
     "--state",
-    "state_path",
     type=click.Path(dir_okay=False),
     default=None,
     metavar="FILE",
@@ -116,7 +115,6 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
 )
 @click.option(
     "--faults",
-    "faults_arg",
     default="all",
     show_default=True,
     help="Fault kinds to draw from: all, none, or a comma list (e.g. network,crash).",
@@ -153,7 +151,6 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
 )
 @click.option(
     "--tools",
-    "tools_mode",
     default="live",
     show_default=True,
     metavar="live|simulated|recorded|MODE:A,B",
@@ -203,7 +200,6 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
 )
 @click.option(
     "--user",
-    "user_spec",
     default=None,
     metavar="MODULE:MAKE_USER",
     help="With an agent: fuzz sessions whose user make_user(seed, turns) builds "
@@ -231,22 +227,22 @@ def fuzz(
     workers: int,
     cluster: str | None,
     connect_timeout: float,
-    state_path: str | None,
+    state: str | None,
     chunk_size: int | None,
-    faults_arg: str,
+    faults: str,
     out: str,
     turns: int | None,
     level: str,
     agent: str | None,
     builtin: bool,
-    tools_mode: str,
+    tools: str,
     recorded: tuple[str, ...],
     exempt: tuple[str, ...],
     checks: tuple[str, ...],
     deterministic: bool | None,
     inputs: tuple[str, ...],
     tool_exceptions: bool,
-    user_spec: str | None,
+    user: str | None,
     user_turns: int | None,
     repeat: int,
     no_shrink: bool,
@@ -262,7 +258,7 @@ def fuzz(
     """
     try:
         seeds = parse_seeds(seeds_arg)
-        kinds = parse_faults(faults_arg)
+        kinds = parse_faults(faults)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     if not builtin:
@@ -276,7 +272,7 @@ def fuzz(
         level="driver" if agent else level,
         shrink=not no_shrink,
         agent=agent,
-        tools=tools_mode,
+        tools=tools,
         recorded=tuple(os.path.abspath(p) for p in recorded),
         exempt=exempt_names,
         checks=checks,
@@ -285,23 +281,23 @@ def fuzz(
         cwd=os.getcwd(),
         check_tool_exceptions=tool_exceptions,
     )
-    if user_spec is not None or user_turns is not None or repeat > 1:
+    if user is not None or user_turns is not None or repeat > 1:
         if agent is None:
             die("--user, --user-turns and --repeat fuzz an agent's sessions: give --agent")
-        if workers != 1 or cluster is not None or state_path is not None:
+        if workers != 1 or cluster is not None or state is not None:
             die("a session campaign runs in this process: drop --workers, --cluster, --state")
         session_config = SessionFuzzConfig(
             agent=agent,
-            user=user_spec,
+            user=user,
             # --repeat alone: one turn, a single run per seed, repeated
-            user_turns=user_turns or (3 if user_spec is not None else 1),
+            user_turns=user_turns or (3 if user is not None else 1),
             faults=kinds,
             turns=turns or 6,
             checks=checks,
             check_determinism=deterministic is not False,
             repeat=repeat,
             shrink=not no_shrink,
-            tools=tools_mode,
+            tools=tools,
             exempt=exempt_names,
             cwd=os.getcwd(),
         )
@@ -309,7 +305,7 @@ def fuzz(
     load_checks(checks, config.cwd)
     if agent is not None:
         _agent_config(agent, config)
-    elif (tools_mode, exempt, deterministic, inputs, recorded, tool_exceptions) != _AGENT_DEFAULTS:
+    elif (tools, exempt, deterministic, inputs, recorded, tool_exceptions) != _AGENT_DEFAULTS:
         die(
             "--tools, --recorded, --exempt, --deterministic, --input and --no-tool-exceptions "
             "go with --agent"
@@ -333,20 +329,20 @@ def fuzz(
         summary = _campaign(
             seeds,
             config,
-            target=f"{target}; {len(seeds)} seeds, faults {faults_arg}, {where}",
+            target=f"{target}; {len(seeds)} seeds, faults {faults}, {where}",
             out=out,
             workers=workers,
             executor=executor,
             chunk_size=chunk_size or default_chunk_size(len(seeds), workers),
-            state_path=state_path,
+            state_path=state,
             show_bar=show_bar,
         )
     args: list[tuple[str, str | None]] = [
         ("--agent", agent),
         ("--level", level if agent is None and level != "machine" else None),
-        ("--faults", faults_arg if faults_arg != "all" else None),
+        ("--faults", faults if faults != "all" else None),
         ("--turns", str(turns) if turns else None),
-        ("--tools", tools_mode if tools_mode != "live" else None),
+        ("--tools", tools if tools != "live" else None),
         *(("--recorded", path) for path in recorded),
         ("--exempt", ",".join(exempt_names) or None),
         *(("--check", spec) for spec in checks),

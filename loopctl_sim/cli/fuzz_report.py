@@ -57,9 +57,8 @@ class _TimeLeft(ProgressColumn):
 
 
 class CampaignProgress(Progress):
-    """A progress bar over ``total`` seeds (``seed_done`` once per result), ``done`` of them
-    already, ``failing`` of those failing (a resumed campaign's); does nothing when hidden.
-    ``get_time`` is rich's clock (a test gives its own)."""
+    """A progress bar over ``total`` seeds, ``done`` of them already (``failing`` of those
+    failing: a resumed campaign's); ``get_time`` is rich's clock (a test gives its own)."""
 
     def __init__(
         self,

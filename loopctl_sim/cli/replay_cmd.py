@@ -17,13 +17,7 @@ import click
 
 from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json, expand_traces
 from loopctl_sim.cli.trace_cmds import write_page
-from loopctl_sim.replay import (
-    ReplayResult,
-    replay_agent,
-    replay_driver,
-    replay_trace,
-    update_trace,
-)
+from loopctl_sim.replay import ReplayResult, replay_agent, replay_driver, replay_trace, update_trace
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceReader
 from loopctl_sim.view import make_console, print_divergence
@@ -33,7 +27,6 @@ from loopctl_sim.view import make_console, print_divergence
 @click.argument("traces", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--until",
-    "until",
     type=int,
     default=None,
     help="Stop after the record with this seq and print the brain's state there.",
@@ -64,7 +57,6 @@ from loopctl_sim.view import make_console, print_divergence
 )
 @click.option(
     "--tools",
-    "tools_mode",
     default="live",
     show_default=True,
     metavar="live|recorded|live:A,B",
@@ -72,7 +64,6 @@ from loopctl_sim.view import make_console, print_divergence
 )
 @click.option(
     "--compactor",
-    "compactor_mode",
     type=click.Choice(["live", "recorded"]),
     default="live",
     show_default=True,
@@ -91,13 +82,11 @@ from loopctl_sim.view import make_console, print_divergence
 )
 @click.option(
     "--machine",
-    "machine_level",
     is_flag=True,
     help="Replay against the brain alone, even when pyproject.toml names an agent.",
 )
 @click.option(
     "--html",
-    "html_out",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
     help="Also write the trace as an HTML timeline to this file, the divergence (if any) "
@@ -110,45 +99,44 @@ def replay(
     driver: bool,
     digest_every: int,
     agent: str | None,
-    tools_mode: str,
-    compactor_mode: str,
+    tools: str,
+    compactor: str,
     update: bool,
     force: bool,
-    machine_level: bool,
-    html_out: str | None,
+    machine: bool,
+    html: str | None,
 ) -> None:
     """Replay TRACES against the brain (or --driver, or --agent); exit 1 at the first divergence.
 
     Several traces (or directories of *.jsonl) are replayed one after the other, for CI: each
     gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
     """
-    if not (driver or machine_level):
+    paths = expand_traces(traces)
+    if not (driver or machine):
         named = agent
         agent = agent_or_configured(agent)
-        if named is None and agent is not None and all(map(_builtin, expand_traces(traces))):
+        if named is None and agent is not None and all(map(_builtin, paths)):
             echo(f"note: recorded by loopctl run's built-in agent, not {agent}: replayed "
                  "against the brain (--agent replays it against yours)", err=True)  # fmt: skip
             agent = None
-    if agent is not None and (driver or machine_level):
+    if agent is not None and (driver or machine):
         die("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:
         die("--update re-records against an agent: name it with --agent")
     if force and not update:
         die("--force goes with --update")
-    if html_out is not None and update:
+    if html is not None and update:
         die("--html goes with a replay, not --update (run html on the updated trace)")
-    if html_out is not None and len(expand_traces(traces)) != 1:
+    if html is not None and len(paths) != 1:
         die("--html needs exactly one trace")
     if agent is not None:
         if until is not None or digest_every != 1:
             die("--until and --digest-every work at machine level only")
-        paths = expand_traces(traces)
-        _with_agent(paths, agent, tools_mode, compactor_mode, update, force, as_json, html_out)
+        _with_agent(paths, agent, tools, compactor, update, force, as_json, html)
     if driver and until is not None:
         die("--until works at machine level only (drop --driver)")
     if driver and digest_every != 1:
         die("--digest-every works at machine level only (drop --driver)")
-    paths = expand_traces(traces)
     if len(paths) != 1:
         if until is not None:
             die("--until needs exactly one trace")
@@ -162,9 +150,9 @@ def replay(
         echo(f"warning: {warning}", err=True)
     if result.records == 0:
         die(f"{trace}: no complete record to replay")
-    if html_out is not None:  # (a bad line past the replay's --until or divergence: exit 2)
-        write_page(trace, html_out, divergence=result.divergence)
-        echo(f"wrote {html_out}", err=True)
+    if html is not None:  # (a bad line past the replay's --until or divergence: exit 2)
+        write_page(trace, html, divergence=result.divergence)
+        echo(f"wrote {html}", err=True)
     if as_json:
         data = result.to_json()
         if until is not None and result.machine is not None:
@@ -180,8 +168,7 @@ def replay(
 
 
 def _builtin(trace: str) -> bool:
-    """Whether ``trace`` was recorded by ``loopctl run``'s built-in agent (its header's
-    metadata says so): pyproject's agent is not the one that ran it."""
+    """Whether ``loopctl run``'s built-in agent recorded ``trace``, not pyproject's agent."""
     try:
         for record in TraceReader(trace):
             return bool(getattr(record, "metadata", {}).get("builtin"))

@@ -42,7 +42,6 @@ from loopctl_sim.sim import (
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option(
     "--trace",
-    "trace_path",
     type=click.Path(dir_okay=False),
     default=None,
     help="Write the run's trace here.",
@@ -97,7 +96,7 @@ from loopctl_sim.sim import (
 )
 def run(
     scenario: str,
-    trace_path: str | None,
+    trace: str | None,
     driver: bool,
     created: str | None,
     as_json: bool,
@@ -130,15 +129,15 @@ def run(
     if sc.agent is not None:
         if driver:
             die("a scenario that names an agent always runs through the agent's own loop")
-        _agent(sc, scenario, trace_path, created, as_json)
+        _agent(sc, scenario, trace, created, as_json)
     try:
         if driver:
-            result = simulate_driver(sc.world(), trace_path, created=created)
+            result = simulate_driver(sc.world(), trace, created=created)
         else:
-            result = simulate(sc.world(), trace_path, created=created)
+            result = simulate(sc.world(), trace, created=created)
     except SimulationError as exc:
         die(f"{scenario}: {exc}")
-    _report(sc, result, trace_path, as_json)
+    _report(sc, result, trace, as_json)
 
 
 def _trusted(sc: Scenario, path: str, agent: str | None, trust: bool) -> Scenario:

@@ -3,7 +3,7 @@
 
 A session campaign (``loopctl_sim.fuzz.sessions``) runs its seeds in this process, one after the
 other. For each failing seed it writes the failing session's trace (``session-SEED.jsonl``),
-shrinks it (``loopctl_sim.fuzz.session_shrink``), writes the shrunk session's trace and scenario
+shrinks it, writes the shrunk session's trace and scenario
 and prints the command that runs the scenario again; with ``--repeat K``, each check's pass^k.
 
 ``loopctl-sim session SCENARIO --agent M:F`` runs a scenario file's session (with the agent the
@@ -21,20 +21,18 @@ from collections.abc import Sequence
 import click
 
 from loopctl_sim.cli.common import die, emit_json, load_checks
-from loopctl_sim.fuzz.session_shrink import (
-    SessionScenarioError,
-    load_session_scenario,
-    save_session_scenario,
-    shrink_session,
-)
 from loopctl_sim.fuzz.sessions import (
     SESSION_CHECKS,
     SessionFuzzConfig,
+    SessionScenarioError,
     SessionSeedResult,
     check_session,
+    load_session_scenario,
     load_user,
     pass_k,
     run_session_seed,
+    save_session_scenario,
+    shrink_session,
 )
 from loopctl_sim.replay import ResumeError
 from loopctl_sim.replay.session_resume import resume_session
@@ -58,7 +56,6 @@ def session_campaign(seeds: Sequence[int], config: SessionFuzzConfig, out: str) 
         err=True,
     )
     results: list[SessionSeedResult] = []
-    failing = 0
     for seed in seeds:
         try:
             result = run_session_seed(seed, config)
@@ -66,8 +63,8 @@ def session_campaign(seeds: Sequence[int], config: SessionFuzzConfig, out: str) 
             die(str(exc))
         results.append(result)
         if not result.ok:
-            failing += 1
             _report_failure(result, config, out)
+    failing = sum(not r.ok for r in results)
     checks = [*SESSION_CHECKS, *config.checks]
     if not config.check_determinism:
         checks.remove("deterministic")
@@ -135,7 +132,6 @@ def _report_failure(result: SessionSeedResult, config: SessionFuzzConfig, out: s
 )
 @click.option(
     "--resume",
-    "resume_trace",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
     metavar="TRACE",
@@ -150,7 +146,7 @@ def session(
     agent: str,
     trace: str | None,
     checks: tuple[str, ...],
-    resume_trace: str | None,
+    resume: str | None,
     user: str | None,
     seed: int,
     user_turns: int,
@@ -158,8 +154,8 @@ def session(
 ) -> None:
     """Run a session SCENARIO with your agent, or --resume a session's TRACE."""
     cwd = os.getcwd()
-    if resume_trace is not None:
-        _resume(resume_trace, agent, scenario, user, seed, user_turns, cwd, as_json)
+    if resume is not None:
+        _resume(resume, agent, scenario, user, seed, user_turns, cwd, as_json)
         return
     if scenario is None:
         raise click.UsageError("give a session SCENARIO to run, or --resume TRACE")

@@ -9,13 +9,7 @@ it import from each other's modules, never from the package, so the package impo
 """
 
 from loopctl_sim.fuzz.agent_checks import scripted
-from loopctl_sim.fuzz.campaign import (
-    check,
-    check_scenario,
-    parse_faults,
-    parse_seeds,
-    run_campaign,
-)
+from loopctl_sim.fuzz.campaign import check, check_scenario, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.case import FuzzConfig, make_case
 from loopctl_sim.fuzz.checker import DriverChecker
 from loopctl_sim.fuzz.checks import CaseResult, check_case

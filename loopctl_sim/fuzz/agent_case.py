@@ -45,8 +45,7 @@ class AgentProfile:
 
 @functools.cache
 def agent_profile(spec: str, cwd: str | None = None) -> AgentProfile:
-    """The agent's tools, window and declared exceptions, from one loop its factory builds
-    (cached per process)."""
+    """The agent's tools, window and raises, from one loop its factory builds (per process)."""
     loop = build_agent(load_agent(spec, cwd=cwd), client=ExploringClient())
     raises = {t.name: tuple(getattr(t, "raises", ())) for t in loop.registry}
     return AgentProfile(spec, loop.registry.names(), loop.policy().context_window, raises)
@@ -102,6 +101,5 @@ def make_agent_case(seed: int, config: FuzzConfig) -> FuzzCase:
 
 
 def case_for(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
-    """The case of ``seed``: the user's agent when the campaign names one, else the built-in
-    world."""
+    """The case of ``seed``: of the campaign's agent if it names one, else the built-in world."""
     return make_agent_case(seed, config) if config.agent else make_case(seed, config)

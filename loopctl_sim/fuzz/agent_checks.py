@@ -48,9 +48,8 @@ from loopctl_sim.trace import TraceWriter
 
 @dataclass(frozen=True)
 class Crash:
-    """One exception the dispatcher turned into an error result: what raised it (``where``:
-    ``tool``, ``pre-tool hook``, ``post-tool hook``, ``tool middleware``), its name (the tool's,
-    the hook's) and the exception's type and text."""
+    """One exception the dispatcher turned into an error result, and what raised it (``where``:
+    ``tool``, ``pre-tool hook``, ``post-tool hook``, ``tool middleware``; its ``name``)."""
 
     where: str
     name: str
@@ -125,8 +124,7 @@ def _run(
     trace: bool = True,
     twin: bool = False,
 ) -> WorldRun[AgentRun]:
-    """The faulted run of ``scenario``, then its heal run (``heal``); the ``twin`` that must
-    equal the first runs as it did."""
+    """The faulted run of ``scenario``, then its heal run (``heal``)."""
     buf = io.StringIO()
     writer = TraceWriter(buf) if trace else None
     world = scenario.agent_world(cwd=config.cwd)
@@ -217,7 +215,7 @@ def check_agent_case(
 
     def took(out: CaseResult, result: AgentRun) -> None:
         out.moves, out.script = Counter(result.moves), list(result.script)
-        out.replay_tools = replay_tools(sc, result)
+        out.replay_tools = replay_tools(result)
 
     def differ(out: CaseResult, a: str, b: str, line: int) -> Failure | None:
         if not _tool_difference(a, b, line):
@@ -245,13 +243,7 @@ def check_agent_case(
 def scripted(scenario: Scenario, script: Sequence[Message]) -> Scenario:
     """``scenario`` with its model written out: ``script``'s replies instead of the exploring
     model (the same run, if the agent is deterministic), ready to shrink and to keep."""
-    replies = [
-        ReplyScenario(
-            text=m.text,
-            calls=[_call(c) for c in m.tool_calls],
-        )
-        for m in script
-    ]
+    replies = [ReplyScenario(text=m.text, calls=[_call(c) for c in m.tool_calls]) for m in script]
     return scenario.model_copy(update={"model": replies, "explore": None})
 
 
@@ -259,7 +251,7 @@ def _call(call: ToolCall) -> CallScenario:
     return CallScenario(name=call.name, arguments=dict(call.arguments), id=call.id)
 
 
-def replay_tools(scenario: Scenario, run: AgentRun) -> str:
+def replay_tools(run: AgentRun) -> str:
     """The ``--tools`` that replays ``run``'s trace against the agent: every tool that ran live
     and no fault struck runs live again; the others (simulated, scripted, faulted) are answered
     from the trace."""

@@ -20,13 +20,7 @@ from typing import Final
 from loopctl_sim.errors import SimError
 from loopctl_sim.fuzz.agent_case import agent_profile, case_for
 from loopctl_sim.fuzz.agent_checks import check_agent_case, scripted
-from loopctl_sim.fuzz.case import (
-    ALL_FAULTS,
-    DEFAULT_CONFIG,
-    FuzzCase,
-    FuzzConfig,
-    scenario_yaml,
-)
+from loopctl_sim.fuzz.case import ALL_FAULTS, DEFAULT_CONFIG, FuzzCase, FuzzConfig, scenario_yaml
 from loopctl_sim.fuzz.checks import CaseResult, Failure, check_case, crash_variant
 from loopctl_sim.fuzz.executors import (
     Chunk,
@@ -93,11 +87,9 @@ def check(case: FuzzCase, scenario: Scenario | None, config: FuzzConfig) -> Case
 def check_scenario(
     scenario: Scenario, config: FuzzConfig = DEFAULT_CONFIG, *, crash_at: float = 0.5
 ) -> CaseResult:
-    """Every check of a fuzz seed on one scenario (a saved reproducer: ``loopctl-sim run
-    --checks`` runs this, and so does a test ``export-test`` writes from a fuzz failure), the
-    crash check striking at ``crash_at`` of the run; the first failure is ``failure`` (None
-    when every check passes). ``config`` gives the campaign's checks (``checks``,
-    ``deterministic``, ``level``...); its faults and turns are the scenario's own."""
+    """Every check of a fuzz seed on one scenario (a saved reproducer, as ``loopctl-sim run
+    --checks`` and an exported test run it), the crash striking at ``crash_at`` of the run;
+    ``config`` gives the campaign's checks, the scenario its faults and turns."""
     return check(FuzzCase(seed=0, scenario=scenario, crash_at=crash_at, enabled=()), None, config)
 
 
@@ -121,11 +113,8 @@ def _fails_alike(case: FuzzCase, candidate: Scenario, failure: Failure, config: 
 
 
 def run_seed(seed: int, config: FuzzConfig = DEFAULT_CONFIG, out: str | None = None) -> CaseResult:
-    """Check one seed; on failure save the trace and scenario to ``out`` and shrink them.
-
-    An agent's case is shrunk in its written-out form (the replies the exploring model gave, as
-    a script: ``agent_checks.scripted``); the shrunk scenario and its trace are the reproducer,
-    and ``CaseResult.replay_tools`` says how the trace replays against the agent."""
+    """Check one seed; on failure save the trace and scenario to ``out`` and shrink them (an
+    agent's case in its written-out form: ``agent_checks.scripted``)."""
     result, files = seed_files(seed, config, keep=out is not None)
     if out is not None and files:
         result.files = write_files(out, files)
@@ -178,9 +167,8 @@ class OutputError(OSError, SimError):
 
 
 def write_files(out: str, files: Mapping[str, str]) -> list[str]:
-    """Write a seed's files (``seed_files``) into ``out``; their paths, in order. Each is
-    written beside its place and then moved there (``write_atomically``): a failed write leaves the
-    file of an earlier campaign whole, never a part of the new one (``OutputError``)."""
+    """Write a seed's files (``seed_files``) into ``out``, each atomically (a failed write leaves
+    an earlier campaign's file whole); their paths, in order."""
     folder = Path(out)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -258,8 +246,7 @@ def _shrunk(
 
 @dataclass
 class ChunkResult:
-    """What one chunk's job sends back: every seed's result in seed order, and the failing
-    seeds' files (``seed_files``) by seed, for the client to write."""
+    """What a chunk's job sends back: its results in seed order, failing seeds' files by seed."""
 
     chunk: Chunk
     results: list[CaseResult]
@@ -268,9 +255,7 @@ class ChunkResult:
 
 def prepare(config: FuzzConfig) -> None:
     """Import what the seeds need before the first one runs: an agent or a check that does not
-    import where the chunk runs (a cluster's worker) is one clear error, not a failing seed.
-    Every chunk's job calls it (imports are cached: the first chunk of a process pays); a
-    cluster's workers are also asked up front (``DaskCluster.check_workers``)."""
+    import where the chunk runs (a cluster's worker) is one clear error, not a failing seed."""
     try:
         if config.agent is not None:
             agent_profile(config.agent, config.cwd)
@@ -307,13 +292,10 @@ def run_campaign(
     executor: Executor | None = None,
     state: CampaignState | None = None,
 ) -> CampaignSummary:
-    """Check every seed, in chunks: in this process, in ``workers`` processes, or on
-    ``executor`` (a Dask cluster); ``on_result`` sees each case as its chunk comes back.
-
-    With ``state``, the chunks it holds are not run again and each chunk is recorded once its
-    failures' files are written. Chunks are merged in seed order and a chunk that comes back
-    twice counts once: the summary is the same for every executor, worker count and resumption.
-    """
+    """Check every seed, in chunks: here, in ``workers`` processes, or on ``executor``;
+    ``on_result`` sees each case as its chunk comes back. With ``state``, the chunks it holds
+    are not run again and each is recorded once its failures' files are written. Chunks merge
+    in seed order, once each: the summary is the same for every executor and resumption."""
     seed_list = list(seeds)
     if state is not None:
         size = state.chunk_size

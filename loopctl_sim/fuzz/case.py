@@ -177,9 +177,8 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
 
 
 def scenario_yaml(scenario: Scenario, *, scrubbed: bool = True) -> str:
-    """The scenario as a YAML file ``loopctl-sim run`` reads (how a failing case is saved), its
-    secrets scrubbed as a trace's are (``loopctl_sim.trace.scrub``: an ``--input`` secret, and
-    what the model copied of it, never lands in a saved file in clear)."""
+    """The scenario as a YAML file ``loopctl-sim run`` reads, its secrets scrubbed as a trace's
+    are (an ``--input`` secret, and what the model copied of it, never lands in it in clear)."""
     data = scenario.model_dump(mode="json", exclude_defaults=True)
     data.setdefault("input", scenario.input)
     if scenario.agent is not None and scenario.explore is None:

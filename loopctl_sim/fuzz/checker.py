@@ -51,8 +51,7 @@ class Violation(SimError):
 
 
 def _check(problems: Sequence[str], where: str, step: object = None) -> None:
-    """Raise ``Violation`` for ``problems`` found ``where`` (with the step's repr, made only
-    when there is something to report)."""
+    """Raise ``Violation`` for ``problems`` found ``where`` (the step's repr made only then)."""
     if problems:
         raise Violation(problems, where if step is None else f"{where} ({step!r})")
 
@@ -86,11 +85,9 @@ def step_problems(
 def loop_problems(
     before: MachineSnapshot, policy: MachinePolicy, step: MachineStep, machine: LoopMachine
 ) -> list[str]:
-    """The loop verdict of a step asked in ``Start``, against the reference judge
-    (``reference_loop_verdict``) of the calls the brain recorded before it (``before.loop``:
-    its last ``MAX_LOOP_WINDOW`` calls, judged here under the policy's own window, limit and
-    action) and whether it was warned already: a verdict fails the run or warns once, a warned
-    run fails at its next loop, no verdict neither (``check_loop_decision``)."""
+    """The loop verdict of a step asked in ``Start``, against the reference judge of the calls
+    the brain recorded before it (``before.loop``) under the policy's window, limit and action,
+    and whether it was warned already (``check_loop_decision``)."""
     loop = before.loop
     verdict = inv.reference_loop_verdict(loop.calls, loop.unjudged, policy)
     return inv.check_loop_decision(before, machine, step, verdict, loop.warned, policy)
@@ -121,10 +118,7 @@ def feed_problems(
 
 
 class CheckingMachine(RecordingMachine):
-    """A ``RecordingMachine`` that checks the invariants before every step and after every feed.
-
-    Raises ``Violation`` at the first problem (``checks`` reports it as the case's failure).
-    """
+    """A ``RecordingMachine`` that checks the invariants before every step and after every feed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -162,8 +156,7 @@ class CheckingMachine(RecordingMachine):
 
 
 class DriverChecker(LoopObserver):
-    """Checks a ``BareLoop`` run at every step and feed; see the module docstring. One checker
-    watches a run and its resumes (and a heal run after it)."""
+    """Checks a ``BareLoop`` run, its resumes and a heal run after it at every step and feed."""
 
     def __init__(self) -> None:
         self.policy: MachinePolicy | None = None

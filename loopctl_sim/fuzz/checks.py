@@ -117,38 +117,27 @@ def _sim(
     writer: TraceWriter | None,
     checked: bool,
     metadata: dict[str, Any],
-) -> SimResult:
-    cls = CheckingMachine if checked else RecordingMachine
-    meta = {"world": world.name, "simulated": True, **world.metadata, **metadata}
-    rec = cls(
-        machine if machine is not None else LoopMachine(world.history),
-        writer,
-        metadata=meta,
-        created=CREATED,
-    )
-    return SimRun(dataclasses.replace(world, max_steps=_bound(world)), rec).go()
-
-
-def _sim_driver(
-    world: World,
-    *,
-    machine: LoopMachine | None,
-    writer: TraceWriter | None,
-    checked: bool,
-    metadata: dict[str, Any],
+    level: str = "machine",
     streamed: bool = False,
 ) -> SimResult:
-    """``_sim`` through the real ``BareLoop``: the same world, checked from outside the driver
-    (``DriverChecker``) instead of around a brain the simulator drives. ``streamed``: the run
-    watches the stream, so the driver streams and folds every reply (else it takes each whole)."""
+    """One run of ``world``: at machine level the simulator drives a brain checked around it
+    (``CheckingMachine``); at driver level a real ``BareLoop`` runs it, checked from outside
+    (``DriverChecker``). ``streamed``: the driver streams and folds every reply (else it takes
+    each whole)."""
+    world = dataclasses.replace(world, max_steps=_bound(world))
+    if level == "machine":
+        cls = CheckingMachine if checked else RecordingMachine
+        meta = {"world": world.name, "simulated": True, **world.metadata, **metadata}
+        brain = machine if machine is not None else LoopMachine(world.history)
+        return SimRun(world, cls(brain, writer, metadata=meta, created=CREATED)).go()
     checker = DriverChecker() if checked else None
     # the hands too: results in call order, each call dispatched once across a crash, attempts
     # and delays against the retry reference, overflow -> Compact(EMERGENCY), the estimate after
     # results, the policy of the configs in force (the checker above has the brain's invariants)
-    hands = DriverWatch(brain=False, max_steps=_bound(world)) if checked else None
+    hands = DriverWatch(brain=False, max_steps=world.max_steps) if checked else None
     try:
-        result = simulate_driver(
-            dataclasses.replace(world, max_steps=_bound(world)),
+        return simulate_driver(
+            world,
             writer,
             created=CREATED,
             metadata=metadata,
@@ -160,7 +149,6 @@ def _sim_driver(
         )
     except Broken as broken:
         raise Violation(broken.problems, broken.where) from None
-    return result
 
 
 def _watched(event: object) -> None:
@@ -208,8 +196,7 @@ R = TypeVar("R", bound=SimResult)
 
 @dataclass
 class WorldRun(Generic[R]):
-    """A checked run (the faulted run, then its heal run) as a case's checks see it: its
-    trace, results, steps (both runs') and first failure."""
+    """A checked run (the faulted run, then its heal run) as a case's checks see it."""
 
     trace: str
     result: R | None
@@ -231,26 +218,20 @@ def _run_world(
     """The faulted run of ``scenario``, then its heal run (``heal``). ``twin``: the run that
     must equal the first; at driver level it watches the stream, so the driver streams and folds
     each reply the first run took whole."""
-    sim: Callable[..., SimResult] = (
-        functools.partial(_sim_driver, streamed=twin) if level == "driver" else _sim
-    )
     buf = io.StringIO()
     writer = TraceWriter(buf, scrubber=NOTHING_SECRET) if trace else None
+    sim = functools.partial(_sim, writer=writer, checked=checked, level=level, streamed=twin)
     meta = {"fuzz_seed": seed}
     result = heal_result = None
     steps = 0
     try:
         world = scenario.world()
-        result = sim(world, machine=None, writer=writer, checked=checked, metadata=meta)
+        result = sim(world, machine=None, metadata=meta)
         steps = result.steps
         if heal:
-            heal_result = sim(
-                _heal_world(world),
-                machine=result.machine.next_run(),
-                writer=writer,
-                checked=checked,
-                metadata={**meta, "heal": True},
-            )
+            healing = _heal_world(world)
+            heal_meta = {**meta, "heal": True}
+            heal_result = sim(healing, machine=result.machine.next_run(), metadata=heal_meta)
             steps += heal_result.steps
     except Exception as exc:  # every failure of the engine is a finding, reported as data
         # the simulators leave a harness stop (Violation, StepLimit) out of the trace
@@ -260,11 +241,9 @@ def _run_world(
 
 
 def heal_failure(first: SimResult, healed: SimResult, policy: MachinePolicy) -> Failure | None:
-    """A clean next run after the faults must complete. One other end is legitimate: the
-    faults left the context over the compaction line (an oversized tool result, a spike) and the
-    compactor finds nothing more to cut, so the brain fails with ``context_overflow`` rather than
-    loop; without a compaction that could not help, the context must have been that high from
-    the start."""
+    """A clean next run after the faults must complete, or fail ``context_overflow`` when the
+    faults left the context over the compaction line (an oversized tool result, a spike) and
+    the compactor finds nothing more to cut (with no compaction, it was that high already)."""
     outcome = healed.outcome
     if isinstance(outcome, Completed) and outcome.final_text == HEAL_TEXT:
         return None
@@ -407,9 +386,8 @@ def crash_failure(
     first: SimResult, third: WorldRun[Any], crashed: Scenario, *, whole: bool = False
 ) -> Failure | None:
     """How the run with one more crash (``third``, of ``crashed``) fails the crash/restore
-    check: it fails (its failure quoted: ``whole``, else its message), or it ends otherwise
-    than the uninterrupted run (``first``): the outcome, then the history, then the final
-    digest differ; None when it passes."""
+    check: it fails (quoted ``whole``, else its message), or its outcome, history or final
+    digest differ from the uninterrupted run's (``first``); None when it passes."""
     at = crashed.faults[-1].step
     if third.failure is not None:
         said = third.failure if whole else third.failure.message

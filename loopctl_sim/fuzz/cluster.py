@@ -40,8 +40,7 @@ class ClusterError(SimError):
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """What ``--cluster`` named: a scheduler's ``address``, or (``address`` None) a
-    ``LocalCluster`` of ``workers`` processes."""
+    """What ``--cluster`` named: a scheduler's ``address``, or a local cluster of ``workers``."""
 
     address: str | None
     workers: int = 0
@@ -79,12 +78,9 @@ def _distributed() -> Any:
 
 
 class DaskCluster:
-    """A connection to a Dask cluster, used as the campaign's executor.
-
-    ``with DaskCluster(spec) as cluster: run_campaign(..., executor=cluster)``: entering
-    connects (or starts the ``LocalCluster``), leaving closes the client and stops a cluster this
-    process started. ``connect_timeout`` bounds the wait for the scheduler and for a first
-    worker."""
+    """A connection to a Dask cluster, the campaign's executor: ``with DaskCluster(spec) as
+    cluster`` connects (or starts the ``LocalCluster``) and closes it (or stops it) after.
+    ``connect_timeout`` bounds the wait for the scheduler and for a first worker."""
 
     def __init__(self, spec: ClusterSpec, *, connect_timeout: float = 10.0) -> None:
         self.spec = spec
@@ -121,9 +117,11 @@ class DaskCluster:
                     self.spec.address, timeout=self.connect_timeout, set_as_default=False
                 )
                 self._client.wait_for_workers(1, timeout=self.connect_timeout)
-        except (OSError, TimeoutError) as exc:
+        except Exception as exc:
             connected = self._client is not None
             self.close()
+            if not isinstance(exc, OSError | TimeoutError):
+                raise
             if not connected:
                 raise ClusterError(
                     f"cannot reach the Dask scheduler at {self.spec}: {_one_line(exc)}"
@@ -132,9 +130,6 @@ class DaskCluster:
                 f"no worker joined the Dask scheduler at {self.spec} within "
                 f"{self.connect_timeout:g} s"
             ) from None
-        except Exception:
-            self.close()
-            raise
 
     def close(self) -> None:
         client, local = self._client, self._local

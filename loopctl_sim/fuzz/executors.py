@@ -67,13 +67,9 @@ def run_here(job: Callable[[Chunk], R], parts: Iterable[Chunk], take: Callable[[
 
 
 def in_processes(workers: int) -> Executor:
-    """The executor of ``--workers N``: the chunks run in that many processes; ``take`` sees
-    each chunk's results as it finishes.
-
-    ``job`` must pickle (a module-level function, or a ``functools.partial`` of one). When a
-    job or ``take`` raises (Ctrl-C included), the chunks not yet started are cancelled rather
-    than run to the end: what finished is what a campaign's state file holds.
-    """
+    """The executor of ``--workers N`` (``job`` must pickle). When a job or ``take`` raises
+    (Ctrl-C included), the chunks not yet started are cancelled rather than run to the end:
+    what finished is what a campaign's state file holds."""
 
     def run(job: Callable[[Chunk], R], parts: Sequence[Chunk], take: Callable[[R], None]) -> None:
         pool = ProcessPoolExecutor(max_workers=workers)

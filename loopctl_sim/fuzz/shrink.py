@@ -44,11 +44,8 @@ def ddmin(
     max_tests: int = DEFAULT_MAX_TESTS,
     _budget: _Budget | None = None,
 ) -> list[T]:
-    """A 1-minimal sublist of ``items`` (order kept) for which ``fails`` still holds.
-
-    ``fails(list(items))`` is assumed true and not asked. Stops early (returning the smallest
-    failing list found so far) after ``max_tests`` calls of ``fails``.
-    """
+    """A 1-minimal sublist of ``items`` (order kept) for which ``fails`` (assumed true of
+    ``items``) still holds; after ``max_tests`` calls, the smallest failing list found."""
     budget = _budget or _Budget(max_tests)
     current = list(items)
     n = 2
@@ -168,17 +165,11 @@ def _lower_faults(
 
 
 def shrink_scenario(
-    scenario: Scenario,
-    fails: Callable[[Scenario], bool],
-    *,
-    max_tests: int = DEFAULT_MAX_TESTS,
+    scenario: Scenario, fails: Callable[[Scenario], bool], *, max_tests: int = DEFAULT_MAX_TESTS
 ) -> ShrinkResult:
-    """The smallest sub-scenario (replies and faults) for which ``fails`` holds.
-
-    ``fails(scenario)`` is assumed true. Each oracle call must be deterministic. Removing
-    units and lowering the faults' counts and places alternate, a few rounds, while either
-    finds something: a fault that strikes earlier may need fewer replies before it.
-    """
+    """The smallest sub-scenario for which ``fails`` (assumed true of ``scenario``, and
+    deterministic) holds. Removing units and lowering the faults alternate while either finds
+    something: a fault that strikes earlier may need fewer replies before it."""
     budget = _Budget(max_tests)
     base = scenario.model_copy(update={"model": _pin_ids(scenario.model)})
     if not fails(base):  # pinning ids changed nothing for the run: it must still fail

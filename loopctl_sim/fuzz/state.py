@@ -41,12 +41,8 @@ from loopctl_sim.trace.files import write_atomically
 
 @dataclass
 class CampaignSummary:
-    """A whole campaign in counts (what ran, what struck, how runs ended) and its failing seeds.
-
-    Only counts and failures are kept, never a passing seed's trace. Every count is a sum and the
-    failing seeds are kept sorted, so the summary does not depend on how the seeds were chunked,
-    where the chunks ran or in what order they finished.
-    """
+    """A whole campaign in counts and its failing seeds: sums and a sorted list, so it does not
+    depend on how the seeds were chunked, where they ran or in what order they finished."""
 
     seeds: int = 0
     runs: int = 0
@@ -148,10 +144,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 @dataclass
 class CampaignState:
-    """An open state file: the chunks done so far (``finished``), and ``record`` for the next.
-
-    Use it as a context manager (``with CampaignState.open(...) as state``): it holds the
-    file's lock until closed."""
+    """An open state file (a context manager holding its lock): the chunks done so far
+    (``finished``), and ``record`` for the next."""
 
     path: Path
     _handle: IO[bytes]
@@ -292,13 +286,11 @@ def _read(
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
+        record = _parse(line, where, number)
         try:
-            record = _parse(line, where, number)
             index = int(record["chunk"])
             summary = _SUMMARY.validate_python(record["summary"])
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
-            if isinstance(exc, StateError):
-                raise
             raise StateError(f"{where}:{number}: not a chunk record ({exc})") from None
         if not 0 <= index < chunks:
             raise StateError(f"{where}:{number}: chunk {index} of a campaign of {chunks} chunks")

@@ -7,8 +7,12 @@ from pathlib import Path
 
 from examples.support_agent.record import CONVERSATIONS, SESSION
 from loopctl_sim.fuzz.case import ALL_FAULTS
-from loopctl_sim.fuzz.session_shrink import load_session_scenario
-from loopctl_sim.fuzz.sessions import SESSION_CHECKS, SessionFuzzConfig, run_session_seed
+from loopctl_sim.fuzz.sessions import (
+    SESSION_CHECKS,
+    SessionFuzzConfig,
+    load_session_scenario,
+    run_session_seed,
+)
 from loopctl_sim.replay import replay_agent
 from loopctl_sim.sim.session import recorded_turns, run_session
 
