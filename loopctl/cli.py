@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import contextlib
 import logging
 import operator
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -175,18 +174,6 @@ class _StderrLog(logging.Handler):
             click.echo(_clean(text), err=True)
         except Exception:  # pragma: no cover - logging must never break the run
             self.handleError(record)
-
-
-@contextlib.contextmanager
-def _show_library_logs(verbose: bool) -> Iterator[None]:
-    """The ``loopctl`` logger's warnings shown on stderr for the length of one command."""
-    handler = _StderrLog(verbose)
-    library = logging.getLogger("loopctl")
-    library.addHandler(handler)
-    try:
-        yield
-    finally:
-        library.removeHandler(handler)
 
 
 def _clean(text: str) -> str:
@@ -338,8 +325,11 @@ def run(
             if isinstance(client, HttpProvider):
                 await client.aclose()  # closes only a client it created itself
 
+    where = f"; the trace {trace} ends with it" if trace else ""
+    logs = _StderrLog(verbose)  # the library's warnings, on stderr for this command only
+    logging.getLogger("loopctl").addHandler(logs)
     try:
-        with _show_library_logs(verbose), interrupts:
+        with interrupts:
             result = asyncio.run(go())
     except KeyboardInterrupt:
         out.finish()
@@ -348,15 +338,14 @@ def run(
         out.finish()
         if verbose:
             click.echo(_clean(logging.Formatter().formatException(sys.exc_info())), err=True)
-        where = f"; the trace {trace} ends with it" if trace else ""
         _fail(f"the run raised {type(exc).__name__}: {exc}{where}", 1)
     finally:
+        logging.getLogger("loopctl").removeHandler(logs)
         if recorder is not None:
             recorder.close()
     out.finish(answered=isinstance(result.outcome, Completed))
     outcome = result.outcome
     if interrupts.signum is not None and isinstance(outcome, Cancelled):
-        where = f"; the trace {trace} ends with it" if trace else ""
         _fail(
             f"interrupted ({interrupts.name}): the run was cancelled{where}", interrupts.exit_code
         )

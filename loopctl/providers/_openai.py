@@ -1,23 +1,18 @@
 """OpenAI Chat Completions (``POST {base_url}/chat/completions``), and every server that speaks it.
 
 The same client serves OpenAI, DeepSeek, OpenRouter, Groq, Gemini's OpenAI endpoint, vLLM,
-llama.cpp's ``llama-server``, LM Studio and Ollama's ``/v1``: point ``base_url`` at the server.
-Their deviations are tolerated here:
+llama.cpp, LM Studio and Ollama's ``/v1``. Their deviations are tolerated here:
 
-- tool-call fragments are assembled by ``index``; a fragment carrying a NEW id at an index
-  already in use starts a new call (servers that reuse index 0 across a parallel batch), and so
-  does a fragment carrying a name but no id once the call at that index has arguments;
-- whole arguments in one delta, missing ids, ids without the ``call_`` prefix: a missing (or
-  repeated) id becomes ``call_{turn}_{n}``, deterministic, never random;
-- the usage chunk of ``stream_options.include_usage`` may be missing, null, or ride the finish
-  chunk; SSE comment lines are skipped; a ``data:`` line holding ``{"error": ...}`` is an error;
-- a stream that ends without ``[DONE]`` is accepted once a ``finish_reason`` arrived, and is a
-  ``network`` error otherwise;
-- reasoning (``reasoning_content``, ``reasoning``, ``reasoning_details``; a string, or an
-  object or list of a host's own shape) and Gemini's ``extra_content`` are kept and echoed back
-  to the same host (``_openai_wire``); ``thinking`` chunks of a content list (Mistral) are kept
-  and not sent back; a chunk carrying ``message`` instead of ``delta`` is read the same.
-
+- tool-call fragments are assembled by ``index``; a fragment carrying a new id at an index in
+  use starts a new call (servers that reuse index 0 across a parallel batch), and so does one
+  carrying a name but no id once the call at that index has arguments;
+- a missing (or repeated) id becomes ``call_{turn}_{n}``, deterministic;
+- the usage chunk may be missing, null, or ride the finish chunk; a ``data:`` line holding
+  ``{"error": ...}`` is an error; a stream that ends without ``[DONE]`` is accepted once a
+  ``finish_reason`` arrived (a ``network`` error otherwise);
+- reasoning (a string, or a host's own object or list) and Gemini's ``extra_content`` are kept
+  and echoed back to the same host (``_openai_wire``); Mistral's ``thinking`` chunks are kept,
+  not sent back; a chunk carrying ``message`` instead of ``delta`` is read the same.
 """
 
 from __future__ import annotations

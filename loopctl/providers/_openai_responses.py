@@ -1,42 +1,31 @@
 """OpenAI Responses (``POST {base_url}/responses``): the API OpenAI recommends for new work.
 
 Requests are stateless: the whole conversation goes in ``input`` every time, with
-``store: false`` (nothing kept on OpenAI's side) and ``include: ["reasoning.encrypted_content"]``,
-so reasoning items come back encrypted and can be sent back in the next request, which reasoning
-models need across tool calls when nothing is stored.
+``store: false`` and ``include: ["reasoning.encrypted_content"]``, so reasoning items come back
+encrypted and can be sent back, which reasoning models need across tool calls.
 
-Input items, from the conversation:
+Input items: the system prompt is ``instructions``; each ``ToolResult`` a
+``function_call_output`` (no error flag: an error result is its text); an assistant message
+keeps its order: its reasoning items as received, its text as an ``assistant`` message (with its
+annotations), each call a ``function_call`` (the item id kept from the reply), and any other
+item this client kept (a ``web_search_call``) as received. Another provider's parts are left
+out.
 
-- the system prompt is ``instructions``; a system message of the history a ``system`` message;
-- user text is a ``user`` message; each ``ToolResult`` a ``function_call_output``
-  ``{"call_id", "output"}`` (the wire has no error flag: an error result is its text);
-- an assistant message keeps its order: its reasoning items as received, its text as an
-  ``assistant`` message (with the annotations that came with it), each call a
-  ``function_call`` ``{"call_id", "name", "arguments", "id"}`` (the item id kept from the reply),
-  and any other item this client kept (a ``web_search_call``, ...) as received.
+Replies: a whole ``Response`` and its event stream give the same events (tests check it on every
+cassette):
 
-Parts kept under another provider's key are left out. Tools are flat ``{"type": "function",
-"name", "description", "parameters"}``, followed by the built-in tools OpenAI runs itself
-(``server_tools``, e.g. ``{"type": "web_search"}``).
-
-Replies: a whole ``Response`` and its event stream give the same events for the same response
-(tests check it on every cassette):
-
-- a ``reasoning`` item: its summary (``response.reasoning_summary_text.delta``) as
-  ``ThinkingDelta``, then a ``ThinkingPart`` holding the item as received (``data``, with its
-  ``encrypted_content``, also the part's ``signature``), taken from ``output_item.done``: the
-  docs warn that ``encrypted_content`` in ``output_item.added`` may be incomplete;
-- a ``message`` item: its ``output_text`` (and ``refusal``) as ``TextDelta``; annotations (URL
-  citations) as an ``annotations`` ``ProviderPart`` after the text;
-- a ``function_call`` item: ``ToolCallStart`` (``call_id``; a missing or repeated one becomes
-  ``call_{turn}_{n}``), the ``function_call_arguments.delta`` pieces, ``ToolCallEnd``, then a
+- a ``reasoning`` item: its summary as ``ThinkingDelta``, then a ``ThinkingPart`` holding the
+  item as received (its ``encrypted_content`` also the ``signature``), taken from
+  ``output_item.done``: the docs warn that ``output_item.added`` may hold it incomplete;
+- a ``message`` item: its ``output_text`` (and ``refusal``) as ``TextDelta``; annotations as an
+  ``annotations`` ``ProviderPart`` after the text;
+- a ``function_call`` item: ``ToolCallStart``, the argument pieces, ``ToolCallEnd``, then a
   ``call_extra`` ``ProviderPart`` keeping the item's own ``id`` (``fc_...``) for the way back;
-- any other item (``web_search_call``, ``file_search_call``, ``mcp_call``, built-in tools added
-  later): a ``ProviderPart`` of the item as done. OpenAI runs those tools itself.
+- any other item (``web_search_call``, ``mcp_call``, ...): a ``ProviderPart`` of the item as
+  done. OpenAI runs those tools itself.
 
-The stream ends with ``response.completed`` or ``response.incomplete`` (usage, stop reason);
-``response.failed`` and ``error`` events are classified like HTTP errors; unknown events are
-ignored; no ``[DONE]``.
+The stream ends with ``response.completed`` or ``response.incomplete``; ``response.failed`` and
+``error`` events are classified like HTTP errors; unknown events are ignored.
 """
 
 from __future__ import annotations
