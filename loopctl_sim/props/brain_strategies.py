@@ -15,10 +15,8 @@ from hypothesis import strategies as st
 
 from loopctl.core import MAX_LOOP_WINDOW, LoopError, MachinePolicy, Message, ToolCall, ToolResult
 
-#: The tool names policies advertise; replies call these and others.
 TOOL_NAMES: Final = ("read", "write", "search", "shell")
 
-#: A tool call's arguments object.
 Args: TypeAlias = dict[str, Any]
 #: A call as drawn: (a known tool?, index into the advertised names, arguments). The machine
 #: turns it into a ``ToolCall`` against the tools advertised at the time.
@@ -114,7 +112,6 @@ def _units(messages: Sequence[Message]) -> list[list[Message]]:
     return units
 
 
-#: The shapes ``compaction_of`` can give a compacted conversation.
 COMPACTION_MODES: Final = (
     "middle_out",
     "tail",
@@ -162,9 +159,7 @@ STARTS: Final = st.sampled_from([True, True, True, False])
 TOKEN_FRACTIONS: Final = st.sampled_from(
     [0.0, 0.1, 0.5, 0.69, 0.7, 0.79, 0.8, 0.85, 0.9, 0.94, 0.95, 1.0, 1.3]
 )
-#: Reply and message texts, empty and blank ones and non-ASCII included.
 TEXTS: Final = st.sampled_from(["", "ok", "done", "let me look", " ", "a\nb", "ünï"])
-#: Errors a driver reports with ``fail``.
 ERRORS: Final = st.builds(
     LoopError,
     kind=st.sampled_from(["network", "timeout", "provider", "tool", "internal"]),
@@ -186,7 +181,6 @@ def _calls(draw: st.DrawFn) -> list[CallSpec]:
     return [draw(spec) for _ in range(n)]
 
 
-#: A reply's tool calls, as ``CallSpec`` (see ``_calls``).
 CALLS: Final = _calls()
 
 #: One iteration of the driver: (reply text, reply calls, token fraction, compaction mode).

@@ -11,7 +11,7 @@ draws the faults.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from hypothesis import strategies as st
 
@@ -22,18 +22,12 @@ from loopctl.testing import MOVES, ExploreConfig
 from loopctl.testing.strategies import replies
 from loopctl_sim.sim.agent import AgentFactory, build_agent
 from loopctl_sim.sim.agent_run import tool_timeout
-from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan
-from loopctl_sim.sim.layers import FaultyClient, RunFaults, ToolFaults, chain_before_step
+from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultPlan, ToolFaultKind
+from loopctl_sim.sim.layers import FaultyClient, Replies, RunFaults, ToolFaults, chain_before_step
 
-#: The tool faults drawn for a user's agent (``tool_hang`` reports the configured timeout
+#: The tool faults drawn for a user's agent: all (``tool_hang`` reports the configured timeout
 #: without waiting for it, or cancels the run when there is none).
-AGENT_TOOL_FAULTS: Final = (
-    "tool_exception",
-    "tool_timeout",
-    "tool_hang",
-    "tool_oversized",
-    "tool_non_json",
-)
+AGENT_TOOL_FAULTS: Final = get_args(ToolFaultKind)
 
 
 #: The model faults drawn. Not ``unknown_tool``: the model's own ``unknown`` move already calls
@@ -43,33 +37,21 @@ AGENT_TOOL_FAULTS: Final = (
 _MODEL_FAULTS: Final = tuple(sorted(MODEL_FAULTS - {"unknown_tool"}))
 
 
-class DrawnReplies:
-    """A model source (``loopctl_sim.sim.layers.ModelSource``) whose replies hypothesis draws
-    from ``data`` when they are first asked for: reply ``i`` answers the request it was drawn
-    for (a retried request gets the same reply)."""
+class DrawnReplies(Replies):
+    """A model source whose replies hypothesis draws from ``data`` when they are first asked
+    for: reply ``i`` answers the request it was drawn for (a retried request gets the same)."""
 
     def __init__(self, data: st.DataObject, config: ExploreConfig) -> None:
+        super().__init__()
         self.data = data
         self.config = config
-        self.delivered = 0
-        self._last: tuple[int, ModelRequest, Message] | None = None
 
-    def peek(self, request: ModelRequest) -> Message:
-        last = self._last
-        if last is not None and last[0] == self.delivered and last[1] is request:
-            return last[2]
+    def reply(self, request: ModelRequest) -> Message:
         allowed = ("final",) if request.turn >= self.config.turns else MOVES
-        message = self.data.draw(
+        return self.data.draw(
             replies(request, self.config, index=self.delivered, allowed=allowed),
             label=f"reply {self.delivered + 1}",
         )
-        self._last = (self.delivered, request, message)
-        return message
-
-    def deliver(self, request: ModelRequest) -> Message:
-        message = self.peek(request)
-        self.delivered += 1
-        return message
 
 
 @st.composite

@@ -69,22 +69,23 @@ class ModelSource(Protocol):
         ...
 
 
-class ScriptSource:
-    """A ``ModelScript`` as a model source: reply ``i`` is the script's ``i``-th. Its replies
-    report the script's context counts; unscripted ones estimated, or (``estimate=False``) not
-    reported, so the driver estimates them."""
+class Replies:
+    """A model source whose reply ``delivered`` is made (``reply``) when it is first asked for
+    and kept while the same request asks again, so a retried request gets the same reply and a
+    reply's maker runs once."""
 
-    def __init__(self, script: ModelScript, *, estimate: bool = True) -> None:
-        self.script = script
-        self.estimate = estimate
+    def __init__(self) -> None:
         self.delivered = 0
         self._last: tuple[int, ModelRequest, Message] | None = None
+
+    def reply(self, request: ModelRequest) -> Message:
+        raise NotImplementedError
 
     def peek(self, request: ModelRequest) -> Message:
         last = self._last
         if last is not None and last[0] == self.delivered and last[1] is request:
-            return last[2]  # asked again for the same attempt: a function script runs once
-        message = self.script.reply(request.messages, self.delivered)
+            return last[2]
+        message = self.reply(request)
         self._last = (self.delivered, request, message)
         return message
 
@@ -92,6 +93,20 @@ class ScriptSource:
         message = self.peek(request)
         self.delivered += 1
         return message
+
+
+class ScriptSource(Replies):
+    """A ``ModelScript`` as a model source: reply ``i`` is the script's ``i``-th. Its replies
+    report the script's context counts; unscripted ones estimated, or (``estimate=False``) not
+    reported, so the driver estimates them."""
+
+    def __init__(self, script: ModelScript, *, estimate: bool = True) -> None:
+        super().__init__()
+        self.script = script
+        self.estimate = estimate
+
+    def reply(self, request: ModelRequest) -> Message:
+        return self.script.reply(request.messages, self.delivered)
 
     def usage(self, request: ModelRequest, message: Message) -> Usage | None:
         tokens, index = self.script.tokens, self.delivered

@@ -30,6 +30,7 @@ bounded (``MAX_ALIAS_EXPANSION``): every step after parsing walks the expanded t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable
@@ -67,6 +68,10 @@ BUILTINS: dict[str, ToolFn] = {
 }
 
 
+#: How a scenario scripts a tool (one of them, or ``mode`` for an agent's own tool).
+_SCRIPTED: Final = ("builtin", "returns", "results", "raises")
+
+
 class ToolScenario(BaseModel):
     """One tool of a scenario: scripted (``builtin``, ``returns``, ``results``, ``raises``), or,
     for an agent's tool, how it runs (``mode``: ``live`` or ``simulated``; the string alone is
@@ -88,11 +93,7 @@ class ToolScenario(BaseModel):
 
     @model_validator(mode="after")
     def _one(self) -> ToolScenario:
-        given = [
-            k
-            for k in ("builtin", "returns", "results", "raises", "mode")
-            if getattr(self, k) is not None
-        ]
+        given = [k for k in (*_SCRIPTED, "mode") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(
                 f"a tool takes one of builtin, returns, results, raises, mode (got {given})"
@@ -102,9 +103,7 @@ class ToolScenario(BaseModel):
     @property
     def scripted(self) -> bool:
         """Answered by the scenario (not the agent's own tool)."""
-        return self.mode is None and any(
-            getattr(self, k) is not None for k in ("builtin", "returns", "results", "raises")
-        )
+        return any(getattr(self, k) is not None for k in _SCRIPTED)
 
     def function(self) -> ToolFn:
         if self.builtin is not None:
@@ -113,15 +112,8 @@ class ToolScenario(BaseModel):
             value = self.returns
             return lambda args: value
         if self.results is not None:
-            results = list(self.results)
-            calls = [0]
-
-            def next_result(args: dict[str, Any]) -> str:
-                i = min(calls[0], len(results) - 1)
-                calls[0] += 1
-                return results[i]
-
-            return next_result
+            results = itertools.chain(self.results, itertools.repeat(self.results[-1]))
+            return lambda args: next(results)
         message = self.raises or "boom"
 
         def raiser(args: dict[str, Any]) -> str:
@@ -176,9 +168,8 @@ class ExploreScenario(BaseModel):
     weights: dict[str, float] | None = None
 
     def config(self) -> ExploreConfig:
-        if self.weights is None:
-            return ExploreConfig(turns=self.turns)
-        return ExploreConfig(turns=self.turns, weights=self.weights)  # type: ignore[arg-type]
+        weights = {} if self.weights is None else {"weights": self.weights}
+        return ExploreConfig(turns=self.turns, **weights)  # type: ignore[arg-type]
 
 
 #: What the agent's own factory decides: a scenario naming an agent may not set these.

@@ -44,10 +44,7 @@ from loopctl.core import (
 from loopctl.driver import CharEstimator, MiddleOutCompactor, RetryConfig, message_chars
 from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.errors import SimError
-from loopctl_sim.sim.faults import (
-    UNKNOWN_TOOL,
-    Fault,
-)
+from loopctl_sim.sim.faults import UNKNOWN_TOOL, Fault
 
 # --- the model --------------------------------------------------------------------------------
 

@@ -26,9 +26,7 @@ from loopctl_sim.props.invariants.commits import (
     check_next_run,
     check_salvage,
 )
-from loopctl_sim.props.invariants.conversation import (
-    provider_problems,
-)
+from loopctl_sim.props.invariants.conversation import provider_problems
 from loopctl_sim.props.invariants.decisions import (
     check_awaiting_model_decision,
     check_loop_decision,

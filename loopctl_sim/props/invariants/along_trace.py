@@ -26,12 +26,7 @@ from loopctl_sim.props.invariants.state import (
     check_terminal_sticky,
     check_transition,
 )
-from loopctl_sim.trace import (
-    ContinuationError,
-    HeaderRecord,
-    StepRecord,
-    TraceReader,
-)
+from loopctl_sim.trace import ContinuationError, HeaderRecord, StepRecord, TraceReader
 
 
 def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:

@@ -37,10 +37,7 @@ from loopctl_sim.props.invariants.conversation import (
     provider_problems,
     results_in,
 )
-from loopctl_sim.props.invariants.problems import (
-    InvariantCode,
-    assert_no_problems,
-)
+from loopctl_sim.props.invariants.problems import InvariantCode, assert_no_problems
 from loopctl_sim.props.invariants.problems import problem as _p
 
 
