@@ -45,7 +45,7 @@ from loopctl.providers import (
 )
 from loopctl.terminal import Interrupts, StreamOutput, visible
 from loopctl.tools import tool
-from loopctl.tools.messages import describe_exception
+from loopctl.tools.dispatch import describe_exception
 
 __all__ = ["PROVIDERS", "CliDeps", "calculator", "evaluate", "main", "make_client", "read_file"]
 

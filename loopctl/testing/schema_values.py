@@ -34,23 +34,18 @@ class Chooser(Protocol):
 
     def integer(self, lo: int, hi: int) -> int:
         """An integer in ``[lo, hi]``."""
-        ...
 
     def chance(self, p: float) -> bool:
         """True with probability ``p`` (``False`` is the simpler answer)."""
-        ...
 
     def choice(self, options: Sequence[T]) -> T:
         """One of ``options`` (not empty)."""
-        ...
 
     def weighted(self, options: Sequence[tuple[T, float]]) -> T:
         """One of ``options``, by weight (weights >= 0, not all zero)."""
-        ...
 
     def real(self, lo: float, hi: float) -> float:
         """A finite float in ``[lo, hi]``."""
-        ...
 
 
 class RandomChooser:

@@ -16,8 +16,9 @@ from loopctl.tools.dispatch import (
     Replace,
     ToolMiddleware,
     dispatch,
+    raised_message,
+    timed_out_message,
 )
-from loopctl.tools.messages import raised_message, timed_out_message
 from loopctl.tools.registry import ToolRegistry
 
 __all__ = [

@@ -41,13 +41,6 @@ from typing import Any, Final, TypeAlias
 from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
-from loopctl.tools.messages import (
-    cancelled_message,
-    denied_message,
-    describe_exception,
-    raised_message,
-    timed_out_message,
-)
 from loopctl.tools.registry import ToolRegistry
 
 __all__ = ["Dispatcher", "dispatch", "plan_waves"]
@@ -364,6 +357,33 @@ def _wrap(layer: ToolMiddleware, inner: NextTool) -> NextTool:
         return result
 
     return handler
+
+
+# The texts the model reads when a tool call goes wrong: part of the observable behaviour (traces
+# record them), so a simulator that fakes tool failures builds identical results from these.
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``ValueError: bad input``, or just ``ValueError`` when the exception has no text."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def timed_out_message(name: str, seconds: float) -> str:
+    return f"tool '{name}' timed out after {float(seconds)} s"
+
+
+def raised_message(name: str, exc: BaseException) -> str:
+    return f"tool '{name}' raised {describe_exception(exc)}"
+
+
+def denied_message(name: str, reason: str) -> str:
+    return f"tool '{name}' was denied: {reason}"
+
+
+def cancelled_message(name: str) -> str:
+    """A tool that raised ``CancelledError`` on its own (not a cancel of the run)."""
+    return f"tool '{name}' was cancelled"
 
 
 #: What the model reads when a hook or a middleware fails: (cancelled, raised), by where.

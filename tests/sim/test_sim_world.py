@@ -26,8 +26,8 @@ from loopctl import (
     ToolResult,
 )
 from loopctl.api import ApiError, Usage, fold_events
-from loopctl.driver.estimate import CharEstimator, message_chars
-from loopctl.tools.messages import raised_message, timed_out_message
+from loopctl.driver.estimate import CharEstimator
+from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.replay import replay_trace
 from loopctl_sim.sim.faults import MODEL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.machine import SimulationError, simulate
@@ -37,6 +37,7 @@ from loopctl_sim.sim.world import (
     World,
     delivered_reply,
     faulty_reply,
+    message_chars,
     message_events,
     middle_out,
 )
@@ -429,9 +430,9 @@ _REPLIES = [
 ]
 
 
-def test_the_scripts_estimate_is_char_estimator_count() -> None:
-    """An unscripted context count is what ``CharEstimator`` says of the whole conversation and
-    the reply, as the conversation grows, is replaced and alternates."""
+def test_the_incremental_estimate_is_char_estimator_count() -> None:
+    """``ModelScript`` counts only what is new since the last request: the figure must be what
+    ``CharEstimator`` says of the whole conversation, as it grows, is replaced and alternates."""
     script = ModelScript()
     growing: list[Message] = [Message.user("héllo ✓")]
     other = [Message.system("sys"), Message.user("another conversation")]
@@ -506,9 +507,10 @@ def test_unknown_tool_faults_on_replies_without_calls_add_calls_with_fresh_ids()
     assert fold_events(faulty_reply(fault, text, None, 2)).message.tool_calls == second
 
 
-def test_the_scripts_estimate_counts_the_brains_own_views() -> None:
-    """The brain's conversation views as runs grow, compact mid-run, commit and go on in the
-    next run: each figure is ``CharEstimator``'s count of the whole conversation."""
+def test_the_incremental_estimate_follows_the_brains_own_views() -> None:
+    """The brain's conversation views (``extends``: what was counted is known in O(1) to be
+    their prefix) as runs grow, compact mid-run, commit and go on in the next run: each figure
+    is still ``CharEstimator``'s count of the whole conversation."""
     script = ModelScript()
     policy = MachinePolicy(tools=("add",), max_turns=50)
     machine = LoopMachine([Message.user("before"), Message.assistant("earlier")])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopctl.tools.messages import (
+from loopctl.tools.dispatch import (
     cancelled_message,
     denied_message,
     describe_exception,
