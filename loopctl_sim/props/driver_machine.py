@@ -8,10 +8,8 @@ crash is followed by what a real restart does: the brain is saved to JSON, resto
 fresh body and resumed with ``run()``.
 
 The ``DriverWatch`` in every body checks the brain and the hands after every step and feed,
-with bounds so that a driver that loops fails instead of hanging. After every run: it ended
-(within a bounded number of resumes), the result agrees with the brain, no tool call ran twice
-except one in flight when a crash struck (pending calls are dispatched again on resume), and
-every answered call ran.
+with bounds so that a driver that loops fails instead of hanging; the invariants below check
+every run.
 
 Run it as a test (``from loopctl_sim.props.driver_machine import TestDriver``), or around your
 own agent (``driver_agent``): its factory builds every loop, a model explores its tools, faults
@@ -22,9 +20,6 @@ strike around the model, the tools and the run, and the same checks hold::
         simulated = frozenset({"refund"})      # a stand-in answers: no side effects
 
     TestShop = ShopMachine.TestCase
-
-Retries sleep through the watch's no-op sleep and the jitter is fixed, so a run takes
-milliseconds.
 """
 
 from __future__ import annotations
@@ -140,8 +135,7 @@ class DriverMachine(RuleBasedStateMachine):
 
     @property
     def executions(self) -> Counter[Any]:
-        """Tool executions: of ``work`` by ``n`` in the built-in world, of the user's live tools
-        by (run, call id) (the run under way included)."""
+        """Tool executions by ``_key`` (the run under way included)."""
         if self.agent is None:
             return self.world.executions
         counts = Counter(self.agent_executions)
@@ -259,44 +253,38 @@ class DriverMachine(RuleBasedStateMachine):
         )
         return self.watch
 
-    def _install(self, loop: BareLoop) -> BareLoop:
-        self.tool_names = frozenset(loop.registry.names())
-        return loop
-
     def _drive(self, watch: DriverWatch, text: str) -> None:
         """Run to the end through crashes (each restored into a fresh body), then check the
         result against the brain."""
-        loop = self._watched(watch.install(self._install(self._body(self.machine))))
+        loop = self._body(self.machine)
+        self.tool_names = frozenset(loop.registry.names())
+        loop = self._watched(watch.install(loop))
         result: RunResult | None = None
         resumes = 0
         first = True
         try:
-            while result is None:
+            while True:
                 try:
                     result = run_simulated(loop.run(text if first else None, self.signal))
+                    break
                 except ProtocolError as exc:
                     # the brain refused what the compactor returned: it propagates, and the
                     # brain is left where it was, nothing lost; the user mends the compactor
                     # and resumes (in a fresh body, as after a crash)
                     self._refused_compaction(loop.machine, exc)
-                    resumes += 1
-                    assert resumes <= _MAX_RESUMES, "the run keeps failing: no progress"
-                    restarted = self._restart(loop, watch)
-                    assert restarted is not None
-                    loop = self._watched(restarted)
                 except BaseException as exc:  # a Crash, possibly wrapped in a group by tools
                     broken = unwrap(exc, Broken)
                     if isinstance(broken, Broken):
                         raise broken.violation() from None
                     if unwrap(exc, Crash) is None:
                         raise
-                    resumes += 1
-                    assert resumes <= _MAX_RESUMES, "the run keeps crashing: no progress"
-                    restarted = self._restart(loop, watch)
-                    if restarted is None:  # struck after the exit door: the run is over
-                        break
-                    loop = self._watched(restarted)
                 first = False
+                resumes += 1
+                assert resumes <= _MAX_RESUMES, "the run keeps crashing or failing: no progress"
+                restarted = self._restart(loop, watch)
+                if restarted is None:  # struck after the exit door: the run is over
+                    break
+                loop = self._watched(restarted)
         finally:
             self.dispatched += watch.dispatches
         if result is not None:
