@@ -2,12 +2,10 @@
 played by an exploring model or a script, their tools live, simulated or recorded, and the fault
 layers of ``loopctl_sim.sim.layers`` around it.
 
-``AgentWorld`` says what the run is: the factory, the input, the replies (``explore`` seed or a
-``script``), the faults, and how the tools run (``tools``: see ``tool_modes``; ``exempt``: never
-faulted; ``scripted``: answered by a function of the arguments). Everything else is the
-user's; only the client, observers, ``sleep``, the jitter draw, the innermost tool middleware
-and a ``before_step`` hook are put in. A crash restores the brain from its JSON into a fresh
-loop built by the factory, as a restarted process would.
+``AgentWorld`` says what the run is. Everything else is the user's; only the client,
+observers, ``sleep``, the jitter draw, the innermost tool middleware and a ``before_step`` hook
+are put in. A crash restores the brain from its JSON into a fresh loop built by the factory, as
+a restarted process would.
 
 What escapes the user's code is not caught: an exception out of ``run()`` ends the run with
 ``AgentRunError``, which carries it and what the run did until then.
@@ -91,7 +89,10 @@ def live_tools(mode: ToolModes, names: Sequence[str]) -> Callable[[str], bool]:
 
 @dataclass
 class AgentWorld:
-    """One run of the user's agent under faults; see the module docstring."""
+    """One run of the user's agent under faults: the factory, the input, the replies
+    (``explore`` seed or a ``script``), the faults, and how the tools run (``tools``: see
+    ``tool_modes``; ``exempt``: never faulted; ``scripted``: answered by a function of the
+    arguments)."""
 
     agent: str | AgentFactory
     input: str | Message

@@ -1,23 +1,10 @@
-"""The fault catalogue: every kind of fault a simulated run can suffer, and where each strikes.
-
-One catalogue serves the simulators of a scripted ``World`` (``sim.world`` says what each fault
-does to a reply or a result) and the fault layers around a user's own agent (``sim.layers``). A
-fault is data (a scenario lists them, the fuzzer draws them, the shrinker removes them), placed
-by exactly one coordinate:
-
-- model side, at the ``model_call``-th request (1-based, retries included) and the ``times - 1``
-  after it: ``network``, ``timeout``, ``rate_limited`` (429, ``retry_after``), ``server_error``
-  (5xx, ``status``), ``overloaded`` (529), ``context_overflow``, ``malformed_stream``,
-  ``invalid_tool_json``, ``unknown_tool``, ``duplicate_call_ids``;
-- tool side, at the ``tool_call``-th dispatched call (1-based) and the ``times - 1`` after it,
-  or at the first ``times`` calls of ``tool``: ``tool_exception`` (raises), ``tool_timeout``
-  (the driver's timeout text; a live tool runs first), ``tool_hang`` (never returns),
-  ``tool_oversized`` (padded to ``size`` characters), ``tool_non_json`` (cut in half, an HTML
-  error page after it);
-- run level, before the ``step``-th ``next_step`` (1-based): ``cancel``, ``crash`` (the brain
-  restored from its bytes), ``compact_now``, ``inject`` (a steering message).
-
-``FaultPlan`` looks the fault up at a coordinate (the first one listed wins).
+"""The fault catalogue: every kind of fault a simulated run can suffer, and where each strikes
+(docs/testing.md tables them). One catalogue serves the simulators of a scripted ``World``
+(``sim.world`` says what each fault does) and the fault layers around a user's own agent
+(``sim.layers``). A fault is data (a scenario lists them, the fuzzer draws them, the shrinker
+removes them), placed by exactly one coordinate: a model request (``model_call``, 1-based,
+retries included) or a dispatched tool call (``tool_call``), and the ``times - 1`` after it; a
+tool's first ``times`` calls (``tool``); or a step (``step``, before the N-th ``next_step``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
-"""Scenario files: a ``World`` as YAML, validated by pydantic (docs/testing.md, "Scenario files").
-
-.. code-block:: yaml
-
-    name: rate-limited
-    input: What is 2 + 3?
-    policy: {max_turns: 10}          # any MachinePolicy field but tools
-    max_retries: 3
-    tool_timeout: 30                 # null: a hung tool can only be cancelled
-    tools:
-      add: {builtin: add}            # add | echo | concat | upper | length
-      lookup: {returns: "42"}        # a constant
-      weather: {results: [sunny, rainy]}   # successive calls (the last repeats)
-      broken: {raises: boom}         # raises RuntimeError("boom")
-    model:                           # replies, in order (ids default to call_<reply>_<n>)
-      - text: Let me add.
-        calls: [{name: add, arguments: {a: 2, b: 3}}]
-      - {text: "5", context_tokens: 900}
-    faults:
-      - {kind: rate_limited, model_call: 1, retry_after: 2}
-
-A scenario may name the user's agent instead (``agent: mypkg.agent:build``); what its factory
-decides (policy, retries, the tool timeout, the compactor) may then not be set. Errors name the
-file and the field: ``scenario.yaml: faults.0.model_call: ...``.
+"""Scenario files: a ``World`` (or the user's agent under faults) as YAML, validated by pydantic;
+docs/testing.md, "Scenario files", shows every field. Errors name the file and the field:
+``scenario.yaml: faults.0.model_call: ...``.
 
 A scenario is data from anywhere, so it is read with YAML's safe loader and its aliases are
 bounded (``MAX_ALIAS_EXPANSION``): every step after parsing walks the expanded tree, and a

@@ -1,16 +1,9 @@
 """Simulated users: who writes the user's side of a session (``loopctl_sim.sim.session``).
 
 A user is asked for its next turn with the conversation so far and the turn's index, and
-answers a ``UserTurn`` or None (done):
-
-- ``ScriptedUser``: a list of turns, or a function of the conversation so far;
-- ``ExploringUser``: from a seed, follow-ups, corrections, topic switches, odd inputs, a cancel
-  mid-run and input while tools run; turn ``i`` is a function of the seed and ``i`` only;
-- ``ModelUser``: a model plays the user; its calls travel with the turn into the trace, so
-  ``RecordedUser`` plays the same turns back offline.
-
-A turn may carry ``cancel_at`` (the user gives up before the run's N-th step) and ``interject``
-(a message sent while the run's tools run).
+answers a ``UserTurn`` (which may cancel the run or interject while its tools run) or None
+(done): ``ScriptedUser``, ``ExploringUser`` (seeded), ``ModelUser`` (a model plays the user; its
+calls travel with the turn into the trace) and ``RecordedUser`` (a trace's turns, offline).
 """
 
 from __future__ import annotations

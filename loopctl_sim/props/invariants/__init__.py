@@ -1,17 +1,9 @@
 """Invariant checkers for the brain and the hands, usable after every step.
 
-Every checker is pure: it reads machines (and their snapshots) and returns a list of problems,
-an empty list meaning "all good". It never feeds the machine it is given; where a check has to
-ask a question (``check_resume``), it asks a copy restored from a snapshot.
-
-A problem is a string ``"<code>: <what is wrong>"``. The code (a member of ``InvariantCode``, a
-``StrEnum`` whose values are the code strings) lets a harness tolerate a known issue narrowly; the
-text says what was found. ``assert_machine`` and ``assert_no_problems`` raise
-``InvariantViolation`` instead.
-
-The checkers hold an independent model of "provider-valid" (``provider_problems``) rather than
-calling the brain's own ``coherence_problem``: a checker that trusts the code under test cannot
-catch it lying.
+Every checker is pure: it reads machines (and their snapshots) and returns a list of problems
+(``problems``: ``"<code>: <text>"``, [] when all is well). It never feeds the machine it is
+given; where a check has to ask a question (``check_resume``), it asks a restored copy. Provider
+validity is modelled independently of the brain (``conversation``).
 
 Import the package, not its modules (``from loopctl_sim.props import invariants as inv``). It
 imports ``loopctl`` and, for ``check_trace``, the trace format; no hypothesis.
