@@ -186,7 +186,7 @@ async def run_agent_async(
     client = FaultyClient(source, plan, lambda: current[-1].policy(), usage=usage)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.scripted, exempt=world.exempt)
-    recordings = RecordedResults.from_traces(world.recorded) if world.recorded else None
+    recordings = recorded_answers(world.recorded) if world.recorded else None
     meta = {
         "agent": world.agent_name(),
         "world": world.name,
@@ -217,7 +217,7 @@ async def run_agent_async(
         tools.live = lambda name: modes(name) == "live"
         if recordings is not None:
             tools.recorded = lambda call: (
-                recordings.answer(call) if modes(call.name) == "recorded" else None
+                recordings(call) if modes(call.name) == "recorded" else None
             )
         counting.inner = loop.compactor
         registry, default = loop.registry, loop.config.tool_timeout
@@ -316,55 +316,36 @@ def _in_flight(machine: LoopMachine, executions: Counter[str]) -> set[str]:
 # --- recorded tools: answered from the user's own traces ------------------------------------
 
 
-def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The traces ``paths`` name: files as they are, a directory for every ``*.jsonl`` in it."""
-    out: list[Path] = []
-    for path in paths:
-        p = Path(path)
-        out.extend(sorted(p.rglob("*.jsonl")) if p.is_dir() else [p])
-    return out
+def recorded_answers(
+    paths: Iterable[str | os.PathLike[str]],
+) -> Callable[[ToolCall], ToolResult | None]:
+    """What a ``recorded`` tool answers: the first result the traces at ``paths`` (files, or
+    every ``*.jsonl`` under a directory) hold for the same tool and arguments (by their canonical
+    JSON), or None (the stand-in answers). A tool with side effects cannot run in a campaign,
+    and a stand-in's answer is not what the model would read; the user's traces hold real ones."""
 
+    def key(name: str, arguments: Any) -> tuple[str, str]:
+        return name, json.dumps(arguments, sort_keys=True, default=str)
 
-def _recorded_key(name: str, arguments: Any) -> tuple[str, str]:
-    return name, json.dumps(arguments, sort_keys=True, default=str)
-
-
-class RecordedResults:
-    """Tool results by tool and arguments (their canonical JSON), read from traces, the first
-    recording of each winning: what a ``recorded`` tool answers (a call never recorded gets the
-    stand-in's answer). A tool with side effects cannot run in a campaign, and a stand-in's
-    answer is not what the model would read; the user's traces hold real answers."""
-
-    def __init__(self, results: dict[tuple[str, str], tuple[str, bool]] | None = None) -> None:
-        self.results = dict(results or {})
-
-    @classmethod
-    def from_traces(cls, paths: Iterable[str | os.PathLike[str]]) -> RecordedResults:
-        """Every tool result of the traces at ``paths`` (files or directories)."""
-        results: dict[tuple[str, str], tuple[str, bool]] = {}
-        for path in trace_files(paths):
+    results: dict[tuple[str, str], tuple[str, bool]] = {}
+    for path in map(Path, paths):
+        for file in sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]:
             calls: dict[str, tuple[str, str]] = {}
-            for record in TraceReader(path):
+            for record in TraceReader(file):
                 if not isinstance(record, IoRecord):
                     continue
                 data = record.data
                 if record.kind == "tool_call":
-                    calls[str(data.get("id"))] = _recorded_key(
-                        str(data.get("name")), data.get("arguments")
-                    )
+                    calls[str(data.get("id"))] = key(str(data.get("name")), data.get("arguments"))
                 elif record.kind == "tool_result":
-                    key = calls.get(str(data.get("id")))
-                    if key is not None and key not in results:
-                        results[key] = (str(data.get("content", "")), bool(data.get("is_error")))
-        return cls(results)
+                    found = calls.get(str(data.get("id")))
+                    if found is not None and found not in results:
+                        results[found] = (str(data.get("content", "")), bool(data.get("is_error")))
 
-    def __len__(self) -> int:
-        return len(self.results)
-
-    def answer(self, call: ToolCall) -> ToolResult | None:
-        """The recorded result for ``call``'s tool and arguments, or None."""
-        found = self.results.get(_recorded_key(call.name, call.arguments))
+    def answer(call: ToolCall) -> ToolResult | None:
+        found = results.get(key(call.name, call.arguments))
         if found is None:
             return None
-        content, is_error = found
-        return ToolResult(call_id=call.id, name=call.name, content=content, is_error=is_error)
+        return ToolResult(call_id=call.id, name=call.name, content=found[0], is_error=found[1])
+
+    return answer

@@ -285,15 +285,16 @@ def test_a_loop_built_without_the_factory_accepting_client_gets_it_swapped_in(
 
 
 def test_recorded_tools_answer_from_traces_and_never_run(project: Path) -> None:
-    from loopctl_sim.sim.agent_run import RecordedResults
+    from loopctl_sim.sim.agent_run import recorded_answers
 
     traces = str(project / "shop" / "traces")
-    recordings = RecordedResults.from_traces([traces])
-    assert len(recordings) >= 3
-    answer = recordings.answer(
-        ToolCall(id="x", name="lookup_order", arguments={"order_id": "A-1001"})
-    )
+    recorded = recorded_answers([traces])
+    answer = recorded(ToolCall(id="x", name="lookup_order", arguments={"order_id": "A-1001"}))
     assert answer is not None and json.loads(answer.content)["amount"] == 800
+    # another call with the same tool and arguments gets the same answer, under its own id
+    again = recorded(ToolCall(id="y", name="lookup_order", arguments={"order_id": "A-1001"}))
+    assert again is not None and again.content == answer.content and again.call_id == "y"
+    assert recorded(ToolCall(id="z", name="lookup_order", arguments={"order_id": "nope"})) is None
     refund = call("refund", cid="c2", order_id="A-1001", amount=800)
     unknown = call("lookup_order", cid="c3", order_id="A-9999")
     run = run_agent(
