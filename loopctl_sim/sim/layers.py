@@ -189,31 +189,28 @@ class ToolFaults:
     """The innermost tool middleware of a faulted run, and the ``before_step`` hook that
     assigns the faults of the calls the next step dispatches; see the module docstring.
 
-    ``live(name)``: the tool runs for real, else a stand-in answers once the arguments validate
-    (or ``recorded(call)``, what a recording holds); ``scripted``: tools answered by a function
-    of the arguments; ``timeout(name)``: the timeout a hang reports (None: this layer cancels
-    ``cancel``, as a user who gives up would). ``executions`` counts real runs by call id."""
+    ``live(name)``: the tool runs for real, else a stand-in (``simulated_result``) answers once
+    the arguments validate against ``registry`` (or ``recorded(call)``, what a recording holds);
+    ``scripted``: tools answered by a function of the arguments; ``timeout(name)``: the timeout
+    a hang reports (None: this layer cancels ``cancel``, as a user who gives up would).
+    ``executions`` counts real runs by call id."""
 
     def __init__(
         self,
         plan: FaultPlan,
         *,
-        registry: ToolRegistry | None = None,
         live: Callable[[str], bool] = lambda name: True,
         scripted: Mapping[str, ToolFn] | None = None,
         exempt: frozenset[str] = frozenset(),
         timeout: Callable[[str], float | None] = lambda name: None,
-        stand_in: Callable[[ToolCall], str] = simulated_result,
-        recorded: Callable[[ToolCall], ToolResult | None] | None = None,
     ) -> None:
         self.plan = plan
-        self.recorded = recorded
-        self.registry = registry
         self.live = live
         self.scripted = dict(scripted or {})
         self.exempt = exempt
         self.timeout = timeout
-        self.stand_in = stand_in
+        self.registry: ToolRegistry | None = None
+        self.recorded: Callable[[ToolCall], ToolResult | None] | None = None
         self.cancel: CancelSignal | None = None
         self.index = 0
         self.per_tool: Counter[str] = Counter()
@@ -232,12 +229,10 @@ class ToolFaults:
         machine = point.machine
         exchange = machine.exchange
         # by ``kind``: a pydantic class's isinstance misses through ABCMeta (every other step)
-        if machine.state.kind == "awaiting_tools" and exchange is not None:
-            self._assign(exchange.dispatch)
-
-    def _assign(self, calls: Sequence[ToolCall]) -> None:
-        """Each call's fault, in call order; a call asked again after a crash keeps its own."""
-        for call in calls:
+        if machine.state.kind != "awaiting_tools" or exchange is None:
+            return
+        # each call's fault, in call order; a call asked again after a crash keeps its own
+        for call in exchange.dispatch:
             if call.id in self.seen:
                 continue
             self.seen.add(call.id)
@@ -294,7 +289,7 @@ class ToolFaults:
             return faulted if faulted is not None else answer
         text = answer.content if answer is not None else None
         return run_tool(
-            call, lambda args: text if text is not None else self.stand_in(call), fault, timeout
+            call, lambda args: text if text is not None else simulated_result(call), fault, timeout
         )
 
 
