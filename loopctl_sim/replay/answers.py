@@ -1,26 +1,19 @@
 """The world as the trace recorded it: the model's answers, and the tools and compactions that are
-not run live.
+not run live. All three read the trace through the one ``Cursor``, never past the next brain
+record.
 
-``ReplayClient`` is an ``ApiClient`` whose every attempt gets the trace's: the recorded reply,
-streamed as a provider streams it (``loopctl.api.reply_events``), or whole when nobody watches the
-stream (``whole_reply``, what the fold of those events gives), or the recorded error. Whether
-an error is retried is the agent's own retry policy (agent replay: a changed retry config is a
-divergence) or, replaying the built-in driver, the trace's (``trace_retries``).
-
-An attempt the trace has no answer for, where its next brain record is a ``cancel`` feed, was
-cut off by the recorded run's cancel: the replayed run is cancelled at the same point.
-
-``RecordedTools`` is the innermost tool middleware: for a tool that is not run live it answers
-the call with the result the trace's next ``tool_results`` feed holds, below the user's hooks and
-middleware, which still run; a call the trace never answered (the run was cancelled while its
-tools ran) cancels the replayed run at the same point. ``RecordedCompactor`` answers a compaction
-with the trace's. All three read the trace through the one ``Cursor`` and never past the next
-brain record.
+``ReplayClient`` answers every model attempt with the trace's reply (streamed as a provider
+streams it, or whole when nobody watches the stream) or its error; whether an error is retried
+is the agent's own retry policy (a changed one is a divergence) or, replaying the built-in
+driver, the trace's. ``RecordedTools`` is the innermost tool middleware, so the user's hooks and
+middleware still run above it. An attempt or a call the trace never answered was cut off by the
+recorded run's cancel: the replayed run is cancelled at the same point.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import NoReturn
 
@@ -50,17 +43,10 @@ from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.replay.raised import RaisedAsRecorded
 
-__all__ = [
-    "OwnModel",
-    "RecordedCompactor",
-    "RecordedTools",
-    "ReplayClient",
-    "header_metadata",
-    "own_model",
-    "tools_live",
-]
-
 _ATTEMPT = frozenset({"model_reply", "model_error"})
+
+#: The model the agent's own client names, asked when first needed (``own_model``).
+OwnModel = Callable[[], str | None]
 
 # The validators themselves: ``model_validate`` is a Python wrapper around them (about 5,000
 # instructions a call), and every recorded reply is read through them.
@@ -69,16 +55,12 @@ _validate_usage = Usage.__pydantic_validator__.validate_python
 
 
 class ReplayClient:
-    """An ``ApiClient`` answering from the trace; see the module docstring.
+    """An ``ApiClient`` answering from the trace (see the module docstring).
 
-    It names the model and provider each request goes to as the agent's own client would: the
-    ``model`` given (what the agent's own client names: ``OwnModel``, asked only once a request
-    of the trace names a model) when the trace names one too, else the trace's; the
-    ``provider`` given, else the trace's (where the model was reached is the recording's
-    endpoint, often a base URL from the environment, not a decision of the agent's code). So
-    an unchanged agent replays clean against a trace recorded through a provider client, and
-    an agent that now asks for another model diverges at its first request ("the request's
-    model differs")."""
+    It names the model as the agent's own client would (``model``, when the trace names one
+    too), so an agent that now asks for another model diverges at its first request; the
+    provider is the trace's unless given: where the model was reached is the recording's
+    endpoint, not a decision of the agent's code."""
 
     def __init__(
         self,
@@ -86,7 +68,7 @@ class ReplayClient:
         checker: Checker,
         *,
         trace_retries: bool,
-        model: str | Callable[[], str | None] | None = None,
+        model: str | OwnModel | None = None,
         provider: str | None = None,
     ) -> None:
         self.cursor = cursor
@@ -165,14 +147,11 @@ class ReplayClient:
         _, record = found
         if record.kind == "model_error":
             error = LoopError.model_validate(record.data.get("error") or {})
-            retried = _retried_next(self.cursor)
-            recorded_retry = record.data.get("should_retry")
-            should_retry = (
-                retried
-                if self.trace_retries
-                else (recorded_retry if isinstance(recorded_retry, bool) else None)
-            )
-            raise ApiError(error, should_retry=should_retry)
+            retry = record.data.get("should_retry")
+            if self.trace_retries:  # the recorded run retried it: a retry record comes next
+                after = self.cursor.peek()
+                retry = after is not None and after[1].type == "io" and after[1].kind == "retry"
+            raise ApiError(error, should_retry=retry if isinstance(retry, bool) else None)
         data = record.data
         message = _validate_message(data["message"])
         recorded_usage = data.get("usage") or {}
@@ -185,13 +164,24 @@ class ReplayClient:
 def own_model(
     factory: Callable[..., object], metadata: Mapping[str, object] | None = None
 ) -> OwnModel | None:
-    """The model the agent's own client names, asked when first needed (``OwnModel``); None
-    when the trace's header says the model was named on the command line (``loopctl run
-    --agent ... --model M`` writes ``"model_from": "--model"``): the factory was given that
-    client, so the recorded model is the one an unchanged agent asks for."""
+    """The model the agent's own client names, asked once when first needed: the factory called
+    as the user's code calls it (no harness client; nothing is sent), None when it cannot build
+    its loop so (no API key: the trace's model is then assumed). None instead of asking when the
+    model was named on the command line (``"model_from": "--model"`` in the header): the
+    recorded model is then the one an unchanged agent asks for."""
     if metadata is not None and metadata.get("model_from") == "--model":
         return None
-    return OwnModel(factory)
+
+    @functools.cache
+    def asked() -> str | None:
+        try:
+            loop = factory()
+        except Exception:  # the user's factory, without what it needs outside the harness
+            return None
+        model = getattr(getattr(loop, "client", None), "model", None)
+        return model if isinstance(model, str) else None
+
+    return asked
 
 
 def header_metadata(cursor: Cursor) -> Mapping[str, object]:
@@ -199,36 +189,6 @@ def header_metadata(cursor: Cursor) -> Mapping[str, object]:
     item = cursor.peek()
     metadata = getattr(item[1], "metadata", None) if item is not None else None
     return metadata if isinstance(metadata, Mapping) else {}
-
-
-class OwnModel:
-    """The model the agent's own client names, asked once and kept: the factory called as the
-    user's code calls it (no harness client, no observers) and its loop's ``client.model`` read.
-    None when the factory cannot build its loop so (no API key in the environment, a required
-    argument): the trace's model is then assumed. Nothing is sent (building a provider client
-    opens no connection), and it is asked only for a trace whose requests name a model: a trace
-    recorded through a scripted client never calls the factory without its client."""
-
-    def __init__(self, factory: Callable[..., object]) -> None:
-        self.factory = factory
-        self._asked = False
-        self._model: str | None = None
-
-    def __call__(self) -> str | None:
-        if not self._asked:
-            self._asked = True
-            try:
-                loop = self.factory()
-            except Exception:  # the user's factory, without what it needs outside the harness
-                return None
-            model = getattr(getattr(loop, "client", None), "model", None)
-            self._model = model if isinstance(model, str) else None
-        return self._model
-
-
-def _retried_next(cursor: Cursor) -> bool:
-    item = cursor.peek()
-    return item is not None and item[1].type == "io" and item[1].kind == "retry"
 
 
 def tools_live(mode: str, names: Sequence[str] = ()) -> Callable[[str], bool]:
@@ -277,23 +237,15 @@ class RecordedTools:
     async def answer(self, call: ToolCall, next_tool: NextTool) -> ToolResult:
         if header_next(self.cursor):
             raise Killed  # the recorded driver died while its tools ran; resumed from here
-        if self._cancelled_here():
-            return await self._hang()
-        if self.live(call.name):
-            return await next_tool(call)
-        results = self._recorded()
-        found = None if results is None else results.get(call.id)
-        if found is None:
-            return await self._hang()
-        return found
-
-    def _cancelled_here(self) -> bool:
         item = self.cursor.next_brain()
-        return item is not None and item[1].type == "feed" and item[1].name == "cancel"
-
-    async def _hang(self) -> ToolResult:
-        """The trace has no result: the recorded run was cancelled while this call ran."""
-        await _cancelled(self.cancel)
+        cancelled = item is not None and item[1].type == "feed" and item[1].name == "cancel"
+        if not cancelled and self.live(call.name):
+            return await next_tool(call)
+        results = None if cancelled else self._recorded()
+        found = None if results is None else results.get(call.id)
+        if found is None:  # the recorded run was cancelled while this call ran
+            await _cancelled(self.cancel)
+        return found
 
 
 async def _cancelled(cancel: CancelSignal | None) -> NoReturn:

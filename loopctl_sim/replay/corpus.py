@@ -3,13 +3,10 @@
     python -m loopctl_sim.replay.corpus --write   # (re)record every trace from examples/scenarios/
     python -m loopctl_sim.replay.corpus --check   # re-simulate and compare (exit 1 when stale)
 
-``tests/traces/<scenario>.jsonl`` is the machine-level simulator's trace (reproducible byte for
-byte: fixed creation time, no durations); ``tests/traces/driver/<scenario>.jsonl`` is the same
-world run through ``BareLoop`` (its io records carry real durations, so the check compares
-records without them). ``tests/replay/test_sim_corpus.py`` replays every trace, machine level and
-driver level: a change to the engine's decisions, or to what the driver feeds, shows up as a
-divergence report naming the record. When a change is intended, re-record with ``--write`` and
-review the diff of the traces like any other change.
+``tests/traces/<scenario>.jsonl`` is the machine-level simulator's trace, reproducible byte for
+byte; ``tests/traces/driver/<scenario>.jsonl`` the same world through ``BareLoop``, whose io
+records carry real durations, so it is compared without them. When a change to the engine's
+decisions is intended, re-record with ``--write`` and review the traces' diff like any other.
 """
 
 from __future__ import annotations
@@ -24,8 +21,6 @@ import click
 from loopctl_sim.replay.diff import diff_traces
 from loopctl_sim.sim import load_scenario, simulate, simulate_driver
 from loopctl_sim.trace import TraceFormatError
-
-__all__ = ["CREATED", "record_scenario", "scenario_paths"]
 
 CREATED = "2026-01-01T00:00:00+00:00"
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,19 +1,11 @@
 """The first divergence between two traces (times and durations ignored).
 
-Both traces are streamed side by side; records are compared as data, without the header's
-``created`` and the IO records' ``duration_s`` (times never decide anything). ``ignore_io`` skips
-IO records altogether; ``brain_only`` also skips headers, so a machine-level and a driver-level
-trace of the same world compare equal when the brain was asked and told the same things (a
-driver trace holds a header for each resume after a crash).
-
-A fork (``loopctl_sim.replay.fork``) compared with its parent, or with any of its ancestors,
-is compared from the branch on (``fork_branch``): the records up to the branch point are the
-parent's, copied, and the fork's header at the branch point is not the parent's; the report
-names the branch.
-
-``TraceDiff.report`` is bounded like a replay's (``report.bounded_diff``): a diff too long or
-too wide to read is replaced by the fields that differ, each as an excerpt around its first
-difference; ``to_json`` keeps the whole diff.
+Both traces are streamed side by side and compared record by record as data, without the times
+(a header's ``created``, an io record's ``duration_s``: they never decide anything).
+``ignore_io`` skips io records; ``brain_only`` headers too, so a machine-level and a driver-level
+trace of the same world compare equal (a driver trace holds a header for each resume). A fork
+compared with its parent or any ancestor is compared from the branch on (``fork_branch``): the
+records before it are the parent's, copied.
 """
 
 from __future__ import annotations
@@ -31,7 +23,8 @@ from loopctl_sim.replay.report import bounded_diff, unified_diff
 from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 
-__all__ = ["Branch", "TraceDiff", "comparable", "diff_traces", "fork_branch", "positions"]
+#: Left out of a record compared: its seq (records are compared by position) and its times.
+_TIMES = {"seq", "created", "duration_s"}
 
 
 @dataclass(frozen=True)
@@ -136,18 +129,6 @@ class TraceDiff:
         }
 
 
-def comparable(rec: dict[str, Any]) -> dict[str, Any]:
-    """A record's JSON as ``diff`` compares it: no seq (records are compared by position; the
-    report names both seqs), no header ``created``, no io ``duration_s`` (times never decide
-    anything)."""
-    out = {k: v for k, v in rec.items() if k != "seq"}
-    if out.get("type") == "header":
-        out.pop("created", None)
-    elif out.get("type") == "io":
-        out.pop("duration_s", None)
-    return out
-
-
 def _stream(
     reader: TraceReader, skip: frozenset[str], branch: Branch | None, side: str, outcomes: list[Any]
 ) -> Iterator[tuple[int, int, dict[str, Any]]]:
@@ -164,7 +145,7 @@ def _stream(
             open_run = False
         if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue
-        yield line, record.seq, comparable(record.model_dump(mode="json"))
+        yield line, record.seq, record.model_dump(mode="json", exclude=_TIMES)
     if open_run:
         outcomes.append(None)
 

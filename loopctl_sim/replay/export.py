@@ -1,29 +1,23 @@
 """Turn a trace (a user's bug report, a fuzz failure) into a pytest regression test.
 
-``export_test(trace)`` returns the text of a test module that replays the trace against the brain
-at machine level and asserts that it does not diverge, that it holds the recorded number of runs,
-and that it ends with the recorded outcome and final digest. The trace is embedded in the file
-(self-contained, one file to commit) or, with ``embed=False``, referenced by its path (relative
-to the test file when the test is written next to it).
+``export_test(trace)`` writes a test module that replays the trace (against the brain, or the
+user's agent) and asserts it does not diverge and ends as recorded; the trace is embedded (one
+self-contained file to commit) or referenced by its path. A fuzz failure's trace saved beside its
+scenario (``seed-N.min.jsonl`` and ``.yaml``) becomes another test (``export_fuzz_test``): its
+replay would pass while the agent still fails the same way, the wrong way round for a regression
+test, so the test runs every check of a fuzz seed on the scenario instead: red while the bug is
+there, green once it is fixed.
 
-A fuzz failure's trace (its header's metadata holds ``fuzz_seed``) saved beside its scenario
-(``seed-N.min.jsonl`` and ``seed-N.min.yaml``) becomes another test: replaying the failing run
-would pass as long as the agent still fails the same way and fail once it is fixed, the wrong
-way round for a regression test. ``export_fuzz_test`` embeds the scenario instead and runs every
-check of a fuzz seed on it (``loopctl_sim.fuzz.check_scenario``) with the campaign's own checks
-(``--check``, named again to ``export-test``): red while the bug is there, green once it is
-fixed.
-
-The generated test imports only public names of ``loopctl_sim``: it runs without the pytest
-plugin. Every value taken from outside (file names, the agent, the trace's lines) is written as
-a Python literal (``repr``), never spliced into the code or a docstring.
+The generated test imports only public names of ``loopctl_sim``, and every value taken from
+outside (file names, the agent, the trace's lines) is written as a Python literal (``repr``),
+never spliced into the code or a docstring.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +27,19 @@ from loopctl_sim.sim.scenario import load_scenario
 from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 from loopctl_sim.trace.files import write_atomically
 
-__all__ = [
-    "ExportInfo",
-    "FuzzChecks",
-    "builtin_run",
-    "export_fuzz_test",
-    "export_test",
-    "fuzz_scenario",
-    "regression_test_name",
-    "write_test",
-]
 
-
+@dataclass
 class ExportInfo:
     """What was read from the trace to write the test."""
 
-    def __init__(self) -> None:
-        self.runs = 0
-        self.outcomes: list[Any] = []
-        self.final_digest: str | None = None
-        self.complete = False
-        self.scrubbed = False
-        self.warnings: list[str] = []
-        self.lines: list[str] = []
-        #: the run was a fuzz campaign's (its first header's metadata holds ``fuzz_seed``)
-        self.fuzz = False
-        #: the run was ``loopctl run``'s built-in agent's (its first header says ``builtin``)
-        self.builtin = False
+    runs: int = 0
+    outcome: Any = None  # the last run's, as JSON
+    final_digest: str | None = None
+    complete: bool = False
+    scrubbed: bool = False
+    lines: list[str] = field(default_factory=list)
+    fuzz: bool = False  # a fuzz campaign's run (its first header's metadata holds ``fuzz_seed``)
+    builtin: bool = False  # ``loopctl run``'s built-in agent's (its first header says so)
 
 
 def _read(path: str | os.PathLike[str]) -> ExportInfo:
@@ -76,14 +56,11 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
             info.complete = False
             info.scrubbed = info.scrubbed or record.scrubbed
         elif isinstance(record, EndRecord):
-            info.outcomes.append(
-                None if record.outcome is None else to_jsonable_python(record.outcome)
-            )
+            info.outcome = None if record.outcome is None else to_jsonable_python(record.outcome)
             info.final_digest = record.digest
             info.complete = True
         elif getattr(record, "scrubbed", False):
             info.scrubbed = True
-    info.warnings = list(reader.warnings)
     # keep exactly the lines the reader accepted (a truncated last line is dropped; a
     # compressed trace cut short gives only whole lines)
     with open_for_reading(path) as f:
@@ -122,16 +99,11 @@ def export_test(
     agent: str | None = None,
     tools: str = "live",
 ) -> str:
-    """The text of a pytest module reproducing ``trace``.
-
-    ``embed=False`` makes the test read the trace from ``trace_ref`` (default: the path as
-    given), resolved against the test file's directory when relative. ``invariants`` also walks
-    the trace with ``loopctl_sim.props.invariants.check_trace`` (the brain's promises at every
-    step). With ``agent`` (``module:factory``) the test replays the trace against the user's
-    agent (``replay_agent``: its tools, hooks, middleware and compactor run live, ``tools``
-    as ``loopctl-sim replay --tools``), so a change in the agent fails it naming the
-    divergence; without, against the brain alone.
-    """
+    """The text of a pytest module reproducing ``trace``: read from ``trace_ref`` (default: the
+    path as given, relative to the test file) unless embedded; ``invariants`` also checks the
+    brain's promises at every step (``check_trace``); with ``agent`` (``module:factory``) it
+    replays against the user's agent (``tools`` as ``loopctl-sim replay --tools``), else against
+    the brain alone."""
     info = _read(trace)
     name = regression_test_name(trace)
     source = os.fspath(trace)
@@ -174,7 +146,7 @@ def export_test(
         out += [f"TRACE = Path(__file__).parent / {ref!r}", ""]
     out += [
         f"EXPECTED_RUNS = {info.runs!r}",
-        f"EXPECTED_OUTCOME = {(info.outcomes[-1] if info.complete else None)!r}",
+        f"EXPECTED_OUTCOME = {(info.outcome if info.complete else None)!r}",
         f"EXPECTED_DIGEST = {(info.final_digest if info.complete else None)!r}",
         f"COMPLETE = {info.complete!r}",
         "",
@@ -222,10 +194,8 @@ def fuzz_scenario(trace: str | os.PathLike[str]) -> Path | None:
 
 @dataclass(frozen=True)
 class FuzzChecks:
-    """The campaign's checks a fuzz failure's test runs again (as ``loopctl-sim run --checks``
-    takes them): the user's checks (``module:function``), whether the tools were declared
-    deterministic, where the crash check strikes, whether an undeclared tool exception fails,
-    the built-in world's level."""
+    """The campaign's checks a fuzz failure's test runs again, as ``loopctl-sim run`` took
+    them."""
 
     checks: tuple[str, ...] = ()
     deterministic: bool | None = None
@@ -241,12 +211,10 @@ def export_fuzz_test(
     agent: str | None = None,
     checks: FuzzChecks = FuzzChecks(),
 ) -> str:
-    """The text of a pytest module that fails while the fuzz failure ``trace`` records is
-    there and passes once it is fixed: it runs every check of a fuzz seed on ``scenario`` (the
-    failure's saved reproducer, embedded) with ``checks``, against ``agent`` (the scenario's
-    own agent is not run unless named here: a scenario file runs no code on its own).
-    ``ScenarioError`` when the scenario cannot be loaded; ``ValueError`` when it names an
-    agent and ``agent`` is None, or names none and ``agent`` is given."""
+    """The text of a pytest module running every check of a fuzz seed on ``scenario`` (embedded)
+    with ``checks``, against ``agent``: the scenario's own agent runs only when named here (a
+    scenario file runs no code on its own), so one naming an agent without ``agent``, or none
+    with it, is a ``ValueError``."""
     loaded = load_scenario(scenario)
     if loaded.agent is not None and agent is None:
         raise ValueError(
@@ -312,12 +280,8 @@ def write_test(
     scenario: str | os.PathLike[str] | None = None,
     checks: FuzzChecks = FuzzChecks(),
 ) -> Path:
-    """Write the test for ``trace`` to ``output`` (default ``test_<trace name>.py`` next to the
-    trace) and return its path. Without embedding, the path to the trace is written relative
-    to the test file. With ``scenario`` (a fuzz failure's, ``fuzz_scenario``), the test is
-    ``export_fuzz_test``'s. The file is written beside its place and moved there
-    (``write_atomically``): a failed
-    write leaves an earlier file whole."""
+    """Write the test for ``trace`` (``export_fuzz_test``'s with a ``scenario``) to ``output``,
+    by default ``test_<trace name>.py`` beside the trace, atomically; returns its path."""
     trace_path = Path(trace)
     if output is None:
         output = trace_path.with_name(regression_test_name(trace_path)[: -len("_replays")] + ".py")

@@ -46,18 +46,6 @@ from loopctl_sim.trace import (
     open_for_reading,
 )
 
-__all__ = [
-    "BranchPoint",
-    "Edits",
-    "ForkDiverged",
-    "ForkError",
-    "ForkPointError",
-    "ForkResult",
-    "branch_point",
-    "branch_points",
-    "fork",
-]
-
 #: Feeds after which the run cannot go on (the brain is finished or the run was stopped).
 _FINISHING = frozenset({"cancel", "fail", "commit_pending", "discard_pending"})
 _STEP_WORDS = {"call_llm": "call the model", "call_tools": "run tools", "compact": "compact"}
@@ -184,11 +172,18 @@ def branch_points(trace: str | os.PathLike[str]) -> list[BranchPoint]:
 
 def _classified(records: list[tuple[int, Record]]) -> Iterator[BranchPoint | tuple[int, str]]:
     """Each record as a ``BranchPoint``, or ``(seq, why it is none)``."""
-    where = ""  # what the io records after the last step are inside of
+    inside = ""  # what the io records after the last brain record are inside of
     for line, rec in records:
+        if isinstance(rec, IoRecord):
+            yield rec.seq, f"it is {inside or 'an io record, not a point the brain stood at'}"
+            continue
+        inside = ""
         if isinstance(rec, StepRecord):
             kind, turn = rec.step.kind, getattr(rec.step, "turn", None)
-            where = {"call_llm": "mid-stream", "call_tools": "mid-wave"}.get(kind, "")
+            if kind == "call_llm":
+                inside = "inside a model call (mid-stream)"
+            elif kind == "call_tools":
+                inside = "inside a tool wave (mid-wave)"
             if kind in _STEP_WORDS:
                 calls = tuple(c.id for c in getattr(rec.step, "calls", ()))
                 awaits = {"call_llm": "awaiting_model", "call_tools": "awaiting_tools"}
@@ -196,25 +191,14 @@ def _classified(records: list[tuple[int, Record]]) -> Iterator[BranchPoint | tup
             else:
                 yield rec.seq, "the brain is done there (nothing to go on with)"
         elif rec.type == "feed":
-            where = ""
             name, brain = str(getattr(rec, "name", "")), getattr(rec, "brain", None)
             state = brain.state if isinstance(brain, BrainSummary) else "unknown"
             if name in _FINISHING or state == "terminal":
                 yield rec.seq, f"the run is finished after {name}"
             else:
                 yield BranchPoint(rec.seq, line, name, state)
-        elif isinstance(rec, IoRecord):
-            inside = {
-                "mid-stream": "inside a model call (mid-stream)",
-                "mid-wave": "inside a tool wave (mid-wave)",
-            }.get(where, "an io record, not a point the brain stood at")
-            yield rec.seq, f"it is {inside}"
-        elif isinstance(rec, HeaderRecord):
-            where = ""
-            yield rec.seq, "it is a run's header"
         else:
-            where = ""
-            yield rec.seq, "the run ended there"
+            yield rec.seq, "it is a run's header" if rec.type == "header" else "the run ended there"
 
 
 def _choose(

@@ -1,12 +1,10 @@
 """The settings a fork changed at its branch point, applied to a loop: the fork's own run and
 every replay of the fork's trace build the agent the same way from there on.
 
-A forked trace (``loopctl_sim.replay.fork``) names its parent in the ``fork`` metadata of the
-header it writes at the branch point; ``settings`` there holds what the fork changed of the
-agent's configuration, cumulatively along a chain of forks: ``max_turns`` (the policy) and
-``options`` (the request options, merged over the agent's own). Replay reads them back here, so
-a fork whose policy or request options were changed still replays against the unchanged agent
-(the changes are the trace's, not the agent's code).
+A fork's header (``fork``) holds in its ``fork`` metadata the ``settings`` it changed,
+cumulatively along a chain of forks: ``max_turns`` and ``options`` (merged over the agent's).
+Replay reads them back here, so a fork still replays against the unchanged agent: the changes
+are the trace's, not the agent's code.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ from typing import Any, Final
 
 from loopctl.driver import BareLoop
 from loopctl_sim.trace import HeaderRecord
-
-__all__ = ["FORK_KEY", "fork_metadata", "trace_sha256", "with_settings"]
 
 #: The header metadata key that marks a fork's branch point.
 FORK_KEY: Final = "fork"

@@ -1,18 +1,12 @@
 """Machine-level replay: re-ask every recorded step, re-apply every feed, compare everything.
 
-The brain is deterministic, so a trace is a complete explanation of a run: a fresh machine from
-the header's snapshot, asked the recorded steps with the recorded policies and given the recorded
-feeds, must answer the same steps and reach the same digests. The first record where it does not
-is a *divergence*: a change in the engine's decisions (or a damaged trace). IO records are not
-replayed (a replayer that re-runs effects is not a replayer).
-
-A feed record (v2) also carries the brain's small fields after it (``BrainSummary``), and so does
-a header that continues the previous run (v3). They are compared with the replayed brain's after
-every feed, not only shown when a digest differs: a summary that does not describe the brain the
-digest names is a divergence (``what`` is ``summary``, naming the fields), so an edited or
-damaged summary never passes unnoticed and no reader can trust one that replay did not check.
-Like digests, they are compared up to a run's first scrubbed record (the loop window's last key
-hashes the arguments, which then hold placeholders).
+The brain is deterministic, so a fresh machine from the header's snapshot, asked the recorded
+steps and given the recorded feeds, must answer the same steps and reach the same digests; the
+first record where it does not is a *divergence*. IO records are not replayed (a replayer that
+re-runs effects is not a replayer). The brain summaries a trace holds (after each feed; in a
+header that continues a run) are checked against the replayed brain too, so no reader can trust
+a summary that replay did not check. Digests and summaries are compared up to a run's first
+scrubbed record: from there the arguments hold placeholders.
 """
 
 from __future__ import annotations
@@ -41,33 +35,22 @@ from loopctl_sim.trace import (
     end_outcome,
 )
 
-__all__ = ["DIGEST_EVERY", "replay_trace", "summary_divergence"]
-
-
-#: The default: the digest is compared after every feed (see ``replay_trace``).
-DIGEST_EVERY: Final = 1
-
 
 def replay_trace(
     path: str | os.PathLike[str],
     *,
     until: int | None = None,
     recent: int = 3,
-    digest_every: int = DIGEST_EVERY,
+    digest_every: int = 1,
 ) -> ReplayResult:
     """Replay the trace at ``path`` against the brain. Raises ``TraceFormatError`` when the trace
     cannot be read; a divergence is reported in the result, not raised.
 
-    By default the brain's digest is compared after every feed. ``digest_every=N`` (N > 1)
-    asks for a faster first pass that compares it only at checkpoints: every N feeds and at the
-    last feed before a header, an end record, ``until`` and the end of the trace (steps,
-    refused feeds and outcomes are still checked at every record). If that pass finds
-    nothing, it is the result; if it finds anything (a divergence, or a line it cannot read),
-    the trace is replayed again from the start with a digest after every feed, so the report
-    names the first divergent record exactly, as the default does. What the first pass cannot
-    see: a difference that heals between two checkpoints (the brain differs after one feed and
-    agrees again after a later one), or a damaged digest in a record between them. The
-    default sees both, which is why it is the default.
+    ``digest_every=N`` (N > 1) is a faster first pass that compares the digest only every N feeds
+    and before a header, an end, ``until`` and the trace's end (steps, refusals and outcomes at
+    every record). If it finds anything, the trace is replayed again digest by digest so the
+    report names the first divergent record exactly. It cannot see a difference that heals
+    between two checkpoints, nor a damaged digest between them: hence the default of 1.
     """
     if digest_every > 1:
         try:

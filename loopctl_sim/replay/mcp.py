@@ -1,20 +1,12 @@
 """Agent replay of MCP servers: from the trace with the server absent, or live and compared.
 
-A trace recorded through ``loopctl.tools.mcp`` holds each server's session as ``mcp`` IO records
-(the tool list each run started with and any change to it, each call's result, each failure).
-``mcp_replay`` stands in for every ``McpServer`` the agent opens while it holds
-(``loopctl.tools.mcp.standing_in``):
-
-- a server none of whose tools runs live gets a stand-in answering the tool list the trace
-  recorded for it, by its name; no process is started, nothing is connected. The calls are
-  answered from the trace's tool results by the replay's ``RecordedTools``, like any tool's.
-- a server with a tool that runs live (``--tools live``, or ``live:NAME`` naming one of its
-  tools) is the real server, watched: its tool list is compared with the recorded one, and each
-  call's result with the recorded result of the same tool's call at the same place, and every
-  difference is a note naming the server and the tool (the replay reports the divergence the
-  changed result causes, the note says where it came from).
-
-A server the trace never recorded is a note as well, and stays live under live tools.
+A trace recorded through ``loopctl.tools.mcp`` holds each server's session as ``mcp`` io records
+(its tool lists, each call's result or failure). While ``mcp_replay`` holds, a server none of
+whose tools runs live is a stand-in answering its recorded tool list (no process, no connection;
+its calls are answered by the replay's ``RecordedTools`` like any tool's). A server with a live
+tool is the real one, watched: a changed tool list or result is a note naming the server and
+the tool, so the divergence it causes says where it came from. A server the trace never
+recorded is a note too, and stays live.
 """
 
 from __future__ import annotations
@@ -26,8 +18,6 @@ from typing import Any
 
 from loopctl.tools.mcp import McpBackend, McpError, McpServer, standing_in
 from loopctl_sim.trace import IoRecord, TraceReader
-
-__all__ = ["RecordedSessions", "mcp_replay"]
 
 
 class RecordedSessions:

@@ -1,13 +1,10 @@
 """A replayed run that raised: the same failure as the trace's is its recorded end, any other
 a divergence.
 
-A trace records how a run ended when an exception escaped it (``EndRecord.error``: the
-exception's type and message). Replayed, the agent raises again where the recorded one did: when
-the trace's next record is that end record and the exception is the same (its type and message,
-scrubbed alike), the failure reproduced, and the run is complete, its brain checked by the
-digest. An exception where the trace's run went on, ended through the exit door or raised
-another, is a divergence naming both sides; a run that goes on where the trace's raised is one
-too (``Checker``).
+A trace records an exception that escaped a run in its end record (``EndRecord.error``). When the
+replayed agent raises the same one (type and message, scrubbed alike) where the trace's next
+record is that end, the failure reproduced and the run is complete, its brain checked by the
+digest; any other exception, or one where the recorded run went on, is a divergence naming both.
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from loopctl.core import LoopMachine
 from loopctl_sim.replay.checker import Checker, brain_view
 from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.trace import EndRecord, RunError, end_outcome
-
-__all__ = ["RaisedAsRecorded", "raised"]
 
 
 class RaisedAsRecorded(BaseException):
@@ -35,10 +30,7 @@ class RaisedAsRecorded(BaseException):
 
 
 def raised(cursor: Cursor, checker: Checker, machine: LoopMachine, exc: Exception) -> None:
-    """``exc`` escaped the replayed run. Where the trace's run ended the same way (an end record
-    holding the same exception: its type and its message, scrubbed alike), that is the run's
-    recorded end, taken and checked as one (the brain's digest); anything else is a
-    divergence that names both sides."""
+    """``exc`` escaped the replayed run: its recorded end, or a divergence (module docstring)."""
     live = RunError.of(exc)
     item = cursor.next_brain()
     if item is None:
@@ -59,10 +51,8 @@ def raised(cursor: Cursor, checker: Checker, machine: LoopMachine, exc: Exceptio
                 recorded,
                 live.model_dump(mode="json"),
             )
-        went = (
-            "the recorded run ended through the exit door"
-            if rec.type == "end"
-            else ("the recorded run went on")
+        went = "the recorded run " + (
+            "ended through the exit door" if rec.type == "end" else "went on"
         )
     checker.fail(
         *where,

@@ -1,39 +1,20 @@
-"""What a replay reports: the result of replaying a trace, and its first divergence, if any.
-
-Machine-level replay (``loopctl_sim.replay.machine``), driver-level and agent replay
-(``loopctl_sim.replay.driver``) and fork (``loopctl_sim.replay.fork``) all report through a
-``ReplayResult``; its ``Divergence``, the one type of a replay's first difference, names the
-record (``seq`` and line), what differs, expected against actual as a unified diff of pretty
-JSON, and the feeds just before it. A replay stops at it by raising ``Diverged``.
-
-A report printed for a person is bounded whatever the values hold: the unified diff is part of
-it only while it is short (``MAX_DIFF_LINES`` lines of at most ``MAX_DIFF_WIDTH`` characters);
-otherwise the fields that differ are listed, each with an excerpt of both sides around its first
-difference (``explain.change_line``), and ``to_json`` keeps the whole diff.
+"""What a replay reports: a ``ReplayResult`` and its first ``Divergence``, the one type every replay
+(machine, driver, agent, fork) reports a difference with; a replay stops at it by raising
+``Diverged``. A report printed for a person stays bounded whatever the values hold: a diff too
+long or too wide to read (``too_long``) gives way to the fields that differ, each an excerpt
+around its first difference; ``to_json`` keeps the whole diff.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loopctl.core import Feed, LoopMachine
 from loopctl_sim.replay.explain import change_line, field_changes
 from loopctl_sim.trace import encode_feed
-
-__all__ = [
-    "MAX_DIFF_LINES",
-    "MAX_DIFF_WIDTH",
-    "Diverged",
-    "Divergence",
-    "RecentFeed",
-    "ReplayResult",
-    "bounded_diff",
-    "pretty",
-    "unified_diff",
-]
 
 #: A unified diff longer than this many lines is not printed (the fields that differ are).
 MAX_DIFF_LINES = 60
@@ -55,19 +36,27 @@ def unified_diff(expected: Any, actual: Any, *, a: str = "expected", b: str = "a
     return "\n".join(lines)
 
 
+def too_long(lines: list[str]) -> str | None:
+    """None when a diff of ``lines`` is short and narrow enough to print; else what is said
+    instead (without its closing parenthesis)."""
+    widest = max((len(line) for line in lines), default=0)
+    if len(lines) <= MAX_DIFF_LINES and widest <= MAX_DIFF_WIDTH:
+        return None
+    return (
+        f"(the unified diff has {len(lines)} lines, the longest {widest} characters: "
+        "--json holds it whole"
+    )
+
+
 def bounded_diff(expected: Any, actual: Any, diff: str) -> list[str]:
     """``diff`` (the unified diff of the two values) as lines when it is short and narrow;
-    otherwise the fields that differ, each bounded (``path[i:]: ...before... -> ...after...``),
-    and where the whole diff is."""
+    otherwise the fields that differ, each bounded (``path[i:]: ...before... -> ...after...``)."""
     lines = diff.splitlines()
-    if len(lines) <= MAX_DIFF_LINES and all(len(line) <= MAX_DIFF_WIDTH for line in lines):
+    said = too_long(lines)
+    if said is None:
         return lines
-    widest = max((len(line) for line in lines), default=0)
     changes = field_changes(expected, actual)
-    out = [
-        f"(the unified diff has {len(lines)} lines, the longest {widest} characters: "
-        f"--json holds it whole; the {len(changes)} differing field(s):)"
-    ]
+    out = [f"{said}; the {len(changes)} differing field(s):)"]
     out += [f"  {change_line(path, a, b)}" for path, a, b in changes[:MAX_FIELDS]]
     if len(changes) > MAX_FIELDS:
         out.append(f"  ... and {len(changes) - MAX_FIELDS} more")
@@ -124,22 +113,13 @@ class Divergence:
         return "\n".join(out)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "line": self.line,
-            "what": self.what,
-            "message": self.message,
-            "expected": self.expected,
-            "actual": self.actual,
-            "diff": self.diff,
-            "recent_feeds": [
-                {"seq": f.seq, "line": f.line, "name": f.name, "args": f.args}
-                for f in self.recent_feeds
-            ],
-            "note": self.note,
-            "details": self.details,
-            "policy": self.policy,
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["diff"] = self.diff
+        data["recent_feeds"] = [
+            {"seq": f.seq, "line": f.line, "name": f.name, "args": f.args}
+            for f in self.recent_feeds
+        ]
+        return data
 
 
 class Diverged(BaseException):
@@ -184,8 +164,9 @@ class ReplayResult:
         return self.divergence is None
 
     def summary(self) -> str:
+        notes = [f"note: {note}" for note in self.notes]
         if self.divergence is not None:
-            return "\n".join([self.divergence.report(self.path), *self._notes()])
+            return "\n".join([self.divergence.report(self.path), *notes])
         outcome = self.outcome.get("kind") if isinstance(self.outcome, dict) else "none"
         text = (
             f"ok: {self.path}: {self.records} records replayed ({self.runs} run(s), "
@@ -199,27 +180,10 @@ class ReplayResult:
             text += f"; stopped at seq {self.stopped_at}"
         elif not self.complete:
             text += "; the trace has no end record (incomplete run)"
-        return "\n".join([text, *self._notes()])
-
-    def _notes(self) -> list[str]:
-        return [f"note: {note}" for note in self.notes]
+        return "\n".join([text, *notes])
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "ok": self.ok,
-            "records": self.records,
-            "runs": self.runs,
-            "resumes": self.resumes,
-            "steps": self.steps,
-            "feeds": self.feeds,
-            "io": self.io,
-            "final_digest": self.final_digest,
-            "outcome": self.outcome,
-            "complete": self.complete,
-            "stopped_at": self.stopped_at,
-            "warnings": self.warnings,
-            "notes": self.notes,
-            "agent": self.agent,
-            "divergence": None if self.divergence is None else self.divergence.to_json(),
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "machine"}
+        data["ok"] = self.ok
+        data["divergence"] = None if self.divergence is None else self.divergence.to_json()
+        return data

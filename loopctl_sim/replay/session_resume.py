@@ -1,18 +1,10 @@
 """Finishing a session whose process died in its middle, from its trace.
 
-A session's trace (``loopctl_sim.sim.session``) holds its runs in order, each run's header
-naming the user's turn. A process killed during run ``k`` leaves the trace cut inside it; this
-module goes on from there as the process would have: the run under way is finished by
-``resume_trace`` (the brain rebuilt from the trace, no tool whose result is recorded run again,
-the rest run live by the agent the factory builds today), then the user is asked for the turns
-after the ``k`` the trace holds, each a ``run()`` of one loop holding that brain
-(``drive_session``), recorded in the same trace. A session cut between two runs only gets its
-remaining turns. The user is the one the session had (a seeded user writes the same turns
-again; a recorded one, ``recorded_user`` of another trace, plays them back).
-
-The trace is continued in place (a plain file: the records are appended). ``replay --agent``
-then replays the whole session: the killed run's records, its continuation (a header holding
-the brain where the kill left it), and the runs after it.
+A session's trace (``loopctl_sim.sim.session``) holds its runs in order, each header naming the
+user's turn. The run a kill cut is finished by ``resume_trace``, then the user (the session's
+own: a seeded one writes the same turns again) is asked for the turns after those the trace
+holds, each recorded in the same trace, appended. ``replay --agent`` then replays the whole
+session.
 """
 
 from __future__ import annotations
@@ -27,8 +19,6 @@ from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.sim.session import LiveSession, drive_session, recorded_turns
 from loopctl_sim.sim.users import SimUser
 from loopctl_sim.trace import TraceRecorder, TraceWriter, is_gzip_name
-
-__all__ = ["SessionResume", "resume_session"]
 
 
 @dataclass

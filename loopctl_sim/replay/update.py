@@ -54,8 +54,6 @@ from loopctl_sim.trace import (
 from loopctl_sim.trace.files import replace_with, temporary_beside
 from loopctl_sim.trace.requests import RecordedContexts
 
-__all__ = ["NeedsModel", "UpdateResult", "update_trace"]
-
 
 class NeedsModel(BaseException):
     """The agent's request differs from the trace's: only a real model can answer it. A
