@@ -1,21 +1,12 @@
 """A trace's records placed in time, from the durations the trace holds.
 
-A trace records durations, not times: an io record's ``duration_s`` (a model attempt, a tool
-call, a compaction) and a retry's ``delay_s``; the brain's records take no time worth drawing.
-``Clock`` replays those durations in order to give every record a start and an end, in seconds
-from the run's start, the way the driver spent them:
-
-- a model attempt (``model_reply``, ``model_error``) and a retry's wait run one after another;
-- the ``tool_call`` records of one wave are written together before any of its calls runs, and
-  its ``tool_result`` records after: so each call of a wave starts at the wave's start and ends
-  after its own duration, and the wave ends when its slowest call does. Overlapping bars show the
-  wave's concurrency;
-- a compaction takes its duration; any other record with a ``duration_s`` (an io kind this clock
-  does not know) too; everything else is an instant.
-
-The HTML timeline and the OpenTelemetry export (``loopctl-sim otel``) place records with the same
-clock, so a span and a bar of the same call have the same length. Machine-level traces (no io
-records) place everything at 0: their timeline is drawn in record order instead.
+A trace records durations, not times: an io record's ``duration_s`` and a retry's ``delay_s``.
+``Clock`` replays them in order to give every record a start and an end, in seconds from the
+run's start, the way the driver spent them: model attempts and retry waits one after another; the
+calls of a tool wave (whose ``tool_call`` records are written together before any runs) each from
+the wave's start for its own duration, so overlapping bars show the wave's concurrency; every
+other record with a duration takes it, the rest are instants. The HTML timeline and the
+OpenTelemetry export share it, so a span and a bar of the same call have the same length.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Field-level differences between two JSON values: every leaf path that differs, both values.
 
-A divergence report shows these instead of two digests or a long unified diff: which field of the
-step, the brain's state or the record differs, and how (``state.kind: awaiting_tools ->
-start``). Generic over whatever dicts and lists it is given, so it works for any record kind or
-brain-state summary, including ones added after it was written.
-
-A leaf may be a 10 KB tool result that changed in one character: ``FieldDiff.where`` names the
-character the two strings start to differ at (``message.parts[0].content[8123:]``) and
-``FieldDiff.excerpts`` gives both sides bounded, around that difference
-(``loopctl_sim.replay.explain.excerpt_pair``), never a shared prefix cut from both.
+A divergence report shows these instead of two digests or a long unified diff
+(``state.kind: awaiting_tools -> start``), generic over dicts and lists so it works for any
+record kind, including ones added after it was written. A leaf may be a 10 KB tool result
+changed in one character: ``FieldDiff.where`` names the character the strings first differ at
+and ``FieldDiff.excerpts`` gives both sides bounded around it.
 """
 
 from __future__ import annotations
@@ -70,16 +66,13 @@ class FieldDiff:
         }
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
 def _walk(a: Any, b: Any, path: str, out: list[FieldDiff], limit: int) -> None:
     if len(out) >= limit:
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for key in list(a) + [k for k in b if k not in a]:
-            _walk(a.get(key, ABSENT), b.get(key, ABSENT), _join(path, str(key)), out, limit)
+            inner = f"{path}.{key}" if path else str(key)
+            _walk(a.get(key, ABSENT), b.get(key, ABSENT), inner, out, limit)
         return
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         for i in range(max(len(a), len(b))):

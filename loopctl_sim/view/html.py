@@ -1,30 +1,17 @@
 """The HTML timeline: one self-contained file (``loopctl-sim html``, ``replay --html``).
 
-The page is the template ``assets/timeline.html`` with its stylesheet and script inlined and the
-data embedded: no network, no CDN, so it opens from an air-gapped CI artefact (a
-Content-Security-Policy in the page forbids every fetch, so a slip would show as a broken page
-in the browser test, not as a silent request). The data goes in two gzip-compressed,
-base64-encoded blocks, unpacked in the browser by ``DecompressionStream``: the index
-(``Timeline.to_json``: lanes, items, labels, summary, a divergence) that the first paint needs,
-and the records' JSON, one line each, unpacked only when a record is first clicked. Compressed,
-a trace of 100,000 records makes a page of a few megabytes instead of tens
-(``benchmarks/bench_html.py`` measures the size and the time to first paint).
+The page is ``assets/timeline.html`` with its stylesheet and script inlined and the data
+embedded: no network, so it opens from an air-gapped CI artefact. The data goes in two gzip
+and base64 blocks the browser unpacks (``DecompressionStream``): the index the first paint needs
+(``Timeline.to_json``, with a replay's divergence), and the records' JSON, unpacked when a record
+is first clicked; 100,000 records make a page of a few megabytes instead of tens.
 
-A divergence (a replay's ``Divergence``) is embedded with the field-level differences
-(``fields.leaf_diff``), the policy in force and the feeds before it; the page highlights the
-divergent record and opens it.
-
-A trace is untrusted input (a bug report's trace is crafted by whoever sent it), so no string of
-it is ever markup: the template's placeholders are filled in one pass over the template alone
-(a file name holding ``{{script}}`` stays text), the title is escaped, the data blocks cannot end
-their ``<script>`` element, and the script builds the page with ``textContent`` and DOM
-properties, never with a trace string as HTML. Behind that, the Content-Security-Policy allows
-only the page's own script and stylesheet, by their SHA-256 computed here at render time: no
-inline handler, no injected ``<script>`` or ``<style>``, no fetch would run even if a string
-slipped through.
-
-``write_html`` writes beside the target and renames over it (``write_atomically``), so a failed
-write (a full disk, a killed process) leaves the old page whole.
+A trace is untrusted input, so no string of it is ever markup: the placeholders are filled in one
+pass over the template alone, the title is escaped, the data blocks cannot end their
+``<script>``, and the script builds the page with ``textContent``. Behind that, the page's
+Content-Security-Policy allows only its own script and stylesheet (by SHA-256) and no fetch, so
+a string that slipped through still could not run, and a slip into fetching shows as a broken
+page in the browser test rather than a silent request.
 """
 
 from __future__ import annotations
@@ -77,7 +64,7 @@ def divergence_json(divergence: Divergence, path: str | None) -> dict[str, Any]:
 
 
 def _script_safe(text: str) -> str:
-    """JSON or base64 put inside a ``<script>`` element cannot end it early."""
+    """Text put inside a ``<script>`` or ``<style>`` element cannot end it early."""
     return text.replace("</", "<\\/")
 
 
@@ -108,7 +95,7 @@ def render_html(
     index["divergence"] = divergence
     index["title"] = title or f"loopctl trace: {timeline.path}"
     script = _script_safe(_asset("timeline.js"))
-    style = _asset("timeline.css").replace("</", "<\\/")
+    style = _script_safe(_asset("timeline.css"))
     parts = {
         "csp": content_security_policy(script, style),  # base64 and fixed words: no quote
         "title": _html_escape(index["title"]),

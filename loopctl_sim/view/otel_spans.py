@@ -1,42 +1,20 @@
 """A recorded trace as OpenTelemetry GenAI spans (``loopctl-sim otel``): the spans the live
 ``loopctl.otel.OtelObserver`` would have emitted for the same run.
 
-Each record is handed to ``loopctl.otel.GenAiSpans`` (the same mapping the observer uses) at the
-time ``clock.Clock`` gives it: the header's ``created`` plus the durations before it, so a model
-call's span lasts as long as its attempts and waits, and a wave's tool spans overlap. A record
-that ends something (a reply, an error, a tool's result, a compaction) is given at its end, a
-retry at the start of its wait, as the driver reports them live.
+Each record goes to ``loopctl.otel.GenAiSpans`` (the observer's own mapping) at the time
+``clock.Clock`` places it, so a model call's span lasts as long as its attempts and a wave's tool
+spans overlap. A request is handed over as the live observer sees it: with the context in force
+and, when content is asked for, the conversation rebuilt from the brain (a trace stores only the
+last message, which stands in where the brain cannot be rebuilt). The run span is named as the
+observer names it (``_agent_name``), so a live run and its trace name the same agent. Ids come
+from a generator seeded with the trace's first line: two exports of a trace agree.
 
-A request is handed over as the live observer sees it: with the context in force (a trace writes
-the model, provider, system prompt and options once, and again only when they change) and, when
-content is asked for, the whole conversation the model was shown, rebuilt from the header's brain
-and the recorded steps and feeds (a trace stores only the last message; where the brain cannot
-be rebuilt, its conversation is not the request's length, or a middleware altered the messages,
-that last message stands for them). The header's metadata ``model`` and ``provider`` fill in
-only where a request names none (a client that does not say; a version 1 trace). The run span
-is named after ``agent_name``, else the metadata's ``agent_name``, else a simulated run's
-``world``, else ``loopctl``: the observer's default, so a live run and its trace name the same
-agent (not the metadata's ``agent``, a factory's path such as ``pkg.agent:build``).
-
-Span and trace ids come from a generator seeded with the trace's first line, so exporting the
-same trace twice gives the same ids (a file diff of two exports shows only real changes).
-
-The finished spans go out as OTLP/JSON (``otlp_json``), to a file or a collector's OTLP/HTTP
-endpoint (``send_otlp``). OTLP/JSON is the protobuf messages' JSON mapping
-(``ExportTraceServiceRequest``): ids in hex, 64-bit integers and nanosecond times as strings, enums
-as numbers. It is what an OpenTelemetry Collector's ``otlpjsonfile`` receiver reads and what every
-OTLP/HTTP endpoint (the Collector, Jaeger, Grafana Tempo, Phoenix, Langfuse, Logfire...) accepts
-with ``Content-Type: application/json`` at ``/v1/traces``. Encoding it here keeps protobuf and the
-exporter packages out of the ``otel`` extra; the request goes out through httpx, which loopctl
-already has.
-
-What an endpoint's URL and headers carry is secret (``user:pass@`` in the URL, an API key in a
-header), and a collector that refuses may echo them back: every message this module makes
-(``OtlpError``, ``Redactor``) has them replaced by ``[REDACTED]``, and scrubbed of any other
-credential-shaped text (``loopctl_sim.trace.scrub``).
-
-Needs the ``otel`` extra (``pip install 'loopctl[otel]'``); ``loopctl_sim.view`` does not import
-this module, so the other views work without it.
+The spans go out as OTLP/JSON (``otlp_json``; what a Collector's ``otlpjsonfile`` receiver reads
+and every OTLP/HTTP endpoint accepts), to a file or an endpoint (``send_otlp``): encoded here, so
+the ``otel`` extra needs neither protobuf nor the exporter packages. An endpoint's URL and headers
+carry secrets a refusing collector may echo back: every message made here has them redacted
+(``Redactor``). ``loopctl_sim.view`` does not import this module: the other views work without
+the ``otel`` extra.
 """
 
 from __future__ import annotations
@@ -136,13 +114,11 @@ def trace_to_spans(
     *,
     agent_name: str | None = None,
     model: str | None = None,
-    provider: str | None = None,
     capture_content: bool = False,
-) -> int:
-    """Emit the spans of the trace at ``path`` through ``tracer_provider``; returns the number
-    of records read (``TraceFormatError`` if one is unreadable). ``agent_name``, ``model`` and
-    ``provider`` are what the live ``OtelObserver`` would have been given; without them, see
-    the module docstring."""
+) -> None:
+    """Emit the spans of the trace at ``path`` through ``tracer_provider`` (``TraceFormatError``
+    if a record is unreadable). ``agent_name`` and ``model`` are what the live ``OtelObserver``
+    would have been given; without them, see the module docstring."""
     reader = TraceReader(path)
     tracer = tracer_provider.get_tracer(INSTRUMENTATION)
     clock = Clock()
@@ -151,10 +127,8 @@ def trace_to_spans(
     spans: GenAiSpans | None = None
     fallback: dict[str, Any] = {}
     base = 0
-    count = 0
     for record in reader:
         rec = record.model_dump(mode="json")
-        count += 1
         placed = clock.place(rec)
         kind = rec.get("type")
         if spans is None:  # the reader guarantees a header first
@@ -165,7 +139,6 @@ def trace_to_spans(
                 tracer,
                 agent_name=agent_name or _agent_name(meta),
                 model=model,
-                provider=provider,
                 capture_content=capture_content,
                 scrub=scrub_text,
             )
@@ -176,12 +149,9 @@ def trace_to_spans(
             snap = rec.get("snapshot") or {}
             if snap.get("started"):
                 spans.resumed(at, turns=snap.get("turns_taken"))
-            elif isinstance(rec.get("continues"), str):  # (v3) its brain's summary says
+            elif isinstance(rec.get("continues"), str):  # (v3): its brain summary's, if written
                 named = (rec.get("brain") or {}).get("history")
-                if type(named) is int:
-                    spans.start_run(at, history_messages=named)
-                else:  # a header written without its summary: the count is not known
-                    spans.start_run(at)
+                spans.start_run(at, history_messages=named if type(named) is int else None)
             else:
                 spans.start_run(at, history_messages=len(snap.get("history") or ()))
         elif kind == "step":
@@ -201,7 +171,6 @@ def trace_to_spans(
             spans.end_run(at, rec.get("outcome"))
     if spans is not None:
         spans.close(base + int(clock.now * 1e9))
-    return count
 
 
 def _request(
@@ -231,7 +200,6 @@ def export_spans(
     service_name: str = "loopctl",
     agent_name: str | None = None,
     model: str | None = None,
-    provider: str | None = None,
     capture_content: bool = False,
 ) -> Sequence[ReadableSpan]:
     """The finished spans of the trace at ``path``, in the order they ended, made by an SDK
@@ -245,12 +213,7 @@ def export_spans(
     tracer_provider = TracerProvider(resource=resource, id_generator=SeededIds(seed))
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace_to_spans(
-        path,
-        tracer_provider,
-        agent_name=agent_name,
-        model=model,
-        provider=provider,
-        capture_content=capture_content,
+        path, tracer_provider, agent_name=agent_name, model=model, capture_content=capture_content
     )
     tracer_provider.shutdown()
     return exporter.get_finished_spans()

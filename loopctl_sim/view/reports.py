@@ -32,15 +32,12 @@ from rich.text import Text
 from loopctl.terminal import visible
 from loopctl_sim.replay import Divergence, TraceDiff
 from loopctl_sim.replay.diff import Branch, fork_branch, positions
-from loopctl_sim.replay.report import MAX_DIFF_LINES, MAX_DIFF_WIDTH
+from loopctl_sim.replay.report import MAX_FIELDS, too_long
 from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.describe import outcome_text
 from loopctl_sim.view.fields import FieldDiff, leaf_diff, show_value
 from loopctl_sim.view.term import wrap_width, wrapped
-
-#: The field table lists at most this many fields (``--json`` has them all).
-MAX_FIELDS = 12
 
 
 @dataclass
@@ -116,13 +113,9 @@ def policy_in_force(path: str | os.PathLike[str], seq: int) -> dict[str, Any] | 
 
 def divergence_policy(divergence: Divergence, path: str | None) -> dict[str, Any] | None:
     """The policy in force at the divergence: the report's own, else read from the trace."""
-    policy = getattr(divergence, "policy", None)
-    if isinstance(policy, dict):
-        return policy
-    if policy is not None and hasattr(policy, "model_dump"):
-        dumped: dict[str, Any] = policy.model_dump(mode="json")
-        return dumped
-    return None if not path else policy_in_force(path, divergence.seq)
+    if divergence.policy is not None or not path:
+        return divergence.policy
+    return policy_in_force(path, divergence.seq)
 
 
 def fields_table(diffs: list[FieldDiff], a: str = "expected", b: str = "actual") -> Table:
@@ -151,10 +144,9 @@ def _print_diff(console: Console, text: str) -> None:
     """The unified diff when it is short and narrow enough to read; the field table above
     already says what differs, bounded."""
     lines = text.splitlines()
-    widest = max((len(line) for line in lines), default=0)
-    if len(lines) > MAX_DIFF_LINES or widest > MAX_DIFF_WIDTH:
-        long = f"(the unified diff has {len(lines)} lines, the longest {widest} characters: "
-        _say(console, "", long + "--json holds it whole)")
+    said = too_long(lines)
+    if said is not None:
+        _say(console, "", said + ")")
         return
     for line in lines:
         style = "red" if line.startswith("-") else "green" if line.startswith("+") else ""

@@ -1,15 +1,10 @@
 """The terminal timeline of a trace (``loopctl-sim show``): turns, tool calls and results, errors,
 retries, compactions, crashes and resumes, the outcome.
 
-Built from the brain's records (steps and feeds); io records add what the world did that the brain
-never saw (model errors, retries, crashes, cancels); the io records that only repeat a brain
-record (the request, the reply, a tool call, a plain result) are left out unless a ``--kind``
-filter asks for them. Streams the trace: memory stays flat whatever its length.
-
-Filters: by turn (a record without a turn of its own, a feed, belongs to the turn of the step
-before it) and by kind (a record's type, lane, own kind, or ``error`` for every line shown in
-red). Texts are cut at ``CLIP`` characters unless ``full``. Every line goes through
-``term.visible``: a control character in the trace prints as its escape, never raw.
+Built from the brain's records; io records add what the brain never saw (model errors, retries,
+crashes), and those that only repeat a brain record are left out unless a ``--kind`` filter asks
+for them. Streams the trace: memory stays flat whatever its length. A feed belongs to the turn of
+the step before it; ``error`` as a kind selects every line shown in red.
 """
 
 from __future__ import annotations
@@ -19,14 +14,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.text import Text
 
 from loopctl.terminal import visible
 from loopctl_sim.trace import TraceReader
 from loopctl_sim.view.describe import CLIP, Described, describe
-from loopctl_sim.view.term import TONE_STYLE, styled, wrap_width, wrapped
+from loopctl_sim.view.term import wrap_width, wrapped
 
 #: The seq column: five digits and two spaces.
 SEQ_WIDTH = 7
+#: The style of a line of each tone (``Described.tone``).
+TONE_STYLE: dict[str, str] = {"ok": "green", "warn": "yellow", "error": "bold red", "": ""}
 
 
 @dataclass(frozen=True)
@@ -61,24 +59,6 @@ def parse_turns(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _entries(
-    path: str | os.PathLike[str], flt: ShowFilter, warnings: list[str]
-) -> Iterator[tuple[int, str, Described]]:
-    reader = TraceReader(path)
-    clip = None if flt.full else CLIP
-    turn = 0
-    for record in reader:
-        rec = record.model_dump(mode="json")
-        described = describe(rec, clip)
-        if rec.get("type") == "header" and described.kind == "header":
-            turn = 0
-        if described.turn is not None:
-            turn = described.turn
-        if flt.wants(str(rec.get("type")), described, turn):
-            yield record.seq, str(rec.get("type")), described
-    warnings.extend(reader.warnings)
-
-
 def timeline(
     path: str | os.PathLike[str], flt: ShowFilter | None = None, width: int | None = None
 ) -> Iterator[tuple[str, str]]:
@@ -86,15 +66,24 @@ def timeline(
 
     Raises ``TraceFormatError`` (naming ``file:line``) at the first unreadable record.
     """
-    warnings: list[str] = []
-    for seq, rec_type, described in _entries(path, flt or ShowFilter(), warnings):
-        marker = "  ~ " if rec_type == "io" else ""
-        head = f"{seq:>5}  "
+    flt = flt or ShowFilter()
+    reader = TraceReader(path)
+    turn = 0
+    for record in reader:
+        rec = record.model_dump(mode="json")
+        described = describe(rec, None if flt.full else CLIP)
+        if record.type == "header" and described.kind == "header":
+            turn = 0
+        if described.turn is not None:
+            turn = described.turn
+        if not flt.wants(record.type, described, turn):
+            continue
+        marker = "  ~ " if record.type == "io" else ""
         for i, line in enumerate(described.lines):
-            prefix = (head if i == 0 else " " * SEQ_WIDTH) + marker
+            prefix = (f"{record.seq:>5}  " if i == 0 else " " * SEQ_WIDTH) + marker
             for out in wrapped(prefix, visible(line), width):
                 yield out, described.tone
-    for warning in warnings:
+    for warning in reader.warnings:
         yield visible(f"warning: {warning}"), "warn"
 
 
@@ -111,4 +100,6 @@ def print_timeline(
         file.flush()
         return
     for line, tone in lines:
-        console.print(styled(line, SEQ_WIDTH, TONE_STYLE.get(tone, "")), soft_wrap=True)
+        text = Text(line[:SEQ_WIDTH], style="dim")  # the seq column
+        text.append(line[SEQ_WIDTH:], style=TONE_STYLE.get(tone, ""))
+        console.print(text, soft_wrap=True)

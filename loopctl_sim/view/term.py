@@ -1,20 +1,13 @@
 """The terminal: a ``rich`` console set up the one way every ``loopctl-sim`` command wants it.
 
-Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org: then no
-styles at all, not just no colours); ``FORCE_COLOR`` forces it, as rich reads it. Lines wrap to
-the terminal's width, or to ``COLUMNS`` when set; piped output with no ``COLUMNS`` is not wrapped
-at all, so ``grep`` sees whole lines. Markup is off: trace texts hold brackets (``[call_1]``)
-that must print as they are.
+Colour only on a terminal and never under ``NO_COLOR`` (https://no-color.org; ``FORCE_COLOR``
+forces it, as rich reads it). Piped output with no ``COLUMNS`` is not wrapped, so ``grep`` sees
+whole lines. Markup is off: trace texts hold brackets (``[call_1]``) that must print as they are.
 
-Trace strings are untrusted (model text, tool results, tool names, file names, error messages):
-``visible`` turns every control character in them into its escape (``\x1b``, ``\r``,
-``\u202e``) before it is printed, so a trace cannot retitle the window, clear the screen, hide a
-link (OSC 8) or reverse what follows (the bidi overrides and isolates); newlines and tabs stay.
-Every terminal view (``show``, ``diff``, ``replay``'s reports and messages) prints through it.
-
-``wrapped`` breaks one entry into lines with a hanging indent (the seq column stays clear), by
-hand rather than with a rich table: a timeline of 100,000 records prints line by line, in
-constant memory, and a table would measure every row first.
+Trace strings are untrusted: ``visible`` turns every control character into its escape before it
+is printed, so a trace cannot retitle the window, clear the screen, hide a link (OSC 8) or
+reverse what follows (bidi overrides). ``wrapped`` breaks an entry into lines by hand, not with a
+rich table, so a timeline of 100,000 records prints line by line in constant memory.
 """
 
 from __future__ import annotations
@@ -25,13 +18,8 @@ from collections.abc import Iterator
 from typing import Final
 
 from rich.console import Console
-from rich.text import Text
 
 from loopctl.terminal import visible
-
-#: The style of a line of each tone (``Described.tone``).
-TONE_STYLE: dict[str, str] = {"ok": "green", "warn": "yellow", "error": "bold red", "": ""}
-
 
 #: In JSON text the control characters ``visible`` escapes (``loopctl.terminal``: C0 but newline
 #: and tab, DEL, C1, the bidi controls, the line and paragraph separators) as JSON escapes;
@@ -93,10 +81,3 @@ def wrapped(prefix: str, body: str, width: int | None, indent: int = 2) -> Itera
         for line in lines:
             yield (prefix if first else pad) + line
             first = False
-
-
-def styled(line: str, split: int, style: str) -> Text:
-    """A line whose first ``split`` characters (the seq column) are dim and the rest ``style``."""
-    text = Text(line[:split], style="dim")
-    text.append(line[split:], style=style)
-    return text

@@ -1,15 +1,9 @@
 """The data the HTML timeline is drawn from: the trace's records as items on swimlanes.
 
-One streaming pass over the trace (``TraceReader``) gives, for each record, its words
-(``describe``), its place in time (``clock.Clock``) and its place in order (its index), and
-collects them in columns (one list per field, so the page's JSON stays small for 100,000
-records). Items are what the page draws: one per record, except that a tool call's
-``tool_call`` and ``tool_result`` records make one bar (from the call to the result), and a
-model attempt's bar also points at the request it answers, so clicking it shows both.
-
-``summary`` counts what a reader looks for first (runs, resumes, forks, crashes, model calls, tool
-calls, retries, errors, compactions, cancels) and holds the last outcome. ``records`` is every
-record's JSON, one line each, for the page's details pane.
+One streaming pass gives each record its words (``describe``) and its place in time
+(``clock.Clock``), kept in columns (one list per field, so the page's JSON stays small for
+100,000 records). An item is one record, except that a tool call's ``tool_call`` and
+``tool_result`` make one bar, and a model attempt's bar points at its request too.
 """
 
 from __future__ import annotations
