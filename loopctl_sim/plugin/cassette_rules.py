@@ -1,21 +1,19 @@
 """loopctl's cassette rules for vcrpy: how a model call is matched and what is kept of it.
 
-A model call is matched on its method, its path and its body as parsed JSON (``MATCH_ON``): the
-host is left out, so a cassette replays wherever the client points, but a changed prompt, tool
-schema or setting never replays a stale answer. Secrets compare by shape (``[REDACTED]``), so a
-cassette scrubbed under one scrub key still matches in CI under none.
-
-Nothing secret is kept (``scrub_request``/``scrub_response``, applied before matching and
-writing): credential headers are dropped (gateways send keys in headers of their own), the URL's
-user and password and secret-named query values become placeholders, and headers, bodies and the
-query string pass through the trace ``Scrubber``. A streamed body is scrubbed with each channel's
-deltas joined (``stream_scrub``): a key streamed in pieces is whole only there. The functions
-import no vcrpy, so ``vcr_config()`` also serves pytest-recording's ``vcr_config`` fixture.
+A model call is matched on its method, path and body as parsed JSON (``MATCH_ON``): the host is
+left out, so a cassette replays wherever the client points, but a changed prompt, tool schema or
+setting never replays a stale answer. Secrets compare by shape (``[REDACTED]``), so a cassette
+scrubbed under one scrub key still matches in CI under none. Nothing secret is kept
+(``scrub_request``, ``scrub_response``): credential headers are dropped, the URL's userinfo and
+secret-named query values become placeholders, the rest passes through the trace ``Scrubber``;
+a stream is first scrubbed with each channel's deltas joined (``stream_scrub``), where a key
+streamed in pieces is whole. No vcrpy import: ``vcr_config()`` serves pytest-recording too.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -139,14 +137,13 @@ def _scrub_deltas(lines: list[str], scrub: Scrubber) -> list[str]:
     return out
 
 
-def scrub_body(body: Any, scrubber: Scrubber | None = None) -> Any:
+def scrub_body(body: Any, scrub: Scrubber) -> Any:
     """``body`` (bytes or text) with every secret replaced, keeping its type; the very same object
     when it holds none. A JSON body is scrubbed as data (secret-named keys too); a stream (SSE or
     JSON lines) first channel by channel with its deltas joined, then line by line (``data:``
     lines and JSON lines as data)."""
     if not isinstance(body, bytes | str) or not body:
         return body
-    scrub = scrubber or default_scrubber()
     # bytes that are not UTF-8 (an audio reply) are kept byte for byte around what is scrubbed
     text = body.decode("utf-8", "surrogateescape") if isinstance(body, bytes) else body
     try:
@@ -192,11 +189,8 @@ def _secret_header(name: str, listed: tuple[str, ...], broad: bool = False) -> b
     return lower in listed or is_secret_key(lower) or (broad and _secret_name(lower))
 
 
-def scrub_request(request: Any, scrubber: Scrubber | None = None) -> Any:
-    """A vcrpy ``before_record_request``: a copy of the request without credential headers (any
-    whose name holds a credential word, ``CREDENTIAL_NAME``), without the URL's user and password,
-    and with secrets scrubbed from the other headers, the query string and the body."""
-    scrub = scrubber or default_scrubber()
+def scrub_request(request: Any, scrub: Scrubber) -> Any:
+    """A vcrpy ``before_record_request``: a scrubbed copy of the request (module docstring)."""
     clean = copy.copy(request)
     clean.headers = {
         name: scrub.text(value) if isinstance(value, str) else value
@@ -210,11 +204,9 @@ def scrub_request(request: Any, scrubber: Scrubber | None = None) -> Any:
     return clean
 
 
-def scrub_response(response: dict[str, Any], scrubber: Scrubber | None = None) -> dict[str, Any]:
-    """A vcrpy ``before_record_response``: cookie and organization headers dropped, secrets
-    scrubbed from the other headers and the body (changes the dictionary vcrpy handed over, a copy
-    of the live response)."""
-    scrub = scrubber or default_scrubber()
+def scrub_response(response: dict[str, Any], scrub: Scrubber) -> dict[str, Any]:
+    """A vcrpy ``before_record_response``: the response scrubbed (module docstring), in place
+    (vcrpy hands over a copy of the live response)."""
     headers: dict[str, Any] = response.get("headers") or {}
     for name in list(headers):
         if _secret_header(name, SECRET_RESPONSE_HEADERS):
@@ -239,21 +231,13 @@ def scrub_response(response: dict[str, Any], scrubber: Scrubber | None = None) -
 
 
 def vcr_config(scrubber: Scrubber | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``vcr.VCR(...)`` or ``use_cassette`` with loopctl's rules (return it
-    from pytest-recording's ``vcr_config`` fixture; the loopctl plugin registers the body matcher
-    with pytest-recording's VCR)."""
+    """Keyword arguments for ``vcr.VCR(...)`` with loopctl's rules (pytest-recording's
+    ``vcr_config`` fixture may return it: the plugin registers the body matcher there)."""
     scrub = scrubber or default_scrubber()
-
-    def before_request(request: Any) -> Any:
-        return scrub_request(request, scrub)
-
-    def before_response(response: dict[str, Any]) -> dict[str, Any]:
-        return scrub_response(response, scrub)
-
     return {
         "match_on": list(MATCH_ON),
-        "before_record_request": before_request,
-        "before_record_response": before_response,
+        "before_record_request": functools.partial(scrub_request, scrub=scrub),
+        "before_record_response": functools.partial(scrub_response, scrub=scrub),
         "decode_compressed_response": True,
     }
 

@@ -9,11 +9,9 @@ it too). It adds three things to vcrpy:
 - misses that cannot be swallowed: a ``CassetteMiss`` is kept on the session and raised again
   when the block ends, since a client may turn it into an ordinary failed run.
 
-Record modes (``RECORD_MODES``; ``none`` by default, so CI never records): ``none``, ``once``,
-``new_episodes``, ``all`` (vcrpy replaces what it re-records) and ``rewrite`` (afresh from an
-empty cassette). A recording replaces the cassette only once it completed (``AtomicPersister``): not
-when the block raised, a request failed unrecorded, or ``abandon()`` was called; a
-``CassetteNotWritten`` warning says why. vcrpy is the optional extra ``loopctl[cassettes]``.
+The record mode is ``none`` by default (``modes``), so CI never records. A recording replaces
+the cassette only once it completed (``AtomicPersister``); a ``CassetteNotWritten`` warning says
+why it did not. vcrpy is the optional extra ``loopctl[cassettes]``.
 """
 
 from __future__ import annotations
@@ -107,28 +105,10 @@ class CassetteWriteError(OSError, SimError):
     """A recorded cassette could not be written; the cassette that was there is unchanged."""
 
 
-def write_cassette(path: Path, data: str) -> None:
-    """``data`` at ``path``, whole, or ``CassetteWriteError`` and ``path`` as it was."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, data)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise CassetteWriteError(
-            exc.errno or 0,
-            f"cannot write the cassette {path}: {reason} (the cassette that was "
-            "there is unchanged)",
-        ) from exc
-
-
 class AtomicPersister:
-    """A vcrpy persister (``VCR.register_persister``) for one cassette session: it loads as vcrpy's
-    does (nothing when ``fresh()`` says to start empty) and saves only when ``complete()`` says
-    the recording completed, atomically: vcrpy's own persister writes in place, and a full disk
-    or a kill while it writes leaves a cut file. ``rewrite`` starts from an empty cassette
-    instead of deleting the file, so a test that fails while recording leaves the committed
-    cassette as it was; a killed writer's temporaries are swept when the cassette is next used.
-    """
+    """A vcrpy persister for one cassette session that saves only a completed recording, and
+    atomically: vcrpy's own writes in place, so a full disk or a kill leaves a cut file. ``fresh()``
+    loads nothing (``rewrite``), rather than deleting the file a failing test would lose."""
 
     def __init__(self, fresh: Callable[[], bool], complete: Callable[[], bool]) -> None:
         self.fresh = fresh
@@ -147,10 +127,17 @@ class AtomicPersister:
     def save_cassette(self, cassette_path: Any, cassette_dict: Any, serializer: Any) -> None:
         if not self.complete():
             return
+        path = Path(cassette_path)
         try:
-            write_cassette(Path(cassette_path), serialize(cassette_dict, serializer))
-        except CassetteWriteError as exc:
-            self.error = exc
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, serialize(cassette_dict, serializer))
+        except OSError as exc:
+            self.error = CassetteWriteError(
+                exc.errno or 0,
+                f"cannot write the cassette {path}: {exc.strerror or exc} (the cassette that was "
+                "there is unchanged)",
+            )
+            self.error.__cause__ = exc
             return
         self.saved = True
 
@@ -172,8 +159,11 @@ _TARGETS: Final = (
 
 
 class CassetteSession:
-    """One cassette in use: ``with CassetteSession(path) as cassette:`` (vcrpy's ``Cassette``,
-    e.g. ``cassette.all_played``). ``misses`` holds every request it could not answer."""
+    """One cassette in use: ``with use_cassette(path) as cassette:`` (vcrpy's ``Cassette``, e.g.
+    ``cassette.all_played``): httpx requests within are replayed from (or recorded into) it with
+    loopctl's rules. ``record_mode`` defaults to the pytest session's ``--loopctl-record-mode``
+    (``none`` outside pytest); a request it cannot answer raises ``CassetteMiss``, again at the
+    end of the block if it was swallowed. ``misses`` holds every such request."""
 
     def __init__(
         self,
@@ -230,11 +220,7 @@ class CassetteSession:
     # misses
     def report(self) -> str:
         """Every miss's report (each request once), with the hint on recording."""
-        seen: list[str] = []
-        for miss in self.misses:
-            if miss.report not in seen:
-                seen.append(miss.report)
-        text = "\n\n".join(seen)
+        text = "\n\n".join(dict.fromkeys(miss.report for miss in self.misses))
         return f"{text}\n{self.hint}" if self.hint and text else text
 
     def _miss(self, error: CannotOverwriteExistingCassetteException) -> Exception:
@@ -335,21 +321,5 @@ class CassetteSession:
             raise CassetteMiss(self.report(), self.cassette, self.misses[0].failed_request)
 
 
-def use_cassette(
-    path: str | os.PathLike[str],
-    *,
-    record_mode: str | None = None,
-    allow_playback_repeats: bool = False,
-    scrubber: Scrubber | None = None,
-) -> CassetteSession:
-    """``with use_cassette("cassettes/answer.yaml") as cassette:``: httpx requests within are
-    replayed from (or recorded into) the cassette with loopctl's rules. ``record_mode`` defaults
-    to the pytest session's ``--loopctl-record-mode`` (``none`` outside pytest); a request the
-    cassette cannot answer raises ``CassetteMiss``, again at the end of the block if it was
-    swallowed."""
-    return CassetteSession(
-        path,
-        record_mode=record_mode,
-        allow_playback_repeats=allow_playback_repeats,
-        scrubber=scrubber,
-    )
+#: ``with use_cassette("cassettes/answer.yaml") as cassette:`` (see ``CassetteSession``).
+use_cassette = CassetteSession

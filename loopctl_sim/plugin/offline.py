@@ -25,7 +25,7 @@ from typing import Any, Final
 import pytest
 
 from loopctl.testing import NetworkBlockedError, block_network
-from loopctl_sim.plugin.modes import RECORD_MODES, pop_record_mode, push_record_mode
+from loopctl_sim.plugin.modes import RECORD_MODES, push_record_mode
 
 GUARDED_FIXTURES: Final = frozenset(
     {
@@ -83,10 +83,6 @@ def configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
 
 
-def unconfigure(config: pytest.Config) -> None:
-    pop_record_mode()
-
-
 def _cassette_markers(item: pytest.Item) -> list[pytest.Mark]:
     marks = list(item.iter_markers("loopctl_cassette"))
     if item.config.stash.get(_VCR_IS_OURS, False):
@@ -134,13 +130,6 @@ def blocked_hint(nodeid: str, has_cassette: bool) -> str:
     )
 
 
-def _problems(item: pytest.Item) -> list[str]:
-    found = item.stash.get(_PROBLEMS, None)
-    if found is None:
-        found = item.stash[_PROBLEMS] = []
-    return found
-
-
 @pytest.fixture(autouse=True)
 def loopctl_offline(request: pytest.FixtureRequest) -> Iterator[None]:
     """Closes the network for loopctl tests and puts marked tests on their cassette."""
@@ -152,7 +141,7 @@ def loopctl_offline(request: pytest.FixtureRequest) -> Iterator[None]:
             request.getfixturevalue("loopctl_cassette")
         yield
         return
-    problems = _problems(request.node)
+    problems = request.node.stash.setdefault(_PROBLEMS, [])
 
     def note(error: NetworkBlockedError) -> None:
         problems.append(str(error))
@@ -255,13 +244,6 @@ def loopctl_cassette(
                 session.abandon(f"the test failed: {failed}")
 
 
-def _consequence(error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [""])[0]
-    if len(first) > 200:
-        first = first[:200] + "..."
-    return f"(the test body then failed with {type(error).__name__}: {first})"
-
-
 def fail_on_problems(item: pytest.Item, error: BaseException | None = None) -> None:
     """``pytest.fail`` with every blocked call and cassette miss of the test, if any: they are
     the cause, so they replace ``error``, the failure of the body they led to (named on a line
@@ -271,9 +253,9 @@ def fail_on_problems(item: pytest.Item, error: BaseException | None = None) -> N
     session = item.stash.get(_SESSION, None)
     if session is not None and session.misses:
         problems.append(session.report())
+    first = (str(error).strip().splitlines() or [""])[0]
     if error is not None:
-        first = (str(error).strip().splitlines() or [""])[0][:200]
-        item.stash[_FAILED] = f"{type(error).__name__}: {first}"
+        item.stash[_FAILED] = f"{type(error).__name__}: {first[:200]}"
     if not problems:
         return
     item.stash[_FAILED] = (problems[0].splitlines() or [""])[0]
@@ -281,7 +263,8 @@ def fail_on_problems(item: pytest.Item, error: BaseException | None = None) -> N
     if session is not None:
         session.misses.clear()
     if error is not None and not isinstance(error, pytest.skip.Exception):
-        problems.append(_consequence(error))
+        cut = first if len(first) <= 200 else first[:200] + "..."
+        problems.append(f"(the test body then failed with {type(error).__name__}: {cut})")
     try:
         pytest.fail("\n\n".join(problems), pytrace=False)
     except pytest.fail.Exception as failure:

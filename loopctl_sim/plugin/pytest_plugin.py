@@ -1,20 +1,8 @@
-"""The loopctl pytest plugin: scripted clients, traces replayed as tests, and recording.
-
-Loaded through the ``pytest11`` entry point ``loopctl`` (or
-``-p loopctl_sim.plugin.pytest_plugin``).
-
-- ``loopctl_scripted("Hello", ...)``: a ``ScriptedClient`` playing those replies in order.
-- ``loopctl_replay(path, agent=..., tools=...)``: replays a trace (at machine level, or against
-  the user's agent) and fails the test with the divergence report; returns the ``ReplayResult``.
-  A relative path is taken from the test file's directory first, then the working directory.
-- ``loopctl_recorder``: with ``--loopctl-record DIR`` a ``TraceRecorder`` writing
-  ``DIR/<test id>.jsonl``, else an observer that does nothing.
-- ``@pytest.mark.loopctl_trace("path.jsonl", ..., agent=..., tools=...)`` replays each trace
-  before the test's body; ``loopctl_trace_results`` holds their ``ReplayResult``s.
-  ``--loopctl-update`` re-records marked agent traces instead, as ``loopctl-sim replay --update``.
-- Cassettes and the network guard: ``loopctl_sim.plugin.offline``.
-
-See docs/testing.md and docs/ci.md.
+"""The loopctl pytest plugin (the ``pytest11`` entry point ``loopctl``): scripted clients
+(``loopctl_scripted``), traces replayed as tests (``loopctl_replay``, the ``loopctl_trace``
+marker, ``--loopctl-update`` to re-record them), traces recorded (``loopctl_recorder`` with
+``--loopctl-record DIR``); cassettes and the network guard live in ``offline``. See
+docs/testing.md and docs/ci.md.
 """
 
 from __future__ import annotations
@@ -32,6 +20,7 @@ from loopctl.observe import LoopObserver
 from loopctl.testing import Reply, ScriptedClient
 from loopctl_sim.plugin import offline
 from loopctl_sim.plugin.cassette_rules import register_matchers
+from loopctl_sim.plugin.modes import pop_record_mode
 from loopctl_sim.plugin.offline import (
     loopctl_cassette,
     loopctl_cassette_dir,
@@ -42,23 +31,8 @@ from loopctl_sim.replay import ReplayResult, replay_agent, replay_trace, update_
 from loopctl_sim.sim import AgentError
 from loopctl_sim.trace import TraceFormatError, TraceRecorder
 
-__all__ = [
-    "loopctl_cassette",
-    "loopctl_cassette_dir",
-    "loopctl_offline",
-    "loopctl_record_mode",
-    "loopctl_recorder",
-    "loopctl_replay",
-    "loopctl_scripted",
-    "loopctl_trace_results",
-    "pytest_addoption",
-    "pytest_configure",
-    "pytest_recording_configure",
-    "pytest_runtest_call",
-    "pytest_unconfigure",
-    "replay_or_fail",
-    "resolve_trace",
-]
+# the fixtures ``offline`` defines, registered with pytest from this module
+__all__ = ["loopctl_cassette", "loopctl_cassette_dir", "loopctl_offline", "loopctl_record_mode"]
 
 _RESULTS_KEY = pytest.StashKey[list[ReplayResult]]()
 
@@ -92,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    offline.unconfigure(config)
+    pop_record_mode()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -228,10 +202,6 @@ def loopctl_trace_results(request: pytest.FixtureRequest) -> list[ReplayResult]:
     return _replay_marked(request.node)
 
 
-def _trace_name(nodeid: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", nodeid).strip("_") or "test"
-
-
 @pytest.fixture
 def loopctl_recorder(request: pytest.FixtureRequest) -> Iterator[LoopObserver]:
     """A trace recorder bound to this test with ``--loopctl-record DIR``, else a no-op observer."""
@@ -241,7 +211,8 @@ def loopctl_recorder(request: pytest.FixtureRequest) -> Iterator[LoopObserver]:
         return
     directory = Path(target)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{_trace_name(request.node.nodeid)}.jsonl"
+    name = re.sub(r"[^\w.-]+", "_", request.node.nodeid).strip("_") or "test"
+    path = directory / f"{name}.jsonl"
     recorder = TraceRecorder(path, metadata={"test": request.node.nodeid})
     try:
         yield recorder
