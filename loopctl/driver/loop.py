@@ -356,10 +356,10 @@ class BareLoop:
             cancel,
         )
         message = Message.from_results(results)  # ToolResult objects: not validated again
-        self._feed(ToolResults(message))
-        machine = self._machine
-        tokens = machine.context_tokens + self.estimator.count([message])
-        self._feed(SetContextTokens(tokens))
+        # The results and the context's size after them in one feed (the brain keeps the count
+        # as it is until then, so counting first gives the number a feed after them would).
+        tokens = self._machine.context_tokens + self.estimator.count([message])
+        self._feed(ToolResults(message, tokens))
         await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
 
     def _dispatcher(self) -> Dispatcher:

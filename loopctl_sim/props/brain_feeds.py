@@ -215,8 +215,14 @@ class BrainFeeds(RuleBasedStateMachine):
             assert exchange is not None and list(exchange.dispatch) == known
 
     @precondition(lambda self: self.kind == "awaiting_tools")
-    @rule(rotate=st.integers(0, 3), errors=st.lists(st.booleans(), max_size=3))
-    def tool_results(self, rotate: int, errors: list[bool]) -> None:
+    @rule(
+        rotate=st.integers(0, 3),
+        errors=st.lists(st.booleans(), max_size=3),
+        tokens=st.none() | TOKEN_FRACTIONS,
+    )
+    def tool_results(self, rotate: int, errors: list[bool], tokens: float | None = None) -> None:
+        """The results, with the driver's count after them (``tokens``, a fraction of the
+        window) or without one (None: the count stays)."""
         exchange = self.machine.exchange
         assert exchange is not None
         dispatch = list(exchange.dispatch)
@@ -231,7 +237,11 @@ class BrainFeeds(RuleBasedStateMachine):
             )
             for i, c in enumerate(order)
         ]
-        before = self._feed("tool_results", lambda m: m.tool_results(Message.from_results(results)))
+        message = Message.from_results(results)
+        count = None if tokens is None else int(tokens * self.policy.context_window)
+        before = self._feed("tool_results", lambda m: m.tool_results(message, count))
+        if count is not None:
+            self.ref.counted(count)
         added = list(self.machine.pending[before.pending_len() :])
         assert len(added) == 1, "tool_results must append exactly one message"
         merged = added[0].tool_results

@@ -132,6 +132,7 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
         dispatch = list(m.exchange.dispatch)
         good = [ToolResult(call_id=c.id, name=c.name, content="r") for c in dispatch]
         pre = list(m.exchange.preanswered)
+        ok = Message.from_results(good)
         out += [
             ("one result short", lambda x: x.tool_results(Message.from_results(good[1:]))),
             (
@@ -152,6 +153,8 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
                 "results as an assistant",
                 lambda x: x.tool_results(Message(role="assistant", parts=tuple(good))),
             ),
+            ("results with a negative count", lambda x: x.tool_results(ok, -1)),
+            ("results with a boolean count", lambda x: x.tool_results(ok, True)),
         ]
         if pre:
             out.append(

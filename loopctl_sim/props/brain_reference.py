@@ -64,7 +64,7 @@ class BrainReference:
         self.tokens = count
 
     def counted(self, count: int) -> None:
-        """``set_context_tokens(count)``."""
+        """``set_context_tokens(count)``, or ``tool_results`` with ``count``."""
         self.tokens = count
 
     def compacted(self, count: int) -> None:

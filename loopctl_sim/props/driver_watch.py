@@ -59,7 +59,7 @@ MAX_DISPATCHES: Final = 4
 #: A planned strike: ``("cancel", k)``, ``("crash", k)`` or ``("config", k, {field: value})``
 #: at the k-th step or feed of the run (counted from 1, across bodies); ``("tool_crash", k)``
 #: right after the k-th dispatched call ran (a process that dies with a tool's work done);
-#: ``("results_crash", k)`` right after the k-th results of a wave were fed and counted, before
+#: ``("results_crash", k)`` right after the k-th results of a wave were fed with their count, before
 #: the next step; ``("before_step", k, change)`` in the k-th ``before_step`` of the run and
 #: ``("hook", k, change)`` in the post-tool hook of the k-th call that ran, where ``change`` is
 #: ``"compact"`` (a manual compaction requested) or ``{field: value}`` (``loop.config``
@@ -194,11 +194,10 @@ class DriverWatch(LoopObserver):
         self.attempts = []
         self.delays: list[float] = []
         self.retry: RetryConfig | None = None
-        self.estimate: tuple[int, int] | None = None
+        self.tokens_at_call = 0  # the brain's count at the body's last CallTools
         #: a manual compaction this watch requested and no step asked for yet (a request of
         #: the user's own, or a fault's, is not judged: the watch cannot tell when it was made)
         self.compact_owed = False
-        self._counting = False  # results fed: the next feed is their count
 
     # --- the seams -------------------------------------------------------------------------
 
@@ -316,16 +315,13 @@ class DriverWatch(LoopObserver):
         if self._overflowed:
             self._overflowed = False
             problems += inv.check_after_overflow(step)
-        if self.estimate is not None:
-            before, estimate = self.estimate
-            self.estimate = None
-            problems += inv.check_estimate(before, estimate, machine.context_tokens)
         if self.compact_owed:
             problems += inv.check_compact_now(policy)
         if isinstance(step, Compact) and step.reason is CompactReason.MANUAL:
             self.compact_owed = False
         if isinstance(step, CallTools):
             self.calls = step.calls
+            self.tokens_at_call = machine.context_tokens
             self.dispatched = Counter()
         elif isinstance(step, CallLLM):
             self.model_steps += 1
@@ -345,7 +341,6 @@ class DriverWatch(LoopObserver):
                 self._overflowed = True
         elif name == "tool_results":
             self.results_fed += 1
-            self._counting = True
             message: Message = args["message"]
             if self.calls is None:
                 problems.append(
@@ -357,13 +352,11 @@ class DriverWatch(LoopObserver):
             self.calls = None
             loop = self.loop
             if loop is not None:
-                self.estimate = (machine.context_tokens, loop.estimator.count([message]))
+                counted = (self.tokens_at_call, loop.estimator.count([message]))
+                problems += inv.check_estimate(*counted, machine.context_tokens)
         self._heard(name, machine)
-        counted = self._counting and name != "tool_results"
-        if counted:
-            self._counting = False
         self._tick(machine, problems)
-        if counted:
+        if name == "tool_results":
             for strike in list(self.plan):
                 if strike[0] == "results_crash" and strike[1] == self.results_fed:
                     self.plan.remove(strike)

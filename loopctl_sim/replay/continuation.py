@@ -8,9 +8,10 @@ be the one the records before it build).
 
 No tool call runs twice. When the trace stops inside an exchange, the calls whose results it holds
 are answered with them, and only the others are dispatched, through the agent's own hooks and
-middleware (``loopctl.tools.dispatch``, as the driver dispatches); the results are then fed and
-counted as the driver would have. A trace cut between an exchange's results and the driver's
-count of them gets the count. A call that was running when the process died (its start
+middleware (``loopctl.tools.dispatch``, as the driver dispatches); the results are then fed with
+the driver's count of them, in one feed, as the driver would have. A trace cut between an
+exchange's results and the count that followed them (trace format versions before 4) gets the
+count. A call that was running when the process died (its start
 recorded, its result not) runs again: the engine's contract asks tools to be idempotent. Not
 redone: a reflector's note after the cut exchange (the continuation goes straight on).
 
@@ -191,9 +192,10 @@ async def _finish_exchange(
         resumed.reused = [c.id for c in calls if c.id in point.results]
         resumed.dispatched = [c.id for c in missing]
         message = Message.from_results([answered[c.id] for c in calls])
-        machine.tool_results(message)
-        recorder.feed("tool_results", {"message": message}, machine)
-    if message is not None:
+        tokens = machine.context_tokens + loop.estimator.count([message])
+        machine.tool_results(message, tokens)
+        recorder.feed("tool_results", {"message": message, "context_tokens": tokens}, machine)
+    elif message is not None:
         tokens = machine.context_tokens + loop.estimator.count([message])
         machine.set_context_tokens(tokens)
         recorder.feed("set_context_tokens", {"n": tokens}, machine)

@@ -6,20 +6,59 @@ each step and feed the driver reports, the model client takes the next ``io`` re
 attempt, and the recorded tools and compactor look ahead to the feed that holds their answers.
 The lookahead never goes past the next brain record, so the buffer holds one step's records at
 most and memory stays flat whatever the trace's length.
+
+The records are read as today's driver feeds them: before trace format version 4 the driver fed
+an exchange's results, then its count of the context after them (``tool_results`` without a
+count directly followed by ``set_context_tokens(n)``); that pair is read as the one feed the
+driver gives now, ``tool_results(message, n)``, with the second record's seq, digest and brain
+summary (the brain after the pair is the brain after the one feed). Every driver-level replay
+(``replay --driver``, ``--agent``, a fork's prefix) reads a trace here; machine replay applies
+the pair as it is (both feeds are valid).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from loopctl.core import ToolResults
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace import IoRecord, Record, TraceReader
 
-__all__ = ["Cursor", "Numbered", "TraceEnded"]
+__all__ = ["Cursor", "Numbered", "TraceEnded", "folded"]
 
 #: A record with its line number in the trace; ``rec.type`` tells the kinds apart.
 Numbered = tuple[int, Record]
+
+
+def _uncounted(rec: Record) -> bool:
+    return rec.type == "feed" and type(rec.args) is ToolResults and rec.args.context_tokens is None
+
+
+def folded(records: Iterable[Numbered]) -> Iterator[Numbered]:
+    """``records`` with each old pair (results without a count, directly followed by
+    ``set_context_tokens``) made the one ``tool_results`` feed with the count (see the module
+    docstring); the line is the second record's."""
+    held: Numbered | None = None
+    for item in records:
+        rec = item[1]
+        if held is not None:
+            first = held[1]
+            if rec.type == "feed" and rec.name == "set_context_tokens":
+                args = ToolResults(first.args.message, rec.args.n)  # type: ignore[union-attr]
+                fields = {"seq": rec.seq, "digest": rec.digest, "brain": rec.brain, "args": args}
+                fields["scrubbed"] = first.scrubbed or rec.scrubbed
+                yield item[0], first.model_copy(update=fields)
+                held = None
+                continue
+            yield held
+            held = None
+        if _uncounted(rec):
+            held = item
+        else:
+            yield item
+    if held is not None:
+        yield held
 
 
 class TraceEnded(SimError):
@@ -35,13 +74,13 @@ class Cursor:
 
     def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
-        self._records: Iterator[Numbered] = reader.numbered()
+        self._records: Iterator[Numbered] = folded(reader.numbered())
         self._ahead: deque[Numbered] = deque()
         # The brain record in ``_ahead`` (None: not read yet). Asked for several times a record
         # (is a header next? which feed holds the results?), it is looked for once.
         self._brain: Numbered | None = None
-        self.line = 0  # the line of the last record taken
-        self.records = 0  # records taken
+        self.line = 0  # the line of the last record taken: the records taken (an old pair, read
+        # as one feed, is two)
         self.io = 0  # io records taken or skipped
         self.done = False
 
@@ -70,7 +109,6 @@ class Cursor:
         if item is self._brain:
             self._brain = None
         self.line = item[0]
-        self.records += 1
         if item[1].type == "io":
             self.io += 1
         return item

@@ -138,7 +138,7 @@ def _replay(
         with contextlib.suppress(Diverged):
             asyncio.run(_runs(cursor, checker, result, agent, tools, observers, reader.path))
     finally:
-        result.records = cursor.records
+        result.records = cursor.line
         result.io = cursor.io
         result.warnings = reader.warnings
     return result

@@ -237,16 +237,17 @@ def feed_explanation(
                     )
         if lines:
             return at + lines[0], lines[1:]
+    counts = {"tool_results": "context_tokens", "set_context_tokens": "n"}
+    if name in counts and recorded.get(counts[name]) != live.get(counts[name]):
+        return (
+            at + f"the driver counted the context as {live.get(counts[name])} tokens, "
+            f"the trace as {recorded.get(counts[name])}",
+            ["(the agent's estimator or the tool results it counts changed)"],
+        )
     if name == "accept_input":
         return at + "the run's input differs", _diff_lines(recorded, live)
     if name == "compaction_result":
         return compaction_explanation(turn, recorded, live)
-    if name == "set_context_tokens":
-        return (
-            at + f"the driver counted the context as {live.get('n')} tokens, "
-            f"the trace as {recorded.get('n')}",
-            ["(the agent's estimator or the tool results it counts changed)"],
-        )
     changes = field_changes(dict(recorded), dict(live))
     details = [change_line(path, a, b) for path, a, b in changes[:8]]
     return at + f"the agent fed {name}() with other arguments", details

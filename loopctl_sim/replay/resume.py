@@ -19,7 +19,8 @@ of many runs is rebuilt from its first header, or from its last ``snapshot`` rec
 What the trace says beyond the brain (``ResumePoint``): the results of the exchange in flight
 that the trace already holds (``tool_result`` records after its ``call_tools`` step: those tools
 ran, and must not run again), whether the trace stops between an exchange's results and the
-driver's count of them (``set_context_tokens``), which the continuation then makes, and whether
+driver's count of them (a ``set_context_tokens`` feed of its own before trace format version 4),
+which the continuation then makes, and whether
 a manual compaction the last step's policy asked for (``compact_now``) was still unanswered: a
 request the trace holds survives the restore.
 ``loopctl_sim.replay.continuation`` runs the rest of the run with the user's agent.
@@ -42,6 +43,7 @@ from loopctl.core import (
     Message,
     ProtocolError,
     ToolResult,
+    ToolResults,
 )
 from loopctl_sim.errors import SimError
 from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
@@ -91,7 +93,8 @@ class ResumePoint:
     replayed: int = 0
     #: results the trace holds of the exchange the brain awaits, by call id (those tools ran)
     results: dict[str, ToolResult] = field(default_factory=dict)
-    #: an exchange's results fed last, the driver's count of them not recorded after them
+    #: an exchange's results fed last without a count (version 3 and before), the driver's
+    #: count of them not recorded after them
     uncounted: Message | None = None
     #: the run's end record is in the trace
     ended: bool = False
@@ -284,6 +287,8 @@ def _apply(point: ResumePoint, line: int, rec: object) -> None:
             line,
             f"after {name}() the brain is not the recorded one (its digest differs)",
         )
-    point.uncounted = rec.args.message if name == "tool_results" else None  # type: ignore[attr-defined]
+    args = rec.args  # type: ignore[attr-defined]
+    uncounted = isinstance(args, ToolResults) and args.context_tokens is None
+    point.uncounted = args.message if uncounted else None
     if name == "tool_results":
         point.results = {}

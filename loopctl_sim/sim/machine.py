@@ -273,8 +273,7 @@ class SimRun:
             )
             results.append(res)
         message = Message.from_results(results)
-        rec.tool_results(message)
-        rec.set_context_tokens(rec.machine.context_tokens + estimate_tokens([message]))
+        rec.tool_results(message, rec.machine.context_tokens + estimate_tokens([message]))
 
     def _compact(self, step: Compact) -> None:
         rec, world = self.rec, self.world

@@ -6,7 +6,7 @@ feed                   args
 =====================  ==========================================================
 accept_input           ``{"input": Message}`` (a plain string is taken as a user message)
 model_response         ``{"response": Message, "context_tokens": int}``
-tool_results           ``{"message": Message}``
+tool_results           ``{"message": Message, "context_tokens": int}`` (no count: left out)
 compaction_result      ``{"compacted": list[Message], "before": int, "after": int}``
 compaction_noop        ``{"before": int, "after": int}``
 set_context_tokens     ``{"n": int}``
@@ -20,7 +20,8 @@ discard_pending        ``{}``
 The arguments are the feed type's fields, by name (the names the driver reports to its
 observers: ``feed(name, args, machine)``); pydantic validates them straight into the feed
 type, so the trace writes no definition of a feed of its own. Replay hands the decoded feed to
-``machine.feed(f)``.
+``machine.feed(f)``. A ``tool_results`` without a count (None keeps the brain's) is written
+without the key, as trace versions before 4 wrote every one.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
-from loopctl.core import FEED_TYPES, FEEDS, AcceptInput, Feed, Message
+from loopctl.core import FEED_TYPES, FEEDS, AcceptInput, Feed, Message, ToolResults
 from loopctl_sim.errors import SimError
 
-__all__ = ["FeedCodecError", "decode_feed", "encode_feed", "user_message_input"]
+__all__ = ["FeedCodecError", "decode_feed", "encode_feed", "user_message_input", "written"]
 
 
 class FeedCodecError(ValueError, SimError):
@@ -59,6 +60,14 @@ def user_message_input(feed: Feed) -> Feed:
     return feed
 
 
+def written(feed: Feed) -> Feed | dict[str, Any]:
+    """What a trace's record holds of ``feed``: the feed (a plain-text input made its user
+    message), or, for results without a count, their message alone (the key left out)."""
+    if type(feed) is ToolResults and feed.context_tokens is None:
+        return {"message": feed.message}
+    return user_message_input(feed)
+
+
 def decode_feed(name: str, args: Mapping[str, Any] | Feed) -> Feed:
     """Feed ``name`` from its arguments as JSON data (or the driver's live values, or already a
     feed); ``FeedCodecError`` names what does not fit."""
@@ -80,4 +89,6 @@ def decode_feed(name: str, args: Mapping[str, Any] | Feed) -> Feed:
 def encode_feed(feed: Feed) -> dict[str, Any]:
     """A feed's arguments as JSON data (messages and errors become dicts)."""
     data: dict[str, Any] = _adapter(feed.name).dump_python(feed, mode="json")
+    if type(feed) is ToolResults and feed.context_tokens is None:
+        del data["context_tokens"]
     return data

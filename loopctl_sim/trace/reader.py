@@ -55,10 +55,11 @@ def _header_problem(raw: bytes) -> str | None:
         return f"not a loopctl trace (format {fmt!r}, expected {TRACE_FORMAT!r})"
     version = data.get("version")
     if version not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        *some, last = READABLE_VERSIONS
         return (
             f"trace format version {version!r} is not supported: this loopctl_sim reads "
-            f"versions {readable}; use the loopctl that wrote it, or upgrade"
+            f"versions {', '.join(map(str, some))} and {last}; use the loopctl that wrote it, "
+            "or upgrade"
         )
     return None
 

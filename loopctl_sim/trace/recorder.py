@@ -15,11 +15,10 @@ every record before it. Each costs O(history): choose N for the run's length.
 
 A run that goes on from the brain the recorder's previous run ended with (``BareLoop.run`` after
 a run: its ``next_run()``) gets a header that names that brain's digest instead of holding its
-snapshot (``HeaderRecord.continues``, trace format version 3): a session of many runs writes its
-conversation once, in its feeds, not again at every run. ``snapshot_headers=True`` writes every
-header with its brain's snapshot instead, as version 2 did: a trace a loopctl_sim before version 3
-reads, each run's header a checkpoint for ``loopctl-sim resume``, at the cost of the
-conversation written again at every run (O(runs x history) bytes).
+snapshot (``HeaderRecord.continues``): a session of many runs writes its conversation once, in
+its feeds, not again at every run. ``snapshot_headers=True`` writes every header with its
+brain's snapshot instead: each run's header a checkpoint for ``loopctl-sim resume``, at the cost
+of the conversation written again at every run (O(runs x history) bytes).
 
 A run that an exception escapes (the exit door is not taken) still ends its run in the trace:
 the recorder writes an end record holding the exception's type and message (``EndRecord.error``,
@@ -79,7 +78,7 @@ def end_outcome(machine: LoopMachine) -> Any:
 
 def _continued(ended: LoopMachine | None, machine: LoopMachine) -> str | None:
     """The digest a header names when ``machine`` goes on from ``ended``, the brain whose end
-    record this recorder wrote last: when it is ``ended.next_run()`` (a version 3 header, no
+    record this recorder wrote last: when it is ``ended.next_run()`` (a header without a
     snapshot: the trace holds the conversation once). None when the run starts from anything
     else (a brain the caller swapped in, a restored one): its header holds its snapshot.
     ``next_run()`` is the brain's own, and its digest goes on from the cached JSON: O(the

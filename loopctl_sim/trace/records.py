@@ -1,4 +1,4 @@
-"""Trace format v3: JSON Lines, one record a line, each with a consecutive ``seq`` and a ``type``.
+"""Trace format v4: JSON Lines, one record a line, each with a consecutive ``seq`` and a ``type``.
 
 ========  =====================================================================================
 type      fields
@@ -9,7 +9,9 @@ header    ``format`` ("loopctl-trace"), ``version``, ``engine_version``, ``creat
           from, and that brain's small fields (``brain``, as a feed record's)
 step      the ``policy`` handed in and the ``step`` the brain answered
 feed      the feed's ``name``, its ``args`` as data (see ``loopctl_sim.trace.feeds``) and the
-          machine's ``digest`` right after it
+          machine's ``digest`` right after it; (v4) a ``tool_results`` feed's args hold the
+          driver's ``context_tokens`` after the results, where older versions hold a
+          ``set_context_tokens`` feed right after it
 io        what the driver did in the world: ``kind``, ``turn``, ``data``, ``duration_s``
 end       the ``outcome`` (null when the machine is not terminal) and the final ``digest``;
           ``error`` (``type``, ``message``) when an exception escaped the run instead of it
@@ -25,9 +27,13 @@ The next run's brain is the previous brain's ``next_run()``. A header that conti
 previous run (version 3) holds no snapshot, so a session writes its conversation once: it holds
 ``continues``, the digest of that ``next_run()``, which a reader rebuilds from the brain the
 records before it built and checks (unless secrets were scrubbed, ``scrubbed``: the rebuilt
-brain then holds their placeholders). Only such a header is written as version 3; every other
-header is written as version 2, byte for byte, so a trace of single runs is readable by a
-loopctl_sim that reads only version 2.
+brain then holds their placeholders).
+
+Every header is written as version 4: its feeds may hold a ``tool_results`` with its count, which
+a loopctl_sim reading only versions 1 to 3 would drop, so it refuses the trace with the version
+instead. Versions 1 to 3 are still read: their pair of feeds replays as it is at machine level,
+and driver-level replay reads it as the one feed the driver now gives
+(``loopctl_sim.replay.cursor``).
 
 This module owns the format: the record models (one pydantic model per record type, so the
 JSON Schema, the writer and the reader share one definition; a feed record's arguments are the
@@ -69,7 +75,6 @@ __all__ = [
     "READABLE_VERSIONS",
     "RECORD",
     "RUN_ERROR_MESSAGE_LIMIT",
-    "SNAPSHOT_HEADER_VERSION",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "BrainSummary",
@@ -86,14 +91,12 @@ __all__ = [
 ]
 
 TRACE_FORMAT: Final = "loopctl-trace"
-#: The newest version this loopctl_sim writes: that of a header that continues the previous run
-#: (``HeaderRecord.continues``). Every other header is written as ``SNAPSHOT_HEADER_VERSION``.
-TRACE_VERSION: Final = 3
-#: The version of a header holding its brain's snapshot (or none: a fresh brain).
-SNAPSHOT_HEADER_VERSION: Final = 2
+#: The version every header this loopctl_sim writes holds.
+TRACE_VERSION: Final = 4
 #: The versions it reads: version 1 traces (no request contexts, no brain summaries, steps and
-#: ends never marked scrubbed) replay as recorded; version 2 headers always hold their snapshot.
-READABLE_VERSIONS: Final = (1, 2, 3)
+#: ends never marked scrubbed) replay as recorded; version 2 headers always hold their snapshot;
+#: before version 4 the driver's count after an exchange's results is a feed of its own.
+READABLE_VERSIONS: Final = (1, 2, 3, 4)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -145,7 +148,7 @@ class HeaderRecord(_Record):
 
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
-    version: Literal[1, 2, 3] = SNAPSHOT_HEADER_VERSION
+    version: Literal[1, 2, 3, 4] = TRACE_VERSION
     engine_version: str
     created: str
     snapshot: MachineSnapshot | None = None
@@ -157,8 +160,7 @@ class HeaderRecord(_Record):
     #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
     #: brain the trace's previous run ended with; the header then holds no snapshot (see the
     #: module docstring). None: the brain is the snapshot's (or a fresh one), and the field is
-    #: not written, so such a header is byte for byte what the writer before version 3 wrote
-    #: (and what its reader, which forbids the field, reads).
+    #: not written.
     continues: str | None = Field(default=None, exclude_if=_is_none)
     #: (v3) With ``continues``: that brain's small fields, which a replay whose brain has
     #: another digest names (as a feed record's ``brain``), rather than only two digests.
@@ -169,8 +171,8 @@ class HeaderRecord(_Record):
         if self.continues is not None:
             if self.snapshot is not None:
                 raise ValueError("a header holds a snapshot or continues a run, not both")
-            if self.version < TRACE_VERSION:
-                raise ValueError(f"continues is a version {TRACE_VERSION} field")
+            if self.version < 3:
+                raise ValueError("continues is a version 3 field")
         elif self.brain is not None:
             raise ValueError("a header holds a brain summary only with continues")
         return self

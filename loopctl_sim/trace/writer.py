@@ -30,10 +30,9 @@ import loopctl
 from loopctl.core import Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.errors import SimError
-from loopctl_sim.trace.feeds import user_message_input
+from loopctl_sim.trace.feeds import written
 from loopctl_sim.trace.files import complete_prefix, is_gzip_name, open_for_writing
 from loopctl_sim.trace.records import (
-    SNAPSHOT_HEADER_VERSION,
     TRACE_VERSION,
     BrainSummary,
     EndRecord,
@@ -217,13 +216,13 @@ class TraceWriter:
     ) -> None:
         """A run's header: its brain's ``snapshot`` (None: a fresh brain), or, for a run that
         goes on from the brain this trace's previous run ended with, ``continues``: the digest
-        of that brain's ``next_run()`` (a version 3 header, without the snapshot), and its
+        of that brain's ``next_run()`` (without the snapshot), and its
         ``brain`` summary (``BrainSummary.of``). Such a header is marked ``scrubbed`` when a
         record that built the brain before it was: the brain a reader rebuilds then holds the
         placeholders, and its digest is not the one named."""
         record = HeaderRecord(
             seq=self.seq,
-            version=SNAPSHOT_HEADER_VERSION if continues is None else TRACE_VERSION,
+            version=TRACE_VERSION,
             engine_version=engine_version or loopctl.__version__,
             created=created or _now(),
             snapshot=snapshot,
@@ -254,7 +253,7 @@ class TraceWriter:
         """A feed record: ``feed``, and ``machine``'s digest and small fields after it."""
         brain = dict(zip(_SUMMARY_FIELDS, machine.summary_values(), strict=True))
         record = {"seq": self.seq, "type": "feed", "digest": machine.digest(), "scrubbed": False}
-        record.update(brain=brain, name=feed.name, args=user_message_input(feed))
+        record.update(brain=brain, name=feed.name, args=written(feed))
         text = to_json(record).decode()
         # The user's data: the feed's arguments and the brain's last call (its tool's name); the
         # brain's summary holds no "name" key and a string no bare '"': the first is the name's.

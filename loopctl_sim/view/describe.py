@@ -216,6 +216,8 @@ def _feed_lines(name: str, args: dict[str, Any], limit: int | None) -> Iterator[
     elif name == "tool_results":
         for part in _message(args.get("message"), limit):
             yield f"  {part}"
+        if args.get("context_tokens") is not None:
+            yield f"  (context {args['context_tokens']} tokens)"
     elif name == "compaction_result":
         yield (
             f"compacted: {len(args.get('compacted') or ())} messages kept, "

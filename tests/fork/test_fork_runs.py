@@ -80,19 +80,19 @@ def test_api_fork_at_turn_2_with_an_injected_message_over_http(
     out = tmp_path / "rome.jsonl"
     client = OpenAIClient("skyway-model-1", base_url=model_server.url, api_key=KEY)
     done = fork(TRIP, turn=2, agent=AGENT, client=client, out=out, edits=Edits(inject=ROME))
-    assert done.point.seq == 12  # right before turn 2's model call (the brain between turns)
+    assert done.point.seq == 11  # right before turn 2's model call (the brain between turns)
     assert done.result.outcome.kind == "completed"
     assert "Rome" in (done.result.final_text or "")
-    assert done.prefix.ok and done.prefix.records == 13
+    assert done.prefix.ok and done.prefix.records == 12
     # the model was asked over HTTP with the injected message
     assert any(ROME in json.dumps(r.body) for r in model_server.requests)
     meta = fork_header(out)
-    parent = {"path": TRIP, "sha256": trace_sha256(TRIP), "at": 12}
+    parent = {"path": TRIP, "sha256": trace_sha256(TRIP), "at": 11}
     assert meta["parent"] == parent and meta["ancestors"] == [parent]
     assert meta["edits"] == [{"kind": "inject", "text": ROME}]
     lines = out.read_text().splitlines()
-    assert lines[:13] == Path(TRIP).read_text().splitlines()[:13]  # the prefix as recorded
-    inject = records(out)[14]
+    assert lines[:12] == Path(TRIP).read_text().splitlines()[:12]  # the prefix as recorded
+    inject = records(out)[13]
     assert inject["type"] == "feed" and inject["name"] == "inject"
     assert replay_agent(out, AGENT).ok
 
@@ -107,7 +107,7 @@ def test_cli_fork_shown_in_show_and_html_and_replays(
     assert "forked" in done.output and "completed" in done.output
     shown = cli("show", str(out))
     assert shown.exit_code == 0
-    assert f"fork of {TRIP} at seq 12" in shown.output
+    assert f"fork of {TRIP} at seq 11" in shown.output
     assert f'edits: inject "{ROME}"' in shown.output
     assert f'injected: "{ROME}"' in shown.output
     page = tmp_path / "rome.html"
@@ -115,9 +115,9 @@ def test_cli_fork_shown_in_show_and_html_and_replays(
     index = page_index(page.read_text())
     assert index["summary"]["forks"] == 1 and index["summary"]["resumes"] == 0
     recs = index["recs"]
-    at = recs["seq"].index(13)  # the fork's header, on the run lane, marked
+    at = recs["seq"].index(12)  # the fork's header, on the run lane, marked
     assert recs["kind"][at] == "fork" and recs["tone"][at] == "warn"
-    assert recs["label"][at].startswith(f"fork of {TRIP} at seq 12")
+    assert recs["label"][at].startswith(f"fork of {TRIP} at seq 11")
     replays(out)
 
 
@@ -135,7 +135,7 @@ def test_a_prefix_that_no_longer_replays_is_refused_and_nothing_written(
     assert not model_server.requests  # no model was asked
     client = OpenAIClient("skyway-model-1", base_url=model_server.url, api_key=KEY)
     with pytest.raises(ForkDiverged) as caught:
-        fork(TRIP, at=12, agent="fork_agents:changed_prompt", client=client, out=out)
+        fork(TRIP, at=11, agent="fork_agents:changed_prompt", client=client, out=out)
     assert caught.value.divergence is caught.value.result.divergence
     assert caught.value.divergence.seq == 3 and caught.value.divergence.what == "request"
     assert not out.exists()
@@ -149,11 +149,11 @@ def test_a_replaced_tool_result_is_recorded_and_replays(
     done = cli("fork", TRIP, "--turn", "2", "--tool-result", f"{call}=999.00 USD",
                "--agent", AGENT, *model_args(model_server), "-o", str(out))  # fmt: skip
     assert done.exit_code == 0, done.output
-    assert fork_header(out)["parent"]["at"] == 17  # the call_tools step of turn 2
+    assert fork_header(out)["parent"]["at"] == 16  # the call_tools step of turn 2
     assert fork_header(out)["edits"] == [
         {"kind": "tool_result", "call_id": call, "content": "999.00 USD"}
     ]
-    fed = [r for r in records(out) if r["type"] == "feed" and r["seq"] > 17]
+    fed = [r for r in records(out) if r["type"] == "feed" and r["seq"] > 16]
     assert fed[0]["name"] == "tool_results"
     assert fed[0]["args"]["message"]["parts"][0]["content"] == "999.00 USD"
     end = records(out)[-1]
@@ -161,7 +161,7 @@ def test_a_replaced_tool_result_is_recorded_and_replays(
     shown = cli("show", str(out)).output
     assert f'{call} result "999.00 USD"' in shown
     assert f"result convert_price [{call}]: 999.00 USD" in shown
-    ran = [r for r in records(out)[18:] if r["type"] == "io" and r["kind"].startswith("tool_")]
+    ran = [r for r in records(out)[17:] if r["type"] == "io" and r["kind"].startswith("tool_")]
     assert not [r for r in ran if r["data"]["id"] == call]  # the tool did not run again
     replays(out)
 
@@ -173,7 +173,7 @@ def test_a_replaced_model_reply_is_recorded_and_replays(tmp_path: Path) -> None:
                "--client", "fork_agents:scripted", "-o", str(out))  # fmt: skip
     assert done.exit_code == 0, done.output
     meta = fork_header(out)
-    assert meta["parent"]["at"] == 22  # turn 3's model call
+    assert meta["parent"]["at"] == 20  # turn 3's model call
     assert meta["edits"] == [{"kind": "reply", "turn": 3, "text": reply}]
     replies = [r for r in records(out) if r["type"] == "io" and r["kind"] == "model_reply"]
     assert replies[-1]["data"]["message"]["parts"][0]["text"] == reply
@@ -192,7 +192,7 @@ def test_changed_policy_and_options_are_recorded_and_replay(
     assert "max_turns_exceeded" in done.output
     meta = fork_header(out)
     assert meta["settings"] == {"max_turns": 2, "options": {"temperature": 0.7}}
-    steps = [r for r in records(out) if r["type"] == "step" and r["seq"] > 12]
+    steps = [r for r in records(out) if r["type"] == "step" and r["seq"] > 11]
     assert steps and all(s["policy"]["max_turns"] == 2 for s in steps)
     sent = [json.loads(json.dumps(r.body)) for r in model_server.requests]
     assert sent and all(body.get("temperature") == 0.7 for body in sent)
@@ -212,24 +212,24 @@ def test_a_fork_of_a_fork_keeps_the_chain_and_diff_starts_at_the_branch(
              "--inject", "And the price in GBP, please.", "-o", str(second))  # fmt: skip
     assert ok.exit_code == 0, ok.output
     meta = fork_header_last(second)
-    grand = {"path": TRIP, "sha256": trace_sha256(TRIP), "at": 12}
+    grand = {"path": TRIP, "sha256": trace_sha256(TRIP), "at": 11}
     assert meta["ancestors"][0] == grand
     assert meta["ancestors"][1]["path"] == str(first)
     assert meta["ancestors"][1]["sha256"] == trace_sha256(first)
     assert meta["parent"] == meta["ancestors"][1]
-    assert f"ancestors: {TRIP}@12 > {first}@" in cli("show", str(second)).output
+    assert f"ancestors: {TRIP}@11 > {first}@" in cli("show", str(second)).output
     replays(second)
 
     diffed = cli("diff", TRIP, str(first))
     assert diffed.exit_code == 1
     lines = diffed.output.splitlines()
-    assert lines[0] == f"{first} forks {TRIP} at seq 12: compared from the branch on"
-    assert f"{TRIP}:14 (seq 13)" in diffed.output  # the parent's turn 2 model call
-    assert f"{first}:15 (seq 14)" in diffed.output  # the fork's injected message
+    assert lines[0] == f"{first} forks {TRIP} at seq 11: compared from the branch on"
+    assert f"{TRIP}:13 (seq 12)" in diffed.output  # the parent's turn 2 model call
+    assert f"{first}:14 (seq 13)" in diffed.output  # the fork's injected message
     as_json = json.loads(cli("diff", TRIP, str(first), "--json").output)
-    assert as_json["branch"] == {"child": "b", "at": 12}
+    assert as_json["branch"] == {"child": "b", "at": 11}
     back = cli("diff", str(second), TRIP).output  # either order, through the chain
-    assert back.splitlines()[0] == f"{second} forks {TRIP} at seq 12: compared from the branch on"
+    assert back.splitlines()[0] == f"{second} forks {TRIP} at seq 11: compared from the branch on"
 
 
 def fork_header_last(path: Path) -> dict[str, Any]:
@@ -242,14 +242,14 @@ def fork_header_last(path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("at", "why", "nearest"),
     [
-        ("14", "seq 14 cannot be a branch point: it is inside a model call (mid-stream)",
-         "seq 13 (turn 2: call the model); seq 16 (after model_response)"),
+        ("13", "seq 13 cannot be a branch point: it is inside a model call (mid-stream)",
+         "seq 12 (turn 2: call the model); seq 15 (after model_response)"),
         ("7", "seq 7 cannot be a branch point: it is inside a tool wave (mid-wave)",
          "seq 6 (turn 1: run tools); seq 11 (after tool_results)"),
-        ("99", "seq 99 is not in the trace (its seqs: 0 to 40)",
-         "seq 34 (turn 4: call the model)"),
-        ("40", "seq 40 cannot be a branch point: the run ended there",
-         "seq 34 (turn 4: call the model)"),
+        ("99", "seq 99 is not in the trace (its seqs: 0 to 37)",
+         "seq 31 (turn 4: call the model)"),
+        ("37", "seq 37 cannot be a branch point: the run ended there",
+         "seq 31 (turn 4: call the model)"),
         ("0", "seq 0 cannot be a branch point: it is a run's header", "seq 1 (after accept_input)"),
     ],
 )  # fmt: skip
@@ -267,19 +267,19 @@ def test_bad_branch_points_are_refused_with_the_nearest_named(
 def test_bad_edits_are_refused_before_anything_is_written(tmp_path: Path) -> None:
     out = tmp_path / "bad.jsonl"
     base = ["fork", TRIP, "--agent", AGENT, "--client", "fork_agents:scripted", "-o", str(out)]
-    unknown = cli(*base, "--at", "17", "--tool-result", "call_nope=1")
+    unknown = cli(*base, "--at", "16", "--tool-result", "call_nope=1")
     assert unknown.exit_code == 2
-    assert "call_nope are not in the wave at seq 17 (its calls: call_9efe6e7def2)" in (
+    assert "call_nope are not in the wave at seq 16 (its calls: call_9efe6e7def2)" in (
         unknown.output
     )
-    mid_call = cli(*base, "--at", "13", "--inject", "hello")
+    mid_call = cli(*base, "--at", "12", "--inject", "hello")
     assert mid_call.exit_code == 2 and "the brain is awaiting_model" in mid_call.output
-    no_model = cli("fork", TRIP, "--at", "12", "--agent", AGENT, "-o", str(out))
+    no_model = cli("fork", TRIP, "--at", "11", "--agent", AGENT, "-o", str(out))
     assert no_model.exit_code == 2 and "give the model that goes on" in no_model.output
     assert not out.exists()
     with pytest.raises(ForkPointError) as caught:
-        fork(TRIP, at=5 + 9, agent=AGENT, client=object(), out=out)  # type: ignore[arg-type]
-    assert [p.seq for p in caught.value.nearest] == [13, 16]
+        fork(TRIP, at=4 + 9, agent=AGENT, client=object(), out=out)  # type: ignore[arg-type]
+    assert [p.seq for p in caught.value.nearest] == [12, 15]
     assert [p.seq for p in branch_points(TRIP)][:4] == [1, 2, 5, 6]
 
 
@@ -289,7 +289,7 @@ SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
 def test_secrets_in_edits_never_land_in_the_fork(tmp_path: Path) -> None:
     out, results = tmp_path / "secret.jsonl", tmp_path / "results.json"
     results.write_text(json.dumps({"call_9efe6e7def2": {"content": f"key {SECRET}"}}))
-    done = cli("fork", TRIP, "--at", "17", "--tool-result", f"@{results}", "--agent", AGENT,
+    done = cli("fork", TRIP, "--at", "16", "--tool-result", f"@{results}", "--agent", AGENT,
                "--client", "fork_agents:scripted", "--json", "-o", str(out))  # fmt: skip
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["edits"][0]["call_id"] == "call_9efe6e7def2"
@@ -304,7 +304,7 @@ def test_secrets_in_edits_never_land_in_the_fork(tmp_path: Path) -> None:
 
 
 def test_a_trace_from_stdin_cannot_be_forked(tmp_path: Path) -> None:
-    done = cli("fork", "-", "--at", "12", "--agent", AGENT, "--client", "fork_agents:scripted",
+    done = cli("fork", "-", "--at", "11", "--agent", AGENT, "--client", "fork_agents:scripted",
                "-o", str(tmp_path / "x.jsonl"))  # fmt: skip
     assert done.exit_code == 2
     assert "a fork names its parent by its file" in done.output
@@ -320,7 +320,7 @@ def test_a_fork_of_a_fork_branched_earlier_is_diffed_from_the_earlier_branch(
     done = cli("fork", str(first), "--at", "1", "--inject", "One more thing.", *scripted,
                "-o", str(second))  # fmt: skip
     assert done.exit_code == 0, done.output
-    assert [a["at"] for a in fork_header(second)["ancestors"]] == [21, 1]
+    assert [a["at"] for a in fork_header(second)["ancestors"]] == [19, 1]
     for parent in (TRIP, str(first)):
         diffed = cli("diff", parent, str(second))
         assert diffed.output.splitlines()[0] == (
@@ -340,9 +340,9 @@ def test_a_missing_turn_key_or_client_is_a_clear_error(
     assert late.exit_code == 2
     assert "turn 9: the trace has no 'call the model' step of that turn (its turns that have " \
         "one: 1, 2, 3, 4)" in late.output  # fmt: skip
-    not_a_client = cli(*base, "--at", "12", "--client", "fork_agents:wrap_up")
+    not_a_client = cli(*base, "--at", "11", "--client", "fork_agents:wrap_up")
     assert not_a_client.exit_code == 2 and "--client 'fork_agents:wrap_up'" in not_a_client.output
     monkeypatch.delenv("OPENAI_API_KEY")
-    no_key = cli(*base, "--at", "12", "--provider", "openai", "--model", "m")
+    no_key = cli(*base, "--at", "11", "--provider", "openai", "--model", "m")
     assert no_key.exit_code == 2 and "OPENAI_API_KEY" in no_key.output
     assert not out.exists()

@@ -32,7 +32,6 @@ from loopctl.core import (
     Feed,
     LoopError,
     Message,
-    Start,
     ToolResult,
     ToolResults,
 )
@@ -202,13 +201,16 @@ def overflow_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
 
 @pytest.fixture
 def estimate_not_updated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
-    """The context estimate is not updated after tool results."""
+    """The context estimate is not updated after tool results: the results are fed without
+    the driver's count (None keeps the brain's)."""
     plant = Plant()
+    real = BareLoop._feed
 
     def change(loop: BareLoop, name: str, args: Any, plant: Plant) -> bool:
-        if name != "set_context_tokens" or not isinstance(loop.machine.state, Start):
+        if name != "tool_results" or args.get("context_tokens") is None:
             return False
         plant.fired += 1
+        real(loop, ToolResults(args["message"]))
         return True
 
     _patch_feed(monkeypatch, plant, change)

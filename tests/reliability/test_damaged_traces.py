@@ -99,7 +99,7 @@ DAMAGE = {
     ),
     "empty-line": (lambda ls: [*ls[:3], "", *ls[3:]], 4),
     "other-format": (lambda ls: [ls[0].replace('"loopctl-trace"', '"other-trace"'), *ls[1:]], 1),
-    "future-version": (lambda ls: [ls[0].replace('"version":2', '"version":9', 1), *ls[1:]], 1),
+    "future-version": (lambda ls: [ls[0].replace('"version":4', '"version":9', 1), *ls[1:]], 1),
     "unknown-record": (
         lambda ls: [*ls[:3], ls[3].replace('"type":"io"', '"type":"bogus"'), *ls[4:]],
         4,

@@ -55,7 +55,7 @@ def test_snapshot_records_are_read_and_replayed(tmp_path: Path, name: str) -> No
     record(path)
     records = list(TraceReader(path).numbered())
     snapshots = [r for _, r in records if getattr(r, "kind", None) == "snapshot"]
-    assert len(snapshots) >= 10
+    assert len(snapshots) >= 9  # after every feed that leaves the run going
     assert all(r.type == "io" and set(r.data) == {"digest", "snapshot"} for r in snapshots)
     for result in (replay_trace(path), replay_trace(path, digest_every=4), replay_driver(path)):
         assert result.ok and result.complete and result.records == len(records)

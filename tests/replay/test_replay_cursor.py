@@ -39,7 +39,7 @@ def test_the_cursor_gives_every_record_in_order_with_the_next_brain_record_ahead
         assert (line, rec) == brain and rec.type != "io"
         got += [*(("io", r.seq) for r in skipped), (rec.type, rec.seq)]
     assert got == [(r.type, r.seq) for _, r in expected]
-    assert cursor.records == len(expected) and cursor.io == sum(r.type == "io" for _, r in expected)
+    assert cursor.line == len(expected) and cursor.io == sum(r.type == "io" for _, r in expected)
     with pytest.raises(TraceEnded):
         cursor.take()
     for line, rec in Cursor(TraceReader(trace))._records:

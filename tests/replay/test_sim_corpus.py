@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from sim_helpers import SCENARIOS, TRACES
 
-from loopctl_sim.replay import corpus, replay_driver, replay_trace
+from loopctl_sim.replay import corpus, replay_agent, replay_driver, replay_trace
 from loopctl_sim.trace import read_trace
 
 MACHINE_TRACES = sorted(TRACES.glob("*.jsonl"))
@@ -21,6 +21,13 @@ DRIVER_TRACES = sorted((TRACES / "driver").glob("*.jsonl"))
 #: The corpus as trace format version 1 wrote it (before requests and brain summaries were
 #: recorded), kept so that the reader and both replays are shown to read version 1.
 V1_TRACES = sorted((TRACES / "v1").rglob("*.jsonl"))
+#: Some of the corpus and the support agent's traces as trace format version 3 wrote them (an
+#: exchange's results, then the driver's count in a feed of its own), kept so that the reader
+#: and every replay are shown to read them.
+V3_TRACES = sorted((TRACES / "v3").glob("*.jsonl")) + sorted(
+    (TRACES / "v3" / "driver").glob("*.jsonl")
+)
+V3_AGENT = sorted((TRACES / "v3" / "support_agent").glob("*.jsonl"))
 STEMS = [p.stem for p in sorted(SCENARIOS.glob("*.yaml"))]
 
 
@@ -44,6 +51,36 @@ def test_a_version_1_trace_still_reads_and_replays_at_both_levels(path: Path) ->
     stem = path.stem
     today = TRACES / ("driver" if path.parent.name == "driver" else "") / f"{stem}.jsonl"
     assert replay_trace(path).final_digest == replay_trace(today).final_digest
+
+
+@pytest.mark.parametrize("path", V3_TRACES, ids=lambda p: p.parent.name + "/" + p.stem)
+def test_a_version_3_trace_still_reads_and_replays_at_both_levels(path: Path) -> None:
+    records = read_trace(path)
+    assert records[0].version == 2  # type: ignore[union-attr]
+    names = [r.name for r in records if r.type == "feed"]
+    assert "set_context_tokens" in names
+    today = TRACES / ("driver" if path.parent.name == "driver" else "") / path.name
+    digest = replay_trace(today).final_digest
+    for level in (replay_trace, replay_driver):
+        result = level(path)
+        assert result.ok and result.complete, result.summary()
+        assert result.final_digest == digest
+    # today's feeds leave the brains the old ones did, each pair's second one for the pair
+    old = [r.digest for r in records if r.type == "feed" and r.name != "tool_results"]
+    assert [r.digest for r in read_trace(today) if r.type == "feed"] == old
+
+
+@pytest.mark.parametrize("path", V3_AGENT, ids=lambda p: p.stem)
+def test_a_version_3_agent_trace_replays_against_the_agent(path: Path) -> None:
+    from examples.support_agent import agent as support
+
+    support.REFUNDS.clear()
+    today = TRACES.parent.parent / "examples" / "support_agent" / "traces" / path.name
+    result = replay_agent(path, support.build)
+    assert result.ok and result.complete, result.summary()
+    assert result.final_digest == replay_trace(today).final_digest
+    recorded = replay_agent(path, support.build, tools="recorded")
+    assert recorded.ok and recorded.final_digest == result.final_digest
 
 
 @pytest.mark.parametrize(

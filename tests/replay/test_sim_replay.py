@@ -34,7 +34,7 @@ def test_a_recorded_run_replays_exactly(trace: Path) -> None:
     result = replay_trace(trace)
     assert result.ok, result.summary()
     assert result.complete and result.runs == 1
-    assert result.steps == 6 and result.feeds == 9
+    assert result.steps == 6 and result.feeds == 7
     assert result.outcome == {"kind": "completed", "final_text": "15"}
     assert result.final_digest == read_trace(trace)[-1].digest  # type: ignore[union-attr]
     assert result.summary().startswith(f"ok: {trace}: ")
@@ -95,9 +95,9 @@ def test_a_changed_feed_is_a_digest_divergence(trace: Path, tmp_path: Path) -> N
 def test_a_digest_divergence_names_the_brain_fields_that_differ(
     trace: Path, tmp_path: Path
 ) -> None:
-    seq = _seq_of(trace, lambda r: r.get("name") == "set_context_tokens")
+    seq = _seq_of(trace, lambda r: r.get("name") == "tool_results")
     records = lines(trace)
-    records[seq]["args"]["n"] += 7  # a count the recorded brain never had
+    records[seq]["args"]["context_tokens"] += 7  # a count the recorded brain never had
     edited = tmp_path / "e.jsonl"
     write_lines(edited, records)
     d = replay_trace(edited).divergence
@@ -236,16 +236,16 @@ def test_trace_recorder_writes_a_replayable_trace_per_run(tmp_path: Path) -> Non
     assert len(headers) == 2
     assert headers[0].metadata == {"model": "scripted", "api_key": "[REDACTED]"}
     assert headers[0].snapshot is not None and not headers[0].snapshot.started
-    assert headers[0].version == 2 and headers[0].continues is None
+    assert headers[0].version == 4 and headers[0].continues is None
     # the second run goes on from the first one's next_run(): its header names that brain
-    assert headers[1].snapshot is None and headers[1].version == 3
+    assert headers[1].snapshot is None and headers[1].version == 4
     assert headers[1].continues == second
     result = replay_trace(path)
     assert result.ok, result.summary()
     assert result.runs == 2 and result.complete
 
 
-def test_snapshot_headers_write_every_run_s_brain_as_version_2_did(tmp_path: Path) -> None:
+def test_snapshot_headers_write_every_run_s_brain(tmp_path: Path) -> None:
     path = tmp_path / "driver.jsonl"
     recorder = TraceRecorder(path, snapshot_headers=True)
     driver = _FakeDriver(recorder)
@@ -253,9 +253,9 @@ def test_snapshot_headers_write_every_run_s_brain_as_version_2_did(tmp_path: Pat
     driver.run("again")
     recorder.close()
     headers = [r for r in read_trace(path) if isinstance(r, HeaderRecord)]
-    assert [h.version for h in headers] == [2, 2]
+    assert [h.version for h in headers] == [4, 4]
     assert len(headers[1].snapshot.history) == 4  # type: ignore[union-attr]
-    assert b'"continues"' not in path.read_bytes()  # the version 2 form, byte for byte
+    assert b'"continues"' not in path.read_bytes()
     assert replay_trace(path).ok
 
 

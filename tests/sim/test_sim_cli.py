@@ -66,7 +66,7 @@ def test_replay_ok(trace: Path, runner: CliRunner) -> None:
     assert result.exit_code == 0
     n = len(lines(trace))
     assert result.output.startswith(
-        f"ok: {trace}: {n} records replayed (1 run(s), 0 resume(s), 6 steps, 9 feeds"
+        f"ok: {trace}: {n} records replayed (1 run(s), 0 resume(s), 6 steps, 7 feeds"
     )
 
 

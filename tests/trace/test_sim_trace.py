@@ -45,7 +45,7 @@ def test_records_have_consecutive_seq_and_types(trace: Path) -> None:
     kinds = {r.type for r in records}
     assert kinds == {"header", "step", "feed", "io", "end"}
     header = records[0]
-    assert header.format == "loopctl-trace" and header.version == 2
+    assert header.format == "loopctl-trace" and header.version == 4
     assert header.engine_version == "0.1.0"
     assert header.created == "2026-01-01T00:00:00+00:00"
     assert header.metadata["world"] == "adding"
@@ -154,7 +154,7 @@ def test_a_truncated_line_in_the_middle_is_an_error(tmp_path: Path, trace: Path)
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"version": 4}, "trace format version 4 is not supported"),
+        ({"version": 5}, "trace format version 5 is not supported"),
         ({"format": "other"}, "not a loopctl trace"),
     ],
 )

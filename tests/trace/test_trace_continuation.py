@@ -1,5 +1,5 @@
-"""Trace format v3: a run that goes on from the previous run's brain gets a header naming that
-brain's digest (``HeaderRecord.continues``), not its whole snapshot, so a session of many runs
+"""Trace format v3 and on: a run that goes on from the previous run's brain gets a header naming
+that brain's digest (``HeaderRecord.continues``), not its whole snapshot, so a session of many runs
 writes its conversation once. Every reader rebuilds the brain from the records before the header
 (the previous run's ``next_run()``) and checks the digest: machine replay, agent replay, resume,
 the invariant walk and the views. Shown on the sample support agent, one conversation a run."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from examples.support_agent import agent as support
-from examples.support_agent.record import HERE, record
+from examples.support_agent.record import CONVERSATIONS, record
 from loopctl import BareLoop, Hooks, Message, RunConfig, ToolCall
 from loopctl.testing import ScriptedClient
 from loopctl.tools import Deny
@@ -23,13 +23,17 @@ from loopctl_sim import (
     TraceRecorder,
     check_trace,
     replay_agent,
+    replay_driver,
     replay_trace,
     resume_point,
+    resume_trace,
 )
 from loopctl_sim.trace import HeaderRecord, TraceFormatError, read_trace
 from loopctl_sim.view import describe
 
-SHIPPED = HERE / "traces" / "session.jsonl"
+#: The support agent's traces as trace format version 3 wrote them (before the driver's count
+#: after an exchange's results went into the results' feed): kept to show they are still read.
+V3 = Path(__file__).resolve().parents[1] / "traces" / "v3" / "support_agent"
 
 
 def _session(path: Path, *, snapshot_headers: bool = False, cut_last: bool = False) -> Path:
@@ -65,23 +69,26 @@ def _header_at(records: list[dict[str, object]], index: int) -> int:
     return [i for i, r in enumerate(records) if r["type"] == "header"][index]
 
 
-def test_the_shipped_session_is_read_as_version_3_wrote_it(session: Path) -> None:
-    """The committed trace keeps version 3 read as it was written (as the corpus keeps 1)."""
-    assert SHIPPED.read_text() != ""
-    shipped = replay_trace(SHIPPED)
-    assert shipped.ok and shipped.runs == 3, shipped.summary()
-    assert shipped.final_digest == replay_trace(session).final_digest
-    assert [h.version for h in read_trace(SHIPPED) if isinstance(h, HeaderRecord)] == [2, 3, 3]
+def test_a_version_3_session_still_replays_at_every_level(session: Path) -> None:
+    """The session as version 3 wrote it (each exchange's results, then the count in a feed of
+    its own) ends in today's brain at machine, driver and agent level."""
+    old = V3 / "session.jsonl"
+    assert [h.version for h in read_trace(old) if isinstance(h, HeaderRecord)] == [2, 3, 3]
+    assert b'"set_context_tokens"' in old.read_bytes()
+    today = replay_trace(session).final_digest
+    for level in (replay_trace(old), replay_driver(old), replay_agent(old, support.build)):
+        assert level.ok and level.complete and level.runs == 3, level.summary()
+        assert level.final_digest == today
 
 
 def test_a_session_writes_its_conversation_once(session: Path, tmp_path: Path) -> None:
     headers = [r for r in read_trace(session) if isinstance(r, HeaderRecord)]
-    assert [h.version for h in headers] == [2, 3, 3]
+    assert [h.version for h in headers] == [4, 4, 4]
     assert headers[0].snapshot is not None and headers[0].continues is None
     assert all(h.snapshot is None and h.continues for h in headers[1:])
     every = _session(tmp_path / "every.jsonl", snapshot_headers=True)
     written = [r for r in read_trace(every) if isinstance(r, HeaderRecord)]
-    assert [h.version for h in written] == [2, 2, 2]
+    assert [h.version for h in written] == [4, 4, 4]
     assert len(written[2].snapshot.history) > len(written[1].snapshot.history) > 0  # type: ignore[union-attr]
     # the same records but for the headers: the bytes saved are the history written again
     assert session.stat().st_size < every.stat().st_size
@@ -107,7 +114,9 @@ def test_a_resume_goes_through_the_headers_that_continue(tmp_path: Path) -> None
     point = resume_point(cut)
     # rebuilt from the first header, across both runs before the last: no header holds it
     assert point.restored_from == "header" and point.checkpoint == 1
-    assert not point.ended and point.uncounted is not None
+    # the results' feed holds their count: nothing is left for the continuation to count
+    assert not point.ended and point.uncounted is None
+    assert point.machine.state.kind == "start"
     whole = _session(tmp_path / "whole.jsonl", snapshot_headers=True, cut_last=True)
     from_snapshot = resume_point(whole)
     assert from_snapshot.checkpoint > 1  # version 2's form: the last run's header holds it
@@ -205,10 +214,12 @@ def test_views_say_the_run_continues(session: Path) -> None:
     assert "continues the previous run, brain " in described.lines[0]
 
 
-def test_otel_spans_of_a_session_say_each_run_s_history() -> None:
+@pytest.mark.parametrize("version", ["today", "v3"])
+def test_otel_spans_of_a_session_say_each_run_s_history(version: str, session: Path) -> None:
     from loopctl_sim.view.otel_spans import export_spans
 
-    runs = [s for s in export_spans(SHIPPED) if s.name.startswith("invoke_agent")]
+    trace = session if version == "today" else V3 / "session.jsonl"
+    runs = [s for s in export_spans(trace) if s.name.startswith("invoke_agent")]
     assert [s.attributes["loopctl.history_messages"] for s in runs] == [0, 6, 10]
 
 
@@ -258,3 +269,29 @@ def test_a_session_goes_on_in_one_loop_so_state_across_runs_replays(tmp_path: Pa
     every = record_session(tmp_path / "every.jsonl", snapshot_headers=True)
     d = replay_agent(every, _counting_agent).divergence
     assert d is not None and d.what == "feed" and "lookup_order" in d.message
+
+
+def test_a_version_3_trace_cut_between_results_and_their_count_resumes_with_the_count(
+    tmp_path: Path,
+) -> None:
+    """Killed between an exchange's results and the count that followed them (version 3's two
+    feeds): the rebuilt brain lacks the count, and the continuation feeds it before going on,
+    to the brain of the uninterrupted run."""
+    old = V3 / "refund.jsonl"
+    lines = old.read_bytes().splitlines(keepends=True)
+    first = next(i for i, raw in enumerate(lines) if b'"name":"tool_results"' in raw)
+    assert b'"name":"set_context_tokens"' in lines[first + 1]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"".join(lines[: first + 1]))
+    point = resume_point(cut)
+    assert point.uncounted is not None and not point.ended
+    support.REFUNDS.clear()
+    replies = CONVERSATIONS["refund"][1][1:]  # the model's answers after the first exchange
+    resumed = resume_trace(cut, support.build, client=ScriptedClient(replies))
+    assert resumed.result is not None and resumed.reused == resumed.dispatched == []
+    after = _lines(cut)[first + 1 :]
+    assert [after[0]["type"], after[0]["version"]] == ["header", 4]
+    assert after[1]["name"] == "set_context_tokens"  # the count the killed driver owed
+    replayed = replay_trace(cut)
+    assert replayed.ok and replayed.complete and replayed.resumes == 1, replayed.summary()
+    assert replayed.final_digest == replay_trace(old).final_digest

@@ -64,12 +64,12 @@ def test_show_full_keeps_whole_texts(tmp_path: Path, width: int) -> None:
 @pytest.mark.parametrize(
     ("args", "seqs"),
     [
-        (["--turn", "2"], [13, 16, 17, 20, 21, 22, 23]),
-        (["--turn", "3-3"], [24, 27, 28, 29, 30]),
-        (["--kind", "crash,resume"], [6, 7, 22, 23]),
-        (["--kind", "tool_call"], [9, 18]),
+        (["--turn", "2"], [12, 15, 16, 19, 20, 21]),
+        (["--turn", "3-3"], [22, 25, 26, 27, 28]),
+        (["--kind", "crash,resume"], [6, 7, 20, 21]),
+        (["--kind", "tool_call"], [9, 17]),
         (["--kind", "io", "--turn", "1"], [3, 4, 6, 9, 10]),
-        (["--kind", "run"], [0, 6, 7, 22, 23, 30]),
+        (["--kind", "run"], [0, 6, 7, 20, 21, 28]),
     ],
 )
 def test_show_filters_by_turn_and_kind(args: list[str], seqs: list[int]) -> None:
@@ -117,7 +117,7 @@ def test_replay_divergence_shows_fields_and_the_policy(tmp_path: Path, width: in
     text = " ".join(result.output.split())
     assert out[0].startswith("divergence at seq 9") and text.startswith("divergence at seq 9 (")
     assert "policy in force: max_turns=10, context_window=128000," in text
-    assert "differing fields (1):" in text and "digest fe2bd5f45bced494" in text
+    assert "differing fields (1):" in text and "digest e8461b5bac4c4da2" in text
     assert "feeds before it: seq 1 (line 2): accept_input" in text
 
 
