@@ -16,7 +16,7 @@ import atexit
 import functools
 import os
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from loopctl.core import MachinePolicy
@@ -30,16 +30,13 @@ async def no_sleep(seconds: float) -> None:
     return None
 
 
-def stub_tools(names: Sequence[str]) -> ToolRegistry:
+@functools.lru_cache(maxsize=256)
+def stub_tools(names: tuple[str, ...]) -> ToolRegistry:
     """Tools the driver can advertise; a middleware answers every call, so they never run.
 
     Built once per set of names (a registry and its tools are immutable): building a ``Tool``
     makes a pydantic model and its JSON schema, a millisecond, a tenth of a simulated run."""
-    return _stub_tools(tuple(names))
 
-
-@functools.lru_cache(maxsize=256)
-def _stub_tools(names: tuple[str, ...]) -> ToolRegistry:
     def stub() -> str:  # pragma: no cover - never called
         raise AssertionError("a world tool runs through the middleware")
 

@@ -388,14 +388,8 @@ async def run_resuming(
             restored = LoopMachine.model_validate_json(saved)
             if restored != loop.machine:
                 raise SimulationError(f"step {crash.step}: the restored machine differs") from None
-            event = IoEvent(
-                kind="crash",
-                data={
-                    "step": crash.step,
-                    "snapshot_bytes": len(saved),
-                    "digest": restored.digest(),
-                },
-            )
+            data = {"step": crash.step, "snapshot_bytes": len(saved), "digest": restored.digest()}
+            event = IoEvent(kind="crash", data=data)
             for observer in observers:
                 observer.io(event)
             requested = loop.policy().compact_now

@@ -44,14 +44,11 @@ class UserTurn:
     calls: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"text": self.text, "kind": self.kind}
-        if self.cancel_at is not None:
-            data["cancel_at"] = self.cancel_at
-        if self.interject is not None:
-            data["interject"] = self.interject
-        if self.calls:
-            data["calls"] = [dict(c) for c in self.calls]
-        return data
+        """The turn as its trace holds it: what is not set is left out."""
+        data = {"cancel_at": self.cancel_at, "interject": self.interject}
+        given = {k: v for k, v in data.items() if v is not None}
+        calls = {"calls": [dict(c) for c in self.calls]} if self.calls else {}
+        return {"text": self.text, "kind": self.kind, **given, **calls}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> UserTurn:
