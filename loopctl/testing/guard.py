@@ -79,12 +79,6 @@ def block_network(
     """Within the block, resolving or connecting to a host that is not allowed raises
     ``NetworkBlockedError`` (after ``on_block`` saw it); ``hint`` ends its message."""
     policy = _Policy(allow_hosts, allow_loopback)
-    sock = socket.socket
-    original_connect, original_connect_ex = sock.connect, sock.connect_ex
-    original_sendto, original_sendmsg = sock.sendto, sock.sendmsg
-    original_getaddrinfo, original_getnameinfo = socket.getaddrinfo, socket.getnameinfo
-    original_gethostbyname, original_gethostbyaddr = socket.gethostbyname, socket.gethostbyaddr
-    original_gethostbyname_ex = socket.gethostbyname_ex
 
     def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
         where = host if port is None else f"{host}:{port}"
@@ -102,25 +96,6 @@ def block_network(
             port = _port_of(address[1]) if len(address) > 1 else None
             raise refuse("connect to", host, port)
 
-    def guarded_connect(self: socket.socket, address: Any) -> None:
-        check(address)
-        original_connect(self, address)
-
-    def guarded_connect_ex(self: socket.socket, address: Any) -> int:
-        check(address)
-        return original_connect_ex(self, address)
-
-    def guarded_sendto(self: socket.socket, data: Any, *rest: Any) -> int:
-        # sendto(data, address) or sendto(data, flags, address): a datagram goes out unasked
-        # for by any connect, so its address is checked here (a DNS query over UDP, too)
-        check(rest[-1] if rest else None)
-        return original_sendto(self, data, *rest)
-
-    def guarded_sendmsg(self: socket.socket, *args: Any) -> int:
-        # sendmsg(buffers, ancdata, flags, address): positional only
-        check(args[3] if len(args) > 3 else None)
-        return original_sendmsg(self, *args)
-
     def resolving(name: Any, port: Any = None) -> bool:
         """Whether ``name`` may be resolved (raises when not); False: this machine's name."""
         text = name.decode() if isinstance(name, bytes) else name
@@ -131,45 +106,49 @@ def block_network(
             raise refuse("resolve", str(text), _port_of(port))
         return True
 
-    def guarded_getaddrinfo(host: Any, port: Any = None, *args: Any, **kwargs: Any) -> Any:
-        remote = resolving(host, port)
-        infos = original_getaddrinfo(host, port, *args, **kwargs)
-        if remote:
-            policy.learn(infos)
-        return infos
+    def checking(method: Callable[..., Any], address: Callable[[Any], Any]) -> Callable[..., Any]:
+        """A socket ``method`` that checks the address its arguments hold first."""
 
-    def guarded_gethostbyname(host: str) -> str:
-        remote = resolving(host)
-        address = original_gethostbyname(host)
-        if remote:
-            policy.hosts.add(address.lower())
-        return address
+        def guarded(self: socket.socket, *args: Any) -> Any:
+            check(address(args))
+            return method(self, *args)
 
-    def guarded_gethostbyname_ex(host: str) -> tuple[str, list[str], list[str]]:
-        remote = resolving(host)
-        found = original_gethostbyname_ex(host)
-        if remote:
-            policy.hosts.update(a.lower() for a in found[2])
-        return found
+        return guarded
 
-    def guarded_gethostbyaddr(address: str) -> tuple[str, list[str], list[str]]:
-        resolving(address)  # the name of an address is asked of a DNS server as well
-        return original_gethostbyaddr(address)
+    def resolver(lookup: Callable[..., Any], learn: Callable[[Any], object]) -> Callable[..., Any]:
+        """A name ``lookup`` that checks the name first; what it finds of an allowed remote name
+        is allowed too (``learn``)."""
+
+        def guarded(host: Any, *args: Any, **kwargs: Any) -> Any:
+            remote = resolving(host, args[0] if args else kwargs.get("port"))
+            found = lookup(host, *args, **kwargs)
+            if remote:
+                learn(found)
+            return found
+
+        return guarded
 
     def guarded_getnameinfo(sockaddr: Any, flags: int) -> tuple[str, str]:
         if not flags & socket.NI_NUMERICHOST and isinstance(sockaddr, tuple) and sockaddr:
             resolving(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
         return original_getnameinfo(sockaddr, flags)
 
+    sock, original_getnameinfo = socket.socket, socket.getnameinfo
+    hosts = policy.hosts
     guarded = {
-        (sock, "connect"): guarded_connect,
-        (sock, "connect_ex"): guarded_connect_ex,
-        (sock, "sendto"): guarded_sendto,
-        (sock, "sendmsg"): guarded_sendmsg,
-        (socket, "getaddrinfo"): guarded_getaddrinfo,
-        (socket, "gethostbyname"): guarded_gethostbyname,
-        (socket, "gethostbyname_ex"): guarded_gethostbyname_ex,
-        (socket, "gethostbyaddr"): guarded_gethostbyaddr,
+        (sock, "connect"): checking(sock.connect, lambda args: args[0] if args else None),
+        (sock, "connect_ex"): checking(sock.connect_ex, lambda args: args[0] if args else None),
+        # sendto(data[, flags], address): a datagram goes out unasked for by any connect (a DNS
+        # query over UDP too); sendmsg(buffers, ancdata, flags, address), positional only
+        (sock, "sendto"): checking(sock.sendto, lambda args: args[-1] if len(args) > 1 else None),
+        (sock, "sendmsg"): checking(sock.sendmsg, lambda args: args[3] if len(args) > 3 else None),
+        (socket, "getaddrinfo"): resolver(socket.getaddrinfo, policy.learn),
+        (socket, "gethostbyname"): resolver(socket.gethostbyname, lambda a: hosts.add(a.lower())),
+        (socket, "gethostbyname_ex"): resolver(
+            socket.gethostbyname_ex, lambda found: hosts.update(a.lower() for a in found[2])
+        ),
+        # the name of an address is asked of a DNS server as well
+        (socket, "gethostbyaddr"): resolver(socket.gethostbyaddr, lambda found: None),
         (socket, "getnameinfo"): guarded_getnameinfo,
     }
     originals = {where: getattr(*where) for where in guarded}

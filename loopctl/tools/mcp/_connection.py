@@ -121,9 +121,7 @@ class ThreadConnection:
             started.result(connect_timeout)
         except TimeoutError:
             self.close()
-            raise McpError(
-                f"MCP server '{label}' did not answer within {connect_timeout:g}s of starting"
-            ) from None
+            raise self._error(f"did not answer within {connect_timeout:g}s of starting") from None
         except McpError:
             self.close()
             raise
@@ -146,9 +144,7 @@ class ThreadConnection:
             if self._dead is None:
                 self._dead = f"it stopped ({reason})"
             if not started.done():
-                started.set_exception(
-                    McpError(f"MCP server '{self.label}' could not be started: {reason}")
-                )
+                started.set_exception(self._error(f"could not be started: {reason}"))
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -193,7 +189,7 @@ class ThreadConnection:
 
     async def _list(self) -> list[dict[str, Any]]:
         if self._client is None or self._dead is not None:
-            raise McpError(f"MCP server '{self.label}' is not running: {self._dead}")
+            raise self._error(f"is not running: {self._dead}")
         listed = await self._client.list_tools()
         return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools]
 
@@ -204,20 +200,16 @@ class ThreadConnection:
             return future.result(timeout)
         except TimeoutError:
             future.cancel()
-            raise McpError(
-                f"MCP server '{self.label}' did not list its tools in {timeout:g}s"
-            ) from None
+            raise self._error(f"did not list its tools in {timeout:g}s") from None
         except McpError:
             raise
         except Exception as exc:
-            raise McpError(
-                f"MCP server '{self.label}' failed to list its tools: {describe(exc)}"
-            ) from None
+            raise self._error(f"failed to list its tools: {describe(exc)}") from None
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (its wire field names)."""
         if self._loop.is_closed():
-            raise McpError(f"MCP server '{self.label}' is not running: {self._dead}")
+            raise self._error(f"is not running: {self._dead}")
         future = asyncio.run_coroutine_threadsafe(self._call(name, arguments), self._loop)
         return await asyncio.wrap_future(future)
 
@@ -225,12 +217,11 @@ class ThreadConnection:
         if self._relisting is not None:  # a list change announced before this call: seen first
             await asyncio.shield(self._relisting)
         if self._names is not None and name not in self._names:
-            raise McpError(
-                f"MCP server '{self.label}' no longer offers tool '{name}' (its tool list "
-                "changed during the run)"
+            raise self._error(
+                f"no longer offers tool '{name}' (its tool list changed during the run)"
             )
         if self._client is None or self._dead is not None:
-            raise McpError(f"MCP server '{self.label}' is not running: {self._dead}")
+            raise self._error(f"is not running: {self._dead}")
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
@@ -238,9 +229,7 @@ class ThreadConnection:
             result = await self._client.call_tool(name, arguments)
         except asyncio.CancelledError:
             if self._dead is not None:
-                raise McpError(
-                    f"MCP server '{self.label}' stopped during the call to '{name}': {self._dead}"
-                ) from None
+                raise self._error(f"stopped during the call to '{name}': {self._dead}") from None
             raise
         except McpError:
             raise
@@ -248,22 +237,20 @@ class ThreadConnection:
             if "connection closed" in str(exc).lower():  # the SDK's word for a server gone
                 self._dead = self._dead or "its connection closed"
             if self._dead is not None:
-                raise McpError(
-                    f"MCP server '{self.label}' stopped during the call to '{name}': {self._dead}"
-                ) from None
+                raise self._error(f"stopped during the call to '{name}': {self._dead}") from None
             if type(exc).__name__ == "ValidationError":  # the SDK read the answer: not a result
                 detail = " ".join(str(exc).split())[:300]
-                raise McpError(
-                    f"MCP server '{self.label}' sent a malformed result to the call to '{name}': "
-                    f"{detail}"
+                raise self._error(
+                    f"sent a malformed result to the call to '{name}': {detail}"
                 ) from None
-            raise McpError(
-                f"MCP server '{self.label}' failed the call to '{name}': {describe(exc)}"
-            ) from None
+            raise self._error(f"failed the call to '{name}': {describe(exc)}") from None
         finally:
             self._inflight.discard(task)
         dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return dumped
+
+    def _error(self, what: str) -> McpError:
+        return McpError(f"MCP server '{self.label}' {what}")
 
     def close(self) -> None:
         """End the session (the SDK stops a stdio server's process) and the thread."""
