@@ -118,13 +118,12 @@ def build_agent(
         given["client"] = client
     if observers and _takes(factory, "observers"):
         given["observers"] = list(observers)
+    name = getattr(factory, "__qualname__", repr(factory))
     try:
         loop = factory(**given)
     except Exception as exc:
-        name = getattr(factory, "__qualname__", repr(factory))
         raise AgentError(f"the agent factory {name} raised {type(exc).__name__}: {exc}") from None
     if not isinstance(loop, BareLoop):
-        name = getattr(factory, "__qualname__", repr(factory))
         raise AgentError(f"the agent factory {name} returned {type(loop).__name__}, not a BareLoop")
     swap: dict[str, Any] = dict(changes)
     if client is not None and "client" not in given:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -202,10 +201,9 @@ class Scenario(BaseModel):
             raise ValueError(f"{', '.join(owned)}: the agent's factory sets these")
         if any(t.mode == "recorded" for t in self.tools.values()) and not self.recorded:
             raise ValueError("a recorded tool needs the traces it is answered from (recorded:)")
-        given = {"model", "explore"} & self.model_fields_set
         if self.explore is not None and self.model:
             raise ValueError("give model (scripted replies) or explore, not both")
-        if not given:
+        if not {"model", "explore"} & self.model_fields_set:
             raise ValueError(
                 "an agent's scenario gives model (scripted replies, maybe none) or explore "
                 "(the exploring model: explore: {seed: 0})"
@@ -216,13 +214,10 @@ class Scenario(BaseModel):
         """A fresh world (tools with state, like ``results``, start over)."""
         if self.agent is not None:
             raise ValueError(f"{self.name}: names an agent: run it with agent_world()")
-        fns: dict[str, Callable[[dict[str, Any]], str]] = {
-            name: t.function() for name, t in self.tools.items()
-        }
         return World(
             input=self.input,
             model=ModelScript(self.replies(), tokens=[r.context_tokens for r in self.model]),
-            tools=fns,
+            tools={name: t.function() for name, t in self.tools.items()},
             faults=tuple(self.faults),
             policy=self.policy.policy(),
             history=tuple(self.history),
