@@ -34,37 +34,19 @@ def _summary(messages: Sequence[Message]) -> Message:
     return Message.user(f"[summary of {len(messages)} messages]")
 
 
-def _orphan_results(messages: Sequence[Message]) -> list[Message]:
-    _, results = _exchange(messages)
-    return [_summary(messages), results]
-
-
 def _calls_unanswered(messages: Sequence[Message]) -> list[Message]:
     calls, _ = _exchange(messages)
     head = [m for m in messages[:1] if not m.tool_calls and not m.tool_results]
     return [*head, _summary(messages), calls]
 
 
-def _reordered_pair(messages: Sequence[Message]) -> list[Message]:
-    calls, results = _exchange(messages)
-    return [_summary(messages), results, calls]
-
-
-def _dropped_system(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages if m.role != "system"] or [_summary(messages)]
-
-
-def _growing(messages: Sequence[Message]) -> list[Message]:
-    return [_summary(messages), *messages, _summary(messages)]
-
-
 #: Each misbehaviour: how it is built from the conversation handed to the compactor.
 MISBEHAVIOURS: Final[dict[str, Callable[[Sequence[Message]], list[Message]]]] = {
-    "orphan_results": _orphan_results,
+    "orphan_results": lambda m: [_summary(m), _exchange(m)[1]],
     "calls_unanswered": _calls_unanswered,
-    "reordered_pair": _reordered_pair,
-    "dropped_system": _dropped_system,
-    "growing": _growing,
+    "reordered_pair": lambda m: [_summary(m), *reversed(_exchange(m))],
+    "dropped_system": lambda m: [x for x in m if x.role != "system"] or [_summary(m)],
+    "growing": lambda m: [_summary(m), *m, _summary(m)],
 }
 #: The misbehaviours the contract makes the brain refuse (a call separated from its result).
 REFUSED: Final = frozenset({"orphan_results", "calls_unanswered", "reordered_pair"})
