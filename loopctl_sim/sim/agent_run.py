@@ -54,7 +54,7 @@ def tool_modes(mode: ToolModes, names: Sequence[str]) -> Callable[[str], str]:
     ``recorded:a,b`` (those so, the others live); or a mapping of tool to mode (the others
     live). ``names`` are the agent's tools: a name given is checked against them."""
     if isinstance(mode, Mapping):
-        chosen, kind, rest = set(mode), "", "live"
+        chosen, rest = dict(mode), "live"
         bad = sorted(m for m in mode.values() if m not in _MODES)
         if bad:
             raise ValueError(f"tool modes {bad}: expected {', '.join(_MODES)}")
@@ -62,7 +62,7 @@ def tool_modes(mode: ToolModes, names: Sequence[str]) -> Callable[[str], str]:
         return lambda name: mode
     else:
         kind, sep, listed = mode.partition(":")
-        chosen = {n.strip() for n in listed.split(",") if n.strip()}
+        chosen = {n.strip(): kind for n in listed.split(",") if n.strip()}
         if not sep or kind not in _MODES or not chosen:
             raise ValueError(
                 f"tools {mode!r}: expected live, simulated, recorded, or one of them followed "
@@ -70,15 +70,13 @@ def tool_modes(mode: ToolModes, names: Sequence[str]) -> Callable[[str], str]:
                 "recorded:A,B those so, the others live)"
             )
         rest = "simulated" if kind == "live" else "live"
-    unknown = sorted(chosen - set(names))
+    unknown = sorted(set(chosen) - set(names))
     if unknown:
         raise ValueError(
             f"tools {mode}: unknown tool(s) {', '.join(unknown)} (the agent has: "
             f"{', '.join(names) or 'none'})"
         )
-    if isinstance(mode, Mapping):
-        return lambda name: mode.get(name, rest)
-    return lambda name: kind if name in chosen else rest
+    return lambda name: chosen.get(name, rest)
 
 
 def live_tools(mode: ToolModes, names: Sequence[str]) -> Callable[[str], bool]:
