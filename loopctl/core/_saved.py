@@ -231,7 +231,7 @@ class Brain(Protocol):
     _started: bool
     _finalized: bool
     _noop_floor: int | None
-    _loop_calls: tuple[str, ...]
+    _loop_calls: list[str]
     _loop_unjudged: int
     _loop_warned: bool
     _saved: SavedForm
@@ -262,7 +262,7 @@ def _small(brain: Brain) -> dict[str, Any]:
 def snapshot(brain: Brain) -> MachineSnapshot:
     """Everything the brain is, as data (not validated again: the brain checked each field)."""
     loop = LoopWindow(
-        calls=brain._loop_calls, unjudged=brain._loop_unjudged, warned=brain._loop_warned
+        calls=tuple(brain._loop_calls), unjudged=brain._loop_unjudged, warned=brain._loop_warned
     )
     return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
         format=SNAPSHOT_FORMAT,
@@ -285,7 +285,7 @@ def restore(brain: B, snap: MachineSnapshot, form: SavedForm | None = None) -> B
     brain._started = snap.started
     brain._finalized = snap.finalized
     brain._noop_floor = snap.noop_floor
-    brain._loop_calls = snap.loop.calls
+    brain._loop_calls = list(snap.loop.calls)
     brain._loop_unjudged = snap.loop.unjudged
     brain._loop_warned = snap.loop.warned
     brain._saved = SavedForm() if form is None else form

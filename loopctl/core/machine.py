@@ -47,10 +47,10 @@ from loopctl.core.feeds import (
     ToolResults,
 )
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys
-from loopctl.core.messages import Message, ToolResult
+from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
-from loopctl.core.salvage import coherence_problem, coherent_prefix_length
+from loopctl.core.salvage import coherent_prefix_length
 from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
@@ -142,9 +142,9 @@ class LoopMachine:
         self._started = False
         self._finalized = False
         self._noop_floor: int | None = None
-        # The loop detector's window as plain fields (the hot path builds no model); the
-        # tuple is replaced when an exchange is recorded.
-        self._loop_calls: tuple[str, ...] = ()
+        # The loop detector's window as plain fields (the hot path builds no model), trimmed
+        # in place to MAX_LOOP_WINDOW.
+        self._loop_calls: list[str] = []
         self._loop_unjudged = 0
         self._loop_warned = False
         self._saved = _saved.SavedForm()
@@ -192,7 +192,7 @@ class LoopMachine:
     def loop_window(self) -> LoopWindow:
         """The loop detector's window (a fresh model built from the brain's fields)."""
         return LoopWindow(
-            calls=self._loop_calls, unjudged=self._loop_unjudged, warned=self._loop_warned
+            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
         )
 
     def messages(self) -> list[Message]:
@@ -430,13 +430,25 @@ class LoopMachine:
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
             raise self._refuse("model_response", "the response must be an assistant message")
+        calls: list[ToolCall] = []
+        for part in response.parts:  # by kind: isinstance misses through ABCMeta (a text part)
+            if part.kind == "tool_call":
+                calls.append(part)
+            elif part.kind == "tool_result":
+                raise self._refuse(
+                    "model_response", "an assistant message cannot hold tool results"
+                )
         if not is_count(context_tokens):
             raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
-        # too deep or NaN (it could not be saved); a tool result, repeated or empty call ids
-        problem = parts_problem(response.parts) or coherence_problem([response], open_tail=True)
-        if problem is not None:
-            raise self._refuse("model_response", f"the response is not valid: {problem}")
-        calls = response.tool_calls
+        if (problem := parts_problem(response.parts)) is not None:
+            raise self._refuse("model_response", problem)  # too deep, NaN: it could not be saved
+        if calls:
+            ids = {c.id for c in calls}
+            if len(ids) != len(calls) or "" in ids:
+                raise self._refuse(
+                    "model_response",
+                    f"tool call ids must be unique and non-empty: {[c.id for c in calls]}",
+                )
 
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]
@@ -461,7 +473,10 @@ class LoopMachine:
 
     def _record(self, keys: list[str]) -> None:
         """Record one exchange's call keys in the loop window (the last MAX_LOOP_WINDOW kept)."""
-        self._loop_calls = window = (*self._loop_calls, *keys)[-MAX_LOOP_WINDOW:]
+        window = self._loop_calls
+        window.extend(keys)
+        if len(window) > MAX_LOOP_WINDOW:
+            del window[: len(window) - MAX_LOOP_WINDOW]
         self._loop_unjudged = min(len(keys), len(window))
 
     def _tool_results(self, feed: ToolResults) -> None:
