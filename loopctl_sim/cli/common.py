@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from loopctl.terminal import visible
-from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.fuzz.user_checks import load_function
 from loopctl_sim.sim import AgentError, agent_from_pyproject
 from loopctl_sim.view.term import visible_json
 
@@ -74,6 +74,6 @@ def load_checks(specs: Sequence[str], cwd: str | None = None) -> None:
     """Import every ``--check`` now: one that cannot be loaded ends the command (exit 2)."""
     for spec in specs:
         try:
-            load_check(spec, cwd)
+            load_function(spec, cwd)
         except ValueError as exc:
             die(str(exc))

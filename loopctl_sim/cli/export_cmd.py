@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import click
 
-from loopctl_sim.cli.common import die
-from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.cli.common import die, load_checks
 from loopctl_sim.replay.export import FuzzChecks, builtin_run, fuzz_scenario, write_test
 from loopctl_sim.sim import (
     AgentError,
@@ -134,8 +133,7 @@ def export_test(
             agent = None  # a built-in world's failure: pyproject's agent is not its
         if agent is not None:
             load_agent(agent)  # a test that cannot import its agent is no test: say so now
-        for spec in checks:
-            load_check(spec)  # nor one that cannot import its checks
+        load_checks(checks)  # nor one that cannot import its checks
         how = FuzzChecks(
             checks=checks,
             deterministic=deterministic,

@@ -18,7 +18,6 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Sequence
 
 import click
 
@@ -26,7 +25,7 @@ from loopctl.terminal import visible
 from loopctl_sim.cli.common import agent_or_configured, die, load_checks
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.cli.session_cmd import session_campaign
-from loopctl_sim.fuzz import CampaignSummary, FuzzConfig, parse_faults, parse_seeds, run_campaign
+from loopctl_sim.fuzz import FuzzConfig, parse_faults, parse_seeds, run_campaign
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.campaign import OutputError, prepare
 from loopctl_sim.fuzz.cluster import ClusterError, DaskCluster, parse_cluster
@@ -313,7 +312,7 @@ def fuzz(
     target = f"agent {agent}" if agent else f"the built-in world, {config.level} level"
     if cluster is not None and workers != 1:
         die("--workers and --cluster: the cluster's workers run the seeds, choose one")
-    show_bar = make_console(stderr=True).is_terminal if progress is None else progress
+    errors = make_console(stderr=True)
     with contextlib.ExitStack() as stack:
         executor: Executor | None = None
         where = f"{workers} worker(s)"
@@ -326,17 +325,46 @@ def fuzz(
             except (ClusterError, WorkerSetupError, ValueError) as exc:
                 die(str(exc))
             executor, workers, where = dask, dask.workers, dask.where
-        summary = _campaign(
-            seeds,
-            config,
-            target=f"{target}; {len(seeds)} seeds, faults {faults}, {where}",
-            out=out,
-            workers=workers,
-            executor=executor,
-            chunk_size=chunk_size or default_chunk_size(len(seeds), workers),
-            state_path=state,
-            show_bar=show_bar,
+        size = chunk_size or default_chunk_size(len(seeds), workers)
+        resumable = None
+        if state is not None:
+            try:
+                resumable = stack.enter_context(
+                    CampaignState.open(state, seeds=seeds, config=config, out=out, chunk_size=size)
+                )
+            except StateError as exc:
+                die(str(exc))
+        errors.print(
+            f"fuzz: {target}; {len(seeds)} seeds, faults {faults}, {where}, failures to {out}",
+            soft_wrap=True,
         )
+        done = resumable.seeds_done if resumable is not None else 0
+        found = sum(len(s.failures) for s in resumable.finished().values()) if resumable else 0
+        if resumable is not None and resumable.resumed:
+            errors.print(
+                f"resuming {resumable.path}: {len(resumable.finished())} of {resumable.chunks} "
+                f"chunks done ({done} seeds), chunks of {resumable.chunk_size}",
+                soft_wrap=True,
+            )
+        show = errors.is_terminal if progress is None else progress
+        bar = CampaignProgress(len(seeds), console=errors, show=show, done=done, failing=found)
+        try:
+            with bar:
+                summary = run_campaign(
+                    seeds,
+                    config,
+                    workers=workers,
+                    out=out,
+                    on_result=bar.seed_done,
+                    chunk_size=size,
+                    executor=executor,
+                    state=resumable,
+                )
+        except (WorkerSetupError, ClusterError, StateError, OutputError) as exc:
+            die(str(exc))
+        except KeyboardInterrupt:
+            again = f": run the same command to go on ({resumable.path})" if resumable else ""
+            die(f"interrupted{again}", 130)
     args: list[tuple[str, str | None]] = [
         ("--agent", agent),
         ("--level", level if agent is None and level != "machine" else None),
@@ -379,58 +407,3 @@ def fuzz(
         f"{len(summary.failures)} failing seed(s)"
     )
     sys.exit(0 if summary.ok else 1)
-
-
-def _campaign(
-    seeds: Sequence[int],
-    config: FuzzConfig,
-    *,
-    target: str,
-    out: str,
-    workers: int,
-    executor: Executor | None,
-    chunk_size: int,
-    state_path: str | None,
-    show_bar: bool,
-) -> CampaignSummary:
-    """Run the campaign with its progress bar, resuming from ``state_path``; exit 2 on a state
-    of another campaign or a worker that cannot run it, 130 on Ctrl-C."""
-    errors = make_console(stderr=True)
-    with contextlib.ExitStack() as stack:
-        state = None
-        if state_path is not None:
-            try:
-                state = stack.enter_context(
-                    CampaignState.open(
-                        state_path, seeds=seeds, config=config, out=out, chunk_size=chunk_size
-                    )
-                )
-            except StateError as exc:
-                die(str(exc))
-        errors.print(f"fuzz: {target}, failures to {out}", soft_wrap=True)
-        done = state.seeds_done if state is not None else 0
-        found = sum(len(s.failures) for s in state.finished().values()) if state else 0
-        if state is not None and state.resumed:
-            errors.print(
-                f"resuming {state.path}: {len(state.finished())} of {state.chunks} chunks done "
-                f"({done} seeds), chunks of {state.chunk_size}",
-                soft_wrap=True,
-            )
-        bar = CampaignProgress(len(seeds), console=errors, show=show_bar, done=done, failing=found)
-        try:
-            with bar:
-                return run_campaign(
-                    seeds,
-                    config,
-                    workers=workers,
-                    out=out,
-                    on_result=bar.seed_done,
-                    chunk_size=chunk_size,
-                    executor=executor,
-                    state=state,
-                )
-        except (WorkerSetupError, ClusterError, StateError, OutputError) as exc:
-            die(str(exc))
-        except KeyboardInterrupt:
-            again = f": run the same command to go on ({state.path})" if state else ""
-            die(f"interrupted{again}", 130)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from loopctl_sim.fuzz.executors import (
 )
 from loopctl_sim.fuzz.shrink import shrink_scenario
 from loopctl_sim.fuzz.state import CampaignState, CampaignSummary
-from loopctl_sim.fuzz.user_checks import load_check
+from loopctl_sim.fuzz.user_checks import load_function
 from loopctl_sim.sim.agent import AgentError
 from loopctl_sim.sim.scenario import Scenario, safe_yaml
 from loopctl_sim.trace import scrub_text
@@ -260,11 +262,12 @@ def prepare(config: FuzzConfig) -> None:
         if config.agent is not None:
             agent_profile(config.agent, config.cwd)
         for spec in config.checks:
-            load_check(spec, config.cwd)
+            load_function(spec, config.cwd)
     except (AgentError, ValueError) as exc:
-        raise WorkerSetupError.here(
+        raise WorkerSetupError(
             f"{exc}; the modules of the agent and the checks must be importable where the "
-            "seeds run (install the project there, or put it on PYTHONPATH)"
+            "seeds run (install the project there, or put it on PYTHONPATH) (on host "
+            f"{socket.gethostname()}, process {os.getpid()})"
         ) from None
 
 
@@ -294,21 +297,21 @@ def run_campaign(
 ) -> CampaignSummary:
     """Check every seed, in chunks: here, in ``workers`` processes, or on ``executor``;
     ``on_result`` sees each case as its chunk comes back. With ``state``, the chunks it holds
-    are not run again and each is recorded once its failures' files are written. Chunks merge
-    in seed order, once each: the summary is the same for every executor and resumption."""
+    are not run again and each is recorded once its failures' files are written. A chunk counts
+    once, and a summary is sums and a sorted list: it is the same for every executor, order of
+    completion and resumption."""
     seed_list = list(seeds)
     if state is not None:
         size = state.chunk_size
     else:
         size = chunk_size or default_chunk_size(len(seed_list), workers)
-    parts = list(chunks(seed_list, size))
-    waiting = state.finished() if state is not None else {}
-    seen = set(waiting)
     summary = CampaignSummary()
-    merged = 0
+    done = state.finished() if state is not None else {}
+    for part in done.values():
+        summary.merge(part)
+    seen = set(done)
 
     def take(got: ChunkResult) -> None:
-        nonlocal merged
         if got.chunk.index in seen:
             return
         seen.add(got.chunk.index)
@@ -319,22 +322,14 @@ def run_campaign(
             part.add(r)
         if state is not None:
             state.record(got.chunk, part)
-        waiting[got.chunk.index] = part
-        while merged in waiting:  # merge in seed order: the chunks before it are in
-            summary.merge(waiting.pop(merged))
-            merged += 1
+        summary.merge(part)
         if on_result is not None:
             for r in got.results:
                 on_result(r)
 
-    while merged in waiting:  # the state's first chunks
-        summary.merge(waiting.pop(merged))
-        merged += 1
     job = functools.partial(run_chunk, config=config, keep_files=out is not None)
     run = executor or (run_here if workers <= 1 else in_processes(workers))
-    run(job, [p for p in parts if p.index not in seen], take)
-    for index in sorted(waiting):  # none is left unless the executor dropped a chunk
-        summary.merge(waiting.pop(index))
+    run(job, [p for p in chunks(seed_list, size) if p.index not in seen], take)
     if summary.seeds != len(seed_list):
         raise RuntimeError(f"{len(seed_list) - summary.seeds} seeds did not come back")
     return summary

@@ -14,6 +14,7 @@ It is an optional extra (``loopctl[dask]``) imported only here, only when a clus
 from __future__ import annotations
 
 import logging
+import os
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from loopctl_sim.errors import SimError
-from loopctl_sim.fuzz.executors import Chunk, WorkerSetupError, default_workers
+from loopctl_sim.fuzz.executors import Chunk, WorkerSetupError
 
 R = TypeVar("R")
 
@@ -56,7 +57,7 @@ def parse_cluster(text: str) -> ClusterSpec:
     if text == "local" or text.startswith("local:"):
         count = text.partition(":")[2]
         if not count:
-            return ClusterSpec(None, default_workers())
+            return ClusterSpec(None, max(1, os.cpu_count() or 1))
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"--cluster {text!r}: local:N needs N >= 1 worker processes")
         return ClusterSpec(None, int(count))

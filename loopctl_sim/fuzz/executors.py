@@ -9,8 +9,6 @@ which the campaign dedupes and merges and its state file records.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -42,11 +40,6 @@ class Executor(Protocol):
 class WorkerSetupError(SimError):
     """A worker cannot run the campaign at all (the agent or a check does not import there):
     one message for the user, naming the host, instead of one traceback per chunk."""
-
-    @classmethod
-    def here(cls, problem: str) -> WorkerSetupError:
-        """The error for this process, saying which host and process it is."""
-        return cls(f"{problem} (on host {socket.gethostname()}, process {os.getpid()})")
 
 
 def default_chunk_size(seeds: int, workers: int) -> int:
@@ -83,8 +76,3 @@ def in_processes(workers: int) -> Executor:
             pool.shutdown(wait=True, cancel_futures=True)
 
     return run
-
-
-def default_workers() -> int:
-    """One worker process per CPU."""
-    return max(1, (os.cpu_count() or 1))

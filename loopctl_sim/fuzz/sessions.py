@@ -14,17 +14,9 @@ so a flaky agent is measured, not guessed.
 A failing session is fixed (``loopctl_sim.sim.session.replayed_world``), then shrunk while the
 same check still fails, in the order that keeps a reproducer readable: whole user turns, each
 turn shortened, each run's model replies, then the faults (two short turns explain themselves
-better than five with fewer replies). A session scenario (YAML) holds the agent, the exploring
-seed, and the turns, each with its text and optional ``kind``, ``cancel_at``, ``interject``,
-``replies`` and ``faults``::
-
-    name: three customers
-    agent: examples.support_agent.agent:build
-    explore: 0
-    turns:
-      - text: My order A-1001 arrived broken. Can I get my money back?
-      - text: What does it cost to ship 2 kg to France?
-        cancel_at: 2
+better than five with fewer replies). A session scenario (YAML, docs/testing.md) holds the
+agent, the exploring seed, and the turns, each with its text and optional ``kind``,
+``cancel_at``, ``interject``, ``replies`` and ``faults``.
 """
 
 from __future__ import annotations

@@ -21,10 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopctl_sim.trace import RECORD, Record
-
-#: A user's check: ``check(result, trace)``; see the module docstring.
-UserCheck = Callable[[Any, list[Record]], object]
+from loopctl_sim.trace import RECORD
 
 
 def load_function(
@@ -51,11 +48,6 @@ def load_function(
     return function
 
 
-def load_check(spec: str, cwd: str | None = None) -> UserCheck:
-    """The check ``module:function`` names (``load_function``)."""
-    return load_function(spec, cwd)
-
-
 def run_user_checks(
     specs: Sequence[str], result: Any, trace: str, cwd: str | None
 ) -> tuple[str, str] | None:
@@ -65,7 +57,7 @@ def run_user_checks(
         return None
     records = [RECORD.validate_json(line) for line in trace.splitlines() if line.strip()]
     for spec in specs:
-        check = load_check(spec, cwd)
+        check = load_function(spec, cwd)
         try:
             verdict = check(result, records)
         except Exception as exc:

@@ -30,7 +30,7 @@ from loopctl_sim import fuzz as fz
 from loopctl_sim.cli import main
 from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.cluster import ClusterError, ClusterSpec, DaskCluster, parse_cluster
-from loopctl_sim.fuzz.executors import WorkerSetupError, default_workers
+from loopctl_sim.fuzz.executors import WorkerSetupError
 from loopctl_sim.fuzz.state import CampaignState
 
 SEEDS = range(24)
@@ -289,7 +289,7 @@ def test_parse_cluster(text: str, spec: ClusterSpec) -> None:
 
 
 def test_parse_cluster_local_is_one_worker_per_core() -> None:
-    assert parse_cluster("local") == ClusterSpec(None, default_workers())
+    assert parse_cluster("local") == ClusterSpec(None, max(1, os.cpu_count() or 1))
 
 
 @pytest.mark.parametrize("text", ["local:0", "local:x", "tcp://host", "http//x:1", "", "8786"])
