@@ -14,7 +14,17 @@ from brain_helpers import (
     started,
 )
 
-from loopctl import CallLLM, Compact, CompactReason, Done, Failed, LoopError, LoopMachine, Message
+from loopctl import (
+    CallLLM,
+    Compact,
+    CompactReason,
+    Done,
+    Failed,
+    LoopError,
+    LoopMachine,
+    Message,
+    ProtocolError,
+)
 from loopctl.core import AwaitingCompaction, Start, Terminal
 
 MANUAL = POLICY.model_copy(update={"compact_now": True})
@@ -154,3 +164,27 @@ def test_a_fresh_machine_over_the_line_compacts_before_the_first_call() -> None:
     assert m.next_step(POLICY) == Compact(reason=CompactReason.EMERGENCY)
     m.compaction_noop(2000, 2000)
     assert isinstance(m.state, Terminal)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [Message.user("q"), {"role": "assistant", "parts": []}],  # a dict, not a Message
+        [Message.user("q"), Message.assistant("", [call("c1", "read")])],  # a call, no result
+    ],
+    ids=["not-a-message", "open-call"],
+)
+def test_the_constructor_and_a_compaction_hold_a_history_to_the_same_rules(
+    bad: list[object],
+) -> None:
+    """One check for a history handed in: the constructor raises ``ValueError``, a compaction
+    is refused with a ``ProtocolError`` and leaves the machine as it was."""
+    with pytest.raises(ValueError, match="not a valid history: ") as raised:
+        LoopMachine(bad)  # type: ignore[arg-type]
+    why = str(raised.value).removeprefix("not a valid history: ")
+    m = awaiting_compaction(CompactReason.MANUAL)
+    before = m.model_dump_json()
+    with pytest.raises(ProtocolError, match="compacted history is not valid: ") as refused:
+        m.compaction_result(bad, 900, 100)  # type: ignore[arg-type]
+    assert str(refused.value).endswith(why)
+    assert m.model_dump_json() == before
