@@ -1,27 +1,18 @@
 """What every provider client shares: the HTTP exchange around the provider's converters.
 
-The provider modules only convert (messages to wire bodies, wire chunks to ``loopctl.api``
-events); ``HttpProvider.stream`` does the IO around them: it posts the body, turns an HTTP error
-status into an ``ApiError`` and httpx transport failures into ``network`` / ``timeout`` errors,
-and hands the open response to the provider's stream parser or its whole-body converter.
+The provider modules only convert; ``HttpProvider.stream`` does the IO around them: it posts
+the body, turns an HTTP error status and httpx transport failures into ``ApiError``, and hands
+the response to the provider's stream parser or its whole-body converter. The response's content
+type decides which, not the request (a server may ignore ``stream: true``); a type neither fits
+(an HTML page from a proxy) is a clear, non-retried error, and a neutral one (``text/plain``)
+follows the request.
 
-The response's content type decides which, not the request: a JSON body answering a streaming
-request (a server that ignores ``stream: true``) is read as a whole body, an event stream
-answering a non-streaming one is parsed as a stream, and a content type neither fits (an HTML
-page from a proxy) is a clear, non-retried error. A missing or neutral type (``text/plain``)
-follows the request. A body that cannot be parsed says where (``_framing.Cursor``).
-
-A base URL (``BaseUrl``) says where requests go, what messages show and which secrets it
-carries. A query (Azure's ``?api-version=X``) stays a query: an endpoint's path is joined to the
-base URL's path. A gateway may take its key in the query (``?api-key=KEY``), a proxy may want
-``user:password@`` (HTTP Basic): the URL a request goes to never carries that userinfo (httpx
-would send it behind the client's back); the client sends it on purpose (``BaseUrl.basic``),
-and refuses when it would replace the API key in the same header.
-
-What a message or a trace shows of the URL (``BaseUrl.shown``) has no userinfo and no secret
-query value, and every error a client raises has the secrets it knows, and whatever else is
-shaped like one, replaced (``redact``): a server that echoes a key in a 401 does not put it in
-a result, a trace or a terminal. What is a secret is ``loopctl.secrets``' rule.
+A base URL (``BaseUrl``): a query (Azure's ``?api-version=X``) stays a query, the endpoint's
+path joined to the base's; ``user:password@`` (a proxy's HTTP Basic) never rides the request URL
+(httpx would send it behind the client's back): the client sends it on purpose, and refuses it
+beside an API key. What a message shows of the URL (``BaseUrl.shown``) has no userinfo and no
+secret query value, and every error a client raises has the secrets it knows, and whatever else
+is shaped like one, replaced (``redact``): a 401 that echoes a key does not put it in a trace.
 
 Who a client is talking to (``identity``), from the host, since the OpenAI-compatible client
 serves many (and an Anthropic-compatible endpoint need not be Anthropic):

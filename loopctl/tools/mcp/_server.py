@@ -100,7 +100,6 @@ class McpServer:
         self._listed: list[dict[str, Any]] = []
         self._pending: list[IoEvent] = []
         self._lock = threading.Lock()
-        self._tools: list[McpTool] = []
         _OPEN.add(self)
 
     @classmethod
@@ -187,8 +186,7 @@ class McpServer:
                     f"MCP server '{self.name}': two tools are named {name!r} once made fit "
                     "for a provider; give the server a prefix= or rename them"
                 )
-        self._tools = built
-        return list(built)
+        return built
 
     def _tool(self, entry: Mapping[str, Any]) -> McpTool:
         """A tool of the server, its name made fit for a provider."""
