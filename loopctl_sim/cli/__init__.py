@@ -7,8 +7,7 @@ import click
 
 from loopctl_sim.cli.export_cmd import export_test
 from loopctl_sim.cli.fork_cmd import fork_run
-from loopctl_sim.cli.fuzz_cmd import fuzz
-from loopctl_sim.cli.mcp_cmd import mcp_faults
+from loopctl_sim.cli.fuzz_cmd import fuzz, mcp_faults
 from loopctl_sim.cli.replay_cmd import replay
 from loopctl_sim.cli.resume_cmd import resume
 from loopctl_sim.cli.run_cmd import run

@@ -1,11 +1,10 @@
-"""What every ``loopctl-sim`` command shares: how it fails, how it prints JSON, how it finds traces
-and the agent.
+"""What every ``loopctl-sim`` command shares: how it fails, how it prints, how it finds traces, the
+agent and the checks.
 
 Exit codes of every command: 0 success; 1 a divergence or a failing case; 2 an unreadable input
-(the message names ``file:line`` or the field; never a traceback). What they print may hold trace
-strings (paths, messages, summaries): ``die``, ``echo`` and ``emit_json`` print control
-characters as their escapes (``loopctl.terminal.visible``), so a crafted trace or file name
-cannot drive the terminal.
+(the message names ``file:line`` or the field; never a traceback). ``die``, ``echo`` and
+``emit_json`` print control characters as their escapes, so a crafted trace or file name cannot
+drive the terminal.
 """
 
 from __future__ import annotations

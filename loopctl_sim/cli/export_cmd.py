@@ -1,13 +1,13 @@
 """``loopctl-sim export-test``: a trace as a pytest regression test.
 
 A fuzz failure's trace with its scenario beside it (``seed-N.min.jsonl``, ``seed-N.min.yaml``)
-becomes a test that runs the scenario with the campaign's checks, named again here as ``loopctl-sim
-run --checks`` takes them (``--check``, ``--deterministic``, ``--crash-at``...): red while the
-bug is there, green once it is fixed (``--replay`` writes the replay test instead). The agent is
-named on the command line (or ``[tool.loopctl] agent``), never taken from the scenario file.
+becomes a test that runs the scenario with the campaign's checks (named again here as ``run
+--checks`` takes them): red while the bug is there, green once it is fixed (``--replay`` writes
+the replay test instead). The agent is named on the command line (or ``[tool.loopctl] agent``),
+never taken from the scenario file.
 
-Exit 0 when the test was written, 2 when the trace or the scenario cannot be read, the agent is
-missing or cannot be imported, or the file cannot be written.
+Exit 0 when the test was written, 2 when the trace, the scenario, the agent or the checks cannot
+be loaded, or the file cannot be written.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""What ``loopctl-sim fuzz`` shows: a progress bar while the seeds run, then the summary as
-tables, then each failure with the commands that reproduce it.
+"""What ``loopctl-sim fuzz`` shows: a progress bar while the seeds run (rich's, on stderr, on a
+terminal only), the summary as tables, each failure with the commands that reproduce it.
 
-The progress bar is rich's (``rich.progress``), on stderr, shown on a terminal only. Its time
-left is the seeds still to run over the campaign's rate since it started: results arrive in
-bursts (a worker hands back a chunk of seeds at once), so a rate between updates (click's, or
-rich's own over its last samples) swings with them or leaves out the first burst's time, while
-seeds of one campaign cost about the same.
+The time left is the seeds still to run over the rate since the campaign started: results come
+in bursts (a worker hands back a chunk at once), so a rate between updates (click's, or rich's
+over its last samples) swings with them, while seeds of one campaign cost about the same.
 """
 
 from __future__ import annotations

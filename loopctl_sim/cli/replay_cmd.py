@@ -1,11 +1,9 @@
 """``loopctl-sim replay``: replay traces against the brain, through the whole driver, or against
 the user's own agent (``--agent module:factory``, or ``[tool.loopctl] agent`` in pyproject.toml).
 
-Exit 0 when every trace replays without divergence (an incomplete trace replays up to its last
-record), 1 when any diverged (or ``--update`` needs a real model), 2 when any could not be read
-or the agent cannot be imported. A divergence prints through
-``loopctl_sim.view.print_divergence``: the differing fields with both values, the policy in
-force, the feeds before it (colour on a terminal only).
+Exit 0 when every trace replays without divergence (an incomplete one up to its last record), 1
+when any diverged (or ``--update`` needs a real model), 2 when any could not be read or the agent
+cannot be imported. A divergence prints through ``loopctl_sim.view.print_divergence``.
 """
 
 from __future__ import annotations

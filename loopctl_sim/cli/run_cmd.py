@@ -1,16 +1,14 @@
 """``loopctl-sim run``: run a scenario file (a scripted world, or the user's own agent under
 faults) and check its expected outcome; with ``--checks``, check it as the fuzzer checks a seed.
 
-A scenario is data, and data from anywhere (a bug report, a fuzz failure someone sent) must not
-run code on its own: a scenario that names an agent (``agent: mypkg.agent:build``) runs only the
-agent named on the command line (``--agent``, which replaces the file's), the one the file names
-when ``--trust-agent`` says so, or the one ``[tool.loopctl] agent`` in the project's
-pyproject.toml names when the file names the same. Checks are named on the command line only.
+A scenario is data from anywhere (a bug report, a fuzz failure someone sent) and must not run
+code on its own: one that names an agent runs only the agent ``--agent`` names (replacing the
+file's), the file's with ``--trust-agent``, or the file's when ``[tool.loopctl] agent`` names the
+same. Checks are named on the command line only.
 
-Exit 0 when the outcome is the one the scenario expects (or it expects none) and, with
-``--checks``, every check passes; 1 when it differs, a check fails or something escaped the
-agent's run; 2 when the scenario or the agent cannot be loaded (or is not trusted) or the
-simulation itself fails.
+Exit 0 when the outcome is the one the scenario expects (or it expects none) and every check
+passes; 1 when it differs, a check fails or something escaped the agent's run; 2 when the
+scenario or the agent cannot be loaded (or is not trusted) or the simulation itself fails.
 """
 
 from __future__ import annotations

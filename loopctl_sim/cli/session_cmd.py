@@ -155,8 +155,36 @@ def session(
     """Run a session SCENARIO with your agent, or --resume a session's TRACE."""
     cwd = os.getcwd()
     if resume is not None:
-        _resume(resume, agent, scenario, user, seed, user_turns, cwd, as_json)
-        return
+        sim_user: SimUser
+        if scenario is not None and user is not None:
+            raise click.UsageError("the user's turns come from SCENARIO or --user, not both")
+        try:
+            if scenario is not None:
+                sim_user = load_session_scenario(scenario, cwd=cwd).user
+            elif user is not None:
+                sim_user = load_user(user, cwd)(seed, user_turns)
+            else:
+                sim_user = ExploringUser(seed, turns=user_turns)
+            done = resume_session(resume, agent, sim_user, cwd=cwd)
+        except (SessionScenarioError, ValueError, AgentError, ResumeError, TraceFormatError) as exc:
+            die(str(exc))
+        if as_json:
+            outcomes = [r.outcome.kind for r in done.rest.results]
+            finished = done.finished.result if done.finished is not None else None
+            emit_json(
+                {
+                    "trace": done.trace,
+                    "finished": finished.outcome.kind if finished is not None else None,
+                    "turns_before": done.turns_before,
+                    "outcomes": outcomes,
+                }
+            )
+        else:
+            click.echo(done.summary())
+        last = done.rest.results[-1] if done.rest.results else None
+        if last is None and done.finished is not None:
+            last = done.finished.result
+        sys.exit(0 if last is None or last.outcome.kind == "completed" else 1)
     if scenario is None:
         raise click.UsageError("give a session SCENARIO to run, or --resume TRACE")
     try:
@@ -173,56 +201,16 @@ def session(
         die(str(exc))
     outcomes = [getattr(r.outcome, "kind", r.outcome) for r in ran.runs]
     if as_json:
-        data = {
-            "trace": out,
-            "turns": [t.to_json() for t in ran.turns],
-            "outcomes": outcomes,
-            "failures": [str(f) for f in failures],
-        }
-        emit_json(data)
+        emit_json(
+            {
+                "trace": out,
+                "turns": [t.to_json() for t in ran.turns],
+                "outcomes": outcomes,
+                "failures": [str(f) for f in failures],
+            }
+        )
     else:
         click.echo(f"{ran.summary()}; trace {out}")
         for failure in failures:
             click.echo(scrub_text(f"FAILED {failure}"))
     sys.exit(1 if failures else 0)
-
-
-def _resume(
-    trace: str,
-    agent: str,
-    scenario: str | None,
-    user_spec: str | None,
-    seed: int,
-    user_turns: int,
-    cwd: str,
-    as_json: bool,
-) -> None:
-    user: SimUser
-    if scenario is not None and user_spec is not None:
-        raise click.UsageError("the user's turns come from SCENARIO or --user, not both")
-    try:
-        if scenario is not None:
-            user = load_session_scenario(scenario, cwd=cwd).user
-        elif user_spec is not None:
-            user = load_user(user_spec, cwd)(seed, user_turns)
-        else:
-            user = ExploringUser(seed, turns=user_turns)
-        done = resume_session(trace, agent, user, cwd=cwd)
-    except (SessionScenarioError, ValueError, AgentError, ResumeError, TraceFormatError) as exc:
-        die(str(exc))
-    if as_json:
-        outcomes = [r.outcome.kind for r in done.rest.results]
-        finished = done.finished.result if done.finished is not None else None
-        data = {
-            "trace": done.trace,
-            "finished": finished.outcome.kind if finished is not None else None,
-            "turns_before": done.turns_before,
-            "outcomes": outcomes,
-        }
-        emit_json(data)
-    else:
-        click.echo(done.summary())
-    last = done.rest.results[-1] if done.rest.results else None
-    if last is None and done.finished is not None:
-        last = done.finished.result
-    sys.exit(0 if last is None or last.outcome.kind == "completed" else 1)

@@ -1,12 +1,9 @@
 """The case generator for the user's own agent: a seed becomes a scenario naming the agent, its
 model the exploring one (seeded by the same seed), its faults a swarm drawn as for the built-in
-world.
-
-What the generator needs to know of the agent (its tool names, its context window) is read once
-per process from a loop the factory builds (``AgentProfile``), never guessed. Tools in
-``FuzzConfig.exempt`` are never faulted (the scenario marks them ``faults: false``); the
-``FuzzConfig.tools`` mode becomes each tool's ``mode``, so the saved scenario runs the tools as
-the campaign did. The order of draws is part of the campaign's output.
+world. What it needs of the agent (tool names, context window) is read once per process from a
+loop the factory builds (``AgentProfile``), never guessed. ``FuzzConfig.exempt`` tools are never
+faulted and the ``FuzzConfig.tools`` mode becomes each tool's ``mode``, so the saved scenario
+runs the tools as the campaign did. The order of draws is part of the campaign's output.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""The checks run on one case: each case is checked five ways, and the first failure is reported.
+"""The checks of one case, in order; the first failure is reported (``run_checks``):
 
-1. **invariants** after every step and feed (``CheckingMachine``), exact resume at every crash;
-2. **determinism**: a second run's trace (fixed creation time ``CREATED``) must be equal byte
-   for byte; at driver level the second run watches the stream, so the driver streams and folds
-   the replies the first took whole;
-3. **crash/restore**: a run with one more crash (``crash_variant``) must end with the same
-   outcome, history and digest;
-4. **liveness**: the faulted run ends within a bound of steps, then a *heal* run completes;
-5. nothing raises out of the sim.
+1. **invariants** after every step and feed (``fuzz.checker``), exact resume at every crash,
+   nothing raising out of the run, and an end within a bound of steps (**liveness**);
+2. a **heal** run after the faults completes, then the user's checks hold;
+3. **determinism**: a second run's trace (fixed creation time ``CREATED``) is equal byte for
+   byte; at driver level the second run streams and folds the replies the first took whole;
+4. **crash/restore**: a run with one more crash (``crash_variant``) ends with the same outcome,
+   history and digest.
 
 Every failure is data, a ``Failure`` in the ``CaseResult``: the campaign keeps going, and the
 shrinker keeps a smaller world only when it fails the same way (``Failure.signature``).
@@ -145,14 +144,10 @@ def _sim(
             before_step=checker.before_step if checker is not None else None,
             machine=machine,
             watch=hands,
-            on_stream=_watched if streamed else None,
+            on_stream=(lambda event: None) if streamed else None,  # a watcher makes it stream
         )
     except Broken as broken:
         raise Violation(broken.problems, broken.where) from None
-
-
-def _watched(event: object) -> None:
-    """A watcher of the stream that does nothing: its presence makes the driver stream."""
 
 
 def _heal_world(world: World) -> World:

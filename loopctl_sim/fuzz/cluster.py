@@ -1,14 +1,13 @@
-"""A campaign's seed chunks on a Dask cluster (``loopctl-sim fuzz --cluster``).
-
-This module owns what the cluster adds: what ``--cluster`` names (a scheduler's address, or
-``local[:N]``: a ``LocalCluster`` this process starts and stops), connecting with a short
-timeout, asking every worker up front whether it can run the campaign, and the executor that
-sends chunks out as Dask futures. The campaign merges results in seed order and writes failing
-seeds' files on this machine, so a cluster gives the same summary and files as one process.
+"""A campaign's seed chunks on a Dask cluster (``loopctl-sim fuzz --cluster``): what
+``--cluster`` names (a scheduler's address, or ``local[:N]``: a ``LocalCluster`` this process
+starts and stops), connecting with a short timeout, asking every worker up front whether it can
+run the campaign, and the executor that sends chunks out as Dask futures. The campaign counts
+each chunk once and writes failing seeds' files on this machine, so a cluster gives the same
+summary and files as one process.
 
 Why Dask rather than a home-made queue: it already schedules, balances, and runs a lost worker's
-tasks again elsewhere (the campaign dedupes by chunk index), on a laptop and on a swarm alike.
-It is an optional extra (``loopctl[dask]``) imported only here, only when a cluster is asked for.
+tasks again elsewhere, on a laptop and on a swarm alike. It is an optional extra
+(``loopctl[dask]``) imported only here, only when a cluster is asked for.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The campaign's executors: where chunks of seeds run, in this process or in a pool of processes.
 
 Every seed is independent and deterministic, so an executor only runs ``job`` on each chunk and
-hands each result to ``take``; the campaign merges in seed order, so ``--workers N`` gives the
-same summary as one process. Chunks (about eight per worker) spread a worker's per-job cost
-without leaving workers idle behind a slow chunk; each carries its place (``Chunk.index``), by
-which the campaign dedupes and merges and its state file records.
+hands each result to ``take``; the summary does not depend on the order, so ``--workers N``
+gives the same one as one process. Chunks (about eight per worker) spread a worker's per-job
+cost without leaving workers idle behind a slow chunk; each carries its place (``Chunk.index``),
+by which the campaign dedupes and its state file records.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""A fault campaign at the MCP transport of the user's agent: for each seed, one of the agent's
-MCP servers gets one fault (``loopctl_sim.sim.mcp_faults``: it dies, answers slowly or malformed,
-or changes its tool list mid-run) while the agent runs against the seed's exploring model.
-
-Two checks per seed: the run ends typed (a tool failure reaches the model as an error result, a
-run that cannot go on ends ``failed``), and its trace replays against the agent with the tools
-recorded and the server absent. A failing seed's trace is kept under ``out``; the seed alone
-draws everything, so it reruns the finding.
+"""A fault campaign at the MCP transport of the user's agent: for each seed, one of its MCP servers
+gets one fault (``loopctl_sim.sim.mcp_faults``: it dies, answers slowly or malformed, or changes
+its tool list mid-run) while the agent runs against the seed's exploring model. The run must end
+typed and its trace replay against the agent with the tools recorded and the server absent. A
+failing seed's trace is kept under ``out``; the seed alone draws everything.
 """
 
 from __future__ import annotations
@@ -68,12 +65,11 @@ def mcp_fault_campaign(
     out: str | os.PathLike[str],
     input: str = DEFAULT_INPUT,
     turns: int = 8,
-    cwd: str | os.PathLike[str] | None = None,
 ) -> list[McpSeed]:
     """Run the campaign (see the module docstring); one ``McpSeed`` per seed, in order."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    factory = load_agent(agent, cwd=cwd)
+    factory = load_agent(agent)
     servers = _servers(factory)
     if not servers:
         raise ValueError(f"agent {agent!r} has no MCP server among its tools")
@@ -99,7 +95,7 @@ def mcp_fault_campaign(
                 for server in servers.values():
                     server.close()
         if problem is None:
-            replayed = replay_agent(trace, factory, tools="recorded", cwd=cwd)
+            replayed = replay_agent(trace, factory, tools="recorded")
             if not replayed.ok:
                 problem = f"its trace does not replay: {replayed.summary()}"
         if problem is None:

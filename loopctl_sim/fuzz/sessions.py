@@ -234,13 +234,11 @@ def check_session(
     return session, failures
 
 
-def run_session_seed(
-    seed: int, config: SessionFuzzConfig, out: str | None = None
-) -> SessionSeedResult:
-    """Seed ``seed``, ``config.repeat`` times; its last session's trace written to ``out``."""
+def run_session_seed(seed: int, config: SessionFuzzConfig) -> SessionSeedResult:
+    """Seed ``seed``, ``config.repeat`` times (each session's trace a scratch file)."""
     result = SessionSeedResult(seed)
     with tempfile.TemporaryDirectory(prefix="loopctl-session-") as tmp:
-        trace = out if out is not None else os.path.join(tmp, f"session-{seed}.jsonl")
+        trace = os.path.join(tmp, f"session-{seed}.jsonl")
         for _ in range(max(1, config.repeat)):
             world = session_case(seed, config)  # a fresh user each time (it may keep state)
             session, failures = check_session(world, config, trace)

@@ -1,14 +1,11 @@
-"""Shrinking a failing world to a minimal reproducer: delta debugging (ddmin).
-
-The oracle is the deterministic simulator: a candidate world "fails" when it shows the same
-failure as the original (the caller's predicate decides). ``ddmin`` (Zeller and Hildebrandt,
-2002) removes chunks of a list, halving the chunk size whenever no chunk can go: the result is
-1-minimal.
+"""Shrinking a failing world to a minimal reproducer: delta debugging (``ddmin``, Zeller and
+Hildebrandt, 2002: remove chunks of a list, halving the chunk size whenever no chunk can go; the
+result is 1-minimal), with the deterministic simulator as the oracle.
 
 ``shrink_scenario`` applies it to one list of units (the scripted replies, the faults and the
 tools, so a reply and the fault it needs shrink together; an agent's tools are its own and
-stay), then lowers each fault's ``times``. A removed reply shifts the later ones, which is fine:
-the oracle re-runs every candidate.
+stay), then lowers each fault's ``times`` and place. A removed reply shifts the later ones,
+which is fine: the oracle re-runs every candidate.
 """
 
 from __future__ import annotations
