@@ -188,12 +188,6 @@ def is_secret_param(name: str) -> bool:
     return name.lower() in QUERY_NAMES or is_secret_name(name, "=")
 
 
-def _mentions_name(low: str) -> bool:
-    """False when the lowered ``low`` certainly gives no value to a secret name (or query
-    parameter): ``_assignments`` would leave it as it is."""
-    return _anchored(low) or any(literal in low for literal in _QUERY_LITERALS)
-
-
 def _named_secret(name: str) -> bool:
     """The word rule: a word of ``name`` is a secret one (``_SECRET_WORDS``), no later word says
     the name describes the secret (``key_id``, ``token_type``, ``api_key_env``), and the word
@@ -270,7 +264,8 @@ class TextScrubber:
         out = text
         if self._values.search(out) is not None:
             out = self._values.sub(self._replace, out)
-        if _mentions_name(out.lower()):  # a wider lowering than a name's: a pre-test only
+        low = out.lower()  # a wider lowering than a name's: a pre-test only
+        if _anchored(low) or any(literal in low for literal in _QUERY_LITERALS):
             out = _assignments(out, self.placeholder)
         return text if out == text else out
 

@@ -32,11 +32,11 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
-from loopctl.api import ModelReply, ModelRequest, StreamEvent, ToolSpec, folded_reply, reply_events
+from loopctl.api import ModelRequest, ToolSpec
 from loopctl.core import Message, TextPart, ToolCall, ToolResult
 from loopctl.testing.schema_values import (
     Chooser,
@@ -46,6 +46,7 @@ from loopctl.testing.schema_values import (
     missing_arguments,
     valid_arguments,
 )
+from loopctl.testing.scripted import _Replies
 
 #: A move, simplest first (what hypothesis shrinks towards).
 Move = Literal[
@@ -248,9 +249,11 @@ def _fresh_id(index: int, j: int, used: set[str]) -> str:
     return candidate
 
 
-class ExploringClient:
+class ExploringClient(_Replies):
     """An ``ApiClient`` whose replies an ``Explorer`` draws from ``seed``. ``replies`` holds
     every reply delivered, ``moves`` counts the moves made, ``requests`` the requests."""
+
+    chunk = None  # the text and arguments of a reply in two pieces each
 
     def __init__(self, seed: int = 0, config: ExploreConfig | None = None) -> None:
         self.seed = seed
@@ -289,12 +292,6 @@ class ExploringClient:
         self.replies.append(message)
         return message
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async def _take(self, request: ModelRequest) -> Message:
         self.requests.append(request)
-        for event in reply_events(self.deliver(request)):
-            yield event
-
-    async def whole_reply(self, request: ModelRequest) -> ModelReply:
-        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
-        self.requests.append(request)
-        return folded_reply(self.deliver(request))
+        return self.deliver(request)

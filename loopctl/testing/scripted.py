@@ -29,7 +29,7 @@ Reply: TypeAlias = Message | ModelReply | LoopError | ApiError
 _NO_USAGE: Final = Usage()
 
 
-def reply_events(reply: Message | ModelReply, chunk: int = 16) -> Iterator[StreamEvent]:
+def reply_events(reply: Message | ModelReply, chunk: int | None = 16) -> Iterator[StreamEvent]:
     """The event stream a provider would send for ``reply``, in pieces of ``chunk``
     characters (``loopctl.api.reply_events``; no usage event for a reply without usage)."""
     if isinstance(reply, Message):
@@ -46,7 +46,31 @@ def _raise_for(reply: LoopError | ApiError) -> ApiError:
     return reply if isinstance(reply, ApiError) else ApiError(reply)
 
 
-class ScriptedClient:
+class _Replies:
+    """What the offline clients share: each reply (``_take``) streamed as events in pieces of
+    ``chunk`` characters (None: two halves), or answered whole (``WholeReplyClient``)."""
+
+    chunk: int | None = 16
+
+    async def _take(self, request: ModelRequest) -> Message | ModelReply:
+        raise NotImplementedError
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        for event in reply_events(await self._take(request), self.chunk):
+            yield event
+
+    async def whole_reply(self, request: ModelRequest) -> ModelReply:
+        """The folded ``stream(request)``, without the events where the reply is in the fold's
+        form (``loopctl.api.folded``)."""
+        reply = await self._take(request)
+        if type(reply) is Message:
+            return folded_reply(reply)
+        if isinstance(reply, ModelReply):
+            return folded_reply(reply.message, reply.usage, reply.stop_reason)
+        return fold_events(reply_events(reply))  # a subclass of Message, or its TypeError
+
+
+class ScriptedClient(_Replies):
     """Plays ``replies`` in order, one per model call; records every request it receives."""
 
     def __init__(self, replies: Sequence[Reply]) -> None:
@@ -58,15 +82,7 @@ class ScriptedClient:
     def remaining(self) -> int:
         return len(self.replies) - self._next
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        for event in reply_events(self._take(request)):
-            yield event
-
-    async def whole_reply(self, request: ModelRequest) -> ModelReply:
-        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
-        return _whole(self._take(request))
-
-    def _take(self, request: ModelRequest) -> Message | ModelReply:
+    async def _take(self, request: ModelRequest) -> Message | ModelReply:
         """The next reply, used up; a scripted error raised."""
         self.requests.append(request)
         if self._next >= len(self.replies):
@@ -86,20 +102,12 @@ class ScriptedClient:
 ReplyFn = Callable[[ModelRequest], Reply | Awaitable[Reply]]
 
 
-class FunctionClient:
+class FunctionClient(_Replies):
     """Asks ``fn(request)`` for each reply (sync or async); records every request."""
 
     def __init__(self, fn: ReplyFn) -> None:
         self.fn = fn
         self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        for event in reply_events(await self._take(request)):
-            yield event
-
-    async def whole_reply(self, request: ModelRequest) -> ModelReply:
-        """The folded ``stream(request)``, without the events (``loopctl.api.WholeReplyClient``)."""
-        return _whole(await self._take(request))
 
     async def _take(self, request: ModelRequest) -> Message | ModelReply:
         """``fn``'s reply; an error it returns raised."""
@@ -110,13 +118,3 @@ class FunctionClient:
         if isinstance(reply, LoopError | ApiError):
             raise _raise_for(reply)
         return reply
-
-
-def _whole(reply: Message | ModelReply) -> ModelReply:
-    """What folding ``reply_events(reply)`` gives: the reply itself when it is in the fold's
-    form (``loopctl.api.folded``), else the fold of its events."""
-    if type(reply) is Message:
-        return folded_reply(reply)
-    if isinstance(reply, ModelReply):
-        return folded_reply(reply.message, reply.usage, reply.stop_reason)
-    return fold_events(reply_events(reply))  # a subclass of Message, or its TypeError
