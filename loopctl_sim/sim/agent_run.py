@@ -206,8 +206,10 @@ async def run_agent_async(
     result: RunResult | None = None
 
     def body(brain: LoopMachine) -> BareLoop:
-        # the calls a crash interrupted after they ran (none at the start: nothing ran yet)
-        rerun.update(_in_flight(brain, tools.executions))
+        # the calls a crash interrupted after they ran: the contract dispatches them again
+        exchange = brain.exchange
+        if isinstance(brain.state, AwaitingTools) and exchange is not None:
+            rerun.update(c.id for c in exchange.dispatch if tools.executions[c.id])
         loop = build_agent(factory, client=client, observers=watchers)
         names = loop.registry.names()
         tools.registry = loop.registry
@@ -301,14 +303,6 @@ def tool_timeout(registry: ToolRegistry, name: str, default: float | None) -> fl
     if found is not None and found.timeout is not None:
         return found.timeout
     return default
-
-
-def _in_flight(machine: LoopMachine, executions: Counter[str]) -> set[str]:
-    """The calls a crash interrupts after they ran: the contract dispatches them again."""
-    exchange = machine.exchange
-    if not isinstance(machine.state, AwaitingTools) or exchange is None:
-        return set()
-    return {c.id for c in exchange.dispatch if executions[c.id]}
 
 
 # --- recorded tools: answered from the user's own traces ------------------------------------

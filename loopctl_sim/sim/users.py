@@ -93,12 +93,8 @@ class ScriptedUser:
     """A list of turns (texts or ``UserTurn``), or a function of (conversation, index)."""
 
     def __init__(self, turns: Sequence[str | UserTurn] | TurnFn) -> None:
-        if callable(turns):
-            self.fn: TurnFn | None = turns
-            self.turns: list[UserTurn] = []
-        else:
-            self.fn = None
-            self.turns = [user_turn_of(t) for t in turns]
+        self.fn: TurnFn | None = turns if callable(turns) else None
+        self.turns = [] if callable(turns) else [user_turn_of(t) for t in turns]
 
     async def next_turn(self, conversation: Sequence[Message], index: int) -> UserTurn | None:
         if self.fn is not None:

@@ -276,9 +276,7 @@ def run_tool(
     call: ToolCall, fn: ToolFn | None, fault: Fault | None, timeout: float | None
 ) -> ToolResult:
     """Run one scripted tool call as the driver would: errors become ``is_error`` results with
-    the driver's own texts (``loopctl.tools.messages``).
-
-    Raises ``ToolHang`` for a hang with no timeout (the run can only be cancelled)."""
+    the driver's own texts (``loopctl.tools.messages``); ``ToolHang`` as ``fault_result``."""
     if fault is not None:
         faulted = fault_result(call, fault, timeout)
         if faulted is not None:

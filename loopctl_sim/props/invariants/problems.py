@@ -48,11 +48,7 @@ class InvariantCode(StrEnum):
     LOOP = "loop"
     #: ``digest()`` is not the hash of a fresh canonical encoding (a stale digest cache).
     DIGEST = "digest"
-    # The hands' promises around each step (``driver``): results in call order, every
-    # dispatched call run exactly once per body, retries as configured, the server's
-    # retry-after kept, a context overflow turned into an emergency compaction, the estimate
-    # grown after tool results, a config change in force at the next step, and a run that ends
-    # within a bound.
+    # The hands' promises around each step (``driver``; docs/testing.md tables them).
     RESULT_ORDER = "result-order"
     DISPATCH_ONCE = "dispatch-once"
     RETRY = "retry"
