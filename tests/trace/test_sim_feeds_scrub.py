@@ -41,7 +41,8 @@ CANONICAL: dict[str, dict[str, Any]] = {
     "accept_input": {"input": Message.user("hi")},
     "model_response": {"response": Message.assistant("", [CALL]), "context_tokens": 12},
     "tool_results": {
-        "message": Message.from_results([ToolResult(call_id="c1", name="add", content="3")])
+        "message": Message.from_results([ToolResult(call_id="c1", name="add", content="3")]),
+        "context_tokens": 40,
     },
     "compaction_result": {"compacted": [Message.user("x")], "before": 10, "after": 2},
     "compaction_noop": {"before": 10, "after": 10},

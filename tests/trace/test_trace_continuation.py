@@ -295,3 +295,28 @@ def test_a_version_3_trace_cut_between_results_and_their_count_resumes_with_the_
     replayed = replay_trace(cut)
     assert replayed.ok and replayed.complete and replayed.resumes == 1, replayed.summary()
     assert replayed.final_digest == replay_trace(old).final_digest
+
+
+def test_a_version_3_trace_forks_and_the_fork_replays(tmp_path: Path) -> None:
+    """A fork's prefix of a version 3 trace is replayed against the agent (its pairs read as
+    one feed each); the fork goes on in version 4 and replays at agent and machine level."""
+    from loopctl_sim.replay.fork import Edits, fork
+
+    support.REFUNDS.clear()
+    out = tmp_path / "fork.jsonl"
+    replies = CONVERSATIONS["refund"][1][1:]  # the model's answers from turn 2 on
+    done = fork(
+        V3 / "refund.jsonl",
+        turn=2,
+        agent=support.build,
+        client=ScriptedClient(replies),
+        out=out,
+        edits=Edits(inject="Please hurry."),
+    )
+    assert done.prefix.ok and done.point.kind == "set_context_tokens"  # after the pair
+    assert done.result.outcome.kind == "completed"
+    headers = [h for h in read_trace(out) if isinstance(h, HeaderRecord)]
+    assert [h.version for h in headers] == [2, 4]
+    support.REFUNDS.clear()
+    for replayed in (replay_agent(out, support.build, tools="recorded"), replay_trace(out)):
+        assert replayed.ok and replayed.complete and replayed.resumes == 1, replayed.summary()
