@@ -81,10 +81,9 @@ class RandomChooser:
 @dataclass
 class Vocabulary:
     """What a model could copy into arguments: the words and numbers of the conversation and
-    the tool descriptions (in the order first seen), and, by key, the values that JSON objects
-    in it held (a tool's result ``{"order_id": "A-1003", "amount": 1500}``, the model's own
-    earlier arguments): a model that refunds an order it looked up copies ``amount`` from the
-    lookup into the refund, which is where the bugs of real agents are."""
+    the tool descriptions, and, by key, the values its JSON objects held: a model that refunds
+    an order it looked up copies ``amount`` from the lookup, which is where real agents' bugs
+    are."""
 
     words: list[str] = field(default_factory=list)
     numbers: list[float] = field(default_factory=list)

@@ -1,13 +1,10 @@
 """Hypothesis strategies for the exploring model: arguments from a tool's JSON schema, tool
 calls and whole replies, for state machines of your own.
 
-The draws are the exploring client's own (``loopctl.testing.explore``, through
-``loopctl.testing.schema_values``), made by hypothesis instead of a seeded ``random.Random``: a
-failing example shrinks towards the simplest reply (a final answer, the first tool, the low end
-of every range, optional arguments left out).
-
-This module imports hypothesis, which comes with the ``sim`` extra (``pip install
-loopctl[sim]``); nothing else in ``loopctl.testing`` imports it.
+The draws are the exploring client's own, made by hypothesis instead of a seeded
+``random.Random``, so a failing example shrinks towards the simplest reply (a final answer, the
+first tool, the low end of every range). Only this module of ``loopctl.testing`` imports
+hypothesis (the ``sim`` extra).
 
 .. code-block:: python
 

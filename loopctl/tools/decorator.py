@@ -218,9 +218,7 @@ def tool(
             raises=raises,
         )
 
-    if fn is not None:
-        return wrap(fn)
-    return wrap
+    return wrap(fn) if fn is not None else wrap
 
 
 def _expected(

@@ -5,11 +5,9 @@
     notes = McpServer.stdio("notes", "python", ["-m", "my_notes_server"])
     loop = BareLoop(client, tools=[*notes.tools(), my_tool])
 
-A server over stdio or streamable HTTP gives ``McpTool``s, which go through the same registry,
-dispatch, hooks, middleware, timeouts and error results as ``@tool`` functions, and report the
-MCP session (the tool list, each result, each failure) to the run's trace. Importing this module
-needs no extra; opening a session without the ``mcp`` package raises an ``ImportError`` saying
-how to install it. See docs/mcp.md.
+A server over stdio or streamable HTTP gives ``McpTool``s, which run like ``@tool`` functions
+and report the MCP session to the run's trace. Opening a session without the ``mcp`` package
+raises an ``ImportError`` saying how to install it. See docs/mcp.md.
 """
 
 from loopctl.tools.mcp._connection import McpError, TransportWrapper

@@ -1,16 +1,13 @@
 """A live MCP session held by a thread of its own.
 
-The official SDK ties a session to the task that opened it (anyio task groups and cancel
-scopes), while an agent's tools are listed when its factory builds the loop (often synchronous
-code) and called from whatever event loop runs it, ``run_sync`` making a new one each time. So the
-session lives on an event loop in a daemon thread; listing waits for it from any thread, and a
-call is awaited from the run's loop through ``asyncio.wrap_future``, which carries a cancellation
-(a tool timeout, the user's cancel) over to the call on the session's side.
+The official SDK ties a session to the task that opened it, while an agent's tools are listed
+when its factory builds the loop (often synchronous code) and called from whatever event loop
+runs it. So the session lives on an event loop in a daemon thread; a call is awaited from the
+run's loop through ``asyncio.wrap_future``, which carries a cancellation over to the session.
 
-When the server dies (its process exits, the HTTP endpoint goes away, a fault cuts the
-transport) every call in flight and every later call fails with ``McpError`` naming the server:
-the model sees an error result, the run goes on. The session is not reopened behind the user's
-back: a server that died mid-run stays dead for that ``McpServer``.
+When the server dies, every call in flight and every later call fails with ``McpError`` naming
+the server (the model sees an error result, the run goes on); the session is not reopened behind
+the user's back.
 """
 
 from __future__ import annotations
@@ -36,10 +33,8 @@ _INSTALL = "MCP servers as tools need the mcp extra: pip install 'loopctl[mcp]'"
 
 
 class McpError(ToolError):
-    """An MCP server could not answer: not started, gone, or it sent something malformed.
-
-    A ``ToolError``: raised under a call, the model receives this message as the call's error
-    result, as for any tool that fails."""
+    """An MCP server could not answer: not started, gone, or it sent something malformed (a
+    ``ToolError``: the model gets this message as the call's error result)."""
 
 
 def describe(exc: BaseException) -> str:
