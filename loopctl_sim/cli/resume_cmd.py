@@ -3,14 +3,9 @@
 The brain is rebuilt from the trace (its last periodic snapshot, then the records after it) and
 put into the agent the factory builds today, which runs the rest live; the continuation is
 recorded in the trace (or ``--out``). A tool whose result the trace holds is not run again
-(``loopctl_sim.replay.continuation``).
-
-The model goes on as the run had it. A run whose model ``loopctl run`` named (its header's
-``"model_from": "--model"``, or ``"builtin"``) goes on with a client of the recorded provider
-and model, its key from the environment; it is refused, in one line, when that client cannot
-be built or would reach another endpoint than the trace's requests did.
-``--provider/--model/--base-url`` name the client for any trace. A run of the built-in agent
-goes on with it (its tools, recorded system prompt and turn limit) unless ``--agent`` is named.
+(``loopctl_sim.replay.continuation``). The model goes on as the run had it: docs/driver.md has
+the rules for a run whose model ``loopctl run`` named and for its built-in agent
+(``_client``, ``_builtin_agent``).
 
 Exit codes: 0 the run completed (or had ended); 1 it ended otherwise, or the trace's brain and
 today's engine disagree; 2 an unreadable trace, an agent that cannot be built, a bad argument.
@@ -185,8 +180,9 @@ def _recorded(trace: str) -> _Recorded:
 def _client(
     recorded: _Recorded, provider: str | None, model: str | None, base_url: str | None
 ) -> ApiClient | None:
-    """The client the run goes on with (None: the agent's own); see the module docstring. A
-    client that cannot be built ends the command with one line (exit 2)."""
+    """The client the run goes on with (None: the agent's own; the rules are docs/driver.md's).
+    A client that cannot be built, or would reach another endpoint than the trace's requests
+    did, ends the command with one line (exit 2)."""
     if model is None and not recorded.model_given:
         if provider is not None or base_url is not None:
             die("--provider and --base-url need --model: they name the agent's client")

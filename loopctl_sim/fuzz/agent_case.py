@@ -8,7 +8,6 @@ runs the tools as the campaign did. The order of draws is part of the campaign's
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import random
 from collections.abc import Mapping
@@ -33,11 +32,10 @@ DEFAULT_INPUTS: Final = (
 class AgentProfile:
     """What the case generator knows of an agent: its tools, in order, and its window."""
 
-    spec: str
     tools: tuple[str, ...]
     context_window: int
     #: the exceptions each tool declares (``@tool(raises=...)``), by name
-    raises: Mapping[str, tuple[type[BaseException], ...]] = dataclasses.field(default_factory=dict)
+    raises: Mapping[str, tuple[type[BaseException], ...]]
 
 
 @functools.cache
@@ -45,7 +43,7 @@ def agent_profile(spec: str, cwd: str | None = None) -> AgentProfile:
     """The agent's tools, window and raises, from one loop its factory builds (per process)."""
     loop = build_agent(load_agent(spec, cwd=cwd), client=ExploringClient())
     raises = {t.name: tuple(getattr(t, "raises", ())) for t in loop.registry}
-    return AgentProfile(spec, loop.registry.names(), loop.policy().context_window, raises)
+    return AgentProfile(loop.registry.names(), loop.policy().context_window, raises)
 
 
 def _tool_entries(profile: AgentProfile, config: FuzzConfig) -> dict[str, ToolScenario]:

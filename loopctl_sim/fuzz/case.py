@@ -52,7 +52,6 @@ class FuzzConfig:
     #: ``machine`` (the brain driven by the simulator) or ``driver`` (the real ``BareLoop``);
     #: an ``agent`` campaign is always at driver level
     level: str = "machine"
-    check_invariants: bool = True
     check_determinism: bool = True
     check_crash: bool = True
     check_heal: bool = True

@@ -334,7 +334,7 @@ def run_checks(
     ``whole``: a crash check's failure quotes the whole failure of the crashed run."""
     out = CaseResult(seed=case.seed, enabled=case.enabled, crash_at=case.crash_at)
     out.scheduled.update(f.kind for f in sc.faults)
-    first = run(sc, checked=config.check_invariants, heal=config.check_heal)
+    first = run(sc, checked=True, heal=config.check_heal)
     out.runs += 1 + (first.heal is not None)
     out.steps, out.trace = first.steps, first.trace
     if first.result is not None:
