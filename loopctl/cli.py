@@ -180,10 +180,8 @@ def _clean(text: str) -> str:
     """``text`` with secrets replaced, as a trace would have them (an error may echo a key, and
     stderr ends up in logs), its control characters as escapes (a message cannot drive the
     terminal)."""
-    try:
-        from loopctl_sim import scrub_text
-    except ImportError:  # pragma: no cover - loopctl_sim is part of the same distribution
-        return visible(text)
+    from loopctl_sim import scrub_text  # the traces' rule, with the user's patterns
+
     return visible(scrub_text(text))
 
 
@@ -279,10 +277,8 @@ def run(
     observers: list[LoopObserver] = []
     recorder: Any = None
     if trace is not None:
-        try:
-            from loopctl_sim import TraceRecorder
-        except ImportError:
-            _fail("--trace is not available yet (loopctl_sim has no TraceRecorder)", 2)
+        from loopctl_sim import TraceRecorder  # the harness, shipped with loopctl
+
         metadata: dict[str, Any] = {"provider": provider, "model": model}
         if agent is None:  # a project's [tool.loopctl] agent is not this run's: replay says so
             metadata["builtin"] = "loopctl run"
@@ -372,10 +368,8 @@ def _their_loop(
 ) -> Any:
     """The user's agent, built by its factory as the harness builds it, streaming to the
     terminal; a factory that cannot be found, imported or built is a one-line error (exit 2)."""
-    try:
-        from loopctl_sim import AgentError, build_agent, load_agent
-    except ImportError as exc:  # pragma: no cover - loopctl_sim is part of the distribution
-        _fail(f"--agent needs loopctl_sim, which cannot be imported: {exc}", 2)
+    from loopctl_sim import AgentError, build_agent, load_agent
+
     try:
         loop = build_agent(load_agent(spec), client=client, observers=observers)
     except AgentError as exc:
