@@ -132,7 +132,6 @@ class _UserSide(LoopObserver):
         self.delivered = False
         self.cancelled = False
         self.first_request: tuple[Message, ...] | None = None
-        self.loop: StepPoint | None = None
 
     def before_step(self, point: StepPoint) -> None:
         self.steps += 1
@@ -147,7 +146,7 @@ class _UserSide(LoopObserver):
             point.inject(Message.user(turn.interject))
 
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
-        if step.kind == "call_tools" and self.turn.interject is not None and not self.arrived:
+        if step.kind == "call_tools" and self.turn.interject is not None:
             self.arrived = True
 
     def io(self, event: IoEvent) -> None:
@@ -190,12 +189,12 @@ async def run_session_async(
     if trace is not None:
         recorder = FaultMarks(trace, created=created, record_raised=agent_failure)
     session = SessionRun(machine=machine)
-    conversation: list[Message] = list(machine.history) if machine is not None else []
     carried: list[str] = []
     user_name = type(world.user).__name__
     try:
         for index in range(start, start + world.max_runs):
-            turn = await world.user.next_turn(tuple(conversation), index)
+            history = tuple(machine.history) if machine is not None else ()
+            turn = await world.user.next_turn(history, index)
             if turn is None:
                 break
             text = _input(carried, turn)
@@ -229,7 +228,6 @@ async def run_session_async(
             session.histories.append(tuple(machine.history))
             session.first_requests.append(side.first_request)
             side.settle(index, session, carried)
-            conversation = list(machine.history)
             if on_run is not None:
                 on_run(index, run)
     finally:

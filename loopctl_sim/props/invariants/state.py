@@ -1,10 +1,6 @@
-"""State checks: what holds of any machine at any time (``check_machine``), and how one move
-relates to the state it leaves: a step to the state that waits on it (``check_step``), a feed
-or a question to the brain's transition tables (``check_transition``), terminal states to
-everything after them (``check_terminal_sticky``), misuse to its refusal (``check_refused``).
-
-Every checker but ``check_refused`` only reads the machines it is given; ``check_refused`` feeds
-its machine, because a refusal is only seen by trying.
+"""State checks: what holds of any machine at any time, and how one move (a step, a feed, a
+refusal) relates to the state it leaves. Every checker but ``check_refused`` only reads the
+machines it is given; ``check_refused`` feeds its machine: a refusal is only seen by trying.
 """
 
 from __future__ import annotations
