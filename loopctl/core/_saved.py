@@ -1,5 +1,6 @@
-"""The brain's saved form behind one door: its canonical JSON, digest, checksum, sealed text and
-restore. The brain calls this module and nothing else about its saved form.
+"""The brain's saved form behind one door: its snapshot, canonical JSON, digest, checksum, sealed
+text and restore. ``LoopMachine``'s saved-form methods are this module's functions (``Brain`` is
+what they read); the brain calls nothing else about its saved form.
 
 By definition (``snapshot.py`` holds the model and its rules):
 
@@ -10,7 +11,7 @@ By definition (``snapshot.py`` holds the model and its rules):
   head and the checksum last;
 - a restore validates the snapshot (``MachineSnapshot.model_validate_json``): its validators
   check that it is a state the brain could be in, and verify a sealed text's checksum with the
-  restored brain's own ``SavedForm`` (``restored_json``), so the messages encoded to check it
+  restored brain's own ``SavedForm`` (``restored``), so the messages encoded to check it
   are the ones its first save writes: a restore and a save encode each message once.
 
 One cache, ``SavedForm`` (one per brain). The content's JSON is laid out as ``head, history's
