@@ -155,11 +155,9 @@ _AGENT_OWNS: Final = ("policy", "max_retries", "tool_timeout", "keep_head", "kee
 
 
 class Scenario(BaseModel):
-    """A world as a file (see the module docstring). With ``agent``, the world is the user's own
-    agent: its factory builds the loop, its tools run (``tools`` says otherwise per tool), and
-    its configs decide what ``policy``, ``max_retries``, ``tool_timeout`` and the compactor
-    settings decide for the built-in world (so those may not be set); the model is ``model``
-    (scripted replies) or ``explore`` (the exploring model)."""
+    """A world as a file. With ``agent``, the world is the user's own agent: its factory builds
+    the loop and decides what ``_AGENT_OWNS`` decides for the built-in world; its tools run
+    (``tools`` says otherwise per tool); the model is ``model`` (scripted) or ``explore``."""
 
     model_config = _STRICT
     name: str

@@ -485,8 +485,8 @@ def test_the_delivered_reply_is_the_fold_of_the_stream(fault: Fault | None, repl
     ],
 )
 def test_the_worlds_events_are_what_their_constructors_build(message: Message) -> None:
-    """message_events builds its events without the constructors' checks: each is the event
-    its constructor builds."""
+    """Each event the world streams is the one its constructor builds, and the stream folds
+    back to the message's text."""
     events = message_events(message, Usage(input_tokens=3))
     for event in events:
         fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}

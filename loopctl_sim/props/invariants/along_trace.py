@@ -32,10 +32,7 @@ from loopctl_sim.trace import ContinuationError, HeaderRecord, StepRecord, Trace
 def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
     """Walk a recorded trace on a bare brain, checking every applicable invariant after every
     step and feed, and ``check_resume`` after every ``resume_every``-th feed (0: never).
-
-    Problems are prefixed with the record's ``seq``; a feed the brain refuses or a record before
-    a header ends the walk with a problem.
-    """
+    Problems are prefixed with the record's ``seq``; a move the brain refuses ends the walk."""
     problems: list[str] = []
     machine: LoopMachine | None = None
     policy: MachinePolicy | None = None

@@ -162,10 +162,8 @@ def check_terminal_sticky(before: LoopMachine, after: LoopMachine) -> list[str]:
 
 
 def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
-    """The move ``before_kind --feed--> after_kind`` is one the brain's tables allow.
-
-    ``feed`` is a feed name or ``"next_step"``.
-    """
+    """The move ``before_kind --feed--> after_kind`` (``feed``: a feed name or
+    ``"next_step"``) is one the brain's tables allow."""
     if feed == "next_step":
         entry = STEP_TRANSITIONS.get(before_kind)  # type: ignore[call-overload]
     else:
@@ -181,9 +179,7 @@ def check_transition(before_kind: str, feed: str, after_kind: str) -> list[str]:
 
 def check_refused(machine: LoopMachine, call: Callable[[LoopMachine], Any]) -> list[str]:
     """``call(machine)`` must raise ``ProtocolError`` and leave the machine exactly as it was.
-
-    This one does feed ``machine`` (that is the point): pass a copy if you need the original.
-    """
+    It feeds ``machine`` (that is the point): pass a copy if you need the original."""
     before = machine.model_dump_json()
     try:
         call(machine)
