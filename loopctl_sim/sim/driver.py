@@ -52,11 +52,9 @@ async def simulate_driver_async(
     on_stream: Callable[[StreamEvent], None] | None = None,
 ) -> SimResult:
     """Run ``world`` through ``BareLoop``, recording a trace when given (``simulate_driver``:
-    the same outside an event loop), on ``machine`` (a next run) or a fresh brain.
-
-    A checking harness's seams: ``observers`` (after the recorder), ``before_step`` (after the
-    run-level faults struck), ``watch`` (installed into every body, ``DriverWatch``), and
-    ``on_stream`` (the driver then streams and folds every reply: the same run)."""
+    the same outside an event loop), on ``machine`` (a next run) or a fresh brain. A checking
+    harness's seams: ``observers`` (after the recorder), ``before_step`` (after the run-level
+    faults), ``watch`` (put into every body), ``on_stream`` (every reply streamed: the same run)."""
     plan = FaultPlan(world.faults)
     run_faults = RunFaults(plan, max_steps=world.max_steps)
     tools = ToolFaults(plan, scripted=world.tools, timeout=lambda name: world.tool_timeout)

@@ -187,13 +187,10 @@ def simulated_result(call: ToolCall) -> str:
 
 class ToolFaults:
     """The innermost tool middleware of a faulted run, and the ``before_step`` hook that
-    assigns the faults of the calls the next step dispatches; see the module docstring.
-
-    ``live(name)``: the tool runs for real, else a stand-in (``simulated_result``) answers once
-    the arguments validate against ``registry`` (or ``recorded(call)``, what a recording holds);
-    ``scripted``: tools answered by a function of the arguments; ``timeout(name)``: the timeout
-    a hang reports (None: this layer cancels ``cancel``, as a user who gives up would).
-    ``executions`` counts real runs by call id."""
+    assigns the faults of the calls the next step dispatches. ``live(name)``: the tool runs,
+    else ``recorded(call)`` or ``simulated_result`` answers once the arguments validate;
+    ``scripted``: answered by a function of the arguments; ``timeout(name)``: what a hang
+    reports (None: the layer cancels ``cancel``, as a user who gives up would)."""
 
     def __init__(
         self,
@@ -321,12 +318,10 @@ class StepLimit(SimError):
 
 
 class RunFaults:
-    """The run-level faults of ``plan`` at their steps, through ``before_step``.
-
-    Steps are counted across crashes: after a crash the resumed driver asks the same step again,
-    which is not counted twice, and a fault strikes once. Injected messages wait for the next
-    ``Start`` (the brain accepts them only there). ``max_steps`` bounds the run: one step more
-    raises ``StepLimit``."""
+    """The run-level faults of ``plan`` at their steps, through ``before_step``. Steps are
+    counted across crashes (the resumed driver asks the crashed step again: not counted twice,
+    no fault strikes twice); injected messages wait for the next ``Start``, where the brain takes
+    them; one step more than ``max_steps`` raises ``StepLimit``."""
 
     def __init__(self, plan: FaultPlan, *, max_steps: int = 10_000) -> None:
         self.plan = plan

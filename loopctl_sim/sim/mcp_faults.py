@@ -1,11 +1,6 @@
-"""Faults at an MCP server's transport: what a flaky server does to an agent, on demand.
-
-``McpFault`` wraps the SDK's transport of one ``McpServer`` (``transport=fault.wrap``, or
-``with_fault(server, fault)``) and, at the ``at_call``-th ``tools/call``: ``die`` (the stream
-ends), ``slow`` (``delay`` seconds late), ``malformed`` (no ``CallToolResult``) or
-``tools_change`` (the tool list changes, without ``drop``). Everything else passes through.
-The faults act on the real session's messages, not on a mock. ``faulting({"notes": fault})``
-puts a fault on the servers an agent's own factory opens.
+"""Faults at an MCP server's transport: what a flaky server does to an agent, on demand
+(docs/mcp.md lists them). They act on the real session's messages, not on a mock; everything
+but the faulted call passes through.
 """
 
 from __future__ import annotations
@@ -22,7 +17,9 @@ FaultKind = Literal["die", "slow", "malformed", "tools_change"]
 
 @dataclass(frozen=True)
 class McpFault:
-    """One fault of one server's transport (see the module docstring)."""
+    """One fault of one server's transport, at its ``at_call``-th ``tools/call``: ``die`` (the
+    stream ends), ``slow`` (``delay`` seconds late), ``malformed`` (no ``CallToolResult``) or
+    ``tools_change`` (the tool list changes, without ``drop``)."""
 
     kind: FaultKind
     at_call: int = 1

@@ -29,10 +29,6 @@ def _sealed(content: bytes) -> bytes:
     return sealed_head + history + rest.removesuffix(b"}") + tail
 
 
-def _restore(text: str, cls: type[LoopMachine] = LoopMachine) -> LoopMachine:
-    return cls.model_validate_json(text)
-
-
 def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
     try:
         return machine.next_step(policy)
@@ -68,7 +64,7 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     if machine.digest() != hashlib.sha256(content).hexdigest()[:16]:
         found.append("digest() is not the hash of the snapshot model's JSON")
     try:
-        first = _restore(text, type(machine))
+        first = type(machine).model_validate_json(text)
     except (ValidationError, ValueError) as exc:
         if open_tail_allowed(machine) and isinstance(machine.state, Terminal):
             message = f"a terminal machine with calls in flight: {exc}"
@@ -90,7 +86,7 @@ def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> l
     problems = [_p(InvariantCode.RESUME, t) for t in found]
     if policy is None:
         return problems
-    second = _restore(text, type(machine))
+    second = type(machine).model_validate_json(text)
     a1 = _ask(first, policy)
     after_first = first.model_dump_json()
     a2 = _ask(second, policy)
