@@ -27,6 +27,7 @@ import pytest
 from loopctl.testing import NetworkBlockedError, block_network
 from loopctl_sim.plugin.modes import RECORD_MODES, push_record_mode
 
+#: A test using any of these (or a loopctl_trace or cassette marker) runs with the network closed.
 GUARDED_FIXTURES: Final = frozenset(
     {
         "loopctl_scripted",
@@ -36,7 +37,6 @@ GUARDED_FIXTURES: Final = frozenset(
         "loopctl_cassette",
     }
 )
-GUARDED_MARKERS: Final = ("loopctl_trace", "loopctl_cassette")
 #: The environment variables given a placeholder while replaying, when unset.
 KEY_VARIABLES: Final = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REPLAY_KEY: Final = "loopctl-replay-without-a-key"
@@ -95,13 +95,11 @@ def _wants_cassette(request: pytest.FixtureRequest) -> bool:
 
 
 def _guarded(request: pytest.FixtureRequest) -> bool:
-    if request.config.getoption("--loopctl-block-network", default=False):
-        return True
-    if GUARDED_FIXTURES & set(request.fixturenames):
-        return True
-    node = request.node
-    return any(node.get_closest_marker(m) is not None for m in GUARDED_MARKERS) or bool(
-        _cassette_markers(node)
+    return bool(
+        request.config.getoption("--loopctl-block-network", default=False)
+        or GUARDED_FIXTURES & set(request.fixturenames)
+        or request.node.get_closest_marker("loopctl_trace") is not None
+        or _cassette_markers(request.node)
     )
 
 

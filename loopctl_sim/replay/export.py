@@ -80,10 +80,7 @@ def builtin_run(trace: str | os.PathLike[str]) -> bool:
 
 def regression_test_name(path: str | os.PathLike[str]) -> str:
     """A valid test function name from a trace's file name."""
-    stem = Path(path).name
-    for suffix in (".jsonl", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
+    stem = Path(path).name.removesuffix(".jsonl").removesuffix(".json")
     name = re.sub(r"\W+", "_", stem).strip("_").lower() or "trace"
     if name[0].isdigit():
         name = f"t_{name}"

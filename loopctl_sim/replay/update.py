@@ -255,37 +255,35 @@ def update_trace(
     fresh = Path(temporary_beside(target))
     recorder = _KeptTimes(fresh, metadata=dict(recorded.metadata), created=recorded.created)
     client = _UpdateClient(recorded, recorder, force, own_model(factory, recorded.metadata))
+    scrub = recorder.writer.scrubber.text
     try:
-        asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
+        raised = asyncio.run(_rerun(factory, recorded, client, recorder, tools, compactor))
     except NeedsModel as needs:
         recorder.close()
         fresh.unlink(missing_ok=True)
         where = f" (the trace's request on line {needs.line})" if needs.line else ""
-        result.message = (
+        result.message = scrub(
             f"cannot update {target}: {needs.message}{where}: this record needs a real model. "
             "Re-record the run against the model, or update with --force to keep the "
             "recorded answer"
         )
-        result.details = [recorder.writer.scrubber.text(d) for d in needs.details]
-        result.message = recorder.writer.scrubber.text(result.message)
+        result.details = [scrub(d) for d in needs.details]
         return result
-    except _RunRaised as raised:  # out of the agent's run: it stands if the trace's did too
-        recorder.close()
-        scrubber, exc = recorder.writer.scrubber, raised.error
-        live = RunError(type=type(exc).__name__, message=scrubber.text(RunError.of(exc).message))
-        if live != recorded.raised:
-            fresh.unlink(missing_ok=True)
-            was = f"raised {recorded.raised}" if recorded.raised is not None else "did not"
-            result.message = scrubber.text(
-                f"cannot update {target}: the agent raised {live} out of the run (the trace's "
-                f"run {was}); the trace is left as it was"
-            )
-            return result
     except BaseException:
         recorder.close()
         fresh.unlink(missing_ok=True)
         raise
     recorder.close()
+    if raised is not None:  # out of the agent's run: it stands if the trace's did too
+        live = RunError(type=type(raised).__name__, message=scrub(RunError.of(raised).message))
+        if live != recorded.raised:
+            fresh.unlink(missing_ok=True)
+            was = f"raised {recorded.raised}" if recorded.raised is not None else "did not"
+            result.message = scrub(
+                f"cannot update {target}: the agent raised {live} out of the run (the trace's "
+                f"run {was}); the trace is left as it was"
+            )
+            return result
     replace_with(fresh, target)
     result.ok = True
     result.forced = client.forced
@@ -304,7 +302,9 @@ async def _rerun(
     recorder: TraceRecorder,
     tools: str,
     compactor: str,
-) -> None:
+) -> Exception | None:
+    """Run the agent on the recorded inputs; the exception that escaped a run, if one did
+    (rather than the update's setup)."""
     loop = build_agent(factory, client=client, observers=[recorder])
     live = tools_live(tools, loop.registry.names())
     # which tools ran live and which answered from the old trace, for whoever reads the new one
@@ -328,15 +328,8 @@ async def _rerun(
         try:
             await loop.run(text)
         except Exception as exc:
-            raise _RunRaised(exc) from exc
-
-
-class _RunRaised(Exception):
-    """An exception escaped a run of the agent (``error``), rather than the update's setup."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
+            return exc
+    return None
 
 
 class _QueuedCompactor:

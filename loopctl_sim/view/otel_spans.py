@@ -309,28 +309,25 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
 
 def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """An ``ExportTraceServiceRequest`` holding ``spans`` (grouped by resource and scope)."""
-    groups: dict[tuple[int, str, str], list[ReadableSpan]] = {}
-    resources: dict[int, Any] = {}
+    grouped: dict[int, tuple[Any, dict[tuple[str, str], list[dict[str, Any]]]]] = {}
     for span in spans:
         found = span.instrumentation_scope
-        name, version = (found.name, found.version or "") if found else ("", "")
-        resources[id(span.resource)] = span.resource
-        groups.setdefault((id(span.resource), name, version), []).append(span)
-    by_resource: dict[int, list[dict[str, Any]]] = {}
-    for (resource, name, version), members in groups.items():
-        scope: dict[str, Any] = {"name": name}
-        if version:
-            scope["version"] = version
-        by_resource.setdefault(resource, []).append(
-            {"scope": scope, "spans": [_span(s) for s in members]}
-        )
+        scope = (found.name, found.version or "") if found else ("", "")
+        _, scopes = grouped.setdefault(id(span.resource), (span.resource, {}))
+        scopes.setdefault(scope, []).append(_span(span))
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": _attributes(resources[r].attributes)},
-                "scopeSpans": scope_spans,
+                "resource": {"attributes": _attributes(resource.attributes)},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": name, **({"version": version} if version else {})},
+                        "spans": members,
+                    }
+                    for (name, version), members in scopes.items()
+                ],
             }
-            for r, scope_spans in by_resource.items()
+            for resource, scopes in grouped.values()
         ]
     }
 

@@ -1,21 +1,12 @@
 """Divergences and trace comparisons on the terminal (``replay``, ``diff``).
 
-A replay divergence shows the record (seq, ``file:line``), what differs in words, the policy in
-force there, every field that differs with both values (``fields.leaf_diff``; never only two
-digests), the feeds just before it, and the unified diff of expected against actual when it is
-short enough to read (``--json`` always has it whole). The policy is the ``Divergence``'s own
-``policy`` when the replay filled it in, otherwise the policy of the last step record at or before
-the divergent one, read from the trace.
-
-Every string from a trace or a replay is printed through ``term.visible`` (control characters
-as their escapes), in the sentences, the field tables, the diff and the outcomes alike.
-
-A comparison (``diff``) shows the first differing record as ``TraceDiff.report`` always has, its
-differing fields, how many records differ in all, and the two traces' outcomes side by side.
-
-``compare_traces`` walks both traces whole (``replay.diff.positions``, the walk
-``diff_traces`` stops early): a person comparing two runs also wants to know whether the first
-difference was the only one and whether the runs ended the same way.
+A replay divergence shows the record, what differs in words, the policy in force there, every
+field that differs with both values (``fields.leaf_diff``: never only two digests), the feeds
+just before it, and the unified diff when it is short enough to read (``--json`` has it whole).
+A comparison walks both traces whole (``compare_traces``; ``diff_traces`` stops at the first
+difference): a person comparing two runs also wants to know whether that difference was the
+only one and whether the runs ended the same way. Every string from a trace is printed through
+``visible`` (control characters as their escapes).
 """
 
 from __future__ import annotations
