@@ -6,11 +6,9 @@ of an unknown tool, or a failure ``(kind, times, retry_after)``: the step's firs
 attempts fail (``None``: every attempt), so retries are judged per model call, as the driver
 makes them. The step and its attempt come from the ``DriverWatch``, not from the driver.
 
-``work(n, mode)`` answers after 0 to 2 turns of the event loop (by ``n``, so the calls of one
-wave finish out of call order), raises, hangs until its timeout, cancels the run or crashes the
-process while it works (once per call: a re-dispatched call answers). The strategies are skewed
-towards the driver's rules: small retry budgets against short or persistent failures,
-retry-after values, overflows, parallel calls of mixed speed.
+``work(n, mode)`` does what ``MODES`` lists (a crash once per call: a re-dispatched call
+answers). The strategies are skewed towards the driver's rules: small retry budgets against
+short or persistent failures, retry-after values, overflows, parallel calls of mixed speed.
 """
 
 from __future__ import annotations

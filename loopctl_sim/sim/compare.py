@@ -1,8 +1,6 @@
-"""Say where two conversations part: the first differing message, its index and field, bounded.
-
-"The history differs" leaves the user diffing two brains by hand; ``history_difference`` names
-the first differing message, the first path inside it (``parts[1].arguments.amount``) and an
-excerpt of each side, cut so that a 10 KB tool result does not flood the report.
+"""Say where two conversations part: the first differing message, the first path inside it
+(``parts[1].arguments.amount``) and an excerpt of each side, cut so that a 10 KB tool result
+does not flood the report.
 """
 
 from __future__ import annotations

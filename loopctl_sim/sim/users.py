@@ -208,9 +208,7 @@ class ModelUser:
             return UserTurn(self.opening, "model")
         flipped = _from_the_user_side(conversation)
         request = ModelRequest(messages=flipped, system=self.persona, turn=index + 1)
-        events = [event async for event in self.client.stream(request)]
-        reply = fold_events(events)
-        text = reply.message.text
+        text = fold_events([event async for event in self.client.stream(request)]).message.text
         call = {"request": [m.model_dump(mode="json") for m in flipped], "reply": text}
         return UserTurn(text, "model", calls=(call,))
 

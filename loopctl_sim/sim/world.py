@@ -1,11 +1,7 @@
 """Worlds: everything outside the brain, scripted: the user's input, a scripted model, scripted
 tools and a fault schedule; and what each fault (``sim.faults``) does to a reply or a result.
-The same world gives the same run, byte for byte.
-
-A scripted reply is used up only when it is delivered intact (no fault, or an ``unknown_tool``
-rename): a retried request is answered with the same reply, as a provider would answer the same
-question again. The machine-level and driver-level simulators share these rules and end every
-example scenario with the same brain.
+The same world gives the same run, byte for byte; the machine-level and driver-level simulators
+share these rules and end every example scenario with the same brain.
 """
 
 from __future__ import annotations
