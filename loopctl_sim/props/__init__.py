@@ -1,7 +1,4 @@
-"""Properties: the engine's invariants as pure checkers (``invariants``), the hypothesis state
-machines over the brain (``brain_machine``) and the driver (``driver_machine``) that check them
-after every step, and the hypothesis profiles (``profiles``).
-
-The state machines import hypothesis (``pip install 'loopctl[sim]'``), so this package's
-``__init__`` imports none of them. It may import replay, simulation and traces.
+"""Properties: the invariants as pure checkers (``invariants``), the hypothesis state machines
+over the brain and the driver that check them after every step, and the hypothesis profiles.
+The state machines import hypothesis (``loopctl[sim]``), so this ``__init__`` imports none.
 """

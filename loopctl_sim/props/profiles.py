@@ -1,11 +1,9 @@
-"""Hypothesis profiles for the property tests: ``dev``, ``ci`` and ``nightly``.
+"""Hypothesis profiles for the property tests: ``dev``, ``ci`` (derandomized: the same commit
+explores the same examples on every run) and ``nightly``; ``HYPOTHESIS_PROFILE`` picks one.
 
-``load_profile()`` registers them and loads the one ``HYPOTHESIS_PROFILE`` names (default
-``dev``). No profile has a deadline or runs the ``too_slow`` health check: the tests make no
-timing claims, and a busy machine must not turn a correct run red. ``ci`` is derandomized, so
-the same commit explores the same examples on every run. Hypothesis's example database is not
-stable across its versions: commit a failing example as an ``@example``, never rely on the
-database to keep it.
+No profile has a deadline or runs the ``too_slow`` health check: the tests make no timing
+claims, and a busy machine must not turn a correct run red. Hypothesis's example database is
+not stable across its versions: commit a failing example as an ``@example``.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from hypothesis import HealthCheck, Phase, settings
 ENV_VAR: Final = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE: Final = "dev"
 
-#: What every profile shares: no deadline and no ``too_slow`` health check (see above).
 _BASE: Final = settings(
     settings.get_profile("default"),
     stateful_step_count=30,
