@@ -32,10 +32,9 @@ async def no_sleep(seconds: float) -> None:
 
 @functools.lru_cache(maxsize=256)
 def stub_tools(names: tuple[str, ...]) -> ToolRegistry:
-    """Tools the driver can advertise; a middleware answers every call, so they never run.
-
-    Built once per set of names (a registry and its tools are immutable): building a ``Tool``
-    makes a pydantic model and its JSON schema, a millisecond, a tenth of a simulated run."""
+    """Tools the driver can advertise; a middleware answers every call, so they never run. Built
+    once per set of names (a registry and its tools are immutable): building a ``Tool`` makes a
+    pydantic model and its JSON schema, a millisecond, a tenth of a simulated run."""
 
     def stub() -> str:  # pragma: no cover - never called
         raise AssertionError("a world tool runs through the middleware")
@@ -48,10 +47,9 @@ def stub_tools(names: tuple[str, ...]) -> ToolRegistry:
 def configs_for(
     policy: MachinePolicy, world: World | None = None
 ) -> tuple[RunConfig, SessionConfig]:
-    """The run and session configs that make the driver hand the brain ``policy``.
-
-    With a ``world``, its retries and tool timeout; without one (replaying), the trace decides:
-    an error is retried exactly when the trace retried it, so the retry budget is unbounded."""
+    """The run and session configs that make the driver hand the brain ``policy``: with a
+    ``world``, its retries and tool timeout; without one (replaying), the trace decides when an
+    error is retried, so the retry budget is unbounded."""
     run = RunConfig(
         max_turns=policy.max_turns,
         compact_threshold=policy.compact_threshold,

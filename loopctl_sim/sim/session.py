@@ -259,12 +259,10 @@ async def drive_session(
     start: int = 0,
     max_runs: int = 50,
 ) -> LiveSession:
-    """A session on the user's own ``loop`` as it runs in production (its own client: a
-    provider, a local model server): ``user``'s turns from turn ``start`` on, each a ``run()``
-    of the same loop, so whatever the agent keeps across runs is kept. ``recorder`` (one of
-    the loop's observers) gets each run's user turn into its header's metadata, as
-    ``run_session`` writes it; the loop's observers and ``before_step`` are as they were
-    after every run."""
+    """A session on the user's own ``loop`` as it runs in production (its own client):
+    ``user``'s turns from turn ``start`` on, each a ``run()`` of the same loop, so whatever the
+    agent keeps across runs is kept. ``recorder`` (one of the loop's observers) gets each run's
+    user turn into its header's metadata, as ``run_session`` writes it."""
     live = LiveSession()
     observers, hook = loop.observers, loop.before_step
     base = dict(recorder.metadata) if recorder is not None else {}

@@ -201,10 +201,8 @@ def faulty_reply(
 def delivered_reply(
     fault: Fault | None, message: Message, usage: Usage | None, request: int = 0
 ) -> ModelReply:
-    """``fold_events(faulty_reply(fault, message, usage, request))``: what the driver makes of
-    the reply. The stream is built and folded only when the fault is in the stream, or when
-    ``message`` is not already its own fold (``loopctl.api.folded``); tests pin it to the fold.
-    """
+    """``fold_events(faulty_reply(fault, message, usage, request))``, the stream built and
+    folded only when the fault is in it or ``message`` is not its own fold (``folded``)."""
     streamed = _streamed_message(fault, message, request)
     if streamed is None:
         return fold_events(faulty_reply(fault, message, usage, request))
