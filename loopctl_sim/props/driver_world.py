@@ -53,12 +53,9 @@ def failure(kind: str, retry_after: float | None = None) -> ApiError:
     """The ``ApiError`` a provider raises for ``kind`` (see ``FAILURE_KINDS``)."""
     retryable, status, should_retry = FAILURE_KINDS[kind]
     details: dict[str, Any] = {"prompt_tokens": 10**9} if kind == "context_overflow" else {}
+    message = f"scripted {kind}"
     error = LoopError(
-        kind=kind,
-        message=f"scripted {kind}",
-        retryable=retryable,
-        status=status,
-        details=details,
+        kind=kind, message=message, retryable=retryable, status=status, details=details
     )
     return ApiError(error, retry_after=retry_after, should_retry=should_retry)
 

@@ -62,15 +62,10 @@ async def simulate_driver_async(
     source = ScriptSource(world.model)
     client = FaultyClient(source, plan, lambda: policy, usage=source.usage)
     run_config, session = configs_for(policy, world)
-    meta = {
-        "world": world.name,
-        "simulated": True,
-        "level": "driver",
-        **world.metadata,
-        **(metadata or {}),
-    }
     recorder = None
     if trace is not None:
+        meta = {"world": world.name, "simulated": True, "level": "driver", **world.metadata}
+        meta.update(metadata or {})
         recorder = TraceRecorder(trace, metadata=meta, created=created, record_raised=agent_failure)
     watchers: list[LoopObserver] = [*([recorder] if recorder is not None else []), *observers]
     counting = Counting(MiddleOutCompactor(world.keep_head, world.keep_tail))

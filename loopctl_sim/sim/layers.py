@@ -178,11 +178,8 @@ class FaultyClient:
 def simulated_result(call: ToolCall) -> str:
     """What a simulated tool answers: its name and the arguments it was given, as JSON (the
     same call, the same answer)."""
-    return json.dumps(
-        {"tool": call.name, "simulated": True, "arguments": call.arguments},
-        sort_keys=True,
-        default=str,
-    )
+    answer = {"tool": call.name, "simulated": True, "arguments": call.arguments}
+    return json.dumps(answer, sort_keys=True, default=str)
 
 
 class ToolFaults:

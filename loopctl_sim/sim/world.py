@@ -146,12 +146,10 @@ def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
         return None
     kind, default_message, retryable, default_status, hints = entry
     status = (fault.status or default_status) if default_status is not None else None
+    message = fault.message or default_message
+    details = {"context_window": policy.context_window} if kind == "context_overflow" else {}
     error = LoopError(
-        kind=kind,
-        message=fault.message or default_message,
-        retryable=retryable,
-        status=status,
-        details={"context_window": policy.context_window} if kind == "context_overflow" else {},
+        kind=kind, message=message, retryable=retryable, status=status, details=details
     )
     return ApiError(error, retry_after=fault.retry_after if hints else None)
 
