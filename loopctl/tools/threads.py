@@ -88,10 +88,7 @@ class _Pool:
     """Worker threads sharing one queue of jobs; ``idle`` counts workers nobody has claimed."""
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.idle = 0
-        self.threads = 0
+        self.forget()
 
     def submit(self, job: _Job) -> None:
         # A call claims an idle worker, or starts one: two calls of one wave submitted back to
@@ -109,10 +106,10 @@ class _Pool:
             threading.Thread(target=self.work, name=name, daemon=True).start()
 
     def forget(self) -> None:
-        """In a child process after ``fork()``: the parent's workers do not exist here (a fork
-        copies only the thread that called it), so the pool starts again empty; else a call
-        would count on an idle worker that never takes its job, and hang."""
-        self.jobs = queue.SimpleQueue()
+        """An empty pool. Also in a child process after ``fork()``: the parent's workers do not
+        exist there (a fork copies only the thread that called it); a call counting on an idle
+        worker that never takes its job would hang."""
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.idle = 0
         self.threads = 0
