@@ -197,11 +197,11 @@ async def run_session_async(
             turn = await world.user.next_turn(history, index)
             if turn is None:
                 break
-            text = _input(carried, turn)
+            run_world = world.run_world(index, _input(carried, turn))
             session.turns.append(turn)
             if recorder is not None:
                 recorder.metadata = {
-                    "agent": world.run_world(index, text).agent_name(),
+                    "agent": run_world.agent_name(),
                     "world": world.name,
                     "simulated": True,
                     "level": "agent",
@@ -211,7 +211,7 @@ async def run_session_async(
             side = _UserSide(turn)
             try:
                 run = await run_agent_async(
-                    world.run_world(index, text),
+                    run_world,
                     recorder,
                     machine=machine,
                     created=created,

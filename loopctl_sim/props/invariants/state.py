@@ -55,10 +55,8 @@ def check_machine(machine: LoopMachine, policy: MachinePolicy | None = None) -> 
     for text in provider_problems([*history, *pending], open_tail=allowed):
         bad(InvariantCode.CONVERSATION_INVALID, text)
 
-    if isinstance(state, AwaitingTools):
-        tail_calls = calls_in(pending[-1]) if pending else []
-        if not tail_calls:
-            bad(InvariantCode.OPEN_TAIL, "awaiting tools but pending ends without calls")
+    if isinstance(state, AwaitingTools) and not (pending and calls_in(pending[-1])):
+        bad(InvariantCode.OPEN_TAIL, "awaiting tools but pending ends without calls")
 
     if machine.turns_taken < 0 or machine.context_tokens < 0:
         bad(InvariantCode.SHAPE, "negative turn or token count")
@@ -154,9 +152,7 @@ def check_step(machine: LoopMachine, step: MachineStep, policy: MachinePolicy) -
 
 def check_terminal_sticky(before: LoopMachine, after: LoopMachine) -> list[str]:
     """Once terminal, a machine stays terminal with the same outcome, whatever was fed."""
-    if not isinstance(before.state, Terminal):
-        return []
-    if after.state != before.state:
+    if isinstance(before.state, Terminal) and after.state != before.state:
         return [_p(InvariantCode.TERMINAL_STICKY, f"left {before.state!r} for {after.state!r}")]
     return []
 
