@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from loopctl.core import ToolResults
+from loopctl.core import SetContextTokens, ToolResults
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace import IoRecord, Record, TraceReader
 
@@ -31,32 +31,27 @@ __all__ = ["Cursor", "Numbered", "TraceEnded", "folded"]
 Numbered = tuple[int, Record]
 
 
-def _uncounted(rec: Record) -> bool:
-    return rec.type == "feed" and type(rec.args) is ToolResults and rec.args.context_tokens is None
-
-
 def folded(records: Iterable[Numbered]) -> Iterator[Numbered]:
     """``records`` with each old pair (results without a count, directly followed by
     ``set_context_tokens``) made the one ``tool_results`` feed with the count (see the module
     docstring); the line is the second record's."""
     held: Numbered | None = None
-    for item in records:
-        rec = item[1]
+    for line, rec in records:
         if held is not None:
-            first = held[1]
-            if rec.type == "feed" and rec.name == "set_context_tokens":
-                args = ToolResults(first.args.message, rec.args.n)  # type: ignore[union-attr]
+            first, held = held, None
+            if rec.type == "feed" and type(rec.args) is SetContextTokens:
+                pair = first[1]
+                args = ToolResults(pair.args.message, rec.args.n)  # type: ignore[union-attr]
+                scrubbed = pair.scrubbed or rec.scrubbed
                 fields = {"seq": rec.seq, "digest": rec.digest, "brain": rec.brain, "args": args}
-                fields["scrubbed"] = first.scrubbed or rec.scrubbed
-                yield item[0], first.model_copy(update=fields)
-                held = None
+                yield line, pair.model_copy(update={**fields, "scrubbed": scrubbed})
                 continue
-            yield held
-            held = None
-        if _uncounted(rec):
-            held = item
+            yield first
+        fed = getattr(rec, "args", None)
+        if type(fed) is ToolResults and fed.context_tokens is None:
+            held = line, rec
         else:
-            yield item
+            yield line, rec
     if held is not None:
         yield held
 
