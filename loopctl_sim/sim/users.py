@@ -172,12 +172,12 @@ class ExploringUser:
             words = ["please", "check", "order", "A-1001", "again", "thanks"]
             text = " ".join(rng.choice(words) for _ in range(self.long_text // 6))
             return UserTurn(text[: self.long_text], move)
+        text = rng.choice(list(self.topics))
         if move == "cancel":
-            return UserTurn(rng.choice(list(self.topics)), move, cancel_at=rng.randint(1, 3))
+            return UserTurn(text, move, cancel_at=rng.randint(1, 3))
         if move == "interject":
-            text = rng.choice(list(self.topics))
             return UserTurn(text, move, interject=rng.choice(_INTERJECTIONS))
-        return UserTurn(rng.choice(list(self.topics)), "topic_switch")
+        return UserTurn(text, "topic_switch")
 
     async def next_turn(self, conversation: Sequence[Message], index: int) -> UserTurn | None:
         return self.turn(index) if index < self.turns else None
