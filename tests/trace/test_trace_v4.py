@@ -167,3 +167,22 @@ def test_results_without_a_count_not_followed_by_one_are_left_as_they_are() -> N
     assert step["type"] == "step"  # the record after the count
     mixed = [*numbered, (at + 2, RECORD.validate_json(lines[at + 2]))]
     assert list(folded(mixed)) == mixed
+
+
+def test_a_count_that_differs_is_named_and_shown(tmp_path: Path) -> None:
+    """Driver replay names a results count that is not the driver's; the views show it."""
+    from loopctl_sim.replay import replay_driver
+    from loopctl_sim.view import describe
+
+    records = [json.loads(line) for line in (TRACES / "driver" / "basic.jsonl").open()]
+    at = next(i for i, r in enumerate(records) if r.get("name") == "tool_results")
+    counted = records[at]["args"]["context_tokens"]
+    assert f"  (context {counted} tokens)" in describe(records[at]).lines
+    records[at]["args"]["context_tokens"] = counted + 7
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in records))
+    d = replay_driver(edited).divergence
+    assert d is not None and (d.seq, d.what) == (at, "feed")
+    assert f"the driver counted the context as {counted} tokens, the trace as {counted + 7}" in (
+        d.message
+    )
