@@ -36,7 +36,6 @@ from loopctl.core import (
 from loopctl.core.values import MAX_NESTING, value_problem
 from loopctl.events import (
     AttemptAbandoned,
-    Events,
     PartEvent,
     StopEvent,
     StreamEvent,
@@ -53,7 +52,6 @@ __all__ = [
     "ApiClient",
     "ApiError",
     "AttemptAbandoned",
-    "Events",
     "ModelReply",
     "ModelRequest",
     "PartEvent",
@@ -254,7 +252,7 @@ def reply_events(
     index = 0
     for part in message.parts:
         if isinstance(part, TextPart):
-            events += [Events.text(t) for t in _pieces(part.text, chunk)]
+            events += [TextDelta(text=t) for t in _pieces(part.text, chunk)]
         elif isinstance(part, ToolCall):
             try:
                 args = json.dumps(part.arguments)  # in the message's order, which its JSON keeps
@@ -264,16 +262,16 @@ def reply_events(
                     f"it is nested more than {MAX_NESTING} levels deep",
                     {"tool": part.name},
                 ) from None
-            events.append(Events.start(index, part.id, part.name))
-            events += [Events.delta(index, a) for a in _pieces(args, chunk)]
-            events.append(Events.end(index))
+            events.append(ToolCallStart(index=index, id=part.id, name=part.name))
+            events += [ToolCallDelta(index=index, arguments=a) for a in _pieces(args, chunk)]
+            events.append(ToolCallEnd(index=index))
             index += 1
         elif isinstance(part, ThinkingPart | ProviderPart):
-            events.append(Events.part(part))
+            events.append(PartEvent(part=part))
     if usage is not None:
-        events.append(Events.usage(usage))
+        events.append(UsageEvent(usage=usage))
     reason = stop_reason or ("tool_use" if message.tool_calls else "end_turn")
-    events.append(Events.stop(reason))
+    events.append(StopEvent(reason=reason))
     return events
 
 

@@ -21,7 +21,6 @@ from loopctl.core import ProviderPart, ThinkingPart
 
 __all__ = [
     "AttemptAbandoned",
-    "Events",
     "PartEvent",
     "StopEvent",
     "StreamEvent",
@@ -223,36 +222,3 @@ StreamEvent: TypeAlias = (
     | PartEvent
     | AttemptAbandoned
 )
-
-
-class Events:
-    """The stream events with positional arguments: shorthand for the clients that stream a
-    reply they hold (the test clients, the harness's worlds, ``reply_events``)."""
-
-    @staticmethod
-    def text(text: str) -> TextDelta:
-        return TextDelta(text=text)
-
-    @staticmethod
-    def start(index: int, id: str, name: str) -> ToolCallStart:
-        return ToolCallStart(index=index, id=id, name=name)
-
-    @staticmethod
-    def delta(index: int, arguments: str) -> ToolCallDelta:
-        return ToolCallDelta(index=index, arguments=arguments)
-
-    @staticmethod
-    def end(index: int) -> ToolCallEnd:
-        return ToolCallEnd(index=index)
-
-    @staticmethod
-    def part(part: ThinkingPart | ProviderPart) -> PartEvent:
-        return PartEvent(part=part)
-
-    @staticmethod
-    def usage(usage: Usage) -> UsageEvent:
-        return UsageEvent(usage=usage)
-
-    @staticmethod
-    def stop(reason: str) -> StopEvent:
-        return StopEvent(reason=reason)

@@ -14,7 +14,6 @@ from typing import Any, Final
 
 from loopctl.api import (
     ApiError,
-    Events,
     ModelReply,
     StopEvent,
     StreamEvent,
@@ -23,6 +22,7 @@ from loopctl.api import (
     ToolCallEnd,
     ToolCallStart,
     Usage,
+    UsageEvent,
     fold_events,
     folded,
 )
@@ -103,21 +103,21 @@ def message_events(message: Message, usage: Usage | None = None) -> list[StreamE
     events: list[StreamEvent] = []
     half = len(text) // 2
     if half:
-        events.append(Events.text(text[:half]))
+        events.append(TextDelta(text=text[:half]))
     if text:
-        events.append(Events.text(text[half:]))
+        events.append(TextDelta(text=text[half:]))
     for i, call in enumerate(calls):
         args = json.dumps(call.arguments, sort_keys=True)
         half = len(args) // 2
-        events.append(Events.start(i, call.id, call.name))
+        events.append(ToolCallStart(index=i, id=call.id, name=call.name))
         if half:
-            events.append(Events.delta(i, args[:half]))
-        events.append(Events.delta(i, args[half:]))  # JSON text is never empty
-        events.append(Events.end(i))
+            events.append(ToolCallDelta(index=i, arguments=args[:half]))
+        events.append(ToolCallDelta(index=i, arguments=args[half:]))  # JSON text is never empty
+        events.append(ToolCallEnd(index=i))
     if usage is not None:
-        events.append(Events.usage(usage))
+        events.append(UsageEvent(usage=usage))
     reason = "tool_use" if calls else "end_turn"
-    events.append(Events.stop(reason))
+    events.append(StopEvent(reason=reason))
     return events
 
 

@@ -1,5 +1,5 @@
 """``loopctl.events``: the stream events are small frozen records whose constructors check each
-field (a ``TypeError`` naming it); ``Events`` builds the same events without the checks."""
+field (a ``TypeError`` naming it)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ import pytest
 
 from loopctl.api import (
     AttemptAbandoned,
-    Events,
     PartEvent,
     StopEvent,
-    StreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -119,19 +117,3 @@ def test_attempt_abandoned_defaults() -> None:
     event = AttemptAbandoned(attempt=2, error="timeout")
     assert (event.message, event.retry_in, event.text, event.events) == ("", None, "", 0)
     assert AttemptAbandoned(attempt=1, error="x", retry_in=2).retry_in == 2.0
-
-
-def test_the_builders_build_what_the_constructors_build() -> None:
-    usage = Usage(output_tokens=1)
-    pairs: list[tuple[StreamEvent, StreamEvent]] = [
-        (Events.text("t"), TextDelta(text="t")),
-        (Events.start(0, "c", "n"), ToolCallStart(index=0, id="c", name="n")),
-        (Events.delta(0, "{}"), ToolCallDelta(index=0, arguments="{}")),
-        (Events.end(3), ToolCallEnd(index=3)),
-        (Events.part(THINKING), PartEvent(part=THINKING)),
-        (Events.usage(usage), UsageEvent(usage=usage)),
-        (Events.stop("tool_use"), StopEvent(reason="tool_use")),
-    ]
-    for built, constructed in pairs:
-        assert type(built) is type(constructed)
-        assert built == constructed and repr(built) == repr(constructed)

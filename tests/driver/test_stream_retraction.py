@@ -18,12 +18,15 @@ from loopctl import BareLoop, LoopError, RunConfig, tool
 from loopctl.api import (
     ApiError,
     AttemptAbandoned,
-    Events,
     ModelRequest,
     StopEvent,
     StreamEvent,
     TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     Usage,
+    UsageEvent,
 )
 from loopctl.cli import main
 from loopctl.driver import CancelSignal, RetryConfig
@@ -42,7 +45,7 @@ def dropped(*texts: str) -> Callable[[], AsyncIterator[StreamEvent]]:
 
     async def stream() -> AsyncIterator[StreamEvent]:
         for text in texts:
-            yield Events.text(text)
+            yield TextDelta(text=text)
         raise ApiError(LoopError(kind="network", message="connection reset", retryable=True))
 
     return stream
@@ -57,19 +60,19 @@ def streamed(*events: StreamEvent) -> Callable[[], AsyncIterator[StreamEvent]]:
 
 
 def answered(text: str) -> Callable[[], AsyncIterator[StreamEvent]]:
-    return streamed(Events.text(text), Events.stop("end_turn"))
+    return streamed(TextDelta(text=text), StopEvent(reason="end_turn"))
 
 
 def bad_arguments(text: str) -> Callable[[], AsyncIterator[StreamEvent]]:
     """Text and a call whose arguments are not JSON; the stream ends (stop, then usage) and
     the fold refuses the reply after it (retryable)."""
     return streamed(
-        Events.text(text),
-        Events.start(0, "c1", "add"),
-        Events.delta(0, '{"a": '),
-        Events.end(0),
-        Events.stop("tool_use"),
-        Events.usage(Usage(input_tokens=3, output_tokens=4)),
+        TextDelta(text=text),
+        ToolCallStart(index=0, id="c1", name="add"),
+        ToolCallDelta(index=0, arguments='{"a": '),
+        ToolCallEnd(index=0),
+        StopEvent(reason="tool_use"),
+        UsageEvent(usage=Usage(input_tokens=3, output_tokens=4)),
     )
 
 
@@ -156,11 +159,11 @@ def test_an_attempt_that_streamed_nothing_takes_nothing_back() -> None:
     event: the abandonment takes back nothing of turn 1."""
     screen = Screen()
     turn_1 = streamed(
-        Events.text("Adding. "),
-        Events.start(0, "c1", "add"),
-        Events.delta(0, '{"a": 1, "b": 2}'),
-        Events.end(0),
-        Events.stop("tool_use"),
+        TextDelta(text="Adding. "),
+        ToolCallStart(index=0, id="c1", name="add"),
+        ToolCallDelta(index=0, arguments='{"a": 1, "b": 2}'),
+        ToolCallEnd(index=0),
+        StopEvent(reason="tool_use"),
     )
     result = run(Attempts(turn_1, dropped(), answered("It is 3.")), screen)
     assert result.final_text == "It is 3."
@@ -174,9 +177,9 @@ def test_a_cancel_mid_stream_abandons_the_attempt() -> None:
     screen = Screen()
 
     async def hangs() -> AsyncIterator[StreamEvent]:
-        yield Events.text("Once upon ")
+        yield TextDelta(text="Once upon ")
         await asyncio.Event().wait()  # the rest never comes
-        yield Events.stop("end_turn")  # pragma: no cover
+        yield StopEvent(reason="end_turn")  # pragma: no cover
 
     def watch(event: StreamEvent) -> None:
         screen(event)
