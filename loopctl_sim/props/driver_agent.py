@@ -103,7 +103,6 @@ class AgentRun:
         exempt: frozenset[str],
     ) -> None:
         self.factory = factory
-        self.plan = plan
         self.loop: BareLoop | None = None
         self.client = FaultyClient(DrawnReplies(data, config), plan, self._policy)
         self.tools = ToolFaults(

@@ -5,10 +5,7 @@ layers of ``loopctl_sim.sim.layers`` around it.
 ``AgentWorld`` says what the run is. Everything else is the user's; only the client,
 observers, ``sleep``, the jitter draw, the innermost tool middleware and a ``before_step`` hook
 are put in. A crash restores the brain from its JSON into a fresh loop built by the factory, as
-a restarted process would.
-
-What escapes the user's code is not caught: an exception out of ``run()`` ends the run with
-``AgentRunError``, which carries it and what the run did until then.
+a restarted process would. What escapes the user's code is not caught (``AgentRunError``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Commit points: what the brain's exits keep. The exit doors (``commit_pending`` after a
-completed run, ``discard_pending`` after any other, which salvages the largest provider-valid
-prefix), a compaction (which commits the compacted conversation) and ``next_run`` (which
-carries the history into a fresh run).
-
-Each checker takes a copy of the machine from just before the feed and the machine after it,
-and reports every problem under its one code.
+"""Commit points: what the brain's exits keep (``commit_pending``, ``discard_pending``'s salvage
+of the largest provider-valid prefix, a compaction, ``next_run``). Each checker takes a copy of
+the machine from just before the feed and the machine after it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Problems: the ``"<code>: <text>"`` strings every checker returns, their codes and the error
-that carries them.
-
-A checker returns problems rather than raising, so a harness can collect what one step broke,
-tolerate a known issue by its code and fail on the rest. The codes are one enum here, apart
-from the checkers, so a harness can name them without importing what it does not run.
+that carries them. A checker returns problems rather than raising, so a harness can collect
+what one step broke, tolerate a known issue by its code and fail on the rest.
 """
 
 from __future__ import annotations
