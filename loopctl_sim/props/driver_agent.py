@@ -1,12 +1,9 @@
 """The user's own agent as ``DriverMachine``'s world: their factory's loop, a model that explores
 it and the fault layers around it, all drawn by hypothesis.
 
-Every reply is drawn while the run asks for it, from the tools the request advertises
-(``loopctl.testing.strategies.replies``), so a failing run shrinks towards plain final answers;
-from ``ExploreConfig.turns`` on every reply is final, so every run ends. Faults are drawn for the
-layers of ``loopctl_sim.sim.layers`` (model requests, tool calls, steps); cancels, crashes and
-config changes are ``DriverWatch`` strikes. ``AgentRun`` holds one run's parts; ``fault_plans``
-draws the faults.
+Every reply is drawn while the run asks for it, from the tools the request advertises, so a
+failing run shrinks towards plain final answers; from ``ExploreConfig.turns`` on every reply is
+final, so every run ends. Cancels, crashes and config changes are ``DriverWatch`` strikes.
 """
 
 from __future__ import annotations

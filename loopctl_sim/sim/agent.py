@@ -2,10 +2,8 @@
 
 An agent is named ``module:attribute`` (``mypkg.agent:build``), as ``uvicorn app:app`` names an
 app, or once per project in ``pyproject.toml`` (``[tool.loopctl] agent = ...``). The attribute
-is the user's *factory*, a callable that returns a configured ``BareLoop``. ``build_agent``
-calls it and puts the harness's client and observers in (as keywords when the factory takes
-them, else through ``BareLoop.replace``), keeping everything else. Anything that goes wrong is
-an ``AgentError`` whose message says what to fix, never a traceback.
+is the user's *factory*, a callable that returns a configured ``BareLoop``. Anything that goes
+wrong is an ``AgentError`` whose message says what to fix, never a traceback.
 """
 
 from __future__ import annotations
@@ -112,7 +110,8 @@ def build_agent(
     **changes: Any,
 ) -> BareLoop:
     """The user's loop, built by ``factory``, with the harness's ``client`` and ``observers``
-    (added after the user's own) and any other ``BareLoop`` argument in ``changes``."""
+    (after the user's own; as keywords when the factory takes them, else through
+    ``BareLoop.replace``) and any other ``BareLoop`` argument in ``changes``."""
     given: dict[str, Any] = {}
     if client is not None and _takes(factory, "client"):
         given["client"] = client

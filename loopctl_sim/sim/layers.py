@@ -1,16 +1,8 @@
-"""Fault layers: the fault catalogue applied around a real ``BareLoop`` and its parts.
-
-Three layers, one per place a fault strikes, each put in through a public seam only, so they
-work on the user's own agent as well as on the built-in world:
-
-- ``FaultyClient``: an ``ApiClient`` over a *model source* (an exploring model, a script) that
-  raises the provider errors, sends the broken streams, or, when nobody watches the stream,
-  hands over their fold;
-- ``ToolFaults``: the innermost tool middleware (the user's hooks and middleware see a faulted
-  result as a real one) that runs each call live, simulated or scripted and applies the tool
-  faults; tools in ``exempt`` are never faulted;
-- ``RunFaults``: a ``before_step`` hook that cancels, crashes, requests a compaction or injects
-  a message at the scheduled steps.
+"""Fault layers: the fault catalogue applied around a real ``BareLoop`` and its parts, one layer
+per place a fault strikes (``FaultyClient``: the model; ``ToolFaults``: the tools, as the
+innermost middleware, so the user's hooks and middleware see a faulted result as a real one;
+``RunFaults``: the run, at ``before_step``), each put in through a public seam only, so they
+work on the user's own agent as well as on the built-in world.
 
 Each layer counts the faults that struck (``fired``). Faults are assigned to tool calls right
 before the brain asks for them, in call order, so the calls of one wave get the same faults
