@@ -8,10 +8,9 @@ them. Here a program is a run of exchanges built from loop patterns (``repeat``,
 (``loop_policies``), with a mid-run change of the window or the limit now and then; how often
 each is drawn is ``LoopWeights``, a table a user can change.
 
-``run_loop_program`` drives a ``BrainMachine`` through a program with the machine's own rules,
-so every decision in ``Start`` is compared with the reference loop detector (the run's whole call
-record, never the brain's window) and every invariant is checked after every move; the run then
-heals. ``BrainReference.verdicts`` shows that the programs reach every kind.
+``run_loop_program`` drives a ``BrainMachine`` through a program, every decision in ``Start``
+compared with the reference loop detector (the run's whole call record, never the brain's
+window); ``BrainReference.verdicts`` shows that the programs reach every kind.
 """
 
 from __future__ import annotations

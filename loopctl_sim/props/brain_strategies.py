@@ -123,14 +123,10 @@ COMPACTION_MODES: Final = (
 
 
 def compaction_of(messages: Sequence[Message], mode: str, history_len: int = 0) -> list[Message]:
-    """A provider-valid compaction of a closed conversation, in one of ``COMPACTION_MODES``.
-
-    ``middle_out`` keeps the first and last unit and replaces the middle with a summary (the
-    default compactor's shape); ``tail`` keeps the last coherent unit; ``head_and_summary`` the
-    first unit and a summary; ``summary_only`` one summary message; ``unchanged`` all of it;
-    ``same_length`` rewrites it as ``history_len`` summaries, the length of the history it
-    replaces (a swap that caches keyed on length alone would miss).
-    """
+    """A provider-valid compaction of a closed conversation, in one of ``COMPACTION_MODES``
+    (named for what they keep of its units); ``same_length`` rewrites it as ``history_len``
+    summaries, the length of the history it replaces (a swap that caches keyed on length alone
+    would miss)."""
     units = _units(messages)
     flat = [m for u in units for m in u]
     summary = Message.user(f"[summary of {len(flat)} messages]")

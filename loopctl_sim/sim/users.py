@@ -191,10 +191,9 @@ _PERSONA = (
 
 @dataclass
 class ModelUser:
-    """A model plays the user: ``client`` is any ``ApiClient`` (a provider's, a local model
-    server's, a ``ScriptedClient``). It sees the conversation from the user's side (the agent's
-    texts as the other party's, its own as its replies; tool traffic left out), answers with
-    the next message; ``opening`` is its first turn (None: the model writes it too)."""
+    """A model (any ``ApiClient``) plays the user: it sees the conversation from the user's side
+    (roles swapped, tool traffic left out) and answers with the next message; ``opening`` is its
+    first turn (None: the model writes it too)."""
 
     client: ApiClient
     turns: int = 3

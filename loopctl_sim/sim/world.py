@@ -156,9 +156,8 @@ def fault_error(fault: Fault, policy: MachinePolicy) -> ApiError | None:
 
 def _streamed_message(fault: Fault | None, message: Message, request: int) -> Message | None:
     """The message a reply's stream carries under ``fault`` (renamed or duplicated calls), or
-    None when the fault breaks the stream itself (there is no message to fold). A call added to
-    a reply without calls takes its id from ``request`` (the model request's number, from 1),
-    so two such replies in one run never answer one id twice."""
+    None when the fault breaks the stream itself. A call added to a reply without calls takes
+    its id from ``request`` (from 1), so two such replies never answer one id twice."""
     kind = fault.kind if fault is not None else None
     if kind in ("invalid_tool_json", "malformed_stream"):
         return None

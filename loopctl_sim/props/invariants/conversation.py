@@ -35,13 +35,9 @@ def results_in(message: Message) -> list[ToolResult]:
 
 
 def provider_problems(messages: Sequence[Message], *, open_tail: bool = False) -> list[str]:
-    """Why ``messages`` would be rejected by a provider; [] when it is valid.
-
-    Tool calls only in assistant messages, results only in user messages; an assistant message
-    with calls is followed at once by one user message answering exactly those calls, each once;
-    a result answers a call of the message right before it. ``open_tail`` allows the last
-    message's calls to be still unanswered (tools in flight).
-    """
+    """Why ``messages`` would be rejected by a provider ([] when valid): tool calls only in
+    assistant messages, results only in user messages; calls answered at once by one user
+    message, exactly and once each; ``open_tail``: the last message's calls may be in flight."""
     problems: list[str] = []
     awaiting: list[str] | None = None
     for i, message in enumerate(messages):

@@ -12,13 +12,9 @@ from loopctl_sim.errors import SimError
 
 
 class InvariantCode(StrEnum):
-    """The code of a problem: the part of ``"<code>: <text>"`` before the colon.
-
-    A ``StrEnum``, so that a code is the same string in a problem, a report, a trace, a saved
-    fuzz failure or a ``--state`` file, and compares equal to that string
-    (``problem_code(p) == InvariantCode.LOOP``); ``InvariantCode(text)`` reads one back and
-    raises ``ValueError`` on a code that does not exist.
-    """
+    """The code of a problem: the part of ``"<code>: <text>"`` before the colon. A ``StrEnum``,
+    so a code is the same string in a problem, a report, a trace or a saved failure, and
+    compares equal to it; ``InvariantCode(text)`` reads one back (``ValueError`` if unknown)."""
 
     HISTORY_INVALID = "history-invalid"
     CONVERSATION_INVALID = "conversation-invalid"

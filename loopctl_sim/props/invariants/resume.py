@@ -1,9 +1,5 @@
-"""Resume: a machine saved at any point restores exactly, and decides the same once restored.
-
-Crash recovery stands on this, so ``check_resume`` checks the JSON, the digest, both restore
-paths and the answer to the next question, always on restored copies. ``check_digest`` asks the
-machine's ``digest()`` before anything else touches its caches: a save brings them up to date,
-so a digest checked only after one cannot catch a cache that missed a change.
+"""Resume: a machine saved at any point restores exactly, and decides the same once restored;
+crash recovery stands on this, so every check asks restored copies.
 """
 
 from __future__ import annotations
@@ -48,14 +44,10 @@ def check_digest(machine: LoopMachine) -> list[str]:
 
 
 def check_resume(machine: LoopMachine, policy: MachinePolicy | None = None) -> list[str]:
-    """Exact resume, without touching ``machine`` (beyond its derived JSON cache).
-
-    ``model_dump_json()`` is the snapshot model's own JSON, sealed with its checksum, and
-    ``digest()`` the hash of that JSON; the snapshot restores to an equal machine with an equal
-    digest and the same JSON; with a policy, two restored copies answer ``next_step``
-    identically, and asking one twice gives the same answer and leaves it as the first ask did
-    (idempotence).
-    """
+    """Exact resume, without touching ``machine`` (beyond its derived JSON cache): its JSON is
+    the snapshot model's own, sealed, and ``digest()`` hashes it; it restores (both paths) to an
+    equal machine with the same digest and JSON; with a policy, two restored copies decide alike
+    and asking one twice gives the same answer and leaves it as the first ask did."""
     found: list[str] = []
     text = machine.model_dump_json()
     content = machine.snapshot().model_dump_json().encode()
