@@ -1,9 +1,8 @@
-"""Simulation: scripted worlds (model, tools, faults), scenario files, the two simulators that
-run a world (``simulate`` drives the bare brain, ``simulate_driver`` the real ``BareLoop``), the
-fault layers around a real ``BareLoop``, and the user's own agent under faults (``run_agent``).
-
-It may import ``loopctl_sim.trace`` (to record what it runs) and ``loopctl``; nothing above it.
-Modules above import from this package; modules in it import from each other's modules.
+"""Simulation: scripted worlds (model, tools, faults), scenario files, the simulators of a world
+(``simulate``: the bare brain; ``simulate_driver``: the real ``BareLoop``), the fault layers
+around a real ``BareLoop``, and the user's own agent under faults (``run_agent``). It imports
+``loopctl_sim.trace`` and ``loopctl``, nothing above it; its modules import each other's
+modules, never this package (a cycle).
 """
 
 from loopctl_sim.sim.agent import AgentError, agent_from_pyproject, build_agent, load_agent

@@ -1,14 +1,11 @@
-"""A session: user turn, run, user turn, run... of the user's agent, with a simulated user.
-
-A session asks the user (``sim.users``) for a turn with the conversation so far, runs the agent
-on it (``run_agent``), and asks again until the user is done or something escapes the agent.
-Every run goes on from the brain the run before left (salvaged history included).
+"""A session: user turn, run, user turn, run... of the user's agent, with a simulated user
+(``sim.users``), until the user is done or something escapes the agent; every run goes on from
+the brain the run before left (salvaged history included).
 
 One trace holds the whole session: every run's header after the first continues the previous
 brain and carries the user's turn in its metadata (``"session": {...}``), so ``recorded_turns``
-gives the turns back and the session replays offline. What the user does during a run (a
-cancel, input while tools run) is in the run's records. Everything is a function of the world
-(the seeds, the faults): the same world writes the same trace.
+gives the turns back and the session replays offline. The same world (seeds, faults) writes
+the same trace.
 """
 
 from __future__ import annotations

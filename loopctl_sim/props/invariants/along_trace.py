@@ -1,9 +1,6 @@
-"""Checking along a recorded trace: ``check_trace`` walks a trace's steps and feeds on a bare
-brain and runs every applicable checker after each.
-
-Replay asks whether the brain still makes the recorded decisions; this asks whether those
-decisions keep the brain's promises, so a trace from production (or a fuzz campaign) becomes a
-test of the invariants as well as of determinism.
+"""Checking along a recorded trace: replay asks whether the brain still makes the recorded
+decisions; ``check_trace`` asks whether those decisions keep the brain's promises, so a trace
+from production (or a fuzz campaign) tests the invariants as well as determinism.
 """
 
 from __future__ import annotations

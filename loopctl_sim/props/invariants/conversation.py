@@ -1,10 +1,6 @@
-"""Provider validity, modelled independently of the brain: which conversations a provider
-accepts, the largest salvageable prefix of a run's pending messages, and when an open tail
-(calls still unanswered) is allowed.
-
-The checkers use this model rather than the brain's own ``coherence_problem`` or
-``coherent_prefix_length``: a checker that trusts the code under test cannot catch it lying.
-``check_salvage`` compares the two.
+"""Provider validity, modelled independently of the brain (a checker that trusts the code under
+test cannot catch it lying): which conversations a provider accepts, the largest salvageable
+prefix of a run's pending messages, and when an open tail (calls in flight) is allowed.
 """
 
 from __future__ import annotations
