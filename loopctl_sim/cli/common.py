@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.decorators import FC
 
 from loopctl.terminal import visible
 from loopctl_sim.fuzz.user_checks import load_function
@@ -76,3 +77,30 @@ def load_checks(specs: Sequence[str], cwd: str | None = None) -> None:
             load_function(spec, cwd)
         except ValueError as exc:
             die(str(exc))
+
+
+# --- options several commands take, each with its own help --------------------------------------
+
+
+def agent_option(help: str) -> Callable[[FC], FC]:
+    """``--agent MODULE:FACTORY`` (default: none named)."""
+    return click.option("--agent", default=None, metavar="MODULE:FACTORY", help=help)
+
+
+def check_option(help: str) -> Callable[[FC], FC]:
+    """``--check MODULE:FUNCTION``, repeatable, into ``checks``."""
+    return click.option("--check", "checks", multiple=True, metavar="MODULE:FUNCTION", help=help)
+
+
+def deterministic_option(help: str) -> Callable[[FC], FC]:
+    return click.option("--deterministic/--nondeterministic", default=None, help=help)
+
+
+def crash_at_option(help: str) -> Callable[[FC], FC]:
+    crash_at = click.FloatRange(min=0.0, max=1.0, max_open=True)
+    return click.option("--crash-at", type=crash_at, default=0.5, show_default=True, help=help)
+
+
+def tool_exceptions_option(help: str) -> Callable[[FC], FC]:
+    flags = "--tool-exceptions/--no-tool-exceptions"
+    return click.option(flags, default=True, show_default=True, help=help)

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import click
 
-from loopctl_sim.cli.common import die, load_checks
+from loopctl_sim.cli.common import (
+    agent_option,
+    check_option,
+    crash_at_option,
+    deterministic_option,
+    die,
+    load_checks,
+    tool_exceptions_option,
+)
 from loopctl_sim.replay.export import FuzzChecks, builtin_run, fuzz_scenario, write_test
 from loopctl_sim.sim import (
     AgentError,
@@ -47,12 +55,9 @@ from loopctl_sim.trace import TraceFormatError
     show_default=True,
     help="Also check the brain's invariants along the trace (invariants.check_trace).",
 )
-@click.option(
-    "--agent",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="Replay against your agent in the test (default: [tool.loopctl] agent in "
-    "pyproject.toml; --no-agent for the brain alone).",
+@agent_option(
+    "Replay against your agent in the test (default: [tool.loopctl] agent in "
+    "pyproject.toml; --no-agent for the brain alone)."
 )
 @click.option("--no-agent", is_flag=True, help="Replay against the brain alone.")
 @click.option(
@@ -72,31 +77,12 @@ from loopctl_sim.trace import TraceFormatError
     default=None,
     help="A fuzz failure's scenario (default: the .yaml beside a fuzz trace).",
 )
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    metavar="MODULE:FUNCTION",
-    help="A fuzz failure's test: a check of the campaign's (as fuzz --check). Repeatable.",
+@check_option("A fuzz failure's test: a check of the campaign's (as fuzz --check). Repeatable.")
+@deterministic_option(
+    "A fuzz failure's test: the campaign's --deterministic or --nondeterministic."
 )
-@click.option(
-    "--deterministic/--nondeterministic",
-    default=None,
-    help="A fuzz failure's test: the campaign's --deterministic or --nondeterministic.",
-)
-@click.option(
-    "--crash-at",
-    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
-    default=0.5,
-    show_default=True,
-    help="A fuzz failure's test: where the crash check strikes (as run --crash-at).",
-)
-@click.option(
-    "--tool-exceptions/--no-tool-exceptions",
-    default=True,
-    show_default=True,
-    help="A fuzz failure's test: the campaign's --no-tool-exceptions.",
-)
+@crash_at_option("A fuzz failure's test: where the crash check strikes (as run --crash-at).")
+@tool_exceptions_option("A fuzz failure's test: the campaign's --no-tool-exceptions.")
 @click.option(
     "--driver", is_flag=True, help="A fuzz failure's test of the built-in world at driver level."
 )

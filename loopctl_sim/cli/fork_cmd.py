@@ -26,7 +26,7 @@ from loopctl.api import ApiClient
 from loopctl.cli import PROVIDERS, make_client
 from loopctl.core import Completed, Message, ToolResult
 from loopctl.providers import MissingApiKeyError
-from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json
+from loopctl_sim.cli.common import agent_option, agent_or_configured, die, echo, emit_json
 from loopctl_sim.fuzz.user_checks import load_function
 from loopctl_sim.replay.fork import Edits, ForkDiverged, ForkError, ForkResult, branch_point, fork
 from loopctl_sim.sim import AgentError
@@ -127,12 +127,7 @@ def _options(values: tuple[str, ...]) -> dict[str, Any]:
     help="Branch at turn N: right before its model call (its model call with --reply, its tool "
     "wave with --tool-result).",
 )
-@click.option(
-    "--agent",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="The agent (default: [tool.loopctl] agent in pyproject.toml).",
-)
+@agent_option("The agent (default: [tool.loopctl] agent in pyproject.toml).")
 @click.option("--provider", type=click.Choice(PROVIDERS), default=None, help="The live model's.")
 @click.option("--model", default=None, help="The live model (with --provider).")
 @click.option("--base-url", default=None, help="Its server URL (compatible servers, Ollama).")

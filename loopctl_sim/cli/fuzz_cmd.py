@@ -24,7 +24,15 @@ import click
 
 from loopctl.terminal import visible
 from loopctl.tools.mcp import McpError
-from loopctl_sim.cli.common import agent_or_configured, die, load_checks
+from loopctl_sim.cli.common import (
+    agent_option,
+    agent_or_configured,
+    check_option,
+    deterministic_option,
+    die,
+    load_checks,
+    tool_exceptions_option,
+)
 from loopctl_sim.cli.fuzz_report import CampaignProgress, failure_lines, summary_tables
 from loopctl_sim.cli.session_cmd import session_campaign
 from loopctl_sim.fuzz import FuzzConfig, parse_faults, parse_seeds, run_campaign
@@ -141,12 +149,9 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     show_default=True,
     help="The built-in world against the brain alone, or through the real BareLoop.",
 )
-@click.option(
-    "--agent",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="Fuzz your agent, built by this factory: the exploring model, your tools live, the "
-    "faults around them. Default: [tool.loopctl] agent in pyproject.toml.",
+@agent_option(
+    "Fuzz your agent, built by this factory: the exploring model, your tools live, the "
+    "faults around them. Default: [tool.loopctl] agent in pyproject.toml."
 )
 @click.option(
     "--builtin", is_flag=True, help="Fuzz the built-in world even if pyproject names an agent."
@@ -173,18 +178,10 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     metavar="TOOL[,TOOL]",
     help="With an agent: tools no fault may strike (tools with side effects). Repeatable.",
 )
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    metavar="MODULE:FUNCTION",
-    help="A check of your own, run on every run's result and trace. Repeatable.",
-)
-@click.option(
-    "--deterministic/--nondeterministic",
-    default=None,
-    help="With an agent: say whether its tools give the same results for the same calls "
-    "(default: find out by running each seed twice).",
+@check_option("A check of your own, run on every run's result and trace. Repeatable.")
+@deterministic_option(
+    "With an agent: say whether its tools give the same results for the same calls "
+    "(default: find out by running each seed twice)."
 )
 @click.option(
     "--input",
@@ -193,12 +190,9 @@ def _agent_config(agent: str, config: FuzzConfig) -> None:
     metavar="TEXT",
     help="With an agent: a task the runs start from (repeatable; default: generic tasks).",
 )
-@click.option(
-    "--tool-exceptions/--no-tool-exceptions",
-    default=True,
-    show_default=True,
-    help="With an agent: an exception a tool does not declare (@tool(raises=...)), or a tool "
-    "hook's or tool middleware's, fails the seed.",
+@tool_exceptions_option(
+    "With an agent: an exception a tool does not declare (@tool(raises=...)), or a tool "
+    "hook's or tool middleware's, fails the seed."
 )
 @click.option(
     "--user",

@@ -30,7 +30,7 @@ from loopctl.driver import BareLoop, CancelSignal, RunConfig, SessionConfig
 from loopctl.observe import LoopObserver
 from loopctl.providers import MissingApiKeyError
 from loopctl.terminal import Interrupts
-from loopctl_sim.cli.common import agent_or_configured, die, emit_json
+from loopctl_sim.cli.common import agent_option, agent_or_configured, die, emit_json
 from loopctl_sim.replay import ResumeError, ResumeResult, resume_trace_async
 from loopctl_sim.sim import AgentError
 from loopctl_sim.sim.agent import AgentFactory
@@ -41,13 +41,10 @@ from loopctl_sim.trace.requests import RecordedContexts
 
 @click.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option(
-    "--agent",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="The agent that goes on with the run, built by this factory (imported from the "
+@agent_option(
+    "The agent that goes on with the run, built by this factory (imported from the "
     "current directory and PYTHONPATH). Default: loopctl run's built-in agent for a trace "
-    "it recorded, else [tool.loopctl] agent in pyproject.toml.",
+    "it recorded, else [tool.loopctl] agent in pyproject.toml."
 )
 @click.option(
     "--out",

@@ -19,7 +19,15 @@ from typing import Any
 import click
 from pydantic_core import to_jsonable_python
 
-from loopctl_sim.cli.common import die, emit_json
+from loopctl_sim.cli.common import (
+    agent_option,
+    check_option,
+    crash_at_option,
+    deterministic_option,
+    die,
+    emit_json,
+    tool_exceptions_option,
+)
 from loopctl_sim.fuzz import FuzzConfig, check_scenario
 from loopctl_sim.sim import (
     AgentError,
@@ -54,43 +62,21 @@ from loopctl_sim.sim import (
     help="Check the run as the fuzzer checks a seed: invariants after every step, a heal run, "
     "determinism, a crash/restore (and, for an agent, nothing escapes, no tool call twice).",
 )
-@click.option(
-    "--check",
-    "user_checks",
-    multiple=True,
-    metavar="MODULE:FUNCTION",
-    help="A check of your own on the run's result and trace (implies --checks; repeatable).",
-)
-@click.option(
-    "--agent",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="Run this agent (for a scenario that names one: it replaces the file's).",
-)
+@check_option("A check of your own on the run's result and trace (implies --checks; repeatable).")
+@agent_option("Run this agent (for a scenario that names one: it replaces the file's).")
 @click.option(
     "--trust-agent",
     is_flag=True,
     help="Run the agent the scenario file names (a file does not run code on its own).",
 )
-@click.option(
-    "--deterministic/--nondeterministic",
-    default=None,
-    help="With --checks and an agent: its tools give the same results for the same calls, or "
-    "do not (as fuzz; default: find out by running twice).",
+@deterministic_option(
+    "With --checks and an agent: its tools give the same results for the same calls, or "
+    "do not (as fuzz; default: find out by running twice)."
 )
-@click.option(
-    "--crash-at",
-    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
-    default=0.5,
-    show_default=True,
-    help="With --checks: where the crash check strikes, a fraction of the run's steps.",
-)
-@click.option(
-    "--tool-exceptions/--no-tool-exceptions",
-    default=True,
-    show_default=True,
-    help="With --checks and an agent: an exception a tool does not declare "
-    "(@tool(raises=...)), or a tool hook's or middleware's, fails the check.",
+@crash_at_option("With --checks: where the crash check strikes, a fraction of the run's steps.")
+@tool_exceptions_option(
+    "With --checks and an agent: an exception a tool does not declare "
+    "(@tool(raises=...)), or a tool hook's or middleware's, fails the check."
 )
 def run(
     scenario: str,
@@ -99,7 +85,7 @@ def run(
     created: str | None,
     as_json: bool,
     fuzz_checks: bool,
-    user_checks: tuple[str, ...],
+    checks: tuple[str, ...],
     agent: str | None,
     trust_agent: bool,
     deterministic: bool | None,
@@ -116,10 +102,10 @@ def run(
     except ScenarioError as exc:
         die(str(exc))
     sc = _trusted(sc, scenario, agent, trust_agent)
-    if fuzz_checks or user_checks:
+    if fuzz_checks or checks:
         config = FuzzConfig(
             level="driver" if driver else "machine",
-            checks=user_checks,
+            checks=checks,
             deterministic=deterministic,
             check_tool_exceptions=tool_exceptions,
         )

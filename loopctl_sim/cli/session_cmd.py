@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import click
 
-from loopctl_sim.cli.common import die, emit_json, load_checks
+from loopctl_sim.cli.common import check_option, die, emit_json, load_checks
 from loopctl_sim.fuzz.sessions import (
     SESSION_CHECKS,
     SessionFuzzConfig,
@@ -123,13 +123,7 @@ def _report_failure(result: SessionSeedResult, config: SessionFuzzConfig, out: s
     default=None,
     help="Write the session's trace here (default: SCENARIO with .jsonl).",
 )
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    metavar="MODULE:FUNCTION",
-    help="A check of your own, check(session, records), on the whole session. Repeatable.",
-)
+@check_option("A check of your own, check(session, records), on the whole session. Repeatable.")
 @click.option(
     "--resume",
     type=click.Path(dir_okay=False, exists=True),
