@@ -169,13 +169,10 @@ class _Reply:
 
 
 class OllamaClient(HttpProvider):
-    """An Ollama native-API client. The host comes from ``base_url``, else ``OLLAMA_HOST``,
-    else ``http://127.0.0.1:11434``; no key is needed (``api_key``, if given, is sent as a
-    bearer token, for a proxy in front of Ollama).
-
-    ``num_ctx`` sets the context size (``options.num_ctx``); ``options`` are Ollama model options
-    (``temperature``, ``num_predict``, ...). A request's ``options`` go into ``options`` too,
-    except ``think``, ``format`` and ``keep_alive``, which are top-level fields.
+    """An Ollama native-API client: the host from ``base_url``, else ``OLLAMA_HOST``, else
+    ``http://127.0.0.1:11434``; no key needed (an ``api_key`` is sent as a bearer token, for a
+    proxy). ``num_ctx`` sets the context size; ``options`` are model options, and so are a
+    request's, except ``think``, ``format`` and ``keep_alive`` (top-level fields).
     """
 
     family = "ollama"

@@ -50,24 +50,6 @@ def _port_of(value: Any) -> int | None:
     return None
 
 
-class _Policy:
-    """Which hosts a block lets through; it learns the addresses of allowed names."""
-
-    def __init__(self, allow_hosts: Iterable[str], allow_loopback: bool) -> None:
-        self.hosts = {h.lower() for h in allow_hosts}
-        self.loopback = allow_loopback or any(is_loopback(h) for h in self.hosts)
-
-    def allows(self, host: str) -> bool:
-        host = host.lower()
-        return host in self.hosts or (self.loopback and is_loopback(host))
-
-    def learn(self, infos: Any) -> None:
-        for info in infos:
-            address = info[4]
-            if isinstance(address, tuple) and address:
-                self.hosts.add(str(address[0]).lower())
-
-
 @contextmanager
 def block_network(
     *,
@@ -78,7 +60,14 @@ def block_network(
 ) -> Iterator[None]:
     """Within the block, resolving or connecting to a host that is not allowed raises
     ``NetworkBlockedError`` (after ``on_block`` saw it); ``hint`` ends its message."""
-    policy = _Policy(allow_hosts, allow_loopback)
+    hosts = {h.lower() for h in allow_hosts}  # and the addresses allowed names resolve to
+    loopback = allow_loopback or any(is_loopback(h) for h in hosts)
+
+    def allows(host: str) -> bool:
+        return host.lower() in hosts or (loopback and is_loopback(host.lower()))
+
+    def learn(infos: Any) -> None:
+        hosts.update(str(i[4][0]).lower() for i in infos if isinstance(i[4], tuple) and i[4])
 
     def refuse(verb: str, host: str, port: int | None) -> NetworkBlockedError:
         where = host if port is None else f"{host}:{port}"
@@ -92,7 +81,7 @@ def block_network(
         if not isinstance(address, tuple) or not address:
             return  # a unix socket path is local
         host = str(address[0])
-        if not policy.allows(host):
+        if not allows(host):
             port = _port_of(address[1]) if len(address) > 1 else None
             raise refuse("connect to", host, port)
 
@@ -102,7 +91,7 @@ def block_network(
         if text is None or is_loopback(str(text)):
             # resolving this machine is harmless (servers bind through it); connect decides
             return False
-        if not policy.allows(str(text)):
+        if not allows(str(text)):
             raise refuse("resolve", str(text), _port_of(port))
         return True
 
@@ -134,7 +123,6 @@ def block_network(
         return original_getnameinfo(sockaddr, flags)
 
     sock, original_getnameinfo = socket.socket, socket.getnameinfo
-    hosts = policy.hosts
     guarded = {
         (sock, "connect"): checking(sock.connect, lambda args: args[0] if args else None),
         (sock, "connect_ex"): checking(sock.connect_ex, lambda args: args[0] if args else None),
@@ -142,7 +130,7 @@ def block_network(
         # query over UDP too); sendmsg(buffers, ancdata, flags, address), positional only
         (sock, "sendto"): checking(sock.sendto, lambda args: args[-1] if len(args) > 1 else None),
         (sock, "sendmsg"): checking(sock.sendmsg, lambda args: args[3] if len(args) > 3 else None),
-        (socket, "getaddrinfo"): resolver(socket.getaddrinfo, policy.learn),
+        (socket, "getaddrinfo"): resolver(socket.getaddrinfo, learn),
         (socket, "gethostbyname"): resolver(socket.gethostbyname, lambda a: hosts.add(a.lower())),
         (socket, "gethostbyname_ex"): resolver(
             socket.gethostbyname_ex, lambda found: hosts.update(a.lower() for a in found[2])

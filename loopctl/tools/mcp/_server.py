@@ -66,12 +66,10 @@ def standing_in(stand_in: StandIn) -> Iterator[None]:
 class McpServer:
     """One MCP server, over stdio (``McpServer.stdio``) or streamable HTTP (``McpServer.http``).
 
-    ``name`` names the server in traces and messages (and in replay, where the recorded session
-    is found by it). ``tools()`` opens the session and returns the server's tools; ``prefix`` is
-    put before each tool's name (two servers may offer the same name), and a name a provider
-    would refuse has its other characters replaced by ``_``. ``timeout`` bounds each call (else
-    the loop's ``tool_timeout``); ``parallel_safe=False`` runs each call alone. ``close()`` (or
-    a ``with`` block) ends the session; one left open is closed when the interpreter exits.
+    ``name`` names the server in traces (replay finds the recorded session by it). ``tools()``
+    opens the session; ``prefix`` goes before each tool's name (two servers may offer the same
+    name). ``timeout`` bounds each call (else the loop's ``tool_timeout``). ``close()`` (or a
+    ``with`` block) ends the session; one left open is closed when the interpreter exits.
     """
 
     def __init__(
