@@ -116,11 +116,8 @@ class ModelReply(BaseModel):
 
 
 class ApiError(LoopctlError):
-    """A provider call failed; ``error`` classifies it, the hints steer the driver's retry.
-
-    ``retry_after`` is in seconds (from ``retry-after-ms`` or ``retry-after``); ``should_retry``
-    carries ``x-should-retry`` when the server sent it (it overrides the kind's default).
-    """
+    """A provider call failed; ``error`` classifies it, the server's hints steer the driver's
+    retry (``retry_after`` in seconds; ``should_retry`` overrides the kind's default)."""
 
     def __init__(
         self,
@@ -231,8 +228,10 @@ def fold_events(events: Iterable[StreamEvent]) -> ModelReply:
             usage = event.usage
         elif event.kind == "part":
             _close_segment(out, text, segment)
-            _check_part(event.part)
-            out.append(event.part)
+            part = event.part  # its data must be holdable, as tool arguments must
+            if part.data and (problem := value_problem(part.data)) is not None:
+                raise _unholdable(f"a {part.kind} part's data", problem, {"part": part.kind})
+            out.append(part)
     _close_segment(out, text, segment)
     parts = tuple(_finish_call(p) if isinstance(p, _CallBuffer) else p for p in out)
     return ModelReply(message=Message(role="assistant", parts=parts), usage=usage, stop_reason=stop)
@@ -390,14 +389,6 @@ def _finish_call(buf: _CallBuffer) -> ToolCall:
         message = f"the model sent arguments for tool '{buf.name}' that are not an object"
         raise _refused(message, details, retryable=True)
     return ToolCall(id=buf.id, name=buf.name, arguments=arguments)
-
-
-def _check_part(part: ThinkingPart | ProviderPart) -> None:
-    """A reasoning or provider part's ``data`` must be holdable, as tool arguments must."""
-    if part.data:
-        problem = value_problem(part.data)
-        if problem is not None:
-            raise _unholdable(f"a {part.kind} part's data", problem, {"part": part.kind})
 
 
 def _unholdable(what: str, problem: str, details: dict[str, Any]) -> ApiError:

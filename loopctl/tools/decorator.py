@@ -255,13 +255,10 @@ def describe_validation_error(tool_name: str, exc: ValidationError) -> str:
         elif err["type"] == "extra_forbidden":
             problems.append(f"- {where}: unexpected argument")
         else:
-            problems.append(f"- {where}: {err['msg']} (got {_short_repr(err.get('input'))})")
+            got = json.dumps(err.get("input"), ensure_ascii=False, default=repr)
+            got = got if len(got) <= 80 else got[:77] + "..."
+            problems.append(f"- {where}: {err['msg']} (got {got})")
     return f"invalid arguments for tool '{tool_name}':\n" + "\n".join(problems)
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _underlying(fn: Callable[..., Any]) -> Any:
