@@ -157,8 +157,7 @@ class ThreadConnection:
             from mcp.client.stdio import stdio_client
 
             transport = stdio_client(target, errlog=_errlog())
-            return transport if self._wrapper is None else self._wrapper(transport)
-        if isinstance(target, str):
+        elif isinstance(target, str):
             from mcp.client.streamable_http import streamable_http_client
 
             transport = streamable_http_client(target)

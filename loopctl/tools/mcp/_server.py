@@ -212,22 +212,13 @@ class McpServer:
             before = {str(t.get("name")): t for t in self._listed}
             after = {str(t.get("name")): t for t in tools}
             self._listed = tools
-            self._pending.append(
-                io_event(
-                    "mcp",
-                    None,
-                    {
-                        "op": "tools",
-                        "server": self.name,
-                        "tools": tools,
-                        "added": sorted(after.keys() - before.keys()),
-                        "removed": sorted(before.keys() - after.keys()),
-                        "changed": sorted(
-                            n for n in after.keys() & before.keys() if after[n] != before[n]
-                        ),
-                    },
-                )
-            )
+            changes = {
+                "added": sorted(after.keys() - before.keys()),
+                "removed": sorted(before.keys() - after.keys()),
+                "changed": sorted(n for n in after.keys() & before if after[n] != before[n]),
+            }
+            data = {"op": "tools", "server": self.name, "tools": tools, **changes}
+            self._pending.append(io_event("mcp", None, data))
 
     def _flush(self) -> None:
         with self._lock:
