@@ -3,10 +3,9 @@
 ``BrainMachine``'s own programs almost never loop (its policies cap ``max_turns`` at 8, its rules
 are picked uniformly, and with a repeat limit of 2 an A, B, A, B is a repeat before it is a
 ping-pong), so a detector that ignored ping-pongs, the window or its own warning would pass
-them. Here a program is a run of exchanges built from loop patterns (``repeat``, ``spaced``,
-``shuffled``, ``ping_pong``, ``parallel``, ``noise``) under policies made for loops
-(``loop_policies``), with a mid-run change of the window or the limit now and then; how often
-each is drawn is ``LoopWeights``, a table a user can change.
+them. Here a program is a run of exchanges built from loop patterns
+(``loop_weights.PATTERNS``) under policies made for loops, the window or the limit changed
+mid-run now and then; how often each is drawn is ``LoopWeights``, a table a user can change.
 
 ``run_loop_program`` drives a ``BrainMachine`` through a program, every decision in ``Start``
 compared with the reference loop detector (the run's whole call record, never the brain's

@@ -1,9 +1,7 @@
 """What ``BrainMachine`` draws: policies, starting conversations, replies, token counts, errors,
-compactions and a well-behaved driver's moves.
-
-The draws are skewed on purpose: few tool names and fixed argument objects (so equal calls,
-hence loops, are common), token fractions around the compaction thresholds, small windows and
-turn limits. Uniform draws would almost never reach the states the brain's rules are about.
+compactions and a well-behaved driver's moves, skewed on purpose (few tool names and fixed
+arguments, so equal calls, hence loops, are common; token fractions around the thresholds;
+small windows and turn limits): uniform draws would almost never reach the brain's rules.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """``DriverMachine``: the hands (``BareLoop``) under hypothesis's stateful testing.
 
-Hypothesis plays the world. Each ``run`` rule starts one run of a ``BareLoop`` over the same
-conversation with a scripted model, one scripted tool ``work(n, mode)`` and a planned compactor
-(``driver_world``: failures, overflows, hanging, raising and crashing tools, compactors that
-refuse or grow); cancels, crashes and config changes strike at arbitrary steps and feeds. A
-crash is followed by what a real restart does: the brain is saved to JSON, restored, put into a
-fresh body and resumed with ``run()``.
-
-The ``DriverWatch`` in every body checks the brain and the hands after every step and feed,
-with bounds so that a driver that loops fails instead of hanging; the invariants below check
-every run.
+Hypothesis plays the world (``driver_world``). Each ``run`` rule starts one run of a
+``BareLoop`` over the same conversation; cancels, crashes and config changes strike at arbitrary
+steps and feeds, and a crash is followed by what a real restart does (the brain saved to JSON,
+restored into a fresh body, resumed). The ``DriverWatch`` in every body checks the brain and the
+hands after every step and feed, with bounds so that a looping driver fails instead of hanging.
 
 Run it as a test (``from loopctl_sim.props.driver_machine import TestDriver``), or around your
 own agent (``driver_agent``): its factory builds every loop, a model explores its tools, faults
@@ -87,8 +82,7 @@ def event(text: str) -> None:
 
 
 class DriverMachine(RuleBasedStateMachine):
-    """Hypothesis drives ``BareLoop`` runs, in the scripted world or around your own agent.
-
+    """Hypothesis drives ``BareLoop`` runs, in the scripted world or around your own agent:
     ``configs``: a strategy of ``RunConfig`` (None: an agent's own config); ``changes``: of the
     config updates made mid-run. Your own agent: ``agent`` is its factory (``"mypkg.agent:build"``
     or the callable); ``inputs`` are the user messages runs start with; ``simulated`` names tools
@@ -155,8 +149,6 @@ class DriverMachine(RuleBasedStateMachine):
             cls._loaded = loaded
         return loaded
 
-    # --- the world -----------------------------------------------------------------------------
-
     def _body(self, machine: LoopMachine) -> BareLoop:
         """A fresh body holding ``machine``, before the watch is installed."""
         if self.agent_run is not None:
@@ -173,8 +165,6 @@ class DriverMachine(RuleBasedStateMachine):
     def _key(self, call: ToolCall) -> Any:
         """What executions are counted by: ``n`` in the built-in world, else (run, call id)."""
         return call.arguments.get("n") if self.agent is None else (self.runs, call.id)
-
-    # --- rules ---------------------------------------------------------------------------------
 
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
@@ -361,8 +351,6 @@ class DriverMachine(RuleBasedStateMachine):
         if self.machine.is_terminal and not self.machine.finalized:
             return
         self.machine = LoopMachine.model_validate_json(self.machine.model_dump_json())
-
-    # --- invariants ----------------------------------------------------------------------------
 
     @invariant()
     def every_run_ended(self) -> None:

@@ -1,14 +1,11 @@
 """The scripted world ``DriverMachine`` runs ``BareLoop`` in: a model that plays a script, one
-tool (``work``) whose arguments say what it does, and the strategies that draw both.
+tool (``work``) whose arguments say what it does (``MODES``), and the strategies that draw both.
 
 The model answers each ``CallLLM`` step with one script entry: tool calls, a final text, a call
-of an unknown tool, or a failure ``(kind, times, retry_after)``: the step's first ``times``
-attempts fail (``None``: every attempt), so retries are judged per model call, as the driver
-makes them. The step and its attempt come from the ``DriverWatch``, not from the driver.
-
-``work(n, mode)`` does what ``MODES`` lists (a crash once per call: a re-dispatched call
-answers). The strategies are skewed towards the driver's rules: small retry budgets against
-short or persistent failures, retry-after values, overflows, parallel calls of mixed speed.
+of an unknown tool, or a failure whose first ``times`` attempts fail (``None``: every attempt),
+so retries are judged per model call, as the driver makes them (the step and its attempt come
+from the ``DriverWatch``). The strategies are skewed towards the driver's rules: small retry
+budgets against short or persistent failures, retry-after values, overflows, parallel calls.
 """
 
 from __future__ import annotations
@@ -196,8 +193,6 @@ class PlannedCompactor:
             return await self._cut.compact(messages, reason)
         return misbehaving_compaction(messages, mode)
 
-
-# --- strategies ----------------------------------------------------------------------------------
 
 _TIMES: Final = st.sampled_from([1, 2, 1, 3, None])
 #: Failures as drawn: rate limits and overloads with a retry-after over the backoff (so that an

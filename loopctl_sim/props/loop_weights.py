@@ -17,14 +17,12 @@ PATTERNS: Final = ("ping_pong", "spaced", "repeat", "shuffled", "parallel", "noi
 
 @dataclass(frozen=True)
 class LoopWeights:
-    """How often the looping programs draw each thing, as relative weights (a weight of 0 turns
-    it off). Read it as a table: out of ``sum`` of a group, each name's share.
-
-    ``patterns``: the segment patterns (see ``brain_loops``' docstring); ``actions``: the policy's
-    ``loop_action`` (``warn`` most, since a warned run goes on, to be failed by its next loop);
-    ``windows`` and ``limits``: ``loop_window`` and ``loop_repeat_limit``, drawn for the policy
-    and again at every change; ``change``: out of 8 exchanges, how many are followed by a
-    policy change (a new window or limit, in force at the very next step).
+    """How often the looping programs draw each thing, as relative weights (0 turns it off; out
+    of the sum of a group, each name's share). ``patterns``: the segment patterns (``PATTERNS``);
+    ``actions``: the policy's ``loop_action`` (``warn`` most, since a warned run goes on, to be
+    failed by its next loop); ``windows`` and ``limits``: ``loop_window`` and
+    ``loop_repeat_limit``, drawn for the policy and again at every change; ``change``: out of 8
+    exchanges, how many are followed by a policy change (in force at the very next step).
     """
 
     patterns: tuple[tuple[str, int], ...] = (

@@ -302,9 +302,6 @@ def tool_timeout(registry: ToolRegistry, name: str, default: float | None) -> fl
     return default
 
 
-# --- recorded tools: answered from the user's own traces ------------------------------------
-
-
 def recorded_answers(
     paths: Iterable[str | os.PathLike[str]],
 ) -> Callable[[ToolCall], ToolResult | None]:

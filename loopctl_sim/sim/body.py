@@ -71,17 +71,14 @@ def agent_failure(error: Exception) -> bool:
 
 
 class Crash(BaseException):
-    """Raised by a harness's ``before_step`` hook: the run stops here as a crashed process would
-    (no exit door), and the harness resumes the saved brain in a fresh body. A
-    ``BaseException``, as a kill is: the driver tells its observers of an ``Exception`` that
-    escapes a run (a trace records it as the run's end), and a killed process tells nobody."""
+    """Raised by a harness's ``before_step`` hook: the run stops as a killed process would (no
+    exit door; a ``BaseException``, which the driver does not report to its observers as the
+    run's end), and the harness resumes the saved brain in a fresh body."""
 
     def __init__(self, step: int) -> None:
         super().__init__(f"crash before step {step}")
         self.step = step
 
-
-# --- the event loop ------------------------------------------------------------------------
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -53,10 +53,9 @@ def history_difference(
     expected_name: str = "expected",
     actual_name: str = "actual",
 ) -> str | None:
-    """Where ``actual`` first departs from ``expected``, in one line, or None when they are
-    equal: ``message 3 of 7 (6 messages with the crash): parts[0].text: "a…" uninterrupted,
-    "b…" with the crash``; a history that stops early or goes on names the first message one
-    side has and the other does not. ``expected_name``/``actual_name`` say which run is which."""
+    """Where ``actual`` first departs from ``expected``, in one line (None when equal): the
+    first differing message and path with an excerpt of each side, or the first message only one
+    side has; ``expected_name``/``actual_name`` say which run is which."""
     if list(expected) == list(actual):
         return None
     sizes = f"{len(expected)} messages {expected_name}, {len(actual)} {actual_name}"

@@ -42,8 +42,6 @@ from loopctl.tools import raised_message, timed_out_message
 from loopctl_sim.errors import SimError
 from loopctl_sim.sim.faults import UNKNOWN_TOOL, Fault
 
-# --- the model --------------------------------------------------------------------------------
-
 ModelFn = Callable[[Sequence[Message], int], Message]
 
 
@@ -213,8 +211,6 @@ def delivered_reply(
     return fold_events(message_events(streamed, usage))
 
 
-# --- tools ------------------------------------------------------------------------------------
-
 ToolFn = Callable[[dict[str, Any]], str]
 
 
@@ -278,9 +274,6 @@ def run_tool(
     return ToolResult.answering(call, distort(str(content), fault))
 
 
-# --- compaction -------------------------------------------------------------------------------
-
-
 def middle_out(
     messages: Sequence[Message], keep_head: int = 2, keep_tail: int = 6
 ) -> list[Message] | None:
@@ -296,12 +289,9 @@ def middle_out(
     raise RuntimeError("MiddleOutCompactor awaited something")
 
 
-# --- the world --------------------------------------------------------------------------------
-
-
 @dataclass
 class World:
-    """A scripted world. ``policy.tools`` is replaced by the names of ``tools``."""
+    """A scripted world (``policy.tools`` is replaced by the names of ``tools``)."""
 
     input: str | Message
     model: ModelScript = field(default_factory=ModelScript)

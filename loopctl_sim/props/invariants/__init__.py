@@ -1,9 +1,6 @@
-"""Invariant checkers for the brain and the hands, usable after every step.
-
-Every checker is pure: it reads machines (and their snapshots) and returns a list of problems
-(``problems``: ``"<code>: <text>"``, [] when all is well). It never feeds the machine it is
-given; where a check has to ask a question (``check_resume``), it asks a restored copy. Provider
-validity is modelled independently of the brain (``conversation``).
+"""Invariant checkers for the brain and the hands, usable after every step. Every checker is
+pure: it reads machines and returns a list of problems (``"<code>: <text>"``, [] when all is
+well); where a check has to ask a question (``check_resume``), it asks a restored copy.
 
 Import the package, not its modules (``from loopctl_sim.props import invariants as inv``). It
 imports ``loopctl`` and, for ``check_trace``, the trace format; no hypothesis.

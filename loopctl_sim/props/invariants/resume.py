@@ -16,9 +16,8 @@ from loopctl_sim.props.invariants.problems import problem as _p
 
 
 def _sealed(content: bytes) -> bytes:
-    """The snapshot's JSON sealed as the format says (docs/brain.md), written here rather than
-    taken from the brain so that a wrong seal cannot pass as its own reference: version 3 in the
-    head, the sha256 of the content last, before the closing brace."""
+    """The snapshot's JSON sealed as docs/brain.md says (version 3 in the head, the sha256 of the
+    content before the closing brace), written here so a wrong seal is not its own reference."""
     head, history, rest = content.partition(b',"history":')
     sealed_head = re.sub(rb'"version":\d+', b'"version":3', head, count=1)
     tail = b',"checksum":"' + hashlib.sha256(content).hexdigest().encode() + b'"}'
@@ -33,9 +32,8 @@ def _ask(machine: LoopMachine, policy: MachinePolicy) -> MachineStep | str:
 
 
 def check_digest(machine: LoopMachine) -> list[str]:
-    """``machine.digest()``, asked first, is the hash of a fresh canonical encoding: the snapshot
-    model's own JSON, built without the machine's caches. Call it before anything that saves
-    the machine (``check_resume``, ``model_dump_json``) refreshes them."""
+    """``machine.digest()``, asked first, is the hash of a fresh canonical encoding (the snapshot
+    model's JSON, without the machine's caches): call it before a save refreshes them."""
     got = machine.digest()
     fresh = hashlib.sha256(machine.snapshot().model_dump_json().encode()).hexdigest()[:16]
     if got == fresh:
