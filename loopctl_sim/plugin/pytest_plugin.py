@@ -79,27 +79,20 @@ def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
 # --- replaying ---------------------------------------------------------------------------------
 
 
-def resolve_trace(path: str | os.PathLike[str], base: Path | None = None) -> Path:
-    """``path`` as given if absolute; else under ``base`` (the test's directory) when it exists
-    there; else relative to the working directory."""
-    p = Path(path)
-    if p.is_absolute() or base is None:
-        return p
-    candidate = base / p
-    return candidate if candidate.exists() else p
-
-
 def replay_or_fail(
     path: str | os.PathLike[str],
-    base: Path | None = None,
+    base: Path,
     *,
     agent: str | None = None,
     tools: str = "live",
     update: bool = False,
 ) -> ReplayResult:
-    """Replay the trace at ``path`` (against ``agent`` when given; re-recording it with
-    ``update``); ``pytest.fail`` with a readable report if it diverges or cannot be read."""
-    p = resolve_trace(path, base)
+    """Replay the trace at ``path`` (from the test's directory ``base`` when it is there, else
+    the working directory), against ``agent`` when given, re-recording it with ``update``;
+    ``pytest.fail`` with a readable report if it diverges or cannot be read."""
+    p = Path(path)
+    if not p.is_absolute() and (base / p).exists():
+        p = base / p
     try:
         if agent is not None and update:
             updated = update_trace(p, agent, tools=tools)

@@ -108,7 +108,9 @@ class Divergence:
         if self.recent_feeds:
             out.append("feeds before it:")
             for f in self.recent_feeds:
-                out.append(f"  seq {f.seq} (line {f.line}): {f.name} {_short(f.args)}")
+                args = json.dumps(f.args, separators=(",", ":"), ensure_ascii=False)
+                args = args if len(args) <= 100 else args[:97] + "..."
+                out.append(f"  seq {f.seq} (line {f.line}): {f.name} {args}")
         out += bounded_diff(self.expected, self.actual, self.diff)
         return "\n".join(out)
 
@@ -130,11 +132,6 @@ class Diverged(BaseException):
     def __init__(self, divergence: Divergence) -> None:
         super().__init__(divergence.message)
         self.divergence = divergence
-
-
-def _short(args: dict[str, Any], limit: int = 100) -> str:
-    text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
