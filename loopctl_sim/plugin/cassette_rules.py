@@ -85,9 +85,6 @@ def body_matcher(r1: Any, r2: Any) -> None:
         raise AssertionError("the request bodies differ (compared as parsed JSON)")
 
 
-# --- scrubbing -------------------------------------------------------------------------------
-
-
 def _scrub_json_text(text: str, scrub: Scrubber) -> str:
     try:
         value = json.loads(text)
@@ -225,9 +222,6 @@ def scrub_response(response: dict[str, Any], scrub: Scrubber) -> dict[str, Any]:
             for name in [n for n in headers if n.lower() == "content-length"]:
                 del headers[name]  # the length of the body before it was scrubbed
     return response
-
-
-# --- configuration ---------------------------------------------------------------------------
 
 
 def vcr_config(scrubber: Scrubber | None = None) -> dict[str, Any]:

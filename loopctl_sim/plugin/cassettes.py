@@ -46,8 +46,6 @@ from loopctl_sim.plugin.modes import (
 from loopctl_sim.trace.files import sweep_temporaries, write_atomically
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
-# --- chunk by chunk --------------------------------------------------------------------------
-
 _SSE_END = re.compile(rb"(?<=\n\n)|(?<=\n\r\n)")
 _LINE_END = re.compile(rb"(?<=\n)")
 
@@ -98,9 +96,6 @@ def _in_pieces(response: httpx.Response) -> httpx.Response:
     return response
 
 
-# --- writing ------------------------------------------------------------------------------
-
-
 class CassetteWriteError(OSError, SimError):
     """A recorded cassette could not be written; the cassette that was there is unchanged."""
 
@@ -140,9 +135,6 @@ class AtomicPersister:
             self.error.__cause__ = exc
             return
         self.saved = True
-
-
-# --- the session -----------------------------------------------------------------------------
 
 
 class CassetteNotWritten(UserWarning):

@@ -76,9 +76,6 @@ def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
     register_matchers(vcr)
 
 
-# --- replaying ---------------------------------------------------------------------------------
-
-
 def replay_or_fail(
     path: str | os.PathLike[str],
     base: Path,
@@ -153,9 +150,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         raise
     offline.fail_on_problems(item)
     return result
-
-
-# --- fixtures ----------------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -118,9 +118,6 @@ def slots(obj: Any) -> Iterator[_Slot]:
         yield from _ollama_slots(obj)
 
 
-# --- the clean text laid back over the pieces ------------------------------------------------
-
-
 def _replaced_spans(original: str, clean: str) -> list[tuple[int, int, str]] | None:
     """Where in ``original`` each placeholder of ``clean`` stands: ``(start, end, placeholder)``,
     the text between them unchanged; None when ``clean`` is not ``original`` with spans

@@ -110,8 +110,6 @@ class _MachineReplay:
         assert self.machine is not None  # the reader guarantees a header first
         return self.machine
 
-    # --- the handlers, one per record type -----------------------------------------------
-
     def header(self, line: int, rec: HeaderRecord) -> None:
         self.check_unchecked()
         result = self.result
@@ -240,8 +238,6 @@ class _MachineReplay:
         "end": end,
     }
 
-    # --- the checks ----------------------------------------------------------------------
-
     def digest_diverged(self, rec: FeedRecord, line: int) -> None:
         """Raise ``Diverged``: the brain's digest is not the one recorded after ``rec``; the
         report names the brain's fields that differ (from the feed's brain summary, v2)."""
@@ -270,8 +266,6 @@ class _MachineReplay:
         found = summary_divergence(brain, self.brain, where, digest)
         if found is not None:
             raise _diverged(rec, line, "summary", *found)
-
-    # --- the pass ------------------------------------------------------------------------
 
     def run(self, until: int | None) -> ReplayResult:
         """Every record (up to the one with seq ``until``) through its handler."""
