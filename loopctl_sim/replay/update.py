@@ -80,8 +80,7 @@ class UpdateResult:
     forced: int = 0  # requests answered although they differ (force=True)
 
     def summary(self) -> str:
-        lines = [self.message, *(f"  {d}" for d in self.details)]
-        return "\n".join(lines)
+        return "\n".join([self.message, *(f"  {d}" for d in self.details)])
 
 
 @dataclass

@@ -50,15 +50,12 @@ class FieldDiff:
         return excerpt_pair(self.expected, self.actual, limit)
 
     def to_json(self) -> dict[str, Any]:
-        def side(value: Any) -> Any:
-            return None if value is ABSENT else value
-
         expected, actual = self.excerpts()
         return {
             "path": self.path,
             "where": self.where,
-            "expected": side(self.expected),
-            "actual": side(self.actual),
+            "expected": None if self.expected is ABSENT else self.expected,
+            "actual": None if self.actual is ABSENT else self.actual,
             "expected_absent": self.expected is ABSENT,
             "actual_absent": self.actual is ABSENT,
             "expected_excerpt": expected,
