@@ -46,7 +46,6 @@ from loopctl.api import (
     ToolCallEnd,
     ToolCallStart,
     ToolSpec,
-    Usage,
     UsageEvent,
 )
 from loopctl.core import Message, ProviderPart, TextPart, ThinkingPart, ToolCall, ToolResult
@@ -59,27 +58,11 @@ from loopctl.providers._errors import (
     stream_ended_early,
 )
 from loopctl.providers._framing import CallIds, Cursor, sse_events
-from loopctl.providers._openai_wire import args_json
+from loopctl.providers._openai_wire import args_json, usage_from_wire
 
 ANNOTATIONS: Final = "annotations"
 CALL_EXTRA: Final = "call_extra"
 _INCOMPLETE: Final = {"max_output_tokens": "max_tokens"}
-
-
-def usage_from_wire(usage: Mapping[str, Any]) -> Usage:
-    """``input_tokens`` / ``output_tokens``; context = ``total_tokens``; the breakdowns."""
-    fresh = int(usage.get("input_tokens") or 0)
-    output = int(usage.get("output_tokens") or 0)
-    total = usage.get("total_tokens")
-    return Usage(
-        input_tokens=fresh,
-        output_tokens=output,
-        cache_read_tokens=int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0),
-        context_tokens=int(total) if total is not None else fresh + output,
-        reasoning_tokens=int(
-            (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
-        ),
-    )
 
 
 def _summary(item: Mapping[str, Any]) -> str:
@@ -162,7 +145,7 @@ class _Reply:
             yield StopEvent(reason="tool_use" if self.any_call else "end_turn")
         usage = response.get("usage")
         if isinstance(usage, Mapping):
-            yield UsageEvent(usage=usage_from_wire(usage))
+            yield UsageEvent(usage=usage_from_wire(usage, "input_tokens", "output_tokens"))
 
 
 def response_events(

@@ -159,17 +159,20 @@ def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def usage_from_wire(usage: Mapping[str, Any]) -> Usage:
-    """Usage from ``prompt_tokens``/``completion_tokens``; context = ``total_tokens``."""
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
+def usage_from_wire(
+    usage: Mapping[str, Any], prompt: str = "prompt_tokens", output: str = "completion_tokens"
+) -> Usage:
+    """Usage from ``prompt``/``output`` (Chat Completions' names; the Responses API's are
+    ``input_tokens``/``output_tokens``) and their ``_details``; context = ``total_tokens``."""
+    fresh = int(usage.get(prompt) or 0)
+    out = int(usage.get(output) or 0)
     total = usage.get("total_tokens")
-    details = usage.get("prompt_tokens_details") or {}
-    output = usage.get("completion_tokens_details") or {}
+    details = usage.get(f"{prompt}_details") or {}
+    out_details = usage.get(f"{output}_details") or {}
     return Usage(
-        input_tokens=prompt,
-        output_tokens=completion,
+        input_tokens=fresh,
+        output_tokens=out,
         cache_read_tokens=int(details.get("cached_tokens") or 0),
-        context_tokens=int(total) if total is not None else prompt + completion,
-        reasoning_tokens=int(output.get("reasoning_tokens") or 0),
+        context_tokens=int(total) if total is not None else fresh + out,
+        reasoning_tokens=int(out_details.get("reasoning_tokens") or 0),
     )
