@@ -82,8 +82,6 @@ class BrainFeeds(RuleBasedStateMachine):
         # somewhere before they are interrupted (drawn per run)
         self.patience = 0
 
-    # --- helpers ------------------------------------------------------------------------------
-
     @property
     def kind(self) -> str:
         return self.machine.state.kind
@@ -138,8 +136,6 @@ class BrainFeeds(RuleBasedStateMachine):
         except Exception:
             return None
 
-    # --- setup --------------------------------------------------------------------------------
-
     def _setup(
         self, policy: MachinePolicy, history: list[Message], patience: int, start: bool
     ) -> None:
@@ -150,8 +146,6 @@ class BrainFeeds(RuleBasedStateMachine):
         # start one); the rest leave accept_input to the rules
         if start:
             self.accept_input("hello", False)
-
-    # --- the question -------------------------------------------------------------------------
 
     @precondition(lambda self: self.kind != "start" or self.started)
     @rule()
@@ -180,8 +174,6 @@ class BrainFeeds(RuleBasedStateMachine):
             step, Done
         ):
             self.manual = False
-
-    # --- the eleven feeds, in their states -----------------------------------------------------
 
     @precondition(lambda self: self.kind == "start" and not self.started)
     @rule(text=TEXTS, as_message=st.booleans())

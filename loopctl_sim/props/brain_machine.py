@@ -56,8 +56,6 @@ from loopctl_sim.props.brain_strategies import (
     policies,
 )
 
-# --- the machine -------------------------------------------------------------------------------
-
 
 class BrainMachine(BrainFeeds):
     """Hypothesis drives one ``LoopMachine`` as a (sometimes misbehaving) driver would.
@@ -74,8 +72,6 @@ class BrainMachine(BrainFeeds):
         super().__init_subclass__(**kwargs)
         _install_policy_rules(cls)
 
-    # --- setup and policy changes ---------------------------------------------------------------
-
     def _change_policy(self, drawn: MachinePolicy) -> None:
         """The driver rebuilds the policy every step; the run's max_turns stays."""
         self.policy = drawn.model_copy(update={"max_turns": self.policy.max_turns})
@@ -88,8 +84,6 @@ class BrainMachine(BrainFeeds):
             data.draw(PATIENCE, label="patience"),
             data.draw(STARTS, label="start"),
         )
-
-    # --- between runs and across processes ----------------------------------------------------
 
     def _next_run(self, policy: MachinePolicy) -> None:
         fresh = self.machine.next_run()
@@ -190,8 +184,6 @@ class BrainMachine(BrainFeeds):
         assert restored == self.machine
         self.machine = restored
 
-    # --- misuse: the wrong feed, or bad input; ProtocolError and no change ---------------------
-
     @rule(index=st.integers(0, len(FEEDS) - 1))
     def feed_in_wrong_state(self, index: int) -> None:
         kind = self.kind
@@ -207,8 +199,6 @@ class BrainMachine(BrainFeeds):
         cases = bad_inputs(self.machine, self.policy)
         what, call = cases[index % len(cases)]
         self._fail_on(inv.check_refused(self.machine, call), f"{what} in {self.kind}")
-
-    # --- invariants, after every rule ---------------------------------------------------------
 
     def check_all(self) -> None:
         """All the invariants at once (hypothesis runs them after every rule; ``drive`` also
@@ -298,8 +288,6 @@ _install_policy_rules(BrainMachine)
 
 TestBrain = BrainMachine.TestCase
 
-
-# --- a weighted program over the same rules ----------------------------------------------------
 
 #: How often ``run_program`` picks each kind of action (out of the sum).
 PROGRAM_WEIGHTS: Final = {

@@ -199,8 +199,6 @@ class DriverWatch(LoopObserver):
         #: the user's own, or a fault's, is not judged: the watch cannot tell when it was made)
         self.compact_owed = False
 
-    # --- the seams -------------------------------------------------------------------------
-
     def install(self, loop: BareLoop) -> BareLoop:
         """``loop`` with the watch's client wrapper, sleep, jitter, dispatch counter and itself
         put in (the user's client, hooks and observers kept, inside or before them)."""
@@ -295,8 +293,6 @@ class DriverWatch(LoopObserver):
                 ]
             )
 
-    # --- the observer ----------------------------------------------------------------------
-
     def step(self, policy: MachinePolicy, step: MachineStep, machine: LoopMachine) -> None:
         self.policy = policy
         self.steps += 1
@@ -384,8 +380,6 @@ class DriverWatch(LoopObserver):
         """After the run: ``result.messages`` is what the run said (``said``), every call's
         result in it once and in call order."""
         return inv.check_run_messages(self.said, result.messages)
-
-    # --- checks and strikes ----------------------------------------------------------------
 
     def _tick(self, machine: LoopMachine, problems: list[str]) -> None:
         if self.brain:

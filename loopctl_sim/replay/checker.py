@@ -53,8 +53,6 @@ from loopctl_sim.trace.requests import (
     with_last,
 )
 
-__all__ = ["Checker", "Incomplete", "Killed", "brain_view", "header_next"]
-
 _REQUEST = frozenset({"model_request"})
 
 
@@ -117,8 +115,6 @@ class Checker(LoopObserver):
         #: the digest of the brain as of the last record matched (None: not comparable): what a
         #: header after a kill must hold
         self.matched: str | None = None
-
-    # --- failing ---------------------------------------------------------------------------
 
     def fail(
         self,
@@ -202,8 +198,6 @@ class Checker(LoopObserver):
         if self.fingerprints:
             return bool(recorded == live)
         return bool(without_fingerprints(recorded) == without_fingerprints(live))
-
-    # --- the observer ----------------------------------------------------------------------
 
     def run_started(self, machine: LoopMachine, input: Any) -> None:
         self.machine = machine

@@ -46,8 +46,6 @@ from loopctl_sim.trace import (
 )
 from loopctl_sim.trace.files import replace_with, temporary_beside
 
-__all__ = ["ResumeResult", "resume_trace", "resume_trace_async"]
-
 
 @dataclass
 class ResumeResult:

@@ -25,8 +25,6 @@ from loopctl.core import SetContextTokens, ToolResults
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace import IoRecord, Record, TraceReader
 
-__all__ = ["Cursor", "Numbered", "TraceEnded", "folded"]
-
 #: A record with its line number in the trace; ``rec.type`` tells the kinds apart.
 Numbered = tuple[int, Record]
 

@@ -68,8 +68,6 @@ from loopctl_sim.trace import (
     default_scrubber,
 )
 
-__all__ = ["replay_agent", "replay_driver"]
-
 #: Builds the replayed run's loop for a brain (the body shared by every run of the trace).
 Body = Callable[[LoopMachine], BareLoop]
 

@@ -30,22 +30,6 @@ from pydantic_core import to_jsonable_python
 from loopctl.core import LoopMachine
 from loopctl_sim.trace import BrainSummary
 
-__all__ = [
-    "LONG",
-    "brain_changes",
-    "change_line",
-    "compaction_explanation",
-    "excerpt_pair",
-    "feed_explanation",
-    "field_changes",
-    "first_difference",
-    "one_line",
-    "policy_changes",
-    "request_explanation",
-    "snippets",
-    "where",
-]
-
 #: How much text either side of the first difference a snippet shows.
 SNIPPET: Final = 24
 #: How much of the differing stretch itself a snippet shows, at most.

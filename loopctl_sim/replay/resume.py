@@ -58,8 +58,6 @@ from loopctl_sim.trace import (
     open_for_reading,
 )
 
-__all__ = ["ResumeError", "ResumePoint", "header_brain", "resume_point"]
-
 #: A line that starts like a checkpoint, as the writer writes one.
 _CHECKPOINT: Final = re.compile(rb'\{"seq":[0-9]+,"type":"(?:header"|io","kind":"snapshot")')
 #: What follows the last ``"scrub_key":`` of a header that continues the previous run (v3, the
