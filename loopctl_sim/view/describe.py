@@ -12,7 +12,7 @@ instead of breaking the view.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -259,90 +259,76 @@ def _took(rec: dict[str, Any]) -> str:
     return f" in {d:.3f}s" if isinstance(d, int | float) else ""
 
 
-def _io_model_error(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    err = d.get("error") or {}
-    status = f" HTTP {err.get('status')}" if err.get("status") else ""
-    text = f"model error{status}: {err.get('kind')}: {_clip(str(err.get('message')), limit)}"
-    return Described("model", "model_error", "error", (text + _took(rec),))
-
-
-def _io_model_request(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    tools = d.get("tools")
-    names = ", ".join(str(t.get("name", t)) if isinstance(t, dict) else str(t) for t in tools or ())
-    size = d.get("n_messages")
-    if size is None and isinstance(d.get("messages"), list):
-        size = len(d["messages"])
-    text = f"model request: {size} messages; tools {_clip(names, limit) or '(none)'}"
-    return Described("model", "model_request", "", (text,), echo=True)
-
-
-def _io_model_reply(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    usage = d.get("usage") or {}
-    text = (
-        f"model reply{_took(rec)}: {usage.get('input_tokens')} in / "
-        f"{usage.get('output_tokens')} out tokens, stop {d.get('stop_reason')}, "
-        f"attempt {d.get('attempts')}"
-    )
-    return Described("model", "model_reply", "", (text,), echo=True)
-
-
-def _io_retry(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    text = f"retry {d.get('attempt')} after {d.get('delay_s')}s ({d.get('kind')})"
-    return Described("model", "retry", "warn", (text,))
-
-
-def _io_tool_call(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    args = _json(d.get("arguments", {}), _short(limit))
-    text = f"tool call {d.get('name')}({args}) [{d.get('id')}]"
-    return Described("tools", "tool_call", "", (text,), echo=True)
-
-
-def _io_tool_result(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    if d.get("fault"):
+def _io_lines(kind: str, d: dict[str, Any], took: str, limit: int | None) -> Described | None:
+    """An io record of a kind this view knows, from its data (None: a kind it does not know)."""
+    if kind == "model_request":
+        tools = d.get("tools")
+        names = ", ".join(
+            str(t.get("name", t)) if isinstance(t, dict) else str(t) for t in tools or ()
+        )
+        size = d.get("n_messages")
+        if size is None and isinstance(d.get("messages"), list):
+            size = len(d["messages"])
+        text = f"model request: {size} messages; tools {_clip(names, limit) or '(none)'}"
+        return Described("model", kind, "", (text,), echo=True)
+    if kind == "model_reply":
+        usage = d.get("usage") or {}
+        text = (
+            f"model reply{took}: {usage.get('input_tokens')} in / "
+            f"{usage.get('output_tokens')} out tokens, stop {d.get('stop_reason')}, "
+            f"attempt {d.get('attempts')}"
+        )
+        return Described("model", kind, "", (text,), echo=True)
+    if kind == "model_error":
+        err = d.get("error") or {}
+        status = f" HTTP {err.get('status')}" if err.get("status") else ""
+        text = f"model error{status}: {err.get('kind')}: {_clip(str(err.get('message')), limit)}"
+        return Described("model", kind, "error", (text + took,))
+    if kind == "retry":
+        text = f"retry {d.get('attempt')} after {d.get('delay_s')}s ({d.get('kind')})"
+        return Described("model", kind, "warn", (text,))
+    if kind == "tool_call":
+        args = _json(d.get("arguments", {}), _short(limit))
+        text = f"tool call {d.get('name')}({args}) [{d.get('id')}]"
+        return Described("tools", kind, "", (text,), echo=True)
+    if kind == "tool_result" and d.get("fault"):
         text = f"tool fault {d.get('fault')} in {d.get('name')}"
-        return Described("tools", "tool_result", "error", (text,))
-    flag = " ERROR" if d.get("is_error") else ""
-    content = _clip(str(d.get("content", "")), _short(limit))
-    text = f"tool result{flag} {d.get('name')} [{d.get('id')}]{_took(rec)}: {content}"
-    return Described("tools", "tool_result", "error" if flag else "", (text,), echo=True)
-
-
-def _io_crash(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    size = d.get("snapshot_bytes")
-    text = f"crash at step {d.get('step')}; restored from a {size}-byte snapshot"
-    return Described("run", "crash", "error", (text,))
-
-
-def _io_snapshot(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    """A periodic snapshot (``TraceRecorder(snapshot_every=N)``): its size, not its content."""
-    found = d.get("snapshot")
-    snap: dict[str, Any] = found if isinstance(found, dict) else {}
-    history, pending = len(snap.get("history") or ()), len(snap.get("pending") or ())
-    text = f"snapshot of the brain: {history} + {pending} messages (digest {d.get('digest')})"
-    return Described("run", "snapshot", "", (text,))
-
-
-def _io_cancel(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    return Described("events", "cancel", "warn", (f"cancel: {d.get('reason', '')}",))
-
-
-def _io_compaction(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    if d.get("noop"):
+        return Described("tools", kind, "error", (text,))
+    if kind == "tool_result":
+        flag = " ERROR" if d.get("is_error") else ""
+        content = _clip(str(d.get("content", "")), _short(limit))
+        text = f"tool result{flag} {d.get('name')} [{d.get('id')}]{took}: {content}"
+        return Described("tools", kind, "error" if flag else "", (text,), echo=True)
+    if kind == "crash":
+        size = d.get("snapshot_bytes")
+        text = f"crash at step {d.get('step')}; restored from a {size}-byte snapshot"
+        return Described("run", kind, "error", (text,))
+    if kind == "snapshot":  # a periodic one (TraceRecorder(snapshot_every=N)): its size
+        found = d.get("snapshot")
+        snap: dict[str, Any] = found if isinstance(found, dict) else {}
+        history, pending = len(snap.get("history") or ()), len(snap.get("pending") or ())
+        text = f"snapshot of the brain: {history} + {pending} messages (digest {d.get('digest')})"
+        return Described("run", kind, "", (text,))
+    if kind == "cancel":
+        return Described("events", kind, "warn", (f"cancel: {d.get('reason', '')}",))
+    if kind == "compaction" and d.get("noop"):
         text = f"compaction ({d.get('reason')}): nothing to cut"
-        return Described("compaction", "compaction", "warn", (text + _took(rec),))
-    text = (
-        f"compaction ({d.get('reason')}): {d.get('messages_before')} messages -> "
-        f"{d.get('messages_after')}"
-    )
-    return Described("compaction", "compaction", "", (text + _took(rec),))
+        return Described("compaction", kind, "warn", (text + took,))
+    if kind == "compaction":
+        text = (
+            f"compaction ({d.get('reason')}): {d.get('messages_before')} messages -> "
+            f"{d.get('messages_after')}"
+        )
+        return Described("compaction", kind, "", (text + took,))
+    if kind == "reflection":
+        text = f'reflection: "{_clip(str(d.get("text", "")), limit)}"'
+        return Described("events", kind, "", (text,), echo=True)
+    if kind == "mcp":
+        return _mcp(d, limit)
+    return None
 
 
-def _io_reflection(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
-    text = f'reflection: "{_clip(str(d.get("text", "")), limit)}"'
-    return Described("events", "reflection", "", (text,), echo=True)
-
-
-def _io_mcp(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Described:
+def _mcp(d: dict[str, Any], limit: int | None) -> Described:
     """An MCP server's session (``loopctl.tools.mcp``): its tool list, a call's result, a
     failure."""
     server, op, tool = d.get("server"), d.get("op"), d.get("tool")
@@ -369,29 +355,11 @@ def _io_mcp(d: dict[str, Any], rec: dict[str, Any], limit: int | None) -> Descri
     return Described("tools", "mcp", "error" if flag else "", (text,))
 
 
-_IO: Final[dict[str, Callable[[dict[str, Any], dict[str, Any], int | None], Described]]] = {
-    "model_request": _io_model_request,
-    "model_reply": _io_model_reply,
-    "model_error": _io_model_error,
-    "retry": _io_retry,
-    "tool_call": _io_tool_call,
-    "tool_result": _io_tool_result,
-    "crash": _io_crash,
-    "snapshot": _io_snapshot,
-    "cancel": _io_cancel,
-    "compaction": _io_compaction,
-    "reflection": _io_reflection,
-    "mcp": _io_mcp,
-}
-
-
 def _io(rec: dict[str, Any], limit: int | None) -> Described:
     kind = str(rec.get("kind"))
     d = data_of(rec)
-    make = _IO.get(kind)
-    if make is not None:
-        found = make(d, rec, limit)
-    else:  # an io kind this view does not know: its data as it is
+    found = _io_lines(kind, d, _took(rec), limit)
+    if found is None:  # an io kind this view does not know: its data as it is
         lane = "run" if kind == "resume" else "other"
         found = Described(lane, kind, "", (f"{kind}{_took(rec)}: {_json(d, limit)}",))
     turn = rec.get("turn")
