@@ -14,9 +14,10 @@ from loopctl.driver.compaction import (
 from loopctl.driver.config import RetryConfig, RunConfig, SessionConfig, build_policy
 from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator, message_chars
-from loopctl.driver.loop import BareLoop, Hooks, RunResult
+from loopctl.driver.loop import BareLoop
 from loopctl.driver.model import ModelMiddleware, check_call_ids
 from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
+from loopctl.driver.result import Hooks, RunResult
 from loopctl.driver.retry import retry_delay
 
 __all__ = [

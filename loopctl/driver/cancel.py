@@ -15,8 +15,6 @@ from typing import Any
 
 from loopctl.core import LoopctlError
 
-__all__ = ["CancelFired", "CancelGuard", "CancelSignal"]
-
 
 class CancelSignal:
     """Fire once with ``cancel()``; observe with ``cancelled`` or ``await wait()``."""

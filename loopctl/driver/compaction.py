@@ -17,14 +17,6 @@ from typing import Protocol
 from loopctl.api import ApiClient, ModelRequest, fold_events
 from loopctl.core import CompactReason, Message, TextPart, ToolCall, ToolResult
 
-__all__ = [
-    "ContextCompactor",
-    "MiddleOutCompactor",
-    "SummarizingCompactor",
-    "plan_cut",
-    "render_transcript",
-]
-
 
 class ContextCompactor(Protocol):
     async def compact(

@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 
-__all__ = ["RetryConfig", "RunConfig", "SessionConfig", "build_policy"]
-
 
 class RetryConfig(BaseModel):
     """How retryable provider errors are retried (the official SDKs' defaults)."""

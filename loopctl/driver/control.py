@@ -30,8 +30,6 @@ from typing import Any, Protocol
 from loopctl.core import Cancel, Feed, Inject, LoopMachine, Message
 from loopctl.observe import IoEvent
 
-__all__ = ["BeforeStep", "StepPoint"]
-
 
 class _Driver(Protocol):
     """What a ``StepPoint`` uses of ``BareLoop`` (named here so that this module does not import

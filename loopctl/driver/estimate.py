@@ -13,8 +13,6 @@ from typing import Protocol
 
 from loopctl.core import Message
 
-__all__ = ["CharEstimator", "TokenEstimator", "message_chars"]
-
 
 class TokenEstimator(Protocol):
     def count(self, messages: Iterable[Message]) -> int: ...

@@ -62,8 +62,6 @@ from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
 
-__all__ = ["BareLoop", "Hooks", "RunResult"]  # the last two from loopctl.driver.result
-
 T = TypeVar("T")
 
 
@@ -146,8 +144,6 @@ class BareLoop:
     def observers(self, observers: Sequence[LoopObserver]) -> None:
         self._observers[:] = list(observers)
 
-    # --- the brain in and out ------------------------------------------------------------
-
     @property
     def machine(self) -> LoopMachine:
         return self._machine
@@ -224,8 +220,6 @@ class BareLoop:
         self._policy_cache = (key, policy)
         return policy
 
-    # --- running ---------------------------------------------------------------------------
-
     def run_sync(
         self, input: str | Message | None = None, cancel: CancelSignal | None = None
     ) -> RunResult:
@@ -297,8 +291,6 @@ class BareLoop:
             except CancelFired:
                 self._emit(IoEvent(kind="cancel"))
                 self._feed(Cancel())
-
-    # --- the steps -------------------------------------------------------------------------
 
     async def _call_llm(self, step: CallLLM, policy: MachinePolicy, cancel: CancelSignal) -> None:
         machine = self._machine
@@ -438,8 +430,6 @@ class BareLoop:
         self._emit(IoEvent(kind="compaction", data=data, duration_s=duration))
         self._carried.extend(machine.pending)
         self._feed(CompactionResult(compacted, before, after))
-
-    # --- plumbing --------------------------------------------------------------------------
 
     async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
         """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``CancelFired``.

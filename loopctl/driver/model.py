@@ -41,15 +41,6 @@ from loopctl.driver.retry import retry_delay
 from loopctl.observe import IoEvent, LoopObserver, io_event
 from loopctl.tools import ToolRegistry
 
-__all__ = [
-    "ModelCaller",
-    "ModelMiddleware",
-    "Sleep",
-    "check_call_ids",
-    "check_reply",
-    "model_request",
-]
-
 CallNext = Callable[[ModelRequest], Awaitable[ModelReply]]
 ModelMiddleware = Callable[[ModelRequest, CallNext], Awaitable[ModelReply]]
 Sleep = Callable[[float], Awaitable[None]]

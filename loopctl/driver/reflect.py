@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict
 
 from loopctl.core import Conversation, LoopVerdict, Message, ToolResult
 
-__all__ = ["NoReflector", "ReflectionContext", "Reflector"]
-
 
 class ReflectionContext(BaseModel):
     """What prompted the reflection."""

@@ -11,8 +11,6 @@ from loopctl.api import Usage
 from loopctl.core import Completed, LoopError, MachineOutcome, Message
 from loopctl.tools import PostToolHook, PreToolHook
 
-__all__ = ["Hooks", "RunResult"]
-
 
 @dataclass(frozen=True)
 class Hooks:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from loopctl.api import ApiError
 from loopctl.driver.config import RetryConfig
 
-__all__ = ["retry_delay"]
-
 
 def retry_delay(error: ApiError, attempt: int, config: RetryConfig, draw: float) -> float | None:
     """Seconds to wait before retry number ``attempt + 1``, or None to give up.

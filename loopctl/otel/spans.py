@@ -252,8 +252,6 @@ class GenAiSpans:
         span.set_attribute("error.type", self.scrub(kind))
         span.set_status(Status(StatusCode.ERROR, self.scrub(description)))
 
-    # --- the run ------------------------------------------------------------------------------
-
     def start_run(self, at: int, *, input_text: str | None = None, **extra: Any) -> None:
         """A run begins (ends one still open first: a trace's next run). ``input_text`` is for
         a caller that feeds no ``accept_input`` (whose message is the run's input otherwise)."""
@@ -325,8 +323,6 @@ class GenAiSpans:
             span.end(end_time=at)
         self.chat = None
         self.tools.clear()
-
-    # --- what the driver did --------------------------------------------------------------
 
     def io(
         self,
@@ -447,8 +443,6 @@ class GenAiSpans:
             self._event("loopctl.reflection", text, at)
         else:
             self._event(f"loopctl.io.{kind}", numbers, at)
-
-    # --- what the brain was told and answered ---------------------------------------------
 
     def resumed(self, at: int, **numbers: Any) -> None:
         """The run resumed from a snapshot after a crash (it goes on in the same run span)."""

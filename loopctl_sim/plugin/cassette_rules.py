@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from loopctl.secrets import REDACTED
 from loopctl_sim.plugin.stream_scrub import scrub_stream_deltas
 from loopctl_sim.trace.scrub import (
-    REDACTED,
     Scrubber,
     default_scrubber,
     is_secret_key,

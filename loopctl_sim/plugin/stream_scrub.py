@@ -17,7 +17,8 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from loopctl_sim.trace.scrub import PLACEHOLDER, Scrubber
+from loopctl.secrets import PLACEHOLDER
+from loopctl_sim.trace.scrub import Scrubber
 
 #: OpenAI chat ``delta`` fields that stream text (reasoning as some hosts send it).
 _CHAT_TEXT: Final = ("content", "refusal", "reasoning_content", "reasoning", "reasoning_details")

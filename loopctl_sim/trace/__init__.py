@@ -23,6 +23,7 @@ Modules above import from this package (``from loopctl_sim.trace import TraceRea
 it import from each other's modules, never from the package, so the package imports in one order.
 """
 
+from loopctl.secrets import REDACTED
 from loopctl_sim.trace.feeds import FeedCodecError, decode_feed, encode_feed
 from loopctl_sim.trace.files import STDIN, is_gzip_name, lines_of, open_for_reading
 from loopctl_sim.trace.reader import TraceReader, read_trace
@@ -42,7 +43,6 @@ from loopctl_sim.trace.records import (
     trace_json_schema,
 )
 from loopctl_sim.trace.scrub import (
-    REDACTED,
     Scrubber,
     default_scrubber,
     scrub,

@@ -35,8 +35,6 @@ from pydantic import TypeAdapter, ValidationError
 from loopctl.core import FEED_TYPES, FEEDS, AcceptInput, Feed, Message, ToolResults
 from loopctl_sim.errors import SimError
 
-__all__ = ["FeedCodecError", "decode_feed", "encode_feed", "user_message_input", "written"]
-
 
 class FeedCodecError(ValueError, SimError):
     """A feed name or its arguments do not fit the codec."""

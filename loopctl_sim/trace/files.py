@@ -41,24 +41,6 @@ from typing import IO, Final
 
 from loopctl_sim.errors import SimError
 
-__all__ = [
-    "STDIN",
-    "STDIN_NAME",
-    "CutShort",
-    "GzipLines",
-    "complete_prefix",
-    "display_name",
-    "is_gzip_name",
-    "lines_of",
-    "open_for_reading",
-    "open_for_writing",
-    "replace_with",
-    "stdin_trace",
-    "sweep_temporaries",
-    "temporary_beside",
-    "write_atomically",
-]
-
 #: The path that means stdin.
 STDIN: Final = "-"
 #: How messages name it.

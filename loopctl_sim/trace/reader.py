@@ -27,8 +27,6 @@ from loopctl_sim.trace.records import (
     TraceFormatError,
 )
 
-__all__ = ["TraceReader", "read_trace"]
-
 #: The record union's core validator (``RECORD.validate_json`` adds a Python call a line).
 _VALIDATE: Final = RECORD.validator.validate_json
 

@@ -57,8 +57,6 @@ from loopctl_sim.trace.records import BrainSummary, RunError
 from loopctl_sim.trace.requests import RequestLog, RequestSeen
 from loopctl_sim.trace.writer import TraceWriter
 
-__all__ = ["RecordingMachine", "TraceRecorder", "end_outcome"]
-
 #: The feeds that end a run (after them, the recorder writes the end record).
 _EXIT_DOOR: Final = (CommitPending, DiscardPending)
 
@@ -263,15 +261,11 @@ class RecordingMachine:
             return lambda *args, **kwargs: self.feed(feed_type(*args, **kwargs))
         return getattr(self.machine, name)
 
-    # --- the question -----------------------------------------------------------------
-
     def next_step(self, policy: MachinePolicy) -> MachineStep:
         step = self.machine.next_step(policy)
         if self.writer is not None:
             self.writer.step(policy, step)
         return step
-
-    # --- feeds ------------------------------------------------------------------------
 
     def feed(self, feed: Feed) -> None:
         """Give the machine ``feed`` and record it; the exit door (``commit_pending``,
@@ -282,8 +276,6 @@ class RecordingMachine:
             self.writer.feed(feed, self.machine)
         if type(feed) in _EXIT_DOOR:
             self.end()
-
-    # --- the rest ---------------------------------------------------------------------
 
     def io(self, event: IoEvent | str, **fields: Any) -> None:
         """Record what the world did (model errors, retries, tool calls, a crash)."""

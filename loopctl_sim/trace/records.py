@@ -70,26 +70,6 @@ from loopctl.core import (
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import user_message_input
 
-__all__ = [
-    "FEED_RECORDS",
-    "READABLE_VERSIONS",
-    "RECORD",
-    "RUN_ERROR_MESSAGE_LIMIT",
-    "TRACE_FORMAT",
-    "TRACE_VERSION",
-    "BrainSummary",
-    "ContinuationError",
-    "EndRecord",
-    "FeedRecord",
-    "HeaderRecord",
-    "IoRecord",
-    "Record",
-    "RunError",
-    "StepRecord",
-    "TraceFormatError",
-    "trace_json_schema",
-]
-
 TRACE_FORMAT: Final = "loopctl-trace"
 #: The version every header this loopctl_sim writes holds.
 TRACE_VERSION: Final = 4

@@ -31,19 +31,6 @@ from typing import Any, Final
 from loopctl.api import ModelRequest
 from loopctl.core import Message
 
-__all__ = [
-    "CONTEXT_FIELDS",
-    "RecordedContexts",
-    "RequestLog",
-    "RequestSeen",
-    "canonical_context",
-    "context_changes",
-    "messages_fingerprint",
-    "request_context",
-    "request_digest",
-    "with_last",
-]
-
 #: The fields of a request's context, in the order a report lists them.
 CONTEXT_FIELDS: Final = ("model", "provider", "system", "tools", "server_tools", "options")
 

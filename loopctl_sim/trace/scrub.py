@@ -50,20 +50,6 @@ from loopctl.secrets import (
     is_secret_name,
 )
 
-__all__ = [
-    "BUILTIN_PATTERNS",
-    "LITERALS",
-    "PLACEHOLDER",
-    "REDACTED",
-    "Scrubber",
-    "default_scrubber",
-    "is_secret_key",
-    "might_hold_secrets",
-    "scrub",
-    "scrub_text",
-    "without_fingerprints",
-]
-
 #: Name literals: a secret name's JSON text holds one (``loopctl.secrets.is_secret_name``).
 _COMMON_LITERALS: Final = tuple(w + a for w in COMMON_WORDS for a in AFTER)
 _NAME_LITERALS: Final = (*RARE_WORDS, *_COMMON_LITERALS)

@@ -41,8 +41,6 @@ from loopctl_sim.trace.records import (
 )
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
-__all__ = ["TraceWriteError", "TraceWriter"]
-
 #: ``BrainSummary``'s fields, in the order ``LoopMachine.summary_values()`` gives them.
 _SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
 
