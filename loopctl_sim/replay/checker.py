@@ -242,10 +242,7 @@ class Checker(LoopObserver):
                 to_jsonable_python(rec.step),
                 to_jsonable_python(step),
             )
-        self._stepped(line, rec.scrubbed, machine)
-
-    def _stepped(self, line: int, scrubbed: bool, machine: LoopMachine) -> None:
-        if scrubbed:
+        if rec.scrubbed:
             self.scrubbed_from(line)
         self._matched(machine, None)
         self.result.steps += 1

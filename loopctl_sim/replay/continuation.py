@@ -1,24 +1,20 @@
 """Resume a run from its trace: the rebuilt brain in the user's agent, the rest of the run live.
 
 ``resume_trace(trace, "mypkg.agent:build")`` rebuilds the brain (``resume_point``), builds the
-agent as the factory does today (``build_agent``) with the brain in it (``machine=``, which is
-``BareLoop.from_machine``'s way), and runs it to the end, recording the continuation in the trace
-after a header holding the rebuilt brain (a resume, as machine replay reads it: that brain must
-be the one the records before it build).
+agent as the factory does today with the brain in it (``machine=``), and runs it to the end,
+recording the continuation after a header holding the rebuilt brain (which machine replay checks
+against the records before it).
 
 No tool call runs twice. When the trace stops inside an exchange, the calls whose results it holds
-are answered with them, and only the others are dispatched, through the agent's own hooks and
-middleware (``loopctl.tools.dispatch``, as the driver dispatches); the results are then fed with
-the driver's count of them, in one feed, as the driver would have. A trace cut between an
-exchange's results and the count that followed them (trace format versions before 4) gets the
-count. A call that was running when the process died (its start
-recorded, its result not) runs again: the engine's contract asks tools to be idempotent. Not
-redone: a reflector's note after the cut exchange (the continuation goes straight on).
+are answered with them and only the others are dispatched, through the agent's own hooks and
+middleware; the results are fed with the driver's count, in one feed. A trace cut between an
+exchange's results and their count (versions before 4) gets the count. A call running when the
+process died (started, no result) runs again: the engine's contract asks tools to be idempotent.
+A reflector's note after the cut exchange is not redone.
 
-Where the continuation goes: a plain trace is continued in place (a torn last line cut off first);
-``out=`` writes the trace's complete records and the continuation to a new file instead (the
-input is left as it is), which a compressed trace or stdin needs: a compressed trace is written
-whole again, to a temporary file that replaces it once the run has ended.
+A plain trace is continued in place (a torn last line cut off first); ``out=`` writes the trace's
+complete records and the continuation to a new file (stdin needs it); a compressed trace is
+written whole to a temporary file that replaces it once the run has ended.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
 
 from loopctl.api import ApiClient
 from loopctl.core import Message, ToolResult
@@ -155,12 +150,8 @@ def _writer(source: str, target: str, *, in_place: bool) -> TraceWriter:
         return TraceWriter(target, append=True)
     writer = TraceWriter(target)
     with open_for_reading(source) as f:
-        writer.copy_lines(_complete(f))
+        writer.copy_lines([raw.decode("utf-8") for raw in lines_of(f) if raw.endswith(b"\n")])
     return writer
-
-
-def _complete(f: IO[bytes]) -> list[str]:
-    return [raw.decode("utf-8") for raw in lines_of(f) if raw.endswith(b"\n")]
 
 
 async def _finish_exchange(

@@ -1,28 +1,18 @@
 """Driver-level replay: a trace re-run through a real ``BareLoop``, the built-in one or the user's.
 
-``replay_agent(trace, "mypkg.agent:build")`` replays the trace against the user's own agent, as
-the factory builds it today: the model's answers come from the trace (every recorded attempt,
-errors and retries included), while the user's tools, hooks, middleware and compactor run live
-(``tools="recorded"`` answers the tools from the trace too, ``tools="live:a,b"`` runs only those
-live). ``replay_driver(trace)`` is the same replay with loopctl's built-in body: stub tools and a
-compactor answering from the trace, the retry decisions the trace's. Either way a ``Checker``
-compares every step, feed, model request and end the driver reports with the trace, in one
-pass, and stops at the first difference with a report in the user's terms.
+``replay_agent(trace, "mypkg.agent:build")`` runs the user's agent as its factory builds it today:
+the model's answers (every recorded attempt) come from the trace, while the user's tools, hooks,
+middleware and compactor run live (``tools="recorded"`` or ``"live:a,b"`` answers all or the
+other tools from the trace). ``replay_driver(trace)`` runs loopctl's built-in body, everything
+answered from the trace. A ``Checker`` compares every step, feed, model request and end with the
+trace in one pass and stops at the first difference.
 
-Recorded cancels and injections are given through the driver's ``before_step`` seam at the step
-where the trace has them (unless the agent has a ``before_step`` hook of its own, which then
-runs live); a header in the middle of a run (a resume after a crash) stops the run there and
-resumes the brain in a fresh body, built by the factory again. The header may come anywhere, as
-``loopctl-sim resume`` writes it after a kill -9 (in the middle of a model call, a tool wave, a
-compaction): the replayed run stops where the trace's did (``Killed``), and the feeds the resume
-made before its first step (the cut exchange finished) are given to the brain as recorded. A
-trace that ends under a run (a crash, a Ctrl-C, a header with nothing after it) replays up to its
-last record and says so: it is not a divergence.
-
-A run whose header continues the previous run (trace format v3: the same recorder saw that run
-end) goes on in the same loop, as the recorded session did, so what the agent keeps across runs
-is replayed as it was.
-
+Recorded cancels and injections are given through ``before_step`` where the trace has them
+(unless the agent has its own hook, which then runs live). A header in the middle of a run is a
+resume after a kill: the replayed run stops there (``Killed``), the brain goes on in a fresh body,
+and the feeds the resume made before its first step are given as recorded. A header that
+continues the previous run (v3) goes on in the same loop, so what the agent keeps across runs is
+replayed as it was. A trace that ends under a run replays up to its last record: no divergence.
 The trace is streamed (``Cursor``): memory stays flat whatever its length.
 """
 
@@ -142,14 +132,6 @@ def _replay(
     return result
 
 
-def _first_policy(path: str) -> MachinePolicy:
-    """The policy of the trace's first step (the built-in body advertises its tools)."""
-    for record in TraceReader(path):
-        if isinstance(record, StepRecord):
-            return record.policy
-    return MachinePolicy()
-
-
 async def _runs(
     cursor: Cursor,
     checker: Checker,
@@ -251,31 +233,29 @@ def _starting_brain(
     after a kill holds the brain as of the last record matched; any other continues the
     previous run (its ``next_run()``, or itself when it did not finish)."""
     previous = None if loop is None else loop.machine
+    if header.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
+        checker.scrubbed_from(line)
     if _continues_run(header):
         result.runs += 1  # (v3) no snapshot: the replayed run's next_run()
         return _continued(checker, line, header, None if killed else previous)
-    expected = None
-    if previous is not None and not killed:
-        expected = previous.next_run() if previous.finalized else previous
-    rec = header
-    if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
-        checker.scrubbed_from(line)
-    if rec.snapshot is not None and rec.snapshot.started:
+    if header.snapshot is not None and header.snapshot.started:
         result.resumes += 1
     else:
         result.runs += 1
-    machine = header_brain(path, line, rec)
+    machine = header_brain(path, line, header)
     if previous is not None and killed:
-        _check_resumed(checker, line, rec.seq, machine)
-    elif previous is not None and expected is not None:
+        # the brain as of the trace's last record before the header: the replayed brain as of
+        # the last record the checker matched (the driver may have gone a step further)
+        if checker.matched is not None and machine.digest() != checker.matched:
+            why = "the header's snapshot is not the brain the records before it build"
+            matched = {"digest": checker.matched}
+            checker.fail(line, header.seq, "snapshot", why, matched, {"digest": machine.digest()})
+    elif previous is not None:
+        expected = previous.next_run() if previous.finalized else previous
         if expected != machine:
+            why = "the header's snapshot does not continue the replayed run"
             checker.fail(
-                line,
-                rec.seq,
-                "snapshot",
-                "the header's snapshot does not continue the replayed run",
-                expected.model_dump(),
-                machine.model_dump(),
+                line, header.seq, "snapshot", why, expected.model_dump(), machine.model_dump()
             )
         if not previous.finalized:
             machine = expected
@@ -288,8 +268,6 @@ def _continued(
     """The brain of a header that continues the previous run: the replayed run's
     ``next_run()`` (``previous``: that run's brain, None after a kill), whose digest must be the
     one the header names."""
-    if rec.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
-        checker.scrubbed_from(line)
     try:
         machine = rec.machine(previous)
     except ContinuationError as exc:
@@ -309,21 +287,6 @@ def _continued(
         if summary is not None:
             checker.fail(line, rec.seq, "summary", *summary)
     return machine
-
-
-def _check_resumed(checker: Checker, line: int, seq: int, machine: LoopMachine) -> None:
-    """A header after a kill holds the brain as of the trace's last record before it, which is
-    the replayed brain as of the last record the checker matched (the replaying driver may
-    have gone a step further before it met the header)."""
-    if checker.matched is not None and machine.digest() != checker.matched:
-        checker.fail(
-            line,
-            seq,
-            "snapshot",
-            "the header's snapshot is not the brain the records before it build",
-            {"digest": checker.matched},
-            {"digest": machine.digest()},
-        )
 
 
 #: The feeds a resume writes between its header and the run's first step.
@@ -391,7 +354,9 @@ def _body(
                 return
 
     if agent is None:
-        policy = _first_policy(cursor.reader.source)  # opened again: what it reads
+        # the first step's policy (opened again): the built-in body advertises its tools
+        steps = (r.policy for r in TraceReader(cursor.reader.source) if isinstance(r, StepRecord))
+        policy = next(steps, MachinePolicy())
         run_config, session = configs_for(policy)
         recorded_tools.live = lambda name: False
 

@@ -1,28 +1,20 @@
 """Rebuild the brain of a run from its trace, cut anywhere (a kill -9, a power cut, a Ctrl-C).
 
 The brain is deterministic and a trace records every step and feed with the digest after it, so
-the brain as it was at the trace's last complete record is the header's brain, asked the
-recorded steps and given the recorded feeds (machine replay), every digest checked on the way:
-the rebuilt brain is exactly the one that was running, or the rebuild says where it is not.
+the brain at the trace's last complete record is the header's brain given the recorded steps and
+feeds (machine replay), every digest checked: exactly the one that was running, or the rebuild
+says where it is not.
 
-Checkpoints. A long run need not be replayed from its start: a ``header`` (a run's start, or an
-earlier resume) and a periodic ``snapshot`` record (``TraceRecorder(snapshot_every=N)``) each
-hold the whole brain. A first pass over the raw lines finds the last checkpoint (a line that
-starts like one: ``{"seq":N,"type":"header"`` or ``{"seq":N,"type":"io","kind":"snapshot"``,
-the writer's field order; a trace written otherwise is simply replayed from further back); the
-second pass reads, validated, from there. A snapshot is checked against the digest it names,
-and against the brain replayed up to it when there is one. A header that continues the
-previous run (trace format v3: it names the brain's digest, not its snapshot) is no
-checkpoint: the rebuild goes through it, on the previous run's ``next_run()``, so a session
-of many runs is rebuilt from its first header, or from its last ``snapshot`` record.
+Checkpoints. A ``header`` and a periodic ``snapshot`` record (``TraceRecorder(snapshot_every=N)``)
+each hold the whole brain. A first pass over the raw lines finds the last line that starts like
+one (the writer's field order: a trace written otherwise is replayed from further back); the
+second pass reads, validated, from there. A snapshot is checked against its digest, and against
+the brain replayed up to it. A header that continues the previous run (v3: it names a digest, not
+a snapshot) is no checkpoint: the rebuild goes through it on the previous run's ``next_run()``.
 
-What the trace says beyond the brain (``ResumePoint``): the results of the exchange in flight
-that the trace already holds (``tool_result`` records after its ``call_tools`` step: those tools
-ran, and must not run again), whether the trace stops between an exchange's results and the
-driver's count of them (a ``set_context_tokens`` feed of its own before trace format version 4),
-which the continuation then makes, and whether
-a manual compaction the last step's policy asked for (``compact_now``) was still unanswered: a
-request the trace holds survives the restore.
+``ResumePoint`` also says what the trace holds beyond the brain: the results of the exchange in
+flight (those tools ran and must not run again), results fed without their count (before format
+version 4), and a manual compaction asked for (``compact_now``) and not answered yet.
 ``loopctl_sim.replay.continuation`` runs the rest of the run with the user's agent.
 """
 
@@ -112,17 +104,10 @@ def _checkpoints(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
     offset = 0
     with open_for_reading(path) as f:
         for line, raw in enumerate(lines_of(f), 1):
-            if _CHECKPOINT.match(raw) and not _continues(raw):
+            if _CHECKPOINT.match(raw) and not _CONTINUES.match(raw, raw.rfind(b'"scrub_key":')):
                 found.append((offset, line))
             offset += len(raw)
     return found
-
-
-def _continues(raw: bytes) -> bool:
-    """Whether a line that starts like a header continues the previous run (by the writer's
-    layout: its ``scrub_key`` then ``continues``, after the snapshot)."""
-    at = raw.rfind(b'"scrub_key":')
-    return at >= 0 and _CONTINUES.match(raw, at) is not None
 
 
 def resume_point(path: str | os.PathLike[str]) -> ResumePoint:
@@ -155,7 +140,8 @@ def _replay_from(reader: TraceReader, start: tuple[int, int] | None) -> ResumePo
                 return None  # (the raw pass took it for a checkpoint: a trace written otherwise)
             point = _continued(reader.path, line, rec, point)
         elif isinstance(rec, HeaderRecord):
-            point = _from_header(reader.path, line, rec)
+            machine = header_brain(reader.path, line, rec)
+            point = ResumePoint(reader.path, machine, line, line, "header", scrubbed=rec.scrubbed)
         elif isinstance(rec, IoRecord) and rec.kind == "snapshot":
             point = _from_snapshot(reader.path, line, rec, point)
         elif point is None:
@@ -180,11 +166,6 @@ def header_brain(
     except ValueError as exc:
         why = f"the header's snapshot does not restore: {exc}"
         raise TraceFormatError(path, line, why) from None
-
-
-def _from_header(path: str, line: int, rec: HeaderRecord) -> ResumePoint:
-    machine = header_brain(path, line, rec)
-    return ResumePoint(path, machine, line, line, "header", scrubbed=rec.scrubbed)
 
 
 def _continued(path: str, line: int, rec: HeaderRecord, point: ResumePoint) -> ResumePoint:
