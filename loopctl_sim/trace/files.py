@@ -1,25 +1,12 @@
 """Where a trace's bytes come from and go to: plain files, gzip-compressed files, stdin.
 
-A trace is JSON Lines, and users keep long ones compressed: a name ending in ``.gz`` is written
-gzip-compressed, and a compressed trace is read whatever its name (recognised by its first two
-bytes: a JSON line cannot start with them). The writer flushes the compressor after every record
-(a sync flush: a byte-aligned point a decompressor can read up to), so a compressed trace keeps
-the plain one's promise: a crash loses at most the record being written. Reading one cut short
-gives every record before the cut and then a truncated last line, reported and skipped.
-
-``-`` reads a trace from stdin. Several readers may read it (a replay reads a trace twice: its
-policy first, or a fast pass and then an exact one), so the first one copies stdin into a
-temporary file that every later one reads (``stdin_trace``); messages name it ``<stdin>``.
-
-A trace rewritten whole (``--update``, a compressed trace resumed in place) is written to a
-temporary file beside it that replaces it once complete (``temporary_beside``): the old trace is
-whole until then. A process killed meanwhile leaves that file behind; its name says whose it was
-(``<name>.<pid>-<random>.loopctl-tmp``, ``.gz`` kept), so the next rewrite of the same trace
-removes the ones whose process is gone (``sweep_temporaries``) and leaves a live one alone.
-
-Every file the harness writes whole (a page, spans, a cassette, a test, a fuzz seed's files) goes
-through ``write_atomically``: one writer, so each of them is the old file or the new one, whole,
-at every moment, and a full disk or a kill never leaves a cut file or a stray temporary behind.
+A name ending in ``.gz`` is written gzip-compressed, with a sync flush after every record, so a
+crash still loses at most the record being written; a compressed trace is read whatever its name
+(by its first two bytes). ``-`` reads stdin, copied once to a temporary file, since a replay
+reads a trace twice. A trace rewritten whole goes to a temporary file beside it, named for its
+process (``temporary_beside``), which replaces it once complete; the next rewrite removes those
+a killed process left. Every file the harness writes whole goes through ``write_atomically``:
+it is the old file or the new one, whole, at every moment.
 """
 
 from __future__ import annotations
@@ -162,10 +149,8 @@ TEMP_SUFFIX: Final = ".loopctl-tmp"
 
 
 def temporary_beside(path: str | os.PathLike[str]) -> str:
-    """A new empty file in ``path``'s directory, to write its replacement into (then
-    ``replace_with`` it over ``path``): ``<name>.<pid>-<random>.loopctl-tmp``, ending in ``.gz``
-    too when ``path`` does (the writer compresses by the name). Stale ones of ``path`` (their
-    process gone) are removed first (``sweep_temporaries``)."""
+    """A new empty file beside ``path`` to write its replacement into:
+    ``<name>.<pid>-<random>.loopctl-tmp``, ``.gz`` kept (the writer compresses by the name)."""
     target = Path(path)
     sweep_temporaries(target)
     tail = ".gz" if is_gzip_name(target) else ""
@@ -181,10 +166,8 @@ def temporary_beside(path: str | os.PathLike[str]) -> str:
 
 
 def sweep_temporaries(path: str | os.PathLike[str]) -> list[str]:
-    """Remove the temporary files a killed process left beside ``path`` (``temporary_beside``'s
-    names whose process no longer runs); the ones removed. A file of a process that still runs,
-    this one's included, is left alone (a rewrite under way); where processes cannot be asked
-    (not POSIX), nothing is removed."""
+    """Remove the temporary files beside ``path`` whose process no longer runs; the ones
+    removed. Where processes cannot be asked (not POSIX), nothing is removed."""
     target = Path(path)
     pattern = re.compile(
         re.escape(target.name) + r"\.([0-9]+)-[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + r"(\.gz)?"
@@ -228,12 +211,9 @@ def replace_with(temporary: str | os.PathLike[str], path: str | os.PathLike[str]
 
 
 def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: into a temporary file beside
-    it (``temporary_beside``), synced to disk, then moved over it (``replace_with``). On any
-    failure (``OSError``: no such folder, no permission, a full disk; an interrupt) the temporary
-    file is removed and an old file at ``path`` is left as it was; callers with their own error
-    type wrap the ``OSError``. The ``OSError`` names ``path`` (``filename``) where it named no
-    file or the temporary one, so a message built from it names the file the user asked for."""
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: on any failure the
+    temporary file is removed and an old file is left as it was. The ``OSError`` names ``path``
+    (``filename``), not the temporary file, so a message names the file the user asked for."""
     temporary = temporary_beside(path)
     try:
         with open(temporary, "wb") as file:

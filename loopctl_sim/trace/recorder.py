@@ -1,37 +1,19 @@
-"""Recorders: write a trace of a run, from the driver or around a bare machine.
+"""Recorders: ``TraceRecorder`` (a ``LoopObserver`` for ``BareLoop(observers=[...])``) and
+``RecordingMachine`` (around a bare ``LoopMachine``: the machine-level simulator drives one).
 
-- ``TraceRecorder`` is a ``LoopObserver``: hand it to ``BareLoop(observers=[...])``.
-- ``RecordingMachine`` wraps a bare ``LoopMachine`` and records every ``next_step`` and feed; the
-  machine-level simulator drives one.
+Every feed record carries ``machine.digest()``, a running hash: recording costs O(the feed), not
+O(history) (``benchmarks/bench_replay.py``). ``snapshot_every=N`` also writes the whole brain
+after every N-th feed (O(history) each), so ``loopctl_sim.replay.resume`` restores the last one
+instead of replaying the run. A run that goes on from the brain the previous run ended with gets
+a header naming that brain's digest (``HeaderRecord.continues``), so a session writes its
+conversation once; ``snapshot_headers=True`` makes every header a checkpoint instead, at
+O(runs x history) bytes.
 
-Every feed record carries ``machine.digest()`` after the feed. The digest keeps a running hash
-of the conversation, so recording costs O(the feed), not O(history) (see
-``benchmarks/bench_replay.py`` for figures).
-
-``TraceRecorder(..., snapshot_every=N)`` also writes the brain's whole snapshot after every N-th
-feed of a run (an ``io`` record of kind ``snapshot``, see ``TraceWriter.snapshot``), so that a
-resume of a long run (``loopctl_sim.replay.resume``) restores the last one instead of replaying
-every record before it. Each costs O(history): choose N for the run's length.
-
-A run that goes on from the brain the recorder's previous run ended with (``BareLoop.run`` after
-a run: its ``next_run()``) gets a header that names that brain's digest instead of holding its
-snapshot (``HeaderRecord.continues``): a session of many runs writes its conversation once, in
-its feeds, not again at every run. ``snapshot_headers=True`` writes every header with its
-brain's snapshot instead: each run's header a checkpoint for ``loopctl-sim resume``, at the cost
-of the conversation written again at every run (O(runs x history) bytes).
-
-A run that an exception escapes (the exit door is not taken) still ends its run in the trace:
-the recorder writes an end record holding the exception's type and message (``EndRecord.error``,
-scrubbed like any record), so a replay can tell a failure that happens again from one that no
-longer does. A harness that simulates a killed process raises a ``BaseException`` that is not an
-``Exception``, which the driver does not report: a killed process writes nothing; and
-``record_raised`` (a predicate) lets a harness leave its own stops out (a checker's violation),
-so that the trace ends where it struck, as after a kill.
-
-A recorder that cannot write (a full disk) does not take the run down: the writer cuts the file
-back to its last whole record, the recorder keeps the error (``error``), reports it once as a
-warning of the ``loopctl.trace`` logger (``loopctl run`` shows it on stderr), and records nothing
-more; the run goes on and returns its result.
+An exception that escapes a run still ends it in the trace (``EndRecord.error``), so a replay
+tells a failure that happens again from one that no longer does; a ``BaseException`` that is
+not an ``Exception`` (a simulated kill) writes nothing, and ``record_raised`` lets a harness
+leave its own stops out. A recorder that cannot write (a full disk) does not take the run down:
+it keeps the error (``error``), warns once on the ``loopctl.trace`` logger and records no more.
 """
 
 from __future__ import annotations

@@ -8,15 +8,10 @@ their count, the last one (for a reader), and a ``digest`` of the whole request:
 
     digest = sha256(canonical context JSON, "\\0", the brain's digest when the request was made)
 
-The brain's digest stands for the messages: it is a function of the brain's whole state, and the
-trace certifies it after every feed. Where the driver handed the client messages of its own (a
-model middleware rewrote them), the digest hashes their JSON instead and the record says so
-(``"messages": "altered"``). The ``context`` (model, provider, system, tools, server_tools,
-options) is written whole with the trace's first request and again whenever it changes, so a
-replay can say exactly what changed: the system prompt, a tool's schema, an option.
-
-``RequestLog`` keeps what one trace (or one replay) has seen; the recorder and the replayer use
-the same functions, so a live request and a recorded one compare by their digests.
+The brain's digest stands for the messages (the trace certifies it after every feed); messages
+a model middleware rewrote are hashed themselves (``"messages": "altered"``). The ``context`` is
+written whole with the first request and whenever it changes, so a replay names what changed.
+The recorder and the replayer use the same functions: requests compare by their digests.
 """
 
 from __future__ import annotations
@@ -53,14 +48,9 @@ def _canonical(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _sha(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
-
-
 def _prefix(context_json: str) -> Any:  # hashlib's sha256 object (its type is private)
-    """A sha256 that has hashed a request digest's first part (the context and its separator),
-    kept by ``RequestLog`` while the context stays the same: ``request_digest`` is
-    ``_digest(_prefix(context), fingerprint)``."""
+    """A sha256 that has hashed the context and its separator (``RequestLog`` keeps it while
+    the context stays the same)."""
     return hashlib.sha256((context_json + "\0").encode("utf-8"))
 
 
@@ -82,7 +72,8 @@ def request_digest(context_json: str, fingerprint: str) -> str:
 
 
 def messages_fingerprint(messages: Sequence[Message]) -> str:
-    return _sha(_canonical([m.model_dump(mode="json") for m in messages]))
+    text = _canonical([m.model_dump(mode="json") for m in messages])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def with_last(data: Mapping[str, Any], messages: Sequence[Message]) -> dict[str, Any]:
@@ -98,13 +89,10 @@ def with_last(data: Mapping[str, Any], messages: Sequence[Message]) -> dict[str,
 
 @dataclass(frozen=True, slots=True)
 class RequestSeen:
-    """One request as recorded: its digest, its context (data and canonical JSON), whether the
-    messages were the brain's, and the record's data."""
+    """One request as recorded: its digest, its context and the record's data."""
 
     digest: str
     context: dict[str, Any]
-    context_json: str
-    brain_messages: bool
     data: dict[str, Any]
 
 
@@ -179,7 +167,7 @@ class RequestLog:
         if context_json != self._context_json:
             data["context"] = context
             self._context_json = context_json
-        return RequestSeen(digest, context, context_json, brain_digest is not None, data)
+        return RequestSeen(digest, context, data)
 
 
 class RecordedContexts:

@@ -1,12 +1,5 @@
-"""The trace writer: records appended one a line, flushed record by record, secrets scrubbed.
-
-The writer appends and flushes record by record (optionally fsyncs), so a crash loses at most the
-record being written. Every typed helper (``header``, ``step``, ``feed``, ``io``, ``end``) builds
-the record with the next ``seq`` and scrubs what could hold a credential before writing it.
-
-A path ending in ``.gz`` is written gzip-compressed, flushed record by record all the same
-(``loopctl_sim.trace.files``). ``append=True`` goes on with an existing plain trace (a resume):
-a torn last line is cut off first and ``seq`` continues after the records kept.
+"""The trace writer: records appended one a line, flushed record by record (a crash loses at most
+the record being written), secrets scrubbed.
 
 ``snapshot(machine)`` writes the brain's whole snapshot as an ``io`` record of kind
 ``snapshot`` (``data``: the brain's ``digest`` and its ``snapshot``, the content form): a point
@@ -71,13 +64,10 @@ class TraceWriteError(OSError, SimError):
 class TraceWriter:
     """Append-only trace writer: builds each record with the next ``seq``, writes it, flushes.
 
-    ``target`` is a path (opened for writing, truncated; gzip-compressed when it ends in
-    ``.gz``; with ``append=True`` a plain trace is continued) or an open text file. ``seq`` is
-    the first record's (a continued path counts its own). ``fsync=True`` also syncs every
-    record to disk. Secrets are scrubbed from every record written, whatever
-    its kind (``scrubber``: by default the one the environment sets up,
-    ``loopctl_sim.trace.scrub.default_scrubber``); a record that lost a secret is marked
-    ``scrubbed``.
+    ``target`` is a path (truncated; gzip-compressed when it ends in ``.gz``; with
+    ``append=True`` a plain trace is continued after its last whole line) or an open text file.
+    ``seq`` is the first record's. Every record is scrubbed (``scrubber``: by default the
+    environment's, ``default_scrubber``); a record that lost a secret is marked ``scrubbed``.
 
     A write that fails (``OSError``: a full disk) raises ``TraceWriteError``, once the file is
     closed and a plain one cut back to its last whole record (a record is never left torn);
@@ -115,7 +105,6 @@ class TraceWriter:
         #: secret: a reader's brain holds its placeholder from there on (sticky; see ``header``).
         self.brain_scrubbed = False
 
-    # context manager
     def __enter__(self) -> TraceWriter:
         return self
 
@@ -135,15 +124,6 @@ class TraceWriter:
                 self._file.flush()
         except OSError as exc:
             raise self._broken(exc) from exc
-
-    def write(self, record: BaseModel) -> None:
-        """Write one record built by the caller; its ``seq`` must be the next one.
-
-        The record is written as given: the typed helpers below are the ones that scrub."""
-        seq = getattr(record, "seq", None)
-        if seq != self.seq:
-            raise ValueError(f"record seq {seq} is not the next seq {self.seq}")
-        self._write_line(record.model_dump_json())
 
     def copy_lines(self, lines: Iterable[str]) -> None:
         """Write records already written elsewhere, as they are (a trace continued in a new
@@ -208,7 +188,6 @@ class TraceWriter:
         metadata: Mapping[str, Any] | None = None,
         *,
         created: str | None = None,
-        engine_version: str | None = None,
         continues: str | None = None,
         brain: BrainSummary | None = None,
     ) -> None:
@@ -221,7 +200,7 @@ class TraceWriter:
         record = HeaderRecord(
             seq=self.seq,
             version=TRACE_VERSION,
-            engine_version=engine_version or loopctl.__version__,
+            engine_version=loopctl.__version__,
             created=created or _now(),
             snapshot=snapshot,
             metadata=_jsonable(dict(metadata or {})),
