@@ -53,6 +53,11 @@ def wrong_feeds(kind: str) -> list[str]:
     return [f for f in FEEDS if (kind, FEED_TYPES[f]) not in TRANSITIONS]
 
 
+def _calling(feed: str, *args: Any) -> Callable[[LoopMachine], Any]:
+    """The call ``machine.<feed>(*args)``."""
+    return lambda machine: getattr(machine, feed)(*args)
+
+
 def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
     """Misuse that ``machine``'s current state must refuse: (description, call).
 
@@ -61,129 +66,84 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
     wrong exit door. ``policy`` is what ``next_step`` is asked with before input.
     """
     started = machine.snapshot().started
-    m = machine
-    state = m.state
+    state = machine.state
     kind = state.kind
-    out: list[Misuse] = (
-        [
-            ("fail with a non-error", lambda x: x.fail("boom"))  # type: ignore[arg-type]
-        ]
-        if kind != "terminal"
-        else []
-    )
-    if not (kind == "terminal" and m.finalized):
-        out.append(("next_run too early", lambda x: x.next_run()))
+    out: list[Misuse] = []
+    if kind != "terminal":
+        out.append(("fail with a non-error", _calling("fail", "boom")))
+    if not (kind == "terminal" and machine.finalized):
+        out.append(("next_run too early", _calling("next_run")))
     if kind == "start" and not started:
-        out.append(("next_step before input", lambda x: x.next_step(policy)))
-        out.append(("inject before input", lambda x: x.inject(Message.user("n"))))
-        out.append(
-            ("input as an assistant message", lambda x: x.accept_input(Message.assistant("a")))
-        )
+        out += [
+            ("next_step before input", _calling("next_step", policy)),
+            ("inject before input", _calling("inject", Message.user("n"))),
+            ("input as an assistant message", _calling("accept_input", Message.assistant("a"))),
+        ]
     if kind == "start" and started:
-        out.append(("a second input", lambda x: x.accept_input("again")))
         call = ToolCall(id="inj", name="read")
         result = Message.from_results([ToolResult(call_id="inj", name="read", content="")])
         out += [
-            ("inject a tool call", lambda x: x.inject(Message.assistant(tool_calls=[call]))),
-            ("inject a tool result", lambda x: x.inject(result)),
+            ("a second input", _calling("accept_input", "again")),
+            ("inject a tool call", _calling("inject", Message.assistant(tool_calls=[call]))),
+            ("inject a tool result", _calling("inject", result)),
         ]
     if kind == "start" and not started:
         result = Message.from_results([ToolResult(call_id="in", name="read", content="")])
-        out.append(("input holding a tool result", lambda x: x.accept_input(result)))
+        out.append(("input holding a tool result", _calling("accept_input", result)))
     if kind != "terminal":
-        out.append(("a negative count", lambda x: x.set_context_tokens(-1)))
+        out.append(("a negative count", _calling("set_context_tokens", -1)))
     if kind == "awaiting_model":
-        a, b = ToolCall(id="dup", name="read"), ToolCall(id="dup", name="write")
-        out += [
-            ("a user reply", lambda x: x.model_response(Message.user("u"), 1)),
-            (
-                "duplicate call ids",
-                lambda x: x.model_response(Message.assistant(tool_calls=[a, b]), 1),
-            ),
-            (
-                "an empty call id",
-                lambda x: x.model_response(
-                    Message.assistant(tool_calls=[ToolCall(id="", name="read")]), 1
-                ),
-            ),
-            ("a negative count", lambda x: x.model_response(Message.assistant("t"), -1)),
-            (
-                "results in a reply",
-                lambda x: x.model_response(
-                    Message(
-                        role="assistant",
-                        parts=(ToolResult(call_id="z", name="read", content=""),),
-                    ),
-                    1,
-                ),
-            ),
-            (
-                "non-finite arguments",
-                lambda x: x.model_response(
-                    Message.assistant(
-                        tool_calls=[ToolCall(id="nan", name="read", arguments={"x": _NAN})]
-                    ),
-                    1,
-                ),
-            ),
-            ("a boolean count", lambda x: x.model_response(Message.assistant("t"), True)),
+        dup = [ToolCall(id="dup", name="read"), ToolCall(id="dup", name="write")]
+        nan = ToolCall(id="nan", name="read", arguments={"x": _NAN})
+        results = (ToolResult(call_id="z", name="read", content=""),)
+        replies: list[tuple[str, Message, Any]] = [
+            ("a user reply", Message.user("u"), 1),
+            ("duplicate call ids", Message.assistant(tool_calls=dup), 1),
+            ("an empty call id", Message.assistant(tool_calls=[ToolCall(id="", name="read")]), 1),
+            ("a negative count", Message.assistant("t"), -1),
+            ("results in a reply", Message(role="assistant", parts=results), 1),
+            ("non-finite arguments", Message.assistant(tool_calls=[nan]), 1),
+            ("a boolean count", Message.assistant("t"), True),
         ]
-    if kind == "awaiting_tools" and m.exchange is not None:
-        dispatch = list(m.exchange.dispatch)
-        good = [ToolResult(call_id=c.id, name=c.name, content="r") for c in dispatch]
-        pre = list(m.exchange.preanswered)
+        out += [(what, _calling("model_response", reply, n)) for what, reply, n in replies]
+    if kind == "awaiting_tools" and machine.exchange is not None:
+        good = [
+            ToolResult(call_id=c.id, name=c.name, content="r") for c in machine.exchange.dispatch
+        ]
+        pre = list(machine.exchange.preanswered)
+        stray = ToolResult(call_id="stray", name="x", content="")
         ok = Message.from_results(good)
-        out += [
-            ("one result short", lambda x: x.tool_results(Message.from_results(good[1:]))),
-            (
-                "a result twice",
-                lambda x: x.tool_results(Message.from_results([*good, good[0]])),
-            ),
-            (
-                "a result for no call",
-                lambda x: x.tool_results(
-                    Message.from_results([*good, ToolResult(call_id="stray", name="x", content="")])
-                ),
-            ),
+        fed: list[tuple[str, Message, Any]] = [
+            ("one result short", Message.from_results(good[1:]), None),
+            ("a result twice", Message.from_results([*good, good[0]]), None),
+            ("a result for no call", Message.from_results([*good, stray]), None),
             (
                 "text among the results",
-                lambda x: x.tool_results(Message(role="user", parts=(*good, TextPart(text="t")))),
+                Message(role="user", parts=(*good, TextPart(text="t"))),
+                None,
             ),
-            (
-                "results as an assistant",
-                lambda x: x.tool_results(Message(role="assistant", parts=tuple(good))),
-            ),
-            ("results with a negative count", lambda x: x.tool_results(ok, -1)),
-            ("results with a boolean count", lambda x: x.tool_results(ok, True)),
+            ("results as an assistant", Message(role="assistant", parts=tuple(good)), None),
+            ("results with a negative count", ok, -1),
+            ("results with a boolean count", ok, True),
         ]
         if pre:
-            out.append(
-                (
-                    "answering a pre-answered call",
-                    lambda x: x.tool_results(Message.from_results([*good, *pre])),
-                )
-            )
+            fed.append(("answering a pre-answered call", Message.from_results([*good, *pre]), None))
+        out += [(what, _calling("tool_results", message, n)) for what, message, n in fed]
     if kind == "awaiting_compaction":
         orphan = Message.from_results([ToolResult(call_id="o", name="read", content="")])
         open_call = Message.assistant(tool_calls=[ToolCall(id="o", name="read")])
         out += [
-            (
-                "a compaction with an orphan result",
-                lambda x: x.compaction_result([orphan], 1, 1),
-            ),
-            (
-                "a compaction with an open call",
-                lambda x: x.compaction_result([open_call], 1, 1),
-            ),
-            ("a compaction to a negative count", lambda x: x.compaction_result([], 1, -1)),
-            ("a no-op to a negative count", lambda x: x.compaction_noop(1, -1)),
+            ("a compaction with an orphan result", _calling("compaction_result", [orphan], 1, 1)),
+            ("a compaction with an open call", _calling("compaction_result", [open_call], 1, 1)),
+            ("a compaction to a negative count", _calling("compaction_result", [], 1, -1)),
+            ("a no-op to a negative count", _calling("compaction_noop", 1, -1)),
         ]
     if isinstance(state, Terminal):
         if isinstance(state.outcome, Completed):
-            out.append(("discard a completed run", lambda x: x.discard_pending()))
+            out.append(("discard a completed run", _calling("discard_pending")))
         else:
-            out.append(("commit a failed run", lambda x: x.commit_pending()))
-        if m.finalized:
-            out.append(("commit twice", lambda x: x.commit_pending()))
-            out.append(("discard twice", lambda x: x.discard_pending()))
+            out.append(("commit a failed run", _calling("commit_pending")))
+        if machine.finalized:
+            out.append(("commit twice", _calling("commit_pending")))
+            out.append(("discard twice", _calling("discard_pending")))
     return out

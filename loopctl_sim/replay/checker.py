@@ -1,18 +1,14 @@
 """The replay's observer: every step, feed, request and end the live driver reports, against the
 trace's record of it, in order; the first difference stops the replay as a ``Divergence``.
 
-Compared: the policy and the step; the feed's name and arguments and the brain's digest after
-it (when the digests differ, the brain's small fields say how); every model request's digest
-(when it differs, the two contexts say what changed: the system prompt, a tool spec, an option);
-the run's outcome and final digest. IO records other than the requests are the world's answers
-(``loopctl_sim.replay.answers`` reads them); the ones the driver never asks for are skipped.
+Compared: the policy and the step; the feed and the brain's digest after it (and its summary);
+every model request's digest (``explain`` says what changed); the run's outcome and final digest.
+Other io records are the world's answers (``answers`` reads them) or skipped.
 
-Secrets. A record marked ``scrubbed`` holds placeholders: the live value is scrubbed with the
-same key and the placeholders compared (by their fingerprints when this process holds the key
-the trace was written with, by where they stand otherwise). A brain that took a placeholder in
-(a recorded reply, a recorded tool result) can no longer reach the recorded digests, so from a
-run's first scrubbed record on, digests are not compared and the result says so; steps, feeds
-and requests still are.
+Secrets. A ``scrubbed`` record holds placeholders: the live value is scrubbed with the same key
+and compared (by fingerprint when this process holds the trace's key, else by position). A brain
+that took a placeholder in cannot reach the recorded digests, so from a run's first scrubbed
+record on digests are not compared (the result says so); steps, feeds and requests still are.
 """
 
 from __future__ import annotations

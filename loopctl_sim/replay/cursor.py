@@ -1,19 +1,14 @@
 """A trace read as a driver-level replay needs it: in order, streamed, with a short lookahead.
 
 The replaying driver does what the recorded one did, in the same order, so one cursor serves
-everyone: the checker takes the next brain record (``header``, ``step``, ``feed``, ``end``) for
-each step and feed the driver reports, the model client takes the next ``io`` records of a model
-attempt, and the recorded tools and compactor look ahead to the feed that holds their answers.
-The lookahead never goes past the next brain record, so the buffer holds one step's records at
-most and memory stays flat whatever the trace's length.
+the checker (the next brain record for each step and feed), the model client (the next ``io``
+records of an attempt) and the recorded tools and compactor (a look ahead to the feed holding
+their answers). The lookahead never passes the next brain record: memory stays flat.
 
-The records are read as today's driver feeds them: before trace format version 4 the driver fed
-an exchange's results, then its count of the context after them (``tool_results`` without a
-count directly followed by ``set_context_tokens(n)``); that pair is read as the one feed the
-driver gives now, ``tool_results(message, n)``, with the second record's seq, digest and brain
-summary (the brain after the pair is the brain after the one feed). Every driver-level replay
-(``replay --driver``, ``--agent``, a fork's prefix) reads a trace here; machine replay applies
-the pair as it is (both feeds are valid).
+Records are read as today's driver feeds them: before trace format version 4 an exchange's
+results were fed without a count and directly followed by ``set_context_tokens(n)``; that pair
+reads as the one feed ``tool_results(message, n)`` with the second record's seq, digest and brain
+summary (``folded``). Machine replay applies the pair as it is (both feeds are valid).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""Divergences in the user's terms: what the agent did differently, said the way they would say it.
+"""Divergences in the user's terms: the sentence a user wants first and the detail lines under it.
 
-A replay knows the two records that differ (the trace's and the live one); this module turns them
-into the sentence a user wants first and the detail lines under it:
-
-- ``turn 3: tool `search_files` returned `...900...`, the trace has `...800...```
-- ``turn 1: the request's system prompt differs`` with a ``-``/``+`` diff of the two prompts
-- ``turn 2: tool spec `calculator` changed its schema`` with the changed JSON paths
-- ``the agent's settings differ: max_turns 10 -> 20``
-- ``after tool_results, the brain's state differs: turns 3 -> 4, pending 7 -> 8``
-- ``turn 2: the compactor kept 3 messages, the trace's 4`` with the first message that differs
-
-Every value it quotes is bounded, whatever its size: two texts that differ are shown as an
-excerpt around their first difference on each side (``snippets``), and a field path names the
-character where a string starts to differ (``content[812:]``), so a 10 KB tool result that
-changed in one character reads as one line, not as the whole result twice.
-
-Everything here is pure: data in, text out.
+``turn 3: tool `search_files` returned `...900...`, the trace has `...800...```; ``turn 1: the
+request's system prompt differs`` with a ``-``/``+`` diff; ``turn 2: tool spec `calculator`
+changed its schema``; ``the agent's settings differ: max_turns 10 -> 20``; ``turn 2: the
+compactor kept 3 messages, the trace's 4``. Every quoted value is bounded: two texts that differ
+show as excerpts around their first difference (``snippets``) and a field path names the
+character where they start to differ (``content[812:]``), so a 10 KB tool result that changed in
+one character reads as one line. Pure: data in, text out.
 """
 
 from __future__ import annotations
@@ -133,9 +124,7 @@ MISSING: Final = _Missing()
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
-    if isinstance(value, _Missing):
-        text = "(missing)"
+    text = _text(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -146,23 +135,16 @@ def policy_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list
     return [f"{path} {' -> '.join(excerpt_pair(a, b))}" for path, a, b in changes]
 
 
-def brain_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -> list[str]:
-    """The brain's small fields that differ (``turns 3 -> 4``); empty when they agree (the
-    difference is then inside its messages or loop window) or the trace has none (v1)."""
-    if recorded is None:
-        return []
-    return [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in field_changes(recorded, live)]
-
-
 def brain_divergence(
     sentence: str, named: str | None, recorded: BrainSummary | None, machine: LoopMachine
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The replayed brain (``machine``) is not the one a record names (its digest ``named``,
-    its summary ``recorded``, None before v2): ``sentence`` with the small fields that differ,
-    and both sides (digest and brain summary) for the report."""
+    its summary ``recorded``, None before v2): ``sentence`` with the small fields that differ
+    (``turns 3 -> 4``), and both sides (digest and brain summary) for the report."""
     expected = to_jsonable_python(recorded)
     actual = to_jsonable_python(BrainSummary.of(machine))
-    changes = brain_changes(expected, actual)
+    fields = [] if expected is None else field_changes(expected, actual)
+    changes = [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in fields]
     how = (
         ": " + ", ".join(changes)
         if changes
