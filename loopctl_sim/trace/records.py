@@ -23,22 +23,16 @@ A trace may hold several runs: a new ``header`` after an ``end`` starts the next
 was saved). ``seq`` runs on across them. Times and durations live only in ``header`` and ``io``
 records: replay never depends on them.
 
-The next run's brain is the previous brain's ``next_run()``. A header that continues the
-previous run (version 3) holds no snapshot, so a session writes its conversation once: it holds
-``continues``, the digest of that ``next_run()``, which a reader rebuilds from the brain the
-records before it built and checks (unless secrets were scrubbed, ``scrubbed``: the rebuilt
-brain then holds their placeholders).
+A header that continues the previous run (v3) holds no snapshot, so a session writes its
+conversation once: ``continues`` is the digest of the previous brain's ``next_run()``, which a
+reader rebuilds and checks (unless ``scrubbed``: the rebuilt brain holds placeholders).
 
-Every header is written as version 4: its feeds may hold a ``tool_results`` with its count, which
-a loopctl_sim reading only versions 1 to 3 would drop, so it refuses the trace with the version
-instead. Versions 1 to 3 are still read: their pair of feeds replays as it is at machine level,
-and driver-level replay reads it as the one feed the driver now gives
-(``loopctl_sim.replay.cursor``).
+Every header is written as version 4, so a reader of versions 1 to 3 refuses it rather than drop
+a ``tool_results`` count. Older versions are still read; driver-level replay reads their pair of
+feeds as the one the driver now gives (``loopctl_sim.replay.cursor``).
 
-This module owns the format: the record models (one pydantic model per record type, so the
-JSON Schema, the writer and the reader share one definition; a feed record's arguments are the
-brain's own ``Feed``) and the error a bad line raises.
-The writer (``writer``) and the reader (``reader``) are built on it.
+One pydantic model per record type: the JSON Schema, the writer and the reader share one
+definition, and a feed record's arguments are the brain's own ``Feed``.
 """
 
 from __future__ import annotations
@@ -87,11 +81,9 @@ class _Record(BaseModel):
 
 
 class BrainSummary(BaseModel):
-    """(v2) The brain's small fields after a feed, beside its digest: when a replay reaches
-    another digest, the report names the fields that differ instead of showing two hashes.
-    Replay also checks it against the replayed brain after every feed (machine and driver
-    level, up to a run's first scrubbed record): a summary that does not describe the brain
-    is a divergence (``summary``), so no reader is handed one replay did not vouch for."""
+    """(v2) The brain's small fields after a feed, beside its digest: a divergence names the
+    fields that differ instead of two hashes. Replay checks it after every feed (up to a run's
+    first scrubbed record): a summary that does not describe the brain is a divergence."""
 
     model_config = _FROZEN
     state: str
@@ -107,8 +99,7 @@ class BrainSummary(BaseModel):
 
     @classmethod
     def of(cls, machine: LoopMachine) -> BrainSummary:
-        """The summary of ``machine``, from the brain's own tuple of its small fields (in this
-        model's field order)."""
+        """The summary of ``machine`` (``summary_values`` is in this model's field order)."""
         return cls(**dict(zip(cls.model_fields, machine.summary_values(), strict=True)))
 
 
@@ -120,11 +111,9 @@ class HeaderRecord(_Record):
     """A run's start. ``metadata`` is free, with two conventions: ``tool_modes`` maps a tool's
     name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
     ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
-    simulated when ``simulated`` is true. ``fork`` marks a fork's branch point
-    (``loopctl_sim.replay.fork``; its snapshot is the brain there): the ``parent`` trace
-    (``path``, ``sha256``, the branch seq ``at``), the ``ancestors`` (oldest first, the parent
-    last), the ``edits`` made there and the ``settings`` changed from there on. Both are plain
-    metadata: a reader that knows neither reads the rest of the trace all the same."""
+    simulated when ``simulated`` is true. ``fork`` marks a fork's branch point: the ``parent``
+    trace (``path``, ``sha256``, the branch seq ``at``), the ``ancestors`` (oldest first), the
+    ``edits`` made there and the ``settings`` changed from there on."""
 
     type: Literal["header"] = "header"
     format: Literal["loopctl-trace"] = TRACE_FORMAT
@@ -137,13 +126,10 @@ class HeaderRecord(_Record):
     #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
     #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
     scrub_key: str | None = None
-    #: (v3) The digest of the brain this run starts from, which is the ``next_run()`` of the
-    #: brain the trace's previous run ended with; the header then holds no snapshot (see the
-    #: module docstring). None: the brain is the snapshot's (or a fresh one), and the field is
-    #: not written.
+    #: (v3) The digest of the previous run's ``next_run()``, in place of a snapshot (see the
+    #: module docstring). None: the brain is the snapshot's, and the field is not written.
     continues: str | None = Field(default=None, exclude_if=_is_none)
-    #: (v3) With ``continues``: that brain's small fields, which a replay whose brain has
-    #: another digest names (as a feed record's ``brain``), rather than only two digests.
+    #: (v3) With ``continues``: that brain's small fields (as a feed record's ``brain``).
     brain: BrainSummary | None = Field(default=None, exclude_if=_is_none)
 
     @model_validator(mode="after")
@@ -158,11 +144,10 @@ class HeaderRecord(_Record):
         return self
 
     def machine(self, previous: LoopMachine | None = None) -> LoopMachine:
-        """The run's starting brain: the snapshot's (a fresh one when the header holds none);
-        for a header that ``continues`` the previous run, ``previous.next_run()``, where
-        ``previous`` is the brain the trace's previous run ended with, as the reader rebuilt it.
-        Raises ``ContinuationError`` when there is no such brain; the caller checks its digest
-        (``continues``), which is where a replay diverges."""
+        """The run's starting brain: the snapshot's (a fresh one when there is none), or, when
+        the header ``continues``, ``previous.next_run()`` (``previous``: the brain the trace's
+        previous run ended with; ``ContinuationError`` without one). The caller checks its
+        digest."""
         if self.continues is not None:
             if previous is None or not (previous.is_terminal and previous.finalized):
                 raise ContinuationError(
@@ -187,9 +172,8 @@ class StepRecord(_Record):
 
 
 class FeedRecord(_Record):
-    """A feed the brain was given: its ``name`` and the feed itself (``args``: the brain's own
-    ``Feed`` type, written as its fields; ``loopctl_sim.trace.feeds``), and the brain's digest
-    after it. Read through one subclass per feed (``FEED_RECORDS``), picked by ``name``."""
+    """A feed (``name``, and ``args``: the brain's own ``Feed``) and the brain's digest after it.
+    Read through one subclass per feed (``FEED_RECORDS``), picked by ``name``."""
 
     type: Literal["feed"] = "feed"
     digest: str
@@ -272,10 +256,8 @@ class EndRecord(_Record):
     digest: str
     #: (v2) True when secrets were scrubbed from the outcome (a final text, an error message).
     scrubbed: bool = False
-    #: The exception that escaped the run, when one did (the exit door was not taken: the
-    #: brain is as the exception left it, ``outcome`` null unless it was terminal). None: the
-    #: run went through the exit door, and the field is not written, so such an end record is
-    #: byte for byte what a loopctl_sim before the field wrote (and its reader reads).
+    #: The exception that escaped the run (the exit door was not taken; ``outcome`` null
+    #: unless the brain was terminal). None: the field is not written.
     error: RunError | None = Field(default=None, exclude_if=_is_none)
 
 

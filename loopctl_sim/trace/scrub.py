@@ -1,32 +1,16 @@
 """Secret scrubbing: nothing shaped like a credential lands in a trace, and replay still compares.
 
-What counts as a secret:
+What counts as a secret is ``loopctl.secrets``' rule (shapes, and the values given to a
+credential's name; a mapping key that names one has its value replaced whole), plus the user's
+patterns (``Scrubber(patterns=[...])``, or one regular expression a line of
+``LOOPCTL_SCRUB_PATTERNS``).
 
-- the value of a mapping key that names a credential, read word by word (``OPENAI_API_KEY``,
-  ``apiKey``, ``x-portkey-api-key``, ``db_password``, ``credentials``, ``auth``, ``cookie``;
-  not ``max_tokens``, ``key_id`` or ``sort_key``: see ``is_secret_key``), replaced whole (every
-  string and number in it);
-- inside any string: OpenAI and Anthropic keys (``sk-...``, ``sk-proj-...``, ``sk-ant-...``),
-  ``Bearer <token>`` (the token), GitHub tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``,
-  ``ghr_``, ``github_pat_``), Slack tokens (``xoxb-`` and the other ``xox?-``), AWS access key
-  ids (``AKIA...``, ``ASIA...``), JWTs (``eyJ....eyJ....``), Google API keys (``AIza...``), the
-  password of a URL (``scheme://user:PASSWORD@host``), the body of a PEM private key
-  (``-----BEGIN ... PRIVATE KEY-----`` to its ``-----END`` line), the value given to a secret
-  name (``password: ...``, ``aws_secret_access_key = ...``, ``"api_key": "..."``,
-  ``?api-key=...`` in a URL; at least 6 characters and not one lowercase word, which reads as
-  prose: ``credentials: invalid``; a quoted value to its closing quote; an auth scheme before
-  it kept), and any
-  pattern the user adds (``Scrubber(patterns=[...])``, or one regular expression a line in the
-  environment variable ``LOOPCTL_SCRUB_PATTERNS``).
-
-A secret is replaced by a placeholder that carries a keyed fingerprint of it,
-``[REDACTED:1a2b3c4d5e6f]`` (the first 12 hex digits of HMAC-SHA256 under the scrub key), so two
-records holding the same secret hold the same placeholder, and a replay that meets the live
-value scrubs it the same way and compares placeholders. The key comes from the environment
-(``LOOPCTL_SCRUB_KEY``, or a file named by ``LOOPCTL_SCRUB_KEY_FILE``) and never enters a trace:
-a trace's header holds only the key's id (a fingerprint of the key itself), so replay can tell
-whether it scrubs with the key that wrote the trace. Without a key the placeholder is a bare
-``[REDACTED]`` and secrets can be compared only by where they are (``shape``).
+A secret becomes a placeholder with a keyed fingerprint, ``[REDACTED:1a2b3c4d5e6f]`` (HMAC-SHA256
+under the scrub key), so records holding the same secret hold the same placeholder, and a replay
+that meets the live value scrubs it the same way and compares placeholders. The key comes from
+``LOOPCTL_SCRUB_KEY`` (or the file ``LOOPCTL_SCRUB_KEY_FILE``) and never enters a trace: a header
+holds only the key's id. Without a key the placeholder is a bare ``[REDACTED]`` and secrets
+compare only by where they are.
 """
 
 from __future__ import annotations
@@ -276,11 +260,6 @@ def default_scrubber() -> Scrubber:
     if found is None:
         found = _DEFAULT[setting] = Scrubber(*setting)
     return found
-
-
-def might_hold_secrets(json_text: str) -> bool:
-    """``default_scrubber().might_hold(json_text)``."""
-    return default_scrubber().might_hold(json_text)
 
 
 def scrub_text(text: str) -> str:

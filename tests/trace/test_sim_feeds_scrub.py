@@ -31,7 +31,7 @@ from loopctl_sim.trace import (
     scrub,
 )
 from loopctl_sim.trace.records import FEED_RECORDS
-from loopctl_sim.trace.scrub import LITERALS, might_hold_secrets
+from loopctl_sim.trace.scrub import LITERALS, default_scrubber
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
 ERROR = LoopError(kind="rate_limited", message="slow down", retryable=True, status=429)
@@ -220,7 +220,7 @@ def test_secrets_never_land_in_a_trace() -> None:
     ],
 )
 def test_might_hold_secrets_table(text: str, expected: bool) -> None:
-    assert might_hold_secrets(text) is expected
+    assert default_scrubber().might_hold(text) is expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -236,9 +236,9 @@ def test_the_grouped_literal_search_finds_every_literal(
     """The literals are searched by group (``ghp_`` ... under ``gh``): the answer is the plain
     search's, for each literal in either case anywhere in a text, and for texts without one."""
     text = before + (literal.upper() if upper else literal) + after
-    assert might_hold_secrets(text)
+    assert default_scrubber().might_hold(text)
     low = (before + after).lower()
-    assert might_hold_secrets(before + after) is any(x in low for x in LITERALS)
+    assert default_scrubber().might_hold(before + after) is any(x in low for x in LITERALS)
 
 
 _json = st.recursive(
@@ -260,7 +260,7 @@ _json = st.recursive(
 @given(value=_json)
 def test_the_fast_check_never_lets_a_secret_through(value: Any) -> None:
     """When the cheap text test says "no secret", the exact walk agrees."""
-    if not might_hold_secrets(json.dumps(value)):
+    if not default_scrubber().might_hold(json.dumps(value)):
         assert scrub(value) is value
 
 
