@@ -1,15 +1,11 @@
 """``BrainMachine``: the brain under hypothesis's stateful testing, hypothesis playing the driver.
 
-It runs random programs against one ``LoopMachine`` under drawn policies: every feed where it is
-valid (``brain_feeds``), the wrong feeds and malformed input (``brain_misuse``: each must raise
-``ProtocolError`` and change nothing), questions, save/restore, policy changes, ``next_run``,
-and ``drive`` (a few iterations of a well-behaved driver). After every rule the invariants are
-checked and a tiny reference model (``brain_reference``) is compared with the brain; at the end,
-``heal`` checks liveness: a healthy driver finishes the run and the next one completes.
-
-Run it as a test (``from loopctl_sim.props.brain_machine import TestBrain``), or against your own
-policies by overriding the ``policies`` (and ``histories``) strategy; the rules that draw from
-them are rebuilt for each subclass::
+Random programs against one ``LoopMachine``: every feed where it is valid (``brain_feeds``), the
+wrong feeds and bad input (``brain_misuse``: ``ProtocolError``, nothing changed), save/restore,
+policy changes, ``next_run`` and ``drive`` (a well-behaved driver). The invariants and a reference
+model (``brain_reference``) are checked after every rule; ``heal`` checks liveness at the end.
+Use ``TestBrain``, or override ``policies`` (and ``histories``): the rules that draw from them are
+rebuilt for each subclass::
 
     class MyBrain(BrainMachine):
         policies = st.builds(MachinePolicy, max_turns=st.integers(1, 50), tools=st.just(("grep",)))
@@ -17,13 +13,13 @@ them are rebuilt for each subclass::
     TestMyBrain = MyBrain.TestCase
     TestMyBrain.settings = settings(profile_settings(), stateful_step_count=40)
 
-A failing program prints as Python: paste it into a test to keep it. ``run_program`` drives the
-same machine with weighted actions from a ``@given(st.data())`` test, reaching deeper runs than
-uniform rule choice. See docs/testing.md.
+A failing program prints as Python. ``run_program`` drives the same machine with weighted
+actions from a ``@given(st.data())`` test, reaching deeper runs (docs/testing.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from hypothesis import event
@@ -58,12 +54,8 @@ from loopctl_sim.props.brain_strategies import (
 
 
 class BrainMachine(BrainFeeds):
-    """Hypothesis drives one ``LoopMachine`` as a (sometimes misbehaving) driver would.
-
-    A policy is drawn per run; ``change_policy`` redraws everything but ``max_turns``. Replies
-    call the advertised tools by index, so any tool names work. ``tolerated`` (from
-    ``BrainFeeds``) names problem codes reported as known issues, not failed on.
-    """
+    """Hypothesis drives one ``LoopMachine`` as a (sometimes misbehaving) driver would. Replies
+    call the advertised tools by index, so any tool names work."""
 
     policies: ClassVar[st.SearchStrategy[MachinePolicy]] = policies()
     histories: ClassVar[st.SearchStrategy[list[Message]]] = histories()
@@ -115,25 +107,24 @@ class BrainMachine(BrainFeeds):
         ``HEAL_BUDGET`` moves, and the next run completes. Safety alone would pass a brain that
         gets stuck (say, asking for the same compaction forever)."""
         self.manual = False
-        heal: Move = ("healed", [], 0.0, "summary_only")
-        for _ in range(self.HEAL_BUDGET):
-            if self.kind == "terminal" and self.machine.finalized:
-                break
-            self._move(*heal)
-            self.check_all()
-        else:
+        if not self._heal_until(lambda: self.kind == "terminal" and self.machine.finalized):
             raise AssertionError(
                 f"no exit after {self.HEAL_BUDGET} healthy moves: {self.machine!r}"
             )
         policy = self.policy
         self._next_run(policy.model_copy(update={"max_turns": max(1, policy.max_turns)}))
-        for _ in range(self.HEAL_BUDGET):
-            if self.kind == "terminal":
-                break
-            self._move(*heal)
-            self.check_all()
+        self._heal_until(lambda: self.kind == "terminal")
         state = self.machine.state
         assert isinstance(state, Terminal) and isinstance(state.outcome, Completed), state
+
+    def _heal_until(self, done: Callable[[], bool]) -> bool:
+        """Healthy moves until ``done()``, within ``HEAL_BUDGET`` (False: not reached)."""
+        for _ in range(self.HEAL_BUDGET):
+            if done():
+                return True
+            self._move("healed", [], 0.0, "summary_only")
+            self.check_all()
+        return False
 
     def teardown(self) -> None:
         self.heal()

@@ -350,22 +350,16 @@ class DriverWatch(LoopObserver):
             if loop is not None:
                 counted = (self.tokens_at_call, loop.estimator.count([message]))
                 problems += inv.check_estimate(*counted, machine.context_tokens)
-        self._heard(name, machine)
+        if name == "compaction_result":  # pending moved out (the driver carries it)
+            self._said_pending = 0
+        elif name not in ("commit_pending", "discard_pending"):
+            self._absorb(machine)
         self._tick(machine, problems)
         if name == "tool_results":
             for strike in list(self.plan):
                 if strike[0] == "results_crash" and strike[1] == self.results_fed:
                     self.plan.remove(strike)
                     raise Crash(f"after the results of wave {self.results_fed}, before a step")
-
-    def _heard(self, name: str, machine: LoopMachine) -> None:
-        """Keep ``said`` up to date after a feed."""
-        if name in ("commit_pending", "discard_pending"):
-            return
-        if name == "compaction_result":  # pending moved out (the driver carries it)
-            self._said_pending = 0
-            return
-        self._absorb(machine)
 
     def _absorb(self, machine: LoopMachine) -> None:
         """Add what the brain appended to pending since the last look: a feed's message, or
@@ -396,17 +390,12 @@ class DriverWatch(LoopObserver):
             if strike[1] != self.events or strike[0] not in _COUNTED:
                 continue
             self.plan.remove(strike)
-            self.strike(strike)
-
-    def strike(self, strike: Strike) -> None:
-        """Do one planned strike now (``Crash`` propagates out of the run)."""
-        kind = strike[0]
-        if kind == "cancel":
-            self.signal.cancel()
-        elif kind == "config" and self.loop is not None:
-            self.loop.config = self.loop.config.model_copy(update=dict(strike[2]))
-        elif kind == "crash":
-            raise Crash(f"at event {self.events}")
+            if strike[0] == "cancel":
+                self.signal.cancel()
+            elif strike[0] == "config" and self.loop is not None:
+                self.loop.config = self.loop.config.model_copy(update=dict(strike[2]))
+            elif strike[0] == "crash":
+                raise Crash(f"at event {self.events}")
 
     def _raise(self, problems: list[str]) -> None:
         self.problems += problems
