@@ -24,14 +24,6 @@ class ContextCompactor(Protocol):
     ) -> list[Message] | None: ...
 
 
-def _opens_exchange(message: Message) -> bool:
-    return message.role == "assistant" and bool(message.tool_calls)
-
-
-def _answers_exchange(message: Message) -> bool:
-    return message.role == "user" and bool(message.tool_results)
-
-
 def plan_cut(messages: Sequence[Message], keep_head: int, keep_tail: int) -> tuple[int, int] | None:
     """The middle ``[start, end)`` to cut, or None when fewer than two messages could go.
 
@@ -40,21 +32,16 @@ def plan_cut(messages: Sequence[Message], keep_head: int, keep_tail: int) -> tup
     """
     n = len(messages)
     start = min(keep_head, n)
-    while 0 < start < n and _opens_exchange(messages[start - 1]):
+    while (
+        0 < start < n and messages[start - 1].role == "assistant" and messages[start - 1].tool_calls
+    ):
         start -= 1
     end = max(n - keep_tail, start)
-    while end < n and _answers_exchange(messages[end]):
+    while end < n and messages[end].role == "user" and messages[end].tool_results:
         end += 1
     if end - start < 2:
         return None
     return start, end
-
-
-def _marker(cut: int, summary: str | None) -> Message:
-    text = f"[loopctl] {cut} earlier messages were removed to fit the context window."
-    if summary:
-        text += f" Summary of what they said:\n{summary}"
-    return Message.user(text)
 
 
 class MiddleOutCompactor:
@@ -71,7 +58,15 @@ class MiddleOutCompactor:
         if cut is None:
             return None
         start, end = cut
-        return [*messages[:start], _marker(end - start, None), *messages[end:]]
+        text = f"[loopctl] {end - start} earlier messages were removed to fit the context window."
+        summary = await self._summary(messages[start:end])
+        if summary:
+            text += f" Summary of what they said:\n{summary}"
+        return [*messages[:start], Message.user(text), *messages[end:]]
+
+    async def _summary(self, middle: Sequence[Message]) -> str | None:
+        """What the marker says of the cut messages (nothing: they are dropped)."""
+        return None
 
 
 def render_transcript(messages: Sequence[Message]) -> str:
@@ -95,7 +90,7 @@ SUMMARY_PROMPT = (
 )
 
 
-class SummarizingCompactor:
+class SummarizingCompactor(MiddleOutCompactor):
     """Like ``MiddleOutCompactor``, but the cut middle is summarized by a model call."""
 
     def __init__(
@@ -105,21 +100,11 @@ class SummarizingCompactor:
         keep_tail: int = 6,
         prompt: str = SUMMARY_PROMPT,
     ) -> None:
+        super().__init__(keep_head, keep_tail)
         self.client = client
-        self.keep_head = keep_head
-        self.keep_tail = keep_tail
         self.prompt = prompt
 
-    async def compact(
-        self, messages: Sequence[Message], reason: CompactReason
-    ) -> list[Message] | None:
-        cut = plan_cut(messages, self.keep_head, self.keep_tail)
-        if cut is None:
-            return None
-        start, end = cut
-        request = ModelRequest(
-            messages=(Message.user(self.prompt + render_transcript(messages[start:end])),)
-        )
+    async def _summary(self, middle: Sequence[Message]) -> str | None:
+        request = ModelRequest(messages=(Message.user(self.prompt + render_transcript(middle)),))
         events = [event async for event in self.client.stream(request)]
-        summary = fold_events(events).message.text.strip()
-        return [*messages[:start], _marker(end - start, summary or None), *messages[end:]]
+        return fold_events(events).message.text.strip()

@@ -1,25 +1,14 @@
 """Run-level events at a step boundary: the seam through which something outside the world acts
 on a run (a harness that replays or simulates one, a UI with a stop button).
 
-``BareLoop(before_step=hook)`` calls ``hook(point)`` right before it asks the brain each next step
-(after it honoured a fired cancel signal, before it builds the step's policy). Through the
-``StepPoint`` the hook may, at exactly that point:
-
-- ``cancel(data)``: cancel the run now, as the cancel signal would (a ``cancel`` IO event with
-  ``data``, then the ``cancel`` feed);
-- ``inject(message)``: add a message to the run (the ``inject`` feed; the brain accepts it only in
-  ``Start``, and refuses it with ``ProtocolError`` elsewhere);
-- ``request_compaction()``: ask for a manual compaction before the next model call;
-- raise: an exception from the hook propagates out of ``run()`` at once and the exit door is not
-  taken, so the brain is left exactly as it is. An ``Exception`` is how the run ended: the
-  observers are told (``LoopObserver.run_raised``; a trace records it). A harness simulates a
-  process crash by raising a ``BaseException`` that is not an ``Exception``, which nobody is told
-  of, as a killed process tells nobody (it then saves the brain, restores it and resumes it in a
-  fresh body with ``BareLoop.from_machine``).
-
-Every feed given through the point reaches the observers like any other, so a recorded trace holds
-it where it happened and a replay can give it at the same step. The point is only valid during the
-hook's call.
+``BareLoop(before_step=hook)`` calls ``hook(point)`` before it asks the brain each next step
+(after it honoured a fired cancel signal, before it builds the policy); the ``StepPoint`` may
+cancel, inject a message or ask for a compaction there (docs/driver.md). An exception from the
+hook leaves ``run()`` at once without the exit door, the brain as it is: an ``Exception`` is
+told to the observers (``run_raised``), a ``BaseException`` that is not one is a simulated kill,
+told to nobody. Every feed given through the point reaches the observers like any other, so a
+trace holds it where it happened and a replay gives it at the same step. The point is valid only
+during the hook's call.
 """
 
 from __future__ import annotations
@@ -48,7 +37,6 @@ class _Driver(Protocol):
 class StepPoint:
     """The run right before the driver asks its next step; see the module docstring."""
 
-    # The driver's own ``_feed`` and ``_emit`` are used here: this module is part of the driver.
     __slots__ = ("_loop",)
 
     def __init__(self, loop: _Driver) -> None:

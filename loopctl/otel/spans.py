@@ -1,38 +1,21 @@
 """``GenAiSpans``: a run's events turned into OpenTelemetry spans, at the times it is told.
 
 The one place that decides which span an event opens, annotates or ends, so the live observer
-(``OtelObserver``: times from the clock as events arrive) and the export of a recorded trace
-(``loopctl-sim otel``: times from the trace's durations) make the same spans:
+(``OtelObserver``: the clock's times) and the export of a recorded trace (``loopctl-sim otel``:
+the trace's durations) make the same spans: a run span ``invoke_agent {agent}`` with the
+outcome; a ``chat {model}`` span per model call, all its attempts included (failed attempts and
+retry waits as events); an ``execute_tool {name}`` span per tool call (a wave's calls overlap, as
+they ran); events on the run span for compactions, cancels, crashes, resumes, reflections, and
+``loopctl.io.<kind>`` for an io kind it does not know. A crash ends the spans still open, a
+resume goes on in the same run span, ``close`` ends what a cut-off trace left open. Times are
+nanoseconds since the epoch. The run span names the model and provider it was given, else those
+of the run's first request, so a live run and its trace name the same ones.
 
-- a run span ``invoke_agent {agent}`` from the run's start to its end, with the outcome;
-- a ``chat {model}`` span per model call (``CallLLM``), from the request to the reply or the
-  last error, all its attempts included (each failed attempt an event, each retry's wait an
-  event), with usage and finish reasons;
-- an ``execute_tool {name}`` span per tool call, from its call to its result (a wave's calls
-  overlap, as they ran); an error result sets the span's status;
-- events on the run span for compactions, cancels, crashes, resumes and reflections; an io kind
-  it does not know becomes an event ``loopctl.io.<kind>`` with its scalar numbers and flags.
-
-A crash ends the spans still open (``error.type`` ``crash``); a resume goes on in the same run
-span; ``close`` ends whatever a cut-off trace left open. Times are nanoseconds since the epoch.
-
-The run span names the model and provider it was given, else those of the run's first request:
-both sides see the same requests, so a live run and its trace name the same ones whatever each
-was configured with. Every string that leaves through a span (attributes, event attributes,
-status descriptions) passes the scrubber here, in one place: an error's message is free text
-from the provider (a 401 may echo the key), and a path that skipped scrubbing would leak it.
-
-Attribute names follow the GenAI semantic conventions (``gen_ai.*``, development status as of 2025):
-the operation (``invoke_agent``, ``chat``, ``execute_tool``), the agent, the provider and the
-requested model, token usage, finish reasons, the tool's name, call id and type. What loopctl knows
-that the conventions have no name for is under ``loopctl.*`` (the turn, attempts, the outcome,
-compaction figures).
-
-Message content (the input and output messages, system instructions, tool arguments and
-results, reflection notes) is recorded only when the user opts in, as the conventions ask
-(``capture_content``, or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), and then
-scrubbed: ``scrub_content`` replaces anything shaped like a credential before it leaves the
-process. The attribute functions are pure functions of plain data (the JSON of events).
+Attribute names follow the GenAI semantic conventions (``gen_ai.*``, development status as of
+2025); what they have no name for is under ``loopctl.*``. Message content is recorded only when
+the user opts in (``capture_content``, or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``).
+Every string that leaves through a span passes the scrubber here, in one place: an error's
+message is free text from the provider (a 401 may echo the key).
 """
 
 from __future__ import annotations
@@ -105,100 +88,6 @@ def _strings_scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(value, list | tuple):
         return [_strings_scrubbed(v, scrub) for v in value]
     return value
-
-
-def chat_request_attributes(
-    data: Mapping[str, Any],
-    *,
-    model: str | None,
-    provider: str | None,
-    capture: bool,
-    scrub: Callable[[str], str],
-) -> Attributes:
-    """A ``chat`` span's attributes from a ``model_request`` event's data. A request that
-    carries its own model, provider, system prompt or options (at the top level, or under
-    ``context`` as trace v2 records them) wins over the observer's defaults; messages are taken
-    only as a list (v2 writes a reference such as ``"brain"`` where the conversation is rebuilt
-    from the brain), else the request's ``last`` message."""
-    context = _mapping(data.get("context"))
-
-    def given(key: str) -> Any:
-        value = data.get(key)
-        return context.get(key) if value is None else value
-
-    options = _mapping(given("options"))
-    attributes: Attributes = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": given("model") or model,
-        "gen_ai.provider.name": given("provider") or provider,
-        "gen_ai.request.temperature": options.get("temperature"),
-        "gen_ai.request.top_p": options.get("top_p"),
-        "gen_ai.request.max_tokens": options.get("max_tokens"),
-        "loopctl.request.messages": data.get("n_messages"),
-    }
-    tools = given("tools")
-    if isinstance(tools, list):
-        names = [t.get("name") if isinstance(t, Mapping) else t for t in tools]
-        attributes["loopctl.request.tools"] = [str(n) for n in names]
-    if capture:
-        messages = data.get("messages")
-        if not isinstance(messages, list):
-            last = data.get("last")
-            messages = None if last is None else [last]  # v1 holds only the last message
-        if messages is not None:
-            attributes["gen_ai.input.messages"] = _content(messages, scrub)
-        if given("system"):
-            attributes["gen_ai.system_instructions"] = _content(given("system"), scrub)
-    return clean(attributes)
-
-
-def chat_reply_attributes(
-    data: Mapping[str, Any], *, capture: bool, scrub: Callable[[str], str]
-) -> Attributes:
-    """What a ``model_reply`` event adds to its ``chat`` span: usage, finish reasons, attempts."""
-    usage = _mapping(data.get("usage"))
-    stop = data.get("stop_reason")
-    attributes: Attributes = {
-        "gen_ai.usage.input_tokens": usage.get("input_tokens"),
-        "gen_ai.usage.output_tokens": usage.get("output_tokens"),
-        "gen_ai.usage.cache_read.input_tokens": usage.get("cache_read_tokens") or None,
-        "gen_ai.usage.cache_creation.input_tokens": usage.get("cache_write_tokens") or None,
-        "gen_ai.response.finish_reasons": [str(stop)] if stop else None,
-        "gen_ai.response.model": data.get("model"),
-        "loopctl.attempts": data.get("attempts"),
-        "loopctl.context_tokens": usage.get("context_tokens"),
-    }
-    if capture and data.get("message") is not None:
-        attributes["gen_ai.output.messages"] = _content([data["message"]], scrub)
-    return clean(attributes)
-
-
-def tool_call_attributes(
-    data: Mapping[str, Any], *, capture: bool, scrub: Callable[[str], str]
-) -> Attributes:
-    """An ``execute_tool`` span's attributes from a ``tool_call`` event's data."""
-    attributes: Attributes = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": data.get("name"),
-        "gen_ai.tool.call.id": data.get("id"),
-        "gen_ai.tool.type": "function",
-    }
-    if capture and "arguments" in data:
-        attributes["gen_ai.tool.call.arguments"] = _content(data["arguments"], scrub)
-    return clean(attributes)
-
-
-def tool_result_attributes(
-    data: Mapping[str, Any], *, capture: bool, scrub: Callable[[str], str]
-) -> Attributes:
-    """What a ``tool_result`` event adds to its ``execute_tool`` span."""
-    attributes: Attributes = {
-        "error.type": "tool_error" if data.get("is_error") else None,
-        "loopctl.tool.fault": data.get("fault"),
-    }
-    if capture and "content" in data:
-        attributes["gen_ai.tool.call.result"] = _content(data["content"], scrub)
-    return clean(attributes)
 
 
 def _error_type(error: Any) -> str:
@@ -363,7 +252,20 @@ class GenAiSpans:
             chat.add_event("loopctl.retry", self._safe(attributes), timestamp=at)
         elif kind == "model_reply":
             chat = self._chat(turn, at, duration_s)
-            reply = chat_reply_attributes(data, capture=self.capture, scrub=self.scrub)
+            usage = _mapping(data.get("usage"))
+            stop = data.get("stop_reason")
+            reply: Attributes = {
+                "gen_ai.usage.input_tokens": usage.get("input_tokens"),
+                "gen_ai.usage.output_tokens": usage.get("output_tokens"),
+                "gen_ai.usage.cache_read.input_tokens": usage.get("cache_read_tokens") or None,
+                "gen_ai.usage.cache_creation.input_tokens": usage.get("cache_write_tokens") or None,
+                "gen_ai.response.finish_reasons": [str(stop)] if stop else None,
+                "gen_ai.response.model": data.get("model"),
+                "loopctl.attempts": data.get("attempts"),
+                "loopctl.context_tokens": usage.get("context_tokens"),
+            }
+            if self.capture and data.get("message") is not None:
+                reply["gen_ai.output.messages"] = _content([data["message"]], self.scrub)
             chat.set_attributes(self._safe(reply))
             chat.end(end_time=at)
             self.chat = None
@@ -377,9 +279,36 @@ class GenAiSpans:
     def _start_chat(self, turn: int | None, data: Mapping[str, Any], at: int) -> None:
         if self.chat is not None:
             self.chat.end(end_time=at)
-        attributes = chat_request_attributes(
-            data, model=self.model, provider=self.provider, capture=self.capture, scrub=self.scrub
-        )
+        context = _mapping(data.get("context"))  # trace v2 records the context under this key
+
+        def given(key: str) -> Any:  # the request's own value wins over the spans' default
+            value = data.get(key)
+            return context.get(key) if value is None else value
+
+        options = _mapping(given("options"))
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": given("model") or self.model,
+            "gen_ai.provider.name": given("provider") or self.provider,
+            "gen_ai.request.temperature": options.get("temperature"),
+            "gen_ai.request.top_p": options.get("top_p"),
+            "gen_ai.request.max_tokens": options.get("max_tokens"),
+            "loopctl.request.messages": data.get("n_messages"),
+        }
+        tools = given("tools")
+        if isinstance(tools, list):
+            names = [t.get("name") if isinstance(t, Mapping) else t for t in tools]
+            attributes["loopctl.request.tools"] = [str(n) for n in names]
+        if self.capture:
+            messages = data.get("messages")
+            if not isinstance(messages, list):  # v2 writes "brain" there; v1 holds only the last
+                last = data.get("last")
+                messages = None if last is None else [last]
+            if messages is not None:
+                attributes["gen_ai.input.messages"] = _content(messages, self.scrub)
+            if given("system"):
+                attributes["gen_ai.system_instructions"] = _content(given("system"), self.scrub)
+        attributes = clean(attributes)  # no None: the run takes the names this request has
         model = attributes.get("gen_ai.request.model")
         attributes["loopctl.turn"] = turn if turn is not None else 0
         self.chat = self._child(
@@ -401,9 +330,16 @@ class GenAiSpans:
         return self.chat
 
     def _start_tool(self, turn: int | None, data: Mapping[str, Any], at: int) -> None:
-        attributes = tool_call_attributes(data, capture=self.capture, scrub=self.scrub)
-        attributes["loopctl.turn"] = turn if turn is not None else 0
         name = data.get("name")
+        attributes: Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": data.get("id"),
+            "gen_ai.tool.type": "function",
+        }
+        if self.capture and "arguments" in data:
+            attributes["gen_ai.tool.call.arguments"] = _content(data["arguments"], self.scrub)
+        attributes["loopctl.turn"] = turn if turn is not None else 0
         span = self._child(f"execute_tool {name}", SpanKind.INTERNAL, attributes, at)
         self.tools.setdefault(str(data.get("id")), []).append(span)
 
@@ -417,9 +353,14 @@ class GenAiSpans:
         span = stack.pop(0)
         if not stack:
             del self.tools[str(data.get("id"))]
-        attributes = tool_result_attributes(data, capture=self.capture, scrub=self.scrub)
+        attributes = {
+            "error.type": "tool_error" if data.get("is_error") else None,
+            "loopctl.tool.fault": data.get("fault"),
+        }
+        if self.capture and "content" in data:
+            attributes["gen_ai.tool.call.result"] = _content(data["content"], self.scrub)
         span.set_attributes(self._safe(attributes))
-        if "error.type" in attributes:
+        if data.get("is_error"):
             span.set_status(Status(StatusCode.ERROR, "the tool returned an error"))
         span.end(end_time=at)
 
@@ -443,10 +384,6 @@ class GenAiSpans:
             self._event("loopctl.reflection", text, at)
         else:
             self._event(f"loopctl.io.{kind}", numbers, at)
-
-    def resumed(self, at: int, **numbers: Any) -> None:
-        """The run resumed from a snapshot after a crash (it goes on in the same run span)."""
-        self._event("loopctl.resume", {f"loopctl.{k}": v for k, v in numbers.items()}, at)
 
     def feed(self, name: str, args: Mapping[str, Any], at: int) -> None:
         """A feed the brain was given (only the ones spans care about are looked at)."""

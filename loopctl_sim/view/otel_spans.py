@@ -148,7 +148,7 @@ def trace_to_spans(
         if kind == "header":
             snap = rec.get("snapshot") or {}
             if snap.get("started"):
-                spans.resumed(at, turns=snap.get("turns_taken"))
+                spans.io("resume", None, {"turns": snap.get("turns_taken")}, None, at)
             elif isinstance(rec.get("continues"), str):  # (v3): its brain summary's, if written
                 named = (rec.get("brain") or {}).get("history")
                 spans.start_run(at, history_messages=named if type(named) is int else None)
