@@ -1,10 +1,8 @@
 """``BrainFeeds``: the brain's interface as hypothesis rules, the base of ``BrainMachine``.
 
-One rule per feed, enabled in the states that take it, and one for the question
-(``next_step``). Each feeds the machine what a driver would report and checks what that feed
-promises: an allowed move, a sticky terminal state, input taken as given, a commit point that
-kept what it must, counts that agree with the reference model (``brain_reference``). What spans
-feeds (policies, runs, liveness, save/restore, misuse) is ``brain_machine``'s.
+One rule per feed, in the states that take it, and one for ``next_step``. Each feeds what a
+driver would report and checks what that feed promises (an allowed move, a sticky terminal state,
+input taken as given, a commit that kept what it must, the reference model's counts).
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from loopctl.core import (
 )
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_compactions import MISBEHAVIOURS, REFUSED, misbehaving_compaction
+from loopctl_sim.props.brain_misuse import calling
 from loopctl_sim.props.brain_reference import BrainReference
 from loopctl_sim.props.brain_strategies import (
     CALLS,
@@ -54,20 +53,10 @@ def _clone(machine: LoopMachine) -> LoopMachine:
     return type(machine).from_snapshot(machine.snapshot())
 
 
-def _compaction_of(
-    compacted: list[Message], before: int, after: int
-) -> Callable[[LoopMachine], None]:
-    """The feed that hands ``compacted`` to a machine (for ``inv.check_refused``)."""
-    return lambda m: m.compaction_result(compacted, before, after)
-
-
 class BrainFeeds(RuleBasedStateMachine):
-    """One ``LoopMachine`` (``machine``) fed by rules, one rule per feed plus ``next_step``,
-    with the reference model (``ref``) beside it. Use ``BrainMachine``, which adds the rest.
-
-    ``tolerated`` names invariant problem codes that are reported as known issues and not failed
-    on (see ``loopctl_sim.props.invariants``); keep it as small as the brain allows.
-    """
+    """One ``LoopMachine`` (``machine``) fed by rules, the reference model (``ref``) beside it;
+    use ``BrainMachine``, which adds the rest. ``tolerated``: invariant problem codes reported
+    as known issues, not failed on; keep it as small as the brain allows."""
 
     tolerated: ClassVar[frozenset[str]] = frozenset()
 
@@ -272,7 +261,8 @@ class BrainFeeds(RuleBasedStateMachine):
         event(f"misbehaving compaction {kind}")
         for refused in sorted(REFUSED):
             bad = misbehaving_compaction(messages, refused)
-            problems = inv.check_refused(self.machine, _compaction_of(bad, before_tokens, count))
+            call = calling("compaction_result", bad, before_tokens, count)
+            problems = inv.check_refused(self.machine, call)
             self._fail_on(problems, f"a compaction that is {refused}")
         if kind in REFUSED:
             return

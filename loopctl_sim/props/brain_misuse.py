@@ -53,8 +53,8 @@ def wrong_feeds(kind: str) -> list[str]:
     return [f for f in FEEDS if (kind, FEED_TYPES[f]) not in TRANSITIONS]
 
 
-def _calling(feed: str, *args: Any) -> Callable[[LoopMachine], Any]:
-    """The call ``machine.<feed>(*args)``."""
+def calling(feed: str, *args: Any) -> Callable[[LoopMachine], Any]:
+    """The call ``machine.<feed>(*args)`` (for ``inv.check_refused``)."""
     return lambda machine: getattr(machine, feed)(*args)
 
 
@@ -70,28 +70,28 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
     kind = state.kind
     out: list[Misuse] = []
     if kind != "terminal":
-        out.append(("fail with a non-error", _calling("fail", "boom")))
+        out.append(("fail with a non-error", calling("fail", "boom")))
     if not (kind == "terminal" and machine.finalized):
-        out.append(("next_run too early", _calling("next_run")))
+        out.append(("next_run too early", calling("next_run")))
     if kind == "start" and not started:
         out += [
-            ("next_step before input", _calling("next_step", policy)),
-            ("inject before input", _calling("inject", Message.user("n"))),
-            ("input as an assistant message", _calling("accept_input", Message.assistant("a"))),
+            ("next_step before input", calling("next_step", policy)),
+            ("inject before input", calling("inject", Message.user("n"))),
+            ("input as an assistant message", calling("accept_input", Message.assistant("a"))),
         ]
     if kind == "start" and started:
         call = ToolCall(id="inj", name="read")
         result = Message.from_results([ToolResult(call_id="inj", name="read", content="")])
         out += [
-            ("a second input", _calling("accept_input", "again")),
-            ("inject a tool call", _calling("inject", Message.assistant(tool_calls=[call]))),
-            ("inject a tool result", _calling("inject", result)),
+            ("a second input", calling("accept_input", "again")),
+            ("inject a tool call", calling("inject", Message.assistant(tool_calls=[call]))),
+            ("inject a tool result", calling("inject", result)),
         ]
     if kind == "start" and not started:
         result = Message.from_results([ToolResult(call_id="in", name="read", content="")])
-        out.append(("input holding a tool result", _calling("accept_input", result)))
+        out.append(("input holding a tool result", calling("accept_input", result)))
     if kind != "terminal":
-        out.append(("a negative count", _calling("set_context_tokens", -1)))
+        out.append(("a negative count", calling("set_context_tokens", -1)))
     if kind == "awaiting_model":
         dup = [ToolCall(id="dup", name="read"), ToolCall(id="dup", name="write")]
         nan = ToolCall(id="nan", name="read", arguments={"x": _NAN})
@@ -105,7 +105,7 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
             ("non-finite arguments", Message.assistant(tool_calls=[nan]), 1),
             ("a boolean count", Message.assistant("t"), True),
         ]
-        out += [(what, _calling("model_response", reply, n)) for what, reply, n in replies]
+        out += [(what, calling("model_response", reply, n)) for what, reply, n in replies]
     if kind == "awaiting_tools" and machine.exchange is not None:
         good = [
             ToolResult(call_id=c.id, name=c.name, content="r") for c in machine.exchange.dispatch
@@ -128,22 +128,22 @@ def bad_inputs(machine: LoopMachine, policy: MachinePolicy) -> list[Misuse]:
         ]
         if pre:
             fed.append(("answering a pre-answered call", Message.from_results([*good, *pre]), None))
-        out += [(what, _calling("tool_results", message, n)) for what, message, n in fed]
+        out += [(what, calling("tool_results", message, n)) for what, message, n in fed]
     if kind == "awaiting_compaction":
         orphan = Message.from_results([ToolResult(call_id="o", name="read", content="")])
         open_call = Message.assistant(tool_calls=[ToolCall(id="o", name="read")])
         out += [
-            ("a compaction with an orphan result", _calling("compaction_result", [orphan], 1, 1)),
-            ("a compaction with an open call", _calling("compaction_result", [open_call], 1, 1)),
-            ("a compaction to a negative count", _calling("compaction_result", [], 1, -1)),
-            ("a no-op to a negative count", _calling("compaction_noop", 1, -1)),
+            ("a compaction with an orphan result", calling("compaction_result", [orphan], 1, 1)),
+            ("a compaction with an open call", calling("compaction_result", [open_call], 1, 1)),
+            ("a compaction to a negative count", calling("compaction_result", [], 1, -1)),
+            ("a no-op to a negative count", calling("compaction_noop", 1, -1)),
         ]
     if isinstance(state, Terminal):
         if isinstance(state.outcome, Completed):
-            out.append(("discard a completed run", _calling("discard_pending")))
+            out.append(("discard a completed run", calling("discard_pending")))
         else:
-            out.append(("commit a failed run", _calling("commit_pending")))
+            out.append(("commit a failed run", calling("commit_pending")))
         if machine.finalized:
-            out.append(("commit twice", _calling("commit_pending")))
-            out.append(("discard twice", _calling("discard_pending")))
+            out.append(("commit twice", calling("commit_pending")))
+            out.append(("discard twice", calling("discard_pending")))
     return out

@@ -1,16 +1,12 @@
-"""``DriverWatch``: the harness's eyes and hands on one ``BareLoop`` run, and the properties of
-the hands it checks after every step and feed.
+"""``DriverWatch``: the harness's eyes and hands on one ``BareLoop`` run.
 
-A driver bug that feeds the brain something valid but wrong passes every brain invariant, so
-the watch also sees the driver from outside, through seams it puts in with ``BareLoop.replace``
-(``install``): a counting client wrapper, ``sleep`` (records delays, waits no wall time), a
-first pre-tool and post-tool hook, and itself as the last observer. After every step and feed it
-checks the brain and the hands (``invariants.driver``), and it bounds steps, attempts and
-dispatches, so a driver bug that loops fails instead of hanging the test.
-
-It also strikes where a plan says: a cancel, a crash (``Crash``; the harness restores the brain
-into a fresh body and calls ``restarted``) or a config change. A problem raises ``Broken`` at
-once, from inside the run. No hypothesis here.
+A driver bug that feeds the brain something valid but wrong passes every brain invariant, so the
+watch sees the driver from outside, through seams ``install`` puts in (a counting client, a
+``sleep`` that waits no wall time, first pre- and post-tool hooks, itself as the last observer),
+checks the brain and the hands (``invariants.driver``) after every step and feed, and bounds
+steps, attempts and dispatches, so a driver bug that loops fails instead of hanging the test.
+It strikes where a plan says (a cancel, a ``Crash``, a config change); a problem raises ``Broken``
+from inside the run.
 """
 
 from __future__ import annotations
@@ -74,10 +70,8 @@ class Crash(BaseException):
 
 
 class Broken(BaseException):
-    """A property broke (or a bound: the run would not end); ``problems`` says which. A
-    BaseException, so that neither the model caller, dispatch nor any handler of the driver
-    turns it into an error the run carries on with; the harness reraises it as
-    ``InvariantViolation``."""
+    """A property broke (or a bound: the run would not end). A BaseException, so that no handler
+    of the driver turns it into an error the run carries on with."""
 
     def __init__(self, problems: Sequence[str], where: str) -> None:
         super().__init__(f"{where}: " + "; ".join(problems))
@@ -89,9 +83,8 @@ class Broken(BaseException):
 
 
 class _CountingClient:
-    """The user's (or the world's) client, with every attempt told to the watch: the
-    ``ApiError`` it raised, or, for a stream it sent whole, what the driver will make of it
-    (the stream folded with ``fold_events`` and its call ids checked, as the driver does: a
+    """The user's (or the world's) client, every attempt told to the watch: the ``ApiError`` it
+    raised, or what the driver will make of a whole stream (folded and its call ids checked: a
     broken stream or duplicate ids is a failed attempt the client never raised)."""
 
     def __init__(self, watch: DriverWatch, inner: ApiClient) -> None:
@@ -114,8 +107,7 @@ class _CountingClient:
         self._tell(lambda: fold_events(events))
 
     async def whole_reply(self, request: ModelRequest) -> ModelReply:
-        """The inner client's reply whole (or its stream folded), told to the watch the same
-        way: the driver asks for it when nobody watches the stream."""
+        """The inner client's reply whole (or its stream folded), told the same way."""
         self.watch._attempt_started()
         whole = whole_reply_of(self.inner)
         try:
@@ -130,8 +122,7 @@ class _CountingClient:
         return reply
 
     def _tell(self, fold: Callable[[], ModelReply]) -> None:
-        """A sent attempt told to the watch: failed if its fold or its call ids fail (the
-        driver then fails it), else good."""
+        """A sent attempt: failed if its fold or its call ids fail (as the driver judges it)."""
         try:
             check_call_ids(fold().message)
         except ApiError as exc:
@@ -200,8 +191,7 @@ class DriverWatch(LoopObserver):
         self.compact_owed = False
 
     def install(self, loop: BareLoop) -> BareLoop:
-        """``loop`` with the watch's client wrapper, sleep, jitter, dispatch counter and itself
-        put in (the user's client, hooks and observers kept, inside or before them)."""
+        """``loop`` with the watch's seams put in (the user's client, hooks and observers kept)."""
         hooks = loop.hooks
         self._inner_sleep = loop.sleep if loop.sleep is not asyncio.sleep else None
         inner = loop.before_step

@@ -1,10 +1,6 @@
-"""Decisions in ``Start`` and ``AwaitingModel``: an independent reference for what the brain
-must decide there, and checkers that compare the brain's decision with it.
-
-``check_start_decision`` holds the contract's order of decisions; the loop detector has its own
-reference (``reference_loop_verdict``: the verdict from the run's whole call record, not from the
-brain's window) and checker (``check_loop_decision``). A harness keeps the call record; these
-functions only judge it.
+"""Decisions in ``Start`` and ``AwaitingModel``: independent references for what the brain must
+decide there (the loop verdict from the run's whole call record, not the brain's window), and
+checkers that compare the brain's decision with them. A harness keeps the call record.
 """
 
 from __future__ import annotations
@@ -36,12 +32,9 @@ from loopctl_sim.props.invariants.problems import problem as _p
 def check_start_decision(
     before: MachineSnapshot, policy: MachinePolicy, step: MachineStep
 ) -> list[str]:
-    """A reference for the order of decisions in ``Start`` (the contract's list).
-
-    ``before`` is the snapshot taken just before asking. Cases where a loop verdict may be due
-    (the loop detector on, with an exchange not judged yet) are left to the loop tests: this
-    checker returns [] for them. Not applicable outside ``Start``: returns [].
-    """
+    """A reference for the contract's order of decisions in ``Start`` (``before``: the snapshot
+    just before asking); [] outside ``Start`` and where a loop verdict may be due (left to
+    ``check_loop_decision``)."""
     if not isinstance(before.state, Start) or not before.started:
         return []
     if policy.loop_action != "off" and before.loop.unjudged:
@@ -118,12 +111,9 @@ def reference_call_key(call: ToolCall) -> str:
 
 
 def reference_loop_verdict(keys: Sequence[str], unjudged: int, policy: MachinePolicy) -> str | None:
-    """The contract's loop verdict on the latest exchange, from the run's whole call record.
-
-    ``keys`` are every recorded call of the run, oldest first (``reference_call_key``);
-    ``unjudged`` the number of calls of the latest exchange not judged yet. Returns ``"repeat"``,
-    ``"ping_pong"`` or None.
-    """
+    """The contract's loop verdict (``"repeat"``, ``"ping_pong"`` or None) on the latest
+    exchange: ``keys``, every call of the run, oldest first (``reference_call_key``), the last
+    ``unjudged`` of them not judged yet."""
     if policy.loop_action == "off" or unjudged == 0:
         return None
     recent = list(keys[-policy.loop_window :])

@@ -1,17 +1,11 @@
 """The hands' promises around each step: what ``BareLoop`` must do between the brain's question
-and its next feed, as pure checkers over what a harness observed.
+and its next feed, as pure checkers over what a harness observed from outside the driver.
 
-The brain's checkers cannot see a driver bug that feeds the brain something valid but wrong:
-results in completion order, calls answered without running them on resume, one retry too many
-or too few, a retry that ignores retry-after, an overflow fed as a failure, a context count
-never grown after tool results, a stale policy. These checkers judge what the harness saw from
-outside the driver against independent references written here, never against the driver's
-own code (docs/testing.md lists each checker's promise).
-
-The retry reference (``reference_retry``) restates the contract in ``loopctl.driver.retry``'s
-docstring: retryable is ``should_retry`` when the server said, else the error's kind; never more
-than ``max_retries`` retries; a retry-after between 0 and ``max_retry_after`` is the least delay;
-a body that fails to parse the same way as the attempt before is not retried again.
+They catch what the brain's checkers cannot: a driver that feeds something valid but wrong
+(results in completion order, a retry too many, retry-after ignored, an overflow fed as a
+failure, a count never grown after results, a stale policy). The references are written here,
+never the driver's own code: ``reference_retry`` restates ``loopctl.driver.retry``'s contract.
+docs/testing.md lists each checker's promise.
 """
 
 from __future__ import annotations
@@ -31,9 +25,7 @@ from loopctl.core import (
     ToolCall,
 )
 from loopctl.driver import RetryConfig, RunConfig, SessionConfig
-from loopctl_sim.props.invariants.problems import (
-    InvariantCode,
-)
+from loopctl_sim.props.invariants.problems import InvariantCode
 from loopctl_sim.props.invariants.problems import problem as _p
 
 
