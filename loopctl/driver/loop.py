@@ -136,8 +136,7 @@ class BareLoop:
 
     @property
     def observers(self) -> list[LoopObserver]:
-        """The observers, called in this order. Append to the list, or assign a new sequence
-        (its observers are copied into the loop's one list, which the model caller shares)."""
+        """The observers, called in this order (one list, shared with the model caller)."""
         return self._observers
 
     @observers.setter
@@ -150,8 +149,7 @@ class BareLoop:
 
     @property
     def sleep(self) -> Sleep:
-        """What the loop waits with before a retry (``asyncio.sleep`` unless given): a harness
-        that replaces it (``replace(sleep=...)``) can still call it."""
+        """What the loop waits with before a retry (``asyncio.sleep`` unless given)."""
         return self._model.sleep
 
     def into_machine(self) -> LoopMachine:
@@ -172,13 +170,9 @@ class BareLoop:
         return cls(client, tools, config, machine=machine, **kwargs)
 
     def replace(self, **changes: Any) -> BareLoop:
-        """A new loop built with this one's constructor arguments, ``changes`` applied.
-
-        The seam a harness uses on a user's loop: ``loop.replace(client=replayer,
-        observers=[*loop.observers, recorder])`` keeps the user's tools, configs, hooks,
-        middleware and compactor and swaps what the harness provides. The brain is carried over
-        (the same object) unless ``machine=`` is given; use the new loop from then on. The
-        configs as they are now count (``loop.config = ...`` since construction included)."""
+        """A new loop built with this one's current settings, ``changes`` applied: the seam a
+        harness uses on a user's loop (``loop.replace(client=replayer, observers=[...])``).
+        The brain is carried over (the same object) unless ``machine=`` is given."""
         arguments = {
             **self._arguments,
             "tools": self.registry,
@@ -201,12 +195,8 @@ class BareLoop:
         self._compact_requested = True
 
     def policy(self) -> MachinePolicy:
-        """The brain's settings for the next step, from the configs and the current extras.
-
-        Rebuilt whenever an input changed: the configs are frozen, so replacing
-        ``loop.config`` or ``loop.session`` (or the registry, or asking for a compaction) takes
-        effect on the very next step; an unchanged policy is reused, not validated again.
-        """
+        """The brain's settings for the next step: rebuilt when a (frozen) config, the
+        registry or a compaction request changed, else reused, not validated again."""
         key = (self.session, self.config, self.registry, self._compact_requested)
         cached = self._policy_cache
         if cached is not None and cached[0] == key:  # the same objects (or equal configs)
@@ -355,8 +345,7 @@ class BareLoop:
         await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
 
     def _dispatcher(self) -> Dispatcher:
-        """The tool pipeline for the current registry, hooks, middleware and tool timeout,
-        bound again only when one of them changed (as the policy is)."""
+        """The tool pipeline, bound again only when one of its inputs changed."""
         hooks = self.hooks
         key = (
             self.registry,
@@ -432,11 +421,8 @@ class BareLoop:
         self._feed(CompactionResult(compacted, before, after))
 
     async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
-        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``CancelFired``.
-
-        No extra task is spawned: ``CancelGuard`` cancels the run's own task when the signal
-        fires, and the ``CancelledError`` that arrives here is told apart from an outside
-        cancel by the guard's flag.
+        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``CancelFired``
+        (``CancelGuard`` cancels the run's own task; its flag tells that from an outside cancel).
         """
         if cancel.cancelled:
             if asyncio.iscoroutine(work):

@@ -1,19 +1,12 @@
 """Calling the model: middleware chain, streaming fold, retries with backoff, cancel.
 
-The driver asks this module for one reply per ``CallLLM``. Each attempt goes through the model
-middleware (outermost first) to the client's stream; the events are folded into one message (or,
-when nobody watches the stream and the client holds the reply whole, it is handed over as the
-fold would give it: ``loopctl.api.WholeReplyClient``). A
-retryable ``ApiError`` is retried after ``retry_delay`` (sleep and the random draw are injected so a
-simulation stays deterministic); the last error is raised for the driver to feed to the brain.
-Every failed attempt is told to the stream's watcher (``on_stream``) as ``AttemptAbandoned``,
-with the text it streamed (an error, a reply refused after its stream ended, a cancel): text it
-streamed is never taken back otherwise, and would run into the next attempt's.
-
-A body that could not be parsed (``details["parse"]``, from the providers' ``malformed``) is
-retried like other retryable errors, since the next reply may differ; but when it fails the same
-way twice in a row it will repeat, and it is fatal at once: the error says that the body could
-not be parsed, where, and after how many attempts.
+Each attempt goes through the model middleware (outermost first) to the client's stream, folded
+into one message (or the client's whole reply when nobody watches the stream). A retryable
+``ApiError`` is retried after ``retry_delay`` (sleep and the random draw injected: a simulation
+stays deterministic). Every failed attempt is told to the stream's watcher as
+``AttemptAbandoned``, with the text it streamed, which would otherwise run into the next
+attempt's. A body that could not be parsed (``details["parse"]``) is retried, since the next
+reply may differ, but is fatal once it fails the same way twice in a row.
 """
 
 from __future__ import annotations
@@ -74,8 +67,8 @@ def check_call_ids(message: Message) -> None:
 
 
 def check_reply(message: Message) -> None:
-    """What the brain's ``model_response`` would refuse, as the run's error: for a reply a
-    model middleware handed back, which did not come through the fold's door (``_stream``)."""
+    """What the brain's ``model_response`` would refuse, as the run's error, for a reply a
+    model middleware handed back (it did not come through the fold's door)."""
     if message.role != "assistant" or message.tool_results:
         raise ApiError(
             LoopError(
@@ -92,14 +85,9 @@ def check_reply(message: Message) -> None:
 
 class ModelCaller:
     """One model call with middleware, streaming and retries; reports IO events to
-    ``observers``.
-
-    ``observers`` is the loop's own list (``BareLoop.observers``), held here rather than a
-    bound method of the loop: a caller that pointed back at its loop made a reference cycle,
-    so every finished run (its brain, its whole conversation) stayed in memory until the
-    cyclic garbage collector found it, and that collector's passes were 5% of a simulated
-    run (cachegrind, ``benchmarks.bench_fuzz_driver``). Nothing here refers back to the loop.
-    """
+    ``observers``, the loop's own list: nothing here refers back to the loop, whose reference
+    cycle kept every finished run in memory until the cyclic collector, whose passes were 5% of
+    a simulated run (cachegrind, ``benchmarks.bench_fuzz_driver``)."""
 
     def __init__(
         self,
@@ -126,9 +114,8 @@ class ModelCaller:
             observer.io(event)
 
     async def _stream(self, request: ModelRequest) -> ModelReply:
-        """One attempt: the client's stream, folded; or, when nobody watches the stream and the
-        client holds its replies whole (``WholeReplyClient``), the reply the fold would give.
-        Either way the door's checks run (``fold_events``, ``folded``) and then the call ids'."""
+        """One attempt: the client's stream, folded, or its whole reply (``WholeReplyClient``)
+        when nobody watches the stream; the door's checks run either way."""
         on_stream = self.on_stream
         whole = None
         if on_stream is None:
@@ -161,9 +148,8 @@ class ModelCaller:
         return reply
 
     def _abandoned(self, attempt: int, error: LoopError, delay: float | None) -> None:
-        """Tell the stream's watcher that what this attempt streamed is not the reply, and what
-        that was (its text, its count of events): the attempt may have ended its stream before
-        the reply was refused, so the watcher cannot tell where the attempt began."""
+        """Tell the stream's watcher that what this attempt streamed (its text, its count of
+        events) is not the reply: it cannot tell where the attempt began."""
         if self.on_stream is not None:
             streamed, self._streamed = self._streamed, []
             text = "".join([e.text for e in streamed if e.kind == "text_delta"])

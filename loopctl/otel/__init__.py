@@ -1,18 +1,8 @@
 """OpenTelemetry GenAI spans for loopctl runs (``pip install 'loopctl[otel]'``).
 
-==============  ==================================================================================
-module          owns
-==============  ==================================================================================
-``spans``       ``GenAiSpans``: which span an event opens, annotates or ends, at given times;
-                the mapping of events to GenAI semantic-convention attributes (content opt-in
-                and scrubbing)
-``observer``    ``OtelObserver``: the driver observer that feeds ``GenAiSpans`` as a run goes
-==============  ==================================================================================
-
-Part of the engine, beside the driver: it imports ``loopctl.observe``, ``loopctl.core`` and the
-OpenTelemetry API, never ``loopctl_sim`` (whose ``loopctl-sim otel`` feeds the same
-``GenAiSpans`` from a recorded trace). Importable only with the extra installed: without it the
-import fails with an ``ImportError`` that says what to install.
+``spans`` (``GenAiSpans``: which span an event opens, annotates or ends) and ``observer``
+(``OtelObserver``, which feeds it as a run goes; ``loopctl-sim otel`` feeds it from a trace).
+Without the extra installed, the import fails with an ``ImportError`` that says what to install.
 """
 
 try:

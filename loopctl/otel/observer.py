@@ -1,21 +1,14 @@
 """``OtelObserver``: a ``BareLoop`` observer that emits OpenTelemetry GenAI spans as a run goes.
 
-Hand it to the driver like any observer (``BareLoop(client, tools, observers=[OtelObserver()])``);
-spans go to the global tracer provider, or to the one given. Each hook passes the event and the
-clock's time to ``GenAiSpans``, which decides the spans; the observer converts only what a span
-needs (an error, an outcome, compaction figures) from the brain's objects to plain data, so a
-run that nobody exports costs little more than the hooks' calls.
-
-A model request reaches the spans as the JSON a trace records of it (its ``context``: model,
-provider, system prompt, tool names, options; its messages), so a live run and the export of its
-trace (``loopctl-sim otel``) map the same request to the same attributes.
-
-Message content is off unless ``capture_content=True`` (or the conventions'
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), and scrubbed when on.
+Spans go to the global tracer provider, or to the one given. Each hook passes the event and the
+clock's time to ``GenAiSpans``, converting only what a span needs to plain data (a run nobody
+exports costs little more than the hooks' calls); a model request reaches it as the JSON a trace
+records of it, so a live run and the export of its trace map it to the same attributes.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -28,7 +21,7 @@ from pydantic_core import to_jsonable_python
 from loopctl.api import ModelRequest
 from loopctl.core import Done, LoopMachine, MachinePolicy, MachineStep, Terminal
 from loopctl.observe import IoEvent, LoopObserver
-from loopctl.otel.spans import GenAiSpans, capture_from_env, scrub_content
+from loopctl.otel.spans import CAPTURE_ENV, GenAiSpans, scrub_content
 
 #: The instrumentation scope the spans are reported under.
 INSTRUMENTATION = "loopctl"
@@ -58,13 +51,16 @@ class OtelObserver(LoopObserver):
         scrub: Callable[[str], str] = scrub_content,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
+        if capture_content is None:  # the conventions' switch (default: no)
+            switch = os.environ.get(CAPTURE_ENV, "").strip().lower()
+            capture_content = switch in ("1", "true", "yes")
         tracer = trace.get_tracer(INSTRUMENTATION, _version(), tracer_provider=tracer_provider)
         self.spans = GenAiSpans(
             tracer,
             agent_name=agent_name,
             model=model,
             provider=provider,
-            capture_content=capture_from_env() if capture_content is None else capture_content,
+            capture_content=capture_content,
             scrub=scrub,
         )
         self.clock = clock
@@ -92,9 +88,8 @@ class OtelObserver(LoopObserver):
         self.spans.io(event.kind, event.turn, data, event.duration_s, self.clock())
 
     def _request(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """A ``model_request`` event's data as plain JSON: the driver hands the
-        ``ModelRequest`` itself; its messages are turned into JSON only when content is
-        recorded (the cost of a long conversation is then paid on every call)."""
+        """A ``model_request`` event's data as plain JSON (the messages only when content is
+        recorded: a long conversation's cost is then paid on every call)."""
         request = data.get("request")
         plain = {k: v for k, v in data.items() if k != "request"}
         if isinstance(request, ModelRequest):

@@ -21,7 +21,6 @@ message is free text from the provider (a 401 may echo the key).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -35,33 +34,25 @@ Attributes = dict[str, Any]
 #: The conventions' switch for recording message content.
 CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
-#: ``text`` with every credential-shaped substring replaced by ``[REDACTED]``, and every value
-#: given to a credential's name (``password: ...``, ``API_KEY=...``): the rule of the trace
-#: scrubber (``loopctl.secrets.scrub_text``), so a live span and the export of the run's trace
-#: scrub a message to the same text.
+#: The trace scrubber's rule (``loopctl.secrets.scrub_text``): a live span and the export of the
+#: run's trace scrub a message to the same text.
 scrub_content: Final = scrub_text
 
-
-def capture_from_env() -> bool:
-    """Whether the environment opts in to message content (the conventions' default: no)."""
-    return os.environ.get(CAPTURE_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-def _scalar(value: Any) -> bool:
-    return isinstance(value, str | bool | int | float)
-
-
-def _one_scalar_type(values: list[Any] | tuple[Any, ...]) -> bool:
-    return bool(values) and _scalar(values[0]) and len({type(v) for v in values}) == 1
+_SCALAR: Final = (str, bool, int, float)
 
 
 def clean(attributes: Mapping[str, Any]) -> Attributes:
     """Only values OpenTelemetry takes: scalars and lists of one scalar type; no ``None``."""
     out: Attributes = {}
     for key, value in attributes.items():
-        if _scalar(value):
+        if isinstance(value, _SCALAR):
             out[key] = value
-        elif isinstance(value, list | tuple) and _one_scalar_type(value):
+        elif (
+            isinstance(value, list | tuple)
+            and value
+            and isinstance(value[0], _SCALAR)
+            and len({type(v) for v in value}) == 1
+        ):
             out[key] = list(value)
     return out
 

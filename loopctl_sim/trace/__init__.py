@@ -1,26 +1,12 @@
 """The trace format: records, their JSON Schema, the writer, the streaming reader, the feed
 codec, secret scrubbing, and the recorders that write a run as it happens.
 
-Everything above this package (simulation, replay, properties, fuzzing, views, the command line)
-reads and writes traces only through it. It may import ``loopctl`` (the brain's types, the
-driver's observer types) and nothing else of ``loopctl_sim``.
-
-================  ================================================================================
-module            owns
-================  ================================================================================
-``records``       the record models (one per ``type``), the format name and version,
-                  ``TraceFormatError``
-``feeds``         the feed codec: the brain's ``Feed`` as a record's data, and back
-``scrub``         secret scrubbing of anything written
-``writer``        ``TraceWriter``: append-only, flushed record by record
-``files``         where the bytes are: plain, gzip-compressed (``.gz``), stdin (``-``)
-``reader``        ``TraceReader``: streaming, every line validated and checked in its place
-``requests``      the model request as recorded: its context once per change, a digest each time
-``recorder``      ``TraceRecorder`` (a driver observer) and ``RecordingMachine`` (around a brain)
-================  ================================================================================
-
-Modules above import from this package (``from loopctl_sim.trace import TraceReader``); modules in
-it import from each other's modules, never from the package, so the package imports in one order.
+Everything above this package reads and writes traces only through it. It may import ``loopctl``
+and nothing else of ``loopctl_sim``; its modules import from each other's modules, never from the
+package, so the package imports in one order. ``records`` owns the format; ``feeds`` the feed
+codec; ``scrub`` secret scrubbing; ``writer`` and ``reader``; ``files`` plain, gzip and stdin;
+``requests`` the model request as recorded; ``recorder`` ``TraceRecorder`` and
+``RecordingMachine``.
 """
 
 from loopctl.secrets import REDACTED

@@ -1,10 +1,7 @@
 """The streaming trace reader: records line by line, each checked in its place; memory stays flat.
 
-A malformed line is a ``TraceFormatError`` naming ``file:line``; an unparseable last line without
-a newline (a write cut short) is reported as a warning and skipped; another format or version is
-refused with a reason. Every line is validated by pydantic into its record. A gzip-compressed
-trace is read as the plain one (``loopctl_sim.trace.files``; one cut short gives its records up
-to the cut, and says so), and ``-`` reads stdin.
+A malformed line is a ``TraceFormatError`` naming ``file:line``; a truncated last line (a write
+cut short) is a warning, skipped; another format or version is refused with a reason.
 """
 
 from __future__ import annotations
@@ -63,12 +60,8 @@ def _header_problem(raw: bytes) -> str | None:
 
 
 class TraceReader:
-    """Stream a trace's records, checking ``seq`` and the header; memory stays flat.
-
-    Iterate to get records; ``numbered()`` also gives each one's line number. ``warnings``
-    collects non-fatal problems (a truncated last line). Every line is validated by pydantic
-    into its record (``loopctl_sim.trace.records``): the one definition of the format, read
-    one way by every command.
+    """Stream a trace's records, checking ``seq`` and the header. Iterate to get records;
+    ``numbered()`` also gives each one's line number; ``warnings`` collects non-fatal problems.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

@@ -57,12 +57,9 @@ def end_outcome(machine: LoopMachine) -> Any:
 
 
 def _continued(ended: LoopMachine | None, machine: LoopMachine) -> str | None:
-    """The digest a header names when ``machine`` goes on from ``ended``, the brain whose end
-    record this recorder wrote last: when it is ``ended.next_run()`` (a header without a
-    snapshot: the trace holds the conversation once). None when the run starts from anything
-    else (a brain the caller swapped in, a restored one): its header holds its snapshot.
-    ``next_run()`` is the brain's own, and its digest goes on from the cached JSON: O(the
-    history's length) in copying a list, not in encoding or hashing it."""
+    """The digest a header names when ``machine`` is ``ended.next_run()`` (``ended``: the brain
+    whose end record was written last), else None: the header holds its snapshot. The digest
+    goes on from the cached JSON: O(history) in copying a list, not in hashing it."""
     if ended is None or machine.started or not (ended.is_terminal and ended.finalized):
         return None
     digest = machine.digest()
@@ -110,9 +107,9 @@ class TraceRecorder(LoopObserver):
             logger.warning("%s; the run goes on without recording", exc)
 
     def continue_run(self, machine: LoopMachine, metadata: Mapping[str, Any]) -> None:
-        """Write the header of a run resumed from a trace now, before ``run()`` starts: records
-        that finish what the trace was cut in the middle of (an exchange's results) follow it.
-        The loop's ``run_started`` for this brain then writes no second header."""
+        """Write the header of a run resumed from a trace now, before ``run()`` starts (records
+        finishing what the trace was cut in the middle of follow it); ``run_started`` for this
+        brain then writes no second header."""
         self._machine = machine
         self._feeds = 0
         self._header_for = machine
@@ -214,13 +211,9 @@ class TraceRecorder(LoopObserver):
 
 
 class RecordingMachine:
-    """A bare ``LoopMachine`` that records every ``next_step`` and feed it is given.
-
-    The header is written at once (with the machine's snapshot as it is now); the end record is
-    written after the exit door (``commit_pending``/``discard_pending``) or by ``end()``. A feed
-    the machine refuses (``ProtocolError``) records nothing. Read-only views (``state``,
-    ``history``, ``digest()`` ...) pass through to the wrapped machine.
-    """
+    """A bare ``LoopMachine`` that records every ``next_step`` and feed it is given: the header
+    at once, the end record after the exit door or ``end()``; a refused feed records nothing.
+    Everything else passes through to the wrapped machine."""
 
     def __init__(
         self,
@@ -250,9 +243,7 @@ class RecordingMachine:
         return step
 
     def feed(self, feed: Feed) -> None:
-        """Give the machine ``feed`` and record it; the exit door (``commit_pending``,
-        ``discard_pending``) also writes the end record. The seed-named methods
-        (``model_response(reply, n)`` ...) build the feed and come here."""
+        """Give the machine ``feed`` and record it (the seed-named methods come here too)."""
         self.machine.feed(feed)
         if self.writer is not None:
             self.writer.feed(feed, self.machine)

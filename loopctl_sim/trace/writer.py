@@ -43,10 +43,9 @@ def _now() -> str:
 
 
 class TraceWriteError(OSError, SimError):
-    """The trace could not be written (a full disk, a lost device): the writer is closed, a plain
-    trace file is cut back to its last whole record, and every later write raises this again.
-    ``path``; ``records``, the whole records the file keeps (None when it cannot be told: a
-    compressed trace, a stream); ``error``, the ``OSError`` that stopped it (``errno`` is its)."""
+    """The trace could not be written (a full disk): the writer is closed, a plain file cut back
+    to its last whole record, and every later write raises this again. ``records``: the whole
+    records kept (None when it cannot be told); ``error``: the ``OSError`` that stopped it."""
 
     def __init__(self, path: str, records: int | None, error: OSError) -> None:
         reason = error.strerror or str(error) or type(error).__name__
@@ -191,12 +190,9 @@ class TraceWriter:
         continues: str | None = None,
         brain: BrainSummary | None = None,
     ) -> None:
-        """A run's header: its brain's ``snapshot`` (None: a fresh brain), or, for a run that
-        goes on from the brain this trace's previous run ended with, ``continues``: the digest
-        of that brain's ``next_run()`` (without the snapshot), and its
-        ``brain`` summary (``BrainSummary.of``). Such a header is marked ``scrubbed`` when a
-        record that built the brain before it was: the brain a reader rebuilds then holds the
-        placeholders, and its digest is not the one named."""
+        """A run's header: its brain's ``snapshot`` (None: a fresh brain), or ``continues`` and
+        ``brain`` (see ``HeaderRecord``). Such a header is marked ``scrubbed`` when a record
+        that built the brain before it was: the rebuilt brain holds placeholders."""
         record = HeaderRecord(
             seq=self.seq,
             version=TRACE_VERSION,
