@@ -53,9 +53,8 @@ _REQUEST = frozenset({"model_request"})
 
 
 class Killed(BaseException):
-    """The trace's driver stopped in the middle of what the replaying one is doing (killed while
-    it recorded) and a header follows: the trace was resumed from there. The replayed run stops
-    here too, to go on from that header (``loopctl_sim.replay.driver``)."""
+    """The recorded driver was killed in the middle of what the replaying one is doing and the
+    trace resumed there (a header follows): the replayed run stops to go on from that header."""
 
 
 class Incomplete(BaseException):
@@ -410,7 +409,6 @@ class Checker(LoopObserver):
 
 
 def header_next(cursor: Cursor) -> bool:
-    """Whether the trace's next brain record is a header: where a run is under way, the
-    recorded driver was killed here and the trace resumed."""
+    """Whether the next brain record is a header (under a run: the recorded driver was killed)."""
     item = cursor.next_brain()
     return item is not None and item[1].type == "header"

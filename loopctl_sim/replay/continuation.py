@@ -44,9 +44,7 @@ from loopctl_sim.trace.files import replace_with, temporary_beside
 
 @dataclass
 class ResumeResult:
-    """What a resume did: the point it resumed from, the run's result (None when the trace's
-    run had ended: nothing to resume), where the trace now ends, the calls answered from the
-    trace and those run now."""
+    """What a resume did (``result`` None: the trace's run had ended, nothing to resume)."""
 
     point: ResumePoint
     result: RunResult | None
@@ -135,7 +133,7 @@ async def resume_trace_async(
 
 def _target(source: str, out: str | os.PathLike[str] | None) -> tuple[str, str | None]:
     """Where the continuation is written, and the temporary file that replaces ``source``
-    afterwards (a compressed trace continued in place), if any."""
+    afterwards, if any."""
     if out is not None:
         return os.fspath(out), None
     if not is_gzip_name(source):
@@ -157,8 +155,7 @@ def _writer(source: str, target: str, *, in_place: bool) -> TraceWriter:
 async def _finish_exchange(
     loop: BareLoop, recorder: TraceRecorder, point: ResumePoint, resumed: ResumeResult
 ) -> None:
-    """What the driver was doing when the trace stopped, done as it would have: an exchange's
-    calls answered (from the trace where it holds their results) and fed, and counted."""
+    """The exchange the trace stopped in, finished as the driver would have."""
     machine = loop.machine
     exchange = machine.exchange
     message: Message | None = point.uncounted

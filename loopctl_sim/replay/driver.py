@@ -213,10 +213,8 @@ async def _runs(
 
 
 def _continues_run(header: HeaderRecord) -> bool:
-    """Whether ``header`` continues the previous run (v3). Such a header was written by the
-    recorder that saw that run end, so the recorded session went on in the same loop: the
-    replay goes on in its loop too, whose state across runs (a hook's count, a tool's cache) it
-    keeps, and ``loop.run()`` takes its brain's ``next_run()``, as it did."""
+    """Whether ``header`` continues the previous run (v3): the recorder saw that run end, so the
+    session went on in the same loop, and so does the replay (a hook's count, a tool's cache)."""
     return isinstance(header, HeaderRecord) and header.continues is not None
 
 
@@ -229,9 +227,7 @@ def _starting_brain(
     killed: bool,
     path: str,
 ) -> LoopMachine:
-    """The brain the run after ``header`` starts from, checked against the replay's: a header
-    after a kill holds the brain as of the last record matched; any other continues the
-    previous run (its ``next_run()``, or itself when it did not finish)."""
+    """The brain the run after ``header`` starts from, checked against the replay's."""
     previous = None if loop is None else loop.machine
     if header.scrubbed:  # its brain holds placeholders: the run's digests cannot be reached
         checker.scrubbed_from(line)
@@ -265,9 +261,8 @@ def _starting_brain(
 def _continued(
     checker: Checker, line: int, rec: HeaderRecord, previous: LoopMachine | None
 ) -> LoopMachine:
-    """The brain of a header that continues the previous run: the replayed run's
-    ``next_run()`` (``previous``: that run's brain, None after a kill), whose digest must be the
-    one the header names."""
+    """The replayed run's ``next_run()`` (``previous``: None after a kill), whose digest must be
+    the one the header names."""
     try:
         machine = rec.machine(previous)
     except ContinuationError as exc:
@@ -294,10 +289,8 @@ _FINISHING: Final = frozenset({"tool_results", "set_context_tokens"})
 
 
 def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
-    """The feeds a resume wrote between its header and its first step: it finished the
-    exchange the trace was cut in (``loopctl_sim.replay.continuation``: its results, their
-    count). They are the resume's work, not the driver's, so they are given to the brain as
-    recorded, each checked by its digest."""
+    """The feeds a resume wrote before its first step (it finished the exchange the trace was
+    cut in): the resume's work, not the driver's, so given as recorded, checked by digest."""
     while (item := cursor.next_brain()) is not None:
         rec = item[1]
         if rec.type != "feed" or rec.name not in _FINISHING:
@@ -334,12 +327,10 @@ def _body(
     observers: Sequence[LoopObserver],
     path: str,
 ) -> Body:
-    """How each run's loop is built: the user's factory with the replay's parts, or the
-    built-in body."""
+    """How each run's loop is built: the user's factory with the replay's parts, or built in."""
 
     def replayed_events(point: StepPoint) -> None:
-        """Gives the recorded cancels and injections where the trace has them; a header is a
-        crash of the recorded driver: the run stops here to be resumed."""
+        """The recorded cancels and injections; a header (a crash) stops the run."""
         while (item := cursor.next_brain()) is not None:
             rec = item[1]
             if rec.type == "feed" and isinstance(rec.args, Cancel):

@@ -30,8 +30,7 @@ LONG: Final = 100
 
 
 def first_difference(expected: str, actual: str) -> int:
-    """The index of the first character where the texts differ (the shorter one's length when
-    one is the other's prefix)."""
+    """The index of the first character where the texts differ (or the shorter one's length)."""
     start = 0
     for a, b in zip(expected, actual, strict=False):
         if a != b:
@@ -65,9 +64,8 @@ def one_line(text: str) -> str:
 
 
 def excerpt_pair(expected: Any, actual: Any, limit: int = LONG) -> tuple[str, str]:
-    """Two differing values as a person compares them, each on one line and bounded: short
-    ones whole, long ones (strings, or the JSON of anything else) as ``snippets`` around where
-    they first differ, newlines shown as ``\\n``."""
+    """Two differing values, each on one line (``\\n``) and bounded: short ones whole, long ones
+    (strings, or the JSON of anything else) as ``snippets`` around where they first differ."""
     a, b = _text(expected), _text(actual)
     if len(a) <= limit and len(b) <= limit:
         return one_line(a), one_line(b)
@@ -129,8 +127,7 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def policy_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
-    """``["max_turns 10 -> 20", ...]``: the settings the agent hands the brain now, against the
-    trace's."""
+    """``["max_turns 10 -> 20", ...]``: the agent's settings now against the trace's."""
     changes = field_changes(dict(recorded), dict(live))
     return [f"{path} {' -> '.join(excerpt_pair(a, b))}" for path, a, b in changes]
 
@@ -160,8 +157,7 @@ def brain_divergence(
     )
 
 
-#: What a header that continues the previous run names when it is not the replayed run's
-#: ``next_run()`` (``brain_divergence``).
+#: A header that continues the previous run names another brain than its ``next_run()``.
 NOT_CONTINUED: Final = "the previous run's next_run() is not the brain the header continues from"
 
 
@@ -244,9 +240,7 @@ def _message_text(message: Any) -> str:
 def compaction_explanation(
     turn: int | None, recorded: Mapping[str, Any], live: Mapping[str, Any]
 ) -> tuple[str, list[str]]:
-    """The sentence and detail lines for a compaction whose result differs from the trace's:
-    how many messages the compactor kept against the trace's, the first message that differs
-    (both sides, bounded), and the token counts when they differ."""
+    """The sentence and detail lines for a compaction whose result differs from the trace's."""
     at = f"turn {turn}: " if turn else ""
     old = list(recorded.get("compacted") or ())
     new = list(live.get("compacted") or ())
@@ -284,8 +278,7 @@ TEXT_DIFF_LINES: Final = 40
 
 
 def _text_diff(expected: str | None, actual: str | None) -> list[str]:
-    """A ``-``/``+`` diff of two texts, bounded (a one-line prompt of 10 KB that changed in one
-    character reads as two excerpts, not as itself twice)."""
+    """A ``-``/``+`` diff of two texts, bounded (else excerpts around the first difference)."""
     a, b = expected or "", actual or ""
     lines = list(
         difflib.unified_diff(a.splitlines(), b.splitlines(), "trace", "agent", lineterm="")
@@ -343,10 +336,8 @@ def request_explanation(
     recorded_data: Mapping[str, Any],
     live_data: Mapping[str, Any],
 ) -> tuple[str, list[str]]:
-    """The sentence and detail lines for a model request that differs from the trace's.
-
-    ``recorded``/``live`` are the two contexts (None: the trace holds none, version 1);
-    ``*_data`` the two ``model_request`` records' data."""
+    """The sentence and detail lines for a model request that differs from the trace's:
+    ``recorded``/``live`` its contexts (None: version 1 has none), ``*_data`` the records' data."""
     at = f"turn {turn}: " if turn else ""
     if recorded is not None and recorded != live:
         if recorded.get("system") != live.get("system"):

@@ -58,8 +58,7 @@ _CONTINUES: Final = re.compile(rb'"scrub_key":(?:null|"[0-9a-f]*"),"continues":"
 
 
 class ResumeError(SimError):
-    """The trace cannot be resumed as it is (its brain and the engine disagree, or there is no
-    run to resume); ``line`` names the record."""
+    """The trace cannot be resumed (its brain and the engine disagree, or no run to resume)."""
 
     def __init__(self, path: str, line: int, reason: str) -> None:
         super().__init__(f"{path}:{line}: {reason}")
@@ -77,23 +76,18 @@ class ResumePoint:
     #: the line of the last complete record, and of the checkpoint the brain was restored from
     line: int
     checkpoint: int
-    #: "header" or "snapshot": what the checkpoint was
-    restored_from: str
+    restored_from: str  # "header" or "snapshot"
     #: records read (and replayed, for steps and feeds) after the checkpoint
     replayed: int = 0
     #: results the trace holds of the exchange the brain awaits, by call id (those tools ran)
     results: dict[str, ToolResult] = field(default_factory=dict)
-    #: an exchange's results fed last without a count (version 3 and before), the driver's
-    #: count of them not recorded after them
+    #: an exchange's results fed last without their count (version 3 and before)
     uncounted: Message | None = None
-    #: the run's end record is in the trace
-    ended: bool = False
-    #: a manual compaction was asked for (the last step's policy says ``compact_now``) and no
-    #: ``Compact(MANUAL)`` step answered it yet: the driver that was killed still held the
-    #: request, so the continuation asks again
+    ended: bool = False  # the run's end record is in the trace
+    #: a ``compact_now`` not answered yet: the killed driver still held it, the continuation
+    #: asks again
     compact_requested: bool = False
-    #: the run's records hold scrubbed secrets: the rebuilt brain holds their placeholders
-    scrubbed: bool = False
+    scrubbed: bool = False  # the rebuilt brain holds placeholders of scrubbed secrets
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -111,10 +105,8 @@ def _checkpoints(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
 
 
 def resume_point(path: str | os.PathLike[str]) -> ResumePoint:
-    """The brain of the last run in the trace at ``path``, as it was at its last complete record.
-
-    Raises ``TraceFormatError`` for a trace that cannot be read (or a checkpoint that does not
-    restore) and ``ResumeError`` where the replayed brain leaves the trace."""
+    """The brain of the last run in the trace at ``path`` at its last complete record.
+    ``TraceFormatError``: unreadable; ``ResumeError``: the replayed brain leaves the trace."""
     reader = TraceReader(path)
     try:
         starts = _checkpoints(path)
@@ -156,9 +148,8 @@ def _replay_from(reader: TraceReader, start: tuple[int, int] | None) -> ResumePo
 def header_brain(
     path: str, line: int, rec: HeaderRecord, previous: LoopMachine | None = None
 ) -> LoopMachine:
-    """The brain a header holds (``HeaderRecord.machine``: ``previous`` is the brain the trace's
-    previous run ended with); a snapshot that does not restore, or a header that continues a
-    run where none ended, is a damaged trace."""
+    """The brain a header holds (``previous``: the brain the previous run ended with); one that
+    does not restore, or continues a run where none ended, is a damaged trace."""
     try:
         return rec.machine(previous)
     except ContinuationError as exc:
@@ -170,8 +161,7 @@ def header_brain(
 
 def _continued(path: str, line: int, rec: HeaderRecord, point: ResumePoint) -> ResumePoint:
     """The next run, from a header that continues the previous one (v3): the rebuilt brain's
-    ``next_run()``, checked against the digest the header names; still rebuilt from the same
-    checkpoint."""
+    ``next_run()``, checked against the digest the header names."""
     machine = header_brain(path, line, rec, point.machine)
     scrubbed = point.scrubbed or rec.scrubbed
     if not scrubbed and machine.digest() != rec.continues:

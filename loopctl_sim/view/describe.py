@@ -1,10 +1,8 @@
 """One record, described for a person: its lane, its kind, its tone and its lines of text.
 
-Every view (the terminal timeline of ``show``, the HTML timeline) describes records here, so the
-words agree everywhere. It works on a record's JSON (``record.model_dump(mode="json")``), not on
-the typed models: a record kind, an io kind, a feed or a message part this module does not know
-(a newer trace format, a new provider part) is still described, generically, from its data,
-instead of breaking the view.
+Every view (``show``, the HTML timeline) describes records here, so the words agree everywhere.
+It works on a record's JSON, not the typed models, so a kind or part it does not know (a newer
+trace format, a new provider part) is described generically instead of breaking the view.
 
 ``clip`` bounds every text (``None``: whole texts, newlines kept: ``show --full``).
 """
@@ -19,9 +17,7 @@ from typing import Any, Final
 #: How long a text may get in a summary line before it is cut (``show`` without ``--full``).
 CLIP: Final = 100
 
-#: The swimlanes, top to bottom: the run (starts, resumes, crashes, the outcome), the brain's
-#: steps and feeds, the model calls, the tool calls, compactions, other events (cancels,
-#: reflections), and io of a kind this view does not know.
+#: The swimlanes, top to bottom ("other": io of a kind this view does not know).
 LANES: Final = ("run", "brain", "model", "tools", "compaction", "events", "other")
 
 
@@ -110,8 +106,7 @@ def outcome_text(outcome: Any, limit: int | None = CLIP) -> str:
 
 
 def _fork(fork: dict[str, Any], limit: int | None) -> str:
-    """A fork's branch point (``loopctl_sim.replay.fork``): its parent, the edits made there,
-    and the chain of ancestors when it is a fork of a fork."""
+    """A fork's branch point: its parent, the edits made there, its ancestors."""
     parent = fork.get("parent") or {}
     text = (
         f"fork of {parent.get('path')} at seq {parent.get('at')} "
@@ -168,8 +163,7 @@ def _header(rec: dict[str, Any], limit: int | None) -> Described:
 
 
 def _session_turn(entry: object, limit: int | None) -> str:
-    """A session's run names its user turn (loopctl_sim.sim.session): its number, its kind, and
-    what the user does during the run."""
+    """A session's run names its user turn: its number, kind, and what the user does."""
     if not isinstance(entry, dict) or not isinstance(entry.get("turn"), dict):
         return ""
     turn = entry["turn"]
