@@ -20,11 +20,9 @@ class CancelSignal:
     """Fire once with ``cancel()``; observe with ``cancelled`` or ``await wait()``."""
 
     def __init__(self) -> None:
-        # The flag: set once, under the lock, and read without it (a bool's read is atomic).
-        # A plain attribute, not a ``threading.Event``: ``Event.is_set`` is a Python method
-        # call the driver would make four times a turn (700 instructions each), and building
-        # an Event (a Condition, its locks) cost every run 22,800 instructions (cachegrind; a
-        # one-turn run with an instant model is 320,000).
+        # Set under the lock, read without it (a bool's read is atomic). Not a threading.Event:
+        # is_set is 700 instructions, four times a turn, and building one 22,800 a run
+        # (cachegrind; a one-turn run with an instant model is 320,000).
         self._fired = False
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -59,9 +57,8 @@ class CancelSignal:
             callback()
 
         def unsubscribe() -> None:
-            # A membership test, not contextlib.suppress(ValueError): building that context
-            # manager was 6,600 of a one-turn run's 309,000 instructions (cachegrind), and every
-            # run unsubscribes. The list holds a callback a run under way: it is short.
+            # A membership test, not contextlib.suppress(ValueError): that context manager was
+            # 6,600 of a one-turn run's 309,000 instructions (cachegrind); the list is short.
             with self._lock:
                 if callback in self._callbacks:  # not unsubscribed already
                     self._callbacks.remove(callback)

@@ -57,7 +57,7 @@ from loopctl.driver.config import RunConfig, SessionConfig, build_policy
 from loopctl.driver.control import BeforeStep, StepPoint
 from loopctl.driver.estimate import CharEstimator, TokenEstimator
 from loopctl.driver.model import ModelCaller, ModelMiddleware, Sleep, model_request
-from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector, reflection_due
+from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
@@ -374,7 +374,7 @@ class BareLoop:
         if isinstance(self.reflector, NoReflector):
             return  # nothing would be said: skip the verdict and the conversation copy
         verdict = self._machine.loop_verdict(policy)
-        if not reflection_due(answered, verdict):
+        if verdict is None and not any(r.is_error for r in answered):
             return
         context = ReflectionContext(
             turn=turn,

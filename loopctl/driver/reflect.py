@@ -1,14 +1,10 @@
-"""Reflection: a second look after tool errors and loop warnings.
-
-Deciding that a reflection is due is the driver's (after a results message holding errors, or when
-the loop detector is about to warn); producing it may need a model call, so it lives behind this
-protocol in the hands, with a no-op default. A returned message is injected before the next model
-call.
+"""Reflection: a second look after tool errors and loop warnings (the driver decides it is due).
+Producing it may need a model call, so it lives behind this protocol in the hands; a returned
+message is injected before the next model call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -35,7 +31,3 @@ class NoReflector:
 
     async def reflect(self, context: ReflectionContext) -> Message | None:
         return None
-
-
-def reflection_due(results: Sequence[ToolResult], verdict: LoopVerdict | None) -> bool:
-    return verdict is not None or any(r.is_error for r in results)
