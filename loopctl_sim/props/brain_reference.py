@@ -30,8 +30,8 @@ from loopctl_sim.props.invariants.decisions import reference_call_key
 
 @dataclass
 class BrainReference:
-    """What the brain should hold, kept independently. The counters are per run (``next_run``
-    resets them) except ``tokens`` and ``advertised``, which carry over as the brain's do."""
+    """What the brain should hold, kept independently; per run but ``tokens``, ``advertised``
+    and ``verdicts``."""
 
     turns: int = 0
     tokens: int = 0
@@ -44,13 +44,11 @@ class BrainReference:
     noop_floor: int | None = None
     #: ``policy.tools`` of the last ``CallLLM`` asked in ``Start``
     advertised: tuple[str, ...] = ()
-    #: how often the reference saw each loop verdict (``"ping_pong (warn)"``, ``"repeat (fail
-    #: after a warning)"``), over every run:
-    #: what a test reads to show that its programs exercise the loop detector
+    #: how often each loop verdict was seen (``"ping_pong (warn)"``), over every run: what a
+    #: test reads to show that its programs exercise the loop detector
     verdicts: Counter[str] = field(default_factory=Counter)
 
     def next_run(self) -> None:
-        """A fresh run: turns, outcome, the loop record and the no-op floor start over."""
         self.turns = 0
         self.outcome = None
         self.loop_keys = []
@@ -88,9 +86,8 @@ class BrainReference:
         self, before: MachineSnapshot, after: LoopMachine, step: MachineStep, policy: MachinePolicy
     ) -> tuple[list[str], str | None]:
         """``step = machine.next_step(policy)`` was asked of ``before`` and left ``after``: a
-        decision in ``Start`` is judged by the reference loop detector and decision order, and
-        the reference is updated. Returns the problems and, when the reference sees a loop, a
-        label for hypothesis's statistics."""
+        decision in ``Start`` is judged by the reference loop detector and decision order.
+        Returns the problems and, when the reference sees a loop, a label for statistics."""
         if isinstance(step, CallLLM) and isinstance(before.state, Start):
             self.advertised = policy.tools
         if not (isinstance(before.state, Start) and before.started):
@@ -106,12 +103,9 @@ class BrainReference:
         self.loop_unjudged = 0
         if verdict is None:
             return problems, None
+        how = "fail" if policy.loop_action == "fail" else "fail after a warning"
         if not failed:
             how = "warn"
-        elif policy.loop_action == "fail":
-            how = "fail"
-        else:
-            how = "fail after a warning"
         label = f"{verdict} ({how})"
         self.verdicts[label] += 1
         return problems, f"loop verdict {label}"

@@ -41,8 +41,11 @@ from loopctl_sim.errors import SimError
 from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.trace import (
     ContinuationError,
+    EndRecord,
+    FeedRecord,
     HeaderRecord,
     IoRecord,
+    Record,
     StepRecord,
     TraceFormatError,
     TraceReader,
@@ -198,12 +201,12 @@ def _from_snapshot(path: str, line: int, rec: IoRecord, point: ResumePoint | Non
     return point
 
 
-def _apply(point: ResumePoint, line: int, rec: object) -> None:
+def _apply(point: ResumePoint, line: int, rec: Record) -> None:
     """One record after the checkpoint: a step asked, a feed given, an io record read."""
     point.line = line
     point.replayed += 1
     machine = point.machine
-    if getattr(rec, "scrubbed", False) and not point.scrubbed:
+    if rec.scrubbed and not point.scrubbed:
         point.scrubbed = True
         point.notes.append(
             f"secrets were scrubbed from this trace at line {line}: the rebuilt brain holds "
@@ -239,25 +242,20 @@ def _apply(point: ResumePoint, line: int, rec: object) -> None:
         manual = isinstance(step, Compact) and step.reason is CompactReason.MANUAL
         point.compact_requested = rec.policy.compact_now and not manual
         return
-    kind = getattr(rec, "type", None)
-    if kind == "end":
+    if isinstance(rec, EndRecord):
         point.ended = True
+    if not isinstance(rec, FeedRecord):
         return
-    if kind != "feed":
-        return
-    name: str = rec.name  # type: ignore[attr-defined]
     try:
-        machine.feed(rec.args)  # type: ignore[attr-defined]
+        machine.feed(rec.args)
     except ProtocolError as exc:
-        raise ResumeError(point.path, line, f"the brain refuses {name}(): {exc}") from None
-    if not point.scrubbed and machine.digest() != rec.digest:  # type: ignore[attr-defined]
-        raise ResumeError(
-            point.path,
-            line,
-            f"after {name}() the brain is not the recorded one (its digest differs)",
-        )
-    args = rec.args  # type: ignore[attr-defined]
-    uncounted = isinstance(args, ToolResults) and args.context_tokens is None
-    point.uncounted = args.message if uncounted else None
-    if name == "tool_results":
+        raise ResumeError(point.path, line, f"the brain refuses {rec.name}(): {exc}") from None
+    if not point.scrubbed and machine.digest() != rec.digest:
+        why = f"after {rec.name}() the brain is not the recorded one (its digest differs)"
+        raise ResumeError(point.path, line, why)
+    args = rec.args
+    point.uncounted = None
+    if isinstance(args, ToolResults) and args.context_tokens is None:
+        point.uncounted = args.message
+    if rec.name == "tool_results":
         point.results = {}
