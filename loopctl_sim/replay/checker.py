@@ -142,14 +142,7 @@ class Checker(LoopObserver):
         if self.in_run:
             raise Incomplete
         line = self.cursor.last_read()
-        self.fail(
-            line,
-            line - 1,
-            "end",
-            "the agent went on after the trace ended",
-            None,
-            None,
-        )
+        self.fail(line, line - 1, "end", "the agent went on after the trace ended", None, None)
 
     def _brain_record(self, actual: str) -> tuple[int, Record]:
         if header_next(self.cursor):
@@ -214,15 +207,10 @@ class Checker(LoopObserver):
             )
         if rec.policy != policy:
             recorded, live = rec.policy.model_dump(mode="json"), policy.model_dump(mode="json")
-            changes = policy_changes(recorded, live)
-            self.fail(
-                line,
-                rec.seq,
-                "policy",
-                "the agent's settings differ from the trace's: " + ", ".join(changes),
-                recorded,
-                live,
+            why = "the agent's settings differ from the trace's: " + ", ".join(
+                policy_changes(recorded, live)
             )
+            self.fail(line, rec.seq, "policy", why, recorded, live)
         if rec.step != step and not (
             rec.scrubbed and self.same(to_jsonable_python(rec.step), to_jsonable_python(step), True)
         ):
@@ -376,14 +364,8 @@ class Checker(LoopObserver):
             "digest": machine.digest(),
         }
         if not isinstance(rec, EndRecord):
-            self.fail(
-                line,
-                rec.seq,
-                "outcome",
-                f"the run ended where the trace has {_kind(rec)}",
-                brain_view(rec),
-                actual,
-            )
+            why = f"the run ended where the trace has {_kind(rec)}"
+            self.fail(line, rec.seq, "outcome", why, brain_view(rec), actual)
         recorded: dict[str, Any] = brain_view(rec)
         same_outcome = self.same(recorded["outcome"], actual["outcome"], rec.scrubbed)
         if not same_outcome or (self.digests and recorded["digest"] != actual["digest"]):

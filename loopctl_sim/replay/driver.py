@@ -51,6 +51,7 @@ from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     BrainSummary,
     ContinuationError,
+    FeedRecord,
     HeaderRecord,
     StepRecord,
     TraceFormatError,
@@ -148,14 +149,8 @@ async def _runs(
     while (item := cursor.next_brain()) is not None:
         line, found = item
         if found.type != "header":
-            checker.fail(
-                line,
-                found.seq,
-                "header",
-                "the driver stopped before the trace did",
-                brain_view(found),
-                None,
-            )
+            why = "the driver stopped before the trace did"
+            checker.fail(line, found.seq, "header", why, brain_view(found), None)
         cursor.take_brain()  # the header, and the io records before it (a crash)
         checker.new_run()
         machine = _starting_brain(checker, result, line, found, loop, killed, path)
@@ -292,21 +287,15 @@ def _finishing(cursor: Cursor, checker: Checker, machine: LoopMachine) -> None:
     """The feeds a resume wrote before its first step (it finished the exchange the trace was
     cut in): the resume's work, not the driver's, so given as recorded, checked by digest."""
     while (item := cursor.next_brain()) is not None:
-        rec = item[1]
-        if rec.type != "feed" or rec.name not in _FINISHING:
+        line, rec = item
+        if not isinstance(rec, FeedRecord) or rec.name not in _FINISHING:
             return
-        (line, rec), _ = cursor.take_brain()
-        machine.feed(rec.args)  # type: ignore[union-attr]
+        cursor.take_brain()
+        machine.feed(rec.args)
         digest = machine.digest()
-        if checker.digests and not rec.scrubbed and digest != rec.digest:  # type: ignore[union-attr]
-            checker.fail(
-                line,
-                rec.seq,
-                "digest",
-                f"after the resume's {rec.name}(), the brain is not the recorded one",  # type: ignore[union-attr]
-                {"digest": rec.digest},  # type: ignore[union-attr]
-                {"digest": digest},
-            )
+        if checker.digests and not rec.scrubbed and digest != rec.digest:
+            why = f"after the resume's {rec.name}(), the brain is not the recorded one"
+            checker.fail(line, rec.seq, "digest", why, {"digest": rec.digest}, {"digest": digest})
         checker.result.feeds += 1
 
 
