@@ -70,20 +70,11 @@ class Cursor:
         self.line = 0  # the line of the last record taken: the records taken (an old pair, read
         # as one feed, is two)
         self.io = 0  # io records taken or skipped
-        self.done = False
-
-    def _read(self) -> Numbered | None:
-        if self.done:
-            return None
-        item = next(self._records, None)
-        if item is None:
-            self.done = True
-        return item
 
     def peek(self) -> Numbered | None:
         """The next record, not taken (None at the end of the trace)."""
         if not self._ahead:
-            item = self._read()
+            item = next(self._records, None)
             if item is None:
                 return None
             self._ahead.append(item)
@@ -91,7 +82,7 @@ class Cursor:
 
     def take(self) -> Numbered:
         """The next record, taken; ``TraceEnded`` at the end of the trace."""
-        item = self._ahead.popleft() if self._ahead else self._read()
+        item = self._ahead.popleft() if self._ahead else next(self._records, None)
         if item is None:
             raise TraceEnded(self.line)
         if item is self._brain:
@@ -139,11 +130,9 @@ class Cursor:
             if kept[1].type != "io":
                 self._brain = kept
                 return kept
-        while True:
-            item = self._read()
-            if item is None:
-                return None
+        while (item := next(self._records, None)) is not None:
             self._ahead.append(item)
             if item[1].type != "io":
                 self._brain = item
                 return item
+        return None
