@@ -95,10 +95,6 @@ class BrainFeeds(RuleBasedStateMachine):
         real = [p for p in problems if inv.problem_code(p) not in self.tolerated]
         inv.assert_no_problems(real, f"{what} on {self.machine!r}")
 
-    def _new_id(self) -> str:
-        self.next_id += 1
-        return f"call_{self.next_id}"
-
     def _feed(self, feed: str, do: Callable[[LoopMachine], None]) -> LoopMachine:
         """Apply a valid feed; check it against the table and stickiness; return the copy of
         the machine before it, for feed-specific checks."""
@@ -115,7 +111,8 @@ class BrainFeeds(RuleBasedStateMachine):
         parts: list[ToolCall] = []
         for known, index, arguments in calls:
             name = tools[index % len(tools)] if known and tools else f"missing_{index}"
-            parts.append(ToolCall(id=self._new_id(), name=name, arguments=arguments))
+            self.next_id += 1
+            parts.append(ToolCall(id=f"call_{self.next_id}", name=name, arguments=arguments))
         return Message.assistant(text, tool_calls=parts)
 
     def _peek(self) -> MachineStep | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
+from itertools import zip_longest
 from typing import Any, Final
 
 from pydantic_core import to_jsonable_python
@@ -245,14 +246,8 @@ def compaction_explanation(
     old = list(recorded.get("compacted") or ())
     new = list(live.get("compacted") or ())
     lines: list[str] = []
-    first = next(
-        (
-            i
-            for i in range(max(len(old), len(new)))
-            if (old[i : i + 1] or None) != (new[i : i + 1] or None)
-        ),
-        None,
-    )
+    pairs = enumerate(zip_longest(old, new, fillvalue=MISSING))
+    first = next((i for i, (a, b) in pairs if a != b), None)
     if len(old) != len(new):
         message = f"the compactor kept {len(new)} messages, the trace's {len(old)}"
     elif first is not None:

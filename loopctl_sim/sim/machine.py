@@ -82,8 +82,8 @@ class SimResult:
 
 
 class SimRun:
-    """One run of a world against a recording brain; ``go()`` runs it to ``Done``. ``simulate``
-    is the usual door; the fuzzer runs one on its own checking brain."""
+    """One run of a world against a recording brain, to ``Done`` (``go()``); ``simulate`` is the
+    usual door, the fuzzer runs one on its own checking brain."""
 
     def __init__(self, world: World, rec: RecordingMachine) -> None:
         self.world = world
@@ -163,7 +163,6 @@ class SimRun:
 
     def _call_model(self, turn: int, policy: MachinePolicy) -> None:
         rec, world, result = self.rec, self.world, self.result
-        retry_config = self.retry_config
         attempt = 0
         conversation = rec.machine.messages()
         rec.io(
@@ -200,7 +199,7 @@ class SimRun:
                         "fault": fault.kind if fault is not None else None,
                     },
                 )
-                delay = retry_delay(exc, attempt, retry_config, 0.0)
+                delay = retry_delay(exc, attempt, self.retry_config, 0.0)
                 if delay is not None:
                     attempt += 1
                     result.retries += 1

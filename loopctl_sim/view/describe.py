@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 #: How long a text may get in a summary line before it is cut (``show`` without ``--full``).
@@ -253,8 +253,8 @@ def _took(rec: dict[str, Any]) -> str:
     return f" in {d:.3f}s" if isinstance(d, int | float) else ""
 
 
-def _io_lines(kind: str, d: dict[str, Any], took: str, limit: int | None) -> Described | None:
-    """An io record of a kind this view knows, from its data (None: a kind it does not know)."""
+def _io_lines(kind: str, d: dict[str, Any], took: str, limit: int | None) -> Described:
+    """An io record, from its data."""
     if kind == "model_request":
         tools = d.get("tools")
         names = ", ".join(
@@ -319,7 +319,8 @@ def _io_lines(kind: str, d: dict[str, Any], took: str, limit: int | None) -> Des
         return Described("events", kind, "", (text,), echo=True)
     if kind == "mcp":
         return _mcp(d, limit)
-    return None
+    lane = "run" if kind == "resume" else "other"  # a kind this view does not know: its data
+    return Described(lane, kind, "", (f"{kind}{took}: {_json(d, limit)}",))
 
 
 def _mcp(d: dict[str, Any], limit: int | None) -> Described:
@@ -350,16 +351,9 @@ def _mcp(d: dict[str, Any], limit: int | None) -> Described:
 
 
 def _io(rec: dict[str, Any], limit: int | None) -> Described:
-    kind = str(rec.get("kind"))
-    d = data_of(rec)
-    found = _io_lines(kind, d, _took(rec), limit)
-    if found is None:  # an io kind this view does not know: its data as it is
-        lane = "run" if kind == "resume" else "other"
-        found = Described(lane, kind, "", (f"{kind}{_took(rec)}: {_json(d, limit)}",))
+    found = _io_lines(str(rec.get("kind")), data_of(rec), _took(rec), limit)
     turn = rec.get("turn")
-    if isinstance(turn, int):
-        return Described(found.lane, found.kind, found.tone, found.lines, found.echo, turn)
-    return found
+    return replace(found, turn=turn) if isinstance(turn, int) else found
 
 
 def describe(rec: dict[str, Any], clip: int | None = CLIP) -> Described:
