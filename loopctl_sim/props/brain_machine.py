@@ -143,9 +143,8 @@ class BrainMachine(BrainFeeds):
         self.next_step()
         kind = self.kind
         if kind == "awaiting_model" and tokens >= 1.0:
-            # the provider refused the request as too long: the driver reports the count (a
-            # whole window; over the line unless the emergency threshold is above 1) and asks
-            # again, and the brain must withdraw the call for an emergency compaction
+            # a context overflow: the driver reports the count (a whole window) and asks again;
+            # the brain must withdraw the call for an emergency compaction
             self.set_context_tokens(tokens)
             self.next_step()
         elif kind == "awaiting_model":
@@ -179,11 +178,10 @@ class BrainMachine(BrainFeeds):
     def feed_in_wrong_state(self, index: int) -> None:
         kind = self.kind
         invalid = wrong_feeds(kind)
-        if not invalid:
-            return
-        feed = invalid[index % len(invalid)]
-        call = PLAUSIBLE_FEEDS[feed]
-        self._fail_on(inv.check_refused(self.machine, call), f"{feed} in {kind}")
+        if invalid:
+            feed = invalid[index % len(invalid)]
+            problems = inv.check_refused(self.machine, PLAUSIBLE_FEEDS[feed])
+            self._fail_on(problems, f"{feed} in {kind}")
 
     @rule(index=st.integers(0, 30))
     def bad_input_in_state(self, index: int) -> None:
@@ -247,10 +245,8 @@ def _install_policy_rules(cls: type[BrainMachine]) -> None:
     """The rules that draw from ``cls.policies`` / ``cls.histories``, built per class so that a
     subclass's strategies are used and the printed program stays plain Python
     (``state.setup(history=[...], patience=1, policy=MachinePolicy(...), start=True)``)."""
-    policies_ = cls.policies
-    histories_ = cls.histories
 
-    @initialize(policy=policies_, history=histories_, patience=PATIENCE, start=STARTS)
+    @initialize(policy=cls.policies, history=cls.histories, patience=PATIENCE, start=STARTS)
     def setup(
         self: BrainMachine,
         policy: MachinePolicy,
@@ -261,13 +257,13 @@ def _install_policy_rules(cls: type[BrainMachine]) -> None:
         self._setup(policy, history, patience, start)
 
     @precondition(lambda self: self.kind == "terminal" and self.machine.finalized)
-    @rule(policy=policies_, patience=PATIENCE)
+    @rule(policy=cls.policies, patience=PATIENCE)
     def next_run(self: BrainMachine, policy: MachinePolicy, patience: int) -> None:
         self._next_run(policy)
         self.patience = patience
 
     @precondition(lambda self: self.kind != "terminal")
-    @rule(policy=policies_)
+    @rule(policy=cls.policies)
     def change_policy(self: BrainMachine, policy: MachinePolicy) -> None:
         self._change_policy(policy)
 

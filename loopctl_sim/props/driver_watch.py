@@ -272,8 +272,7 @@ class DriverWatch(LoopObserver):
 
     def _attempt_started(self) -> None:
         if not self.attempts:
-            loop = self.loop
-            self.retry = loop.config.retry if loop is not None else RetryConfig()
+            self.retry = self.loop.config.retry if self.loop is not None else RetryConfig()
         limit = (self.retry or RetryConfig()).max_retries + 1
         if len(self.attempts) >= limit:
             self._raise(

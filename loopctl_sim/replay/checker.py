@@ -94,9 +94,8 @@ class Checker(LoopObserver):
         self.result = result
         self.scrubber = scrubber
         self.fingerprints = fingerprints  # the trace's scrub key is this scrubber's
-        # The agent's own requests are compared whole; loopctl's built-in body cannot know the
-        # recorded agent's prompt and tool specs, so its requests take the trace's context and
-        # only their messages are compared.
+        # The agent's requests are compared whole; the built-in body's (which cannot know the
+        # agent's prompt and tool specs) take the trace's context: only messages are compared.
         self.own_context = own_context
         # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
         self.recent: deque[tuple[int, int, str, Any]] = deque(maxlen=3)

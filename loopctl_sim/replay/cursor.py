@@ -64,11 +64,10 @@ class Cursor:
         self.reader = reader
         self._records: Iterator[Numbered] = folded(reader.numbered())
         self._ahead: deque[Numbered] = deque()
-        # The brain record in ``_ahead`` (None: not read yet). Asked for several times a record
-        # (is a header next? which feed holds the results?), it is looked for once.
+        # The brain record in ``_ahead``, kept: it is asked for several times a record.
         self._brain: Numbered | None = None
-        self.line = 0  # the line of the last record taken: the records taken (an old pair, read
-        # as one feed, is two)
+        #: the line of the last record taken: the records taken (an old pair counts two)
+        self.line = 0
         self.io = 0  # io records taken or skipped
 
     def peek(self) -> Numbered | None:

@@ -96,8 +96,7 @@ class SimRun:
         )
         self.per_tool: Counter[str] = Counter()
         self.injects: list[str] = []
-        # A user's compaction request stands until a Compact(MANUAL) step answers it, as in
-        # BareLoop.request_compaction().
+        # a compaction request stands until a Compact(MANUAL) step answers it, as in BareLoop
         self.compact_requested = False
 
     def go(self) -> SimResult:
@@ -210,8 +209,7 @@ class SimRun:
                     )
                     continue
                 if exc.error.kind == "context_overflow":
-                    # Withdraw the call: the brain turns an over-the-line count into
-                    # Compact(EMERGENCY).
+                    # the brain withdraws the call for an over-the-line count: Compact(EMERGENCY)
                     rec.set_context_tokens(world.emergency_count(policy))
                     return
                 rec.fail(exc.error)
