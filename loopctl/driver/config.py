@@ -1,9 +1,6 @@
-"""Settings of the hands, and the one place where they become the brain's policy.
-
-``SessionConfig`` describes the model side (system prompt, context window, request options);
-``RunConfig`` the run (turn limit, thresholds, loop detection, retries, tool timeout). Neither is
-ever stored in the brain: ``build_policy`` turns them, plus the driver's current extras, into a
-fresh ``MachinePolicy`` on every iteration, so a change takes effect on the very next step.
+"""Settings of the hands, and the one place where they become the brain's policy: neither config
+is stored in the brain; ``build_policy`` turns them into the ``MachinePolicy`` of each step, so a
+change takes effect on the very next step.
 """
 
 from __future__ import annotations

@@ -62,10 +62,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _content(value: Any, scrub: Callable[[str], str]) -> str:
-    """``value`` as the text of an attribute, scrubbed. Each string of a structure is scrubbed
-    as itself before the structure becomes JSON text (as the trace scrubs its data): in that
-    text a newline is ``\\n``, and a value given to a name on the line before would run on
-    into the next line's name (``...PASSWORD=x\\nAPI_KEY: y`` left ``y``)."""
+    """``value`` as the text of an attribute, each string scrubbed as itself before the JSON
+    text is made: there a newline is ``\\n``, and ``...PASSWORD=x\\nAPI_KEY: y`` left ``y``."""
     if isinstance(value, str):
         return scrub(value)
     return scrub(json.dumps(_strings_scrubbed(value, scrub), ensure_ascii=False))

@@ -158,18 +158,14 @@ class TraceWriter:
         return error
 
     def _write_record(self, text: str, user: str | None = None) -> bool:
-        """Write one record's JSON ``text``, scrubbed first when it might hold a secret (one
-        search settles most records: ``Scrubber.might_hold``); whether it was scrubbed (the
-        line then says so: ``scrubbed``).
+        """Write one record's JSON ``text``, scrubbed first when it might hold a secret
+        (``Scrubber.might_hold``); whether it was scrubbed.
 
-        ``user``: the part of ``text`` that can hold user data (None: all of it), which is the
-        part searched; the rest is the record's own keys (none names a secret: a test keeps it
-        so), its ``seq``, digests, counts and kinds, and a step's policy found clean at the
-        previous step. A search costs in proportion to the text (a substring search for each
-        literal): a step's and a feed's part is a quarter to half of their text (cachegrind,
-        ``bench_fuzz_driver``'s traced 20-turn run: 33.26M -> 32.14M instructions a run, the
-        untraced run 8.27M). With patterns of the user's, which could match anything, the
-        whole text is searched."""
+        ``user``: the part of ``text`` that can hold user data (None: all of it), the part
+        searched unless the user has patterns; the rest is the record's own keys (none names a
+        secret: a test keeps it so), seq, digests, counts, kinds and a policy found clean at the
+        previous step. A step's and a feed's part is a quarter to half of their text (cachegrind,
+        ``bench_fuzz_driver``'s traced 20-turn run: 33.26M -> 32.14M instructions a run)."""
         scrubbed = False
         scrubber = self.scrubber
         if scrubber.might_hold(text if user is None or scrubber.user_patterns else user):
