@@ -301,20 +301,13 @@ class Checker(LoopObserver):
         found = self.cursor.take_io(_REQUEST)
         if found is None and header_next(self.cursor):
             raise Killed
-        if found is None:
-            if self.cursor.peek() is None:
+        if found is None:  # a brain record comes first, or none
+            item = self.cursor.peek()
+            if item is None:
                 self.ended()
-            item = self.cursor.next_brain()
-            line = item[0] if item is not None else self.cursor.last_read()
-            seq = item[1].seq if item is not None else line - 1
-            self.fail(
-                line,
-                seq,
-                "request",
-                f"turn {self.turn}: the agent called the model where the trace did not",
-                None if item is None else brain_view(item[1]),
-                {"n_messages": len(request.messages)},
-            )
+            why = f"turn {self.turn}: the agent called the model where the trace did not"
+            sent = {"n_messages": len(request.messages)}
+            self.fail(item[0], item[1].seq, "request", why, brain_view(item[1]), sent)
         line, rec = found
         brain = self.machine.digest() if self.machine is not None else None
         live = self.requests.see(

@@ -177,31 +177,25 @@ async def _runs(
         try:
             await loop.run(input, cancel)
         except Crash:
-            continue
+            pass
         except Killed:
             killed = True
-            continue
         except BaseExceptionGroup as group:  # a wave of tools, one of them stopped by the kill
             if group.subgroup(lambda e: isinstance(e, Killed)) is None:
                 raise
             killed = True
-            continue
         except TraceFormatError:  # the trace itself is damaged: refused with its line
             raise
         except Exception as exc:  # the agent's own code raised out of the run
             raised(cursor, checker, loop.machine, exc)
-            continue
         except RaisedAsRecorded as again:  # a part answered from the trace raised as it did
             raised(cursor, checker, loop.machine, again.error)
-            continue
         except Incomplete:
             result.notes.append(
                 f"the trace ends at line {cursor.last_read()} under a run (a crash or an "
                 "interrupt while recording): replayed up to its last record"
             )
-            result.machine = loop.machine
-            result.final_digest = loop.machine.digest()
-            return
+            break
     if loop is not None:
         result.machine = loop.machine
         result.final_digest = loop.machine.digest()

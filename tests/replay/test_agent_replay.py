@@ -268,3 +268,23 @@ def test_agent_code_raising_out_of_the_run_is_a_divergence_not_a_traceback(
     assert "the agent raised KeyError" in d.message and d.seq > 0
     code, out = cli("replay", trace(project), "--agent", AGENT)
     assert code == 1 and "Traceback" not in out
+
+
+def test_a_model_call_the_trace_does_not_hold_is_named_where_the_trace_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The second turn's ``model_request`` record taken out: the replayed driver's request is a
+    divergence at the brain record the trace has there instead, not a traceback."""
+    records = [json.loads(line) for line in (ROOT / "tests/traces/driver/basic.jsonl").open()]
+    requests = [i for i, r in enumerate(records) if r.get("kind") == "model_request"]
+    cut = requests[1]
+    kept = records[:cut] + [{**r, "seq": r["seq"] - 1} for r in records[cut + 1 :]]
+    path = tmp_path / "basic.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    result = CliRunner().invoke(main, ["replay", "--driver", str(path)])
+    assert result.exit_code == 1, result.output
+    at = next(i for i in range(cut, len(kept)) if kept[i]["type"] != "io")  # its model_response
+    assert kept[at]["name"] == "model_response"
+    assert f"divergence at seq {at} ({path}:{at + 1})" in result.output
+    assert "what differs: request" in result.output
+    assert "turn 2: the agent called the model where the trace did not" in result.output
