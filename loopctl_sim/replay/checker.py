@@ -196,14 +196,9 @@ class Checker(LoopObserver):
         line, rec = self._brain_record("step")
         self.turn = getattr(step, "turn", self.turn)
         if not isinstance(rec, StepRecord):
-            self.fail(
-                line,
-                rec.seq,
-                "step",
-                f"the brain asked {step.kind} where the trace has {_kind(rec)}",
-                brain_view(rec),
-                {"policy": policy.model_dump(mode="json"), "step": to_jsonable_python(step)},
-            )
+            why = f"the brain asked {step.kind} where the trace has {_kind(rec)}"
+            live = {"policy": policy.model_dump(mode="json"), "step": to_jsonable_python(step)}
+            self.fail(line, rec.seq, "step", why, brain_view(rec), live)
         if rec.policy != policy:
             recorded, live = rec.policy.model_dump(mode="json"), policy.model_dump(mode="json")
             why = "the agent's settings differ from the trace's: " + ", ".join(
@@ -253,15 +248,9 @@ class Checker(LoopObserver):
     def _feed_args(self, line: int, rec: Record, name: str, args: Mapping[str, Any]) -> FeedRecord:
         """The feed's name and arguments against the record's; the record, a feed's."""
         if rec.type != "feed" or rec.name != name:
-            typed = decode_feed(name, args)
-            self.fail(
-                line,
-                rec.seq,
-                "feed",
-                f"the agent fed {name}() where the trace has {_kind(rec)}",
-                brain_view(rec),
-                {"name": name, "args": encode_feed(typed)},
-            )
+            why = f"the agent fed {name}() where the trace has {_kind(rec)}"
+            live = {"name": name, "args": encode_feed(decode_feed(name, args))}
+            self.fail(line, rec.seq, "feed", why, brain_view(rec), live)
         self.recent.append((rec.seq, line, name, rec.args))
         # The driver hands the brain valid values (messages, counts): equal to the recorded
         # feed's fields, the live arguments are that feed, and are not validated into one of
@@ -361,17 +350,11 @@ class Checker(LoopObserver):
         recorded: dict[str, Any] = brain_view(rec)
         same_outcome = self.same(recorded["outcome"], actual["outcome"], rec.scrubbed)
         if not same_outcome or (self.digests and recorded["digest"] != actual["digest"]):
-            kind = (actual["outcome"] or {}).get("kind")
-            self.fail(
-                line,
-                rec.seq,
-                "outcome",
-                f"the run ended {kind}, the trace's {(recorded['outcome'] or {}).get('kind')}"
-                if not same_outcome
-                else "the run ended with another brain",
-                recorded,
-                actual,
-            )
+            kind, was = ((side["outcome"] or {}).get("kind") for side in (actual, recorded))
+            why = f"the run ended {kind}, the trace's {was}"
+            if same_outcome:
+                why = "the run ended with another brain"
+            self.fail(line, rec.seq, "outcome", why, recorded, actual)
         self.in_run = False
         self.result.complete = True
         self.result.outcome = actual["outcome"]
