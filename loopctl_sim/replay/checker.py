@@ -155,15 +155,11 @@ class Checker(LoopObserver):
             self.scrubbed_from(line)
         if type(rec) is EndRecord and rec.error is not None:  # the recorded run raised here
             went = "ended through the exit door" if actual == "end" else "went on"
-            self.fail(
-                line,
-                rec.seq,
-                "exception",
-                f"the agent's run {went} where the trace's ended by an exception, "
-                f"{rec.error} (the failure no longer happens)",
-                {"error": rec.error.model_dump(mode="json")},
-                {actual: "the run went on"} if actual != "end" else {"end": "exit door"},
-            )
+            why = f"the agent's run {went} where the trace's ended by an exception, "
+            why += f"{rec.error} (the failure no longer happens)"
+            live = {actual: "the run went on"} if actual != "end" else {"end": "exit door"}
+            raised = {"error": rec.error.model_dump(mode="json")}
+            self.fail(line, rec.seq, "exception", why, raised, live)
         return line, rec
 
     def scrubbed_from(self, line: int) -> None:

@@ -96,20 +96,12 @@ def check_model_call(
             continue
         least = reference_retry(outcome, i, retry, attempts[i - 1] if i else None)
         if least is None:
-            problems.append(
-                _p(
-                    InvariantCode.RETRY,
-                    f"retried after attempt {i + 1} ({outcome.error.kind}); max_retries is "
-                    f"{retry.max_retries}, retryable {outcome.error.retryable}",
-                )
-            )
+            why = f"retried after attempt {i + 1} ({outcome.error.kind}); max_retries is "
+            why += f"{retry.max_retries}, retryable {outcome.error.retryable}"
+            problems.append(_p(InvariantCode.RETRY, why))
         elif i < len(delays) and delays[i] < least:
-            problems.append(
-                _p(
-                    InvariantCode.RETRY_AFTER,
-                    f"slept {delays[i]}s before retry {i + 1}; retry-after {least}",
-                )
-            )
+            why = f"slept {delays[i]}s before retry {i + 1}; retry-after {least}"
+            problems.append(_p(InvariantCode.RETRY_AFTER, why))
     if len(delays) != len(attempts) - 1:
         problems.append(
             _p(InvariantCode.RETRY, f"{len(delays)} sleeps for {len(attempts) - 1} retries")
@@ -123,13 +115,9 @@ def check_model_call(
             )
         return problems
     if reference_retry(last, n - 1, retry, attempts[-2] if n > 1 else None) is not None:
-        problems.append(
-            _p(
-                InvariantCode.RETRY,
-                f"gave up after {n} attempts ({last.error.kind}); max_retries is "
-                f"{retry.max_retries}, so retry {n} was due",
-            )
-        )
+        why = f"gave up after {n} attempts ({last.error.kind}); max_retries is "
+        why += f"{retry.max_retries}, so retry {n} was due"
+        problems.append(_p(InvariantCode.RETRY, why))
     expected = "set_context_tokens" if last.error.kind == "context_overflow" else "fail"
     if feed != expected:
         code = InvariantCode.OVERFLOW if expected == "set_context_tokens" else InvariantCode.RETRY
@@ -151,12 +139,8 @@ def check_estimate(before: int, estimate: int, after: int) -> list[str]:
     """After tool results: the count (``before`` them) grew by at least their ``estimate``."""
     if after >= before + estimate:
         return []
-    return [
-        _p(
-            InvariantCode.ESTIMATE,
-            f"context {after} after tool results estimated at {estimate} on {before}",
-        )
-    ]
+    why = f"context {after} after tool results estimated at {estimate} on {before}"
+    return [_p(InvariantCode.ESTIMATE, why)]
 
 
 def check_policy(
@@ -205,12 +189,8 @@ def check_run_messages(said: Sequence[Message], messages: Sequence[Message]) -> 
             continue
         answered = [r.call_id for r in messages[i + 1].tool_results]
         if answered != calls:
-            problems.append(
-                _p(
-                    InvariantCode.RUN_MESSAGES,
-                    f"message {i}'s calls {calls} are answered by {answered}",
-                )
-            )
+            why = f"message {i}'s calls {calls} are answered by {answered}"
+            problems.append(_p(InvariantCode.RUN_MESSAGES, why))
     if list(messages) != list(said):
         lost = [m for m in said if m not in messages]
         problems.append(
