@@ -5,12 +5,13 @@ the model's answers (every recorded attempt) come from the trace, while the user
 middleware and compactor run live (``tools="recorded"`` or ``"live:a,b"`` answers all or the
 other tools from the trace). ``replay_driver(trace)`` runs loopctl's built-in body, everything
 answered from the trace. A ``Checker`` compares every step, feed, model request and end with the
-trace in one pass and stops at the first difference. Recorded cancels and injections are given through ``before_step`` where the trace has them
-(unless the agent has its own hook, which then runs live). A header in the middle of a run is a
-resume after a kill: the replayed run stops there (``Killed``), the brain goes on in a fresh body,
-and the feeds the resume made before its first step are given as recorded. A header that
-continues the previous run (v3) goes on in the same loop, so what the agent keeps across runs is
-replayed as it was. A trace that ends under a run replays up to its last record: no divergence.
+trace in one pass and stops at the first difference. Recorded cancels and injections are given
+through ``before_step`` where the trace has them (unless the agent has its own hook, which then
+runs live). A header in the middle of a run is a resume after a kill: the replayed run stops there
+(``Killed``), the brain goes on in a fresh body, and the feeds the resume made before its first
+step are given as recorded. A header that continues the previous run (v3) goes on in the same
+loop, so what the agent keeps across runs is replayed as it was. A trace that ends under a run
+replays up to its last record: no divergence.
 """
 
 from __future__ import annotations
