@@ -168,8 +168,7 @@ class BrainMachine(BrainFeeds):
         try:
             restored = LoopMachine.model_validate_json(text)
         except ValueError:
-            problems = inv.check_resume(self.machine)
-            self._fail_on(problems, "save_and_restore")
+            self._fail_on(inv.check_resume(self.machine), "save_and_restore")
             return  # a tolerated known issue: carry on with the original
         assert restored == self.machine
         self.machine = restored

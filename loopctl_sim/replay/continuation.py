@@ -58,14 +58,13 @@ class ResumeResult:
         where = f"{p.restored_from} on line {p.checkpoint}, then {p.replayed} records replayed"
         if self.result is None:
             return f"nothing to resume: the run in {p.path} had ended ({where})"
-        outcome = self.result.outcome.kind
         calls = ""
         if self.reused or self.dispatched:
             calls = (
                 f"; {len(self.reused)} recorded results reused, {len(self.dispatched)} calls run"
             )
         head = f"resumed {p.path} from line {p.line} ({where}){calls}"
-        return f"{head}: {outcome}; written to {self.trace}"
+        return f"{head}: {self.result.outcome.kind}; written to {self.trace}"
 
 
 def resume_trace(

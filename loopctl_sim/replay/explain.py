@@ -258,9 +258,8 @@ def compaction_explanation(
         was = _message_text(old[first]) if first < len(old) else "(none)"
         now = _message_text(new[first]) if first < len(new) else "(none)"
         was, now = excerpt_pair(was, now, limit=100)
-        lines.append(f"first differing message: compacted[{first}]")
-        lines.append(f"  agent: {now}")
-        lines.append(f"  trace: {was}")
+        head = f"first differing message: compacted[{first}]"
+        lines += [head, f"  agent: {now}", f"  trace: {was}"]
     for key, words in (("before", "context before"), ("after", "context after")):
         if recorded.get(key) != live.get(key):
             lines.append(f"{words}: {recorded.get(key)} -> {live.get(key)} tokens")
@@ -275,10 +274,8 @@ TEXT_DIFF_LINES: Final = 40
 def _text_diff(expected: str | None, actual: str | None) -> list[str]:
     """A ``-``/``+`` diff of two texts, bounded (else excerpts around the first difference)."""
     a, b = expected or "", actual or ""
-    lines = list(
-        difflib.unified_diff(a.splitlines(), b.splitlines(), "trace", "agent", lineterm="")
-    )
-    lines = lines[2:]
+    diff = difflib.unified_diff(a.splitlines(), b.splitlines(), "trace", "agent", lineterm="")
+    lines = list(diff)[2:]  # without the two file headers
     if len(lines) <= TEXT_DIFF_LINES and all(len(line) <= 2 * LONG for line in lines):
         return lines
     was, now = (one_line(t) for t in snippets(a, b))

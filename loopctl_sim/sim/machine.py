@@ -131,7 +131,6 @@ class SimRun:
                 return result
 
     def _run_faults(self, step: int) -> MachinePolicy:
-        policy = self.policy
         rec = self.rec
         for fault in self.plan.run_faults(step):
             self.result.fired[fault.kind] += 1
@@ -157,8 +156,8 @@ class SimRun:
                 assert fault.text is not None
                 self.injects.append(fault.text)
         if self.compact_requested:
-            policy = policy.model_copy(update={"compact_now": True})
-        return policy
+            return self.policy.model_copy(update={"compact_now": True})
+        return self.policy
 
     def _call_model(self, turn: int, policy: MachinePolicy) -> None:
         rec, world, result = self.rec, self.world, self.result
