@@ -95,20 +95,6 @@ class Conversation(Sequence[Message]):
         head = islice(self._head, self._head_len)
         return chain(head, islice(self._tail, self._tail_len)) if self._tail_len else head
 
-    def extends(self, earlier: Conversation) -> bool:
-        """Whether ``earlier`` is known, in O(1), to be this view's first ``len(earlier)``
-        messages: views of the same lists (which only grow by appending). False when that
-        cannot be told so (other lists, as after a compaction): then compare the messages."""
-        if earlier._head is not self._head:
-            return False
-        if earlier._tail_len == 0:
-            return earlier._head_len <= self._head_len
-        return (
-            earlier._head_len == self._head_len
-            and earlier._tail is self._tail
-            and earlier._tail_len <= self._tail_len
-        )
-
     def as_tuple(self) -> tuple[Message, ...]:
         """The messages as a tuple (a copy: O(length))."""
         return tuple(self)

@@ -21,13 +21,10 @@ import json
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from loopctl.api import ModelRequest
 from loopctl.core import Message
-
-#: The fields of a request's context, in the order a report lists them.
-CONTEXT_FIELDS: Final = ("model", "provider", "system", "tools", "server_tools", "options")
 
 
 def request_context(
@@ -185,32 +182,3 @@ class RecordedContexts:
         if isinstance(context, dict):
             self.context = context
         return self.context
-
-
-def context_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
-    """The context fields that differ, in report order, with tools compared one by one:
-    ``["system"]``, ``["tools.calculator"]``, ``["tools.search (added)"]``, ..."""
-    changes: list[str] = []
-    for field in CONTEXT_FIELDS:
-        a, b = recorded.get(field), live.get(field)
-        if a == b:
-            continue
-        if field == "tools" and isinstance(a, list) and isinstance(b, list):
-            changes.extend(_tool_changes(a, b) or ["tools (their order)"])
-        else:
-            changes.append(field)
-    return changes
-
-
-def _tool_changes(recorded: list[Any], live: list[Any]) -> list[str]:
-    old = {t.get("name"): t for t in recorded if isinstance(t, dict)}
-    new = {t.get("name"): t for t in live if isinstance(t, dict)}
-    changes = []
-    for name in sorted(set(old) | set(new), key=str):
-        if name not in new:
-            changes.append(f"tools.{name} (removed)")
-        elif name not in old:
-            changes.append(f"tools.{name} (added)")
-        elif old[name] != new[name]:
-            changes.append(f"tools.{name}")
-    return changes
