@@ -36,7 +36,7 @@ from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.view.html import HEADLESS_CHROMIUM_ARGS, write_html
 
-RECORDS_PER_TURN = 11  # a two-call turn: 2 steps, 3 feeds, 6 io; a compaction now and then
+RECORDS_PER_TURN = 10  # a two-call turn: 2 steps, 2 feeds, 6 io; a compaction now and then
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = list(HEADLESS_CHROMIUM_ARGS)
 

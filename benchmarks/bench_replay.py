@@ -5,8 +5,8 @@
     python -m benchmarks.bench_replay --json
     python -m benchmarks.bench_replay --big 1    # peak RSS on a 1 GB trace (minutes, disk)
 
-The trace is a long run of the simulator: every turn one tool call, so 9 records a turn
-(2 steps, 3 feeds, 4 io). Two shapes:
+The trace is a long run of the simulator: every turn one tool call, so 8 records a turn
+(2 steps, 2 feeds, 4 io). Two shapes:
 
 - ``compacting``: a small context window, so threshold compaction keeps the history bounded
   (a long-lived agent); the brain's size, and so the cost of a digest, stay flat;
@@ -50,7 +50,7 @@ from loopctl_sim.sim.machine import simulate
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.trace import TraceReader
 
-RECORDS_PER_TURN = 9
+RECORDS_PER_TURN = 8
 GOAL = 100_000
 CHECKPOINT_EVERY = 32
 

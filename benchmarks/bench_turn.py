@@ -147,14 +147,13 @@ def brain_inputs(n: int) -> list[tuple[Message, Message]]:
 
 
 def brain_turns(machine: LoopMachine, inputs: Iterable[tuple[Message, Message]]) -> None:
-    """The brain's part of a tool-using turn, once per input: next_step, model_response,
-    next_step, tool_results, set_context_tokens."""
+    """The brain's part of a tool-using turn, once per input, as the driver feeds it:
+    next_step, model_response, next_step, tool_results with the context count."""
     for reply, result in inputs:
         machine.next_step(BRAIN_POLICY)
         machine.model_response(reply, 100)
         machine.next_step(BRAIN_POLICY)
-        machine.tool_results(result)
-        machine.set_context_tokens(120)
+        machine.tool_results(result, 120)
 
 
 def _brain_turn(n: int) -> float:

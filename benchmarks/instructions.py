@@ -14,7 +14,7 @@ Units:
   runs of T = 100; the count is per turn, the run's own cost spread over its turns;
 - ``run``: one-turn runs of the same workload (one model call that answers the final text):
   what every run pays, whatever its length;
-- ``brain``: the brain's part of a tool-using turn alone (2 ``next_step``, 3 feeds), messages
+- ``brain``: the brain's part of a tool-using turn alone (2 ``next_step``, 2 feeds), messages
   built beforehand.
 
     python -m benchmarks.instructions              # every unit (about a minute)

@@ -82,7 +82,7 @@ PIECES = {
     "stream of a watched reply": "a watched reply's stream (reply fn + reply_events)",
     "fold of a watched stream": "a watched reply's fold (fold_events)",
     "request": "request: the ModelRequest (10 messages)",
-    "brain": "brain: 2 next_step + 3 feeds",
+    "brain": "brain: 2 next_step + 2 feeds",
     "policy": "policy: BareLoop.policy(), twice",
     "dispatch": "dispatch: one call of the async tool",
     "results": "results message + 2 token estimates",
