@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from loopctl.core import Message
 
@@ -48,7 +48,36 @@ def message_chars(message: Message) -> int:
         if part.kind == "text":
             chars += len(part.text)
         elif part.kind == "tool_call":
-            chars += len(part.name) + len(json.dumps(part.arguments))
+            chars += len(part.name) + json_length(part.arguments)
         elif part.kind == "tool_result":
             chars += len(part.content)
     return chars
+
+
+def json_length(value: Any) -> int:
+    """``len(json.dumps(value))``, worked out without writing the text where ``value`` is plain
+    data (printable ASCII strings without quotes or backslashes, ints, booleans, None, lists,
+    dicts with ``str`` keys; anything else is written): ``json.dumps`` builds its encoder on
+    every call, 18,900 instructions for ``{"a": 1, "b": 2}`` against 11,400 here (cachegrind),
+    and a reply's tool calls are counted every turn."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return len(value) + 2
+    elif kind is int:
+        return len(int.__repr__(value))
+    elif kind is bool or value is None:
+        return 5 if value is False else 4
+    elif kind is dict:
+        total = 2 * len(value) or 2  # "{}" and, but for one item, ", "
+        for key, item in value.items():
+            if type(key) is not str:
+                return len(json.dumps(value))
+            total += json_length(key) + 2 + json_length(item)  # the key, ": ", the value
+        return total
+    elif kind is list:
+        total = 2 * len(value) or 2  # "[]" and, but for one item, ", "
+        for item in value:
+            total += json_length(item)
+        return total
+    return len(json.dumps(value))

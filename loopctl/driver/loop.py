@@ -10,7 +10,7 @@
 
 The driver never decides turn order, compaction timing or termination; it only reports. Every feed
 goes through ``_feed``, which tells the observers, so a trace holds every (step, feed) pair. Cancel
-is honoured between steps and, by racing every wait against the signal, inside model streams, tool
+is honoured between steps and, since the signal cancels the run's task, inside model streams, tool
 waves and retry sleeps. ``before_step`` (``loopctl.driver.control``) is the seam for run-level
 events from outside the world (a cancel, an injected message, a crash) at a step boundary.
 """
@@ -21,8 +21,8 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Self, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Self
 
 from loopctl.api import ApiClient, ApiError, StreamEvent, Usage
 from loopctl.core import (
@@ -61,8 +61,6 @@ from loopctl.driver.reflect import NoReflector, ReflectionContext, Reflector
 from loopctl.driver.result import Hooks, RunResult
 from loopctl.observe import IoEvent, LoopObserver, io_event, reporting_io
 from loopctl.tools import Dispatcher, Tool, ToolMiddleware, ToolRegistry
-
-T = TypeVar("T")
 
 
 class BareLoop:
@@ -278,7 +276,12 @@ class BareLoop:
                     await self._compact(step, cancel)
                 elif step.kind == "done":
                     break
-            except CancelFired:
+            except (CancelFired, asyncio.CancelledError) as exc:
+                # A wait on the world cut off by the cancel signal (``CancelGuard`` cancels the
+                # run's own task; its flag tells that from an outside cancel, which propagates).
+                guard = self._guard
+                if isinstance(exc, asyncio.CancelledError) and not (guard and guard.fired):
+                    raise
                 self._emit(IoEvent(kind="cancel"))
                 self._feed(Cancel())
 
@@ -303,7 +306,9 @@ class BareLoop:
                 )
             )
         try:
-            reply = await self._race(self._model.call(request, self.config.retry), cancel)
+            if cancel.cancelled:
+                raise CancelFired
+            reply = await self._model.call(request, self.config.retry)
         except ApiError as exc:
             if exc.error.kind == "context_overflow":
                 # Withdraw the call: the brain turns an over-the-line count into Compact(EMERGENCY).
@@ -331,12 +336,10 @@ class BareLoop:
         exchange = self._machine.exchange
         preanswered = exchange.preanswered if exchange is not None else ()
         dispatcher = self._dispatcher()
-        results = await self._race(
-            dispatcher.run(
-                step.calls, on_event=self._emit if self._observers else None, turn=step.turn
-            ),
-            cancel,
-        )
+        if cancel.cancelled:
+            raise CancelFired
+        on_event = self._emit if self._observers else None
+        results = await dispatcher.run(step.calls, on_event=on_event, turn=step.turn)
         message = Message.from_results(results)  # ToolResult objects: not validated again
         # The results and the context's size after them in one feed (the brain keeps the count
         # as it is until then, so counting first gives the number a feed after them would).
@@ -382,7 +385,9 @@ class BareLoop:
             loop=verdict,
             messages=self._machine.conversation(),
         )
-        note = await self._race(self.reflector.reflect(context), cancel)
+        if cancel.cancelled:
+            raise CancelFired
+        note = await self.reflector.reflect(context)
         if note is not None:
             self._emit(IoEvent(kind="reflection", turn=turn, data={"text": note.text}))
             self._feed(Inject(note))
@@ -394,8 +399,10 @@ class BareLoop:
         before = machine.context_tokens
         messages = machine.messages()
         started = time.perf_counter()
+        if cancel.cancelled:
+            raise CancelFired
         try:
-            compacted = await self._race(self.compactor.compact(messages, step.reason), cancel)
+            compacted = await self.compactor.compact(messages, step.reason)
         except (CancelFired, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -419,22 +426,6 @@ class BareLoop:
         self._emit(IoEvent(kind="compaction", data=data, duration_s=duration))
         self._carried.extend(machine.pending)
         self._feed(CompactionResult(compacted, before, after))
-
-    async def _race(self, work: Awaitable[T], cancel: CancelSignal) -> T:
-        """Await ``work``; if the cancel signal cancels this task meanwhile, raise ``CancelFired``
-        (``CancelGuard`` cancels the run's own task; its flag tells that from an outside cancel).
-        """
-        if cancel.cancelled:
-            if asyncio.iscoroutine(work):
-                work.close()
-            raise CancelFired
-        try:
-            return await work
-        except asyncio.CancelledError:
-            guard = self._guard
-            if guard is not None and guard.fired:
-                raise CancelFired from None
-            raise
 
     def _feed(self, feed: Feed) -> None:
         machine = self._machine

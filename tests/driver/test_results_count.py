@@ -3,10 +3,13 @@ context after them (``tool_results(message, context_tokens)``), no ``set_context
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopctl.api import ModelReply, ModelRequest, Usage
 from loopctl.core import (
@@ -16,9 +19,11 @@ from loopctl.core import (
     MachineStep,
     Message,
     SetContextTokens,
+    ToolCall,
     ToolResults,
 )
 from loopctl.driver import BareLoop
+from loopctl.driver.estimate import json_length, message_chars
 from loopctl.observe import LoopObserver
 from loopctl.testing import FunctionClient
 from loopctl.tools import tool
@@ -124,3 +129,29 @@ async def test_the_one_feed_leaves_the_brain_the_old_pair_of_feeds_left(
         after_pair.append(pair.digest())
     assert after_one == after_pair == tape.digests
     assert one == pair
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=8)
+    | st.sampled_from(["plain", 'a "quote"', "back\\slash", "tab\t", "é", "\x7f", "it's"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(max_size=4) | st.integers() | st.none(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True)
+@given(_JSON)
+def test_the_estimate_counts_arguments_as_json_dumps_writes_them(value: Any) -> None:
+    """``json_length`` is ``len(json.dumps(value))`` (the estimate a trace's counts hold), for
+    plain data and for what it hands to ``json.dumps`` (floats, escapes, non-str keys)."""
+    assert json_length(value) == len(json.dumps(value))
+    message = Message.assistant(tool_calls=[ToolCall(id="c", name="t", arguments={"v": value})])
+    assert message_chars(message) == len("t") + len(json.dumps({"v": value}))
