@@ -40,8 +40,9 @@ def folded(records: Iterable[Numbered]) -> Iterator[Numbered]:
                 yield line, pair.model_copy(update={**fields, "scrubbed": scrubbed})
                 continue
             yield first
-        fed = getattr(rec, "args", None)
-        if type(fed) is ToolResults and fed.context_tokens is None:
+        # ``type`` first: an absent ``args`` goes through pydantic's ``__getattr__`` (17,000
+        # instructions a record of an agent replay, cachegrind)
+        if rec.type == "feed" and type(rec.args) is ToolResults and rec.args.context_tokens is None:
             held = line, rec
         else:
             yield line, rec
