@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_helpers import adding_world, lines, write_lines
 
-from loopctl import LoopError, LoopMachine, MachinePolicy, Message
-from loopctl.core import AcceptInput, Fail
+from loopctl import LoopError, LoopMachine, MachinePolicy, Message, ToolCall
+from loopctl.core import AcceptInput, Fail, ModelResponse
 from loopctl.observe import IoEvent
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.trace import (
@@ -249,6 +249,36 @@ def test_step_and_feed_records_keep_typed_data() -> None:
     assert feed.name == "accept_input" and feed.args.input == Message.user("hi")  # type: ignore[union-attr]
     assert isinstance(records[2], StepRecord) and records[2].step == step
     assert records[3].args.error == error  # type: ignore[union-attr]
+
+
+def test_each_record_is_written_as_its_models_own_json() -> None:
+    """The writer writes a step, a feed and an io record from their pieces: each line is the
+    bytes its record model writes, whatever the turn, duration, kind and data hold."""
+    buf = io.StringIO()
+    w = TraceWriter(buf)
+    w.header(None)
+    machine = LoopMachine()
+    machine.accept_input("hi")
+    w.feed(AcceptInput("hi"), machine)
+    policy = MachinePolicy(tools=("add",))
+    for _ in range(2):  # the second step's policy is the first's: written from its kept JSON
+        w.step(policy, machine.next_step(policy))
+    call = ToolCall(id="c1", name="add", arguments={"a": 1})
+    machine.model_response(Message.assistant("", [call]), 7)
+    w.feed(ModelResponse(Message.assistant("", [call]), 7), machine)
+    w.step(MachinePolicy(), machine.next_step(MachinePolicy()))
+    w.io('odd "kind"\n', turn=None, data={1: Message.user("x"), "n": None}, duration_s=2)
+    w.io(IoEvent(kind="retry", turn=3, data={"delay_s": 0.25}, duration_s=1e-05))
+    w.io("crash")
+    lines = buf.getvalue().splitlines()
+    kinds = ["feed", "step", "step", "feed", "step", "io", "io", "io"]
+    assert [json.loads(line)["type"] for line in lines[1:]] == kinds
+    for line in lines:
+        assert RECORD.validate_json(line).model_dump_json() == line
+    assert json.loads(lines[6])["data"] == {
+        "1": Message.user("x").model_dump(mode="json"),
+        "n": None,
+    }
 
 
 def test_the_reader_streams_records_before_reading_the_rest(tmp_path: Path, trace: Path) -> None:
