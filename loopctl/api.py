@@ -354,9 +354,12 @@ def folded(
         else:
             return None
     stop_reason = stop_reason or ("tool_use" if called else "end_turn")
-    return ModelReply(
-        message=message, usage=_NO_USAGE if usage is None else usage, stop_reason=stop_reason
-    )
+    fields = {"message": message, "stop_reason": stop_reason}
+    if usage is not None:
+        fields["usage"] = usage
+    # the model's validator without its ``__init__`` wrapper: 12,400 -> 9,000 instructions
+    reply: ModelReply = ModelReply.__pydantic_validator__.validate_python(fields)
+    return reply
 
 
 def folded_reply(

@@ -325,7 +325,8 @@ class BareLoop:
         if tokens is None:
             tokens = machine.context_tokens + self.estimator.count([message])
         self._feed(ModelResponse(message, tokens))
-        if machine.state.kind == "start" and message.tool_calls:
+        reflecting = not isinstance(self.reflector, NoReflector)
+        if reflecting and machine.state.kind == "start" and message.tool_calls:
             # Every call was unknown: the brain answered them all itself.
             answered = machine.conversation()[-1].tool_results
             await self._maybe_reflect(step.turn, answered, policy, cancel)
@@ -333,8 +334,9 @@ class BareLoop:
     async def _call_tools(
         self, step: CallTools, policy: MachinePolicy, cancel: CancelSignal
     ) -> None:
-        exchange = self._machine.exchange
-        preanswered = exchange.preanswered if exchange is not None else ()
+        # Without a reflector nothing would be said: no verdict, no answered calls gathered.
+        reflecting = not isinstance(self.reflector, NoReflector)
+        exchange = self._machine.exchange if reflecting else None  # gone after the feed
         dispatcher = self._dispatcher()
         if cancel.cancelled:
             raise CancelFired
@@ -345,7 +347,9 @@ class BareLoop:
         # as it is until then, so counting first gives the number a feed after them would).
         tokens = self._machine.context_tokens + self.estimator.count([message])
         self._feed(ToolResults(message, tokens))
-        await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
+        if reflecting:
+            preanswered = exchange.preanswered if exchange is not None else ()
+            await self._maybe_reflect(step.turn, (*results, *preanswered), policy, cancel)
 
     def _dispatcher(self) -> Dispatcher:
         """The tool pipeline, bound again only when one of its inputs changed."""
@@ -373,9 +377,8 @@ class BareLoop:
         policy: MachinePolicy,
         cancel: CancelSignal,
     ) -> None:
-        """After an exchange: consult the reflector on tool errors or a coming loop warning."""
-        if isinstance(self.reflector, NoReflector):
-            return  # nothing would be said: skip the verdict and the conversation copy
+        """After an exchange: consult the reflector (not a ``NoReflector``) on tool errors or a
+        coming loop warning."""
         verdict = self._machine.loop_verdict(policy)
         if verdict is None and not any(r.is_error for r in answered):
             return

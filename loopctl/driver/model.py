@@ -61,7 +61,7 @@ _validate_request: Final = ModelRequest.__pydantic_validator__.validate_python
 
 def check_call_ids(message: Message) -> None:
     """Providers guarantee unique, non-empty call ids; anything else is a retryable error."""
-    ids = [c.id for c in message.tool_calls]
+    ids = [p.id for p in message.parts if p.kind == "tool_call"]
     if "" in ids or len(set(ids)) != len(ids):
         raise ApiError(
             LoopError(

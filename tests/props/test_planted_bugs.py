@@ -125,8 +125,7 @@ def resume_dispatches_twice(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     plant = Plant()
 
     async def twice(loop: BareLoop, step: Any, policy: Any, cancel: Any, real: Any) -> None:
-        once = loop._dispatcher().run(step.calls)
-        await loop._race(once, cancel)  # cancellable as the real dispatch is
+        await loop._dispatcher().run(step.calls)  # cut off by a cancel as the real dispatch is
         await real(loop, step, policy, cancel)
 
     _on_resume_with_pending_calls(monkeypatch, plant, twice)
