@@ -202,7 +202,9 @@ class TraceWriter:
             continues=continues,
             brain=brain,
         )
-        scrubbed = self._write_record(record.model_dump_json())
+        text = record.model_dump_json()
+        # its own "scrub_key" holds a name's literal (key"): a text without it is searched
+        scrubbed = self._write_record(text, text.replace('"scrub_key":', "", 1))
         if continues is None:
             self.brain_scrubbed = scrubbed  # the brain from here on is this snapshot's
 

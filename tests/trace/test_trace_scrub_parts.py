@@ -157,3 +157,27 @@ def test_io_data_is_written_as_json_data_whatever_it_holds(
     out = io.StringIO()
     TraceWriter(out).io("tool_result", turn=1, data=data)
     assert _records(out)[0]["data"] == written
+
+
+@pytest.mark.parametrize("key", [b"a key", None], ids=["with a key", "without a key"])
+def test_a_secret_in_a_headers_created_metadata_or_snapshot_is_scrubbed(key: bytes | None) -> None:
+    """A header is searched without its own ``scrub_key`` field (whose name holds ``key"``);
+    a secret in each of its parts is still scrubbed, and the bytes are those of a writer that
+    searches the whole text."""
+
+    def written(scrubber: Scrubber) -> list[str]:
+        out = io.StringIO()
+        writer = TraceWriter(out, scrubber=scrubber)
+        machine = LoopMachine()
+        machine.feed(AcceptInput(Message.user(f"mine: {SECRET}")))
+        writer.header(machine.snapshot(), {"note": SECRET}, created=CREATED)
+        writer.header(None, {"scrub_key": "x", "deep": [{"token": "hunter22"}]}, created=SECRET)
+        writer.header(None, {"plain": "nothing here"}, created=CREATED)
+        return out.getvalue().splitlines()
+
+    lines = written(Scrubber(key))
+    assert not any(SECRET in line or "hunter22" in line for line in lines)
+    assert [json.loads(line)["scrubbed"] for line in lines] == [True, True, False]
+    whole = Scrubber(key)
+    whole.user_patterns = True  # every record searched whole
+    assert written(whole) == lines
