@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic_core import to_json
 
 import loopctl
-from loopctl.core import Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
+from loopctl.core import CallLLM, Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import written
@@ -162,14 +162,15 @@ class TraceWriter:
         """Write one record's JSON ``text``, scrubbed first when it might hold a secret
         (``Scrubber.might_hold``); whether it was scrubbed.
 
-        ``user``: the part of ``text`` that can hold user data (None: all of it), the part
-        searched unless the user has patterns; the rest is the record's own keys (none names a
-        secret: a test keeps it so), seq, digests, counts, kinds and a policy found clean at the
-        previous step. A step's and a feed's part is a quarter to half of their text (cachegrind,
-        ``bench_fuzz_driver``'s traced 20-turn run: 33.26M -> 32.14M instructions a run)."""
+        ``user``: the part of ``text`` that can hold user data (None: all of it; empty: none),
+        the part searched unless the user has patterns; the rest is the record's own keys (none
+        names a secret: a test keeps it so), seq, digests, counts, kinds and a policy found
+        clean at the previous step. The search costs about 10,000 instructions a record plus 60
+        a character searched (cachegrind): most of a record's text is not searched."""
         scrubbed = False
         scrubber = self.scrubber
-        if scrubber.might_hold(text if user is None or scrubber.user_patterns else user):
+        searched = text if user is None or scrubber.user_patterns else user
+        if searched and scrubber.might_hold(searched):
             data = json.loads(text)
             clean = self.scrubber(data)
             if clean is not data:
@@ -225,7 +226,9 @@ class TraceWriter:
             f'{{"seq":{self.seq},"type":"step","policy":{policy_json},"step":{step_json},'
             '"scrubbed":false}'
         )
-        scrubbed = self._write_record(text, step_json if clean else None)
+        # a call_llm step holds its turn alone: nothing of the user's
+        user = ("" if type(step) is CallLLM else step_json) if clean else None
+        scrubbed = self._write_record(text, user)
         self._policy = (policy, policy_json, not scrubbed)
 
     def feed(self, feed: Feed, machine: LoopMachine) -> None:
