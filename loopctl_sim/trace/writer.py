@@ -236,10 +236,11 @@ class TraceWriter:
         user's data is the feed's arguments and the brain's last call (its tool's name): only
         they are searched."""
         brain = dict(zip(_SUMMARY_FIELDS, machine.summary_values(), strict=True))
-        record = {"seq": self.seq, "type": "feed", "digest": machine.digest(), "scrubbed": False}
-        record["brain"] = brain
         args = to_json(written(feed)).decode()
-        text = f'{to_json(record).decode()[:-1]},"name":"{feed.name}","args":{args}}}'
+        text = (  # a digest is hex digits, a feed's name a literal: both JSON as they are
+            f'{{"seq":{self.seq},"type":"feed","digest":"{machine.digest()}","scrubbed":false,'
+            f'"brain":{to_json(brain).decode()},"name":"{feed.name}","args":{args}}}'
+        )
         last_call = brain["last_call"]
         user = args if last_call is None else args + to_json(last_call).decode()
         scrubbed = self._write_record(text, user)
