@@ -86,23 +86,13 @@ class BareLoop:
         before_step: BeforeStep | None = None,
         machine: LoopMachine | None = None,
     ) -> None:
-        # What ``replace`` builds a copy from (every argument, as given).
+        # What ``replace`` builds a copy from, as given, besides the settings kept as attributes.
         self._arguments: dict[str, Any] = {
             "client": client,
-            "tools": tools,
-            "config": config,
-            "session": session,
-            "compactor": compactor,
-            "hooks": hooks,
-            "middleware": middleware,
             "model_middleware": model_middleware,
-            "observers": observers,
-            "reflector": reflector,
-            "estimator": estimator,
             "sleep": sleep,
             "rng": rng,
             "on_stream": on_stream,
-            "before_step": before_step,
         }
         self.client = client
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools))
