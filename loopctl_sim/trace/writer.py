@@ -267,7 +267,7 @@ class TraceWriter:
             f'{{"seq":{self.seq},"type":"io","kind":{kind_json},"turn":{turn_json},'
             f'"data":{data_json},"duration_s":{took},"scrubbed":false}}'
         )
-        self._write_record(text, kind_json + data_json)
+        self._write_record(text, kind_json + turn_json + data_json)  # a turn is the caller's
 
     def snapshot(self, machine: LoopMachine, *, turn: int | None = None) -> None:
         """An ``io`` record of kind ``snapshot``: the brain's digest and whole snapshot."""

@@ -181,3 +181,15 @@ def test_a_secret_in_a_headers_created_metadata_or_snapshot_is_scrubbed(key: byt
     whole = Scrubber(key)
     whole.user_patterns = True  # every record searched whole
     assert written(whole) == lines
+
+
+def test_a_secret_in_an_io_records_kind_turn_or_data_is_scrubbed() -> None:
+    """An io record is searched in its kind, turn and data (a caller's own values)."""
+    out = io.StringIO()
+    writer = TraceWriter(out, scrubber=Scrubber(None))
+    writer.io(f"kind {SECRET}")
+    writer.io("note", turn=SECRET, data={})  # type: ignore[arg-type]  # a caller's bad turn
+    writer.io("note", turn=2, data={"deep": [{"x": SECRET}]}, duration_s=0.5)
+    writer.io("note", turn=3, data={"fine": "nothing"})
+    assert SECRET not in out.getvalue()
+    assert [r["scrubbed"] for r in _records(out)] == [True, True, True, False]
