@@ -22,7 +22,7 @@ from loopctl.core.feeds import (
     ToolResults,
 )
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow
-from loopctl.core.machine import STEP_TRANSITIONS, TRANSITIONS, LoopMachine
+from loopctl.core.machine import STEP_TRANSITIONS, TRANSITIONS, LoopMachine, not_available
 from loopctl.core.messages import (
     Message,
     Part,
@@ -32,9 +32,7 @@ from loopctl.core.messages import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core.notes import not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
-from loopctl.core.salvage import coherence_problem, coherent_prefix_length
 from loopctl.core.snapshot import MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
@@ -55,6 +53,7 @@ from loopctl.core.steps import (
     Start,
     Terminal,
 )
+from loopctl.core.values import coherence_problem, coherent_prefix_length
 
 __all__ = [
     "FEEDS",

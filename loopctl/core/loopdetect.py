@@ -9,7 +9,7 @@ a call of the latest exchange that occurs ``loop_repeat_limit`` times or more (r
 the last four calls A, B, A, B with A != B (ping-pong). Judging only the latest exchange means
 a model that changes course after a warning is not failed for the repeats still in the window.
 The brain keeps the window as plain fields (``judge_keys``); ``LoopWindow`` is the same data as
-a model, for snapshots.
+a model, for snapshots. On a warning the brain appends ``loop_note``'s text to pending.
 """
 
 from __future__ import annotations
@@ -32,6 +32,17 @@ _CANONICAL: Final = json.JSONEncoder(
 #: Hex digits of the arguments' hash at the end of a key, after ``#``.
 _HASH_HEX: Final = 16
 _EMPTY: Final = hashlib.blake2b(b"{}", digest_size=_HASH_HEX // 2).hexdigest()
+
+
+LOOP_NOTE: Final = (
+    "[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give your "
+    "final answer. A further repeat ends the run."
+)
+
+
+def loop_note(what: str) -> str:
+    """The loop warning's text, for a verdict described as ``what``."""
+    return LOOP_NOTE.format(what=what)
 
 
 def call_key(call: ToolCall) -> str:

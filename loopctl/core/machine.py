@@ -46,11 +46,9 @@ from loopctl.core.feeds import (
     SetContextTokens,
     ToolResults,
 )
-from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys
+from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.notes import loop_note, not_available
 from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
-from loopctl.core.salvage import coherent_prefix_length
 from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
     AwaitingCompaction,
@@ -71,7 +69,7 @@ from loopctl.core.steps import (
     StateKind,
     Terminal,
 )
-from loopctl.core.values import history_problem, is_count, parts_problem
+from loopctl.core.values import coherent_prefix_length, history_problem, is_count, parts_problem
 
 
 class Transition(NamedTuple):
@@ -116,6 +114,14 @@ TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
     ("terminal", Cancel): Transition("_noop", ("terminal",)),
     ("terminal", Fail): Transition("_noop", ("terminal",)),
 }
+
+
+def not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
+    """The brain's answer to a call of a tool the driver did not advertise: an error result, so
+    the model learns what it may call."""
+    names = ", ".join(advertised) or "none"
+    content = f"tool '{call.name}' is not available; available tools: {names}"
+    return ToolResult.answering(call, content, is_error=True)
 
 
 class LoopMachine:

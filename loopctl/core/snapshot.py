@@ -41,9 +41,8 @@ from pydantic import (
 
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.salvage import coherence_problem
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
-from loopctl.core.values import parts_problem
+from loopctl.core.values import coherence_problem, parts_problem
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
 #: The newest format version: what a saved brain is written in (its content, sealed).

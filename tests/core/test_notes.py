@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loopctl import LoopMachine, MachinePolicy, Message, ToolCall
-from loopctl.core.notes import loop_note, not_available
+from loopctl.core.loopdetect import loop_note
+from loopctl.core.machine import not_available
 
 
 def test_the_loop_note_names_what_repeats_and_what_to_do() -> None:
