@@ -32,9 +32,9 @@ from loopctl.core.messages import (
     ToolCall,
     ToolResult,
 )
-from loopctl.core.policy import MAX_LOOP_WINDOW, LoopAction, MachinePolicy
 from loopctl.core.snapshot import MachineSnapshot
 from loopctl.core.steps import (
+    MAX_LOOP_WINDOW,
     AwaitingCompaction,
     AwaitingModel,
     AwaitingTools,
@@ -46,7 +46,9 @@ from loopctl.core.steps import (
     Completed,
     Done,
     Failed,
+    LoopAction,
     MachineOutcome,
+    MachinePolicy,
     MachineState,
     MachineStep,
     MaxTurnsExceeded,

@@ -22,7 +22,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core.messages import ToolCall
-from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
+from loopctl.core.steps import MAX_LOOP_WINDOW, MachinePolicy
 
 #: NaN and infinity are refused: JSON cannot hold them. No circular check: arguments come from
 #: JSON (a circular dict built by hand hits the recursion limit, reported like NaN).

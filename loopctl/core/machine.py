@@ -48,9 +48,9 @@ from loopctl.core.feeds import (
 )
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.policy import MAX_LOOP_WINDOW, MachinePolicy
 from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
+    MAX_LOOP_WINDOW,
     AwaitingCompaction,
     AwaitingModel,
     AwaitingTools,
@@ -62,6 +62,7 @@ from loopctl.core.steps import (
     Completed,
     Done,
     Failed,
+    MachinePolicy,
     MachineState,
     MachineStep,
     MaxTurnsExceeded,

@@ -1,12 +1,18 @@
-"""The brain's vocabulary: states it sits in, steps it answers, outcomes it ends with.
+"""The brain's vocabulary: the policy it is asked with, states it sits in, steps it answers,
+outcomes it ends with.
 
-Frozen slotted dataclasses with their ``kind`` first, like the feeds: the brain builds one or
-two at every step, and a dataclass checks nothing where a pydantic model validated every field
-again (a driver turn: 382k instructions against 403k under cachegrind; ``CallLLM(turn=3)``
-600-870 ns against 1,510-1,930). pydantic validates them by their annotations where a snapshot
-or a trace embeds them (discriminated on ``kind``, unknown keys refused) and writes them field
-by field, the same JSON bytes. ``pydantic_core.to_jsonable_python`` writes one as JSON data;
-dispatch on the type (``isinstance`` or ``match``).
+``MachinePolicy`` comes with every ``next_step``: the brain stores no settings, which keeps a
+snapshot pure data with nothing to drift out of sync (the one exception: the tool names
+advertised with the last ``CallLLM``, which the next ``model_response`` classifies against).
+
+The rest are frozen slotted dataclasses with their ``kind`` first, like the feeds: the brain
+builds one or two at every step, and a dataclass checks nothing where a pydantic model validated
+every field again (a driver turn: 382k instructions against 403k under cachegrind;
+``CallLLM(turn=3)`` 600-870 ns against 1,510-1,930). pydantic validates them by their
+annotations where a snapshot or a trace embeds them (discriminated on ``kind``, unknown keys
+refused) and writes them field by field, the same JSON bytes.
+``pydantic_core.to_jsonable_python`` writes one as JSON data; dispatch on the type
+(``isinstance`` or ``match``).
 """
 
 from __future__ import annotations
@@ -15,10 +21,46 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
+
+#: The brain keeps at most this many recorded calls; ``loop_window`` may not exceed it.
+MAX_LOOP_WINDOW = 64
+
+LoopAction = Literal["warn", "fail", "off"]
+
+
+class MachinePolicy(BaseModel):
+    """Frozen settings for one step."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_turns: int = Field(200, ge=0)
+    context_window: int = Field(128_000, gt=0)
+    compact_threshold: float = Field(0.8, gt=0)
+    emergency_threshold: float = Field(0.95, gt=0)
+    tools: tuple[str, ...] = ()
+    compact_now: bool = False
+    loop_window: int = Field(12, ge=2, le=MAX_LOOP_WINDOW)
+    loop_repeat_limit: int = Field(3, ge=2)
+    loop_action: LoopAction = "warn"
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self) -> MachinePolicy:
+        if self.compact_threshold > self.emergency_threshold:
+            raise ValueError("compact_threshold must not exceed emergency_threshold")
+        return self
+
+    @property
+    def threshold_tokens(self) -> float:
+        return self.context_window * self.compact_threshold
+
+    @property
+    def emergency_tokens(self) -> float:
+        return self.context_window * self.emergency_threshold
+
 
 #: The states the brain sits in (a state's ``kind``); ``loopctl.core.machine``'s tables are keyed
 #: by them.
