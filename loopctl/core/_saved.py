@@ -1,18 +1,9 @@
-"""The brain's saved form behind one door: its snapshot, canonical JSON, digest, checksum, sealed
-text and restore. ``LoopMachine``'s saved-form methods are this module's functions (``Brain`` is
-what they read); the brain calls nothing else about its saved form.
-
-By definition (``snapshot.py`` holds the model and its rules):
-
-- the *content* is ``MachineSnapshot.model_dump_json()``, pydantic's bytes;
-- ``checksum`` is the sha256 (hex) of the content, ``digest`` its first 16 hex digits (traces
-  compare it after every feed);
-- the *sealed* text (``LoopMachine.model_dump_json()``) is the content with version 3 in its
-  head and the checksum last;
-- a restore validates the snapshot (``MachineSnapshot.model_validate_json``): its validators
-  check that it is a state the brain could be in, and verify a sealed text's checksum with the
-  restored brain's own ``SavedForm`` (``restored``), so the messages encoded to check it
-  are the ones its first save writes: a restore and a save encode each message once.
+"""The brain's saved form behind one door: its snapshot, canonical JSON (the *content*), digest,
+checksum, sealed text and restore, all defined in ``snapshot.py`` with the model they read.
+``LoopMachine``'s saved-form methods are this module's functions (``Brain`` is what they read);
+the brain calls nothing else about its saved form. A restore checks a sealed text's checksum
+with the restored brain's own cache (``restored``): a restore and the first save encode each
+message once.
 
 One cache, ``SavedForm`` (one per brain). The content's JSON is laid out as ``head, history's
 messages, PENDING_HEAD, pending's messages, end`` (``end``: the state and the small fields, a
@@ -62,7 +53,6 @@ SEALED_HEAD: Final = _HEADS[2]
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
 _MESSAGE_JSON: Final = Message.__pydantic_serializer__.to_json
-_TO_JSON: Final = to_json
 Hash = Any  # hashlib's sha256 object (its type is private)
 #: The snapshot's fields after the conversation, in its order (``_small``).
 _FIELDS: Final = tuple(MachineSnapshot.model_fields)
@@ -89,17 +79,11 @@ class _Encoded:
         what was encoded is not its first messages any more. The same tuple as last time is
         known unchanged without looking (the brain's history is one: a check of 10,000 messages
         after every feed of a traced run was 2M instructions a digest, cachegrind), and the same
-        ``Pending`` as last time known to begin with what was encoded (the brain's pending is
-        one: checking it made replaying one long run cost the square of its length)."""
+        ``Pending`` as last time known to begin with what was encoded (see ``Pending``)."""
         done = len(self.messages)
-        if messages is self.source:
-            if type(messages) is tuple:
-                return
-            # The same Pending (append-only: its type refuses any other edit) still begins
-            # with what was encoded; only what was appended since is new.
-            known = type(messages) is Pending
-        else:
-            known = False
+        if messages is self.source and type(messages) is tuple:
+            return
+        known = messages is self.source and type(messages) is Pending
         self.source = messages
         if not known and (len(messages) < done or not all(map(is_, self.messages, messages))):
             self.messages, self.jsons, self.modern, self.sha, self.hashed = [], [], False, None, 0
@@ -129,8 +113,7 @@ class _Encoded:
 
 class SavedForm:
     """One brain's saved form, kept up to date from its lists at each use (see the module
-    docstring). ``small`` holds the snapshot's fields after the conversation, in its order, as
-    plain values (``_small``)."""
+    docstring)."""
 
     __slots__ = ("_head", "_history", "_pending")
 
@@ -215,7 +198,7 @@ def _end(small: dict[str, Any]) -> bytes:
     pydantic from a dict, not from a ``MachineSnapshot`` built for it (building one was 40 of
     the 55 us of a digest at 40 messages; the dict's JSON takes 1 us). Tests pin the bytes to
     the model's own JSON."""
-    return b"]," + _TO_JSON(small)[1:]
+    return b"]," + to_json(small)[1:]
 
 
 class Brain(Protocol):
@@ -296,8 +279,7 @@ def restore(brain: B, snap: MachineSnapshot, form: SavedForm | None = None) -> B
 def restored(brain: B, validate: Callable[..., MachineSnapshot], source: Any) -> B:
     """``brain`` restored from what ``validate`` (``MachineSnapshot.model_validate_json`` or
     ``model_validate``) reads in ``source``; a ``ValidationError`` when it is damaged, forged,
-    from a newer loopctl or a state the brain could not be in. A sealed text's messages are
-    encoded to check its checksum into the brain's own cache: its first save's JSON."""
+    from a newer loopctl or a state the brain could not be in."""
     form = SavedForm()
     return restore(brain, validate(source, context=form.checksum_of), form)
 

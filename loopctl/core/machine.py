@@ -110,8 +110,8 @@ TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
     **{(s, Cancel): Transition("_cancel", ("terminal",)) for s in _LIVE},
     **{(s, Fail): Transition("_fail", ("terminal",)) for s in _LIVE},
     # -- finished: only the exit door's two calls; cancel and fail are no-ops
-    ("terminal", CommitPending): Transition("_commit_pending", ("terminal",)),
-    ("terminal", DiscardPending): Transition("_discard_pending", ("terminal",)),
+    ("terminal", CommitPending): Transition("_exit", ("terminal",)),
+    ("terminal", DiscardPending): Transition("_exit", ("terminal",)),
     ("terminal", Cancel): Transition("_noop", ("terminal",)),
     ("terminal", Fail): Transition("_noop", ("terminal",)),
 }
@@ -242,12 +242,6 @@ class LoopMachine:
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
         return _saved.restored(cls.__new__(cls), MachineSnapshot.model_validate, data)
-
-    def _fold_pending(self, keep: int) -> None:
-        """The exit door: pending's first ``keep`` messages are glued onto history."""
-        self._history = (*self._history, *self._pending[:keep])
-        self._pending = Pending()
-        self._finalized = True
 
     # --- the one question ----------------------------------------------------------------
 
@@ -564,23 +558,20 @@ class LoopMachine:
             self._noop_floor = after
         self._state = Start()
 
-    def _commit_pending(self, feed: CommitPending) -> None:
+    def _exit(self, feed: CommitPending | DiscardPending) -> None:
+        """The exit door: pending is glued onto history, whole on success (commit), its coherent
+        prefix otherwise (discard)."""
         assert isinstance(self._state, Terminal)
-        if not isinstance(self._state.outcome, Completed):
-            raise self._refuse(
-                "commit_pending", "only a completed run commits; use discard_pending()"
-            )
+        commit = isinstance(feed, CommitPending)
+        if isinstance(self._state.outcome, Completed) != commit:
+            other = "discard_pending" if commit else "commit_pending"
+            raise self._refuse(feed.name, f"only a completed run commits; use {other}()")
         if self._finalized:
-            raise self._refuse("commit_pending", "pending was already committed")
-        self._fold_pending(len(self._pending))
-
-    def _discard_pending(self, feed: DiscardPending) -> None:
-        assert isinstance(self._state, Terminal)
-        if isinstance(self._state.outcome, Completed):
-            raise self._refuse("discard_pending", "a completed run commits; use commit_pending()")
-        if self._finalized:
-            raise self._refuse("discard_pending", "pending was already discarded")
-        self._fold_pending(coherent_prefix_length(self._pending))
+            raise self._refuse(feed.name, "pending was already committed or discarded")
+        keep = len(self._pending) if commit else coherent_prefix_length(self._pending)
+        self._history = (*self._history, *self._pending[:keep])
+        self._pending = Pending()
+        self._finalized = True
 
     # --- the next run --------------------------------------------------------------------
 

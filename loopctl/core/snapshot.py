@@ -11,7 +11,8 @@ that holds it, so a conversation without those parts writes version-1 bytes: its
 same and recorded traces replay.
 
 The checksum: a saved brain (``LoopMachine.model_dump_json()``) is its content *sealed*: version 3
-in its head and, last, ``"checksum"``, the sha256 of the content. Why: the consistency check
+in its head and, last, ``"checksum"``, the sha256 of the content (``digest()`` is its first 16
+hex digits: traces compare it after every feed). Why: the consistency check
 catches a snapshot the brain could not be in, not one it could (15 of 400 random bit flips of a
 snapshot restored as another valid brain: a digit of a count, a letter of a message). A sealed
 text restores only if its checksum matches its content serialized again from what was read (so a
@@ -226,19 +227,11 @@ def snapshot_problem(snap: MachineSnapshot) -> str | None:
         if not set(pre) <= ids or len(set(pre)) != len(pre) or not exchange.dispatch:
             return "the exchange's pre-answered results do not fit its calls"
     open_tail = kind == "awaiting_tools" or (kind == "terminal" and not snap.finalized)
-    problem = coherence_problem(history, open_tail=False)
-    if problem is None:
-        problem = coherence_problem(pending, open_tail=open_tail)
-    if problem is None:
-        return nonfinite_problem(history, pending)
-    return None if problem is None else f"conversation: {problem}"
-
-
-def nonfinite_problem(*conversations: Sequence[Message]) -> str | None:
-    """Where a tool call's arguments or a part's data hold NaN or an infinity, or None: the
-    brain's rule for what it accepts (JSON cannot hold such a number: saved, it becomes
-    ``null``, and the brain restored is another). Nesting is not held to the brain's limit."""
-    for name, messages in zip(("history", "pending"), conversations, strict=False):
+    problem = coherence_problem(history) or coherence_problem(pending, open_tail=open_tail)
+    if problem is not None:
+        return f"conversation: {problem}"
+    # Numbers (see the module docstring); nesting is not held to the brain's limit here.
+    for name, messages in (("history", history), ("pending", pending)):
         for i, message in enumerate(messages):
             if (problem := parts_problem(message.parts, limit=1 << 30)) is not None:
                 return f"{name}[{i}]: {problem}"
