@@ -19,7 +19,7 @@ import functools
 import io
 import re
 from collections import Counter
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -37,13 +37,14 @@ from loopctl_sim.fuzz.checker import CheckingMachine, DriverChecker, Violation
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
-from loopctl_sim.sim.compare import history_difference
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
+from loopctl_sim.view import leaf_diff
+from loopctl_sim.view.fields import show_value
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"
@@ -377,6 +378,29 @@ def trace_differs(line: int, twin: str = "") -> Failure:
     )
 
 
+def history_difference(
+    expected: Sequence[Message], actual: Sequence[Message], expected_name: str, actual_name: str
+) -> str:
+    """Where ``actual`` first departs from ``expected``, in one line: the first differing message
+    and leaf (``parts[1].arguments.amount``) with both values bounded, so that a 10 KB tool result
+    does not flood the report, or the first message only one side has."""
+    sizes = f"{len(expected)} messages {expected_name}, {len(actual)} {actual_name}"
+    for i, (x, y) in enumerate(zip(expected, actual, strict=False)):
+        if x != y:
+            (leaf,) = leaf_diff(x.model_dump(mode="json"), y.model_dump(mode="json"), limit=1)
+            left, right = leaf.excerpts()
+            return (
+                f"message {i} ({sizes}) differs at {leaf.where}: {left} {expected_name}, "
+                f"{right} {actual_name}"
+            )
+    n = min(len(expected), len(actual))
+    extra, name = (expected[n], expected_name) if len(expected) > n else (actual[n], actual_name)
+    kinds = ", ".join(p.kind for p in extra.parts) or "no parts"
+    return f"message {n} ({sizes}) is only {name}: {extra.role} ({kinds}) " + show_value(
+        extra.model_dump(mode="json"), 80
+    )
+
+
 def crash_failure(
     first: SimResult, third: WorldRun[Any], crashed: Scenario, *, whole: bool = False
 ) -> Failure | None:
@@ -392,13 +416,8 @@ def crash_failure(
     if first.outcome != b.outcome:
         what = f"outcome {first.outcome!r} uninterrupted, {b.outcome!r} with the crash"
     elif first.machine.history != b.machine.history:
-        what = "the history differs from the uninterrupted run's: " + str(
-            history_difference(
-                first.machine.history,
-                b.machine.history,
-                expected_name="uninterrupted",
-                actual_name="with the crash",
-            )
+        what = "the history differs from the uninterrupted run's: " + history_difference(
+            first.machine.history, b.machine.history, "uninterrupted", "with the crash"
         )
     elif first.digest != b.digest:
         what = f"final digest {first.digest} uninterrupted, {b.digest} with the crash"
