@@ -39,6 +39,13 @@ SECRET = SECRETS["openai"]
 CREATED = "2026-01-01T00:00:00+00:00"
 
 
+class _Odd:
+    """An object pydantic cannot write: written as its ``repr``."""
+
+    def __repr__(self) -> str:
+        return "odd"
+
+
 def _written(scrubber: Scrubber) -> str:
     """The secrets test's run, traced to memory with ``scrubber`` (its times and the retry's
     random delay, which differ from run to run, written as 0)."""
@@ -142,21 +149,26 @@ def test_no_key_a_record_writes_outside_its_parts_names_a_secret() -> None:
     ("data", "written"),
     [
         ({"a": [1, (2, {"b": None})], "c": 1.5}, {"a": [1, [2, {"b": None}]], "c": 1.5}),
-        ({1: "one", "n": {True: 2}}, {"1": "one", "n": {"True": 2}}),
-        ({"s": {3}}, {"s": "{3}"}),
+        ({1: "one", "n": {True: 2}}, {"1": "one", "n": {"true": 2}}),
+        ({"s": {3}}, {"s": [3]}),
         ({"m": Message.user("hi")}, {"m": Message.user("hi").model_dump(mode="json")}),
-        ({"deep": [{"x": [{"y": {5}}]}]}, {"deep": [{"x": [{"y": "{5}"}]}]}),
+        ({"deep": [{"x": [{"y": {5}, "o": _Odd()}]}]}, {"deep": [{"x": [{"y": [5], "o": "odd"}]}]}),
     ],
     ids=["plain", "keys", "set", "model", "deep"],
 )
 def test_io_data_is_written_as_json_data_whatever_it_holds(
     data: dict[Any, Any], written: dict[str, Any]
 ) -> None:
-    """Plain JSON data is written as it is; anything else as JSON data (a model dumped, a key
-    as its ``str``, another object as its ``repr``)."""
+    """IO data is written as its record model writes it (a model as its JSON, a set as a list, a
+    key as JSON names it), an object pydantic does not know as its ``repr``; a header's metadata
+    too."""
     out = io.StringIO()
-    TraceWriter(out).io("tool_result", turn=1, data=data)
-    assert _records(out)[0]["data"] == written
+    writer = TraceWriter(out)
+    writer.io("tool_result", turn=1, data=data)
+    writer.header(None, data, created=CREATED)
+    assert [r.get("data", r.get("metadata")) for r in _records(out)] == [written, written]
+    record = IoRecord.model_construct(seq=0, kind="tool_result", turn=1, data=data)
+    assert out.getvalue().splitlines()[0] == record.model_dump_json(fallback=repr, warnings=False)
 
 
 @pytest.mark.parametrize("key", [b"a key", None], ids=["with a key", "without a key"])
