@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, NoReturn
 
 from pydantic_core import to_jsonable_python
@@ -78,37 +79,30 @@ def _kind(rec: Record) -> str:
     return rec.type
 
 
+@dataclass(eq=False)
 class Checker(LoopObserver):
     """Compares what the live driver reports with the trace; see the module docstring."""
 
-    def __init__(
-        self,
-        cursor: Cursor,
-        result: ReplayResult,
-        scrubber: Scrubber,
-        *,
-        fingerprints: bool,
-        own_context: bool = True,
-    ) -> None:
-        self.cursor = cursor
-        self.result = result
-        self.scrubber = scrubber
-        self.fingerprints = fingerprints  # the trace's scrub key is this scrubber's
-        # The agent's requests are compared whole; the built-in body's (which cannot know the
-        # agent's prompt and tool specs) take the trace's context: only messages are compared.
-        self.own_context = own_context
-        # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
-        self.recent: deque[tuple[int, int, str, Any]] = deque(maxlen=3)
-        self.turn: int | None = None
-        self.policy: MachinePolicy | None = None
-        self.digests = True  # still comparable in this run
-        self.requests = RequestLog()
-        self.contexts = RecordedContexts()
-        self.machine: LoopMachine | None = None
-        self.in_run = False
-        #: the digest of the brain as of the last record matched (None: not comparable): what a
-        #: header after a kill must hold
-        self.matched: str | None = None
+    cursor: Cursor
+    result: ReplayResult
+    scrubber: Scrubber
+    _: KW_ONLY
+    fingerprints: bool  # the trace's scrub key is this scrubber's
+    # The agent's requests are compared whole; the built-in body's (which cannot know the
+    # agent's prompt and tool specs) take the trace's context: only messages are compared.
+    own_context: bool = True
+    # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
+    recent: deque[tuple[int, int, str, Any]] = field(default_factory=lambda: deque(maxlen=3))
+    turn: int | None = None
+    policy: MachinePolicy | None = None
+    digests: bool = True  # still comparable in this run
+    requests: RequestLog = field(default_factory=RequestLog)
+    contexts: RecordedContexts = field(default_factory=RecordedContexts)
+    machine: LoopMachine | None = None
+    in_run: bool = False
+    #: the digest of the brain as of the last record matched (None: not comparable): what a
+    #: header after a kill must hold
+    matched: str | None = None
 
     def fail(
         self,

@@ -151,26 +151,20 @@ class _KeptTimes(TraceRecorder):
         super().io(event)
 
 
+@dataclass(eq=False)
 class _UpdateClient:
     """Answers each request with the recorded one's attempts, while the requests match. It names
     the recorded request's provider, and its model unless the agent's own client names another
     (``own_model``: then the request differs, and needs a real model)."""
 
-    def __init__(
-        self,
-        recorded: _Recorded,
-        recorder: _KeptTimes,
-        force: bool,
-        own: OwnModel | None = None,
-    ) -> None:
-        self.recorded = recorded
-        self.recorder = recorder
-        self.force = force
-        self.own = own
-        self.forced = 0
-        self.contexts = RecordedContexts()
-        self.attempts: Iterator[IoRecord] = iter(())
-        self.turn: int | None = None
+    recorded: _Recorded
+    recorder: _KeptTimes
+    force: bool
+    own: OwnModel | None = None
+    forced: int = 0
+    contexts: RecordedContexts = field(default_factory=RecordedContexts)
+    attempts: Iterator[IoRecord] = field(default_factory=lambda: iter(()))
+    turn: int | None = None
 
     def _context(self) -> dict[str, Any]:
         """The recorded context of the next request (the one in force when it writes none)."""
@@ -331,9 +325,9 @@ async def _rerun(
     return None
 
 
+@dataclass(eq=False)
 class _QueuedCompactor:
-    def __init__(self, compactions: deque[list[Message] | None]) -> None:
-        self.compactions = compactions
+    compactions: deque[list[Message] | None]
 
     async def compact(
         self, messages: Sequence[Message], reason: CompactReason
