@@ -1,9 +1,8 @@
 """The brain's saved form behind one door: its snapshot, canonical JSON (the *content*), digest,
 checksum, sealed text and restore, all defined in ``snapshot.py`` with the model they read.
-``LoopMachine``'s saved-form methods are this module's functions (``Brain`` is what they read);
-the brain calls nothing else about its saved form. A restore checks a sealed text's checksum
-with the restored brain's own cache (``restored``): a restore and the first save encode each
-message once.
+``LoopMachine`` inherits its fields and saved-form methods from ``SavedBrain``; the brain calls
+nothing else about its saved form. A restore checks a sealed text's checksum with the restored
+brain's own cache: a restore and the first save encode each message once.
 
 One cache, ``SavedForm`` (one per brain). The content's JSON is laid out as ``head, history's
 messages, PENDING_HEAD, pending's messages, end`` (``end``: the state and the small fields, a
@@ -25,9 +24,9 @@ square of its length) took 30-33 times as long as with it at 40 messages (a 20-t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import is_
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Self
 
 from pydantic_core import to_json
 
@@ -201,10 +200,27 @@ def _end(small: dict[str, Any]) -> bytes:
     return b"]," + to_json(small)[1:]
 
 
-class Brain(Protocol):
-    """The brain as the saved form sees it: its fields (``LoopMachine.STATE_SLOTS`` are these
-    names) and its cache. A protocol: ``machine.py`` imports this module, not the other way."""
+class SavedBrain:
+    """The brain as its saved form sees it: its fields, a slot each (``LoopMachine.STATE_SLOTS``
+    are all but the cache, ``_saved``), and the saved-form methods. ``LoopMachine`` is the one
+    subclass."""
 
+    __slots__ = (
+        "_advertised",
+        "_context_tokens",
+        "_exchange",
+        "_finalized",
+        "_history",
+        "_loop_calls",
+        "_loop_unjudged",
+        "_loop_warned",
+        "_noop_floor",
+        "_pending",
+        "_saved",
+        "_started",
+        "_state",
+        "_turns_taken",
+    )
     _state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal
     _history: tuple[Message, ...]
     _pending: Pending
@@ -220,112 +236,110 @@ class Brain(Protocol):
     _loop_warned: bool
     _saved: SavedForm
 
+    def _small(self) -> dict[str, Any]:
+        """The snapshot's fields after the conversation, in its order, as plain values."""
+        return {
+            "state": self._state,
+            "turns_taken": self._turns_taken,
+            "context_tokens": self._context_tokens,
+            "exchange": self._exchange,
+            "advertised": self._advertised,
+            "started": self._started,
+            "finalized": self._finalized,
+            "noop_floor": self._noop_floor,
+            "loop": {
+                "calls": self._loop_calls,
+                "unjudged": self._loop_unjudged,
+                "warned": self._loop_warned,
+            },
+        }
 
-B = TypeVar("B", bound=Brain)
+    def snapshot(self) -> MachineSnapshot:
+        """Everything the brain is, as data (not validated again: the brain checked each field)."""
+        loop = LoopWindow(
+            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
+        )
+        return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
+            format=SNAPSHOT_FORMAT,
+            history=self._history,
+            pending=tuple(self._pending),
+            **{**self._small(), "loop": loop},
+        )
 
+    @classmethod
+    def from_snapshot(cls, snap: MachineSnapshot, form: SavedForm | None = None) -> Self:
+        """The machine a snapshot describes; ``form`` is the saved form a restore from text
+        filled while it checked the checksum (the first save's JSON). A snapshot built with
+        ``model_construct`` skips the check validation makes: validate it first."""
+        brain = cls.__new__(cls)
+        brain._state = snap.state
+        brain._history = snap.history
+        brain._pending = Pending(snap.pending)
+        brain._turns_taken = snap.turns_taken
+        brain._context_tokens = snap.context_tokens
+        brain._exchange = snap.exchange
+        brain._advertised = snap.advertised
+        brain._started = snap.started
+        brain._finalized = snap.finalized
+        brain._noop_floor = snap.noop_floor
+        brain._loop_calls = list(snap.loop.calls)
+        brain._loop_unjudged = snap.loop.unjudged
+        brain._loop_warned = snap.loop.warned
+        brain._saved = SavedForm() if form is None else form
+        return brain
 
-def _small(brain: Brain) -> dict[str, Any]:
-    """The snapshot's fields after the conversation, in its order, as plain values."""
-    return {
-        "state": brain._state,
-        "turns_taken": brain._turns_taken,
-        "context_tokens": brain._context_tokens,
-        "exchange": brain._exchange,
-        "advertised": brain._advertised,
-        "started": brain._started,
-        "finalized": brain._finalized,
-        "noop_floor": brain._noop_floor,
-        "loop": {
-            "calls": brain._loop_calls,
-            "unjudged": brain._loop_unjudged,
-            "warned": brain._loop_warned,
-        },
-    }
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> Self:
+        """Restore a brain; a ``ValidationError`` when the text is damaged, forged, from a newer
+        loopctl or a state the brain could not be in."""
+        form = SavedForm()
+        return cls.from_snapshot(
+            MachineSnapshot.model_validate_json(text, context=form.checksum_of), form
+        )
 
+    @classmethod
+    def model_validate(cls, data: Any) -> Self:
+        """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
+        form = SavedForm()
+        return cls.from_snapshot(
+            MachineSnapshot.model_validate(data, context=form.checksum_of), form
+        )
 
-def snapshot(brain: Brain) -> MachineSnapshot:
-    """Everything the brain is, as data (not validated again: the brain checked each field)."""
-    loop = LoopWindow(
-        calls=tuple(brain._loop_calls), unjudged=brain._loop_unjudged, warned=brain._loop_warned
-    )
-    return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
-        format=SNAPSHOT_FORMAT,
-        history=brain._history,
-        pending=tuple(brain._pending),
-        **{**_small(brain), "loop": loop},
-    )
+    def model_dump(self) -> dict[str, Any]:
+        """The brain as JSON data, not sealed: the in-process form (edit it, restore it with
+        ``model_validate``); the saved form is ``model_dump_json()``."""
+        return self.snapshot().model_dump(mode="json")
 
+    def model_dump_json(self) -> str:
+        """The whole brain as JSON, sealed with its checksum (a damaged save is refused at
+        restore): save a run at any decision boundary."""
+        return self._saved.sealed(self._history, self._pending, self._small())
 
-def restore(brain: B, snap: MachineSnapshot, form: SavedForm | None = None) -> B:
-    """``brain`` (a bare instance) set to what ``snap`` describes; ``form`` is the saved form a
-    restore from text filled while it checked the checksum (the first save's JSON)."""
-    brain._state = snap.state
-    brain._history = snap.history
-    brain._pending = Pending(snap.pending)
-    brain._turns_taken = snap.turns_taken
-    brain._context_tokens = snap.context_tokens
-    brain._exchange = snap.exchange
-    brain._advertised = snap.advertised
-    brain._started = snap.started
-    brain._finalized = snap.finalized
-    brain._noop_floor = snap.noop_floor
-    brain._loop_calls = list(snap.loop.calls)
-    brain._loop_unjudged = snap.loop.unjudged
-    brain._loop_warned = snap.loop.warned
-    brain._saved = SavedForm() if form is None else form
-    return brain
+    def digest(self) -> str:
+        """The first 16 hex digits of ``checksum()``: traces compare it after every feed."""
+        return self.checksum()[:16]
 
+    def checksum(self) -> str:
+        """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
+        return self._saved.checksum(self._history, self._pending, self._small())
 
-def restored(brain: B, validate: Callable[..., MachineSnapshot], source: Any) -> B:
-    """``brain`` restored from what ``validate`` (``MachineSnapshot.model_validate_json`` or
-    ``model_validate``) reads in ``source``; a ``ValidationError`` when it is damaged, forged,
-    from a newer loopctl or a state the brain could not be in."""
-    form = SavedForm()
-    return restore(brain, validate(source, context=form.checksum_of), form)
+    def canonical_json(self) -> bytes:
+        """The bytes of ``snapshot().model_dump_json()``."""
+        return self._saved.content(self._history, self._pending, self._small())
 
-
-def model_dump(brain: Brain) -> dict[str, Any]:
-    """The brain as JSON data, not sealed: the in-process form (edit it, restore it with
-    ``model_validate``); the saved form is ``model_dump_json()``."""
-    return snapshot(brain).model_dump(mode="json")
-
-
-def model_dump_json(brain: Brain) -> str:
-    """The whole brain as JSON, sealed with its checksum (a damaged save is refused at
-    restore): save a run at any decision boundary."""
-    return brain._saved.sealed(brain._history, brain._pending, _small(brain))
-
-
-def digest(brain: Brain) -> str:
-    """The first 16 hex digits of ``checksum()``: traces compare it after every feed."""
-    return checksum(brain)[:16]
-
-
-def checksum(brain: Brain) -> str:
-    """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
-    return brain._saved.checksum(brain._history, brain._pending, _small(brain))
-
-
-def canonical_json(brain: Brain) -> bytes:
-    """The bytes of ``snapshot().model_dump_json()``."""
-    return brain._saved.content(brain._history, brain._pending, _small(brain))
-
-
-def summary_values(
-    brain: Brain,
-) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
-    """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
-    ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
-    state = brain._state
-    calls = brain._loop_calls
-    return (
-        state.kind,
-        getattr(state, "turn", None),
-        brain._turns_taken,
-        brain._context_tokens,
-        len(brain._history),
-        len(brain._pending),
-        len(calls),
-        calls[-1] if calls else None,
-        brain._loop_warned,
-    )
+    def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
+        """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
+        ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
+        state = self._state
+        calls = self._loop_calls
+        return (
+            state.kind,
+            getattr(state, "turn", None),
+            self._turns_taken,
+            self._context_tokens,
+            len(self._history),
+            len(self._pending),
+            len(calls),
+            calls[-1] if calls else None,
+            self._loop_warned,
+        )

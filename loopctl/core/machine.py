@@ -27,7 +27,7 @@ handlers. Rules it keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, NamedTuple, Self, cast
+from typing import Any, Final, NamedTuple, cast
 
 from loopctl.core import _saved
 from loopctl.core.conversation import Conversation, Pending
@@ -48,7 +48,7 @@ from loopctl.core.feeds import (
 )
 from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.snapshot import Exchange, MachineSnapshot
+from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import (
     MAX_LOOP_WINDOW,
     AwaitingCompaction,
@@ -125,13 +125,14 @@ def not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     return ToolResult.answering(call, content, is_error=True)
 
 
-class LoopMachine:
-    """The brain. See the module docstring for the rules it keeps."""
+class LoopMachine(_saved.SavedBrain):
+    """The brain. See the module docstring for the rules it keeps; its saved form (snapshot,
+    digest, sealed text, restore) it inherits from ``_saved.SavedBrain``."""
 
     #: What the brain is: equality, snapshots and the digest cover exactly these, the fields
-    #: ``_saved.Brain`` names (the saved form reads them); its cache is never compared.
-    STATE_SLOTS: Final = tuple(f for f in _saved.Brain.__annotations__ if f != "_saved")
-    __slots__ = (*STATE_SLOTS, "_saved")
+    #: ``SavedBrain`` declares (the saved form reads them); its cache is never compared.
+    STATE_SLOTS: Final = tuple(f for f in _saved.SavedBrain.__annotations__ if f != "_saved")
+    __slots__ = ()
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
         history = list(history)
@@ -216,32 +217,6 @@ class LoopMachine:
 
     def pending_len(self) -> int:
         return len(self._pending)
-
-    # --- the saved form: ``_saved.py``'s functions, as methods ------------------------------
-
-    snapshot = _saved.snapshot
-    model_dump = _saved.model_dump
-    model_dump_json = _saved.model_dump_json
-    digest = _saved.digest
-    checksum = _saved.checksum
-    canonical_json = _saved.canonical_json
-    summary_values = _saved.summary_values
-
-    @classmethod
-    def from_snapshot(cls, snap: MachineSnapshot) -> Self:
-        """The machine a snapshot describes. A snapshot built with ``model_construct`` skips
-        the check validation makes: validate it first (``MachineSnapshot.model_validate``)."""
-        return _saved.restore(cls.__new__(cls), snap)
-
-    @classmethod
-    def model_validate_json(cls, text: str | bytes) -> Self:
-        """Restore a brain; a damaged or future-version snapshot raises a ``ValidationError``."""
-        return _saved.restored(cls.__new__(cls), MachineSnapshot.model_validate_json, text)
-
-    @classmethod
-    def model_validate(cls, data: Any) -> Self:
-        """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
-        return _saved.restored(cls.__new__(cls), MachineSnapshot.model_validate, data)
 
     # --- the one question ----------------------------------------------------------------
 
