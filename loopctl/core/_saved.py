@@ -231,6 +231,8 @@ class SavedBrain:
     _started: bool
     _finalized: bool
     _noop_floor: int | None
+    # The loop detector's window as plain fields (the hot path builds no model), the calls
+    # trimmed in place to MAX_LOOP_WINDOW; ``loop_window`` is the model.
     _loop_calls: list[str]
     _loop_unjudged: int
     _loop_warned: bool
@@ -254,16 +256,20 @@ class SavedBrain:
             },
         }
 
-    def snapshot(self) -> MachineSnapshot:
-        """Everything the brain is, as data (not validated again: the brain checked each field)."""
-        loop = LoopWindow(
+    @property
+    def loop_window(self) -> LoopWindow:
+        """The loop detector's window (a fresh model built from the brain's fields)."""
+        return LoopWindow(
             calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
         )
+
+    def snapshot(self) -> MachineSnapshot:
+        """Everything the brain is, as data (not validated again: the brain checked each field)."""
         return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
             format=SNAPSHOT_FORMAT,
             history=self._history,
             pending=tuple(self._pending),
-            **{**self._small(), "loop": loop},
+            **{**self._small(), "loop": self.loop_window},
         )
 
     @classmethod

@@ -6,8 +6,8 @@ The driver asks ``next_step(policy)`` and gets one of four steps (``CallLLM``, `
 network, no randomness, no stored settings (the policy comes with every step). Hence the
 machine serializes whole, and a restored machine makes identical decisions.
 
-This module reads top to bottom: the transition tables, the fields and read-only views, the
-saved form's methods (``_saved.py``'s functions), the one question, the feeds and their
+This module reads top to bottom: the transition tables, the fields and read-only views (the
+saved form is inherited from ``_saved.SavedBrain``), the one question, the feeds and their
 handlers. Rules it keeps:
 
 - Every transition is in ``TRANSITIONS``, keyed by (state, feed type); any other pair is a
@@ -46,7 +46,7 @@ from loopctl.core.feeds import (
     SetContextTokens,
     ToolResults,
 )
-from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, judge_keys, loop_note
+from loopctl.core.loopdetect import LoopVerdict, call_key, judge_keys, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.snapshot import Exchange
 from loopctl.core.steps import (
@@ -126,8 +126,7 @@ def not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
 
 
 class LoopMachine(_saved.SavedBrain):
-    """The brain. See the module docstring for the rules it keeps; its saved form (snapshot,
-    digest, sealed text, restore) it inherits from ``_saved.SavedBrain``."""
+    """The brain. See the module docstring for the rules it keeps."""
 
     #: What the brain is: equality, snapshots and the digest cover exactly these, the fields
     #: ``SavedBrain`` declares (the saved form reads them); its cache is never compared.
@@ -140,19 +139,17 @@ class LoopMachine(_saved.SavedBrain):
             raise ValueError(f"not a valid history: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
-        self._state: Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal = Start()
-        self._history: tuple[Message, ...] = tuple(history)
+        self._state = Start()
+        self._history = tuple(history)
         self._pending = Pending()
         self._turns_taken = 0
         self._context_tokens = context_tokens
-        self._exchange: Exchange | None = None
-        self._advertised: tuple[str, ...] = ()
+        self._exchange = None
+        self._advertised = ()
         self._started = False
         self._finalized = False
-        self._noop_floor: int | None = None
-        # The loop detector's window as plain fields (the hot path builds no model), trimmed
-        # in place to MAX_LOOP_WINDOW.
-        self._loop_calls: list[str] = []
+        self._noop_floor = None
+        self._loop_calls = []
         self._loop_unjudged = 0
         self._loop_warned = False
         self._saved = _saved.SavedForm()
@@ -195,13 +192,6 @@ class LoopMachine(_saved.SavedBrain):
     def started(self) -> bool:
         """True once this run accepted its input (a run is under way or over)."""
         return self._started
-
-    @property
-    def loop_window(self) -> LoopWindow:
-        """The loop detector's window (a fresh model built from the brain's fields)."""
-        return LoopWindow(
-            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
-        )
 
     def messages(self) -> list[Message]:
         """History plus pending: what the model is shown next (a copy)."""

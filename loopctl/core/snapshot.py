@@ -85,11 +85,8 @@ class Exchange(BaseModel):
 
 class MachineSnapshot(BaseModel):
     """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly.
-
-    Validating a snapshot (from JSON, a dict, or the constructor) checks more than the types: the
-    fields must describe a machine the brain could have reached (see ``_consistent``), so a damaged
-    or hand-edited snapshot fails here with a ``ValidationError`` instead of misbehaving later.
-    """
+    Validating one (from JSON, a dict, or the constructor) checks more than the types: see the
+    module docstring and ``_consistent``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT
