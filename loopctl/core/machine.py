@@ -243,26 +243,20 @@ class LoopMachine(_saved.SavedBrain):
 
         if self._turns_taken >= policy.max_turns:
             return self._finish(MaxTurnsExceeded())
-        reason = self._compaction_due(policy)
-        if reason is not None:
-            self._state = AwaitingCompaction(reason=reason)
-            return Compact(reason=reason)
-        turn = self._turns_taken + 1
-        self._advertised = policy.tools
-        self._state = AwaitingModel(turn=turn)
-        return CallLLM(turn=turn)
-
-    def _compaction_due(self, policy: MachinePolicy) -> CompactReason | None:
+        tokens, floor = self._context_tokens, self._noop_floor
         if policy.compact_now:
-            return CompactReason.MANUAL
-        tokens = self._context_tokens
-        if tokens >= policy.emergency_tokens:
-            return CompactReason.EMERGENCY
-        if tokens >= policy.threshold_tokens and (
-            self._noop_floor is None or tokens > self._noop_floor
-        ):
-            return CompactReason.THRESHOLD_EXCEEDED
-        return None
+            reason = CompactReason.MANUAL
+        elif tokens >= policy.emergency_tokens:
+            reason = CompactReason.EMERGENCY
+        elif tokens >= policy.threshold_tokens and (floor is None or tokens > floor):
+            reason = CompactReason.THRESHOLD_EXCEEDED
+        else:
+            turn = self._turns_taken + 1
+            self._advertised = policy.tools
+            self._state = AwaitingModel(turn=turn)
+            return CallLLM(turn=turn)
+        self._state = AwaitingCompaction(reason=reason)
+        return Compact(reason=reason)
 
     def _step_awaiting_model(self, policy: MachinePolicy) -> MachineStep:
         assert isinstance(self._state, AwaitingModel)
