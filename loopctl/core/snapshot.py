@@ -161,9 +161,8 @@ class MachineSnapshot(BaseModel):
 
     def model_post_init(self, context: Any, /) -> None:
         """The version is what the conversation needs (the lowest that holds it), whatever the
-        constructor or the text said: a snapshot of a plain conversation is version 1. (A
-        sealed one's is settled when its checksum is checked.)"""
-        if self.version != 1 and self.checksum is None:
+        constructor or the text said (a sealed text's 3 too): a plain conversation's is 1."""
+        if self.version != 1:
             object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
     @model_validator(mode="after")
@@ -171,7 +170,6 @@ class MachineSnapshot(BaseModel):
         if self.checksum is not None:  # sealed: the checksum is of the content, re-serialized
             checksum = self.checksum
             object.__setattr__(self, "checksum", None)
-            object.__setattr__(self, "version", needed_version(self.history, self.pending))
             # ``_saved`` gives its cache's ``checksum_of`` as the context: it encodes the content
             # once, and the restored brain's first save reuses that JSON.
             content_checksum = info.context if callable(info.context) else _checksum_of
