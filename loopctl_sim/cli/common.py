@@ -21,6 +21,7 @@ from click.decorators import FC
 from loopctl.terminal import visible
 from loopctl_sim.fuzz.user_checks import load_function
 from loopctl_sim.sim import AgentError, agent_from_pyproject
+from loopctl_sim.trace import TraceReader
 from loopctl_sim.view.term import visible_json
 
 _TRACES = ("*.jsonl", "*.jsonl.gz")
@@ -68,6 +69,26 @@ def agent_or_configured(agent: str | None) -> str | None:
         return agent_from_pyproject()
     except AgentError as exc:
         die(str(exc))
+
+
+def pyproject_agent(traces: Sequence[str], then: str) -> str | None:
+    """``agent_or_configured(None)``, but None when ``loopctl run``'s built-in agent recorded
+    every trace (a note on stderr says so, and ``then``): the project's agent is not the one
+    that ran them, so they are replayed against the brain (an agent named on purpose is used)."""
+    agent = agent_or_configured(None)
+    if agent is not None and all(map(_builtin, traces)):
+        echo(f"note: recorded by loopctl run's built-in agent, not {agent}: {then}", err=True)
+        return None
+    return agent
+
+
+def _builtin(trace: str) -> bool:
+    try:
+        for record in TraceReader(trace):  # the first header says so
+            return bool(getattr(record, "metadata", {}).get("builtin"))
+    except Exception:  # unreadable: the command itself says why
+        return False
+    return False
 
 
 def load_checks(specs: Sequence[str], cwd: str | None = None) -> None:

@@ -21,13 +21,13 @@ from loopctl_sim.cli.common import (
     deterministic_option,
     die,
     load_checks,
+    pyproject_agent,
     tool_exceptions_option,
 )
-from loopctl_sim.replay.export import FuzzChecks, builtin_run, fuzz_scenario, write_test
+from loopctl_sim.replay.export import FuzzChecks, fuzz_scenario, write_test
 from loopctl_sim.sim import (
     AgentError,
     ScenarioError,
-    agent_from_pyproject,
     load_agent,
     load_scenario,
 )
@@ -106,14 +106,10 @@ def export_test(
     or, for a fuzz failure, one that fails until the failure is fixed."""
     try:
         named = agent
-        if agent is None and not no_agent:
-            agent = agent_from_pyproject()
-            if agent is not None and builtin_run(trace):
-                click.echo(f"note: recorded by loopctl run's built-in agent, not {agent}: the "
-                           "test replays it against the brain", err=True)  # fmt: skip
-                agent = None
         if no_agent:
             agent = None
+        elif agent is None:
+            agent = pyproject_agent([trace], "the test replays it against the brain")
         found = None if replay else (scenario or fuzz_scenario(trace))
         if found is not None and named is None and load_scenario(found).agent is None:
             agent = None  # a built-in world's failure: pyproject's agent is not its

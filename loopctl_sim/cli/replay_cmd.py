@@ -13,11 +13,11 @@ from typing import Any, NoReturn
 
 import click
 
-from loopctl_sim.cli.common import agent_or_configured, die, echo, emit_json, expand_traces
+from loopctl_sim.cli.common import die, echo, emit_json, expand_traces, pyproject_agent
 from loopctl_sim.cli.trace_cmds import write_page
 from loopctl_sim.replay import ReplayResult, replay_agent, replay_driver, replay_trace, update_trace
 from loopctl_sim.sim import AgentError
-from loopctl_sim.trace import TraceFormatError, TraceReader
+from loopctl_sim.trace import TraceFormatError
 from loopctl_sim.view import make_console, print_divergence
 
 
@@ -110,13 +110,9 @@ def replay(
     gets its line, and the exit status is 1 when any diverged, 2 when any could not be read.
     """
     paths = expand_traces(traces)
-    if not (driver or machine):
-        named = agent
-        agent = agent_or_configured(agent)
-        if named is None and agent is not None and all(map(_builtin, paths)):
-            echo(f"note: recorded by loopctl run's built-in agent, not {agent}: replayed "
-                 "against the brain (--agent replays it against yours)", err=True)  # fmt: skip
-            agent = None
+    if not (driver or machine) and agent is None:
+        then = "replayed against the brain (--agent replays it against yours)"
+        agent = pyproject_agent(paths, then)
     if agent is not None and (driver or machine):
         die("--agent replays through the driver: drop --driver/--machine")
     if (update or force) and agent is None:
@@ -163,16 +159,6 @@ def replay(
                 echo(f"note: the trace ends before seq {until}", err=True)
         _print_result(result)
     sys.exit(0 if result.ok else 1)
-
-
-def _builtin(trace: str) -> bool:
-    """Whether ``loopctl run``'s built-in agent recorded ``trace``, not pyproject's agent."""
-    try:
-        for record in TraceReader(trace):
-            return bool(getattr(record, "metadata", {}).get("builtin"))
-    except Exception:  # unreadable: the replay itself says why
-        return False
-    return False
 
 
 def _with_agent(

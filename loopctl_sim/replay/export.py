@@ -39,7 +39,6 @@ class ExportInfo:
     scrubbed: bool = False
     lines: list[str] = field(default_factory=list)
     fuzz: bool = False  # a fuzz campaign's run (its first header's metadata holds ``fuzz_seed``)
-    builtin: bool = False  # ``loopctl run``'s built-in agent's (its first header says so)
 
 
 def _read(path: str | os.PathLike[str]) -> ExportInfo:
@@ -48,7 +47,6 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
     for record in reader:
         if isinstance(record, HeaderRecord):
             info.fuzz = info.fuzz or (info.runs == 0 and "fuzz_seed" in record.metadata)
-            info.builtin = info.builtin or (info.runs == 0 and bool(record.metadata.get("builtin")))
             # a header holding a started brain resumes the run under way (a replay counts it
             # among ``resumes``); any other starts a run
             if record.snapshot is None or not record.snapshot.started:
@@ -69,13 +67,6 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
     if any("truncated last line" in w for w in reader.warnings):
         info.lines = info.lines[:-1]
     return info
-
-
-def builtin_run(trace: str | os.PathLike[str]) -> bool:
-    """Whether ``trace`` was recorded by ``loopctl run``'s built-in agent: a project's
-    ``[tool.loopctl] agent`` is not the one that ran it, so its test replays it against the
-    brain (an agent named on purpose is still used)."""
-    return _read(trace).builtin
 
 
 def regression_test_name(path: str | os.PathLike[str]) -> str:
