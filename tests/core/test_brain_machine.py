@@ -276,10 +276,11 @@ def test_each_outcome_has_one_exit(
     build: Callable[[], LoopMachine], wrong: str, right: str
 ) -> None:
     m = build()
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match=rf"use {right}\(\)") as raised:
         getattr(m, wrong)()
+    assert raised.value.feed == wrong
     getattr(m, right)()
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match="already committed or discarded"):
         getattr(m, right)()  # once only
 
 
