@@ -17,6 +17,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from loopctl.api import ModelReply, ModelRequest, StreamEvent, Usage
@@ -110,27 +111,21 @@ class ScriptSource(Replies):
 UsageFn = Callable[[ModelRequest, Message], Usage | None]
 
 
+@dataclass(eq=False)
 class FaultyClient:
     """An ``ApiClient`` over ``source`` with the model-side faults of ``plan``; every request
     counts (retries included). ``policy`` gives the context window a ``context_overflow`` error
     reports; ``usage`` the usage each reply carries (default: none, the driver estimates)."""
 
-    def __init__(
-        self,
-        source: ModelSource,
-        plan: FaultPlan,
-        policy: Callable[[], MachinePolicy],
-        *,
-        usage: UsageFn | None = None,
-    ) -> None:
-        self.source = source
-        self.plan = plan
-        self.policy = policy
-        self.usage = usage
-        self.requests = 0
-        self.replies = 0
-        self.fired: Counter[str] = Counter()
-        self.script: list[Message] = []  # every reply delivered intact, in order
+    source: ModelSource
+    plan: FaultPlan
+    policy: Callable[[], MachinePolicy]
+    _: KW_ONLY
+    usage: UsageFn | None = None
+    requests: int = 0
+    replies: int = 0
+    fired: Counter[str] = field(default_factory=Counter)
+    script: list[Message] = field(default_factory=list)  # every reply delivered intact, in order
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         fault, message, usage = self._attempt(request)
@@ -174,6 +169,7 @@ def simulated_result(call: ToolCall) -> str:
     return json.dumps(answer, sort_keys=True, default=str)
 
 
+@dataclass(eq=False)
 class ToolFaults:
     """The innermost tool middleware of a faulted run, and the ``before_step`` hook that
     assigns the faults of the calls the next step dispatches. ``live(name)``: the tool runs,
@@ -181,33 +177,25 @@ class ToolFaults:
     ``scripted``: answered by a function of the arguments; ``timeout(name)``: what a hang
     reports (None: the layer cancels ``cancel``, as a user who gives up would)."""
 
-    def __init__(
-        self,
-        plan: FaultPlan,
-        *,
-        live: Callable[[str], bool] = lambda name: True,
-        scripted: Mapping[str, ToolFn] | None = None,
-        exempt: frozenset[str] = frozenset(),
-        timeout: Callable[[str], float | None] = lambda name: None,
-    ) -> None:
-        self.plan = plan
-        self.live = live
-        self.scripted = dict(scripted or {})
-        self.exempt = exempt
-        self.timeout = timeout
-        self.registry: ToolRegistry | None = None
-        self.recorded: Callable[[ToolCall], ToolResult | None] | None = None
-        self.cancel: CancelSignal | None = None
-        self.index = 0
-        self.per_tool: Counter[str] = Counter()
-        self.assigned: dict[str, Fault | None] = {}
-        self.seen: set[str] = set()
-        self.fired: Counter[str] = Counter()
-        self.faulted: set[str] = set()  # the tools a fault struck
-        #: the fault kind that altered each call's result, by call id (a trace marks them)
-        self.altered: dict[str, str] = {}
-        self.executions: Counter[str] = Counter()
-        self.calls = 0
+    plan: FaultPlan
+    _: KW_ONLY
+    live: Callable[[str], bool] = lambda name: True
+    scripted: Mapping[str, ToolFn] = field(default_factory=dict)
+    exempt: frozenset[str] = frozenset()
+    timeout: Callable[[str], float | None] = lambda name: None
+    registry: ToolRegistry | None = None
+    recorded: Callable[[ToolCall], ToolResult | None] | None = None
+    cancel: CancelSignal | None = None
+    index: int = 0
+    per_tool: Counter[str] = field(default_factory=Counter)
+    assigned: dict[str, Fault | None] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    fired: Counter[str] = field(default_factory=Counter)
+    faulted: set[str] = field(default_factory=set)  # the tools a fault struck
+    #: the fault kind that altered each call's result, by call id (a trace marks them)
+    altered: dict[str, str] = field(default_factory=dict)
+    executions: Counter[str] = field(default_factory=Counter)
+    calls: int = 0
 
     def before_step(self, point: StepPoint) -> None:
         if not self.plan.tool_faults:
@@ -305,20 +293,21 @@ class StepLimit(SimError):
     """A run asked more steps than its bound: it does not end (a livelock)."""
 
 
+@dataclass(eq=False)
 class RunFaults:
     """The run-level faults of ``plan`` at their steps, through ``before_step``. Steps are
     counted across crashes (the resumed driver asks the crashed step again: not counted twice,
     no fault strikes twice); injected messages wait for the next ``Start``, where the brain takes
     them; one step more than ``max_steps`` raises ``StepLimit``."""
 
-    def __init__(self, plan: FaultPlan, *, max_steps: int = 10_000) -> None:
-        self.plan = plan
-        self.max_steps = max_steps
-        self.steps = 0
-        self.crashes = 0
-        self.fired: Counter[str] = Counter()
-        self._done: set[int] = set()
-        self._injects: list[str] = []
+    plan: FaultPlan
+    _: KW_ONLY
+    max_steps: int = 10_000
+    steps: int = 0
+    crashes: int = 0
+    fired: Counter[str] = field(default_factory=Counter)
+    _done: set[int] = field(default_factory=set)
+    _injects: list[str] = field(default_factory=list)
 
     def before_step(self, point: StepPoint) -> None:
         self.steps += 1
