@@ -37,6 +37,7 @@ from loopctl_sim.fuzz.checker import CheckingMachine, DriverChecker, Violation
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
+from loopctl_sim.replay.explain import show_value
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
@@ -44,7 +45,6 @@ from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
 from loopctl_sim.view import leaf_diff
-from loopctl_sim.view.fields import show_value
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"
@@ -286,12 +286,6 @@ def outcome_name(outcome: MachineOutcome | None) -> str:
     return outcome.kind
 
 
-def user_failure(config: FuzzConfig, result: Any, trace: str) -> Failure | None:
-    """The first of the user's checks (``config.checks``) that fails on one run, as a failure."""
-    found = run_user_checks(config.checks, result, trace, config.cwd)
-    return None if found is None else Failure("check", found[0], found[1])
-
-
 def crash_variant(case: FuzzCase, scenario: Scenario, steps: int) -> Scenario:
     """``scenario`` with one more crash, at the step ``case.crash_at`` picks among ``steps``."""
     k = 1 + int(case.crash_at * max(steps, 1))
@@ -310,7 +304,7 @@ def check_case(
         sc,
         config,
         functools.partial(_run_world, seed=case.seed, level=config.level),
-        lambda first, healed: heal_failure(first, healed, sc.policy.policy()),
+        lambda first, healed: heal_failure(first, healed, sc.policy),
         lambda out, a, b, line: trace_differs(line, twin),
     )
 
@@ -349,8 +343,9 @@ def run_checks(
     assert first.result is not None
     if config.check_heal and first.heal is not None:
         out.failure = healed(first.result, first.heal)
-    if out.failure is None:
-        out.failure = user_failure(config, first.result, first.trace)
+    if out.failure is None:  # the first of the user's checks that fails
+        found = run_user_checks(config.checks, first.result, first.trace, config.cwd)
+        out.failure = None if found is None else Failure("check", *found)
     if out.failure is not None:
         return out
     same_runs = twice

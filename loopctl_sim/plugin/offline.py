@@ -90,10 +90,6 @@ def _cassette_markers(item: pytest.Item) -> list[pytest.Mark]:
     return marks
 
 
-def _wants_cassette(request: pytest.FixtureRequest) -> bool:
-    return bool(_cassette_markers(request.node)) or "loopctl_cassette" in request.fixturenames
-
-
 def _guarded(request: pytest.FixtureRequest) -> bool:
     return bool(
         request.config.getoption("--loopctl-block-network", default=False)
@@ -131,7 +127,9 @@ def blocked_hint(nodeid: str, has_cassette: bool) -> str:
 @pytest.fixture(autouse=True)
 def loopctl_offline(request: pytest.FixtureRequest) -> Iterator[None]:
     """Closes the network for loopctl tests and puts marked tests on their cassette."""
-    wants_cassette = _wants_cassette(request)
+    wants_cassette = bool(_cassette_markers(request.node)) or "loopctl_cassette" in (
+        request.fixturenames
+    )
     recording = wants_cassette and request.config.getoption("--loopctl-record-mode") != "none"
     allow = request.node.get_closest_marker("loopctl_allow_network")
     if recording or (allow is not None and not allow.args) or not _guarded(request):

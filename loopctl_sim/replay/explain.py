@@ -70,15 +70,15 @@ def excerpt_pair(expected: Any, actual: Any, limit: int = LONG) -> tuple[str, st
     a, b = _text(expected), _text(actual)
     if len(a) <= limit and len(b) <= limit:
         return one_line(a), one_line(b)
-    if isinstance(expected, _Missing) or isinstance(actual, _Missing):
-        return one_line(_short(expected, limit)), one_line(_short(actual, limit))
+    if expected is ABSENT or actual is ABSENT:
+        return one_line(show_value(expected, limit)), one_line(show_value(actual, limit))
     was, now = snippets(a, b)
     return one_line(was), one_line(now)
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, _Missing):
-        return "(missing)"
+    if value is ABSENT:
+        return "(absent)"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
 
 
@@ -98,13 +98,13 @@ def change_line(path: str, expected: Any, actual: Any) -> str:
 
 
 def field_changes(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """Every leaf path where two JSON values differ, with both values (``MISSING`` marks a key
+    """Every leaf path where two JSON values differ, with both values (``ABSENT`` marks a key
     one side lacks)."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         out: list[tuple[str, Any, Any]] = []
         for key in list(expected) + [k for k in actual if k not in expected]:
             where = f"{path}.{key}" if path else str(key)
-            out += field_changes(expected.get(key, MISSING), actual.get(key, MISSING), where)
+            out += field_changes(expected.get(key, ABSENT), actual.get(key, ABSENT), where)
         return out
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
         out = []
@@ -114,17 +114,20 @@ def field_changes(expected: Any, actual: Any, path: str = "") -> list[tuple[str,
     return [] if expected == actual else [(path or "(value)", expected, actual)]
 
 
-class _Missing:
+class _Absent:
+    """The value on the side where a key or list item does not exist."""
+
     def __repr__(self) -> str:
-        return "(missing)"
+        return "(absent)"
 
 
-MISSING: Final = _Missing()
+ABSENT: Final = _Absent()
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def show_value(value: Any, limit: int | None = 60) -> str:
+    """A leaf's value as a person reads it: strings bare, everything else as JSON, cut."""
     text = _text(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 def policy_changes(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
@@ -142,7 +145,7 @@ def brain_divergence(
     expected = to_jsonable_python(recorded)
     actual = to_jsonable_python(BrainSummary.of(machine))
     fields = [] if expected is None else field_changes(expected, actual)
-    changes = [f"{path} {_short(a)} -> {_short(b)}" for path, a, b in fields]
+    changes = [f"{path} {show_value(a)} -> {show_value(b)}" for path, a, b in fields]
     how = (
         ": " + ", ".join(changes)
         if changes
@@ -246,7 +249,7 @@ def compaction_explanation(
     old = list(recorded.get("compacted") or ())
     new = list(live.get("compacted") or ())
     lines: list[str] = []
-    pairs = enumerate(zip_longest(old, new, fillvalue=MISSING))
+    pairs = enumerate(zip_longest(old, new, fillvalue=ABSENT))
     first = next((i for i, (a, b) in pairs if a != b), None)
     if len(old) != len(new):
         message = f"the compactor kept {len(new)} messages, the trace's {len(old)}"

@@ -7,7 +7,6 @@ share these rules and end every example scenario with the same brain.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -309,10 +308,6 @@ class World:
 
     def run_policy(self) -> MachinePolicy:
         return self.policy.model_copy(update={"tools": tuple(self.tools)})
-
-    def emergency_count(self, policy: MachinePolicy) -> int:
-        """A token count at or over the emergency line (a provider's overflow report)."""
-        return max(math.ceil(policy.emergency_tokens), 1)
 
     def retry_config(self) -> RetryConfig:
         """The driver's retry settings for this world (no jitter: deterministic delays)."""

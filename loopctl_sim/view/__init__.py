@@ -10,8 +10,9 @@ the command line and the plugin import it. Views read records as JSON through th
 kind, io kind or message part shows up instead of breaking them.
 """
 
+from loopctl_sim.replay.explain import ABSENT
 from loopctl_sim.view.describe import describe
-from loopctl_sim.view.fields import ABSENT, leaf_diff
+from loopctl_sim.view.fields import leaf_diff
 from loopctl_sim.view.html import render_html, write_html
 from loopctl_sim.view.reports import compare_traces, print_comparison, print_divergence
 from loopctl_sim.view.show import ShowFilter, parse_turns, print_timeline, timeline

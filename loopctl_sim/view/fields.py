@@ -9,21 +9,10 @@ and ``FieldDiff.excerpts`` gives both sides bounded around it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from loopctl_sim.replay.explain import LONG, excerpt_pair, one_line, where
-
-
-class _Absent:
-    """The value on the side where a key or list item does not exist."""
-
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-ABSENT: Final = _Absent()
+from loopctl_sim.replay.explain import ABSENT, LONG, excerpt_pair, where
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +32,6 @@ class FieldDiff:
     def excerpts(self, limit: int = LONG) -> tuple[str, str]:
         """Both values, one line each and bounded: whole when short, else around their first
         difference (``(absent)`` for a side that lacks it)."""
-        if self.expected is ABSENT or self.actual is ABSENT:
-            return one_line(show_value(self.expected, limit)), one_line(
-                show_value(self.actual, limit)
-            )
         return excerpt_pair(self.expected, self.actual, limit)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,13 +76,3 @@ def leaf_diff(expected: Any, actual: Any, limit: int = 200) -> list[FieldDiff]:
     out: list[FieldDiff] = []
     _walk(expected, actual, "", out, limit)
     return out
-
-
-def show_value(value: Any, limit: int | None = 60) -> str:
-    """A leaf's value as a person reads it: strings bare, everything else as compact JSON."""
-    if value is ABSENT:
-        return "(absent)"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if limit is not None and len(text) > limit:
-        return text[: limit - 3] + "..."
-    return text

@@ -23,11 +23,12 @@ from rich.text import Text
 from loopctl.terminal import visible
 from loopctl_sim.replay import Divergence, TraceDiff
 from loopctl_sim.replay.diff import Branch, fork_branch, positions
+from loopctl_sim.replay.explain import show_value
 from loopctl_sim.replay.report import MAX_FIELDS, too_long
 from loopctl_sim.sim.session import run_at
 from loopctl_sim.trace import StepRecord, TraceFormatError, TraceReader
 from loopctl_sim.view.describe import outcome_text
-from loopctl_sim.view.fields import FieldDiff, leaf_diff, show_value
+from loopctl_sim.view.fields import FieldDiff, leaf_diff
 from loopctl_sim.view.term import wrap_width, wrapped
 
 
