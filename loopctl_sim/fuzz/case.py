@@ -23,12 +23,12 @@ from typing import Any, Final, TypeVar
 
 import yaml
 
+from loopctl.core import MachinePolicy
 from loopctl_sim.props.loop_weights import LOOP_WEIGHTS, LoopWeights
 from loopctl_sim.sim.faults import MODEL_FAULTS, RUN_FAULTS, TOOL_FAULTS, Fault, FaultKind
 from loopctl_sim.sim.scenario import (
     BUILTINS,
     CallScenario,
-    PolicyScenario,
     ReplyScenario,
     Scenario,
     ToolScenario,
@@ -146,7 +146,7 @@ def make_case(seed: int, config: FuzzConfig = DEFAULT_CONFIG) -> FuzzCase:
     replies.append(ReplyScenario(text=f"All done ({seed})."))
     # a run of one reply (--turns 6 or fewer can draw one) gets a turn limit of 2, not a crash
     max_turns = n + 5 if rng.random() < 0.8 else rng.randint(2, max(2, n))
-    policy = PolicyScenario(
+    policy = MachinePolicy(
         max_turns=max_turns,
         context_window=window,
         compact_threshold=rng.choice([0.6, 0.8]),
@@ -258,10 +258,10 @@ def _segment(
 def with_loops(
     seed: int,
     replies: list[ReplyScenario],
-    policy: PolicyScenario,
+    policy: MachinePolicy,
     tools: Sequence[str],
     loops: FuzzLoops = DEFAULT_LOOPS,
-) -> tuple[list[ReplyScenario], PolicyScenario]:
+) -> tuple[list[ReplyScenario], MachinePolicy]:
     """``replies`` (the last one the final answer) and ``policy`` with seed ``seed``'s loop
     segment and loop policy, or both unchanged when the seed does not loop."""
     rng = random.Random(f"loopctl-fuzz-loops:{seed}")  # apart from the case's Random(seed)

@@ -121,22 +121,6 @@ class ReplyScenario(BaseModel):
         return Message.assistant(self.text, calls)
 
 
-class PolicyScenario(BaseModel):
-    """``MachinePolicy`` fields but ``tools`` (those are the scenario's tools)."""
-
-    model_config = _STRICT
-    max_turns: int = Field(200, ge=0)
-    context_window: int = Field(128_000, gt=0)
-    compact_threshold: float = Field(0.8, gt=0)
-    emergency_threshold: float = Field(0.95, gt=0)
-    loop_window: int = 12
-    loop_repeat_limit: int = 3
-    loop_action: Literal["warn", "fail", "off"] = "warn"
-
-    def policy(self) -> MachinePolicy:
-        return MachinePolicy(**self.model_dump())
-
-
 class ExploreScenario(BaseModel):
     """The exploring model (``loopctl.testing.ExploringClient``) instead of scripted replies."""
 
@@ -165,7 +149,8 @@ class Scenario(BaseModel):
     agent: str | None = None
     input: str
     history: list[Message] = Field(default_factory=list)
-    policy: PolicyScenario = Field(default_factory=PolicyScenario)
+    #: ``MachinePolicy`` but ``tools`` (the scenario's own) and ``compact_now`` (a fault's)
+    policy: MachinePolicy = Field(default_factory=MachinePolicy)
     tools: dict[str, ToolScenario] = Field(default_factory=dict)
     model: list[ReplyScenario] = Field(default_factory=list)
     explore: ExploreScenario | None = None
@@ -180,7 +165,9 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _policy_valid(self) -> Scenario:
-        self.policy.policy()  # thresholds in order, loop settings in range
+        taken = sorted({"tools", "compact_now"} & self.policy.model_fields_set)
+        if taken:
+            raise ValueError(f"policy: {', '.join(taken)}: set by the scenario's tools and faults")
         if self.agent is None:
             if self.explore is not None or self.recorded:
                 raise ValueError(
@@ -217,7 +204,7 @@ class Scenario(BaseModel):
             model=ModelScript(self.replies(), tokens=[r.context_tokens for r in self.model]),
             tools={name: t.function() for name, t in self.tools.items()},
             faults=tuple(self.faults),
-            policy=self.policy.policy(),
+            policy=self.policy,
             history=tuple(self.history),
             max_retries=self.max_retries,
             tool_timeout=self.tool_timeout,

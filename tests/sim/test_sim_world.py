@@ -326,6 +326,8 @@ def _scenario(tmp_path: Path, text: str) -> Path:
             "name: x\ninput: hi\npolicy: {compact_threshold: 0.9, emergency_threshold: 0.5}\n",
             "compact_threshold must not exceed",
         ),
+        ("name: x\ninput: hi\npolicy: {loop_window: 1}\n", "s.yaml: policy.loop_window: "),
+        ("name: x\ninput: hi\npolicy: {tools: [t]}\n", "policy: tools: set by the scenario's"),
         ("name: x\ninput: hi\nmodel: [{txt: hi}]\n", "s.yaml: model.0.txt: Extra inputs"),
         ("name: x\ninput: [unclosed\n", "s.yaml:3: not valid YAML"),
         ("- a list\n", "a scenario is a mapping"),
