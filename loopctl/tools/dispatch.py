@@ -284,20 +284,20 @@ class _Executor:
             limit = found.timeout if found.timeout is not None else self.default_timeout
         deadline: asyncio.Timeout | None = None
         try:
-            # The tool's first step runs before its deadline is armed: a call that returns
-            # without waiting on anything could not have been interrupted, and arming a
-            # deadline (asyncio.timeout: a timer scheduled, then cancelled) costs 33,000
-            # instructions, more than a cheap async tool itself (cachegrind). A call that waits
-            # gets its deadline then, counted from its start.
-            started = asyncio.get_running_loop().time()
-            running = found.execute(validated)
-            try:
-                waiting_on = running.send(None)
-            except StopIteration as done:
-                value = done.value
+            if limit is None:
+                value = await found.execute(validated)
             else:
-                if limit is None:
-                    value = await _resumed(running, waiting_on)
+                # The tool's first step runs before its deadline is armed: a call that returns
+                # without waiting on anything could not have been interrupted, and arming a
+                # deadline (asyncio.timeout: a timer scheduled, then cancelled) costs 33,000
+                # instructions, more than a cheap async tool itself (cachegrind). A call that
+                # waits gets its deadline then, counted from its start.
+                started = asyncio.get_running_loop().time()
+                running = found.execute(validated)
+                try:
+                    waiting_on = running.send(None)
+                except StopIteration as done:
+                    value = done.value
                 else:
                     async with (deadline := asyncio.timeout_at(started + limit)):
                         value = await _resumed(running, waiting_on)

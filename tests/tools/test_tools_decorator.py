@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import functools
 import json
 import threading
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from loopctl.api import ToolSpec
@@ -282,6 +285,21 @@ async def test_validated_arguments_are_converted_to_the_annotated_types() -> Non
 )
 def test_encode_result(value: Any, expected: str) -> None:
     assert encode_result("t", value) == expected
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+@given(st.integers() | st.booleans() | st.sampled_from(Level))
+def test_an_int_result_is_written_as_json_writes_it(value: int) -> None:
+    # an int is written without the encoder; a bool or an IntEnum member goes the long way
+    assert encode_result("t", value) == json.dumps(value)
+
+
+def test_an_int_too_long_to_write_is_a_tool_error() -> None:
+    with pytest.raises(ToolError, match=r"type int that cannot be encoded as JSON: Exceeds"):
+        encode_result("t", 10**5000)
 
 
 def test_encode_result_of_an_unencodable_value_is_a_tool_error() -> None:
