@@ -30,7 +30,7 @@ from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
 from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256, with_settings
 from loopctl_sim.replay.report import Divergence, ReplayResult
-from loopctl_sim.replay.resume import resume_point
+from loopctl_sim.replay.resume import recorded_result, resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
     STDIN,
@@ -278,13 +278,7 @@ def _wave_results(records: list[tuple[int, Record]], point: BranchPoint) -> dict
         if rec.seq <= point.seq:
             continue
         if isinstance(rec, IoRecord) and rec.kind == "tool_result":
-            d = rec.data
-            found[str(d.get("id"))] = ToolResult(
-                call_id=str(d.get("id")),
-                name=str(d.get("name")),
-                content=str(d.get("content")),
-                is_error=bool(d.get("is_error")),
-            )
+            found[str(rec.data.get("id"))] = recorded_result(rec.data)
         elif rec.type == "feed" and getattr(rec, "name", None) == "tool_results":
             message: Message = rec.args.message  # type: ignore[union-attr]
             return {r.call_id: r for r in message.tool_results}

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -201,6 +202,16 @@ def _from_snapshot(path: str, line: int, rec: IoRecord, point: ResumePoint | Non
     return point
 
 
+def recorded_result(data: Mapping[str, Any]) -> ToolResult:
+    """The result a ``tool_result`` io record holds (the tool ran; its brain feed may not have)."""
+    return ToolResult(
+        call_id=str(data.get("id")),
+        name=str(data.get("name")),
+        content=str(data.get("content")),
+        is_error=bool(data.get("is_error")),
+    )
+
+
 def _apply(point: ResumePoint, line: int, rec: Record) -> None:
     """One record after the checkpoint: a step asked, a feed given, an io record read."""
     point.line = line
@@ -214,13 +225,7 @@ def _apply(point: ResumePoint, line: int, rec: Record) -> None:
         )
     if isinstance(rec, IoRecord):
         if rec.kind == "tool_result":
-            d = rec.data
-            result = ToolResult(
-                call_id=str(d.get("id")),
-                name=str(d.get("name")),
-                content=str(d.get("content")),
-                is_error=bool(d.get("is_error")),
-            )
+            result = recorded_result(rec.data)
             point.results[result.call_id] = result
         return
     if isinstance(rec, StepRecord):
