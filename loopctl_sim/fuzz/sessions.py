@@ -40,6 +40,7 @@ from loopctl_sim.fuzz.agent_case import agent_profile
 from loopctl_sim.fuzz.case import draw_fault
 from loopctl_sim.fuzz.shrink import ddmin
 from loopctl_sim.fuzz.user_checks import load_function, run_user_checks
+from loopctl_sim.sim.agent import agent_name
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.session import SessionRun, SessionWorld, replayed_world, run_session
 from loopctl_sim.sim.users import ExploringUser, RecordedUser, SimUser, UserTurn
@@ -397,17 +398,12 @@ def save_session_scenario(
         if faults:
             entry["faults"] = [f.model_dump(mode="json", exclude_none=True) for f in faults]
         entries.append(entry)
-    data: dict[str, Any] = {"name": world.name, "agent": _agent_name(world)}
+    data: dict[str, Any] = {"name": world.name, "agent": agent_name(world.agent)}
     if world.scripts is None:
         data["explore"] = world.explore
     data["turns"] = entries
     text = yaml.safe_dump(scrub(data), sort_keys=False, allow_unicode=True)
     Path(path).write_text(text, encoding="utf-8")
-
-
-def _agent_name(world: SessionWorld) -> str:
-    agent = world.agent
-    return agent if isinstance(agent, str) else str(getattr(agent, "__qualname__", agent))
 
 
 def load_session_scenario(path: str | os.PathLike[str], *, cwd: str | None = None) -> SessionWorld:

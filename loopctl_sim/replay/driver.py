@@ -45,7 +45,7 @@ from loopctl_sim.replay.raised import RaisedAsRecorded, raised
 from loopctl_sim.replay.report import Diverged, ReplayResult
 from loopctl_sim.replay.resume import header_brain
 from loopctl_sim.sim import Crash, configs_for, no_sleep, stub_tools
-from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.agent import AgentFactory, agent_name, build_agent, load_agent
 from loopctl_sim.trace import (
     BrainSummary,
     ContinuationError,
@@ -81,7 +81,7 @@ def replay_agent(
     ``recorded``; ``observers`` are added to the replayed loop (a recorder, to re-record)."""
     if compactor not in ("live", "recorded"):
         raise ValueError(f"compactor {compactor!r}: expected live or recorded")
-    name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
+    name = agent_name(agent)
     # MCP servers are stood in for from the import on (an agent may list its tools there)
     with mcp_replay(path, tools_live(tools)) as notes:
         factory = load_agent(agent, cwd=cwd)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from loopctl_sim.replay.continuation import ResumeResult, resume_trace
 from loopctl_sim.replay.resume import ResumeError, resume_point
-from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.agent import AgentFactory, agent_name, build_agent, load_agent
 from loopctl_sim.sim.session import LiveSession, drive_session, recorded_turns
 from loopctl_sim.sim.users import SimUser
 from loopctl_sim.trace import TraceRecorder, TraceWriter, is_gzip_name
@@ -46,7 +46,6 @@ def resume_session(
     user: SimUser,
     *,
     cwd: str | os.PathLike[str] | None = None,
-    max_runs: int = 50,
 ) -> SessionResume:
     """Finish the session in the trace at ``path`` (see the module docstring). Raises
     ``TraceFormatError`` for an unreadable trace, ``ResumeError`` when its brain and the engine
@@ -69,11 +68,11 @@ def resume_session(
             source, point.line, "the trace was cut at a run's header, before its input"
         )
     factory = load_agent(agent, cwd=cwd)
-    name = agent if isinstance(agent, str) else getattr(agent, "__qualname__", repr(agent))
-    recorder = TraceRecorder(TraceWriter(source, append=True), metadata={"agent": str(name)})
+    metadata = {"agent": agent_name(agent)}
+    recorder = TraceRecorder(TraceWriter(source, append=True), metadata=metadata)
     try:
         loop = build_agent(factory, observers=[recorder], machine=machine)
-        drive = drive_session(loop, user, recorder=recorder, start=len(turns), max_runs=max_runs)
+        drive = drive_session(loop, user, recorder=recorder, start=len(turns))
         rest = asyncio.run(drive)
     finally:
         recorder.close()

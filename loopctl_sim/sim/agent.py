@@ -92,6 +92,11 @@ def load_agent(
     return built
 
 
+def agent_name(agent: str | Callable[..., Any]) -> str:
+    """How traces and reports name an agent: its ``module:factory``, else the factory's name."""
+    return agent if isinstance(agent, str) else str(getattr(agent, "__qualname__", repr(agent)))
+
+
 def _takes(factory: Callable[..., Any], name: str) -> bool:
     try:
         parameters = inspect.signature(factory).parameters
@@ -117,7 +122,7 @@ def build_agent(
         given["client"] = client
     if observers and _takes(factory, "observers"):
         given["observers"] = list(observers)
-    name = getattr(factory, "__qualname__", repr(factory))
+    name = agent_name(factory)
     try:
         loop = factory(**given)
     except Exception as exc:

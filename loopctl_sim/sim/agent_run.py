@@ -24,7 +24,7 @@ from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig, ExploringClient
 from loopctl.tools import ToolRegistry
 from loopctl_sim.errors import SimError
-from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.agent import AgentFactory, agent_name, build_agent, load_agent
 from loopctl_sim.sim.body import agent_failure, synchronous
 from loopctl_sim.sim.faults import Fault, FaultPlan
 from loopctl_sim.sim.layers import (
@@ -107,11 +107,6 @@ class AgentWorld:
     metadata: dict[str, Any] = field(default_factory=dict)
     cwd: str | None = None
 
-    def agent_name(self) -> str:
-        if isinstance(self.agent, str):
-            return self.agent
-        return str(getattr(self.agent, "__qualname__", repr(self.agent)))
-
     def source(self) -> ModelSource:
         """A fresh model source: the script when there is one, else the exploring model."""
         if self.script is not None:
@@ -183,7 +178,7 @@ async def run_agent_async(
     tools = ToolFaults(plan, scripted=world.scripted, exempt=world.exempt)
     recordings = recorded_answers(world.recorded) if world.recorded else None
     meta = {
-        "agent": world.agent_name(),
+        "agent": agent_name(world.agent),
         "world": world.name,
         "simulated": True,
         "level": "agent",

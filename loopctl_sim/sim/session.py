@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -21,7 +21,7 @@ from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Message, Start
 from loopctl.driver import BareLoop, RunResult, StepPoint
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.testing import ExploreConfig
-from loopctl_sim.sim.agent import AgentFactory
+from loopctl_sim.sim.agent import AgentFactory, agent_name
 from loopctl_sim.sim.agent_run import (
     AgentRun,
     AgentRunError,
@@ -170,26 +170,20 @@ def _input(carried: list[str], turn: UserTurn) -> str:
 
 
 async def run_session_async(
-    world: SessionWorld,
-    trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None,
-    *,
-    created: str | None = CREATED,
-    observers: Sequence[LoopObserver] = (),
-    machine: LoopMachine | None = None,
-    start: int = 0,
-    on_run: Callable[[int, AgentRun], None] | None = None,
+    world: SessionWorld, trace: str | os.PathLike[str] | IO[str] | TraceWriter | None = None
 ) -> SessionRun:
     """Run the session ``world`` describes, into ``trace`` (one file for the whole session;
-    ``run_session``: the same outside an event loop). ``machine`` and ``start``: go on from a
-    brain after ``start`` turns (a resumed session's); ``on_run`` is told of every run."""
+    ``run_session``: the same outside an event loop). A session killed in its middle is
+    finished from its trace (``loopctl_sim.replay.session_resume``), not from here."""
     recorder = None
     if trace is not None:
-        recorder = FaultMarks(trace, created=created, record_raised=agent_failure)
-    session = SessionRun(machine=machine)
+        recorder = FaultMarks(trace, created=CREATED, record_raised=agent_failure)
+    session = SessionRun()
+    machine: LoopMachine | None = None
     carried: list[str] = []
     user_name = type(world.user).__name__
     try:
-        for index in range(start, start + world.max_runs):
+        for index in range(world.max_runs):
             history = tuple(machine.history) if machine is not None else ()
             turn = await world.user.next_turn(history, index)
             if turn is None:
@@ -198,7 +192,7 @@ async def run_session_async(
             session.turns.append(turn)
             if recorder is not None:
                 recorder.metadata = {
-                    "agent": run_world.agent_name(),
+                    "agent": agent_name(run_world.agent),
                     "world": world.name,
                     "simulated": True,
                     "level": "agent",
@@ -211,8 +205,8 @@ async def run_session_async(
                     run_world,
                     recorder,
                     machine=machine,
-                    created=created,
-                    observers=[side, *observers],
+                    created=CREATED,
+                    observers=[side],
                     before_step=side.before_step,
                 )
             except AgentRunError as exc:
@@ -225,8 +219,6 @@ async def run_session_async(
             session.histories.append(tuple(machine.history))
             session.first_requests.append(side.first_request)
             side.settle(index, session, carried)
-            if on_run is not None:
-                on_run(index, run)
     finally:
         if recorder is not None and not isinstance(trace, TraceWriter):
             recorder.close()
