@@ -40,7 +40,6 @@ def replay_trace(
     path: str | os.PathLike[str],
     *,
     until: int | None = None,
-    recent: int = 3,
     digest_every: int = 1,
 ) -> ReplayResult:
     """Replay the trace at ``path`` against the brain. Raises ``TraceFormatError`` when the trace
@@ -54,12 +53,12 @@ def replay_trace(
     """
     if digest_every > 1:
         try:
-            first = _MachineReplay(path, recent, digest_every).run(until)
+            first = _MachineReplay(path, digest_every).run(until)
         except TraceFormatError:
             first = None  # the exact pass raises it again, or finds a divergence before it
         if first is not None and first.divergence is None:
             return first
-    return _MachineReplay(path, recent, 1).run(until)
+    return _MachineReplay(path, 1).run(until)
 
 
 def summary_divergence(
@@ -89,13 +88,13 @@ class _MachineReplay:
     """One pass over a trace: a handler per record type (``handlers``), each checking its record
     against the brain it replays and raising ``Diverged`` at the first difference."""
 
-    def __init__(self, path: str | os.PathLike[str], recent: int, digest_every: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], digest_every: int) -> None:
         self.reader = TraceReader(path)
         self.result = ReplayResult(path=self.reader.path)
         self.digest_every = digest_every
         self.machine: LoopMachine | None = None
         # (seq, line, name, args) of the last feeds, made ``RecentFeed`` only for a report
-        self.feeds: deque[tuple[int, int, str, Feed]] = deque(maxlen=recent)
+        self.feeds: deque[tuple[int, int, str, Feed]] = deque(maxlen=3)
         # Where secrets were first scrubbed, and whether this run's digests are still
         # comparable: from a run's first scrubbed record on, the brain replayed holds
         # placeholders where the recorded one held secrets.

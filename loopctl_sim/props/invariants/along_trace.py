@@ -26,14 +26,13 @@ from loopctl_sim.props.invariants.state import (
 from loopctl_sim.trace import ContinuationError, HeaderRecord, StepRecord, TraceReader
 
 
-def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[str]:
+def check_trace(path: str | os.PathLike[str]) -> list[str]:
     """Walk a recorded trace on a bare brain, checking every applicable invariant after every
-    step and feed, and ``check_resume`` after every ``resume_every``-th feed (0: never).
-    Problems are prefixed with the record's ``seq``; a move the brain refuses ends the walk."""
+    step and feed, and ``check_resume`` after every feed. Problems are prefixed with the
+    record's ``seq``; a move the brain refuses ends the walk."""
     problems: list[str] = []
     machine: LoopMachine | None = None
     policy: MachinePolicy | None = None
-    feeds = 0
     for record in TraceReader(path):
         seq = record.seq
         found: list[str] = []
@@ -84,8 +83,6 @@ def check_trace(path: str | os.PathLike[str], *, resume_every: int = 1) -> list[
                     before_machine, machine, list(machine.history), machine.context_tokens
                 )
             found += check_machine(machine, policy)
-            feeds += 1
-            if resume_every and feeds % resume_every == 0:
-                found += check_resume(machine, policy)
+            found += check_resume(machine, policy)
         problems += [f"seq {seq}: {p}" for p in found]
     return problems
