@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import html
 import json
 import os
 import re
@@ -98,7 +99,7 @@ def render_html(
     style = _script_safe(_asset("timeline.css"))
     parts = {
         "csp": content_security_policy(script, style),  # base64 and fixed words: no quote
-        "title": _html_escape(index["title"]),
+        "title": html.escape(index["title"]),  # text, and safe inside a quoted attribute
         "style": style,
         "index": _packed(json.dumps(index, ensure_ascii=False, separators=(",", ":"))),
         "records": _packed("\n".join(timeline.records)),
@@ -107,17 +108,6 @@ def render_html(
     # one pass over the template alone: what a placeholder is replaced with is never searched
     # for placeholders again (a title holding "{{script}}" stays text)
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("timeline.html"))
-
-
-def _html_escape(text: str) -> str:
-    """``text`` safe as HTML text and inside a quoted attribute."""
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("'", "&#39;")
-    )
 
 
 def write_html(

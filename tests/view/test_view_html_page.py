@@ -93,7 +93,7 @@ def test_a_file_name_holding_a_template_marker_stays_text(tmp_path: Path, marker
     assert page.inline["title"] == [f"loopctl trace: {trace}"]
     assert text.count('"use strict"') == 1  # the script is in the page once: in its element
     h1 = text.split('<h1 id="title">', 1)[1].split("</h1>", 1)[0]
-    assert marker in h1 and "&lt;b&gt;&amp;&#39;&quot;.jsonl" in h1
+    assert marker in h1 and "&lt;b&gt;&amp;&#x27;&quot;.jsonl" in h1
 
 
 def test_a_crafted_trace_adds_no_element_to_the_page(tmp_path: Path) -> None:
