@@ -135,14 +135,6 @@ class AgentRun(SimResult):
     #: the policy of the run's last step (the agent's configs)
     policy: MachinePolicy | None = None
 
-    def summary(self) -> str:
-        return (
-            f"{self.world}: {getattr(self.outcome, 'kind', self.outcome)}; {self.steps} steps, "
-            f"{self.model_requests} model requests ({self.retries} retries), {self.tool_calls} "
-            f"tool calls, {self.compactions} compactions, {self.crashes} crash-restores; "
-            f"digest {self.digest}"
-        )
-
 
 class AgentRunError(SimError):
     """Something escaped the agent's run (``__cause__``; also ``error``): a tool's, hook's or

@@ -72,7 +72,7 @@ class SimResult:
         return self.machine.digest()
 
     def summary(self) -> str:
-        outcome: str = self.outcome.kind
+        outcome = str(getattr(self.outcome, "kind", self.outcome))  # None: an agent's run raised
         if isinstance(self.outcome, Failed):
             outcome += f" ({self.outcome.error})"
         return (
