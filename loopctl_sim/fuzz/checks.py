@@ -37,14 +37,13 @@ from loopctl_sim.fuzz.checker import CheckingMachine, DriverChecker, Violation
 from loopctl_sim.fuzz.user_checks import run_user_checks
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.driver_watch import Broken, DriverWatch
-from loopctl_sim.replay.explain import show_value
+from loopctl_sim.replay.explain import change_line, field_changes, show_value
 from loopctl_sim.sim.driver import simulate_driver
 from loopctl_sim.sim.faults import Fault
 from loopctl_sim.sim.machine import SimResult, SimRun, SimulationError
 from loopctl_sim.sim.scenario import Scenario
 from loopctl_sim.sim.world import ModelScript, World
 from loopctl_sim.trace import RecordingMachine, Scrubber, TraceWriter
-from loopctl_sim.view import leaf_diff
 
 #: The fixed creation time written into fuzz traces, so that two runs compare byte for byte.
 CREATED: Final = "2026-01-01T00:00:00+00:00"
@@ -377,17 +376,13 @@ def history_difference(
     expected: Sequence[Message], actual: Sequence[Message], expected_name: str, actual_name: str
 ) -> str:
     """Where ``actual`` first departs from ``expected``, in one line: the first differing message
-    and leaf (``parts[1].arguments.amount``) with both values bounded, so that a 10 KB tool result
-    does not flood the report, or the first message only one side has."""
+    and leaf (``parts[1].arguments.amount: before -> after``, both bounded, so that a 10 KB tool
+    result does not flood the report), or the first message only one side has."""
     sizes = f"{len(expected)} messages {expected_name}, {len(actual)} {actual_name}"
     for i, (x, y) in enumerate(zip(expected, actual, strict=False)):
         if x != y:
-            (leaf,) = leaf_diff(x.model_dump(mode="json"), y.model_dump(mode="json"), limit=1)
-            left, right = leaf.excerpts()
-            return (
-                f"message {i} ({sizes}) differs at {leaf.where}: {left} {expected_name}, "
-                f"{right} {actual_name}"
-            )
+            (leaf,) = field_changes(x.model_dump(mode="json"), y.model_dump(mode="json"), 1)
+            return f"message {i} ({sizes}) differs at {change_line(*leaf)}"
     n = min(len(expected), len(actual))
     extra, name = (expected[n], expected_name) if len(expected) > n else (actual[n], actual_name)
     kinds = ", ".join(p.kind for p in extra.parts) or "no parts"

@@ -88,7 +88,7 @@ def where(path: str, expected: Any, actual: Any) -> str:
     strings = isinstance(expected, str) and isinstance(actual, str) and expected != actual
     if strings and max(len(expected), len(actual)) > LONG:
         return f"{path}[{first_difference(expected, actual)}:]"
-    return path
+    return path or "(value)"
 
 
 def change_line(path: str, expected: Any, actual: Any) -> str:
@@ -97,21 +97,35 @@ def change_line(path: str, expected: Any, actual: Any) -> str:
     return f"{where(path, expected, actual)}: {was} -> {now}"
 
 
-def field_changes(expected: Any, actual: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """Every leaf path where two JSON values differ, with both values (``ABSENT`` marks a key
-    one side lacks)."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        out: list[tuple[str, Any, Any]] = []
-        for key in list(expected) + [k for k in actual if k not in expected]:
-            where = f"{path}.{key}" if path else str(key)
-            out += field_changes(expected.get(key, ABSENT), actual.get(key, ABSENT), where)
-        return out
-    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        out = []
-        for i, (a, b) in enumerate(zip(expected, actual, strict=True)):
-            out += field_changes(a, b, f"{path}[{i}]")
-        return out
-    return [] if expected == actual else [(path or "(value)", expected, actual)]
+def field_changes(
+    expected: Any, actual: Any, limit: int | None = None
+) -> list[tuple[str, Any, Any]]:
+    """Every leaf where two JSON values differ: its path (``a.b[2].c``; ``""`` for the values
+    themselves) and both values, in ``expected``'s key order, at most ``limit`` of them. Dicts
+    are walked key by key and lists item by item (``ABSENT`` on the side that lacks one); a dict
+    against a list, or a value against None, is one leaf; 1 and 1.0 agree, True and 1 do not."""
+    out: list[tuple[str, Any, Any]] = []
+    _walk(expected, actual, "", out, limit)
+    return out
+
+
+def _walk(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]], limit: int | None) -> None:
+    if limit is not None and len(out) >= limit:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            inner = f"{path}.{key}" if path else str(key)
+            _walk(a.get(key, ABSENT), b.get(key, ABSENT), inner, out, limit)
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        for i in range(max(len(a), len(b))):
+            left, right = a[i] if i < len(a) else ABSENT, b[i] if i < len(b) else ABSENT
+            _walk(left, right, f"{path}[{i}]", out, limit)
+    elif a != b or (type(a) is not type(b) and not (_number(a) and _number(b))):
+        out.append((path, a, b))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class _Absent:

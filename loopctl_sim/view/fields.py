@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopctl_sim.replay.explain import ABSENT, LONG, excerpt_pair, where
+from loopctl_sim.replay.explain import ABSENT, LONG, excerpt_pair, field_changes, where
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class FieldDiff:
     @property
     def where(self) -> str:
         """The path, and for two strings the character they first differ at (``x[812:]``)."""
-        return where(self.path, self.expected, self.actual) or "(the value)"
+        return where(self.path, self.expected, self.actual)
 
     def excerpts(self, limit: int = LONG) -> tuple[str, str]:
         """Both values, one line each and bounded: whole when short, else around their first
@@ -48,31 +48,7 @@ class FieldDiff:
         }
 
 
-def _walk(a: Any, b: Any, path: str, out: list[FieldDiff], limit: int) -> None:
-    if len(out) >= limit:
-        return
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in list(a) + [k for k in b if k not in a]:
-            inner = f"{path}.{key}" if path else str(key)
-            _walk(a.get(key, ABSENT), b.get(key, ABSENT), inner, out, limit)
-        return
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        for i in range(max(len(a), len(b))):
-            left = a[i] if i < len(a) else ABSENT
-            right = b[i] if i < len(b) else ABSENT
-            _walk(left, right, f"{path}[{i}]", out, limit)
-        return
-    if a != b or (type(a) is not type(b) and not (_number(a) and _number(b))):
-        out.append(FieldDiff(path, a, b))
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def leaf_diff(expected: Any, actual: Any, limit: int = 200) -> list[FieldDiff]:
-    """The leaves of ``expected`` and ``actual`` that differ, in ``expected``'s key order, at
-    most ``limit`` of them. A dict against a list, or a value against ``None``, is one leaf."""
-    out: list[FieldDiff] = []
-    _walk(expected, actual, "", out, limit)
-    return out
+    """The leaves of ``expected`` and ``actual`` that differ (``field_changes``), at most
+    ``limit`` of them."""
+    return [FieldDiff(*change) for change in field_changes(expected, actual, limit)]
