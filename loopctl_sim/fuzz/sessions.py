@@ -42,6 +42,7 @@ from loopctl_sim.fuzz.shrink import ddmin
 from loopctl_sim.fuzz.user_checks import load_function, run_user_checks
 from loopctl_sim.sim.agent import agent_name
 from loopctl_sim.sim.faults import Fault
+from loopctl_sim.sim.scenario import safe_yaml
 from loopctl_sim.sim.session import SessionRun, SessionWorld, replayed_world, run_session
 from loopctl_sim.sim.users import ExploringUser, RecordedUser, SimUser, UserTurn
 from loopctl_sim.trace import scrub
@@ -409,9 +410,10 @@ def save_session_scenario(
 def load_session_scenario(path: str | os.PathLike[str], *, cwd: str | None = None) -> SessionWorld:
     """The session a scenario file describes (see the module docstring)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise SessionScenarioError(f"{path}: cannot read the session scenario: {exc}") from None
+        data = safe_yaml(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise SessionScenarioError(f"{path}: cannot read the session scenario: {why}") from None
     try:
         return _world_of(data, cwd)
     except (ValueError, TypeError, ValidationError) as exc:

@@ -522,6 +522,21 @@ def test_an_alias_bomb_is_refused_naming_the_file(tmp_path: Path) -> None:
     assert code == 0, text
 
 
+def test_a_session_scenario_with_an_alias_bomb_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """Session scenarios are read through the same alias bound as scenarios (``safe_yaml``)."""
+    from loopctl_sim.fuzz.sessions import SessionScenarioError, load_session_scenario
+
+    lines = ["agent: examples.support_agent.agent:build", "turns:", "  - text: hi", "    x:"]
+    lines.append('      a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]')
+    for i in range(1, 10):
+        lines.append(f"      a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]")
+    path = tmp_path / "session-bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SessionScenarioError, match="aliases expand it") as caught:
+        load_session_scenario(path)
+    assert str(path) in str(caught.value)
+
+
 EVIL = """
 import pathlib
 
