@@ -524,7 +524,8 @@ class LoopMachine(_saved.SavedBrain):
         commit = isinstance(feed, CommitPending)
         if isinstance(self._state.outcome, Completed) != commit:
             other = "discard_pending" if commit else "commit_pending"
-            raise self._refuse(feed.name, f"only a completed run commits; use {other}()")
+            why = f"a completed run commits, any other discards; use {other}()"
+            raise self._refuse(feed.name, why)
         if self._finalized:
             raise self._refuse(feed.name, "pending was already committed or discarded")
         keep = len(self._pending) if commit else coherent_prefix_length(self._pending)
