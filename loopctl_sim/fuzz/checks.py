@@ -381,8 +381,10 @@ def history_difference(
     sizes = f"{len(expected)} messages {expected_name}, {len(actual)} {actual_name}"
     for i, (x, y) in enumerate(zip(expected, actual, strict=False)):
         if x != y:
-            (leaf,) = field_changes(x.model_dump(mode="json"), y.model_dump(mode="json"), 1)
-            return f"message {i} ({sizes}) differs at {change_line(*leaf)}"
+            leaf = field_changes(x.model_dump(mode="json"), y.model_dump(mode="json"), 1)
+            # equal JSON, unequal messages: a value's Python type differs (a tuple, a list)
+            at = change_line(*leaf[0]) if leaf else "a value's type only (the same JSON)"
+            return f"message {i} ({sizes}) differs at {at}"
     n = min(len(expected), len(actual))
     extra, name = (expected[n], expected_name) if len(expected) > n else (actual[n], actual_name)
     kinds = ", ".join(p.kind for p in extra.parts) or "no parts"

@@ -112,6 +112,18 @@ def test_history_difference_names_the_first_differing_message_and_field() -> Non
     assert "is only uninterrupted: assistant (text)" in shorter
 
 
+def test_history_difference_names_messages_that_differ_only_in_a_values_python_type() -> None:
+    """A tuple and a list write the same JSON, yet the messages are unequal: still one line."""
+
+    def calling(value: object) -> list[Message]:
+        call = ToolCall(id="c1", name="add", arguments={"a": value})
+        return [Message.assistant(tool_calls=[call])]
+
+    text = history_difference(calling((1,)), calling([1]), "uninterrupted", "with the crash")
+    assert text.startswith("message 0 (1 messages uninterrupted, 1 with the crash) differs at ")
+    assert "type only" in text
+
+
 NUMBERING_MIDDLEWARE = '''
 def numbered():
     """The planted bug: a tool middleware that numbers the results it saw in this process (a
