@@ -73,13 +73,10 @@ def resume_trace(
     *,
     out: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    cancel: CancelSignal | None = None,
     client: ApiClient | None = None,
 ) -> ResumeResult:
     """``resume_trace_async`` for scripts without an event loop."""
-    return asyncio.run(
-        resume_trace_async(path, agent, out=out, cwd=cwd, cancel=cancel, client=client)
-    )
+    return asyncio.run(resume_trace_async(path, agent, out=out, cwd=cwd, client=client))
 
 
 async def resume_trace_async(
@@ -93,7 +90,8 @@ async def resume_trace_async(
 ) -> ResumeResult:
     """Resume the last run of the trace at ``path`` with the agent ``module:factory`` (or the
     factory); see the module docstring. ``client`` is given to the factory (or swapped in) as
-    ``loopctl run --model`` gives one: the continuation's model calls go to it. Raises
+    ``loopctl run --model`` gives one: the continuation's model calls go to it; ``cancel`` stops
+    it as it stops any run (``loopctl-sim resume`` fires it on Ctrl-C). Raises
     ``TraceFormatError`` for an unreadable trace, ``ResumeError`` when there is no run to resume
     or its brain leaves the trace, ``AgentError`` when the agent cannot be built."""
     source = os.fspath(path)

@@ -24,7 +24,7 @@ from typing import Any
 
 from loopctl.api import ApiClient, ModelRequest, StreamEvent, Usage, reply_events
 from loopctl.core import Message, ToolResult
-from loopctl.driver import CancelSignal, RunResult
+from loopctl.driver import RunResult
 from loopctl_sim.errors import SimError
 from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
 from loopctl_sim.replay.driver import replay_agent
@@ -328,7 +328,6 @@ def fork(
     edits: Edits | None = None,
     tools: str = "recorded",
     cwd: str | os.PathLike[str] | None = None,
-    cancel: CancelSignal | None = None,
 ) -> ForkResult:
     """Fork the run in ``trace`` (see the module docstring) into ``out``. Raises ``ForkError``
     (``ForkPointError``) for a bad branch point or edit, ``ForkDiverged`` when the prefix no
@@ -395,7 +394,7 @@ def fork(
                 message = Message.user(edits.inject)
                 machine.inject(message)
                 recorder.feed("inject", {"message": message}, machine)
-            return await loop.run(None, cancel)
+            return await loop.run(None)
         finally:
             writer.close()
 

@@ -88,13 +88,11 @@ def content_security_policy(script: str, style: str) -> str:
 _PLACEHOLDER = re.compile(r"\{\{([a-z]+)\}\}")
 
 
-def render_html(
-    timeline: Timeline, *, divergence: dict[str, Any] | None = None, title: str | None = None
-) -> str:
+def render_html(timeline: Timeline, *, divergence: dict[str, Any] | None = None) -> str:
     """The page for ``timeline`` (and a divergence, from ``divergence_json``), as text."""
     index = timeline.to_json()
     index["divergence"] = divergence
-    index["title"] = title or f"loopctl trace: {timeline.path}"
+    index["title"] = f"loopctl trace: {timeline.path}"
     script = _script_safe(_asset("timeline.js"))
     style = _script_safe(_asset("timeline.css"))
     parts = {
@@ -106,7 +104,7 @@ def render_html(
         "script": script,
     }
     # one pass over the template alone: what a placeholder is replaced with is never searched
-    # for placeholders again (a title holding "{{script}}" stays text)
+    # for placeholders again (a trace named "{{script}}.jsonl" stays text)
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("timeline.html"))
 
 

@@ -1,10 +1,13 @@
 """A request the trace holds survives a resume (issue 30, item 2): a manual compaction asked for
 before a step that could not honour it (the brain was awaiting its tools) is in that step's
 policy (``compact_now``); a process killed before the compaction ran is resumed with the request,
-and the resumed run compacts where the uninterrupted one did."""
+and the resumed run compacts where the uninterrupted one did. The caller's cancel signal is one
+too: ``resume_trace_async(cancel=)`` (``loopctl-sim resume`` fires it on Ctrl-C) stops the resumed
+run."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +15,10 @@ import pytest
 
 from loopctl import BareLoop, Message, ToolCall, tool
 from loopctl.api import ModelRequest
-from loopctl.driver import StepPoint
+from loopctl.driver import CancelSignal, StepPoint
 from loopctl.testing import FunctionClient
 from loopctl_sim import TraceRecorder, read_trace, replay_trace, resume_point, resume_trace
+from loopctl_sim.replay import resume_trace_async
 from loopctl_sim.trace import StepRecord
 
 
@@ -103,3 +107,22 @@ def test_a_request_answered_before_the_cut_is_not_made_again(step: int, tmp_path
     assert not resume_point(cut).compact_requested
     resume_trace(cut, build)
     assert _compactions(cut) == _compactions(whole) == 1
+
+
+def test_a_fired_cancel_signal_stops_the_resumed_run_and_is_recorded(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    recorder = TraceRecorder(whole)
+    build(observers=[recorder]).run_sync("add things")
+    recorder.close()
+    lines = whole.read_text().splitlines(keepends=True)
+    at = next(i for i, text in enumerate(lines) if '"kind":"call_tools"' in text)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[: at + 1]))  # killed as the first tool wave began
+    cancel = CancelSignal()
+    cancel.cancel()
+    resumed = asyncio.run(resume_trace_async(cut, build, cancel=cancel))
+    assert resumed.result is not None and resumed.result.outcome.kind == "cancelled"
+    assert resumed.dispatched == ["c0"]  # the cut wave is finished first, then the cancel
+    feeds = [r.name for r in read_trace(cut) if r.type == "feed"]
+    assert feeds[-3:] == ["tool_results", "cancel", "discard_pending"]
+    assert replay_trace(cut).ok
