@@ -35,6 +35,7 @@ from loopctl_sim.sim.layers import (
     ScriptSource,
     ToolFaults,
     chain_before_step,
+    layer_counts,
     run_resuming,
 )
 from loopctl_sim.sim.machine import SimResult
@@ -228,16 +229,8 @@ async def run_agent_async(
             outcome=result.outcome if result is not None else None,
             machine=loop.machine,
             result=result,
-            steps=run_faults.steps,
-            model_requests=client.requests,
-            replies=client.replies,
-            retries=counting.retries,
-            tool_calls=tools.calls,
-            compactions=counting.compactions,
-            crashes=run_faults.crashes,
             script=list(client.script),
             moves=Counter(source.moves) if isinstance(source, ExploringClient) else Counter(),
-            fired=client.fired + tools.fired + run_faults.fired,
             executions=tools.executions,
             rerun_allowed=rerun,
             trace=None if recorder is None else recorder.writer.path,
@@ -245,6 +238,7 @@ async def run_agent_async(
             live=frozenset(n for n in names if tools.live(n) and n not in world.scripted),
             faulted_tools=set(tools.faulted),
             policy=loop.policy(),
+            **layer_counts(client, tools, run_faults, counting),
         )
 
     loop = body(machine if machine is not None else LoopMachine(world.history))

@@ -24,6 +24,7 @@ from loopctl_sim.sim.layers import (
     StepLimit,
     ToolFaults,
     chain_before_step,
+    layer_counts,
     run_resuming,
 )
 from loopctl_sim.sim.machine import SimResult, SimulationError
@@ -104,15 +105,8 @@ async def simulate_driver_async(
         world=world.name,
         outcome=result.outcome,
         machine=loop.machine,
-        steps=run_faults.steps,
-        model_requests=client.requests,
-        replies=client.replies,
-        retries=counting.retries,
-        tool_calls=tools.calls,
-        compactions=counting.compactions,
-        crashes=run_faults.crashes,
         trace=None if recorder is None else recorder.writer.path,
-        fired=client.fired + tools.fired + run_faults.fired,
+        **layer_counts(client, tools, run_faults, counting),
     )
 
 

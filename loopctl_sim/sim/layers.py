@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from loopctl.api import ModelReply, ModelRequest, StreamEvent, Usage
 from loopctl.core import (
@@ -367,6 +367,22 @@ async def run_resuming(
             if requested:
                 loop.request_compaction()
             input = None
+
+
+def layer_counts(
+    client: FaultyClient, tools: ToolFaults, run_faults: RunFaults, counting: Counting
+) -> dict[str, Any]:
+    """``SimResult``'s counts from a run's layers (``simulate_driver``'s, ``run_agent``'s)."""
+    return {
+        "steps": run_faults.steps,
+        "model_requests": client.requests,
+        "replies": client.replies,
+        "retries": counting.retries,
+        "tool_calls": tools.calls,
+        "compactions": counting.compactions,
+        "crashes": run_faults.crashes,
+        "fired": client.fired + tools.fired + run_faults.fired,
+    }
 
 
 def chain_before_step(
