@@ -1,24 +1,17 @@
 """The brain's saved form behind one door: its snapshot, canonical JSON (the *content*), digest,
 checksum, sealed text and restore, all defined in ``snapshot.py`` with the model they read.
 ``LoopMachine`` inherits its fields and saved-form methods from ``SavedBrain``; the brain calls
-nothing else about its saved form. A restore checks a sealed text's checksum with the restored
-brain's own cache: a restore and the first save encode each message once.
+nothing else about its saved form.
 
 One cache, ``SavedForm`` (one per brain). The content's JSON is laid out as ``head, history's
 messages, PENDING_HEAD, pending's messages, end`` (``end``: the state and the small fields, a
 few bytes). The cache keeps each message's JSON and a running sha256 of the content up to the
-last message of history, and of pending. At each use it checks that the messages it encoded are
-still the first ones of the brain's lists, object by object (messages are frozen: the same
-object always writes the same JSON; equality would not do, ``{"a": 1}`` equals ``{"a": 1.0}``);
-anything else (a list replaced, edited, shortened) starts that part again. The brain's history
-(a tuple) and its pending (a ``Pending``: a list that only grows by appending) are known by
-identity without looking at their messages: Python enforces both types, so no rule binds the
-brain's handlers.
-
-What it buys, timed side by side in one process (2026-12-03, load 9: read the ratios): a digest
-without it (the snapshot built, serialized and hashed whole, which made a traced run cost the
-square of its length) took 30-33 times as long as with it at 40 messages (a 20-turn run), and
-150 times or more at 10,000.
+last message of history, and of pending; it knows its lists by identity (``_Encoded.follow``).
+A restore checks a sealed text's checksum with the restored brain's own cache, so a restore and
+the first save encode each message once. What it buys, timed side by side in one process: a
+digest without it (the snapshot serialized and hashed whole, which made a traced run cost the
+square of its length) took 30-33 times as long at 40 messages (a 20-turn run), 150 times or more
+at 10,000.
 """
 
 from __future__ import annotations
@@ -75,10 +68,12 @@ class _Encoded:
 
     def follow(self, messages: Sequence[Message]) -> None:
         """Encode what ``messages`` holds beyond what was encoded; start again (no hash) if
-        what was encoded is not its first messages any more. The same tuple as last time is
-        known unchanged without looking (the brain's history is one: a check of 10,000 messages
-        after every feed of a traced run was 2M instructions a digest, cachegrind), and the same
-        ``Pending`` as last time known to begin with what was encoded (see ``Pending``)."""
+        what was encoded is not its first messages any more, checked object by object (messages
+        are frozen: the same object always writes the same JSON; equality would not do,
+        ``{"a": 1}`` equals ``{"a": 1.0}``). The same tuple as last time is known unchanged
+        without looking (a check of 10,000 messages after every feed of a traced run was 2M
+        instructions a digest, cachegrind), and the same ``Pending`` as last time known to begin
+        with what was encoded: Python enforces both types, so no rule binds the brain's handlers."""
         done = len(self.messages)
         if messages is self.source and type(messages) is tuple:
             return
@@ -160,36 +155,20 @@ class SavedForm:
         a sealed text (``snapshot.py``), so the restored brain's first save encodes nothing."""
         return self.checksum(snap.history, snap.pending, {k: getattr(snap, k) for k in _SMALL})
 
-    def content(
-        self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
-    ) -> bytes:
-        """The content's bytes: ``MachineSnapshot.model_dump_json()``, from the cached JSON."""
-        return self._joined(self._follow(history, pending), _end(small))
-
     def sealed(
         self, history: Sequence[Message], pending: Sequence[Message], small: dict[str, Any]
     ) -> str:
         """The sealed text: the content with version 3 in its head and its checksum last."""
         checksum = self.checksum(history, pending, small)
         end = _end(small)[:-1] + b',"checksum":"' + checksum.encode() + b'"}'
-        return self._joined(SEALED_HEAD, end).decode()
+        h, p = b",".join(self._history.jsons), b",".join(self._pending.jsons)
+        return b"".join((SEALED_HEAD, h, PENDING_HEAD, p, end)).decode()
 
     def _follow(self, history: Sequence[Message], pending: Sequence[Message]) -> bytes:
         """Bring both lists' JSON up to date; the content's head they need (their version)."""
         self._history.follow(history)
         self._pending.follow(pending)
         return CONTENT_HEADS[self._history.modern or self._pending.modern]
-
-    def _joined(self, head: bytes, end: bytes) -> bytes:
-        return b"".join(
-            (
-                head,
-                b",".join(self._history.jsons),
-                PENDING_HEAD,
-                b",".join(self._pending.jsons),
-                end,
-            )
-        )
 
 
 def _end(small: dict[str, Any]) -> bytes:
@@ -279,21 +258,26 @@ class SavedBrain:
         filled while it checked the checksum (the first save's JSON). A snapshot built with
         ``model_construct`` skips the check validation makes: validate it first."""
         brain = cls.__new__(cls)
-        brain._state = snap.state
-        brain._history = snap.history
-        brain._pending = Pending(snap.pending)
-        brain._turns_taken = snap.turns_taken
-        brain._context_tokens = snap.context_tokens
-        brain._exchange = snap.exchange
-        brain._advertised = snap.advertised
-        brain._started = snap.started
-        brain._finalized = snap.finalized
-        brain._noop_floor = snap.noop_floor
-        brain._loop_calls = list(snap.loop.calls)
-        brain._loop_unjudged = snap.loop.unjudged
-        brain._loop_warned = snap.loop.warned
-        brain._saved = SavedForm() if form is None else form
+        brain._adopt(snap, form)
         return brain
+
+    def _adopt(self, snap: MachineSnapshot, form: SavedForm | None = None) -> None:
+        """Take every field from ``snap``: the one place that lists them, as a fresh brain is
+        the empty snapshot's (``LoopMachine.__init__``) and its defaults are the snapshot's."""
+        self._state = snap.state
+        self._history = snap.history
+        self._pending = Pending(snap.pending)
+        self._turns_taken = snap.turns_taken
+        self._context_tokens = snap.context_tokens
+        self._exchange = snap.exchange
+        self._advertised = snap.advertised
+        self._started = snap.started
+        self._finalized = snap.finalized
+        self._noop_floor = snap.noop_floor
+        self._loop_calls = list(snap.loop.calls)
+        self._loop_unjudged = snap.loop.unjudged
+        self._loop_warned = snap.loop.warned
+        self._saved = SavedForm() if form is None else form
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
@@ -329,10 +313,6 @@ class SavedBrain:
     def checksum(self) -> str:
         """The sha256 (hex) of the canonical JSON: what a saved snapshot is sealed with."""
         return self._saved.checksum(self._history, self._pending, self._small())
-
-    def canonical_json(self) -> bytes:
-        """The bytes of ``snapshot().model_dump_json()``."""
-        return self._saved.content(self._history, self._pending, self._small())
 
     def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
         """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s

@@ -48,7 +48,7 @@ from loopctl.core.feeds import (
 )
 from loopctl.core.loopdetect import LoopVerdict, call_key, judge_keys, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.snapshot import Exchange
+from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
     MAX_LOOP_WINDOW,
     AwaitingCompaction,
@@ -134,25 +134,15 @@ class LoopMachine(_saved.SavedBrain):
     __slots__ = ()
 
     def __init__(self, history: Iterable[Message] = (), context_tokens: int = 0) -> None:
-        history = list(history)
+        history = tuple(history)
         if (problem := history_problem(history)) is not None:
             raise ValueError(f"not a valid history: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
-        self._state = Start()
-        self._history = tuple(history)
-        self._pending = Pending()
-        self._turns_taken = 0
-        self._context_tokens = context_tokens
-        self._exchange = None
-        self._advertised = ()
-        self._started = False
-        self._finalized = False
-        self._noop_floor = None
-        self._loop_calls = []
-        self._loop_unjudged = 0
-        self._loop_warned = False
-        self._saved = _saved.SavedForm()
+        empty = MachineSnapshot.model_construct(
+            state=Start(), history=history, context_tokens=context_tokens
+        )
+        self._adopt(empty)
 
     # --- read-only views -----------------------------------------------------------------
 
@@ -336,40 +326,40 @@ class LoopMachine(_saved.SavedBrain):
     def discard_pending(self) -> None:
         self.feed(DiscardPending())
 
-    def _refuse(self, feed: str, why: str) -> ProtocolError:
-        kind = self._state.kind
-        return ProtocolError(f"{feed}() refused in state {kind}: {why}", feed=feed, state=kind)
+    def _refuse(self, feed: Feed, why: str) -> ProtocolError:
+        name, kind = feed.name, self._state.kind
+        return ProtocolError(f"{name}() refused in state {kind}: {why}", feed=name, state=kind)
 
     # --- handlers: validate first, then change ------------------------------------------
 
     def _accept_input(self, feed: AcceptInput) -> None:
         input = feed.input
         if self._started:
-            raise self._refuse("accept_input", "a run is already under way; use next_run()")
+            raise self._refuse(feed, "a run is already under way; use next_run()")
         message = Message.user(input) if isinstance(input, str) else input
         if not isinstance(message, Message) or message.role != "user":
-            raise self._refuse("accept_input", "the input must be text or a user message")
+            raise self._refuse(feed, "the input must be text or a user message")
         if message.tool_results or message.tool_calls:
-            raise self._refuse("accept_input", "the input may not hold tool calls or results")
+            raise self._refuse(feed, "the input may not hold tool calls or results")
         if (problem := parts_problem(message.parts)) is not None:
-            raise self._refuse("accept_input", problem)
+            raise self._refuse(feed, problem)
         self._pending.append(message)
         self._started = True
 
     def _inject(self, feed: Inject) -> None:
         message = feed.message
         if not self._started:
-            raise self._refuse("inject", "no run is under way")
+            raise self._refuse(feed, "no run is under way")
         if not isinstance(message, Message) or message.tool_calls or message.tool_results:
-            raise self._refuse("inject", "only a plain message without tool parts can be injected")
+            raise self._refuse(feed, "only a plain message without tool parts can be injected")
         if (problem := parts_problem(message.parts)) is not None:
-            raise self._refuse("inject", problem)
+            raise self._refuse(feed, problem)
         self._pending.append(message)
 
     def _set_context_tokens(self, feed: SetContextTokens) -> None:
         n = feed.n
         if not is_count(n):
-            raise self._refuse("set_context_tokens", f"not a token count: {n!r}")
+            raise self._refuse(feed, f"not a token count: {n!r}")
         self._context_tokens = n
 
     def _cancel(self, feed: Cancel) -> None:
@@ -378,7 +368,7 @@ class LoopMachine(_saved.SavedBrain):
     def _fail(self, feed: Fail) -> None:
         error = feed.error
         if not isinstance(error, LoopError):
-            raise self._refuse("fail", f"expected a LoopError, got {type(error).__name__}")
+            raise self._refuse(feed, f"expected a LoopError, got {type(error).__name__}")
         self._finish(Failed(error=error))
 
     def _noop(self, feed: Feed) -> None:
@@ -389,27 +379,20 @@ class LoopMachine(_saved.SavedBrain):
         state = self._state
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
-            raise self._refuse("model_response", "the response must be an assistant message")
+            raise self._refuse(feed, "the response must be an assistant message")
         calls: list[ToolCall] = []
         for part in response.parts:  # by kind: isinstance misses through ABCMeta (a text part)
             if part.kind == "tool_call":
                 calls.append(part)
             elif part.kind == "tool_result":
-                raise self._refuse(
-                    "model_response", "an assistant message cannot hold tool results"
-                )
+                raise self._refuse(feed, "an assistant message cannot hold tool results")
         if not is_count(context_tokens):
-            raise self._refuse("model_response", f"not a token count: {context_tokens!r}")
+            raise self._refuse(feed, f"not a token count: {context_tokens!r}")
         if (problem := parts_problem(response.parts)) is not None:
-            raise self._refuse("model_response", problem)  # too deep, NaN: it could not be saved
-        if calls:
-            ids = {c.id for c in calls}
-            if len(ids) != len(calls) or "" in ids:
-                raise self._refuse(
-                    "model_response",
-                    f"tool call ids must be unique and non-empty: {[c.id for c in calls]}",
-                )
-
+            raise self._refuse(feed, problem)  # too deep, NaN: it could not be saved
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids) or "" in ids:
+            raise self._refuse(feed, f"tool call ids must be unique and non-empty: {ids}")
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]
         # Every call unknown: the exchange completes at once and is recorded now (a key raises
@@ -444,13 +427,13 @@ class LoopMachine(_saved.SavedBrain):
         exchange = self._exchange
         assert exchange is not None
         if tokens is not None and not is_count(tokens):
-            raise self._refuse("tool_results", f"not a token count: {tokens!r}")
+            raise self._refuse(feed, f"not a token count: {tokens!r}")
         if not isinstance(message, Message) or message.role != "user":
-            raise self._refuse("tool_results", "results must come in one user message")
+            raise self._refuse(feed, "results must come in one user message")
         parts = message.parts
         for r in parts:
             if not isinstance(r, ToolResult):
-                raise self._refuse("tool_results", "the results message may hold only tool results")
+                raise self._refuse(feed, "the results message may hold only tool results")
         results = cast("tuple[ToolResult, ...]", parts)
         got = [r.call_id for r in results]
         expected = [c.id for c in exchange.dispatch]
@@ -459,7 +442,7 @@ class LoopMachine(_saved.SavedBrain):
             by_id = {r.call_id: r for r in results}
             if len(by_id) != len(results) or sorted(by_id) != sorted(expected):
                 raise self._refuse(
-                    "tool_results", f"results {got} do not answer the dispatched calls {expected}"
+                    feed, f"results {got} do not answer the dispatched calls {expected}"
                 )
         if exchange.preanswered or got != expected:
             by_id = {r.call_id: r for r in (*results, *exchange.preanswered)}
@@ -479,15 +462,15 @@ class LoopMachine(_saved.SavedBrain):
             compacted, Iterable
         ):
             raise self._refuse(
-                "compaction_result",
+                feed,
                 f"compacted must be a list of messages, got {type(compacted).__name__}",
             )
         new_history = list(compacted)
         if (problem := history_problem(new_history)) is not None:
-            raise self._refuse("compaction_result", f"compacted history is not valid: {problem}")
+            raise self._refuse(feed, f"compacted history is not valid: {problem}")
         for n in (before, after):
             if not is_count(n):
-                raise self._refuse("compaction_result", f"not a token count: {n!r}")
+                raise self._refuse(feed, f"not a token count: {n!r}")
         self._history = tuple(new_history)
         self._pending = Pending()
         self._context_tokens = after
@@ -499,7 +482,7 @@ class LoopMachine(_saved.SavedBrain):
         assert isinstance(self._state, AwaitingCompaction)
         for n in (before, after):
             if not is_count(n):
-                raise self._refuse("compaction_noop", f"not a token count: {n!r}")
+                raise self._refuse(feed, f"not a token count: {n!r}")
         reason = self._state.reason
         self._context_tokens = after
         if reason is CompactReason.EMERGENCY:
@@ -525,9 +508,9 @@ class LoopMachine(_saved.SavedBrain):
         if isinstance(self._state.outcome, Completed) != commit:
             other = "discard_pending" if commit else "commit_pending"
             why = f"a completed run commits, any other discards; use {other}()"
-            raise self._refuse(feed.name, why)
+            raise self._refuse(feed, why)
         if self._finalized:
-            raise self._refuse(feed.name, "pending was already committed or discarded")
+            raise self._refuse(feed, "pending was already committed or discarded")
         keep = len(self._pending) if commit else coherent_prefix_length(self._pending)
         self._history = (*self._history, *self._pending[:keep])
         self._pending = Pending()

@@ -1,28 +1,22 @@
 """The brain's saved form: ``MachineSnapshot``, its consistency check, its versions and its seal.
 
 A snapshot is everything the brain is, as data. Validating one checks that it describes a state
-the brain could have reached, so a damaged or hand-edited snapshot is a ``ValidationError`` at
-restore, never a machine that misbehaves later. The brain writes and reads it through
-``_saved.py``.
+the brain could have reached (``snapshot_problem``), so a damaged or hand-edited snapshot is a
+``ValidationError`` at restore, never a machine that misbehaves later.
 
 Versions: 2 added the reasoning and provider parts, 3 the checksum. A snapshot's *content* (what
 ``MachineSnapshot`` dumps, what ``digest()`` hashes) is written in the lowest of versions 1 and 2
-that holds it, so a conversation without those parts writes version-1 bytes: its digest is the
-same and recorded traces replay.
-
-The checksum: a saved brain (``LoopMachine.model_dump_json()``) is its content *sealed*: version 3
-in its head and, last, ``"checksum"``, the sha256 of the content (``digest()`` is its first 16
-hex digits: traces compare it after every feed). Why: the consistency check
-catches a snapshot the brain could not be in, not one it could (15 of 400 random bit flips of a
-snapshot restored as another valid brain: a digit of a count, a letter of a message). A sealed
-text restores only if its checksum matches its content serialized again from what was read (so a
-re-indented text verifies too); a version-1/2 text carrying a checksum or a version-3 text
-without one is damaged too. Versions 1 and 2 are read unverified; an older loopctl refuses
+that holds it, so a conversation without those parts writes version-1 bytes and recorded traces
+replay. A saved brain (``model_dump_json()``) is its content *sealed*: version 3 in its head and,
+last, ``"checksum"``, the sha256 of the content re-serialized from what was read (a re-indented
+text verifies too). Why a seal: the consistency check catches a state the brain could not be in,
+not another it could (15 of 400 random bit flips restored as another valid brain: a digit of a
+count, a letter of a message). Versions 1 and 2 are read unverified; an older loopctl refuses
 version 3 with its "upgrade loopctl" message. ``model_dump()`` data is the content, not sealed.
 
-Numbers: NaN or an infinity (``1e999``) in a tool call's arguments or a part's data is refused,
-as the brain refuses such a call (``values.py``): restored, it would save back as ``null``. A text
-edited and sealed again verifies all the same, so every snapshot validated here is walked for them.
+Numbers: NaN or an infinity (``1e999``) in a call's arguments or a part's data is refused, as the
+brain refuses such a call (``values.py``): restored, it would save back as ``null``. A forgery
+sealed again verifies all the same, so every snapshot validated here is walked for them.
 """
 
 from __future__ import annotations
@@ -84,9 +78,8 @@ class Exchange(BaseModel):
 
 
 class MachineSnapshot(BaseModel):
-    """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly.
-    Validating one (from JSON, a dict, or the constructor) checks more than the types: see the
-    module docstring and ``_consistent``."""
+    """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly;
+    validating one checks more than the types (the module docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT

@@ -7,11 +7,9 @@ advertised with the last ``CallLLM``, which the next ``model_response`` classifi
 
 The rest are frozen slotted dataclasses with their ``kind`` first, like the feeds: the brain
 builds one or two at every step, and a dataclass checks nothing where a pydantic model validated
-every field again (a driver turn: 382k instructions against 403k under cachegrind;
-``CallLLM(turn=3)`` 600-870 ns against 1,510-1,930). pydantic validates them by their
-annotations where a snapshot or a trace embeds them (discriminated on ``kind``, unknown keys
-refused) and writes them field by field, the same JSON bytes.
-``pydantic_core.to_jsonable_python`` writes one as JSON data; dispatch on the type
+every field again (a driver turn: 382k instructions against 403k, cachegrind). pydantic
+validates them by their annotations where a snapshot or a trace embeds them (discriminated on
+``kind``, unknown keys refused) and writes the same JSON bytes. Dispatch on the type
 (``isinstance`` or ``match``).
 """
 
@@ -82,9 +80,6 @@ class _Kinded:
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
 
-# --- outcomes ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completed(_Kinded):
     kind: Literal["completed"] = "completed"
@@ -110,8 +105,6 @@ class Failed(_Kinded):
 MachineOutcome = Annotated[
     Completed | Cancelled | MaxTurnsExceeded | Failed, Field(discriminator="kind")
 ]
-
-# --- states -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,8 +144,6 @@ MachineState = Annotated[
     Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal,
     Field(discriminator="kind"),
 ]
-
-# --- steps ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,15 +2,14 @@
 numbers, a token count, a history; and the shape of a conversation (coherence, salvage).
 
 Why: what the engine accepts it must be able to write and read back. A tool call's arguments
-and a reasoning or provider part's ``data`` are the provider's free-form JSON, and every form
-the engine writes (a snapshot, a trace's records, a replay's report) wraps them a few levels
-down, up to 8 (a trace's snapshot record); pydantic's JSON parser reads 201 levels at most and
-Python's ``json`` about 1,000. JSON has no NaN or infinity, yet Python's parser reads ``NaN``
-and ``1e999``; such a value saves as ``null`` and restores as another brain. So one limit, well
-inside every reader's, is checked where a value enters: the door a model's reply comes through
-(``loopctl.api.fold_events``) and the brain itself on every feed that takes messages
-(``parts_problem``: a ``ProtocolError``, the brain unchanged). ``value_problem`` walks
-iteratively: a value nested 5,000 deep is measured, never recursed into.
+and a reasoning or provider part's ``data`` are the provider's free-form JSON, which every form
+the engine writes wraps up to 8 levels down (a trace's snapshot record); pydantic's JSON parser
+reads 201 levels at most, Python's ``json`` about 1,000. JSON has no NaN or infinity, yet
+Python's parser reads ``NaN`` and ``1e999``: such a value saves as ``null`` and restores as
+another brain. So one limit, well inside every reader's, is checked where a value enters: the
+door a model's reply comes through (``loopctl.api.fold_events``) and the brain on every feed
+that takes messages (``parts_problem``). ``value_problem`` walks iteratively: a value nested
+5,000 deep is measured, never recursed into.
 
 A conversation is *provider-valid* when every assistant message with tool calls is followed at
 once by a user message whose results answer exactly those calls, and every result answers a call
@@ -81,7 +80,7 @@ def is_count(n: object) -> bool:
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
-def history_problem(messages: list[Any]) -> str | None:
+def history_problem(messages: Sequence[Any]) -> str | None:
     """Why ``messages`` cannot be a history (the constructor's, or a compaction's), or None:
     each one a ``Message`` that could be saved and read back, the whole provider-valid."""
     for i, message in enumerate(messages):

@@ -127,7 +127,7 @@ def test_snapshot_names_its_format_and_version() -> None:
     assert data["version"] == SNAPSHOT_VERSION == 3
     assert list(data)[-1] == "checksum" and data["checksum"][:16] == m.digest()
     # its content (what the digest hashes) without reasoning or provider parts is version 1
-    assert json.loads(m.canonical_json())["version"] == 1
+    assert json.loads(m.snapshot().model_dump_json())["version"] == 1
 
 
 # --- damaged snapshots --------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def test_snapshot_names_its_format_and_version() -> None:
 def _data(scenario: str) -> dict[str, Any]:
     """The content of a scenario's snapshot (unsealed: read unverified, as versions 1 and 2 are,
     so that each edit below meets the consistency check, not the checksum)."""
-    data: dict[str, Any] = json.loads(SCENARIOS[scenario]().canonical_json())
+    data: dict[str, Any] = json.loads(SCENARIOS[scenario]().snapshot().model_dump_json())
     return data
 
 
@@ -257,9 +257,8 @@ def _sealed(content: str) -> str:
 
 
 @pytest.mark.parametrize("build", SCENARIOS.values(), ids=SCENARIOS.keys())
-def test_canonical_json_is_the_snapshot_json(build: Callable[[], LoopMachine]) -> None:
+def test_the_cached_json_is_the_snapshot_json(build: Callable[[], LoopMachine]) -> None:
     m = build()
-    assert m.canonical_json() == m.snapshot().model_dump_json().encode()
     assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
     assert m.digest() == _slow_digest(m)
 
@@ -443,8 +442,7 @@ def test_the_digest_needs_no_rule_from_the_handlers(edits: list[tuple[str, str, 
         if which == "_history":
             m._history = tuple(getattr(m, which) if edit == "replace" else messages)
         assert m.digest() == _slow_digest(m)
-        assert m.canonical_json() == m.snapshot().model_dump_json().encode()
-    assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
+        assert m.model_dump_json() == _sealed(m.snapshot().model_dump_json())
 
 
 # --- version 2: reasoning and provider parts -------------------------------------------------
@@ -478,7 +476,7 @@ def test_a_conversation_with_reasoning_is_written_in_version_2_and_restores() ->
     m = _modern_machine()
     text = m.model_dump_json()
     assert json.loads(text)["version"] == SNAPSHOT_VERSION == 3
-    assert json.loads(m.canonical_json())["version"] == 2
+    assert json.loads(m.snapshot().model_dump_json())["version"] == 2
     assert m.snapshot().version == 2
     restored = LoopMachine.model_validate_json(text)
     assert restored == m
@@ -490,12 +488,16 @@ def test_a_conversation_with_reasoning_is_written_in_version_2_and_restores() ->
 def test_a_plain_conversation_keeps_version_1_bytes() -> None:
     """Recorded traces hold digests of version-1 JSON: a plain machine must write it unchanged."""
     m = SCENARIOS["after_exchange"]()
-    assert m.canonical_json().startswith(b'{"format":"loopctl-machine","version":1,"history":[')
+    assert (
+        m.snapshot()
+        .model_dump_json()
+        .startswith('{"format":"loopctl-machine","version":1,"history":[')
+    )
     assert m.snapshot().version == 1
 
 
 def test_version_1_text_holding_new_parts_is_damaged() -> None:
-    data = json.loads(_modern_machine().canonical_json())
+    data = json.loads(_modern_machine().snapshot().model_dump_json())
     data["version"] = 1
     with pytest.raises(ValidationError) as raised:
         LoopMachine.model_validate_json(json.dumps(data))
@@ -504,7 +506,7 @@ def test_version_1_text_holding_new_parts_is_damaged() -> None:
 
 def test_version_2_text_of_a_plain_conversation_reads_and_is_written_in_version_1() -> None:
     m = SCENARIOS["after_exchange"]()
-    data = json.loads(m.canonical_json())
+    data = json.loads(m.snapshot().model_dump_json())
     data["version"] = 2
     restored = LoopMachine.model_validate_json(json.dumps(data))
     assert restored == m
@@ -546,7 +548,6 @@ def test_digest_stays_exact_as_reasoning_arrives_and_leaves(door: str) -> None:
         m.compaction_result(kept, 990, 50)
         assert m.snapshot().version == (2 if door == "compact-in" else 1)
     assert m.digest() == _slow_digest(m)
-    assert m.canonical_json() == m.snapshot().model_dump_json().encode()
     if m.finalized:
         fresh = m.next_run()
         fresh.accept_input("again")
