@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from loopctl.api import ApiClient
 from loopctl.core import Message, ToolResult
 from loopctl.driver import BareLoop, CancelSignal, RunResult
 from loopctl.tools import dispatch
+from loopctl_sim.replay.fork_edits import with_settings
 from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
 from loopctl_sim.trace import (
@@ -113,12 +115,8 @@ async def resume_trace_async(
                 writer.end(end_outcome(machine), machine.digest())
                 resumed.notes.append("the run had ended: its end record was written")
             return resumed
-        recorder = TraceRecorder(writer)
-        loop = build_agent(factory, client=client, observers=[recorder], machine=machine)
-        recorder.continue_run(machine, {"resumed": {"from_line": point.line, "trace": point.path}})
-        if point.compact_requested:  # the killed driver still held a manual compaction request
-            loop.request_compaction()
-        await _finish_exchange(loop, recorder, point, resumed)
+        meta = {"resumed": {"from_line": point.line, "trace": point.path}}
+        loop, _ = await going_on(factory, client, writer, meta, resumed)
         resumed.result = await loop.run(None, cancel)
     finally:
         writer.close()
@@ -149,10 +147,24 @@ def _writer(source: str, target: str, *, in_place: bool) -> TraceWriter:
     return writer
 
 
-async def _finish_exchange(
-    loop: BareLoop, recorder: TraceRecorder, point: ResumePoint, resumed: ResumeResult
-) -> None:
-    """The exchange the trace stopped in, finished as the driver would have."""
+async def going_on(
+    factory: AgentFactory,
+    client: ApiClient | None,
+    writer: TraceWriter,
+    meta: dict[str, Any],
+    resumed: ResumeResult,
+    settings: Mapping[str, Any] | None = None,
+) -> tuple[BareLoop, TraceRecorder]:
+    """The agent around ``resumed.point``'s brain, ready to run on (a resume's, a fork's): its
+    continuation recorded after a header holding ``meta``, the exchange the trace stopped in
+    finished as the driver would have."""
+    point = resumed.point
+    recorder = TraceRecorder(writer)
+    loop = build_agent(factory, client=client, observers=[recorder], machine=point.machine)
+    loop = with_settings(loop, settings)
+    recorder.continue_run(loop.machine, meta)
+    if point.compact_requested:  # the killed driver still held a manual compaction request
+        loop.request_compaction()
     machine = loop.machine
     exchange = machine.exchange
     message: Message | None = point.uncounted
@@ -182,3 +194,4 @@ async def _finish_exchange(
         tokens = machine.context_tokens + loop.estimator.count([message])
         machine.set_context_tokens(tokens)
         recorder.feed("set_context_tokens", {"n": tokens}, machine)
+    return loop, recorder

@@ -26,12 +26,12 @@ from loopctl.api import ApiClient, ModelRequest, StreamEvent, Usage, reply_event
 from loopctl.core import Message, ToolResult
 from loopctl.driver import RunResult
 from loopctl_sim.errors import SimError
-from loopctl_sim.replay.continuation import ResumeResult, _finish_exchange
+from loopctl_sim.replay.continuation import ResumeResult, going_on
 from loopctl_sim.replay.driver import replay_agent
-from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256, with_settings
+from loopctl_sim.replay.fork_edits import FORK_KEY, fork_metadata, trace_sha256
 from loopctl_sim.replay.report import Divergence, ReplayResult
 from loopctl_sim.replay.resume import recorded_result, resume_point
-from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.agent import AgentFactory, load_agent
 from loopctl_sim.trace import (
     STDIN,
     BrainSummary,
@@ -40,7 +40,6 @@ from loopctl_sim.trace import (
     Record,
     StepRecord,
     TraceReader,
-    TraceRecorder,
     TraceWriter,
     lines_of,
     open_for_reading,
@@ -380,20 +379,14 @@ def fork(
         writer = TraceWriter(target)
         try:
             writer.copy_lines(prefix)
-            recorder = TraceRecorder(writer)
-            machine = resumed_at.machine
-            loop = build_agent(factory, client=live, observers=[recorder], machine=machine)
-            loop = with_settings(loop, settings)
-            recorder.continue_run(machine, {FORK_KEY: meta})
-            if resumed_at.compact_requested:
-                loop.request_compaction()
-            await _finish_exchange(
-                loop, recorder, resumed_at, ResumeResult(resumed_at, None, target)
+            going = ResumeResult(resumed_at, None, target)
+            loop, recorder = await going_on(
+                factory, live, writer, {FORK_KEY: meta}, going, settings
             )
             if edits.inject is not None:
                 message = Message.user(edits.inject)
-                machine.inject(message)
-                recorder.feed("inject", {"message": message}, machine)
+                loop.machine.inject(message)
+                recorder.feed("inject", {"message": message}, loop.machine)
             return await loop.run(None)
         finally:
             writer.close()
