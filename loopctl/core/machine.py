@@ -117,6 +117,10 @@ TRANSITIONS: Final[dict[tuple[StateKind, type[Feed]], Transition]] = {
 }
 
 
+#: A brain before its first input: the snapshot's defaults are the brain's.
+_FRESH: Final = MachineSnapshot(state=Start())
+
+
 def not_available(call: ToolCall, advertised: tuple[str, ...]) -> ToolResult:
     """The brain's answer to a call of a tool the driver did not advertise: an error result, so
     the model learns what it may call."""
@@ -139,10 +143,8 @@ class LoopMachine(_saved.SavedBrain):
             raise ValueError(f"not a valid history: {problem}")
         if not is_count(context_tokens):
             raise ValueError(f"not a token count: {context_tokens!r}")
-        empty = MachineSnapshot.model_construct(
-            state=Start(), history=history, context_tokens=context_tokens
-        )
-        self._adopt(empty)
+        self._adopt(_FRESH)  # every field, as the empty snapshot has it
+        self._history, self._context_tokens = history, context_tokens
 
     # --- read-only views -----------------------------------------------------------------
 
