@@ -19,7 +19,6 @@ written whole to a temporary file that replaces it once the run has ended.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from loopctl.tools import dispatch
 from loopctl_sim.replay.fork_edits import with_settings
 from loopctl_sim.replay.resume import ResumeError, ResumePoint, resume_point
 from loopctl_sim.sim.agent import AgentFactory, build_agent, load_agent
+from loopctl_sim.sim.body import synchronous
 from loopctl_sim.trace import (
     STDIN,
     TraceRecorder,
@@ -67,18 +67,6 @@ class ResumeResult:
             )
         head = f"resumed {p.path} from line {p.line} ({where}){calls}"
         return f"{head}: {self.result.outcome.kind}; written to {self.trace}"
-
-
-def resume_trace(
-    path: str | os.PathLike[str],
-    agent: str | AgentFactory,
-    *,
-    out: str | os.PathLike[str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    client: ApiClient | None = None,
-) -> ResumeResult:
-    """``resume_trace_async`` for scripts without an event loop."""
-    return asyncio.run(resume_trace_async(path, agent, out=out, cwd=cwd, client=client))
 
 
 async def resume_trace_async(
@@ -124,6 +112,10 @@ async def resume_trace_async(
             replace_with(replace, source)
     resumed.notes[:0] = point.notes
     return resumed
+
+
+#: ``resume_trace_async`` for scripts without an event loop (on the simulators' kept loop).
+resume_trace = synchronous(resume_trace_async)
 
 
 def _target(source: str, out: str | os.PathLike[str] | None) -> tuple[str, str | None]:

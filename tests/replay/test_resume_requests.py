@@ -1,9 +1,8 @@
 """A request the trace holds survives a resume (issue 30, item 2): a manual compaction asked for
 before a step that could not honour it (the brain was awaiting its tools) is in that step's
 policy (``compact_now``); a process killed before the compaction ran is resumed with the request,
-and the resumed run compacts where the uninterrupted one did. The caller's cancel signal is one
-too: ``resume_trace_async(cancel=)`` (``loopctl-sim resume`` fires it on Ctrl-C) stops the resumed
-run."""
+and the resumed run compacts where the uninterrupted one did. The caller's cancel signal stops
+the resumed run (``cancel=``; ``loopctl-sim resume`` fires it on Ctrl-C), from either door."""
 
 from __future__ import annotations
 
@@ -109,7 +108,10 @@ def test_a_request_answered_before_the_cut_is_not_made_again(step: int, tmp_path
     assert _compactions(cut) == _compactions(whole) == 1
 
 
-def test_a_fired_cancel_signal_stops_the_resumed_run_and_is_recorded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("door", ["resume_trace", "resume_trace_async"])
+def test_a_fired_cancel_signal_stops_the_resumed_run_and_is_recorded(
+    door: str, tmp_path: Path
+) -> None:
     whole = tmp_path / "whole.jsonl"
     recorder = TraceRecorder(whole)
     build(observers=[recorder]).run_sync("add things")
@@ -120,7 +122,10 @@ def test_a_fired_cancel_signal_stops_the_resumed_run_and_is_recorded(tmp_path: P
     cut.write_text("".join(lines[: at + 1]))  # killed as the first tool wave began
     cancel = CancelSignal()
     cancel.cancel()
-    resumed = asyncio.run(resume_trace_async(cut, build, cancel=cancel))
+    if door == "resume_trace":
+        resumed = resume_trace(cut, build, cancel=cancel)
+    else:
+        resumed = asyncio.run(resume_trace_async(cut, build, cancel=cancel))
     assert resumed.result is not None and resumed.result.outcome.kind == "cancelled"
     assert resumed.dispatched == ["c0"]  # the cut wave is finished first, then the cancel
     feeds = [r.name for r in read_trace(cut) if r.type == "feed"]
