@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.tools import ToolError, ToolRegistry, dispatch, threads, tool
+from loopctl.tools import ToolError, ToolRegistry, decorator, dispatch, threads, tool
 from loopctl.tools.threads import MAX_WORKERS, run_in_worker
 
 SAFETY = 5.0
@@ -184,14 +184,14 @@ async def test_an_inline_tool_takes_no_deadline(monkeypatch: pytest.MonkeyPatch)
     """The default timeout is not applied to an inline tool: it could not fire while the tool
     blocks the loop. A threaded tool still gets one, counted from the call's start."""
     deadlines: list[float | None] = []
-    real = asyncio.timeout_at
+    real = decorator.call_in_worker
     loop = asyncio.get_running_loop()
 
-    def spy(when: float | None) -> asyncio.Timeout:
-        deadlines.append(when)
-        return real(when)
+    async def spy(deadline: float | None, *rest: Any) -> Any:
+        deadlines.append(deadline)
+        return await real(deadline, *rest)
 
-    monkeypatch.setattr(asyncio, "timeout_at", spy)
+    monkeypatch.setattr(decorator, "call_in_worker", spy)
     registry = ToolRegistry([tool(inline=True)(add), tool(name="threaded")(add)])
     calls = [
         ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2}),
@@ -202,6 +202,124 @@ async def test_an_inline_tool_takes_no_deadline(monkeypatch: pytest.MonkeyPatch)
     assert [(r.content, r.is_error) for r in results] == [("3", False), ("3", False)]
     [when] = deadlines
     assert when is not None and before + SAFETY <= when <= loop.time() + SAFETY
+
+
+# --- the deadline of a threaded call -----------------------------------------------------------
+
+
+def _timers(monkeypatch: pytest.MonkeyPatch) -> list[asyncio.TimerHandle]:
+    """Every timer the running loop (the test's own) arms from now on."""
+    loop = asyncio.get_running_loop()
+    armed: list[asyncio.TimerHandle] = []
+    real = loop.call_at
+
+    def spy(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        armed.append(real(when, callback, *args, **kwargs))
+        return armed[-1]
+
+    monkeypatch.setattr(loop, "call_at", spy)
+    return armed
+
+
+async def test_a_threaded_call_past_its_deadline_is_the_timed_out_error_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait ends at the deadline with the text the model reads for a timeout; the thread,
+    which cannot be interrupted, finishes later and its answer is dropped without an error."""
+    release, settled = threading.Event(), asyncio.Event()
+    errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    real = threads._settle
+
+    def settle(*args: Any) -> None:  # the late answer, on the loop's thread
+        real(*args)
+        settled.set()
+
+    monkeypatch.setattr(threads, "_settle", settle)
+
+    @tool(timeout=0.05)
+    def hangs() -> str:
+        release.wait(SAFETY)
+        return "late"
+
+    [result] = await dispatch([ToolCall(id="c", name="hangs")], ToolRegistry([hangs]))
+    assert (result.content, result.is_error) == ("tool 'hangs' timed out after 0.05 s", True)
+    assert not settled.is_set()  # the wait ended while the thread still ran
+    release.set()
+    await asyncio.wait_for(settled.wait(), SAFETY)
+    assert errors == []
+
+
+async def test_a_threaded_call_answered_in_time_cancels_its_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timers = _timers(monkeypatch)
+    registry = ToolRegistry([tool(add)])
+    [result] = await dispatch(
+        [ToolCall(id="c", name="add", arguments={"a": 1, "b": 2})], registry, default_timeout=SAFETY
+    )
+    assert (result.content, result.is_error) == ("3", False)
+    [timer] = timers
+    assert timer.cancelled()  # not left in the loop until the deadline
+
+
+async def test_cancelling_a_threaded_call_stops_the_wait_and_its_timer_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timers = _timers(monkeypatch)
+    release, entered = threading.Event(), threading.Event()
+
+    @tool
+    def blocking() -> str:
+        entered.set()
+        release.wait(SAFETY)
+        return "done"
+
+    registry = ToolRegistry([blocking])
+    task = asyncio.ensure_future(
+        dispatch([ToolCall(id="c", name="blocking")], registry, default_timeout=SAFETY)
+    )
+    try:
+        assert await asyncio.to_thread(entered.wait, SAFETY)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        [timer] = timers
+        assert timer.cancelled() and not release.is_set()
+    finally:
+        release.set()  # the worker thread cannot be interrupted; let it finish
+
+
+async def test_a_threaded_calls_own_timeout_error_is_not_its_deadline() -> None:
+    def upstream() -> str:
+        raise TimeoutError("upstream timed out")
+
+    registry = ToolRegistry([tool(upstream)])
+    [result] = await dispatch([ToolCall(id="c", name="upstream")], registry, default_timeout=SAFETY)
+    assert result.content == "tool 'upstream' raised TimeoutError: upstream timed out"
+
+
+def _returns_a_coroutine(seconds: float) -> Any:
+    """A sync function handing back a coroutine (an async one behind a sync wrapper)."""
+
+    async def later() -> str:
+        await asyncio.sleep(seconds)
+        return "awaited"
+
+    return later()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "content"),
+    [(0.0, "awaited"), (SAFETY, "tool '_returns_a_coroutine' timed out after 0.05 s")],
+)
+async def test_a_coroutine_returned_by_a_sync_tool_is_awaited_within_the_deadline(
+    seconds: float, content: str
+) -> None:
+    registry = ToolRegistry([tool(timeout=0.05)(_returns_a_coroutine)])
+    call = ToolCall(id="c", name="_returns_a_coroutine", arguments={"seconds": seconds})
+    [result] = await dispatch([call], registry)
+    assert result.content == content
 
 
 def test_an_inline_tool_cannot_take_a_timeout() -> None:
