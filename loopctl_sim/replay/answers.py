@@ -42,6 +42,7 @@ from loopctl.tools import NextTool
 from loopctl_sim.replay.checker import Checker, Killed, header_next
 from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.replay.raised import RaisedAsRecorded
+from loopctl_sim.trace.records import IoRecord
 
 _ATTEMPT = frozenset({"model_reply", "model_error"})
 
@@ -94,17 +95,13 @@ class ReplayClient:
         return self.own_provider if self.own_provider is not None else self._recorded("provider")
 
     def _recorded(self, field: str) -> str | None:
-        """``field`` of the recorded context the next request is checked against: the next
-        record's, when it is a ``model_request`` that writes its context, else the one in force
-        (read by the driver right before it reports the request)."""
-        context = self.checker.contexts.context
+        """``field`` of the recorded context the next request is checked against (read by the
+        driver right before it reports the request)."""
         item = self.cursor.peek()
-        if item is not None and item[1].type == "io" and item[1].kind == "model_request":
-            written = item[1].data.get("context")
-            if isinstance(written, dict):
-                context = written
-        value = None if context is None else context.get(field)
-        return value if isinstance(value, str) else None
+        record = None if item is None else item[1]
+        if type(record) is IoRecord and record.kind == "model_request":
+            return self.checker.contexts.named(field, record.data)
+        return self.checker.contexts.named(field, None)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         message, usage, stop = await self._attempt(request)

@@ -166,27 +166,20 @@ class _UpdateClient:
     attempts: Iterator[IoRecord] = field(default_factory=lambda: iter(()))
     turn: int | None = None
 
-    def _context(self) -> dict[str, Any]:
-        """The recorded context of the next request (the one in force when it writes none)."""
-        context = self.contexts.context
-        if self.recorded.requests:
-            written = self.recorded.requests[0][1].data.get("context")
-            if isinstance(written, dict):
-                context = written
-        return context or {}
+    def _recorded(self, field: str) -> str | None:
+        """``field`` of the recorded context of the next request."""
+        requests = self.recorded.requests
+        return self.contexts.named(field, requests[0][1].data if requests else None)
 
     @property
     def model(self) -> str | None:
-        recorded = self._context().get("model")
-        if not isinstance(recorded, str):
-            return None
-        own = self.own() if self.own is not None else None
+        recorded = self._recorded("model")
+        own = self.own() if self.own is not None and recorded is not None else None
         return recorded if own is None else own
 
     @property
     def provider(self) -> str | None:
-        recorded = self._context().get("provider")
-        return recorded if isinstance(recorded, str) else None
+        return self._recorded("provider")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         if request.turn != self.turn:

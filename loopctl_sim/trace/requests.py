@@ -182,3 +182,13 @@ class RecordedContexts:
         if isinstance(context, dict):
             self.context = context
         return self.context
+
+    def named(self, field: str, data: Mapping[str, Any] | None) -> str | None:
+        """``field`` (``model``, ``provider``) of the context the next request is checked
+        against: the one written in its record's ``data`` (None: no request record is next),
+        else the one in force; None unless a string. A replay's client names its model and
+        provider by it, so an agent asking for another model diverges at its first request."""
+        written = None if data is None else data.get("context")
+        context = written if isinstance(written, dict) else self.context
+        value = None if context is None else context.get(field)
+        return value if isinstance(value, str) else None
