@@ -38,7 +38,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loopctl.api import ToolSpec
 from loopctl.core import LoopctlError
-from loopctl.tools.threads import Expired, call_in_worker
+from loopctl.tools.threads import _Expired, call_in_worker
 
 __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 
@@ -152,7 +152,8 @@ class Tool(Generic[P, R]):
 
     async def execute_until(self, validated: BaseModel, deadline: float | None) -> Any:
         """``execute``; ``deadline`` (the loop's clock) bounds a sync tool's call: past it, the
-        call raises ``threads.Expired`` (``dispatch`` bounds an async tool itself)."""
+        call raises ``threads._Expired``, a ``TimeoutError`` of the deadline's own (``dispatch``
+        bounds an async tool itself)."""
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for field, name, positional in self._params:
@@ -178,7 +179,7 @@ class Tool(Generic[P, R]):
                     return await result
             except TimeoutError:
                 if bound.expired():
-                    raise Expired from None
+                    raise _Expired from None
                 raise
         return result
 

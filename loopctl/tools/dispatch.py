@@ -42,7 +42,7 @@ from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.registry import ToolRegistry
-from loopctl.tools.threads import Expired
+from loopctl.tools.threads import _Expired
 
 __all__ = ["Dispatcher", "dispatch", "plan_waves"]
 
@@ -307,7 +307,7 @@ class _Executor:
                         value = await _resumed(running, waiting_on)
             return ToolResult.answering(call, encode_result(found.name, value))
         except TimeoutError as exc:
-            if type(exc) is Expired or (deadline is not None and deadline.expired()):
+            if type(exc) is _Expired or (deadline is not None and deadline.expired()):
                 return _error(call, timed_out_message(call.name, limit or 0.0))
             _failed("tool", call.name, exc)
             return _error(call, raised_message(call.name, exc))

@@ -8,9 +8,10 @@ measured 97 µs with ``to_thread`` and 39 µs this way (``python -m benchmarks.b
 "thread hop" rows); what is left is the two wake-ups no hop avoids.
 
 A call may carry a deadline (the loop's clock): one ``loop.call_at`` handle fails the wait with
-``Expired`` then, and is cancelled when the wait ends. Not ``asyncio.timeout_at`` around the
-wait: its context manager (a ``Timeout`` object, the task's cancel turned into ``TimeoutError``)
-made a driver turn with a sync tool 459,000 instructions, 435,000 this way (cachegrind).
+a ``TimeoutError`` of its own (``_Expired``) then, and is cancelled when the wait ends. Not
+``asyncio.timeout_at`` around the wait: its context manager (a ``Timeout`` object, the task's
+cancel turned into ``TimeoutError``) made a driver turn with a sync tool 456,000 instructions,
+431,000 this way (cachegrind).
 
 The function runs in a copy of the caller's ``contextvars`` context, as with ``to_thread``.
 Threads start on demand, when every worker is busy, up to ``MAX_WORKERS``, so the calls of one
@@ -30,13 +31,13 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
-__all__ = ["MAX_WORKERS", "Expired", "call_in_worker", "run_in_worker"]
+__all__ = ["MAX_WORKERS", "call_in_worker", "run_in_worker"]
 
 #: At most this many worker threads (the default executor's own limit).
 MAX_WORKERS: Final = min(32, (os.cpu_count() or 1) + 4)
 
 
-class Expired(TimeoutError):
+class _Expired(TimeoutError):
     """The wait for a worker thread reached its deadline; the thread runs on."""
 
 
@@ -86,7 +87,7 @@ def _answer(
 def _expire(future: asyncio.Future[Any]) -> None:
     """In the loop's thread, at the deadline: the wait ends, unless the answer came first."""
     if not future.done():
-        future.set_exception(Expired())
+        future.set_exception(_Expired())
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -159,8 +160,9 @@ async def call_in_worker(
     kwargs: dict[str, Any],
 ) -> Any:
     """``fn(*args, **kwargs)`` in a worker thread, awaited until ``deadline`` (the loop's clock;
-    None: no limit), then ``Expired``. Cancelling the caller stops the wait at once; either way
-    the thread runs on and its answer is dropped."""
+    None: no limit), then ``_Expired``, told apart from a ``TimeoutError`` of ``fn``'s own.
+    Cancelling the caller stops the wait at once; either way the thread runs on and its answer
+    is dropped."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     timer = None if deadline is None else loop.call_at(deadline, _expire, future)
