@@ -48,8 +48,7 @@ from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 _SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
 #: How many messages found clean a writer keeps (a turn carries at most the last two again).
 _KEPT: Final = 4
-#: A ``tool_result`` record's data, as the dispatcher gives it; how many clean ones a writer keeps.
-_RESULT_KEYS: Final = frozenset({"id", "name", "content", "is_error"})
+#: How many clean ``tool_result`` records' data a writer keeps.
 _KEPT_RESULTS: Final = 16
 #: A request's data but its context and last message: a digest, a count, tool names, a literal.
 _REQUEST_KEYS: Final = frozenset({"digest", "n_messages", "tools", "messages"})
@@ -231,9 +230,9 @@ class TraceWriter:
         d = self._clean_results.get(part.call_id) if type(part) is ToolResult else None
         return (
             d is not None
-            and part.name is d["name"]
-            and part.content is d["content"]
-            and part.is_error is d["is_error"]
+            and part.name is d.get("name")
+            and part.content is d.get("content")
+            and part.is_error is d.get("is_error")
         )
 
     def _kept(self, message: Message, text: str) -> None:
@@ -375,7 +374,7 @@ class TraceWriter:
         scrubbed = self._write_record(text, user)
         if kind == "model_reply":
             self._clean_reply = "" if scrubbed else data_json
-        elif kind == "tool_result" and not scrubbed and data.keys() == _RESULT_KEYS:
+        elif kind == "tool_result" and not scrubbed and type(data.get("id")) is str:
             results = self._clean_results
             if len(results) >= _KEPT_RESULTS:
                 results.clear()
@@ -384,7 +383,8 @@ class TraceWriter:
     def _is_call(self, data: Mapping[str, Any]) -> bool:
         """Whether ``data`` is ``{"id", "name", "arguments"}`` of a call of a message known
         clean, its values the call's own objects (equal ones need not scrub alike: 1 == True)."""
-        call = self._clean_calls.get(data.get("id"))  # type: ignore[arg-type]
+        ident = data.get("id")
+        call = self._clean_calls.get(ident) if type(ident) is str else None
         args = data.get("arguments")
         return (
             call is not None

@@ -119,3 +119,16 @@ def test_a_feed_record_args_are_the_feed_json(feed: Feed) -> None:
     line = out.getvalue()
     args = line[line.index('"args":') + 7 : -2]
     assert args == to_json(written(feed)).decode()
+
+
+def test_io_records_of_any_shape_under_the_kinds_searched_once_are_written() -> None:
+    """A harness's own tool_call and tool_result data (an id that is not a string, keys of its
+    own) are written and searched as any record."""
+    out = io.StringIO()
+    writer = TraceWriter(out)
+    writer.io("tool_call", turn=1, data={"id": ["c1"], "name": "t", "arguments": {}})
+    writer.io("tool_result", turn=1, data={"id": {"n": 1}, "content": "ok"})
+    writer.io("tool_result", turn=1, data={"id": "c2", "content": f"password: {SECRET}"})
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["data"]["id"] for r in records[:2]] == [["c1"], {"n": 1}]
+    assert records[2]["scrubbed"] and SECRET not in out.getvalue()
