@@ -52,7 +52,7 @@ from loopctl_sim.trace import (
     TraceRecorder,
 )
 from loopctl_sim.trace.files import replace_with, temporary_beside
-from loopctl_sim.trace.requests import RecordedContexts, with_last
+from loopctl_sim.trace.requests import RecordedContexts
 
 
 class NeedsModel(BaseException):
@@ -208,9 +208,8 @@ class _UpdateClient:
         live = self.recorder.last_request
         if live is not None and rec.data.get("digest") not in (None, live.digest):
             if not self.force:
-                live_data = with_last(live.data, request.messages)
                 message, details = request_explanation(
-                    request.turn, context, live.context, rec.data, live_data
+                    request.turn, context, live.context, rec.data, live.data
                 )
                 raise NeedsModel(line, message, details)
             self.forced += 1

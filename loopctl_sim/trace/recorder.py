@@ -174,11 +174,9 @@ class TraceRecorder(LoopObserver):
             if event.kind == "model_request" and isinstance(request, ModelRequest):
                 data = event.data
                 brain = self._machine.digest() if self._machine is not None else None
-                model, provider = data.get("model"), data.get("provider")
-                seen = self.requests.see(request, model, provider, brain, last=False)
-                self.last_request = seen  # its data without the last message (``with_last``)
-                messages = request.messages
-                self.writer.request(event.turn, seen.data, messages[-1] if messages else None)
+                seen = self.requests.see(request, data.get("model"), data.get("provider"), brain)
+                self.last_request = seen
+                self.writer.io("model_request", turn=event.turn, data=seen.data)
                 return
             self.writer.io(event)
         except OSError as exc:

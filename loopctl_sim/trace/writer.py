@@ -19,18 +19,7 @@ from typing import IO, Any, Final
 from pydantic_core import to_json
 
 import loopctl
-from loopctl.core import (
-    CallLLM,
-    CallTools,
-    Feed,
-    LoopMachine,
-    MachinePolicy,
-    MachineSnapshot,
-    MachineStep,
-    Message,
-    ToolCall,
-    ToolResult,
-)
+from loopctl.core import CallLLM, Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
 from loopctl.observe import IoEvent
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import written
@@ -46,12 +35,6 @@ from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 #: ``BrainSummary``'s fields, in the order ``LoopMachine.summary_values()`` gives them.
 _SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
-#: How many messages found clean a writer keeps (a turn carries at most the last two again).
-_KEPT: Final = 4
-#: How many clean ``tool_result`` records' data a writer keeps.
-_KEPT_RESULTS: Final = 16
-#: A request's data but its context and last message: a digest, a count, tool names, a literal.
-_REQUEST_KEYS: Final = frozenset({"digest", "n_messages", "tools", "messages"})
 
 
 def _now() -> str:
@@ -120,17 +103,6 @@ class TraceWriter:
         #: A record that builds the brain (a header's snapshot, a feed, a snapshot record) lost a
         #: secret: a reader's brain holds its placeholder from there on (sticky; see ``header``).
         self.brain_scrubbed = False
-        # Search each message once (messages are frozen: the same object always writes the same
-        # JSON): the messages a clean record wrote, by identity, with their JSON; the last model
-        # reply's data JSON, the last tool names of a request and the brain's last call when
-        # their records were clean. A record carrying one again writes that JSON and does not
-        # search it (a traced 20-turn ``bench_fuzz_driver`` run: see ``_known``).
-        self._clean: dict[int, tuple[Message, str]] = {}
-        self._clean_reply = ""
-        self._clean_tools: Any = None
-        self._clean_call: str | None = None
-        self._clean_calls: dict[str, ToolCall] = {}
-        self._clean_results: dict[str, Mapping[str, Any]] = {}
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -206,52 +178,6 @@ class TraceWriter:
         self._write_line(text)
         return scrubbed
 
-    def _known(self, message: Message) -> tuple[str, bool]:
-        """``message``'s JSON and whether a clean record already held it: kept by identity, the
-        message of the last clean model reply (the driver gives it as data, so the feed of the
-        same reply finds it by its JSON), or results each the very objects of a clean
-        ``tool_result`` record. Searching each message once cut a traced 20-turn
-        ``bench_fuzz_driver`` run from 24.81M to 23.73M instructions (cachegrind: 142 searches
-        of 23,700 characters -> 64 of 9,600)."""
-        kept = self._clean.get(id(message))
-        if kept is not None and kept[0] is message:
-            return kept[1], True
-        text = to_json(message).decode()
-        parts = message.parts
-        known = self._clean_reply.startswith(text, 11) or (  # after '{"message":'
-            message.role == "user" and bool(parts) and all(map(self._answered, parts))
-        )
-        if known:
-            self._kept(message, text)
-        return text, known
-
-    def _answered(self, part: Any) -> bool:
-        """Whether ``part`` is a result a clean ``tool_result`` record held, value for value."""
-        d = self._clean_results.get(part.call_id) if type(part) is ToolResult else None
-        return (
-            d is not None
-            and part.name is d.get("name")
-            and part.content is d.get("content")
-            and part.is_error is d.get("is_error")
-        )
-
-    def _kept(self, message: Message, text: str) -> None:
-        """Keep ``message`` (written in a clean record as ``text``) as known clean, and its
-        calls by their ids."""
-        clean, calls = self._clean, self._clean_calls
-        if len(clean) >= _KEPT:
-            del clean[next(iter(clean))]
-            calls.clear()  # a turn's calls are those of its newest reply
-        clean[id(message)] = (message, text)
-        for part in message.parts:
-            if type(part) is ToolCall:
-                calls[part.id] = part
-
-    def _called(self, calls: tuple[ToolCall, ...]) -> bool:
-        """Whether every one of ``calls`` is a call of a message known clean (by identity)."""
-        known = self._clean_calls
-        return all(known.get(call.id) is call for call in calls)
-
     def header(
         self,
         snapshot: MachineSnapshot | None,
@@ -299,49 +225,25 @@ class TraceWriter:
             f'{{"seq":{self.seq},"type":"step","policy":{policy_json},"step":{step_json},'
             '"scrubbed":false}'
         )
-        # a call_llm step holds its turn alone, a call_tools one the calls of a clean message:
-        # nothing of the user's
-        known = type(step) is CallLLM or (type(step) is CallTools and self._called(step.calls))
-        user = ("" if known else step_json) if clean else None
+        # a call_llm step holds its turn alone: nothing of the user's
+        user = ("" if type(step) is CallLLM else step_json) if clean else None
         scrubbed = self._write_record(text, user)
         self._policy = (policy, policy_json, not scrubbed)
 
     def feed(self, feed: Feed, machine: LoopMachine) -> None:
         """A feed record: ``feed``, and ``machine``'s digest and small fields after it. The
         user's data is the feed's arguments and the brain's last call (its tool's name): only
-        they are searched, but for a message or a last call a clean record already held, and a
-        count (the driver's)."""
-        summary = machine.summary_values()
-        brain = dict(zip(_SUMMARY_FIELDS, summary, strict=True))
-        shown = written(feed)
-        values = shown.items() if type(shown) is dict else shown.args().items()  # type: ignore[union-attr]
-        pieces: list[str] = []
-        user: list[str] = []
-        fresh: list[tuple[Message, str]] = []
-        for name, value in values:
-            if type(value) is Message:
-                piece, known = self._known(value)
-                if not known:
-                    user.append(piece)
-                    fresh.append((value, piece))
-            else:
-                piece = to_json(value).decode()
-                if type(value) is not int:
-                    user.append(piece)
-            pieces.append(f'"{name}":{piece}')  # a field's name is a literal: JSON as it is
-        last_call = summary[7]
-        if last_call is not None and last_call != self._clean_call:
-            user.append(to_json(last_call).decode())
+        they are searched."""
+        brain = dict(zip(_SUMMARY_FIELDS, machine.summary_values(), strict=True))
+        args = to_json(written(feed)).decode()
         text = (  # a digest is hex digits, a feed's name a literal: both JSON as they are
             f'{{"seq":{self.seq},"type":"feed","digest":"{machine.digest()}","scrubbed":false,'
-            f'"brain":{to_json(brain).decode()},"name":"{feed.name}","args":{{{",".join(pieces)}}}}}'
+            f'"brain":{to_json(brain).decode()},"name":"{feed.name}","args":{args}}}'
         )
-        scrubbed = self._write_record(text, "".join(user))
+        last_call = brain["last_call"]
+        user = args if last_call is None else args + to_json(last_call).decode()
+        scrubbed = self._write_record(text, user)
         self.brain_scrubbed = self.brain_scrubbed or scrubbed
-        if not scrubbed:
-            self._clean_call = last_call
-            for message, piece in fresh:
-                self._kept(message, piece)
 
     def io(
         self,
@@ -368,63 +270,7 @@ class TraceWriter:
             f'{{"seq":{self.seq},"type":"io","kind":{kind_json},"turn":{turn_json},'
             f'"data":{data_json},"duration_s":{took},"scrubbed":false}}'
         )
-        user = kind_json + turn_json + data_json  # a turn is the caller's
-        if kind == "tool_call" and self._is_call(data):
-            user = ""  # one of the calls of a clean message, as the dispatcher gives it
-        scrubbed = self._write_record(text, user)
-        if kind == "model_reply":
-            self._clean_reply = "" if scrubbed else data_json
-        elif kind == "tool_result" and not scrubbed and type(data.get("id")) is str:
-            results = self._clean_results
-            if len(results) >= _KEPT_RESULTS:
-                results.clear()
-            results[data["id"]] = data
-
-    def _is_call(self, data: Mapping[str, Any]) -> bool:
-        """Whether ``data`` is ``{"id", "name", "arguments"}`` of a call of a message known
-        clean, its values the call's own objects (equal ones need not scrub alike: 1 == True)."""
-        ident = data.get("id")
-        call = self._clean_calls.get(ident) if type(ident) is str else None
-        args = data.get("arguments")
-        return (
-            call is not None
-            and len(data) == 3
-            and call.id is data["id"]
-            and call.name is data.get("name")
-            and type(args) is dict
-            and len(args) == len(call.arguments)
-            and all(args.get(k, args) is v for k, v in call.arguments.items())
-        )
-
-    def request(self, turn: int | None, data: Mapping[str, Any], last: Message | None) -> None:
-        """A ``model_request`` io record: ``data`` as ``RequestLog.see(..., last=False)`` gives
-        it, with ``last`` (the request's last message) in its place before ``messages``. The
-        message is searched only if no clean record held it yet, the rest only when it holds
-        a context or other tool names than the last clean request (the rest is a digest, a
-        count and a literal)."""
-        data_json = to_json(data, fallback=repr).decode()
-        lean = data.keys() <= _REQUEST_KEYS and data.get("tools") == self._clean_tools
-        user = "" if lean else data_json
-        fresh = False
-        if last is None:
-            last_json = "null"
-        else:
-            last_json, known = self._known(last)
-            if not known:
-                user, fresh = user + last_json, True
-        at = data_json.find(',"messages":')  # the first: the others would be inside strings
-        if at < 0:
-            raise ValueError("a model request's data holds its messages' source")
-        turn_json = "null" if turn is None else str(int(turn))
-        text = (
-            f'{{"seq":{self.seq},"type":"io","kind":"model_request","turn":{turn_json},'
-            f'"data":{data_json[:at]},"last":{last_json}{data_json[at:]},'
-            '"duration_s":null,"scrubbed":false}'
-        )
-        if not self._write_record(text, user):
-            self._clean_tools = data.get("tools")
-            if fresh and last is not None:
-                self._kept(last, last_json)
+        self._write_record(text, kind_json + turn_json + data_json)  # a turn is the caller's
 
     def snapshot(self, machine: LoopMachine, *, turn: int | None = None) -> None:
         """An ``io`` record of kind ``snapshot``: the brain's digest and whole snapshot."""

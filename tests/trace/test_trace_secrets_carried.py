@@ -1,7 +1,7 @@
-"""A trace searches each message for secrets once (``TraceWriter``): a message a clean record
-already held is written from its JSON and not searched again. A message holding a secret is
-never known clean, so every record that carries it again is scrubbed; a clean one is written
-as a record of its own would write it."""
+"""A message a trace carries in several records (the reply as data and as the feed, its calls in
+the step and the tool_call records, the results in the tool_result record, the feed and the next
+request) is scrubbed in every one of them when it holds a secret, and written whole in every one
+when it holds none."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def _turn(arguments: dict[str, Any], content: str) -> list[dict[str, Any]]:
     answered = {"id": "c1", "name": "fetch", "content": result.content, "is_error": False}
     writer.io("tool_result", turn=1, data=answered)
     writer.feed(ToolResults(results, 20), machine)
-    request = {"digest": "0" * 32, "n_messages": 3, "tools": ["fetch"], "messages": "brain"}
-    writer.request(2, request, results)
-    writer.request(3, request, results)
+    last = results.model_dump(mode="json")
+    request = {"digest": "0" * 32, "n_messages": 3, "tools": ["fetch"], "last": last}
+    writer.io("model_request", turn=2, data={**request, "messages": "brain"})
+    writer.io("model_request", turn=3, data={**request, "messages": "brain"})
     writer.feed(Inject(results), machine)
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
@@ -121,7 +122,7 @@ def test_a_feed_record_args_are_the_feed_json(feed: Feed) -> None:
     assert args == to_json(written(feed)).decode()
 
 
-def test_io_records_of_any_shape_under_the_kinds_searched_once_are_written() -> None:
+def test_io_records_of_any_shape_are_written_and_searched() -> None:
     """A harness's own tool_call and tool_result data (an id that is not a string, keys of its
     own) are written and searched as any record."""
     out = io.StringIO()
