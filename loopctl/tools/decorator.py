@@ -23,13 +23,12 @@ nothing else on the loop does (no other tool, no cancel, no timeout, so it takes
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -38,7 +37,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loopctl.api import ToolSpec
 from loopctl.core import LoopctlError
-from loopctl.tools.threads import _Expired, call_in_worker
+from loopctl.tools.threads import run_in_worker
 
 __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
 
@@ -145,15 +144,9 @@ class Tool(Generic[P, R]):
         except ValidationError as exc:
             raise ToolArgumentsError(describe_validation_error(self.name, exc)) from None
 
-    def execute(self, validated: BaseModel) -> Coroutine[Any, Any, Any]:
+    async def execute(self, validated: BaseModel) -> Any:
         """Run the function with validated arguments (a sync one in a worker thread, unless
         ``inline``)."""
-        return self.execute_until(validated, None)
-
-    async def execute_until(self, validated: BaseModel, deadline: float | None) -> Any:
-        """``execute``; ``deadline`` (the loop's clock) bounds a sync tool's call: past it, the
-        call raises ``threads._Expired``, a ``TimeoutError`` of the deadline's own (``dispatch``
-        bounds an async tool itself)."""
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for field, name, positional in self._params:
@@ -165,22 +158,10 @@ class Tool(Generic[P, R]):
         fn: Callable[..., Any] = self.fn
         if self.is_async:
             return await fn(*args, **kwargs)
-        if self.inline:
-            result = fn(*args, **kwargs)
-        else:
-            result = await call_in_worker(deadline, fn, args, kwargs)
+        result = fn(*args, **kwargs) if self.inline else await run_in_worker(fn, *args, **kwargs)
         # a plain value is not awaitable: isawaitable asks an ABC (3,800 instructions, cachegrind)
         if type(result) not in _PLAIN and inspect.isawaitable(result):
-            if deadline is None:
-                return await result
-            # a sync function that returned a coroutine (an async one behind a sync wrapper)
-            try:
-                async with asyncio.timeout_at(deadline) as bound:
-                    return await result
-            except TimeoutError:
-                if bound.expired():
-                    raise _Expired from None
-                raise
+            result = await result
         return result
 
     async def run(self, arguments: Mapping[str, Any]) -> str:

@@ -42,7 +42,6 @@ from loopctl.core import ToolCall, ToolResult, not_available
 from loopctl.observe import IoEvent, io_event
 from loopctl.tools.decorator import ToolArgumentsError, ToolError, encode_result
 from loopctl.tools.registry import ToolRegistry
-from loopctl.tools.threads import _Expired
 
 __all__ = ["Dispatcher", "dispatch", "plan_waves"]
 
@@ -287,9 +286,6 @@ class _Executor:
         try:
             if limit is None:
                 value = await found.execute(validated)
-            elif not found.is_async:  # the deadline goes with its job to the worker thread
-                started = asyncio.get_running_loop().time()
-                value = await found.execute_until(validated, started + limit)
             else:
                 # The tool's first step runs before its deadline is armed: a call that returns
                 # without waiting on anything could not have been interrupted, and arming a
@@ -307,7 +303,7 @@ class _Executor:
                         value = await _resumed(running, waiting_on)
             return ToolResult.answering(call, encode_result(found.name, value))
         except TimeoutError as exc:
-            if type(exc) is _Expired or (deadline is not None and deadline.expired()):
+            if deadline is not None and deadline.expired():
                 return _error(call, timed_out_message(call.name, limit or 0.0))
             _failed("tool", call.name, exc)
             return _error(call, raised_message(call.name, exc))

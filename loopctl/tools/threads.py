@@ -7,12 +7,6 @@ on a ``queue.SimpleQueue`` and its answer one ``loop.call_soon_threadsafe``: a r
 measured 97 µs with ``to_thread`` and 39 µs this way (``python -m benchmarks.bench_turn``, the
 "thread hop" rows); what is left is the two wake-ups no hop avoids.
 
-A call may carry a deadline (the loop's clock): one ``loop.call_at`` handle fails the wait with
-a ``TimeoutError`` of its own (``_Expired``) then, and is cancelled when the wait ends. Not
-``asyncio.timeout_at`` around the wait: its context manager (a ``Timeout`` object, the task's
-cancel turned into ``TimeoutError``) made a driver turn with a sync tool 456,000 instructions,
-431,000 this way (cachegrind).
-
 The function runs in a copy of the caller's ``contextvars`` context, as with ``to_thread``.
 Threads start on demand, when every worker is busy, up to ``MAX_WORKERS``, so the calls of one
 wave run at the same time. A thread cannot be interrupted: a tool that times out or is cancelled
@@ -28,17 +22,13 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_WORKERS", "call_in_worker", "run_in_worker"]
+__all__ = ["MAX_WORKERS", "run_in_worker"]
 
 #: At most this many worker threads (the default executor's own limit).
 MAX_WORKERS: Final = min(32, (os.cpu_count() or 1) + 4)
-
-
-class _Expired(TimeoutError):
-    """The wait for a worker thread reached its deadline; the thread runs on."""
 
 
 class _Job:
@@ -49,7 +39,7 @@ class _Job:
         loop: asyncio.AbstractEventLoop,
         future: asyncio.Future[Any],
         fn: Callable[..., Any],
-        args: Sequence[Any],
+        args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
         self.loop = loop
@@ -82,12 +72,6 @@ def _answer(
         loop.call_soon_threadsafe(_settle, future, value, error)
     except RuntimeError:
         pass
-
-
-def _expire(future: asyncio.Future[Any]) -> None:
-    """In the loop's thread, at the deadline: the wait ends, unless the answer came first."""
-    if not future.done():
-        future.set_exception(_Expired())
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -153,27 +137,12 @@ _POOL: Final = _Pool()
 os.register_at_fork(after_in_child=_POOL.forget)
 
 
-async def call_in_worker(
-    deadline: float | None,
-    fn: Callable[..., Any],
-    args: Sequence[Any],
-    kwargs: dict[str, Any],
-) -> Any:
-    """``fn(*args, **kwargs)`` in a worker thread, awaited until ``deadline`` (the loop's clock;
-    None: no limit), then ``_Expired``, told apart from a ``TimeoutError`` of ``fn``'s own.
-    Cancelling the caller stops the wait at once; either way the thread runs on and its answer
-    is dropped."""
+async def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a worker thread, awaited (``asyncio.to_thread``, cheaper).
+
+    Cancelling the caller stops the wait at once; the thread runs on and its answer is dropped.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    timer = None if deadline is None else loop.call_at(deadline, _expire, future)
     _POOL.submit(_Job(loop, future, fn, args, kwargs))
-    try:
-        return await future
-    finally:
-        if timer is not None:
-            timer.cancel()
-
-
-def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, Any]:
-    """``fn(*args, **kwargs)`` in a worker thread, to await (``asyncio.to_thread``, cheaper)."""
-    return call_in_worker(None, fn, args, kwargs)
+    return await future

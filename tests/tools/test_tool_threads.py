@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopctl.core import ToolCall, ToolResult
-from loopctl.tools import ToolError, ToolRegistry, decorator, dispatch, threads, tool
+from loopctl.tools import ToolError, ToolRegistry, dispatch, threads, tool
 from loopctl.tools.threads import MAX_WORKERS, run_in_worker
 
 SAFETY = 5.0
@@ -184,14 +184,14 @@ async def test_an_inline_tool_takes_no_deadline(monkeypatch: pytest.MonkeyPatch)
     """The default timeout is not applied to an inline tool: it could not fire while the tool
     blocks the loop. A threaded tool still gets one, counted from the call's start."""
     deadlines: list[float | None] = []
-    real = decorator.call_in_worker
+    real = asyncio.timeout_at
     loop = asyncio.get_running_loop()
 
-    async def spy(deadline: float | None, *rest: Any) -> Any:
-        deadlines.append(deadline)
-        return await real(deadline, *rest)
+    def spy(when: float | None) -> asyncio.Timeout:
+        deadlines.append(when)
+        return real(when)
 
-    monkeypatch.setattr(decorator, "call_in_worker", spy)
+    monkeypatch.setattr(asyncio, "timeout_at", spy)
     registry = ToolRegistry([tool(inline=True)(add), tool(name="threaded")(add)])
     calls = [
         ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2}),
