@@ -34,15 +34,12 @@ _HASH_HEX: Final = 16
 _EMPTY: Final = hashlib.blake2b(b"{}", digest_size=_HASH_HEX // 2).hexdigest()
 
 
-LOOP_NOTE: Final = (
-    "[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give your "
-    "final answer. A further repeat ends the run."
-)
-
-
 def loop_note(what: str) -> str:
     """The loop warning's text, for a verdict described as ``what``."""
-    return LOOP_NOTE.format(what=what)
+    return (
+        f"[loopctl] Loop warning: {what}. Repeating it will not help: change approach or give "
+        "your final answer. A further repeat ends the run."
+    )
 
 
 def call_key(call: ToolCall) -> str:

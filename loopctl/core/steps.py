@@ -15,6 +15,7 @@ validates them by their annotations where a snapshot or a trace embeds them (dis
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal
@@ -51,13 +52,15 @@ class MachinePolicy(BaseModel):
             raise ValueError("compact_threshold must not exceed emergency_threshold")
         return self
 
+    # The lines as token counts: the least count at or over each (a count is whole, so it is
+    # over the line exactly when it is over its ceiling); the driver reports an overflow with it.
     @property
-    def threshold_tokens(self) -> float:
-        return self.context_window * self.compact_threshold
+    def threshold_tokens(self) -> int:
+        return math.ceil(self.context_window * self.compact_threshold)
 
     @property
-    def emergency_tokens(self) -> float:
-        return self.context_window * self.emergency_threshold
+    def emergency_tokens(self) -> int:
+        return math.ceil(self.context_window * self.emergency_threshold)
 
 
 #: The states the brain sits in (a state's ``kind``); ``loopctl.core.machine``'s tables are keyed

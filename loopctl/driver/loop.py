@@ -18,7 +18,6 @@ events from outside the world (a cancel, an injected message, a crash) at a step
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -308,7 +307,7 @@ class BareLoop:
         except ApiError as exc:
             if exc.error.kind == "context_overflow":
                 # Withdraw the call: the brain turns an over-the-line count into Compact(EMERGENCY).
-                line = math.ceil(policy.emergency_tokens)
+                line = policy.emergency_tokens
                 reported = exc.error.details.get("prompt_tokens")
                 n = max(line, reported if isinstance(reported, int) else 0)
                 self._feed(SetContextTokens(n))

@@ -7,7 +7,6 @@ back through exactly one feed. Model faults become what the driver would feed (r
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -210,7 +209,7 @@ class SimRun:
                     continue
                 if exc.error.kind == "context_overflow":
                     # the brain withdraws the call for an over-the-line count: Compact(EMERGENCY)
-                    rec.set_context_tokens(max(math.ceil(policy.emergency_tokens), 1))
+                    rec.set_context_tokens(policy.emergency_tokens)
                     return
                 rec.fail(exc.error)
                 return
