@@ -191,9 +191,7 @@ class SavedBrain:
         "_exchange",
         "_finalized",
         "_history",
-        "_loop_calls",
-        "_loop_unjudged",
-        "_loop_warned",
+        "_loop",
         "_noop_floor",
         "_pending",
         "_saved",
@@ -211,15 +209,12 @@ class SavedBrain:
     _started: bool
     _finalized: bool
     _noop_floor: int | None
-    # The loop detector's window as plain fields (the hot path builds no model), the calls
-    # trimmed in place to MAX_LOOP_WINDOW; ``loop_window`` is the model.
-    _loop_calls: list[str]
-    _loop_unjudged: int
-    _loop_warned: bool
+    _loop: LoopWindow
     _saved: SavedForm
 
     def _small(self) -> dict[str, Any]:
         """The snapshot's fields after the conversation, in its order, as plain values."""
+        loop = self._loop
         return {
             "state": self._state,
             "turns_taken": self._turns_taken,
@@ -229,19 +224,14 @@ class SavedBrain:
             "started": self._started,
             "finalized": self._finalized,
             "noop_floor": self._noop_floor,
-            "loop": {
-                "calls": self._loop_calls,
-                "unjudged": self._loop_unjudged,
-                "warned": self._loop_warned,
-            },
+            # a dict: pydantic writes one in half the time of a dataclass (0.7 against 1.5 us)
+            "loop": {"calls": loop.calls, "unjudged": loop.unjudged, "warned": loop.warned},
         }
 
     @property
     def loop_window(self) -> LoopWindow:
-        """The loop detector's window (a fresh model built from the brain's fields)."""
-        return LoopWindow(
-            calls=tuple(self._loop_calls), unjudged=self._loop_unjudged, warned=self._loop_warned
-        )
+        """The loop detector's window."""
+        return self._loop
 
     def snapshot(self) -> MachineSnapshot:
         """Everything the brain is, as data (not validated again: the brain checked each field)."""
@@ -249,7 +239,7 @@ class SavedBrain:
             format=SNAPSHOT_FORMAT,
             history=self._history,
             pending=tuple(self._pending),
-            **{**self._small(), "loop": self.loop_window},
+            **{**self._small(), "loop": self._loop},
         )
 
     @classmethod
@@ -274,9 +264,7 @@ class SavedBrain:
         self._started = snap.started
         self._finalized = snap.finalized
         self._noop_floor = snap.noop_floor
-        self._loop_calls = list(snap.loop.calls)
-        self._loop_unjudged = snap.loop.unjudged
-        self._loop_warned = snap.loop.warned
+        self._loop = snap.loop
         self._saved = SavedForm() if form is None else form
 
     @classmethod
@@ -317,8 +305,8 @@ class SavedBrain:
     def summary_values(self) -> tuple[str, int | None, int, int, int, int, int, str | None, bool]:
         """The brain's small fields, read without a copy, in the order of ``loopctl_sim``'s
         ``BrainSummary`` (a trace's feed record carries them; replay compares them)."""
-        state = self._state
-        calls = self._loop_calls
+        state, loop = self._state, self._loop
+        calls = loop.calls
         return (
             state.kind,
             getattr(state, "turn", None),
@@ -328,5 +316,5 @@ class SavedBrain:
             len(self._pending),
             len(calls),
             calls[-1] if calls else None,
-            self._loop_warned,
+            loop.warned,
         )

@@ -8,8 +8,8 @@ calls not judged yet). Within the last ``loop_window`` recorded calls, two patte
 a call of the latest exchange that occurs ``loop_repeat_limit`` times or more (repeat), and
 the last four calls A, B, A, B with A != B (ping-pong). Judging only the latest exchange means
 a model that changes course after a warning is not failed for the repeats still in the window.
-The brain keeps the window as plain fields (``judge_keys``); ``LoopWindow`` is the same data as
-a model, for snapshots. On a warning the brain appends ``loop_note``'s text to pending.
+The brain holds one ``LoopWindow`` and replaces it when it records or judges. On a warning the
+brain appends ``loop_note``'s text to pending.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Final, Literal
+from dataclasses import dataclass
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from loopctl.core.messages import ToolCall
-from loopctl.core.steps import MAX_LOOP_WINDOW, MachinePolicy
+from loopctl.core.steps import MAX_LOOP_WINDOW, MachinePolicy, Strict
 
 #: NaN and infinity are refused: JSON cannot hold them. No circular check: arguments come from
 #: JSON (a circular dict built by hand hits the recursion limit, reported like NaN).
@@ -63,15 +64,6 @@ def _tool_of(key: str) -> str:
     return key[: -_HASH_HEX - 1]
 
 
-class LoopWindow(BaseModel):
-    """The detector's part of the brain's saved state."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    calls: tuple[str, ...] = Field(default=(), max_length=MAX_LOOP_WINDOW)
-    unjudged: int = Field(default=0, ge=0)
-    warned: bool = False
-
-
 class LoopVerdict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     pattern: Literal["repeat", "ping_pong"]
@@ -84,20 +76,34 @@ class LoopVerdict(BaseModel):
         return f"tools are alternating in a ping-pong ({self.tool}) without progress"
 
 
-def judge_keys(calls: Sequence[str], unjudged: int, policy: MachinePolicy) -> LoopVerdict | None:
-    """The verdict on the latest ``unjudged`` calls of the window ``calls``, or None. Cost is
-    bounded by the window, not the history."""
-    if policy.loop_action == "off" or unjudged == 0:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopWindow(Strict):
+    """The detector's part of the brain: the last recorded call keys, how many of the latest
+    are not judged yet, and whether a warning was given."""
+
+    calls: Annotated[tuple[str, ...], Field(max_length=MAX_LOOP_WINDOW)] = ()
+    unjudged: Annotated[int, Field(ge=0)] = 0
+    warned: bool = False
+
+    def recorded(self, keys: Sequence[str]) -> LoopWindow:
+        """The window with one exchange's call keys recorded (the last MAX_LOOP_WINDOW kept)."""
+        calls = (*self.calls, *keys)[-MAX_LOOP_WINDOW:]
+        return LoopWindow(calls=calls, unjudged=min(len(keys), len(calls)), warned=self.warned)
+
+    def judge(self, policy: MachinePolicy) -> LoopVerdict | None:
+        """The verdict on the latest ``unjudged`` calls, or None. Cost is bounded by the window,
+        not the history."""
+        calls, unjudged = self.calls, self.unjudged
+        if policy.loop_action == "off" or unjudged == 0:
+            return None
+        recent = calls[-policy.loop_window :]
+        for key in dict.fromkeys(calls[-unjudged:]):
+            count = recent.count(key)
+            if count >= policy.loop_repeat_limit:
+                return LoopVerdict(pattern="repeat", tool=_tool_of(key), count=count)
+        tail = recent[-4:]
+        if len(tail) == 4 and tail[0] == tail[2] and tail[1] == tail[3] and tail[0] != tail[1]:
+            return LoopVerdict(
+                pattern="ping_pong", tool=f"{_tool_of(tail[0])} <-> {_tool_of(tail[1])}", count=2
+            )
         return None
-    recent = calls[-policy.loop_window :]
-    latest = calls[-unjudged:]
-    for key in dict.fromkeys(latest):
-        count = recent.count(key)
-        if count >= policy.loop_repeat_limit:
-            return LoopVerdict(pattern="repeat", tool=_tool_of(key), count=count)
-    tail = recent[-4:]
-    if len(tail) == 4 and tail[0] == tail[2] and tail[1] == tail[3] and tail[0] != tail[1]:
-        return LoopVerdict(
-            pattern="ping_pong", tool=f"{_tool_of(tail[0])} <-> {_tool_of(tail[1])}", count=2
-        )
-    return None

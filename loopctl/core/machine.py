@@ -46,11 +46,10 @@ from loopctl.core.feeds import (
     SetContextTokens,
     ToolResults,
 )
-from loopctl.core.loopdetect import LoopVerdict, call_key, judge_keys, loop_note
+from loopctl.core.loopdetect import LoopVerdict, LoopWindow, call_key, loop_note
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.snapshot import Exchange, MachineSnapshot
 from loopctl.core.steps import (
-    MAX_LOOP_WINDOW,
     AwaitingCompaction,
     AwaitingModel,
     AwaitingTools,
@@ -209,9 +208,7 @@ class LoopMachine(_saved.SavedBrain):
     def loop_verdict(self, policy: MachinePolicy) -> LoopVerdict | None:
         """The loop the next ``next_step(policy)`` will warn of (or fail on); None when there is
         none or a warning was given. Read-only: the driver tells a reflector of it."""
-        if self._loop_warned:
-            return None
-        return judge_keys(self._loop_calls, self._loop_unjudged, policy)
+        return None if self._loop.warned else self._loop.judge(policy)
 
     def _step_start(self, policy: MachinePolicy) -> MachineStep:
         if not self._started:
@@ -220,9 +217,10 @@ class LoopMachine(_saved.SavedBrain):
                 feed="next_step",
                 state="start",
             )
-        verdict = judge_keys(self._loop_calls, self._loop_unjudged, policy)
+        loop = self._loop
+        verdict = loop.judge(policy)
         if verdict is not None:
-            if policy.loop_action == "fail" or self._loop_warned:
+            if policy.loop_action == "fail" or loop.warned:
                 error = LoopError(
                     kind="loop_detected",
                     message=f"loop detected: {verdict.describe()}",
@@ -230,8 +228,8 @@ class LoopMachine(_saved.SavedBrain):
                 )
                 return self._finish(Failed(error=error))
             self._pending.append(Message.user(loop_note(verdict.describe())))
-            self._loop_warned = True
-        self._loop_unjudged = 0
+        if loop.unjudged:
+            self._loop = LoopWindow(calls=loop.calls, warned=loop.warned or verdict is not None)
 
         if self._turns_taken >= policy.max_turns:
             return self._finish(MaxTurnsExceeded())
@@ -410,19 +408,11 @@ class LoopMachine(_saved.SavedBrain):
         preanswered = tuple(not_available(c, advertised) for c in unknown) if unknown else ()
         if keys is not None:
             self._pending.append(Message.from_results(preanswered))
-            self._record(keys)
+            self._loop = self._loop.recorded(keys)
             self._state = Start()
             return
         self._exchange = Exchange(turn=turn, calls=tuple(calls), preanswered=preanswered)
         self._state = AwaitingTools(turn=turn)
-
-    def _record(self, keys: list[str]) -> None:
-        """Record one exchange's call keys in the loop window (the last MAX_LOOP_WINDOW kept)."""
-        window = self._loop_calls
-        window.extend(keys)
-        if len(window) > MAX_LOOP_WINDOW:
-            del window[: len(window) - MAX_LOOP_WINDOW]
-        self._loop_unjudged = min(len(keys), len(window))
 
     def _tool_results(self, feed: ToolResults) -> None:
         message, tokens = feed.message, feed.context_tokens
@@ -450,7 +440,7 @@ class LoopMachine(_saved.SavedBrain):
             by_id = {r.call_id: r for r in (*results, *exchange.preanswered)}
             message = Message.from_results([by_id[c.id] for c in exchange.calls])
         self._pending.append(message)
-        self._record([call_key(c) for c in exchange.calls])
+        self._loop = self._loop.recorded([call_key(c) for c in exchange.calls])
         if tokens is not None:
             self._context_tokens = tokens
         self._exchange = None

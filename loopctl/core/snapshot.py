@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pydantic import (
@@ -36,7 +37,7 @@ from pydantic import (
 
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
+from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState, Strict
 from loopctl.core.values import coherence_problem, parts_problem
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
@@ -60,10 +61,10 @@ def needed_version(*conversations: Sequence[Message]) -> int:
     return 1
 
 
-class Exchange(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange(Strict):
     """The tool calls of the latest model reply, waiting for their results."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     turn: int
     calls: tuple[ToolCall, ...]
     preanswered: tuple[ToolResult, ...] = ()

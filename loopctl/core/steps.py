@@ -76,31 +76,33 @@ class CompactReason(StrEnum):
     THRESHOLD_EXCEEDED = "threshold_exceeded"
 
 
-class _Kinded:
-    """What pydantic is told when it validates one: a key that is no field is an error."""
+class Strict:
+    """The brain's plain data (states, steps, the exchange, the loop window): what pydantic is told
+    when it validates one, where a snapshot or a trace embeds it: a key that is no field is an
+    error."""
 
     __slots__ = ()
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Completed(_Kinded):
+class Completed(Strict):
     kind: Literal["completed"] = "completed"
     final_text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cancelled(_Kinded):
+class Cancelled(Strict):
     kind: Literal["cancelled"] = "cancelled"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MaxTurnsExceeded(_Kinded):
+class MaxTurnsExceeded(Strict):
     kind: Literal["max_turns_exceeded"] = "max_turns_exceeded"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Failed(_Kinded):
+class Failed(Strict):
     kind: Literal["failed"] = "failed"
     error: LoopError
 
@@ -111,32 +113,32 @@ MachineOutcome = Annotated[
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Start(_Kinded):
+class Start(Strict):
     """Ready to answer the next step."""
 
     kind: Literal["start"] = "start"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingModel(_Kinded):
+class AwaitingModel(Strict):
     kind: Literal["awaiting_model"] = "awaiting_model"
     turn: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingTools(_Kinded):
+class AwaitingTools(Strict):
     kind: Literal["awaiting_tools"] = "awaiting_tools"
     turn: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingCompaction(_Kinded):
+class AwaitingCompaction(Strict):
     kind: Literal["awaiting_compaction"] = "awaiting_compaction"
     reason: CompactReason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Terminal(_Kinded):
+class Terminal(Strict):
     """Finished; accepts no further input, ever."""
 
     kind: Literal["terminal"] = "terminal"
@@ -150,7 +152,7 @@ MachineState = Annotated[
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CallLLM(_Kinded):
+class CallLLM(Strict):
     """Ask the model now; ``turn`` is the brain's count, the only turn ledger."""
 
     kind: Literal["call_llm"] = "call_llm"
@@ -158,7 +160,7 @@ class CallLLM(_Kinded):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CallTools(_Kinded):
+class CallTools(Strict):
     """Run these calls (never empty) and feed their results back in one message."""
 
     kind: Literal["call_tools"] = "call_tools"
@@ -167,7 +169,7 @@ class CallTools(_Kinded):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Compact(_Kinded):
+class Compact(Strict):
     """Shrink the conversation first."""
 
     kind: Literal["compact"] = "compact"
@@ -175,7 +177,7 @@ class Compact(_Kinded):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Done(_Kinded):
+class Done(Strict):
     """Finished; the outcome says how."""
 
     kind: Literal["done"] = "done"

@@ -1,4 +1,4 @@
-"""Loop detection: the pure verdict (``judge_keys``) and what the brain does with it."""
+"""Loop detection: the pure verdict (``LoopWindow.judge``) and what the brain does with it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from brain_helpers import POLICY, answer, ask, call, started
 
 from loopctl import CallLLM, Done, Failed, LoopMachine, MachinePolicy, ProtocolError, ToolCall
 from loopctl.core import MAX_LOOP_WINDOW, LoopAction, LoopWindow
-from loopctl.core.loopdetect import call_key, judge_keys
+from loopctl.core.loopdetect import call_key
 
 
 def test_call_key_is_canonical_in_argument_order() -> None:
@@ -82,7 +82,7 @@ def test_judge(
     expected: tuple[str, str, int] | None,
 ) -> None:
     window = _window(*names, unjudged=unjudged)
-    verdict = judge_keys(window.calls, window.unjudged, MachinePolicy(**settings))
+    verdict = window.judge(MachinePolicy(**settings))
     if expected is None:
         assert verdict is None
     else:
@@ -248,7 +248,7 @@ def test_call_key_is_the_name_and_a_fixed_size_hash_of_the_arguments() -> None:
     assert int(small[-16:], 16) >= 0  # hex
     odd = ToolCall(id="1", name="ns#tool", arguments={"a": 1})
     window = LoopWindow(calls=(call_key(odd),) * 3, unjudged=1)
-    verdict = judge_keys(window.calls, 1, POLICY.model_copy(update={"loop_repeat_limit": 3}))
+    verdict = window.judge(POLICY.model_copy(update={"loop_repeat_limit": 3}))
     assert verdict is not None and verdict.tool == "ns#tool"
 
 

@@ -7,6 +7,7 @@ which skips validation (the brain itself can never be fed into these states).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -635,7 +636,7 @@ def test_check_loop_decision_on_the_brain() -> None:
     for action, warned in [("fail", False), ("warn", False), ("warn", True)]:
         m, policy = _looping(action)
         if warned:
-            m = forge(m, loop=m.loop_window.model_copy(update={"warned": True}))
+            m = forge(m, loop=dataclasses.replace(m.loop_window, warned=True))
         before = m.snapshot()
         step = m.next_step(policy)
         assert inv.check_loop_decision(before, m, step, "repeat", warned, policy) == [], action

@@ -15,6 +15,7 @@ plant that stops matching the brain fails loudly instead of passing for the wron
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import operator
@@ -28,7 +29,15 @@ from planting import HUNT, NEVER_FIRED, Plant, plant_function, without_local_con
 
 import loopctl.core.machine as brain
 import loopctl.core.values as values
-from loopctl.core import MAX_LOOP_WINDOW, CallLLM, LoopMachine, MachinePolicy, ToolCall, _saved
+from loopctl.core import (
+    MAX_LOOP_WINDOW,
+    CallLLM,
+    LoopMachine,
+    LoopWindow,
+    MachinePolicy,
+    ToolCall,
+    _saved,
+)
 from loopctl_sim.props import invariants as inv
 from loopctl_sim.props.brain_loops import (
     LoopProgram,
@@ -64,21 +73,21 @@ def _same_examples_in_any_order(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_ping_pong(monkeypatch: pytest.MonkeyPatch) -> Plant:
     """The loop detector never reports a ping-pong."""
 
-    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
-        verdict = real(calls, unjudged, policy)
+    def change(real: Any, window: LoopWindow, policy: MachinePolicy) -> Any:
+        verdict = real(window, policy)
         return None if verdict is not None and verdict.pattern == "ping_pong" else verdict
 
-    return plant_function(monkeypatch, brain, "judge_keys", change)
+    return plant_function(monkeypatch, LoopWindow, "judge", change)
 
 
 @pytest.fixture
 def window_ignored(monkeypatch: pytest.MonkeyPatch) -> Plant:
     """The loop detector looks at the whole record it keeps, not the policy's window."""
 
-    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
-        return real(calls, unjudged, policy.model_copy(update={"loop_window": MAX_LOOP_WINDOW}))
+    def change(real: Any, window: LoopWindow, policy: MachinePolicy) -> Any:
+        return real(window, policy.model_copy(update={"loop_window": MAX_LOOP_WINDOW}))
 
-    return plant_function(monkeypatch, brain, "judge_keys", change)
+    return plant_function(monkeypatch, LoopWindow, "judge", change)
 
 
 @pytest.fixture
@@ -88,13 +97,13 @@ def never_escalates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
     real = brain._STEP_HANDLERS["start"]
 
     def step_start(machine: LoopMachine, policy: MachinePolicy) -> Any:
-        warned = machine._loop_warned
-        machine._loop_warned = False
+        warned = machine._loop.warned
+        machine._loop = dataclasses.replace(machine._loop, warned=False)
         notes = machine.pending_len()
         step = real(machine, policy)
         if warned and machine.pending_len() > notes:
             plant.fired += 1  # a second warning note where a failure was due
-        machine._loop_warned = machine._loop_warned or warned
+        machine._loop = dataclasses.replace(machine._loop, warned=machine._loop.warned or warned)
         return step
 
     monkeypatch.setitem(brain._STEP_HANDLERS, "start", step_start)
@@ -105,32 +114,32 @@ def never_escalates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
 def window_constant(monkeypatch: pytest.MonkeyPatch) -> Plant:
     """The loop window is the default constant (12), not the policy's ``loop_window``."""
 
-    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
-        return real(calls, unjudged, policy.model_copy(update={"loop_window": 12}))
+    def change(real: Any, window: LoopWindow, policy: MachinePolicy) -> Any:
+        return real(window, policy.model_copy(update={"loop_window": 12}))
 
-    return plant_function(monkeypatch, brain, "judge_keys", change)
+    return plant_function(monkeypatch, LoopWindow, "judge", change)
 
 
 @pytest.fixture
 def limit_constant(monkeypatch: pytest.MonkeyPatch) -> Plant:
     """The repeat limit is the default constant (3), not the policy's ``loop_repeat_limit``."""
 
-    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
-        return real(calls, unjudged, policy.model_copy(update={"loop_repeat_limit": 3}))
+    def change(real: Any, window: LoopWindow, policy: MachinePolicy) -> Any:
+        return real(window, policy.model_copy(update={"loop_repeat_limit": 3}))
 
-    return plant_function(monkeypatch, brain, "judge_keys", change)
+    return plant_function(monkeypatch, LoopWindow, "judge", change)
 
 
 @pytest.fixture
 def off_ignored(monkeypatch: pytest.MonkeyPatch) -> Plant:
     """``loop_action="off"`` is read as ``"warn"``: a run that asked for no detection is warned."""
 
-    def change(real: Any, calls: Any, unjudged: int, policy: MachinePolicy) -> Any:
+    def change(real: Any, window: LoopWindow, policy: MachinePolicy) -> Any:
         if policy.loop_action == "off":
             policy = policy.model_copy(update={"loop_action": "warn"})
-        return real(calls, unjudged, policy)
+        return real(window, policy)
 
-    return plant_function(monkeypatch, brain, "judge_keys", change)
+    return plant_function(monkeypatch, LoopWindow, "judge", change)
 
 
 @pytest.fixture
