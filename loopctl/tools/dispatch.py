@@ -174,12 +174,13 @@ class Dispatcher:
                     call = calls[index]
                     asked = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
                     on_event(io_event("tool_call", turn, asked))
+            watched = on_event is not None
             if len(wave) == 1:
                 # A wave of one needs no task group: run it in this task (cancel still propagates).
-                outcomes = [await self._timed(calls[wave[0]], limit)]
+                outcomes = [await self._timed(calls[wave[0]], limit, watched)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._timed(calls[i], limit)) for i in wave]
+                    tasks = [group.create_task(self._timed(calls[i], limit, watched)) for i in wave]
                 outcomes = [task.result() for task in tasks]
             for result, duration, raised in outcomes:
                 results.append(result)
@@ -194,25 +195,24 @@ class Dispatcher:
         return results
 
     async def _timed(
-        self, call: ToolCall, limit: asyncio.Semaphore | None
+        self, call: ToolCall, limit: asyncio.Semaphore | None, watched: bool
     ) -> tuple[ToolResult, float, tuple[Raised, ...]]:
-        """The pipeline for one call, with its duration (waiting for a slot not included) and
-        the exceptions it turned into error results."""
+        """The pipeline's result for one call, with its duration (waiting for a slot not
+        included) and the exceptions it turned into error results, for the call's event: only
+        when someone reads them (``watched``), or an enclosing call collects exceptions. An
+        unwatched call skips the clock and the binding: 2,900 instructions a call (cachegrind)."""
+        if limit is not None:
+            async with limit:
+                return await self._timed(call, None, watched)
+        if not watched and _RAISED.get() is None:
+            return await self._call(call), 0.0, ()
         raised: list[Raised] = []
         token = _RAISED.set(raised)
         try:
-            if limit is None:
-                started = time.perf_counter()
-                result = await self._call(call)
-            else:
-                async with limit:
-                    started = time.perf_counter()
-                    result = await self._call(call)
+            started = time.perf_counter()
+            result = await self._call(call)
         finally:
             _RAISED.reset(token)
-        if result.call_id != call.id or result.name != call.name:
-            # a hook or middleware built a result for another call: answer the one asked
-            result = result.model_copy(update={"call_id": call.id, "name": call.name})
         return result, time.perf_counter() - started, tuple(raised)
 
     async def _call(self, call: ToolCall) -> ToolResult:
@@ -256,6 +256,9 @@ class Dispatcher:
                     f"tool '{name}' ran but post-tool hook {_label(post)} returned "
                     f"{type(rewritten).__name__}, expected a ToolResult or None",
                 )
+        if result.call_id != call.id or result.name != call.name:
+            # a hook or middleware built a result for another call: answer the one asked
+            result = result.model_copy(update={"call_id": call.id, "name": call.name})
         return result
 
 

@@ -394,3 +394,37 @@ async def test_no_calls_no_results() -> None:
     events: list[IoEvent] = []
     assert await dispatch([], ToolRegistry([safe_a]), on_event=events.append) == []
     assert events == []
+
+
+@tool
+def _breaks() -> str:
+    raise ValueError("inner")
+
+
+@tool
+async def _dispatches_inside(fail: bool) -> str:
+    """Runs a dispatch of its own, unwatched, of a tool that raises; then raises if asked."""
+    [inner] = await dispatch([call("_breaks")], ToolRegistry([_breaks]))
+    if fail:
+        raise KeyError("outer")
+    return inner.content
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+async def test_an_unwatched_dispatch_keeps_its_exceptions_to_itself(limit: int | None) -> None:
+    """A dispatch nobody watches reports no exceptions, not even into the call of a watched
+    dispatch it runs within (whose event holds only that call's own), with or without a cap."""
+    events: list[IoEvent] = []
+    calls = [call("_dispatches_inside", id="ok", fail=False), call("_dispatches_inside", fail=True)]
+    registry = ToolRegistry([_dispatches_inside])
+    results = await dispatch(calls, registry, on_event=events.append, max_concurrency=limit)
+    assert [r.content for r in results] == [
+        "tool '_breaks' raised ValueError: inner",
+        "tool '_dispatches_inside' raised KeyError: 'outer'",
+    ]
+    raised = [
+        [(where, name, type(exc).__name__) for where, name, exc in e.raised]
+        for e in events
+        if e.kind == "tool_result"
+    ]
+    assert raised == [[], [("tool", "_dispatches_inside", "KeyError")]]
