@@ -428,3 +428,31 @@ async def test_an_unwatched_dispatch_keeps_its_exceptions_to_itself(limit: int |
         if e.kind == "tool_result"
     ]
     assert raised == [[], [("tool", "_dispatches_inside", "KeyError")]]
+
+
+async def test_without_hooks_or_middleware_a_call_is_answered_as_through_them() -> None:
+    """A dispatcher with no hook and no middleware sends calls to the executor straight; what
+    comes back is what a pass-through hook and middleware let through, call for call: an
+    unknown name, invalid arguments, a tool's exception, an answer."""
+
+    @tool
+    def square(n: int) -> int:
+        return n * n
+
+    def allow(call: ToolCall) -> None:
+        return None
+
+    async def passes(call: ToolCall, next: Any) -> ToolResult:
+        result: ToolResult = await next(call)
+        return result
+
+    broken = tool(name="broken")(raise_value_error)
+    registry = ToolRegistry([square, broken])
+    calls = [call("ghost"), call("square", n="four"), call("broken"), call("square", n=3)]
+    events: list[IoEvent] = []
+    bare = await dispatch(calls, registry, on_event=events.append)
+    through = await dispatch(calls, registry, pre_hooks=[allow], middleware=[passes])
+    assert bare == through
+    assert [r.content for r in bare][2:] == ["tool 'broken' raised ValueError: bad input", "9"]
+    raised = [[(w, n) for w, n, _ in e.raised] for e in events if e.kind == "tool_result"]
+    assert raised == [[], [], [("tool", "broken")], []]
