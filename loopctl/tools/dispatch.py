@@ -148,10 +148,7 @@ class Dispatcher:
         for layer in reversed(tuple(middleware)):
             handler = _wrap(layer, handler)
         self.handler = handler
-        # Without hooks or middleware ``_call`` adds nothing to the executor, which answers an
-        # unknown name itself and only ever the call it is given: a call goes to it straight,
-        # 5,400 instructions fewer (cachegrind).
-        self._bare = not (self.pre_hooks or self.post_hooks or middleware)
+        self._layered = bool(middleware)  # the handler is more than the executor
 
     async def run(
         self,
@@ -208,7 +205,11 @@ class Dispatcher:
         if limit is not None:
             async with limit:
                 return await self._timed(call, None, watched)
-        pipeline = self.handler if self._bare else self._call
+        # Without hooks or middleware ``_call`` adds nothing to the executor, which answers an
+        # unknown name itself and only ever the call it is given: a call goes to it straight,
+        # 5,400 instructions fewer (cachegrind).
+        bare = not (self.pre_hooks or self.post_hooks or self._layered)
+        pipeline = self.handler if bare else self._call
         if not watched and _RAISED.get() is None:
             return await pipeline(call), 0.0, ()
         raised: list[Raised] = []
