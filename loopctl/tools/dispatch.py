@@ -148,7 +148,6 @@ class Dispatcher:
         for layer in reversed(tuple(middleware)):
             handler = _wrap(layer, handler)
         self.handler = handler
-        self._layered = bool(middleware)  # the handler is more than the executor
 
     async def run(
         self,
@@ -169,7 +168,6 @@ class Dispatcher:
         results: list[ToolResult] = []
         # one call is one wave, whatever its tool: no plan needed
         waves = plan_waves(calls, self.registry) if len(calls) > 1 else [(0,)] if calls else []
-        watched = on_event is not None
         for wave in waves:
             if on_event is not None:
                 for index in wave:
@@ -178,10 +176,10 @@ class Dispatcher:
                     on_event(io_event("tool_call", turn, asked))
             if len(wave) == 1:
                 # A wave of one needs no task group: run it in this task (cancel still propagates).
-                outcomes = [await self._timed(calls[wave[0]], limit, watched)]
+                outcomes = [await self._timed(calls[wave[0]], limit)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._timed(calls[i], limit, watched)) for i in wave]
+                    tasks = [group.create_task(self._timed(calls[i], limit)) for i in wave]
                 outcomes = [task.result() for task in tasks]
             for result, duration, raised in outcomes:
                 results.append(result)
@@ -196,27 +194,20 @@ class Dispatcher:
         return results
 
     async def _timed(
-        self, call: ToolCall, limit: asyncio.Semaphore | None, watched: bool
+        self, call: ToolCall, limit: asyncio.Semaphore | None
     ) -> tuple[ToolResult, float, tuple[Raised, ...]]:
-        """The pipeline's result for one call, with its duration (waiting for a slot not
-        included) and the exceptions it turned into error results, for the call's event: only
-        when someone reads them (``watched``), or an enclosing call collects exceptions. An
-        unwatched call skips the clock and the binding: 2,900 instructions a call (cachegrind)."""
-        if limit is not None:
-            async with limit:
-                return await self._timed(call, None, watched)
-        # Without hooks or middleware ``_call`` adds nothing to the executor, which answers an
-        # unknown name itself and only ever the call it is given: a call goes to it straight,
-        # 5,400 instructions fewer (cachegrind).
-        bare = not (self.pre_hooks or self.post_hooks or self._layered)
-        pipeline = self.handler if bare else self._call
-        if not watched and _RAISED.get() is None:
-            return await pipeline(call), 0.0, ()
+        """The pipeline for one call, with its duration (waiting for a slot not included) and
+        the exceptions it turned into error results."""
         raised: list[Raised] = []
         token = _RAISED.set(raised)
         try:
-            started = time.perf_counter()
-            result = await pipeline(call)
+            if limit is None:
+                started = time.perf_counter()
+                result = await self._call(call)
+            else:
+                async with limit:
+                    started = time.perf_counter()
+                    result = await self._call(call)
         finally:
             _RAISED.reset(token)
         return result, time.perf_counter() - started, tuple(raised)
