@@ -221,7 +221,8 @@ class SavedBrain:
     _saved: SavedForm
 
     def _small(self) -> dict[str, Any]:
-        """The snapshot's fields after the conversation, in its order, as plain values."""
+        """The snapshot's fields after the conversation, in its order, listed by hand: every
+        digest builds it (250 ns; built from ``_SMALL``'s names, 850)."""
         return {
             "state": self._state,
             "turns_taken": self._turns_taken,
@@ -258,19 +259,13 @@ class SavedBrain:
         return brain
 
     def _adopt(self, snap: MachineSnapshot, form: SavedForm | None = None) -> None:
-        """Take every field from ``snap``: the one place that lists them, as a fresh brain is
-        the empty snapshot's (``LoopMachine.__init__``) and its defaults are the snapshot's."""
-        self._state = snap.state
+        """Take every field from ``snap``, as a fresh brain is the empty snapshot's
+        (``LoopMachine.__init__``) and its defaults are the snapshot's: each small field into
+        the slot of its name with ``_`` before it."""
         self._history = snap.history
         self._pending = Pending(snap.pending)
-        self._turns_taken = snap.turns_taken
-        self._context_tokens = snap.context_tokens
-        self._exchange = snap.exchange
-        self._advertised = snap.advertised
-        self._started = snap.started
-        self._finalized = snap.finalized
-        self._noop_floor = snap.noop_floor
-        self._loop = snap.loop
+        for name in _SMALL:
+            setattr(self, "_" + name, getattr(snap, name))
         self._saved = SavedForm() if form is None else form
 
     @classmethod
