@@ -3,6 +3,7 @@ randomness, the OS or any module of the driver or the providers (an import-linte
 keeps it so)."""
 
 from loopctl.core.conversation import Conversation
+from loopctl.core.data import Data, to_json, to_jsonable
 from loopctl.core.errors import ErrorKind, LoopctlError, LoopError, ProtocolError
 from loopctl.core.feeds import (
     FEED_TYPES,
@@ -78,6 +79,7 @@ __all__ = [
     "CompactionResult",
     "Completed",
     "Conversation",
+    "Data",
     "DiscardPending",
     "Done",
     "ErrorKind",
@@ -114,4 +116,6 @@ __all__ = [
     "coherence_problem",
     "coherent_prefix_length",
     "not_available",
+    "to_json",
+    "to_jsonable",
 ]

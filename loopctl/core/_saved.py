@@ -21,10 +21,8 @@ from collections.abc import Sequence
 from operator import is_
 from typing import Any, Final, Self
 
-from pydantic import TypeAdapter
-from typing_extensions import TypedDict
-
 from loopctl.core.conversation import Pending
+from loopctl.core.data import ENCODE
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message
 from loopctl.core.snapshot import (
@@ -45,18 +43,11 @@ CONTENT_HEADS: Final = _HEADS[:2]
 SEALED_HEAD: Final = _HEADS[2]
 #: Between the last message of history and the first of pending.
 PENDING_HEAD: Final = b'],"pending":['
-_MESSAGE_JSON: Final = Message.__pydantic_serializer__.to_json
+_MESSAGE_JSON: Final = ENCODE
 Hash = Any  # hashlib's sha256 object (its type is private)
 #: The snapshot's fields after the conversation, in its order (``_small``).
-_FIELDS: Final = tuple(MachineSnapshot.model_fields)
-_SMALL: Final = _FIELDS[_FIELDS.index("pending") + 1 : _FIELDS.index("checksum")]
-#: Writes them by the snapshot's own annotations: typed, pydantic writes the state, the exchange
-#: and the window without inspecting each value first (``_end``). The ``TypedDict`` is built at
-#: run time, which mypy cannot follow; typing's is pydantic's only from Python 3.12.
-_SMALL_TYPES = TypedDict(  # type: ignore[misc]
-    "_SMALL_TYPES", {k: MachineSnapshot.model_fields[k].annotation for k in _SMALL}
-)
-_SMALL_JSON: Final = TypeAdapter(_SMALL_TYPES).serializer.to_json
+_FIELDS: Final = MachineSnapshot.__struct_fields__
+_SMALL: Final = _FIELDS[_FIELDS.index("pending") + 1 :]
 
 
 class _Encoded:
@@ -180,12 +171,9 @@ class SavedForm:
 
 
 def _end(small: dict[str, Any]) -> bytes:
-    """The content's bytes after the last pending message: the small fields, written by
-    pydantic from a dict, not from a ``MachineSnapshot`` built for it (building one was 40 of
-    the 55 us of a digest at 40 messages), and by type (``_SMALL_JSON``): written by inspecting
-    each value, a digest with tools awaited took 5.7-5.8 us against 4.8-5.0 (timeit). Tests pin
-    the bytes to the model's own JSON."""
-    return b"]," + _SMALL_JSON(small)[1:]
+    """The content's bytes after the last pending message: the small fields, written from a
+    dict in the snapshot's order. Tests pin the bytes to the snapshot's own JSON."""
+    return b"]," + ENCODE(small)[1:]
 
 
 class SavedBrain:
@@ -242,18 +230,19 @@ class SavedBrain:
 
     def snapshot(self) -> MachineSnapshot:
         """Everything the brain is, as data (not validated again: the brain checked each field)."""
-        return MachineSnapshot.model_construct(  # its post-init sets the version the messages need
-            format=SNAPSHOT_FORMAT,
-            history=self._history,
-            pending=tuple(self._pending),
+        history, pending = self._history, tuple(self._pending)
+        return MachineSnapshot(
+            version=needed_version(history, pending),
+            history=history,
+            pending=pending,
             **self._small(),
         )
 
     @classmethod
     def from_snapshot(cls, snap: MachineSnapshot, form: SavedForm | None = None) -> Self:
         """The machine a snapshot describes; ``form`` is the saved form a restore from text
-        filled while it checked the checksum (the first save's JSON). A snapshot built with
-        ``model_construct`` skips the check validation makes: validate it first."""
+        filled while it checked the checksum (the first save's JSON). A snapshot built by hand is
+        not checked: validate it first (``MachineSnapshot.model_validate``)."""
         brain = cls.__new__(cls)
         brain._adopt(snap, form)
         return brain
@@ -273,17 +262,13 @@ class SavedBrain:
         """Restore a brain; a ``ValidationError`` when the text is damaged, forged, from a newer
         loopctl or a state the brain could not be in."""
         form = SavedForm()
-        return cls.from_snapshot(
-            MachineSnapshot.model_validate_json(text, context=form.checksum_of), form
-        )
+        return cls.from_snapshot(MachineSnapshot.model_validate_json(text, form.checksum_of), form)
 
     @classmethod
     def model_validate(cls, data: Any) -> Self:
         """Restore a brain from ``model_dump()`` data (or a ``MachineSnapshot``)."""
         form = SavedForm()
-        return cls.from_snapshot(
-            MachineSnapshot.model_validate(data, context=form.checksum_of), form
-        )
+        return cls.from_snapshot(MachineSnapshot.model_validate(data, form.checksum_of), form)
 
     def model_dump(self) -> dict[str, Any]:
         """The brain as JSON data, not sealed: the in-process form (edit it, restore it with

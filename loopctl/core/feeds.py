@@ -8,7 +8,8 @@ validates its arguments straight into them (pydantic validates dataclasses by th
 annotations), so the trace keeps no definition of its own. Measured per feed (construction, then
 the table lookup): a slotted frozen dataclass 260-280 ns + 100-250 ns (about 1 us of a 50-70 us
 driver turn, which makes two feeds); a pydantic model 630-690 ns + 150 ns; a msgspec
-``Struct`` 50-60 ns + 70 ns, but pydantic cannot validate one.
+``Struct`` 50-60 ns + 70 ns (the brain's other data are ``Struct``s, ``data.py``; the feeds
+are not, so far).
 """
 
 from __future__ import annotations

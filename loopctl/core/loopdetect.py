@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta
+from pydantic import BaseModel, ConfigDict
 
+from loopctl.core.data import Data
 from loopctl.core.messages import ToolCall
-from loopctl.core.steps import MAX_LOOP_WINDOW, MachinePolicy, Strict
+from loopctl.core.steps import MAX_LOOP_WINDOW, MachinePolicy
 
 #: NaN and infinity are refused: JSON cannot hold them. No circular check: arguments come from
 #: JSON (a circular dict built by hand hits the recursion limit, reported like NaN).
@@ -76,13 +77,12 @@ class LoopVerdict(BaseModel):
         return f"tools are alternating in a ping-pong ({self.tool}) without progress"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopWindow(Strict):
+class LoopWindow(Data, frozen=True, kw_only=True):
     """The detector's part of the brain: the last recorded call keys, how many of the latest
     are not judged yet, and whether a warning was given."""
 
-    calls: Annotated[tuple[str, ...], Field(max_length=MAX_LOOP_WINDOW)] = ()
-    unjudged: Annotated[int, Field(ge=0)] = 0
+    calls: Annotated[tuple[str, ...], Meta(max_length=MAX_LOOP_WINDOW)] = ()
+    unjudged: Annotated[int, Meta(ge=0)] = 0
     warned: bool = False
 
     def recorded(self, keys: Sequence[str]) -> LoopWindow:

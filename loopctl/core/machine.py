@@ -69,7 +69,13 @@ from loopctl.core.steps import (
     StateKind,
     Terminal,
 )
-from loopctl.core.values import coherent_prefix_length, history_problem, is_count, parts_problem
+from loopctl.core.values import (
+    coherent_prefix_length,
+    history_problem,
+    is_count,
+    parts_problem,
+    types_problem,
+)
 
 
 class Transition(NamedTuple):
@@ -339,6 +345,8 @@ class LoopMachine(_saved.SavedBrain):
         message = Message.user(input) if isinstance(input, str) else input
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse(feed, "the input must be text or a user message")
+        if (problem := types_problem(message)) is not None:
+            raise self._refuse(feed, problem)
         if message.tool_results or message.tool_calls:
             raise self._refuse(feed, "the input may not hold tool calls or results")
         if (problem := parts_problem(message.parts)) is not None:
@@ -350,7 +358,11 @@ class LoopMachine(_saved.SavedBrain):
         message = feed.message
         if not self._started:
             raise self._refuse(feed, "no run is under way")
-        if not isinstance(message, Message) or message.tool_calls or message.tool_results:
+        if not isinstance(message, Message):
+            raise self._refuse(feed, "only a plain message without tool parts can be injected")
+        if (problem := types_problem(message)) is not None:
+            raise self._refuse(feed, problem)
+        if message.tool_calls or message.tool_results:
             raise self._refuse(feed, "only a plain message without tool parts can be injected")
         if (problem := parts_problem(message.parts)) is not None:
             raise self._refuse(feed, problem)
@@ -380,6 +392,8 @@ class LoopMachine(_saved.SavedBrain):
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
             raise self._refuse(feed, "the response must be an assistant message")
+        if (problem := types_problem(response)) is not None:
+            raise self._refuse(feed, problem)
         calls: list[ToolCall] = []
         for part in response.parts:  # by kind: isinstance misses through ABCMeta (a text part)
             if part.kind == "tool_call":
@@ -422,6 +436,8 @@ class LoopMachine(_saved.SavedBrain):
             raise self._refuse(feed, f"not a token count: {tokens!r}")
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse(feed, "results must come in one user message")
+        if (problem := types_problem(message)) is not None:
+            raise self._refuse(feed, problem)
         parts = message.parts
         for r in parts:
             if not isinstance(r, ToolResult):

@@ -16,36 +16,35 @@ other. The brain keeps them as data: they change none of its decisions.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec.structs import force_setattr
+
+from loopctl.core.data import Data
 
 Role = Literal["system", "user", "assistant"]
 
 
-class TextPart(BaseModel):
+class TextPart(Data, frozen=True, kw_only=True, tag_field="kind", tag="text"):
     """Plain text, in any role."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["text"] = "text"
+    kind: ClassVar[Literal["text"]] = "text"
     text: str
 
 
-class ToolCall(BaseModel):
+class ToolCall(Data, frozen=True, kw_only=True, tag_field="kind", tag="tool_call"):
     """A call the model asked for; only in assistant messages."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["tool_call"] = "tool_call"
+    kind: ClassVar[Literal["tool_call"]] = "tool_call"
     id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = {}
 
 
-class ToolResult(BaseModel):
+class ToolResult(Data, frozen=True, kw_only=True, tag_field="kind", tag="tool_result"):
     """The answer to one call; only in user messages."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["tool_result"] = "tool_result"
+    kind: ClassVar[Literal["tool_result"]] = "tool_result"
     call_id: str
     name: str
     content: str
@@ -54,14 +53,11 @@ class ToolResult(BaseModel):
     @classmethod
     def answering(cls, call: ToolCall, content: str, *, is_error: bool = False) -> ToolResult:
         """The result of ``call`` (its id and name) holding ``content``: what a tool, hook or
-        middleware answers. ``is_error`` is among the fields set only when it is true, as when
-        given by keyword only then."""
-        if is_error:
-            return cls(call_id=call.id, name=call.name, content=content, is_error=is_error)
-        return cls(call_id=call.id, name=call.name, content=content)
+        middleware answers."""
+        return cls(call_id=call.id, name=call.name, content=content, is_error=is_error)
 
 
-class ThinkingPart(BaseModel):
+class ThinkingPart(Data, frozen=True, kw_only=True, tag_field="kind", tag="thinking"):
     """The model's reasoning, kept so that it can go back to the provider that wrote it.
 
     Anthropic requires its thinking blocks back, unchanged, in a tool-use turn; DeepSeek its
@@ -73,8 +69,7 @@ class ThinkingPart(BaseModel):
     than these (a Responses reasoning item, the fields of an OpenAI-compatible message).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["thinking"] = "thinking"
+    kind: ClassVar[Literal["thinking"]] = "thinking"
     provider: str = ""
     text: str = ""
     signature: str | None = None
@@ -82,7 +77,7 @@ class ThinkingPart(BaseModel):
     data: dict[str, Any] | None = None
 
 
-class ProviderPart(BaseModel):
+class ProviderPart(Data, frozen=True, kw_only=True, tag_field="kind", tag="provider"):
     """A block only its provider understands, exactly as the provider sent it (``data``).
 
     A server tool's call and result (Anthropic ``server_tool_use`` / ``web_search_tool_result``,
@@ -90,23 +85,24 @@ class ProviderPart(BaseModel):
     rides a tool call. Never dispatched to the tool registry, never sent to another provider.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["provider"] = "provider"
+    kind: ClassVar[Literal["provider"]] = "provider"
     provider: str
     data: dict[str, Any]
 
 
-Part = Annotated[
-    TextPart | ToolCall | ToolResult | ThinkingPart | ProviderPart, Field(discriminator="kind")
-]
+Part = TextPart | ToolCall | ToolResult | ThinkingPart | ProviderPart
 
 
-class Message(BaseModel):
+class Message(Data, frozen=True, kw_only=True):
     """One message of the conversation: a role and its parts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     role: Role
     parts: tuple[Part, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Any sequence of parts is kept as a tuple, as a restored message holds them.
+        if type(self.parts) is not tuple:
+            force_setattr(self, "parts", tuple(self.parts))
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -129,9 +125,7 @@ class Message(BaseModel):
         """A user message holding one exchange's results."""
         return cls(role="user", parts=tuple(results))
 
-    # The properties tell parts apart by ``kind`` (each part class has its own literal), not
-    # isinstance: a pydantic class's isinstance goes through ABCMeta, about 1,100 instructions
-    # a miss (cachegrind).
+    # The properties tell parts apart by ``kind``, a class attribute of each part class.
 
     @property
     def text(self) -> str:

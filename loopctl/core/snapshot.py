@@ -1,6 +1,7 @@
 """The brain's saved form: ``MachineSnapshot``, its consistency check, its versions and its seal.
 
-A snapshot is everything the brain is, as data. Validating one checks that it describes a state
+A snapshot is everything the brain is, as data. Reading one (``model_validate``,
+``model_validate_json``, or a pydantic model that holds one) checks that it describes a state
 the brain could have reached (``snapshot_problem``), so a damaged or hand-edited snapshot is a
 ``ValidationError`` at restore, never a machine that misbehaves later.
 
@@ -21,23 +22,20 @@ sealed again verifies all the same, so every snapshot validated here is walked f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Final
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+import msgspec
+from msgspec import Meta
+from msgspec.structs import force_setattr
 
+from loopctl.core.data import ENCODE, Data, convert, invalid
+from loopctl.core.data import _dec_hook as _DEC_HOOK
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
-from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState, Strict
+from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
 from loopctl.core.values import coherence_problem, parts_problem
 
 SNAPSHOT_FORMAT: Final = "loopctl-machine"
@@ -61,8 +59,7 @@ def needed_version(*conversations: Sequence[Message]) -> int:
     return 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Exchange(Strict):
+class Exchange(Data, frozen=True, kw_only=True):
     """The tool calls of the latest model reply, waiting for their results."""
 
     turn: int
@@ -78,109 +75,150 @@ class Exchange(Strict):
         return tuple(c for c in self.calls if c.id not in answered)
 
 
-class MachineSnapshot(BaseModel):
-    """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly;
-    validating one checks more than the types (the module docstring)."""
+Count = Annotated[int, Meta(ge=0)]
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    format: Literal["loopctl-machine"] = SNAPSHOT_FORMAT
-    version: int = CONTENT_VERSION
+
+class MachineSnapshot(Data, frozen=True, kw_only=True):
+    """Everything the brain is, as data. ``LoopMachine`` round-trips through it exactly;
+    reading one checks more than the types (the module docstring). Built by hand, it is not
+    checked (``LoopMachine.from_snapshot`` says so): validate the data instead."""
+
+    # Checked with a message of their own (``_head_problem``): a newer loopctl's snapshot is
+    # told to upgrade, whatever else it holds.
+    format: Any = SNAPSHOT_FORMAT
+    version: Any = CONTENT_VERSION
     # The conversation comes before the small fields, so that the JSON of a machine is a prefix
     # that only grows between commits (history, then pending) followed by a few bytes that
     # change at every feed: the digest keeps a running hash of the prefix (``_saved.py``).
     history: tuple[Message, ...] = ()
     pending: tuple[Message, ...] = ()
     state: MachineState
-    turns_taken: int = Field(default=0, ge=0)
-    context_tokens: int = Field(default=0, ge=0)
+    turns_taken: Count = 0
+    context_tokens: Count = 0
     exchange: Exchange | None = None
     advertised: tuple[str, ...] = ()
     started: bool = False
     finalized: bool = False
-    noop_floor: int | None = Field(default=None, ge=0)
+    noop_floor: Count | None = None
     loop: LoopWindow = LoopWindow()
-    #: (version 3) The sha256 of the content's bytes; checked at validation, then dropped (None):
-    #: never dumped by the model (the machine's ``model_dump_json()`` adds it).
-    checksum: str | None = Field(
-        default=None, exclude=True, pattern="^[0-9a-f]{64}$", validate_default=True
-    )
 
-    # Field validators, not a model "before" validator: a model-level one makes pydantic parse the
-    # whole JSON into Python objects first, which doubled the cost of restoring a long history.
-    @field_validator("format", mode="before")
     @classmethod
-    def _known_format(cls, fmt: Any) -> Any:
-        if fmt != SNAPSHOT_FORMAT:
-            raise ValueError(f"not a loopctl machine snapshot (format {fmt!r})")
-        return fmt
+    def read(
+        cls, data: Any, checksum_of: Callable[[MachineSnapshot], str] | None = None
+    ) -> MachineSnapshot:
+        """``data`` (``model_dump()``'s, a sealed text's, or a snapshot) checked as a snapshot;
+        ``checksum_of`` computes a sealed one's content checksum (``_saved`` gives its cache's).
+        ``ValueError`` if it is not one."""
+        if isinstance(data, MachineSnapshot):
+            return data.checked()
+        try:
+            sealed: _Sealed = convert(data, _Sealed)
+        except ValueError as e:
+            raise ValueError(_head_problem(data) or str(e)) from None
+        return sealed.unseal(checksum_of)
 
-    @field_validator("version", mode="before")
     @classmethod
-    def _known_version(cls, version: Any) -> Any:
-        if type(version) is not int or version not in SNAPSHOT_VERSIONS:
-            raise ValueError(
-                f"snapshot format version {version!r} is not supported by this loopctl "
-                f"(it reads versions {', '.join(map(str, SNAPSHOT_VERSIONS))}); "
-                "upgrade loopctl to restore it"
+    def model_validate(
+        cls, data: Any, checksum_of: Callable[[MachineSnapshot], str] | None = None
+    ) -> MachineSnapshot:
+        """``read``, its complaint a ``ValidationError``."""
+        try:
+            return cls.read(data, checksum_of)
+        except ValueError as e:
+            raise invalid(cls, data, e) from None
+
+    @classmethod
+    def model_validate_json(
+        cls, text: str | bytes, checksum_of: Callable[[MachineSnapshot], str] | None = None
+    ) -> MachineSnapshot:
+        """A snapshot read from JSON (content or sealed), checked."""
+        try:
+            sealed = msgspec.json.decode(text, type=_Sealed, dec_hook=_DEC_HOOK)
+            return sealed.unseal(checksum_of)
+        except ValueError as e:
+            head = None
+            with contextlib.suppress(ValueError):
+                head = _head_problem(msgspec.json.decode(text, type=_Head))
+            raise invalid(cls, text, head or e) from None
+
+    def checked(self) -> MachineSnapshot:
+        """This snapshot if it is one the brain could be in, with the version its conversation
+        needs; else ``ValueError``."""
+        problem = _head_problem(self)
+        if problem is None and self.version == 1 and needed_version(self.history, self.pending) > 1:
+            problem = (
+                "the conversation holds reasoning or provider parts, which format version 1 "
+                "cannot hold (damaged, or edited by hand)"
             )
-        return version
+        if problem is None:
+            problem = snapshot_problem(self)  # numbers too: a forgery sealed again may hold NaN
+            problem = problem and f"inconsistent machine snapshot: {problem}"
+        if problem is not None:
+            raise ValueError(problem)
+        if self.version != 1:  # the lowest version that holds it, whatever the text said
+            force_setattr(self, "version", needed_version(self.history, self.pending))
+        return self
 
-    @field_validator("checksum", mode="after")
-    @classmethod
-    def _sealed_in_version_3(cls, checksum: str | None, info: ValidationInfo) -> str | None:
-        version = info.data.get("version")
-        if version == SNAPSHOT_VERSION and checksum is None:
+
+class _Head(msgspec.Struct):
+    format: Any = None
+    version: Any = None
+
+
+class _Sealed(MachineSnapshot, frozen=True, kw_only=True):
+    """A saved brain as read: the content and, in version 3, its checksum."""
+
+    checksum: Annotated[str, Meta(pattern="^[0-9a-f]{64}$")] | None = None
+
+    def unseal(self, checksum_of: Callable[[MachineSnapshot], str] | None) -> MachineSnapshot:
+        """The snapshot, its checksum verified against the content re-serialized from what was
+        read (a re-indented text verifies too), then checked."""
+        if (problem := _head_problem(self)) is not None:
+            raise ValueError(problem)
+        fields = {f: getattr(self, f) for f in _CONTENT_FIELDS}
+        if self.version == SNAPSHOT_VERSION:  # the content's: the lowest that holds it
+            fields["version"] = needed_version(self.history, self.pending)
+        snap = MachineSnapshot(**fields)
+        checksum, sealed = self.checksum, self.version == SNAPSHOT_VERSION
+        if sealed and checksum is None:
             raise ValueError(
                 f"a version-{SNAPSHOT_VERSION} snapshot carries a checksum and this one has none "
                 "(damaged, or edited by hand)"
             )
-        if checksum is not None and version is not None and version != SNAPSHOT_VERSION:
+        if checksum is not None and not sealed:
             raise ValueError(
-                f"a version-{version} snapshot has no checksum, and this one has one (damaged: "
-                "its version was changed)"
+                f"a version-{self.version} snapshot has no checksum, and this one has one "
+                "(damaged: its version was changed)"
             )
-        return checksum
-
-    @field_validator("history", "pending", mode="after")
-    @classmethod
-    def _fits_its_version(
-        cls, messages: tuple[Message, ...], info: ValidationInfo
-    ) -> tuple[Message, ...]:
-        if info.data.get("version") == 1 and needed_version(messages) > 1:
+        if checksum is not None and (checksum_of or _checksum_of)(snap) != checksum:
             raise ValueError(
-                f"{info.field_name} holds reasoning or provider parts, which format version 1 "
-                "cannot hold (damaged, or edited by hand)"
+                "damaged machine snapshot: its checksum does not match its content (the "
+                "text changed after it was saved)"
             )
-        return messages
+        return snap.checked()
 
-    def model_post_init(self, context: Any, /) -> None:
-        """The version is what the conversation needs (the lowest that holds it), whatever the
-        constructor or the text said (a sealed text's 3 too): a plain conversation's is 1."""
-        if self.version != 1:
-            object.__setattr__(self, "version", needed_version(self.history, self.pending))
 
-    @model_validator(mode="after")
-    def _consistent(self, info: ValidationInfo) -> MachineSnapshot:
-        if self.checksum is not None:  # sealed: the checksum is of the content, re-serialized
-            checksum = self.checksum
-            object.__setattr__(self, "checksum", None)
-            # ``_saved`` gives its cache's ``checksum_of`` as the context: it encodes the content
-            # once, and the restored brain's first save reuses that JSON.
-            content_checksum = info.context if callable(info.context) else _checksum_of
-            if content_checksum(self) != checksum:
-                raise ValueError(
-                    "damaged machine snapshot: its checksum does not match its content (the "
-                    "text changed after it was saved)"
-                )
-        problem = snapshot_problem(self)  # numbers too: a forgery sealed again may hold NaN
-        if problem is not None:
-            raise ValueError(f"inconsistent machine snapshot: {problem}")
-        return self
+_CONTENT_FIELDS: Final = MachineSnapshot.__struct_fields__
+
+
+def _head_problem(snap: Any) -> str | None:
+    """Why a snapshot's format or version is not one this loopctl reads, or None."""
+    fmt = snap.get("format") if isinstance(snap, dict) else getattr(snap, "format", None)
+    version = snap.get("version") if isinstance(snap, dict) else getattr(snap, "version", None)
+    if fmt != SNAPSHOT_FORMAT:
+        return f"not a loopctl machine snapshot (format {fmt!r})"
+    if type(version) is not int or version not in SNAPSHOT_VERSIONS:
+        return (
+            f"snapshot format version {version!r} is not supported by this loopctl "
+            f"(it reads versions {', '.join(map(str, SNAPSHOT_VERSIONS))}); "
+            "upgrade loopctl to restore it"
+        )
+    return None
 
 
 def _checksum_of(snap: MachineSnapshot) -> str:
     """The sha256 (hex) of a snapshot's content, serialized whole."""
-    return hashlib.sha256(MachineSnapshot.__pydantic_serializer__.to_json(snap)).hexdigest()
+    return hashlib.sha256(ENCODE(snap)).hexdigest()
 
 
 def snapshot_problem(snap: MachineSnapshot) -> str | None:

@@ -5,23 +5,20 @@ outcomes it ends with.
 snapshot pure data with nothing to drift out of sync (the one exception: the tool names
 advertised with the last ``CallLLM``, which the next ``model_response`` classifies against).
 
-The rest are frozen slotted dataclasses with their ``kind`` first, like the feeds: the brain
-builds one or two at every step, and a dataclass checks nothing where a pydantic model validated
-every field again (a driver turn: 382k instructions against 403k, cachegrind). pydantic
-validates them by their annotations where a snapshot or a trace embeds them (discriminated on
-``kind``, unknown keys refused) and writes the same JSON bytes. Dispatch on the type
-(``isinstance`` or ``match``).
+The rest are frozen ``Data`` (msgspec ``Struct``s, ``data.py``) tagged by their ``kind``, a
+class attribute written first: the brain builds one or two at every step, and building one
+checks nothing. Dispatch on the type (``isinstance`` or ``match``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from loopctl.core.data import Data
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import ToolCall
 
@@ -76,112 +73,87 @@ class CompactReason(StrEnum):
     THRESHOLD_EXCEEDED = "threshold_exceeded"
 
 
-class Strict:
-    """The brain's plain data (states, steps, the exchange, the loop window): what pydantic is told
-    when it validates one, where a snapshot or a trace embeds it: a key that is no field is an
-    error."""
-
-    __slots__ = ()
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Completed(Strict):
-    kind: Literal["completed"] = "completed"
+class Completed(Data, frozen=True, kw_only=True, tag_field="kind", tag="completed"):
+    kind: ClassVar[Literal["completed"]] = "completed"
     final_text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cancelled(Strict):
-    kind: Literal["cancelled"] = "cancelled"
+class Cancelled(Data, frozen=True, kw_only=True, tag_field="kind", tag="cancelled"):
+    kind: ClassVar[Literal["cancelled"]] = "cancelled"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MaxTurnsExceeded(Strict):
-    kind: Literal["max_turns_exceeded"] = "max_turns_exceeded"
+class MaxTurnsExceeded(Data, frozen=True, kw_only=True, tag_field="kind", tag="max_turns_exceeded"):
+    kind: ClassVar[Literal["max_turns_exceeded"]] = "max_turns_exceeded"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failed(Strict):
-    kind: Literal["failed"] = "failed"
+class Failed(Data, frozen=True, kw_only=True, tag_field="kind", tag="failed"):
+    kind: ClassVar[Literal["failed"]] = "failed"
     error: LoopError
 
 
-MachineOutcome = Annotated[
-    Completed | Cancelled | MaxTurnsExceeded | Failed, Field(discriminator="kind")
-]
+MachineOutcome = Completed | Cancelled | MaxTurnsExceeded | Failed
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Start(Strict):
+class Start(Data, frozen=True, kw_only=True, tag_field="kind", tag="start"):
     """Ready to answer the next step."""
 
-    kind: Literal["start"] = "start"
+    kind: ClassVar[Literal["start"]] = "start"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingModel(Strict):
-    kind: Literal["awaiting_model"] = "awaiting_model"
+class AwaitingModel(Data, frozen=True, kw_only=True, tag_field="kind", tag="awaiting_model"):
+    kind: ClassVar[Literal["awaiting_model"]] = "awaiting_model"
     turn: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingTools(Strict):
-    kind: Literal["awaiting_tools"] = "awaiting_tools"
+class AwaitingTools(Data, frozen=True, kw_only=True, tag_field="kind", tag="awaiting_tools"):
+    kind: ClassVar[Literal["awaiting_tools"]] = "awaiting_tools"
     turn: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AwaitingCompaction(Strict):
-    kind: Literal["awaiting_compaction"] = "awaiting_compaction"
+class AwaitingCompaction(
+    Data, frozen=True, kw_only=True, tag_field="kind", tag="awaiting_compaction"
+):
+    kind: ClassVar[Literal["awaiting_compaction"]] = "awaiting_compaction"
     reason: CompactReason
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Terminal(Strict):
+class Terminal(Data, frozen=True, kw_only=True, tag_field="kind", tag="terminal"):
     """Finished; accepts no further input, ever."""
 
-    kind: Literal["terminal"] = "terminal"
+    kind: ClassVar[Literal["terminal"]] = "terminal"
     outcome: MachineOutcome
 
 
-MachineState = Annotated[
-    Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal,
-    Field(discriminator="kind"),
-]
+MachineState = Start | AwaitingModel | AwaitingTools | AwaitingCompaction | Terminal
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallLLM(Strict):
+class CallLLM(Data, frozen=True, kw_only=True, tag_field="kind", tag="call_llm"):
     """Ask the model now; ``turn`` is the brain's count, the only turn ledger."""
 
-    kind: Literal["call_llm"] = "call_llm"
+    kind: ClassVar[Literal["call_llm"]] = "call_llm"
     turn: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallTools(Strict):
+class CallTools(Data, frozen=True, kw_only=True, tag_field="kind", tag="call_tools"):
     """Run these calls (never empty) and feed their results back in one message."""
 
-    kind: Literal["call_tools"] = "call_tools"
+    kind: ClassVar[Literal["call_tools"]] = "call_tools"
     turn: int
     calls: tuple[ToolCall, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Compact(Strict):
+class Compact(Data, frozen=True, kw_only=True, tag_field="kind", tag="compact"):
     """Shrink the conversation first."""
 
-    kind: Literal["compact"] = "compact"
+    kind: ClassVar[Literal["compact"]] = "compact"
     reason: CompactReason
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Done(Strict):
+class Done(Data, frozen=True, kw_only=True, tag_field="kind", tag="done"):
     """Finished; the outcome says how."""
 
-    kind: Literal["done"] = "done"
+    kind: ClassVar[Literal["done"]] = "done"
     outcome: MachineOutcome
 
 
-MachineStep = Annotated[CallLLM | CallTools | Compact | Done, Field(discriminator="kind")]
+MachineStep = CallLLM | CallTools | Compact | Done

@@ -9,7 +9,8 @@ Python's parser reads ``NaN`` and ``1e999``: such a value saves as ``null`` and 
 another brain. So one limit, well inside every reader's, is checked where a value enters: the
 door a model's reply comes through (``loopctl.api.fold_events``) and the brain on every feed
 that takes messages (``parts_problem``). ``value_problem`` walks iteratively: a value nested
-5,000 deep is measured, never recursed into.
+5,000 deep is measured, never recursed into. Building a message checks nothing (``data.py``), so
+the brain checks each fed message's role and field types too (``types_problem``).
 
 A conversation is *provider-valid* when every assistant message with tool calls is followed at
 once by a user message whose results answer exactly those calls, and every result answers a call
@@ -21,9 +22,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, get_args
 
-from loopctl.core.messages import Message
+from loopctl.core.messages import (
+    Message,
+    ProviderPart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResult,
+)
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
@@ -52,6 +61,41 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 
 
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
+_STR, _OPT_STR, _DICT = (str,), (str, type(None)), (dict,)
+#: Each part's fields and the types they may hold: constructing a part checks nothing
+#: (``data.py``), so the brain checks what it is fed, or it could not read back what it saved.
+_FIELDS: Final[dict[type[Any], tuple[tuple[str, tuple[type, ...]], ...]]] = {
+    TextPart: (("text", _STR),),
+    ToolCall: (("id", _STR), ("name", _STR), ("arguments", _DICT)),
+    ToolResult: (("call_id", _STR), ("name", _STR), ("content", _STR), ("is_error", (bool,))),
+    ThinkingPart: (
+        ("provider", _STR),
+        ("text", _STR),
+        ("signature", _OPT_STR),
+        ("redacted", _OPT_STR),
+        ("data", (dict, type(None))),
+    ),
+    ProviderPart: (("provider", _STR), ("data", _DICT)),
+}
+_ROLES: Final = frozenset(get_args(Role))
+
+
+def types_problem(message: Message) -> str | None:
+    """Why ``message`` does not hold what its annotations say (a role, parts, each field of its
+    type, a dict's keys strings), or None."""
+    if message.role not in _ROLES:
+        return f"{message.role!r} is not a role"
+    for part in message.parts:
+        fields = _FIELDS.get(type(part))
+        if fields is None:
+            return f"a {type(part).__name__} is not a message part"
+        for name, types in fields:
+            value = getattr(part, name)
+            if not isinstance(value, types):
+                return f"a {part.kind} part's {name} is a {type(value).__name__}"
+            if type(value) is dict and not all(type(k) is str for k in value):
+                return f"a {part.kind} part's {name} has a key that is not a string"
+    return None
 
 
 def parts_problem(parts: Iterable[Any], limit: int = MAX_NESTING) -> str | None:
@@ -86,7 +130,7 @@ def history_problem(messages: Sequence[Any]) -> str | None:
     for i, message in enumerate(messages):
         if not isinstance(message, Message):
             return f"history[{i}] is a {type(message).__name__}, not a Message"
-        if (problem := parts_problem(message.parts)) is not None:
+        if (problem := types_problem(message) or parts_problem(message.parts)) is not None:
             return f"history[{i}]: {problem}"
     return coherence_problem(messages)
 

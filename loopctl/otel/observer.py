@@ -16,10 +16,9 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
-from pydantic_core import to_jsonable_python
 
 from loopctl.api import ModelRequest
-from loopctl.core import Done, LoopMachine, MachinePolicy, MachineStep, Terminal
+from loopctl.core import Done, LoopMachine, MachinePolicy, MachineStep, Terminal, to_jsonable
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl.otel.spans import CAPTURE_ENV, GenAiSpans, scrub_content
 
@@ -74,9 +73,9 @@ class OtelObserver(LoopObserver):
 
     def feed(self, name: str, args: Mapping[str, Any], machine: LoopMachine) -> None:
         if name == "fail":
-            self.spans.feed(name, {"error": to_jsonable_python(args.get("error"))}, self.clock())
+            self.spans.feed(name, {"error": to_jsonable(args.get("error"))}, self.clock())
         elif name == "accept_input" and self.spans.capture:
-            self.spans.feed(name, {"input": to_jsonable_python(args.get("input"))}, self.clock())
+            self.spans.feed(name, {"input": to_jsonable(args.get("input"))}, self.clock())
         elif name in ("cancel", "compaction_result", "compaction_noop"):
             figures = {k: args[k] for k in ("before", "after") if k in args}
             self.spans.feed(name, figures, self.clock())
@@ -105,7 +104,7 @@ class OtelObserver(LoopObserver):
 
     def run_ended(self, machine: LoopMachine) -> None:
         state = machine.state
-        outcome = to_jsonable_python(state.outcome) if isinstance(state, Terminal) else None
+        outcome = to_jsonable(state.outcome) if isinstance(state, Terminal) else None
         self.spans.end_run(self.clock(), outcome)
 
     def close(self) -> None:

@@ -33,10 +33,10 @@ from typing import Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError
 
 from loopctl.api import ToolSpec
-from loopctl.core import LoopctlError
+from loopctl.core import LoopctlError, to_jsonable
 from loopctl.tools.threads import run_in_worker
 
 __all__ = ["Tool", "ToolArgumentsError", "ToolError", "encode_result", "tool"]
@@ -237,15 +237,16 @@ _PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple}
 
 
 def encode_result(tool_name: str, value: Any) -> str:
-    """A tool's return value as the text the model receives: a str as is, else JSON. An int's
-    JSON is its ``repr``, written without the encoder ``_ENCODE`` builds for every call: 12,300
-    -> 1,900 instructions for ``6`` (cachegrind)."""
+    """A tool's return value as the text the model receives: a str as is (a subclass's, a
+    ``StrEnum``'s, as the plain str it holds), else JSON. An int's JSON is its ``repr``, written
+    without the encoder ``_ENCODE`` builds for every call: 12,300 -> 1,900 instructions for
+    ``6`` (cachegrind)."""
     if isinstance(value, str):
-        return value
+        return value if type(value) is str else str.__str__(value)
     try:
         if type(value) is int:  # not a bool, not an IntEnum: their JSON is not their repr
             return repr(value)
-        return _ENCODE(to_jsonable_python(value))
+        return _ENCODE(to_jsonable(value))
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise ToolError(
             f"tool '{tool_name}' returned a value of type {type(value).__name__} that cannot "

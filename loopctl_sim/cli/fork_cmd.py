@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic_core import to_jsonable_python
 
 from loopctl.api import ApiClient
 from loopctl.cli import PROVIDERS, make_client
-from loopctl.core import Completed, Message, ToolResult
+from loopctl.core import Completed, Message, ToolResult, to_jsonable
 from loopctl.providers import MissingApiKeyError
 from loopctl_sim.cli.common import agent_option, agent_or_configured, die, echo, emit_json
 from loopctl_sim.fuzz.user_checks import load_function
@@ -237,6 +236,6 @@ def _as_json(done: ForkResult, ok: bool) -> dict[str, Any]:
         "branch": done.point.describe(),
         "prefix_records": done.prefix.records,
         "edits": done.edits,
-        "outcome": to_jsonable_python(done.result.outcome),
+        "outcome": to_jsonable(done.result.outcome),
         "notes": done.notes,
     }

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
-from pydantic_core import to_jsonable_python
 
 from loopctl.api import ApiClient
 from loopctl.cli import PROVIDERS, calculator, make_client, read_file
-from loopctl.core import Completed, MachinePolicy
+from loopctl.core import Completed, MachinePolicy, to_jsonable
 from loopctl.driver import BareLoop, CancelSignal, RunConfig, SessionConfig
 from loopctl.observe import LoopObserver
 from loopctl.providers import MissingApiKeyError
@@ -236,7 +235,7 @@ def _as_json(resumed: ResumeResult, ok: bool) -> dict[str, Any]:
         "replayed": point.replayed,
         "reused": resumed.reused,
         "dispatched": resumed.dispatched,
-        "outcome": None if result is None else to_jsonable_python(result.outcome),
+        "outcome": None if result is None else to_jsonable(result.outcome),
         "digest": None if result is None else point.machine.digest(),
         "notes": resumed.notes,
         "warnings": point.warnings,

@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 import click
-from pydantic_core import to_jsonable_python
 
+from loopctl.core import to_jsonable
 from loopctl_sim.cli.common import (
     agent_option,
     check_option,
@@ -157,7 +157,7 @@ def _report(sc: Scenario, result: Any, trace_path: str | None, as_json: bool) ->
         emit_json(
             {
                 "scenario": sc.name,
-                "outcome": to_jsonable_python(outcome),
+                "outcome": to_jsonable(outcome),
                 "expected": sc.expect,
                 "ok": ok,
                 **{name: getattr(result, name) for name in _COUNTS},

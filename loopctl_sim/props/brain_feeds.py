@@ -8,7 +8,7 @@ input taken as given, a commit that kept what it must, the reference model's cou
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from hypothesis import event
 from hypothesis import strategies as st
@@ -288,7 +288,7 @@ class BrainFeeds(RuleBasedStateMachine):
 
     @precondition(lambda self: self.kind == "start" and self.started)
     @rule(role=st.sampled_from(["user", "system", "assistant"]), text=TEXTS)
-    def inject(self, role: str, text: str) -> None:
+    def inject(self, role: Literal["user", "system", "assistant"], text: str) -> None:
         message = Message(role=role, parts=(TextPart(text=text),))
         self._feed("inject", lambda m: m.inject(message))
         assert self.machine.pending[-1] == message

@@ -51,7 +51,7 @@ OwnModel = Callable[[], str | None]
 
 # The validators themselves: ``model_validate`` is a Python wrapper around them (about 5,000
 # instructions a call), and every recorded reply is read through them.
-_validate_message = Message.__pydantic_validator__.validate_python
+_validate_message = Message.model_validate
 _validate_usage = Usage.__pydantic_validator__.validate_python
 
 

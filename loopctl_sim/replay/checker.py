@@ -18,10 +18,8 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, NoReturn
 
-from pydantic_core import to_jsonable_python
-
 from loopctl.api import ModelRequest
-from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal
+from loopctl.core import LoopMachine, MachinePolicy, MachineStep, Terminal, to_jsonable
 from loopctl.observe import IoEvent, LoopObserver
 from loopctl_sim.replay.cursor import Cursor, TraceEnded
 from loopctl_sim.replay.explain import (
@@ -187,7 +185,7 @@ class Checker(LoopObserver):
         self.turn = getattr(step, "turn", self.turn)
         if not isinstance(rec, StepRecord):
             why = f"the brain asked {step.kind} where the trace has {_kind(rec)}"
-            live = {"policy": policy.model_dump(mode="json"), "step": to_jsonable_python(step)}
+            live = {"policy": policy.model_dump(mode="json"), "step": to_jsonable(step)}
             self.fail(line, rec.seq, "step", why, brain_view(rec), live)
         if rec.policy != policy:
             recorded, live = rec.policy.model_dump(mode="json"), policy.model_dump(mode="json")
@@ -196,7 +194,7 @@ class Checker(LoopObserver):
             )
             self.fail(line, rec.seq, "policy", why, recorded, live)
         if rec.step != step and not (
-            rec.scrubbed and self.same(to_jsonable_python(rec.step), to_jsonable_python(step), True)
+            rec.scrubbed and self.same(to_jsonable(rec.step), to_jsonable(step), True)
         ):
             at = f"turn {self.turn}: " if self.turn else ""
             self.fail(
@@ -206,8 +204,8 @@ class Checker(LoopObserver):
                 at + f"the brain asked {step.kind}, the trace has {rec.step.kind}"
                 if rec.step.kind != step.kind
                 else at + f"the brain asked another {step.kind}",
-                to_jsonable_python(rec.step),
-                to_jsonable_python(step),
+                to_jsonable(rec.step),
+                to_jsonable(step),
             )
         if rec.scrubbed:
             self.scrubbed_from(line)
@@ -331,7 +329,7 @@ class Checker(LoopObserver):
         state = machine.state
         outcome = state.outcome if isinstance(state, Terminal) else None
         actual: dict[str, Any] = {
-            "outcome": None if outcome is None else to_jsonable_python(outcome),
+            "outcome": None if outcome is None else to_jsonable(outcome),
             "digest": machine.digest(),
         }
         if not isinstance(rec, EndRecord):

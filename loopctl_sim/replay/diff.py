@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
+from loopctl.core import to_jsonable
 from loopctl_sim.replay.fork_edits import trace_sha256
 from loopctl_sim.replay.report import bounded_diff, unified_diff
 from loopctl_sim.sim.session import run_at
@@ -141,7 +140,7 @@ def _stream(
                 outcomes.append(None)
             open_run = True
         elif isinstance(record, EndRecord):
-            outcomes.append(None if record.outcome is None else to_jsonable_python(record.outcome))
+            outcomes.append(None if record.outcome is None else to_jsonable(record.outcome))
             open_run = False
         if record.type in skip or (branch is not None and branch.skips(side, record.seq)):
             continue

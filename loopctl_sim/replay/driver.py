@@ -22,9 +22,15 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from pydantic_core import to_jsonable_python
-
-from loopctl.core import AcceptInput, Cancel, Inject, LoopMachine, MachinePolicy, Message
+from loopctl.core import (
+    AcceptInput,
+    Cancel,
+    Inject,
+    LoopMachine,
+    MachinePolicy,
+    Message,
+    to_jsonable,
+)
 from loopctl.driver import BareLoop, CancelSignal, StepPoint
 from loopctl.observe import LoopObserver
 from loopctl_sim.replay.answers import (
@@ -253,7 +259,7 @@ def _continued(
     try:
         machine = rec.machine(previous)
     except ContinuationError as exc:
-        live = None if previous is None else to_jsonable_python(BrainSummary.of(previous))
+        live = None if previous is None else to_jsonable(BrainSummary.of(previous))
         named = {"continues": rec.continues}
         checker.fail(line, rec.seq, "snapshot", f"{exc} in the replay", named, live)
     if checker.digests and machine.digest() != rec.continues:

@@ -17,9 +17,7 @@ from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 from typing import Any, Final
 
-from pydantic_core import to_jsonable_python
-
-from loopctl.core import LoopMachine
+from loopctl.core import LoopMachine, to_jsonable
 from loopctl_sim.trace import BrainSummary
 
 #: How much text either side of the first difference a snippet shows.
@@ -156,8 +154,8 @@ def brain_divergence(
     """The replayed brain (``machine``) is not the one a record names (its digest ``named``,
     its summary ``recorded``, None before v2): ``sentence`` with the small fields that differ
     (``turns 3 -> 4``), and both sides (digest and brain summary) for the report."""
-    expected = to_jsonable_python(recorded)
-    actual = to_jsonable_python(BrainSummary.of(machine))
+    expected = to_jsonable(recorded)
+    actual = to_jsonable(BrainSummary.of(machine))
     fields = [] if expected is None else field_changes(expected, actual)
     changes = [f"{path} {show_value(a)} -> {show_value(b)}" for path, a, b in fields]
     how = (

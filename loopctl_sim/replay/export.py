@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
+from loopctl.core import to_jsonable
 from loopctl_sim.sim.scenario import load_scenario
 from loopctl_sim.trace import EndRecord, HeaderRecord, TraceReader, lines_of, open_for_reading
 from loopctl_sim.trace.files import write_atomically
@@ -54,7 +53,7 @@ def _read(path: str | os.PathLike[str]) -> ExportInfo:
             info.complete = False
             info.scrubbed = info.scrubbed or record.scrubbed
         elif isinstance(record, EndRecord):
-            info.outcome = None if record.outcome is None else to_jsonable_python(record.outcome)
+            info.outcome = None if record.outcome is None else to_jsonable(record.outcome)
             info.final_digest = record.digest
             info.complete = True
         elif getattr(record, "scrubbed", False):

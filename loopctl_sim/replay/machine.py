@@ -16,9 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from pydantic_core import to_jsonable_python
-
-from loopctl.core import Feed, LoopMachine, ProtocolError
+from loopctl.core import Feed, LoopMachine, ProtocolError, to_jsonable
 from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
 from loopctl_sim.replay.resume import header_brain
@@ -155,7 +153,7 @@ class _MachineReplay:
                 line,
                 "protocol_error",
                 f"next_step() raised: {exc}",
-                to_jsonable_python(rec.step),
+                to_jsonable(rec.step),
                 {"ProtocolError": str(exc)},
             ) from None
         if actual != rec.step:
@@ -164,8 +162,8 @@ class _MachineReplay:
                 line,
                 "step",
                 f"the brain answered {actual.kind}, the trace says {rec.step.kind}",
-                to_jsonable_python(rec.step),
-                to_jsonable_python(actual),
+                to_jsonable(rec.step),
+                to_jsonable(actual),
             )
 
     def feed(self, line: int, rec: FeedRecord) -> None:
@@ -210,8 +208,8 @@ class _MachineReplay:
         self.check_unchecked()
         machine = self.brain
         outcome = end_outcome(machine)
-        actual = None if outcome is None else to_jsonable_python(outcome)
-        expected = None if rec.outcome is None else to_jsonable_python(rec.outcome)
+        actual = None if outcome is None else to_jsonable(outcome)
+        expected = None if rec.outcome is None else to_jsonable(rec.outcome)
         if actual != expected:
             raise _diverged(
                 rec, line, "outcome", "the run ended with another outcome", expected, actual
@@ -291,7 +289,7 @@ class _MachineReplay:
             result.final_digest = machine.digest()
             if result.outcome is None:
                 outcome = end_outcome(machine)
-                result.outcome = None if outcome is None else to_jsonable_python(outcome)
+                result.outcome = None if outcome is None else to_jsonable(outcome)
         return result
 
     def reported(self, divergence: Divergence) -> Divergence:

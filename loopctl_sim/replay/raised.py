@@ -9,9 +9,7 @@ digest; any other exception, or one where the recorded run went on, is a diverge
 
 from __future__ import annotations
 
-from pydantic_core import to_jsonable_python
-
-from loopctl.core import LoopMachine
+from loopctl.core import LoopMachine, to_jsonable
 from loopctl_sim.replay.checker import Checker, brain_view
 from loopctl_sim.replay.cursor import Cursor
 from loopctl_sim.trace import EndRecord, RunError, end_outcome
@@ -81,7 +79,7 @@ def _ended_raising(cursor: Cursor, checker: Checker, machine: LoopMachine, rec: 
     result = checker.result
     result.complete = True
     outcome = end_outcome(machine)
-    result.outcome = None if outcome is None else to_jsonable_python(outcome)
+    result.outcome = None if outcome is None else to_jsonable(outcome)
     result.notes.append(
         f"the run ended as the trace's did (line {line}): {rec.error} escaped it again"
     )

@@ -16,10 +16,16 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, Final
 
-from pydantic_core import to_json
-
 import loopctl
-from loopctl.core import CallLLM, Feed, LoopMachine, MachinePolicy, MachineSnapshot, MachineStep
+from loopctl.core import (
+    CallLLM,
+    Feed,
+    LoopMachine,
+    MachinePolicy,
+    MachineSnapshot,
+    MachineStep,
+    to_json,
+)
 from loopctl.observe import IoEvent
 from loopctl_sim.errors import SimError
 from loopctl_sim.trace.feeds import written
@@ -202,7 +208,7 @@ class TraceWriter:
             continues=continues,
             brain=brain,
         )
-        text = record.model_dump_json(fallback=repr)
+        text = to_json(record, fallback=repr).decode()
         # its own "scrub_key" holds a name's literal (key"): a text without it is searched
         scrubbed = self._write_record(text, text.replace('"scrub_key":', "", 1))
         if continues is None:

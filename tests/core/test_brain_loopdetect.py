@@ -259,13 +259,13 @@ def test_call_key_is_the_name_and_a_fixed_size_hash_of_the_arguments() -> None:
 )
 def test_call_key_refuses_what_json_cannot_hold(arguments: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        call_key(ToolCall.model_construct(id="1", name="t", arguments=arguments))
+        call_key(ToolCall(id="1", name="t", arguments=arguments))
 
 
 def test_a_call_the_key_cannot_hold_is_refused_at_the_door() -> None:
     m = started()
     m.next_step(POLICY)
-    bad = ToolCall.model_construct(id="1", name="read", arguments={"deep": _deeply_nested(5_000)})
+    bad = ToolCall(id="1", name="read", arguments={"deep": _deeply_nested(5_000)})
     before = m.model_dump_json()
     with pytest.raises(ProtocolError):
         m.model_response(ask(bad), 10)

@@ -212,10 +212,14 @@ def test_future_version_says_what_to_do() -> None:
     assert "upgrade loopctl" in str(raised.value)
 
 
-def test_snapshot_model_checks_consistency_on_construction_too() -> None:
+def test_snapshot_model_checks_consistency_when_validated_not_when_built() -> None:
     good = SCENARIOS["awaiting_tools"]().snapshot()
-    with pytest.raises(ValidationError):
-        MachineSnapshot(**{**dict(good), "exchange": None})
+    fields = {name: getattr(good, name) for name in MachineSnapshot.__struct_fields__}
+    forged = MachineSnapshot(**{**fields, "exchange": None})  # built by hand: not checked
+    with pytest.raises(ValidationError, match="exchange missing"):
+        MachineSnapshot.model_validate(forged)
+    with pytest.raises(ValidationError, match="exchange missing"):
+        LoopMachine.model_validate(forged.model_dump())
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import to_json, to_jsonable_python
 
 from loopctl import (
     CallLLM,
@@ -31,6 +29,8 @@ from loopctl.core import (
     MachineState,
     Start,
     Terminal,
+    to_json,
+    to_jsonable,
 )
 
 ERROR = LoopError(
@@ -77,7 +77,7 @@ def test_round_trips_exactly_through_its_union(union: str, value: Any) -> None:
 
 @pytest.mark.parametrize("value", [*STATES, *STEPS], ids=lambda v: v.kind)
 def test_states_and_steps_are_frozen(value: Any) -> None:
-    with pytest.raises(FrozenInstanceError):
+    with pytest.raises(AttributeError):
         value.kind = "other"
 
 
@@ -88,7 +88,7 @@ def test_they_write_the_bytes_a_snapshot_and_a_trace_hold() -> None:
         b'{"kind":"done","outcome":{"kind":"failed","error":{"kind":"rate_limited",'
         b'"message":"slow down","retryable":true,"status":429,"details":{"retry_after":2}}}}'
     )
-    assert to_jsonable_python(Compact(reason=CompactReason.MANUAL)) == {
+    assert to_jsonable(Compact(reason=CompactReason.MANUAL)) == {
         "kind": "compact",
         "reason": "manual",
     }

@@ -1,13 +1,12 @@
 """Every checker of ``loopctl_sim.props.invariants``, on hand-built good and bad cases.
 
 A checker that never fires is worthless: each one is shown catching the violation it is for.
-Broken machines are forged with ``LoopMachine.from_snapshot(MachineSnapshot.model_construct(...))``,
+Broken machines are forged with ``LoopMachine.from_snapshot(MachineSnapshot(...))``,
 which skips validation (the brain itself can never be fed into these states).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -72,9 +71,9 @@ def codes(problems: list[str]) -> set[str]:
 def forge(machine: LoopMachine, **changes: Any) -> LoopMachine:
     """``machine`` with some snapshot fields replaced, without any validation."""
     snap = machine.snapshot()
-    fields = {name: getattr(snap, name) for name in MachineSnapshot.model_fields}
+    fields = {name: getattr(snap, name) for name in MachineSnapshot.__struct_fields__}
     fields.update(changes)
-    return LoopMachine.from_snapshot(MachineSnapshot.model_construct(**fields))
+    return LoopMachine.from_snapshot(MachineSnapshot(**fields))
 
 
 # --- machines brought into each state by feeds -------------------------------------------------
@@ -636,7 +635,7 @@ def test_check_loop_decision_on_the_brain() -> None:
     for action, warned in [("fail", False), ("warn", False), ("warn", True)]:
         m, policy = _looping(action)
         if warned:
-            m = forge(m, loop=dataclasses.replace(m.loop_window, warned=True))
+            m = forge(m, loop=m.loop_window.model_copy(update={"warned": True}))
         before = m.snapshot()
         step = m.next_step(policy)
         assert inv.check_loop_decision(before, m, step, "repeat", warned, policy) == [], action

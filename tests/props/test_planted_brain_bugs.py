@@ -15,7 +15,6 @@ plant that stops matching the brain fails loudly instead of passing for the wron
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import operator
@@ -98,12 +97,12 @@ def never_escalates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plant]:
 
     def step_start(machine: LoopMachine, policy: MachinePolicy) -> Any:
         warned = machine._loop.warned
-        machine._loop = dataclasses.replace(machine._loop, warned=False)
+        machine._loop = machine._loop.model_copy(update={"warned": False})
         notes = machine.pending_len()
         step = real(machine, policy)
         if warned and machine.pending_len() > notes:
             plant.fired += 1  # a second warning note where a failure was due
-        machine._loop = dataclasses.replace(machine._loop, warned=machine._loop.warned or warned)
+        machine._loop = machine._loop.model_copy(update={"warned": machine._loop.warned or warned})
         return step
 
     monkeypatch.setitem(brain._STEP_HANDLERS, "start", step_start)

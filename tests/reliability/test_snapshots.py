@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def test_the_checksum_seals_the_content_the_digest_hashes() -> None:
     assert m.checksum()[:16] == m.digest()
     restored = LoopMachine.model_validate_json(m.model_dump_json())
     assert restored.model_dump_json() == m.model_dump_json()
-    assert MachineSnapshot.model_validate_json(m.model_dump_json()).checksum is None
+    # the checksum is checked and dropped: a snapshot is the content
+    assert MachineSnapshot.model_validate_json(m.model_dump_json()) == m.snapshot()
 
 
 def test_snapshots_written_before_the_checksum_are_still_read() -> None:
@@ -152,6 +154,9 @@ def test_snapshots_written_before_the_checksum_are_still_read() -> None:
 NONFINITE = ["NaN", "Infinity", "-Infinity", "1e999", "-1E+400"]
 
 
+REFUSED = "JSON cannot represent|JSON is malformed|Number out of range"
+
+
 def _with_number(text: bytes, number: str) -> bytes:
     """``text`` (unsealed content) with the first call's ``n`` replaced by ``number``."""
     assert b'"n":0' in text
@@ -163,8 +168,10 @@ def test_a_snapshot_holding_a_number_json_cannot_is_refused(number: str) -> None
     content = _with_number(a_machine().snapshot().model_dump_json().encode(), number)
     with pytest.raises(ValidationError) as caught:
         LoopMachine.model_validate_json(content)
-    assert "JSON cannot represent" in str(caught.value)
-    assert "history" in str(caught.value) or "pending" in str(caught.value)
+    # msgspec's reader refuses the token itself (NaN is no JSON; 1e999 is out of range)
+    assert re.search(REFUSED, str(caught.value))
+    where = str(caught.value)  # a path, or the byte msgspec's reader stopped at
+    assert "history" in where or "pending" in where or "byte" in where
 
 
 def test_python_data_holding_nan_is_refused_too() -> None:
@@ -182,5 +189,5 @@ def test_a_provider_part_holding_infinity_is_refused() -> None:
         ]
     )
     text = m.snapshot().model_dump_json().encode().replace(b'"x":1.0', b'"x":1e999')
-    with pytest.raises(ValidationError, match="JSON cannot represent"):
+    with pytest.raises(ValidationError, match=REFUSED):
         LoopMachine.model_validate_json(text)

@@ -28,6 +28,7 @@ from loopctl.core import (
     ModelResponse,
     SetContextTokens,
     ToolResults,
+    to_json,
 )
 from loopctl.core.messages import ToolResult
 from loopctl_sim import Scrubber, TraceRecorder
@@ -168,7 +169,7 @@ def test_io_data_is_written_as_json_data_whatever_it_holds(
     writer.header(None, data, created=CREATED)
     assert [r.get("data", r.get("metadata")) for r in _records(out)] == [written, written]
     record = IoRecord.model_construct(seq=0, kind="tool_result", turn=1, data=data)
-    assert out.getvalue().splitlines()[0] == record.model_dump_json(fallback=repr, warnings=False)
+    assert out.getvalue().splitlines()[0] == to_json(record, fallback=repr).decode()
 
 
 @pytest.mark.parametrize("key", [b"a key", None], ids=["with a key", "without a key"])

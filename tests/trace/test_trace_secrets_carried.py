@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-from pydantic_core import to_json
 
 from loopctl import LoopError, Message, ToolCall
 from loopctl.core import (
@@ -24,6 +23,7 @@ from loopctl.core import (
     MachinePolicy,
     ModelResponse,
     ToolResults,
+    to_json,
 )
 from loopctl.core.messages import ToolResult
 from loopctl_sim.trace import Scrubber, TraceWriter
@@ -43,7 +43,7 @@ def _turn(arguments: dict[str, Any], content: str) -> list[dict[str, Any]]:
     out = io.StringIO()
     writer = TraceWriter(out, scrubber=Scrubber(key=b"k"))
     machine = LoopMachine()
-    reply_data = {"message": reply.__pydantic_serializer__.to_python(reply, mode="json")}
+    reply_data = {"message": reply.model_dump(mode="json")}
     writer.io("model_reply", turn=1, data={**reply_data, "stop_reason": "tool_use"})
     writer.feed(ModelResponse(reply, 10), machine)
     writer.step(MachinePolicy(tools=("fetch",)), CallTools(turn=1, calls=(call,)))
