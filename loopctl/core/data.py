@@ -125,11 +125,16 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: Any, handler: GetJsonSchemaHandler) -> Any:
+        return cls.model_json_schema()
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
         """msgspec's JSON schema of ``cls``, its definitions written in place (none recurses)."""
         (root,), defs = msgspec.json.schema_components(
             (cls,), schema_hook=_schema_hook, ref_template="{name}"
         )
-        return _inline(root, defs)
+        out: dict[str, Any] = _inline(root, defs)
+        return out
 
     @classmethod
     def read(cls, data: Any) -> Self:
@@ -165,8 +170,10 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
         out: dict[str, Any] = to_jsonable(self)
         return out
 
-    def model_dump_json(self) -> str:
-        return ENCODE(self).decode()
+    def model_dump_json(self, *, indent: int | None = None) -> str:
+        """The value as compact JSON, or indented by ``indent`` spaces."""
+        text = ENCODE(self)
+        return (text if indent is None else msgspec.json.format(text, indent=indent)).decode()
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
         """A copy with ``update``'s fields replaced (not checked, as construction is not)."""

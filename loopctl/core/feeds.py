@@ -3,21 +3,19 @@
 ``LoopMachine.feed(f)`` takes any ``Feed`` and is the one way in; the transition table is keyed
 by (state, feed type); ``machine.model_response(reply, 120)`` and the other seed-named methods
 build the feed. Constructing one checks nothing: the brain refuses a wrong-typed argument with a
-``ProtocolError``, the machine unchanged. Why slotted frozen dataclasses: a trace's feed record
-validates its arguments straight into them (pydantic validates dataclasses by their
-annotations), so the trace keeps no definition of its own. Measured per feed (construction, then
-the table lookup): a slotted frozen dataclass 260-280 ns + 100-250 ns (about 1 us of a 50-70 us
-driver turn, which makes two feeds); a pydantic model 630-690 ns + 150 ns; a msgspec
-``Struct`` 50-60 ns + 70 ns (the brain's other data are ``Struct``s, ``data.py``; the feeds
-are not, so far).
+``ProtocolError``, the machine unchanged. Feeds are ``Data`` (msgspec ``Struct``s, ``data.py``),
+as the rest of the brain's vocabulary: a trace's feed record reads its arguments straight into
+them, so the trace keeps no definition of its own. Measured per feed (construction, then the
+table lookup): a msgspec ``Struct`` 50-60 ns + 70 ns, a slotted frozen dataclass 260-280 ns +
+100-250 ns, a pydantic model 630-690 ns + 150 ns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, get_args
 
+from loopctl.core.data import Data
 from loopctl.core.errors import LoopError
 from loopctl.core.messages import Message
 
@@ -38,28 +36,24 @@ FeedName = Literal[
 FEEDS: Final[tuple[FeedName, ...]] = get_args(FeedName)
 
 
-@dataclass(frozen=True, slots=True)
-class _Feed:
+class _Feed(Data, frozen=True):
     """What every feed has: its ``name`` (a trace's feed record and observers carry it)."""
 
     name: ClassVar[FeedName]
 
     def args(self) -> dict[str, Any]:
         """The fields by name: what observers are told (``LoopObserver.feed``)."""
-        names: tuple[str, ...] = self.__match_args__
-        return {field: getattr(self, field) for field in names}
+        return {field: getattr(self, field) for field in self.__struct_fields__}
 
 
-@dataclass(frozen=True, slots=True)
-class AcceptInput(_Feed):
+class AcceptInput(_Feed, frozen=True):
     """Start a run with the user's input (a fresh machine, or one from ``next_run()``)."""
 
     name: ClassVar[FeedName] = "accept_input"
     input: str | Message
 
 
-@dataclass(frozen=True, slots=True)
-class ModelResponse(_Feed):
+class ModelResponse(_Feed, frozen=True):
     """The model's reply and the context size the provider reported with it."""
 
     name: ClassVar[FeedName] = "model_response"
@@ -67,8 +61,7 @@ class ModelResponse(_Feed):
     context_tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResults(_Feed):
+class ToolResults(_Feed, frozen=True):
     """One user message answering exactly the dispatched calls, each id once, and the context
     size with it when the driver counted one (None keeps the count): one feed per exchange, so
     a trace holds one record where a second feed for the count once followed."""
@@ -78,8 +71,7 @@ class ToolResults(_Feed):
     context_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionResult(_Feed):
+class CompactionResult(_Feed, frozen=True):
     """History was rewritten: a commit point (pending is folded in and emptied)."""
 
     name: ClassVar[FeedName] = "compaction_result"
@@ -88,8 +80,7 @@ class CompactionResult(_Feed):
     after: int
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionNoop(_Feed):
+class CompactionNoop(_Feed, frozen=True):
     """The compactor found nothing to cut."""
 
     name: ClassVar[FeedName] = "compaction_noop"
@@ -97,46 +88,40 @@ class CompactionNoop(_Feed):
     after: int
 
 
-@dataclass(frozen=True, slots=True)
-class SetContextTokens(_Feed):
+class SetContextTokens(_Feed, frozen=True):
     """The driver's own count (an estimate, or a provider's overflow report)."""
 
     name: ClassVar[FeedName] = "set_context_tokens"
     n: int
 
 
-@dataclass(frozen=True, slots=True)
-class Inject(_Feed):
+class Inject(_Feed, frozen=True):
     """Append a message to pending during a run (steering, a reflector's note)."""
 
     name: ClassVar[FeedName] = "inject"
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel(_Feed):
+class Cancel(_Feed, frozen=True):
     """Stop the run (a no-op once it is over)."""
 
     name: ClassVar[FeedName] = "cancel"
 
 
-@dataclass(frozen=True, slots=True)
-class Fail(_Feed):
+class Fail(_Feed, frozen=True):
     """The world failed the run (a no-op once it is over)."""
 
     name: ClassVar[FeedName] = "fail"
     error: LoopError
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPending(_Feed):
+class CommitPending(_Feed, frozen=True):
     """Success exit: pending is glued onto history."""
 
     name: ClassVar[FeedName] = "commit_pending"
 
 
-@dataclass(frozen=True, slots=True)
-class DiscardPending(_Feed):
+class DiscardPending(_Feed, frozen=True):
     """Failure exit: the coherent prefix of pending is salvaged, the in-flight tail dropped."""
 
     name: ClassVar[FeedName] = "discard_pending"

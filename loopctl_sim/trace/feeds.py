@@ -18,19 +18,16 @@ discard_pending        ``{}``
 =====================  ==========================================================
 
 The arguments are the feed type's fields, by name (the names the driver reports to its
-observers: ``feed(name, args, machine)``); pydantic validates them straight into the feed
-type, so the trace writes no definition of a feed of its own. Replay hands the decoded feed to
-``machine.feed(f)``. A ``tool_results`` without a count (None keeps the brain's) is written
-without the key, as trace versions before 4 wrote every one.
+observers: ``feed(name, args, machine)``); they are read straight into the feed type (a
+``Data``, checked as it is read), so the trace writes no definition of a feed of its own.
+Replay hands the decoded feed to ``machine.feed(f)``. A ``tool_results`` without a count (None
+keeps the brain's) is written without the key, as trace versions before 4 wrote every one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, cast
-
-from pydantic import TypeAdapter, ValidationError
 
 from loopctl.core import FEED_TYPES, FEEDS, AcceptInput, Feed, Message, ToolResults
 from loopctl_sim.errors import SimError
@@ -40,14 +37,11 @@ class FeedCodecError(ValueError, SimError):
     """A feed name or its arguments do not fit the codec."""
 
 
-@cache
-def _adapter(name: str) -> TypeAdapter[Feed]:
+def _feed_type(name: str) -> type[Feed]:
     try:
-        feed_type = FEED_TYPES[name]
+        return FEED_TYPES[name]
     except KeyError:
         raise FeedCodecError(f"unknown feed {name!r}; known feeds: {', '.join(FEEDS)}") from None
-    adapter: TypeAdapter[Feed] = TypeAdapter(feed_type)
-    return adapter
 
 
 def user_message_input(feed: Feed) -> Feed:
@@ -69,24 +63,24 @@ def written(feed: Feed) -> Feed | dict[str, Any]:
 def decode_feed(name: str, args: Mapping[str, Any] | Feed) -> Feed:
     """Feed ``name`` from its arguments as JSON data (or the driver's live values, or already a
     feed); ``FeedCodecError`` names what does not fit."""
-    adapter = _adapter(name)
-    if isinstance(args, FEED_TYPES[name]):
+    feed_type = _feed_type(name)
+    if isinstance(args, feed_type):
         return user_message_input(args)
     data = dict(cast(Mapping[str, Any], args))
-    extra = set(data).difference(FEED_TYPES[name].__match_args__)
+    extra = set(data).difference(feed_type.__struct_fields__)
     if extra:  # as in a trace's record: an argument the feed does not have is an error
         raise FeedCodecError(f"bad arguments for feed {name!r}: {min(extra)}: not an argument")
     try:
-        return user_message_input(adapter.validate_python(data))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "args"
-        raise FeedCodecError(f"bad arguments for feed {name!r}: {where}: {first['msg']}") from None
+        return user_message_input(feed_type.read(data))
+    except ValueError as exc:  # msgspec's: "Expected `int`, got `str` - at `$.n`"
+        what, _, where = str(exc).partition(" - at `$")
+        where = where.lstrip(".").rstrip("`") or "args"
+        raise FeedCodecError(f"bad arguments for feed {name!r}: {where}: {what}") from None
 
 
 def encode_feed(feed: Feed) -> dict[str, Any]:
     """A feed's arguments as JSON data (messages and errors become dicts)."""
-    data: dict[str, Any] = _adapter(feed.name).dump_python(feed, mode="json")
+    data: dict[str, Any] = feed.model_dump()
     if type(feed) is ToolResults and feed.context_tokens is None:
         del data["context_tokens"]
     return data

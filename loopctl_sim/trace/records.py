@@ -37,7 +37,6 @@ definition, and a feed record's arguments are the brain's own ``Feed``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, Union, cast
 
 from pydantic import (
@@ -192,7 +191,7 @@ def _record_of(feed_type: type[Feed]) -> type[FeedRecord]:
     args: Any = feed_type
     if feed_type is AcceptInput:  # a plain string is taken as a user message
         args = Annotated[feed_type, AfterValidator(user_message_input)]
-    default: Any = ... if dataclasses.fields(feed_type) else cast(Any, feed_type)()
+    default: Any = ... if feed_type.__struct_fields__ else cast(Any, feed_type)()
     name: Any = Literal[feed_type.name]
     record: type[FeedRecord] = create_model(
         f"{feed_type.__name__}Feed",

@@ -93,3 +93,12 @@ def test_a_float_is_written_in_its_shortest_form_and_reads_back() -> None:
     text = call.model_dump_json()
     assert text.endswith('"arguments":{"big":1e20,"small":1.5e-7,"x":0.1}}')
     assert ToolCall.model_validate_json(text) == call
+
+
+def test_indented_json_and_the_schema_of_a_value_s_own_class() -> None:
+    text = REPLY.model_dump_json(indent=2)
+    assert (
+        text.startswith('{\n  "role": "assistant",') and Message.model_validate_json(text) == REPLY
+    )
+    schema = Message.model_json_schema()
+    assert schema["title"] == "Message" and set(schema["properties"]) == {"role", "parts"}
