@@ -42,11 +42,6 @@ def _dec_hook(tp: Any, value: Any) -> Any:
 
 #: The one JSON writer of the brain's data: compact, keys in field order.
 ENCODE: Final[Callable[[Any], bytes]] = msgspec.json.Encoder(enc_hook=_enc_hook).encode
-
-
-_ANY_JSON: Final[Callable[[Any], bytes]] = msgspec.json.Encoder(
-    enc_hook=lambda v: to_jsonable(v)
-).encode
 #: The brain's data as JSON builtins (dicts, lists, strings, numbers).
 to_builtins: Final = partial(msgspec.to_builtins, enc_hook=_enc_hook)
 
@@ -65,12 +60,16 @@ def to_jsonable(value: Any) -> Any:
     return pydantic_core.to_jsonable_python(value, fallback=_struct_builtins)
 
 
+#: msgspec's writer of any value: what it does not know, pydantic makes JSON data first.
+_ANY_JSON: Final[Callable[[Any], bytes]] = msgspec.json.Encoder(enc_hook=to_jsonable).encode
+
+
 def to_json(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
     """Any value as compact JSON, the brain's data among it. Without ``fallback``, msgspec writes
     it (the brain's data, dataclasses and builtins; anything else as pydantic makes it JSON
-    data): a traced run writes every step and feed so, 4 times faster than pydantic writing the
-    brain's data through its fallback. With one, pydantic writes it and ``fallback`` what
-    neither knows."""
+    data): a traced run writes every step and feed so, in half the time pydantic took through
+    its fallback (cProfile of 30 traced runs of ``bench_fuzz_driver``: 11 against 25 ms for
+    13,080 writes). With ``fallback``, pydantic writes it and ``fallback`` what neither knows."""
     if fallback is None:
         return _ANY_JSON(value)
     return pydantic_core.to_json(value, fallback=partial(_builtins_or, fallback))
@@ -78,6 +77,11 @@ def to_json(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
 
 def _builtins_or(fallback: Callable[[Any], Any], value: Any) -> Any:
     return to_builtins(value) if isinstance(value, msgspec.Struct) else fallback(value)
+
+
+def decode(text: str | bytes, cls: type[Any]) -> Any:
+    """A ``cls`` read from JSON, every field checked (``msgspec.DecodeError``, a ``ValueError``)."""
+    return msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
 
 
 def convert(value: Any, cls: type[Any]) -> Any:
@@ -155,7 +159,7 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     def model_validate_json(cls, text: str | bytes) -> Self:
         """A ``cls`` read from JSON; a ``ValidationError`` if the text does not hold one."""
         try:
-            value: Self = msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
+            value: Self = decode(text, cls)
             return value.checked()
         except (msgspec.DecodeError, ValueError) as e:
             raise invalid(cls, text, e) from None

@@ -29,10 +29,8 @@ from typing import Annotated, Any, Final
 
 import msgspec
 from msgspec import Meta
-from msgspec.structs import force_setattr
 
-from loopctl.core.data import ENCODE, Data, convert, invalid
-from loopctl.core.data import _dec_hook as _DEC_HOOK
+from loopctl.core.data import ENCODE, Data, convert, decode, invalid
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
@@ -133,7 +131,7 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
     ) -> MachineSnapshot:
         """A snapshot read from JSON (content or sealed), checked."""
         try:
-            sealed = msgspec.json.decode(text, type=_Sealed, dec_hook=_DEC_HOOK)
+            sealed: _Sealed = decode(text, _Sealed)
             return sealed.unseal(checksum_of)
         except ValueError as e:
             head = None
@@ -155,8 +153,9 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
             problem = problem and f"inconsistent machine snapshot: {problem}"
         if problem is not None:
             raise ValueError(problem)
-        if self.version != 1:  # the lowest version that holds it, whatever the text said
-            force_setattr(self, "version", needed_version(self.history, self.pending))
+        version = 1 if self.version == 1 else needed_version(self.history, self.pending)
+        if version != self.version:  # the lowest version that holds it, whatever it said
+            return msgspec.structs.replace(self, version=version)
         return self
 
 
