@@ -44,6 +44,14 @@ def _dec_hook(tp: Any, value: Any) -> Any:
 ENCODE: Final[Callable[[Any], bytes]] = msgspec.json.Encoder(enc_hook=_enc_hook).encode
 #: The brain's data as JSON builtins (dicts, lists, strings, numbers).
 to_builtins: Final = partial(msgspec.to_builtins, enc_hook=_enc_hook)
+_DECODE: Final = msgspec.json.Decoder().decode
+
+
+def _json_data(value: Data) -> Any:
+    """``value`` as JSON data, lists for tuples: its JSON read back, in a quarter of the time
+    pydantic's ``to_jsonable_python`` took through its fallback (a message with a call: 0.9
+    against 3.9 us, timeit)."""
+    return _DECODE(ENCODE(value))
 
 
 def _struct_builtins(value: Any) -> Any:
@@ -124,7 +132,7 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     ) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
             cls.read,
-            serialization=core_schema.plain_serializer_function_ser_schema(to_jsonable),
+            serialization=core_schema.plain_serializer_function_ser_schema(_json_data),
         )
 
     @classmethod
@@ -171,7 +179,7 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]:
         """The fields as JSON builtins, lists for tuples (``mode`` is accepted for pydantic's
         signature)."""
-        out: dict[str, Any] = to_jsonable(self)
+        out: dict[str, Any] = _json_data(self)
         return out
 
     def model_dump_json(self, *, indent: int | None = None) -> str:
