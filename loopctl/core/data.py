@@ -9,7 +9,7 @@ pydantic models; encoding them 1.3 ms against 18-23 ms (pydantic); building one 
 type, constraint and unknown key.
 
 The rest of loopctl is pydantic models (settings, records, events). They embed ``Data`` as it is:
-pydantic validates one with ``msgspec.convert`` and writes it as msgspec's builtins. ``Data``
+pydantic validates one with ``msgspec.convert`` and writes it as its JSON data. ``Data``
 answers the ``model_*`` methods of those models, so every loopctl value is read and written
 the same way, and a value that does not fit is a pydantic ``ValidationError`` wherever it comes
 from. ``LoopError`` (a pydantic model a ``Failed`` outcome holds) crosses the other way by the
@@ -42,30 +42,31 @@ def _dec_hook(tp: Any, value: Any) -> Any:
 
 #: The one JSON writer of the brain's data: compact, keys in field order.
 ENCODE: Final[Callable[[Any], bytes]] = msgspec.json.Encoder(enc_hook=_enc_hook).encode
-#: The brain's data as JSON builtins (dicts, lists, strings, numbers).
-to_builtins: Final = partial(msgspec.to_builtins, enc_hook=_enc_hook)
 _DECODE: Final = msgspec.json.Decoder().decode
 
 
 def _json_data(value: Data) -> Any:
-    """``value`` as JSON data, lists for tuples: its JSON read back, in a quarter of the time
-    pydantic's ``to_jsonable_python`` took through its fallback (a message with a call: 0.9
-    against 3.9 us, timeit)."""
+    """``value`` as JSON data (dicts, lists, strings, numbers): its JSON read back, in a quarter
+    of the time pydantic's ``to_jsonable_python`` took through its fallback (a message with a
+    call: 0.9 against 3.9 us, timeit)."""
     return _DECODE(ENCODE(value))
 
 
-def _struct_builtins(value: Any) -> Any:
-    if isinstance(value, msgspec.Struct):
-        return to_builtins(value)
+def _unknown(value: Any) -> Any:
     raise pydantic_core.PydanticSerializationError(
         f"Unable to serialize unknown type: {type(value)}"
     )
 
 
+def _data_or(fallback: Callable[[Any], Any], value: Any) -> Any:
+    """What pydantic does not know: the brain's data as JSON data, the rest by ``fallback``."""
+    return _json_data(value) if isinstance(value, Data) else fallback(value)
+
+
 def to_jsonable(value: Any) -> Any:
     """Any value as JSON builtins, the brain's data among it (pydantic's ``to_jsonable_python``,
     which does not know msgspec's types, falling back to msgspec)."""
-    return pydantic_core.to_jsonable_python(value, fallback=_struct_builtins)
+    return pydantic_core.to_jsonable_python(value, fallback=partial(_data_or, _unknown))
 
 
 #: msgspec's writer of any value: what it does not know, pydantic makes JSON data first.
@@ -80,11 +81,7 @@ def to_json(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
     13,080 writes). With ``fallback``, pydantic writes it and ``fallback`` what neither knows."""
     if fallback is None:
         return _ANY_JSON(value)
-    return pydantic_core.to_json(value, fallback=partial(_builtins_or, fallback))
-
-
-def _builtins_or(fallback: Callable[[Any], Any], value: Any) -> Any:
-    return to_builtins(value) if isinstance(value, msgspec.Struct) else fallback(value)
+    return pydantic_core.to_json(value, fallback=partial(_data_or, fallback))
 
 
 def decode(text: str | bytes, cls: type[Any]) -> Any:
@@ -169,7 +166,7 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
         try:
             value: Self = decode(text, cls)
             return value.checked()
-        except (msgspec.DecodeError, ValueError) as e:
+        except ValueError as e:  # msgspec's DecodeError among them
             raise invalid(cls, text, e) from None
 
     def checked(self) -> Self:

@@ -112,7 +112,7 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
         try:
             sealed: _Sealed = convert(data, _Sealed)
         except ValueError as e:
-            raise ValueError(_head_problem(data) or str(e)) from None
+            raise ValueError(_upgrade_or(e, lambda: msgspec.convert(data, _Head))) from None
         return sealed.unseal(checksum_of)
 
     @classmethod
@@ -134,16 +134,15 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
             sealed: _Sealed = decode(text, _Sealed)
             return sealed.unseal(checksum_of)
         except ValueError as e:
-            head = None
-            with contextlib.suppress(ValueError):
-                head = _head_problem(msgspec.json.decode(text, type=_Head))
-            raise invalid(cls, text, head or e) from None
+            raise invalid(cls, text, _upgrade_or(e, lambda: decode(text, _Head))) from None
 
-    def checked(self) -> MachineSnapshot:
+    def checked(self, needed: int | None = None) -> MachineSnapshot:
         """This snapshot if it is one the brain could be in, with the version its conversation
-        needs; else ``ValueError``."""
+        needs (``needed``, when the caller has it); else ``ValueError``."""
+        if needed is None:
+            needed = needed_version(self.history, self.pending)
         problem = _head_problem(self)
-        if problem is None and self.version == 1 and needed_version(self.history, self.pending) > 1:
+        if problem is None and self.version == 1 and needed > 1:
             problem = (
                 "the conversation holds reasoning or provider parts, which format version 1 "
                 "cannot hold (damaged, or edited by hand)"
@@ -153,7 +152,7 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
             problem = problem and f"inconsistent machine snapshot: {problem}"
         if problem is not None:
             raise ValueError(problem)
-        version = 1 if self.version == 1 else needed_version(self.history, self.pending)
+        version = 1 if self.version == 1 else needed
         if version != self.version:  # the lowest version that holds it, whatever it said
             return msgspec.structs.replace(self, version=version)
         return self
@@ -174,9 +173,10 @@ class _Sealed(MachineSnapshot, frozen=True, kw_only=True):
         read (a re-indented text verifies too), then checked."""
         if (problem := _head_problem(self)) is not None:
             raise ValueError(problem)
+        needed = needed_version(self.history, self.pending)
         fields = {f: getattr(self, f) for f in _CONTENT_FIELDS}
         if self.version == SNAPSHOT_VERSION:  # the content's: the lowest that holds it
-            fields["version"] = needed_version(self.history, self.pending)
+            fields["version"] = needed
         snap = MachineSnapshot(**fields)
         checksum, sealed = self.checksum, self.version == SNAPSHOT_VERSION
         if sealed and checksum is None:
@@ -194,16 +194,23 @@ class _Sealed(MachineSnapshot, frozen=True, kw_only=True):
                 "damaged machine snapshot: its checksum does not match its content (the "
                 "text changed after it was saved)"
             )
-        return snap.checked()
+        return snap.checked(needed)
 
 
 _CONTENT_FIELDS: Final = MachineSnapshot.__struct_fields__
 
 
-def _head_problem(snap: Any) -> str | None:
+def _upgrade_or(error: ValueError, head: Callable[[], _Head]) -> str:
+    """Why data that is no snapshot here is not: its head's problem when it has one (a newer
+    loopctl's snapshot is told to upgrade, whatever else it holds), else ``error``."""
+    with contextlib.suppress(ValueError):
+        return _head_problem(head()) or str(error)
+    return str(error)
+
+
+def _head_problem(snap: _Head | MachineSnapshot) -> str | None:
     """Why a snapshot's format or version is not one this loopctl reads, or None."""
-    fmt = snap.get("format") if isinstance(snap, dict) else getattr(snap, "format", None)
-    version = snap.get("version") if isinstance(snap, dict) else getattr(snap, "version", None)
+    fmt, version = snap.format, snap.version
     if fmt != SNAPSHOT_FORMAT:
         return f"not a loopctl machine snapshot (format {fmt!r})"
     if type(version) is not int or version not in SNAPSHOT_VERSIONS:

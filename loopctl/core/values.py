@@ -22,17 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, get_args
+from types import UnionType
+from typing import Any, Final, Union, get_args, get_origin
 
-from loopctl.core.messages import (
-    Message,
-    ProviderPart,
-    Role,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResult,
-)
+import msgspec
+
+from loopctl.core.messages import Message, Part, Role
 
 #: The deepest a value from a model may nest: ``{}`` is 1, ``{"a": [1]}`` is 2.
 MAX_NESTING: Final = 128
@@ -61,21 +56,21 @@ def value_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 
 
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
-_STR, _OPT_STR, _DICT = (str,), (str, type(None)), (dict,)
-#: Each part's fields and the types they may hold: constructing a part checks nothing
-#: (``data.py``), so the brain checks what it is fed, or it could not read back what it saved.
-_FIELDS: Final[dict[type[Any], tuple[tuple[str, tuple[type, ...]], ...]]] = {
-    TextPart: (("text", _STR),),
-    ToolCall: (("id", _STR), ("name", _STR), ("arguments", _DICT)),
-    ToolResult: (("call_id", _STR), ("name", _STR), ("content", _STR), ("is_error", (bool,))),
-    ThinkingPart: (
-        ("provider", _STR),
-        ("text", _STR),
-        ("signature", _OPT_STR),
-        ("redacted", _OPT_STR),
-        ("data", (dict, type(None))),
-    ),
-    ProviderPart: (("provider", _STR), ("data", _DICT)),
+
+
+def _classes(annotation: Any) -> tuple[type, ...]:
+    """The classes a value of ``annotation`` is an instance of (``str | None``: str, NoneType)."""
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(c for a in get_args(annotation) for c in _classes(a))
+    return (get_origin(annotation) or annotation,)
+
+
+#: Each part type's fields and the classes they may hold, read from the parts' own annotations:
+#: building a part checks nothing (``data.py``), so the brain checks what it is fed, or it
+#: could not read back what it saved.
+_FIELDS: Final = {
+    cls: tuple((f.name, _classes(f.type)) for f in msgspec.structs.fields(cls))
+    for cls in get_args(Part)
 }
 _ROLES: Final = frozenset(get_args(Role))
 

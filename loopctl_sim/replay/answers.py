@@ -49,9 +49,8 @@ _ATTEMPT = frozenset({"model_reply", "model_error"})
 #: The model the agent's own client names, asked when first needed (``own_model``).
 OwnModel = Callable[[], str | None]
 
-# The validators themselves: ``model_validate`` is a Python wrapper around them (about 5,000
-# instructions a call), and every recorded reply is read through them.
-_validate_message = Message.model_validate
+# Usage's validator itself: ``model_validate`` is a Python wrapper around it (about 5,000
+# instructions a call), and every recorded reply's usage is read through it.
 _validate_usage = Usage.__pydantic_validator__.validate_python
 
 
@@ -150,7 +149,7 @@ class ReplayClient:
                 retry = after is not None and after[1].type == "io" and after[1].kind == "retry"
             raise ApiError(error, should_retry=retry if isinstance(retry, bool) else None)
         data = record.data
-        message = _validate_message(data["message"])
+        message = Message.model_validate(data["message"])
         recorded_usage = data.get("usage") or {}
         if recorded_usage != self._usage[0]:  # mostly the same as the reply before: kept
             self._usage = (recorded_usage, _validate_usage(recorded_usage))
