@@ -3,7 +3,7 @@ randomness, the OS or any module of the driver or the providers (an import-linte
 keeps it so)."""
 
 from loopctl.core.conversation import Conversation
-from loopctl.core.data import Data, to_json, to_jsonable
+from loopctl.core.data import Data, json_reader, to_json, to_jsonable
 from loopctl.core.errors import ErrorKind, LoopctlError, LoopError, ProtocolError
 from loopctl.core.feeds import (
     FEED_TYPES,
@@ -115,6 +115,7 @@ __all__ = [
     "ToolResults",
     "coherence_problem",
     "coherent_prefix_length",
+    "json_reader",
     "not_available",
     "to_json",
     "to_jsonable",

@@ -89,6 +89,13 @@ def decode(text: str | bytes, cls: type[Any]) -> Any:
     return msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
 
 
+def json_reader(tp: Any) -> Callable[[str | bytes], Any]:
+    """The JSON reader of ``tp``, any type made of the brain's data (a union of tagged ``Data``
+    among them): every field checked (``msgspec.DecodeError``, a ``ValueError``), a ``Data``'s
+    own ``checked`` left to the caller."""
+    return msgspec.json.Decoder(tp, dec_hook=_dec_hook).decode
+
+
 def convert(value: Any, cls: type[Any]) -> Any:
     """``value`` (builtins, or already ``cls``) as a ``cls``, every field checked."""
     if type(value) is cls:
@@ -161,12 +168,18 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
             raise invalid(cls, data, e) from None
 
     @classmethod
+    def read_json(cls, text: str | bytes) -> Self:
+        """A ``cls`` read from JSON, checked; ``ValueError`` (msgspec's ``DecodeError`` among
+        them) if the text does not hold one."""
+        value: Self = decode(text, cls)
+        return value.checked()
+
+    @classmethod
     def model_validate_json(cls, text: str | bytes) -> Self:
         """A ``cls`` read from JSON; a ``ValidationError`` if the text does not hold one."""
         try:
-            value: Self = decode(text, cls)
-            return value.checked()
-        except ValueError as e:  # msgspec's DecodeError among them
+            return cls.read_json(text)
+        except ValueError as e:
             raise invalid(cls, text, e) from None
 
     def checked(self) -> Self:

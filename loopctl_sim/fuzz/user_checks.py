@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopctl_sim.trace import RECORD
+from loopctl_sim.trace import read_record
 
 
 def load_function(
@@ -55,7 +55,7 @@ def run_user_checks(
     it said (None when all pass). A check that cannot be loaded raises ``ValueError``."""
     if not specs:
         return None
-    records = [RECORD.validate_json(line) for line in trace.splitlines() if line.strip()]
+    records = [read_record(line) for line in trace.splitlines() if line.strip()]
     for spec in specs:
         check = load_function(spec, cwd)
         try:

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from msgspec.structs import astuple
+
 from loopctl.core import Feed, LoopMachine, ProtocolError, to_jsonable
 from loopctl_sim.replay.explain import NOT_CONTINUED, brain_divergence
 from loopctl_sim.replay.report import Diverged, Divergence, RecentFeed, ReplayResult
@@ -67,7 +69,7 @@ def summary_divergence(
     naming the fields that differ, and both sides for the report. Asked after every feed, so
     the agreeing case compares two tuples and builds nothing (the model's fields are in the
     order ``summary_values`` gives them)."""
-    if tuple(brain.__dict__.values()) == machine.summary_values():
+    if astuple(brain) == machine.summary_values():
         return None
     sentence = f"the brain summary recorded {where} does not describe the replayed brain"
     why, expected, actual = brain_divergence(sentence, digest, brain, machine)
@@ -197,7 +199,7 @@ class _MachineReplay:
             if machine.digest() != rec.digest:
                 self.digest_diverged(rec, line)
         brain = rec.brain  # after the digest: it names a real change
-        if brain is not None and tuple(brain.__dict__.values()) != machine.summary_values():
+        if brain is not None and astuple(brain) != machine.summary_values():
             self.check_summary(rec, line, f"after {rec.name}()", rec.digest, brain)
 
     def io(self, line: int, rec: IoRecord) -> None:

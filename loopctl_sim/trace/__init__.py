@@ -15,7 +15,6 @@ from loopctl_sim.trace.files import STDIN, is_gzip_name, lines_of, open_for_read
 from loopctl_sim.trace.reader import TraceReader, read_trace
 from loopctl_sim.trace.recorder import RecordingMachine, TraceRecorder, end_outcome
 from loopctl_sim.trace.records import (
-    RECORD,
     BrainSummary,
     ContinuationError,
     EndRecord,
@@ -26,6 +25,8 @@ from loopctl_sim.trace.records import (
     RunError,
     StepRecord,
     TraceFormatError,
+    read_record,
+    record_json,
     trace_json_schema,
 )
 from loopctl_sim.trace.scrub import (
@@ -38,7 +39,6 @@ from loopctl_sim.trace.scrub import (
 from loopctl_sim.trace.writer import TraceWriteError, TraceWriter
 
 __all__ = [
-    "RECORD",
     "REDACTED",
     "STDIN",
     "BrainSummary",
@@ -65,7 +65,9 @@ __all__ = [
     "is_gzip_name",
     "lines_of",
     "open_for_reading",
+    "read_record",
     "read_trace",
+    "record_json",
     "scrub",
     "scrub_text",
     "trace_json_schema",

@@ -60,22 +60,37 @@ def written(feed: Feed) -> Feed | dict[str, Any]:
     return user_message_input(feed)
 
 
+def _bad(name: str, exc: ValueError) -> FeedCodecError:
+    """msgspec's complaint about a feed's arguments (``Expected `int`, got `str` - at `$.n```)
+    as one that names the feed and the argument."""
+    what, _, where = str(exc).partition(" - at `$")
+    where = where.lstrip(".").rstrip("`") or "args"
+    if what.startswith("Object contains unknown field"):
+        field = what.split("`")[1]
+        where, what = (field if where == "args" else f"{where}.{field}"), "not an argument"
+    return FeedCodecError(f"bad arguments for feed {name!r}: {where}: {what}")
+
+
+def read_feed(name: str, text: str | bytes) -> Feed:
+    """Feed ``name`` from its arguments' JSON text (a trace's feed record's ``args``)."""
+    try:
+        return user_message_input(_feed_type(name).read_json(text))
+    except FeedCodecError:
+        raise
+    except ValueError as exc:
+        raise _bad(name, exc) from None
+
+
 def decode_feed(name: str, args: Mapping[str, Any] | Feed) -> Feed:
     """Feed ``name`` from its arguments as JSON data (or the driver's live values, or already a
     feed); ``FeedCodecError`` names what does not fit."""
     feed_type = _feed_type(name)
     if isinstance(args, feed_type):
         return user_message_input(args)
-    data = dict(cast(Mapping[str, Any], args))
-    extra = set(data).difference(feed_type.__struct_fields__)
-    if extra:  # as in a trace's record: an argument the feed does not have is an error
-        raise FeedCodecError(f"bad arguments for feed {name!r}: {min(extra)}: not an argument")
     try:
-        return user_message_input(feed_type.read(data))
-    except ValueError as exc:  # msgspec's: "Expected `int`, got `str` - at `$.n`"
-        what, _, where = str(exc).partition(" - at `$")
-        where = where.lstrip(".").rstrip("`") or "args"
-        raise FeedCodecError(f"bad arguments for feed {name!r}: {where}: {what}") from None
+        return user_message_input(feed_type.read(dict(cast(Mapping[str, Any], args))))
+    except ValueError as exc:
+        raise _bad(name, exc) from None
 
 
 def encode_feed(feed: Feed) -> dict[str, Any]:

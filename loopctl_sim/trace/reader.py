@@ -10,38 +10,36 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Final
+from typing import IO
 
-from pydantic import ValidationError
+import msgspec
 
 from loopctl_sim.trace.files import CutShort, display_name, lines_of, open_for_reading
 from loopctl_sim.trace.records import (
     READABLE_VERSIONS,
-    RECORD,
     TRACE_FORMAT,
     HeaderRecord,
     Record,
     TraceFormatError,
+    read_record,
 )
 
-#: The record union's core validator (``RECORD.validate_json`` adds a Python call a line).
-_VALIDATE: Final = RECORD.validator.validate_json
 
-
-def _explain(exc: ValidationError) -> str:
-    first = exc.errors(include_url=False)[0]
-    if first["type"] == "json_invalid":
-        return f"not valid JSON ({first['msg']})"
-    loc = ".".join(str(p) for p in first["loc"])
-    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    return f"invalid record: {loc or 'record'}: {first['msg']}{more}"
+def _explain(exc: ValueError) -> str:
+    """The reason a line is not a record: msgspec's (``Expected `int`, got `str` - at
+    `$.seq```) with the place first, or a record's own check's."""
+    if not isinstance(exc, msgspec.ValidationError) and isinstance(exc, msgspec.DecodeError):
+        return f"not valid JSON ({exc})"
+    what, _, where = str(exc).partition(" - at `$")
+    where = where.lstrip(".").rstrip("`")
+    return f"invalid record: {where}: {what}" if where else f"invalid record: {what}"
 
 
 def _header_problem(raw: bytes) -> str | None:
     """A clear reason when ``raw`` is a header of another format or version."""
     try:
         data = json.loads(raw)
-    except (ValueError, RecursionError):  # nested too deep for json: pydantic's reason stands
+    except (ValueError, RecursionError):  # nested too deep for json: msgspec's reason stands
         return None
     if not isinstance(data, dict) or data.get("type") != "header":
         return None
@@ -92,11 +90,11 @@ class TraceReader:
                 for lineno, raw in enumerate(lines, first):
                     self.line = lineno
                     try:
-                        record: Record = _VALIDATE(raw)
-                    except ValidationError as exc:
+                        record = read_record(raw)
+                    except ValueError as exc:
                         self._last_line_cut(raw, lineno, exc)  # or it raises
                         return
-                    kind = record.type  # not isinstance: through pydantic's metaclass, costlier
+                    kind = record.type
                     if record.seq != lineno - 1 or kind == "header" or not in_run:
                         self._check_place(record, lineno, in_run)
                     in_run = kind != "end"  # a header opens a run, an end closes it
@@ -117,8 +115,8 @@ class TraceReader:
         except OSError as exc:
             raise TraceFormatError(self.path, 0, f"cannot open: {exc.strerror or exc}") from None
 
-    def _last_line_cut(self, raw: bytes, lineno: int, exc: ValidationError) -> None:
-        """Add the warning of a truncated last line (``raw``, which pydantic refused with
+    def _last_line_cut(self, raw: bytes, lineno: int, exc: ValueError) -> None:
+        """Add the warning of a truncated last line (``raw``, which the reader refused with
         ``exc``), skipped; raise ``TraceFormatError`` for any other line that is not a record."""
         path = self.path
         if not raw.endswith(b"\n") and raw.strip():
@@ -146,13 +144,13 @@ class TraceReader:
                 path, lineno, f"seq {record.seq} is not consecutive (expected {lineno - 1})"
             )
         kind = record.type
-        if kind == "header":
-            if record.continues is not None and (in_run or lineno == 1):  # type: ignore[union-attr]
+        if isinstance(record, HeaderRecord):
+            if record.continues is not None and (in_run or lineno == 1):
                 where = "starts the trace" if lineno == 1 else "is inside a run (no end before it)"
                 raise TraceFormatError(
                     path, lineno, f"a header that continues the previous run {where}"
                 )
-            self.header = record  # type: ignore[assignment]
+            self.header = record
         elif not in_run:
             # a record outside a run: before the first header, or after an end
             if lineno == 1:

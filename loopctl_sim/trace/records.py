@@ -31,27 +31,23 @@ Every header is written as version 4, so a reader of versions 1 to 3 refuses it 
 a ``tool_results`` count. Older versions are still read; driver-level replay reads their pair of
 feeds as the one the driver now gives (``loopctl_sim.replay.cursor``).
 
-One pydantic model per record type: the JSON Schema, the writer and the reader share one
-definition, and a feed record's arguments are the brain's own ``Feed``.
+One ``Data`` (a msgspec ``Struct``, as the brain's own vocabulary) per record type, tagged by
+``type``: the JSON Schema, the writer and the reader share one definition, and a feed record's
+arguments are the brain's own ``Feed``. Why msgspec: reading the records was a seventh of an
+agent replay with pydantic models (cProfile), and the brain's data they hold is msgspec's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, Union, cast
+import copy
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    create_model,
-    model_validator,
-)
+import msgspec
+from msgspec.structs import force_setattr
 
 from loopctl.core import (
     FEED_TYPES,
-    AcceptInput,
+    Data,
     Feed,
     FeedName,
     LoopMachine,
@@ -59,9 +55,11 @@ from loopctl.core import (
     MachinePolicy,
     MachineSnapshot,
     MachineStep,
+    json_reader,
+    to_json,
 )
 from loopctl_sim.errors import SimError
-from loopctl_sim.trace.feeds import user_message_input
+from loopctl_sim.trace.feeds import read_feed
 
 TRACE_FORMAT: Final = "loopctl-trace"
 #: The version every header this loopctl_sim writes holds.
@@ -71,20 +69,36 @@ TRACE_VERSION: Final = 4
 #: before version 4 the driver's count after an exchange's results is a feed of its own.
 READABLE_VERSIONS: Final = (1, 2, 3, 4)
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+class _Record(Data, frozen=True, kw_only=True, tag_field="type"):
+    """What every record has: its ``seq`` (and its ``type``, the tag)."""
+
+    type: ClassVar[str]
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    #: The fields written only when they are not None.
+    _omitted: ClassVar[tuple[str, ...]] = ()
+    #: The fields of free data: the user's, written whatever they hold (``record_json``).
+    _free: ClassVar[tuple[str, ...]] = ()
+
+    def model_dump(self, *, mode: str = "python", exclude: set[str] = set()) -> dict[str, Any]:  # noqa: B006
+        """The record as its line's JSON data (``exclude``: keys left out)."""
+        data = super().model_dump()
+        for key in (*self._omitted, *exclude):
+            if key in exclude or data[key] is None:
+                data.pop(key, None)
+        return data
+
+    def model_dump_json(self, *, indent: int | None = None) -> str:
+        """The record's line (``record_json``), or that indented by ``indent`` spaces."""
+        text = record_json(self)  # type: ignore[arg-type]  # every _Record is a Record
+        return text if indent is None else msgspec.json.format(text, indent=indent)
 
 
-class _Record(BaseModel):
-    model_config = _FROZEN
-    seq: int = Field(ge=0)
-
-
-class BrainSummary(BaseModel):
+class BrainSummary(Data, frozen=True, kw_only=True):
     """(v2) The brain's small fields after a feed, beside its digest: a divergence names the
     fields that differ instead of two hashes. Replay checks it after every feed (up to a run's
     first scrubbed record): a summary that does not describe the brain is a divergence."""
 
-    model_config = _FROZEN
     state: str
     turn: int | None = None
     turns: int
@@ -98,15 +112,14 @@ class BrainSummary(BaseModel):
 
     @classmethod
     def of(cls, machine: LoopMachine) -> BrainSummary:
-        """The summary of ``machine`` (``summary_values`` is in this model's field order)."""
-        return cls(**dict(zip(cls.model_fields, machine.summary_values(), strict=True)))
+        """The summary of ``machine`` (``summary_values`` is in this type's field order)."""
+        fields: dict[str, Any] = dict(
+            zip(cls.__struct_fields__, machine.summary_values(), strict=True)
+        )
+        return cls(**fields)
 
 
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-class HeaderRecord(_Record):
+class HeaderRecord(_Record, frozen=True, kw_only=True, tag="header"):
     """A run's start. ``metadata`` is free, with two conventions: ``tool_modes`` maps a tool's
     name to ``live`` (it ran), ``recorded`` (it was answered from an earlier trace) or
     ``simulated`` (a scripted world answered it); without it, every tool ran live, or was
@@ -114,25 +127,26 @@ class HeaderRecord(_Record):
     trace (``path``, ``sha256``, the branch seq ``at``), the ``ancestors`` (oldest first), the
     ``edits`` made there and the ``settings`` changed from there on."""
 
-    type: Literal["header"] = "header"
+    type: ClassVar[Literal["header"]] = "header"
+    _omitted: ClassVar[tuple[str, ...]] = ("continues", "brain")
+    _free: ClassVar[tuple[str, ...]] = ("metadata",)
     format: Literal["loopctl-trace"] = TRACE_FORMAT
     version: Literal[1, 2, 3, 4] = TRACE_VERSION
     engine_version: str
     created: str
     snapshot: MachineSnapshot | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     scrubbed: bool = False
     #: (v2) The id of the key the scrubbed records' fingerprints were made with (a fingerprint
     #: of the key, never the key; ``loopctl_sim.trace.scrub``), or None: no key, no fingerprints.
     scrub_key: str | None = None
     #: (v3) The digest of the previous run's ``next_run()``, in place of a snapshot (see the
     #: module docstring). None: the brain is the snapshot's, and the field is not written.
-    continues: str | None = Field(default=None, exclude_if=_is_none)
+    continues: str | None = None
     #: (v3) With ``continues``: that brain's small fields (as a feed record's ``brain``).
-    brain: BrainSummary | None = Field(default=None, exclude_if=_is_none)
+    brain: BrainSummary | None = None
 
-    @model_validator(mode="after")
-    def _one_brain(self) -> Self:
+    def checked(self) -> HeaderRecord:
         if self.continues is not None:
             if self.snapshot is not None:
                 raise ValueError("a header holds a snapshot or continues a run, not both")
@@ -140,6 +154,8 @@ class HeaderRecord(_Record):
                 raise ValueError("continues is a version 3 field")
         elif self.brain is not None:
             raise ValueError("a header holds a brain summary only with continues")
+        if self.snapshot is not None:  # read as a struct: its own checks, as it is restored
+            force_setattr(self, "snapshot", self.snapshot.checked())
         return self
 
     def machine(self, previous: LoopMachine | None = None) -> LoopMachine:
@@ -162,19 +178,19 @@ class ContinuationError(ValueError, SimError):
     """A header that continues the previous run where no run ended before it."""
 
 
-class StepRecord(_Record):
-    type: Literal["step"] = "step"
+class StepRecord(_Record, frozen=True, kw_only=True, tag="step"):
+    type: ClassVar[Literal["step"]] = "step"
     policy: MachinePolicy
     step: MachineStep
     #: (v2) True when secrets were scrubbed from the step (a tool call's arguments).
     scrubbed: bool = False
 
 
-class FeedRecord(_Record):
+class FeedRecord(_Record, frozen=True, kw_only=True, tag="feed"):
     """A feed (``name``, and ``args``: the brain's own ``Feed``) and the brain's digest after it.
-    Read through one subclass per feed (``FEED_RECORDS``), picked by ``name``."""
+    The arguments are read as their JSON text, then as the feed ``name`` names (``checked``)."""
 
-    type: Literal["feed"] = "feed"
+    type: ClassVar[Literal["feed"]] = "feed"
     digest: str
     #: True when secrets were scrubbed from the args: the brain the replay builds from them holds
     #: placeholders, so its digests can no longer be the recorded ones (see replay).
@@ -182,34 +198,20 @@ class FeedRecord(_Record):
     #: (v2) The brain's small fields after the feed.
     brain: BrainSummary | None = None
     name: FeedName
-    args: Feed
+    if TYPE_CHECKING:
+        args: Feed
+    else:
+        # a feed without fields may leave them out
+        args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
+
+    def checked(self) -> FeedRecord:
+        args: Any = self.args
+        if type(args) is msgspec.Raw:  # as read: freshly made, so it is set in place
+            force_setattr(self, "args", read_feed(self.name, args))
+        return self
 
 
-def _record_of(feed_type: type[Feed]) -> type[FeedRecord]:
-    """The record of one feed type: its ``name`` a literal (the discriminator), its ``args`` that
-    type (a feed without fields may leave them out)."""
-    args: Any = feed_type
-    if feed_type is AcceptInput:  # a plain string is taken as a user message
-        args = Annotated[feed_type, AfterValidator(user_message_input)]
-    default: Any = ... if feed_type.__struct_fields__ else cast(Any, feed_type)()
-    name: Any = Literal[feed_type.name]
-    record: type[FeedRecord] = create_model(
-        f"{feed_type.__name__}Feed",
-        __base__=FeedRecord,
-        __module__=__name__,
-        name=(name, feed_type.name),
-        args=(args, default),
-    )
-    return record
-
-
-#: The record class of each feed, by name.
-FEED_RECORDS: Final[dict[str, type[FeedRecord]]] = {
-    name: _record_of(feed_type) for name, feed_type in FEED_TYPES.items()
-}
-
-
-class IoRecord(_Record):
+class IoRecord(_Record, frozen=True, kw_only=True, tag="io"):
     """One IO event (``loopctl.observe.IoEvent``); kinds are open-ended here.
 
     (v2) A ``model_request`` record's data holds the request's ``digest`` (see
@@ -217,10 +219,11 @@ class IoRecord(_Record):
     ``last`` message, and, whenever the model, provider, system prompt, tool specs or options
     changed since the trace's previous request, the whole ``context``."""
 
-    type: Literal["io"] = "io"
+    type: ClassVar[Literal["io"]] = "io"
+    _free: ClassVar[tuple[str, ...]] = ("data",)
     kind: str
     turn: int | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
     duration_s: float | None = None
     #: (v2) True when secrets were scrubbed from the data.
     scrubbed: bool = False
@@ -230,11 +233,10 @@ class IoRecord(_Record):
 RUN_ERROR_MESSAGE_LIMIT: Final = 2000
 
 
-class RunError(BaseModel):
+class RunError(Data, frozen=True, kw_only=True):
     """An exception that escaped a run (``EndRecord.error``): its type's name and its message
     (scrubbed like every record, cut to ``RUN_ERROR_MESSAGE_LIMIT`` characters)."""
 
-    model_config = _FROZEN
     type: str
     message: str
 
@@ -249,32 +251,82 @@ class RunError(BaseModel):
         return f"{self.type}: {self.message}" if self.message else self.type
 
 
-class EndRecord(_Record):
-    type: Literal["end"] = "end"
+class EndRecord(_Record, frozen=True, kw_only=True, tag="end"):
+    type: ClassVar[Literal["end"]] = "end"
+    _omitted: ClassVar[tuple[str, ...]] = ("error",)
     outcome: MachineOutcome | None = None
     digest: str
     #: (v2) True when secrets were scrubbed from the outcome (a final text, an error message).
     scrubbed: bool = False
     #: The exception that escaped the run (the exit door was not taken; ``outcome`` null
     #: unless the brain was terminal). None: the field is not written.
-    error: RunError | None = Field(default=None, exclude_if=_is_none)
+    error: RunError | None = None
 
 
-if TYPE_CHECKING:
-    Record = HeaderRecord | StepRecord | FeedRecord | IoRecord | EndRecord
-else:
-    _FEED = Annotated[Union[tuple(FEED_RECORDS.values())], Field(discriminator="name")]  # noqa: UP007
-    Record = Annotated[
-        HeaderRecord | StepRecord | _FEED | IoRecord | EndRecord, Field(discriminator="type")
-    ]
-RECORD: TypeAdapter[Record] = TypeAdapter(Record)
+Record = HeaderRecord | StepRecord | FeedRecord | IoRecord | EndRecord
+_READ: Final = json_reader(Record)
+
+
+def read_record(line: str | bytes) -> Record:
+    """One trace line as its record, checked; ``ValueError`` if it is not one (msgspec's
+    ``DecodeError`` when it is not JSON, its ``ValidationError`` when a field does not fit)."""
+    record: Record = _READ(line).checked()
+    return record
+
+
+def record_json(record: Record) -> str:
+    """The record's line (without its newline): compact JSON, ``seq`` first, as every version
+    of the format wrote it (``loopctl-sim resume`` finds its checkpoints by that start), then
+    ``type`` and the fields in order; the optional fields of ``_omitted`` left out when None.
+    The user's free data (``_free``) is written as pydantic writes it, what it does not know
+    as its ``repr``."""
+    update: dict[str, Any] = {
+        f: msgspec.UNSET for f in record._omitted if getattr(record, f) is None
+    }
+    for field in record._free:
+        update[field] = msgspec.Raw(to_json(getattr(record, field), fallback=repr))
+    text = to_json(msgspec.structs.replace(record, **update) if update else record)
+    tag, seq, rest = text[1:].split(b",", 2)  # msgspec writes the tag first, then seq
+    return (b"{%s,%s,%s" % (seq, tag, rest)).decode()
+
+
+def _feed_schemas(feed: dict[str, Any]) -> dict[str, Any]:
+    """The feed record's schema once per feed, its ``args`` the feed type's own."""
+    out: dict[str, Any] = {}
+    for name, feed_type in FEED_TYPES.items():
+        schema = copy.deepcopy(feed)
+        schema["title"] = f"{feed_type.__name__}Feed"
+        schema["properties"]["name"] = {"enum": [name]}
+        schema["properties"]["args"] = feed_type.model_json_schema()
+        required = [r for r in schema["required"] if r != "args"]
+        schema["required"] = [*required, "args"] if feed_type.__struct_fields__ else required
+        out[f"{feed_type.__name__}Feed"] = schema
+    return out
+
+
+def _one_of(key: str, refs: dict[str, str]) -> dict[str, Any]:
+    """A union discriminated by ``key``, whose value ``v`` picks ``refs[v]`` (OpenAPI's form)."""
+    return {
+        "oneOf": [{"$ref": ref} for ref in refs.values()],
+        "discriminator": {"propertyName": key, "mapping": refs},
+    }
 
 
 def trace_json_schema() -> dict[str, Any]:
-    """The JSON Schema of one trace line (the union of the record types)."""
-    schema = RECORD.json_schema()
-    schema["title"] = f"loopctl trace record (format {TRACE_FORMAT!r}, version {TRACE_VERSION})"
-    return schema
+    """The JSON Schema of one trace line: a union discriminated by ``type``, a feed record's
+    by its ``name``."""
+    records = (HeaderRecord, StepRecord, FeedRecord, IoRecord, EndRecord)
+    defs = {cls.__name__: cls.model_json_schema() for cls in records}
+    feeds = _feed_schemas(defs["FeedRecord"])
+    defs.update(feeds, RunError=RunError.model_json_schema())
+    defs["FeedRecord"] = _one_of(
+        "name", {n: f"#/$defs/{t.__name__}Feed" for n, t in FEED_TYPES.items()}
+    )
+    return {
+        "title": f"loopctl trace record (format {TRACE_FORMAT!r}, version {TRACE_VERSION})",
+        **_one_of("type", {cls.type: f"#/$defs/{cls.__name__}" for cls in records}),
+        "$defs": defs,
+    }
 
 
 class TraceFormatError(SimError):

@@ -36,11 +36,12 @@ from loopctl_sim.trace.records import (
     EndRecord,
     HeaderRecord,
     RunError,
+    record_json,
 )
 from loopctl_sim.trace.scrub import Scrubber, default_scrubber
 
 #: ``BrainSummary``'s fields, in the order ``LoopMachine.summary_values()`` gives them.
-_SUMMARY_FIELDS: Final = tuple(BrainSummary.model_fields)
+_SUMMARY_FIELDS: Final = BrainSummary.__struct_fields__
 
 
 def _now() -> str:
@@ -208,16 +209,16 @@ class TraceWriter:
             continues=continues,
             brain=brain,
         )
-        text = to_json(record, fallback=repr).decode()
+        text = record_json(record)
         # its own "scrub_key" holds a name's literal (key"): a text without it is searched
         scrubbed = self._write_record(text, text.replace('"scrub_key":', "", 1))
         if continues is None:
             self.brain_scrubbed = scrubbed  # the brain from here on is this snapshot's
 
     # The records written at every step of a run are written from their fields, in their
-    # model's order, straight to JSON (``pydantic_core.to_json``: the brain's objects serialize
-    # as their models do), without building a record model only to serialize it: the reader
-    # validates every line it reads.
+    # record's layout (``record_json``'s; a test holds them to it), without building a record
+    # only to write it: the step's policy is written once a run and each record's user data
+    # is known apart, the part searched for secrets. The reader checks every line it reads.
 
     def step(self, policy: MachinePolicy, step: MachineStep) -> None:
         """A step record. A loop hands the same policy to every step: its JSON is written once
@@ -290,4 +291,4 @@ class TraceWriter:
         """A run's end: its ``outcome`` (None: the brain is not terminal) and final ``digest``;
         ``error``: the exception that escaped the run instead (``RunError.of``)."""
         record = EndRecord(seq=self.seq, outcome=outcome, digest=digest, error=error)
-        self._write_record(record.model_dump_json())
+        self._write_record(record_json(record))

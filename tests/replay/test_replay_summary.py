@@ -20,7 +20,7 @@ from loopctl_sim.trace import BrainSummary, TraceFormatError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "support_agent" / "traces"
 TRACES = ["refund.jsonl", "session.jsonl"]
-FIELDS = list(BrainSummary.model_fields)
+FIELDS = list(BrainSummary.__struct_fields__)
 
 
 def other(field: str, value: Any) -> Any:

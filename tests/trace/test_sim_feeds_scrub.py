@@ -22,15 +22,15 @@ from loopctl import (
 )
 from loopctl.core import FEED_TYPES, FEEDS, AcceptInput
 from loopctl_sim.trace import (
-    RECORD,
     REDACTED,
     FeedCodecError,
     TraceWriter,
     decode_feed,
     encode_feed,
+    read_record,
     scrub,
 )
-from loopctl_sim.trace.records import FEED_RECORDS
+from loopctl_sim.trace.records import trace_json_schema
 from loopctl_sim.trace.scrub import LITERALS, default_scrubber
 
 CALL = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
@@ -56,7 +56,11 @@ CANONICAL: dict[str, dict[str, Any]] = {
 
 
 def test_the_codec_covers_exactly_the_brains_feeds() -> None:
-    assert tuple(FEED_RECORDS) == FEEDS == tuple(CANONICAL)
+    assert tuple(CANONICAL) == FEEDS
+    feeds = [
+        d for d in trace_json_schema()["$defs"].values() if d.get("title", "").endswith("Feed")
+    ]
+    assert [d["properties"]["name"]["enum"] for d in feeds] == [[n] for n in FEEDS]
 
 
 @pytest.mark.parametrize("name", list(CANONICAL))
@@ -73,7 +77,7 @@ def test_text_input_is_taken_as_a_user_message() -> None:
     feed = decode_feed("accept_input", {"input": "hi"})
     assert feed == AcceptInput(Message.user("hi"))
     line = b'{"seq":1,"type":"feed","digest":"d","name":"accept_input","args":{"input":"hi"}}'
-    assert RECORD.validate_json(line).args == feed  # type: ignore[union-attr]
+    assert read_record(line).args == feed  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -198,7 +202,7 @@ def test_secrets_never_land_in_a_trace() -> None:
     text = buf.getvalue()
     for secret in ("sk-live", "sk-abcdefghij", "Bearer", "secret"):
         assert secret not in text
-    records = [RECORD.validate_json(line) for line in text.splitlines()]
+    records = [read_record(line) for line in text.splitlines()]
     assert records[0].scrubbed and records[1].scrubbed
 
 

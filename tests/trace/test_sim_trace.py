@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import astuple
 from sim_helpers import adding_world, lines, write_lines
 
 from loopctl import LoopError, LoopMachine, MachinePolicy, Message, ToolCall
@@ -16,7 +17,6 @@ from loopctl.core import AcceptInput, Fail, ModelResponse
 from loopctl.observe import IoEvent
 from loopctl_sim.sim.machine import simulate
 from loopctl_sim.trace import (
-    RECORD,
     EndRecord,
     FeedRecord,
     HeaderRecord,
@@ -25,6 +25,7 @@ from loopctl_sim.trace import (
     TraceFormatError,
     TraceReader,
     TraceWriter,
+    read_record,
     read_trace,
     trace_json_schema,
 )
@@ -53,7 +54,7 @@ def test_records_have_consecutive_seq_and_types(trace: Path) -> None:
 
 def test_every_line_round_trips_through_the_record_union(trace: Path) -> None:
     for raw in trace.read_text().splitlines():
-        record = RECORD.validate_json(raw)
+        record = read_record(raw)
         assert json.loads(record.model_dump_json()) == json.loads(raw)
 
 
@@ -94,7 +95,22 @@ def _broken(tmp_path: Path, trace: Path, index: int, replacement: str) -> Path:
     ("index", "replacement", "reason"),
     [
         (3, "{not json", "not valid JSON"),
-        (3, '{"seq": 3, "type": "bogus"}', "invalid record"),
+        (3, '{"seq": 3, "type": "bogus"}', "invalid record: type: Invalid value 'bogus'"),
+        (3, '{"seq": "3", "type": "io", "kind": "x"}', "invalid record: seq: Expected `int`"),
+        (3, '{"seq": 3, "type": "io", "kind": "x", "extra": 1}', "unknown field `extra`"),
+        (
+            3,
+            '{"seq": 3, "type": "feed", "name": "set_context_tokens", "args": {"n": "9"}, '
+            '"digest": "x"}',
+            "invalid record: bad arguments for feed 'set_context_tokens': n: Expected `int`",
+        ),
+        (
+            3,
+            '{"seq": 3, "type": "header", "format": "loopctl-trace", "engine_version": "0", '
+            '"created": "t", '
+            '"continues": "ab", "snapshot": null, "version": 2}',
+            "invalid record: continues is a version 3 field",
+        ),
         (3, "", "empty line"),
         (1, '{"seq": 1, "type": "feed", "name": "fly", "args": {}, "digest": "x"}', "fly"),
     ],
@@ -226,7 +242,7 @@ def test_io_records_accept_driver_events_and_models() -> None:
         )
     )
     w.io("crash", data={"step": 3})
-    records = [RECORD.validate_json(line) for line in buf.getvalue().splitlines()]
+    records = [read_record(line) for line in buf.getvalue().splitlines()]
     assert isinstance(records[1], IoRecord) and records[1].duration_s == 0.5
     assert records[1].data["message"]["role"] == "assistant"
     assert isinstance(records[2], IoRecord) and records[2].kind == "crash"
@@ -244,7 +260,7 @@ def test_step_and_feed_records_keep_typed_data() -> None:
     error = LoopError(kind="network", message="down", retryable=True)
     machine.fail(error)
     w.feed(Fail(error), machine)
-    records = [RECORD.validate_json(line) for line in buf.getvalue().splitlines()]
+    records = [read_record(line) for line in buf.getvalue().splitlines()]
     feed: FeedRecord = records[1]  # type: ignore[assignment]
     assert feed.name == "accept_input" and feed.args.input == Message.user("hi")  # type: ignore[union-attr]
     assert isinstance(records[2], StepRecord) and records[2].step == step
@@ -274,7 +290,7 @@ def test_each_record_is_written_as_its_models_own_json() -> None:
     kinds = ["feed", "step", "step", "feed", "step", "io", "io", "io"]
     assert [json.loads(line)["type"] for line in lines[1:]] == kinds
     for line in lines:
-        assert RECORD.validate_json(line).model_dump_json() == line
+        assert read_record(line).model_dump_json() == line
     assert json.loads(lines[6])["data"] == {
         "1": Message.user("x").model_dump(mode="json"),
         "n": None,
@@ -378,8 +394,7 @@ def test_the_brain_summary_is_what_the_validator_builds() -> None:
     seen.append(BrainSummary.of(machine))
     for summary in seen:
         reference = BrainSummary.model_validate(summary.model_dump())
-        assert summary == reference and summary.__dict__ == reference.__dict__
-        assert summary.model_fields_set == reference.model_fields_set
+        assert summary == reference and astuple(summary) == astuple(reference)
         assert summary.model_dump_json() == reference.model_dump_json()
     assert (seen[1].state, seen[1].turn, seen[1].pending) == ("awaiting_tools", 1, 2)
     assert seen[2].window == 1 and seen[2].last_call is not None

@@ -28,12 +28,18 @@ from loopctl.core import (
     ModelResponse,
     SetContextTokens,
     ToolResults,
-    to_json,
 )
 from loopctl.core.messages import ToolResult
 from loopctl_sim import Scrubber, TraceRecorder
 from loopctl_sim.trace import TraceWriter
-from loopctl_sim.trace.records import BrainSummary, EndRecord, FeedRecord, IoRecord, StepRecord
+from loopctl_sim.trace.records import (
+    BrainSummary,
+    EndRecord,
+    FeedRecord,
+    IoRecord,
+    StepRecord,
+    record_json,
+)
 from loopctl_sim.trace.scrub import is_secret_key
 
 SECRET = SECRETS["openai"]
@@ -138,7 +144,7 @@ def test_no_key_a_record_writes_outside_its_parts_names_a_secret() -> None:
     scrubbed whole)."""
     keys = {"type", "format", "version", "engine_version", "created", "continues", "brain"}
     for model in (FeedRecord, StepRecord, IoRecord, EndRecord, BrainSummary):
-        keys.update(model.model_fields)
+        keys.update(model.__struct_fields__)
     for feed_type in FEED_TYPES.values():
         keys.update(feed_type.__match_args__)
     keys.update(["kind", "turn", "calls", "reason", "outcome"])
@@ -168,8 +174,8 @@ def test_io_data_is_written_as_json_data_whatever_it_holds(
     writer.io("tool_result", turn=1, data=data)
     writer.header(None, data, created=CREATED)
     assert [r.get("data", r.get("metadata")) for r in _records(out)] == [written, written]
-    record = IoRecord.model_construct(seq=0, kind="tool_result", turn=1, data=data)
-    assert out.getvalue().splitlines()[0] == to_json(record, fallback=repr).decode()
+    record = IoRecord(seq=0, kind="tool_result", turn=1, data=data)
+    assert out.getvalue().splitlines()[0] == record_json(record)
 
 
 @pytest.mark.parametrize("key", [b"a key", None], ids=["with a key", "without a key"])

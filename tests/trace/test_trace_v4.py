@@ -21,7 +21,6 @@ from loopctl_sim.cli import main
 from loopctl_sim.replay.cursor import folded
 from loopctl_sim.sim import simulate, simulate_driver
 from loopctl_sim.trace import (
-    RECORD,
     FeedRecord,
     HeaderRecord,
     Record,
@@ -31,6 +30,7 @@ from loopctl_sim.trace import (
     TraceWriter,
     decode_feed,
     encode_feed,
+    read_record,
     read_trace,
     reader,
 )
@@ -63,7 +63,7 @@ def test_a_new_trace_is_version_4_and_counts_each_exchange_in_its_results(
 def test_a_new_trace_reads_back_equal(new_trace: Path) -> None:
     """Every line, read into its record and written again, is the same bytes."""
     for raw in new_trace.read_text().splitlines():
-        assert RECORD.validate_json(raw).model_dump_json() == raw
+        assert read_record(raw).model_dump_json() == raw
 
 
 def test_a_loopctl_sim_reading_only_older_versions_refuses_a_new_trace(
@@ -71,7 +71,7 @@ def test_a_loopctl_sim_reading_only_older_versions_refuses_a_new_trace(
 ) -> None:
     """As a loopctl_sim of version 3 reads: its header's ``version`` is ``Literal[1, 2, 3]``
     and it names the versions it reads."""
-    validate = reader._VALIDATE
+    validate = reader.read_record
 
     def older(raw: bytes) -> Record:
         record = validate(raw)
@@ -79,7 +79,7 @@ def test_a_loopctl_sim_reading_only_older_versions_refuses_a_new_trace(
             TypeAdapter(Literal[1, 2, 3]).validate_python(record.version)
         return record
 
-    monkeypatch.setattr(reader, "_VALIDATE", older)
+    monkeypatch.setattr(reader, "read_record", older)
     monkeypatch.setattr(reader, "READABLE_VERSIONS", (1, 2, 3))
     reason = (
         "trace format version 4 is not supported: this loopctl_sim reads versions 1, 2 and 3; "
@@ -111,7 +111,7 @@ def test_results_without_a_count_are_written_as_version_3_wrote_them() -> None:
     """The count is left out when None: the record is byte for byte the older one."""
     path = OLD / "basic.jsonl"
     raw = next(line for line in path.read_text().splitlines() if '"name":"tool_results"' in line)
-    rec = RECORD.validate_json(raw)
+    rec = read_record(raw)
     assert isinstance(rec, FeedRecord) and isinstance(rec.args, ToolResults)
     assert rec.args.context_tokens is None
     machine = _brain_before(path, rec.seq)
@@ -161,11 +161,11 @@ def test_results_without_a_count_not_followed_by_one_are_left_as_they_are() -> N
     a cut trace) stay as they are: only the old driver's pair is read as one feed."""
     lines = (OLD / "basic.jsonl").read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if '"name":"tool_results"' in line)
-    numbered = [(i + 1, RECORD.validate_json(line)) for i, line in enumerate(lines[: at + 1])]
+    numbered = [(i + 1, read_record(line)) for i, line in enumerate(lines[: at + 1])]
     assert list(folded(numbered)) == numbered
     step = json.loads(lines[at + 2])
     assert step["type"] == "step"  # the record after the count
-    mixed = [*numbered, (at + 2, RECORD.validate_json(lines[at + 2]))]
+    mixed = [*numbered, (at + 2, read_record(lines[at + 2]))]
     assert list(folded(mixed)) == mixed
 
 
