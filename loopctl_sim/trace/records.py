@@ -204,6 +204,14 @@ class FeedRecord(_Record, frozen=True, kw_only=True, tag="feed"):
         # a feed without fields may leave them out
         args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
 
+    @classmethod
+    def read(cls, data: Any) -> FeedRecord:
+        """As every ``Data`` reads (``model_validate``); JSON data by its text, which the
+        arguments are read from."""
+        if isinstance(data, FeedRecord):
+            return data.checked()
+        return cls.read_json(to_json(data))
+
     def checked(self) -> FeedRecord:
         args: Any = self.args
         if type(args) is msgspec.Raw:  # as read: freshly made, so it is set in place

@@ -56,6 +56,8 @@ def test_every_line_round_trips_through_the_record_union(trace: Path) -> None:
     for raw in trace.read_text().splitlines():
         record = read_record(raw)
         assert json.loads(record.model_dump_json()) == json.loads(raw)
+        # its JSON data reads back into the same record (a feed record's args by their text)
+        assert type(record).model_validate(record.model_dump()) == record == read_record(raw)
 
 
 def test_writer_flushes_each_record_before_the_next(tmp_path: Path) -> None:
