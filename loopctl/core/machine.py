@@ -395,10 +395,10 @@ class LoopMachine(_saved.SavedBrain):
         if (problem := types_problem(response)) is not None:
             raise self._refuse(feed, problem)
         calls: list[ToolCall] = []
-        for part in response.parts:  # by kind: isinstance misses through ABCMeta (a text part)
-            if part.kind == "tool_call":
+        for part in response.parts:
+            if isinstance(part, ToolCall):
                 calls.append(part)
-            elif part.kind == "tool_result":
+            elif isinstance(part, ToolResult):
                 raise self._refuse(feed, "an assistant message cannot hold tool results")
         if not is_count(context_tokens):
             raise self._refuse(feed, f"not a token count: {context_tokens!r}")

@@ -36,6 +36,7 @@ from loopctl.core import (
     CompactReason,
     Completed,
     DiscardPending,
+    Done,
     Fail,
     Failed,
     Feed,
@@ -262,15 +263,15 @@ class BareLoop:
             for observer in self._observers:
                 observer.step(policy, step, self._machine)
             try:
-                # by ``kind``: isinstance of a pydantic class misses through ABCMeta
-                if step.kind == "call_llm":
-                    await self._call_llm(step, policy, cancel)
-                elif step.kind == "call_tools":
-                    await self._call_tools(step, policy, cancel)
-                elif step.kind == "compact":
-                    await self._compact(step, cancel)
-                elif step.kind == "done":
-                    break
+                match step:
+                    case CallLLM():
+                        await self._call_llm(step, policy, cancel)
+                    case CallTools():
+                        await self._call_tools(step, policy, cancel)
+                    case Compact():
+                        await self._compact(step, cancel)
+                    case Done():
+                        break
             except (CancelFired, asyncio.CancelledError) as exc:
                 # A wait on the world cut off by the cancel signal (``CancelGuard`` cancels the
                 # run's own task; its flag tells that from an outside cancel, which propagates).

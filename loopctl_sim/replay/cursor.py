@@ -40,8 +40,6 @@ def folded(records: Iterable[Numbered]) -> Iterator[Numbered]:
                 yield line, pair.model_copy(update={**fields, "scrubbed": scrubbed})
                 continue
             yield first
-        # ``type`` first: an absent ``args`` goes through pydantic's ``__getattr__`` (17,000
-        # instructions a record of an agent replay, cachegrind)
         if rec.type == "feed" and type(rec.args) is ToolResults and rec.args.context_tokens is None:
             held = line, rec
         else:

@@ -202,7 +202,6 @@ class ToolFaults:
             return  # nothing to assign (the walk: 300,000 instructions a 20-turn run)
         machine = point.machine
         exchange = machine.exchange
-        # by ``kind``: a pydantic class's isinstance misses through ABCMeta (every other step)
         if machine.state.kind != "awaiting_tools" or exchange is None:
             return
         # each call's fault, in call order; a call asked again after a crash keeps its own
