@@ -400,3 +400,35 @@ def test_the_brain_summary_is_what_the_validator_builds() -> None:
         assert summary.model_dump_json() == reference.model_dump_json()
     assert (seen[1].state, seen[1].turn, seen[1].pending) == ("awaiting_tools", 1, 2)
     assert seen[2].window == 1 and seen[2].last_call is not None
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.dictionaries(st.text(), _JSON, max_size=4), turn=st.none() | st.integers(0, 99))
+def test_free_data_the_writer_takes_reads_back_as_written(
+    data: dict[str, object], turn: int | None
+) -> None:
+    """An ``io`` record's data and a header's metadata, any JSON data (big integers, any text,
+    floats of any size), read back from the written line as the same data (unless it held
+    something shaped like a secret, which the record then says)."""
+    from loopctl_sim.trace import HeaderRecord, IoRecord, Scrubber, record_json
+
+    out = io.StringIO()
+    writer = TraceWriter(out, scrubber=Scrubber())
+    writer.header(None, data)
+    writer.io("tool_result", turn=turn, data=data)
+    header, record = (read_record(line) for line in out.getvalue().split("\n")[:2])
+    assert isinstance(header, HeaderRecord) and isinstance(record, IoRecord)
+    if not (header.scrubbed or record.scrubbed):
+        assert header.metadata == data and record.data == data and record.turn == turn
+        assert json.loads(record_json(record)) == json.loads(out.getvalue().split("\n")[1])
