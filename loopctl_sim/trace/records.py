@@ -40,6 +40,7 @@ agent replay with pydantic models (cProfile), and the brain's data they hold is 
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
@@ -80,7 +81,7 @@ class _Record(Data, frozen=True, kw_only=True, tag_field="type"):
     #: The fields of free data: the user's, written whatever they hold (``record_json``).
     _free: ClassVar[tuple[str, ...]] = ()
 
-    def model_dump(self, *, mode: str = "python", exclude: set[str] = set()) -> dict[str, Any]:  # noqa: B006
+    def model_dump(self, *, mode: str = "python", exclude: Collection[str] = ()) -> dict[str, Any]:
         """The record as its line's JSON data (``exclude``: keys left out)."""
         data = super().model_dump()
         for key in (*self._omitted, *exclude):
