@@ -44,7 +44,12 @@ def _enc_hook(value: Any) -> Any:
 
 def _dec_hook(tp: Any, value: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return tp.model_validate(value)
+        try:
+            return tp.model_validate(value)
+        except ValidationError as e:  # one line, as msgspec's own (it adds where: `$.error`)
+            first = e.errors(include_url=False)[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ValueError(f"{first['msg']} (in {where})" if where else first["msg"]) from None
     raise NotImplementedError(f"cannot read a {tp!r}")
 
 
@@ -92,16 +97,32 @@ def to_json(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
     return pydantic_core.to_json(value, fallback=partial(_data_or, fallback))
 
 
+#: Why a text nested deeper than the interpreter's recursion limit is refused: msgspec raises
+#: ``RecursionError`` there, and every reader of loopctl answers bad input with a ``ValueError``.
+TOO_DEEP: Final = "nested too deep to read"
+
+
 def decode(text: str | bytes, cls: type[Any]) -> Any:
     """A ``cls`` read from JSON, every field checked (``msgspec.DecodeError``, a ``ValueError``)."""
-    return msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
+    try:
+        return msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
+    except RecursionError:
+        raise msgspec.ValidationError(TOO_DEEP) from None
 
 
 def json_reader(tp: Any) -> Callable[[str | bytes], Any]:
     """The JSON reader of ``tp``, any type made of the brain's data (a union of tagged ``Data``
     among them): every field checked (``msgspec.DecodeError``, a ``ValueError``), a ``Data``'s
     own ``checked`` left to the caller."""
-    return msgspec.json.Decoder(tp, dec_hook=_dec_hook).decode
+    read = msgspec.json.Decoder(tp, dec_hook=_dec_hook).decode
+
+    def reader(text: str | bytes) -> Any:
+        try:
+            return read(text)
+        except RecursionError:
+            raise msgspec.ValidationError(TOO_DEEP) from None
+
+    return reader
 
 
 def convert(value: Any, cls: type[Any]) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from loopctl import LoopError, Message, ToolCall
+from loopctl import LoopError, LoopMachine, Message, ToolCall
 from loopctl.core import Done, Failed, MachineState, Start, Terminal, to_json, to_jsonable
 from loopctl.core.steps import AwaitingModel
 
@@ -102,3 +102,25 @@ def test_indented_json_and_the_schema_of_a_value_s_own_class() -> None:
     )
     schema = Message.model_json_schema()
     assert schema["title"] == "Message" and set(schema["properties"]) == {"role", "parts"}
+
+
+def test_text_nested_past_the_recursion_limit_is_a_validation_error() -> None:
+    """msgspec raises ``RecursionError`` past the interpreter's limit: a reader of loopctl
+    answers it as any bad input (a call's arguments may be any JSON; a sealed snapshot too)."""
+    deep = "[" * 5000 + "]" * 5000
+    call = '{"role":"assistant","parts":[{"kind":"tool_call","id":"a","name":"b","arguments":'
+    with pytest.raises(ValidationError, match="nested too deep"):
+        Message.model_validate_json(call + '{"x":' + deep + "}}]}")
+    with pytest.raises(ValidationError, match="nested too deep"):
+        LoopMachine.model_validate_json(
+            '{"format":"loopctl-machine","version":3,"history":[' + call + '{"x":' + deep + "}}]}]}"
+        )
+
+
+def test_a_pydantic_model_inside_data_that_does_not_fit_is_one_line() -> None:
+    """A ``LoopError`` inside a ``Failed`` outcome is read by pydantic: its complaint is one
+    line, as msgspec's own, with the field it names."""
+    with pytest.raises(ValidationError) as refused:
+        Failed.model_validate_json('{"error":{"kind":"nope","message":"m"}}')
+    assert "Input should be" in str(refused.value) and "(in kind)" in str(refused.value)
+    assert "validation errors for LoopError" not in str(refused.value)

@@ -113,6 +113,11 @@ def _broken(tmp_path: Path, trace: Path, index: int, replacement: str) -> Path:
             '"continues": "ab", "snapshot": null, "version": 2}',
             "invalid record: continues is a version 3 field",
         ),
+        (
+            3,
+            '{"seq": 3, "type": "io", "kind": "x", "data": {"a": ' + "[" * 5000 + "]" * 5000 + "}}",
+            "too deep",
+        ),
         (3, "", "empty line"),
         (1, '{"seq": 1, "type": "feed", "name": "fly", "args": {}, "digest": "x"}', "fly"),
     ],
