@@ -26,8 +26,8 @@ hooks below.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Callable, Hashable, Mapping
+from functools import cache, partial
 from typing import Any, Final, Self
 
 import msgspec
@@ -102,18 +102,11 @@ def to_json(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
 TOO_DEEP: Final = "nested too deep to read"
 
 
-def decode(text: str | bytes, cls: type[Any]) -> Any:
-    """A ``cls`` read from JSON, every field checked (``msgspec.DecodeError``, a ``ValueError``)."""
-    try:
-        return msgspec.json.decode(text, type=cls, dec_hook=_dec_hook)
-    except RecursionError:
-        raise msgspec.ValidationError(TOO_DEEP) from None
-
-
-def json_reader(tp: Any) -> Callable[[str | bytes], Any]:
+@cache
+def json_reader(tp: Hashable) -> Callable[[str | bytes], Any]:
     """The JSON reader of ``tp``, any type made of the brain's data (a union of tagged ``Data``
     among them): every field checked (``msgspec.DecodeError``, a ``ValueError``), a ``Data``'s
-    own ``checked`` left to the caller."""
+    own ``checked`` left to the caller. One per type."""
     read = msgspec.json.Decoder(tp, dec_hook=_dec_hook).decode
 
     def reader(text: str | bytes) -> Any:
@@ -123,6 +116,11 @@ def json_reader(tp: Any) -> Callable[[str | bytes], Any]:
             raise msgspec.ValidationError(TOO_DEEP) from None
 
     return reader
+
+
+def decode(text: str | bytes, cls: Any) -> Any:
+    """A ``cls`` read from JSON (``json_reader``)."""
+    return json_reader(cls)(text)
 
 
 def convert(value: Any, cls: type[Any]) -> Any:
