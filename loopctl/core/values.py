@@ -3,8 +3,9 @@ numbers, a token count, a history; and the shape of a conversation (coherence, s
 
 Why: what the engine accepts it must be able to write and read back. A tool call's arguments
 and a reasoning or provider part's ``data`` are the provider's free-form JSON, which every form
-the engine writes wraps up to 8 levels down (a trace's snapshot record); pydantic's JSON parser
-reads 201 levels at most, Python's ``json`` about 1,000. JSON has no NaN or infinity, yet
+the engine writes wraps up to 8 levels down (a trace's snapshot record); msgspec (the snapshot's
+and the trace's reader) stops at the interpreter's recursion limit, pydantic's JSON parser at
+201 levels, Python's ``json`` at about 1,000. JSON has no NaN or infinity, yet
 Python's parser reads ``NaN`` and ``1e999``: such a value saves as ``null`` and restores as
 another brain. So one limit, well inside every reader's, is checked where a value enters: the
 door a model's reply comes through (``loopctl.api.fold_events``) and the brain on every feed
