@@ -118,11 +118,6 @@ def json_reader(tp: Hashable) -> Callable[[str | bytes], Any]:
     return reader
 
 
-def decode(text: str | bytes, cls: Any) -> Any:
-    """A ``cls`` read from JSON (``json_reader``)."""
-    return json_reader(cls)(text)
-
-
 def convert(value: Any, cls: type[Any]) -> Any:
     """``value`` (builtins, or already ``cls``) as a ``cls``, every field checked."""
     if type(value) is cls:
@@ -198,7 +193,7 @@ class Data(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     def read_json(cls, text: str | bytes) -> Self:
         """A ``cls`` read from JSON, checked; ``ValueError`` (msgspec's ``DecodeError`` among
         them) if the text does not hold one."""
-        value: Self = decode(text, cls)
+        value: Self = json_reader(cls)(text)
         return value.checked()
 
     @classmethod

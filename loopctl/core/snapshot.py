@@ -30,7 +30,7 @@ from typing import Annotated, Any, Final
 import msgspec
 from msgspec import Meta
 
-from loopctl.core.data import ENCODE, Data, convert, decode, invalid
+from loopctl.core.data import ENCODE, Data, convert, invalid, json_reader
 from loopctl.core.loopdetect import LoopWindow
 from loopctl.core.messages import Message, ToolCall, ToolResult
 from loopctl.core.steps import AwaitingModel, AwaitingTools, MachineState
@@ -131,10 +131,10 @@ class MachineSnapshot(Data, frozen=True, kw_only=True):
     ) -> MachineSnapshot:
         """A snapshot read from JSON (content or sealed), checked."""
         try:
-            sealed: _Sealed = decode(text, _Sealed)
+            sealed: _Sealed = json_reader(_Sealed)(text)
             return sealed.unseal(checksum_of)
         except ValueError as e:
-            raise invalid(cls, text, _upgrade_or(e, lambda: decode(text, _Head))) from None
+            raise invalid(cls, text, _upgrade_or(e, lambda: json_reader(_Head)(text))) from None
 
     def checked(self, needed: int | None = None) -> MachineSnapshot:
         """This snapshot if it is one the brain could be in, with the version its conversation

@@ -63,10 +63,7 @@ class Incomplete(BaseException):
 
 def brain_view(rec: Record) -> dict[str, Any]:
     """A brain record as data, without what replay never compares."""
-    data = rec.model_dump(mode="json")
-    for key in ("seq", "type", "scrubbed", "brain"):
-        data.pop(key, None)
-    return data
+    return rec.model_dump(exclude=("seq", "type", "scrubbed", "brain"))
 
 
 def _kind(rec: Record) -> str:

@@ -60,23 +60,28 @@ def written(feed: Feed) -> Feed | dict[str, Any]:
     return user_message_input(feed)
 
 
-def _bad(name: str, exc: ValueError) -> FeedCodecError:
-    """msgspec's complaint about a feed's arguments (``Expected `int`, got `str` - at `$.n```)
-    as one that names the feed and the argument."""
+def complaint(exc: ValueError) -> tuple[str, str]:
+    """msgspec's complaint split into where and what (``Expected `int`, got `str` - at `$.n```:
+    ``n`` and ``Expected `int`, got `str```); where is empty for the whole value, or for a
+    complaint not msgspec's."""
     what, _, where = str(exc).partition(" - at `$")
-    where = where.lstrip(".").rstrip("`") or "args"
+    return where.lstrip(".").rstrip("`"), what
+
+
+def _bad(name: str, exc: ValueError) -> FeedCodecError:
+    """A complaint about a feed's arguments as one that names the feed and the argument."""
+    where, what = complaint(exc)
     if what.startswith("Object contains unknown field"):
         field = what.split("`")[1]
-        where, what = (field if where == "args" else f"{where}.{field}"), "not an argument"
-    return FeedCodecError(f"bad arguments for feed {name!r}: {where}: {what}")
+        where, what = (f"{where}.{field}" if where else field), "not an argument"
+    return FeedCodecError(f"bad arguments for feed {name!r}: {where or 'args'}: {what}")
 
 
 def read_feed(name: str, text: str | bytes) -> Feed:
     """Feed ``name`` from its arguments' JSON text (a trace's feed record's ``args``)."""
+    feed_type = _feed_type(name)
     try:
-        return user_message_input(_feed_type(name).read_json(text))
-    except FeedCodecError:
-        raise
+        return user_message_input(feed_type.read_json(text))
     except ValueError as exc:
         raise _bad(name, exc) from None
 

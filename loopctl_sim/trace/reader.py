@@ -14,6 +14,7 @@ from typing import IO
 
 import msgspec
 
+from loopctl_sim.trace.feeds import complaint
 from loopctl_sim.trace.files import CutShort, display_name, lines_of, open_for_reading
 from loopctl_sim.trace.records import (
     READABLE_VERSIONS,
@@ -30,8 +31,7 @@ def _explain(exc: ValueError) -> str:
     `$.seq```) with the place first, or a record's own check's."""
     if not isinstance(exc, msgspec.ValidationError) and isinstance(exc, msgspec.DecodeError):
         return f"not valid JSON ({exc})"
-    what, _, where = str(exc).partition(" - at `$")
-    where = where.lstrip(".").rstrip("`")
+    where, what = complaint(exc)
     return f"invalid record: {where}: {what}" if where else f"invalid record: {what}"
 
 

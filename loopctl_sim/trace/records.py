@@ -83,10 +83,9 @@ class _Record(Data, frozen=True, kw_only=True, tag_field="type"):
 
     def model_dump(self, *, mode: str = "python", exclude: Collection[str] = ()) -> dict[str, Any]:
         """The record as its line's JSON data (``exclude``: keys left out)."""
-        data = super().model_dump()
-        for key in (*self._omitted, *exclude):
-            if key in exclude or data[key] is None:
-                data.pop(key, None)
+        data: dict[str, Any] = msgspec.json.decode(self.model_dump_json())
+        for key in exclude:
+            data.pop(key, None)
         return data
 
     def model_dump_json(self, *, indent: int | None = None) -> str:
