@@ -63,3 +63,23 @@ def test_an_unknown_unit_is_refused() -> None:
     with pytest.raises(SystemExit) as exc:
         instructions.main(["turns"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("piece", instructions.PIECES)
+def test_a_traced_run_runs_without_each_piece(piece: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--without``: the piece is off (the patch is undone after the test, as a child process
+    would be gone) and the traced run still runs to its end record."""
+    from loopctl.core import LoopMachine
+    from loopctl_sim.trace.recorder import TraceRecorder
+    from loopctl_sim.trace.scrub import Scrubber
+
+    for owner, name in ((TraceRecorder, "io"), (Scrubber, "might_hold"), (LoopMachine, "digest")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    instructions.run_unit("traced", 1, [piece])
+    patched = {"io": TraceRecorder.io, "scrub": Scrubber.might_hold, "digest": LoopMachine.digest}
+    assert patched[piece].__name__ == "<lambda>"
+
+
+def test_an_unknown_piece_is_refused() -> None:
+    with pytest.raises(ValueError, match="the pieces are io, scrub, digest"):
+        instructions.run_unit("sim", 0, ["trace"])
