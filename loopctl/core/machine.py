@@ -14,7 +14,7 @@ handlers. Rules it keeps:
   ``ProtocolError`` naming the feed and the state.
 - A handler validates everything, the arguments' types included, before it changes anything: a
   ``ProtocolError`` leaves the machine exactly as it was. A message whose free-form values could
-  not be saved and read back (``values.parts_problem``) is refused on every feed that takes one.
+  not be saved and read back (``values.message_problem``) is refused on every feed that takes one.
 - ``next_step`` is idempotent: asking may advance the state (Start -> awaiting, a terminal
   verdict, a loop warning), asking again at once answers the same and changes nothing.
 - Terminal is sticky; ``cancel`` and ``fail`` on a terminal machine are no-ops.
@@ -73,8 +73,7 @@ from loopctl.core.values import (
     coherent_prefix_length,
     history_problem,
     is_count,
-    parts_problem,
-    types_problem,
+    message_problem,
 )
 
 
@@ -345,12 +344,10 @@ class LoopMachine(_saved.SavedBrain):
         message = Message.user(input) if isinstance(input, str) else input
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse(feed, "the input must be text or a user message")
-        if (problem := types_problem(message)) is not None:
+        if (problem := message_problem(message)) is not None:
             raise self._refuse(feed, problem)
         if message.tool_results or message.tool_calls:
             raise self._refuse(feed, "the input may not hold tool calls or results")
-        if (problem := parts_problem(message.parts)) is not None:
-            raise self._refuse(feed, problem)
         self._pending.append(message)
         self._started = True
 
@@ -360,12 +357,10 @@ class LoopMachine(_saved.SavedBrain):
             raise self._refuse(feed, "no run is under way")
         if not isinstance(message, Message):
             raise self._refuse(feed, "only a plain message without tool parts can be injected")
-        if (problem := types_problem(message)) is not None:
+        if (problem := message_problem(message)) is not None:
             raise self._refuse(feed, problem)
         if message.tool_calls or message.tool_results:
             raise self._refuse(feed, "only a plain message without tool parts can be injected")
-        if (problem := parts_problem(message.parts)) is not None:
-            raise self._refuse(feed, problem)
         self._pending.append(message)
 
     def _set_context_tokens(self, feed: SetContextTokens) -> None:
@@ -392,8 +387,8 @@ class LoopMachine(_saved.SavedBrain):
         assert isinstance(state, AwaitingModel)
         if not isinstance(response, Message) or response.role != "assistant":
             raise self._refuse(feed, "the response must be an assistant message")
-        if (problem := types_problem(response)) is not None:
-            raise self._refuse(feed, problem)
+        if (problem := message_problem(response)) is not None:
+            raise self._refuse(feed, problem)  # wrong types; too deep, NaN: it could not be saved
         calls: list[ToolCall] = []
         for part in response.parts:
             if isinstance(part, ToolCall):
@@ -402,15 +397,13 @@ class LoopMachine(_saved.SavedBrain):
                 raise self._refuse(feed, "an assistant message cannot hold tool results")
         if not is_count(context_tokens):
             raise self._refuse(feed, f"not a token count: {context_tokens!r}")
-        if (problem := parts_problem(response.parts)) is not None:
-            raise self._refuse(feed, problem)  # too deep, NaN: it could not be saved
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids) or "" in ids:
             raise self._refuse(feed, f"tool call ids must be unique and non-empty: {ids}")
         advertised = self._advertised
         unknown = [c for c in calls if c.name not in advertised]
         # Every call unknown: the exchange completes at once and is recorded now (a key raises
-        # for what parts_problem refused, so it is made before anything changes).
+        # for what message_problem refused, so it is made before anything changes).
         keys = [call_key(c) for c in calls] if calls and len(unknown) == len(calls) else None
         turn = state.turn
         self._turns_taken += 1
@@ -436,7 +429,7 @@ class LoopMachine(_saved.SavedBrain):
             raise self._refuse(feed, f"not a token count: {tokens!r}")
         if not isinstance(message, Message) or message.role != "user":
             raise self._refuse(feed, "results must come in one user message")
-        if (problem := types_problem(message)) is not None:
+        if (problem := message_problem(message)) is not None:
             raise self._refuse(feed, problem)
         parts = message.parts
         for r in parts:

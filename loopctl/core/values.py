@@ -115,6 +115,12 @@ def parts_problem(parts: Iterable[Any], limit: int = MAX_NESTING) -> str | None:
     return None
 
 
+def message_problem(message: Message) -> str | None:
+    """Why a fed message could not be held, saved and read back: its types, then its free-form
+    values (``types_problem``, ``parts_problem``), or None. O(the message)."""
+    return types_problem(message) or parts_problem(message.parts)
+
+
 def is_count(n: object) -> bool:
     """A token count: a non-negative int (``True`` is an int to Python, not a count)."""
     return isinstance(n, int) and not isinstance(n, bool) and n >= 0
@@ -126,7 +132,7 @@ def history_problem(messages: Sequence[Any]) -> str | None:
     for i, message in enumerate(messages):
         if not isinstance(message, Message):
             return f"history[{i}] is a {type(message).__name__}, not a Message"
-        if (problem := types_problem(message) or parts_problem(message.parts)) is not None:
+        if (problem := message_problem(message)) is not None:
             return f"history[{i}]: {problem}"
     return coherence_problem(messages)
 
